@@ -1,0 +1,70 @@
+// shadergrad — errors and user source locations.
+//
+// Every error shadergrad throws derives from sg::Error, so a user can catch one type. Messages say what is
+// wrong, where (op name and the user's file:line captured with std::source_location), and how to fix it.
+#pragma once
+
+#include <cstdint>
+#include <source_location>
+#include <stdexcept>
+#include <string>
+
+namespace sg {
+
+/// Where in the user's C++ a graph node was created (file basename, line, function).
+/// Captured with std::source_location::current() as a defaulted argument of every DSL entry point.
+struct SourceLoc {
+  std::string file;      ///< basename of the source file ("model.cpp"); empty when unknown
+  uint32_t line = 0;     ///< 1-based line; 0 when unknown
+  std::string function;  ///< enclosing function name as the compiler spells it
+
+  SourceLoc() = default;
+  SourceLoc(const std::source_location& l);  // NOLINT(implicit): captured at call sites
+  /// "model.cpp:42", or "<unknown>".
+  std::string str() const;
+  bool known() const { return line != 0; }
+};
+
+/// Base class of every exception shadergrad throws.
+class Error : public std::runtime_error {
+ public:
+  explicit Error(const std::string& what) : std::runtime_error(what) {}
+};
+
+/// Shapes that do not fit an op (broadcast, matmul inner dims, reshape element count, axis out of range...).
+class ShapeError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// A bad argument value (negative size, unknown option, wrong dtype...).
+class ValueError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// A file could not be read or written, or its content is malformed (the message names file and offset).
+class IOError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// A generated shader failed to compile/validate: a bug in shadergrad (message shows the marked source).
+class CompileError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// A GPU backend failed (no context, GL error, incomplete framebuffer...). Names the kernel when known.
+class BackendError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// An operation shadergrad does not support (e.g. gradients of gradients), with the reason.
+class UnsupportedError : public Error {
+ public:
+  using Error::Error;
+};
+
+}  // namespace sg

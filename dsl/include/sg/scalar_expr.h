@@ -1,0 +1,126 @@
+// shadergrad — scalar expressions: the body of an elementwise Map node.
+//
+// A Map node computes out[i] = body(in_0[i'], in_1[i''], ...) where i', i'' are the NumPy-broadcast
+// indices. The body is a small immutable expression tree over its arguments (Arg k = input k of the node).
+// The same tree is evaluated by the CPU reference (in f64), emitted as GLSL by codegen, and differentiated
+// symbolically by autodiff (sg::diff in autodiff/).
+//
+// Builders fold constants and apply the identities x*1 = x, x+0 = x, x-0 = x, x*0 = 0, x/1 = x, --x = x,
+// so derivative bodies stay small and readable in generated shaders.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <llvm/ADT/ArrayRef.h>
+
+namespace sg {
+
+/// Scalar operation codes. Semantics follow PyTorch for the same-named elementwise function.
+enum class SOp : uint8_t {
+  // leaves
+  Const,  ///< a literal (value)
+  Arg,    ///< argument `arg` (input `arg` of the Map node)
+  // unary
+  Neg, Abs, Exp, Log, Sqrt, Rsqrt, Sin, Cos, Tanh, Sigmoid, Relu, Sign, Floor,
+  Round,  ///< round half to even (torch.round)
+  Recip,
+  // binary
+  Add, Sub, Mul, Div,
+  Pow,    ///< a^b (torch.pow); a<0 with non-integer b gives NaN
+  Max, Min,  ///< torch.maximum/minimum (NaN propagates on CPU; GPU follows GLSL max/min)
+  Lt, Le, Gt, Ge, Eq, Ne,  ///< comparisons give 1.0 or 0.0
+  // ternary
+  Select,  ///< a != 0 ? b : c (torch.where)
+};
+
+/// Number of operands of an op (0, 1, 2 or 3).
+int sop_arity(SOp op);
+/// Lower-case name ("add", "sigmoid") used in node names and kernel names.
+const char* sop_name(SOp op);
+
+struct SExpr;
+using SExprPtr = std::shared_ptr<const SExpr>;
+
+/// One node of a scalar expression tree (immutable, shared).
+struct SExpr {
+  SOp op;
+  double value = 0.0;  ///< for Const
+  int arg = -1;        ///< for Arg
+  SExprPtr a, b, c;    ///< operands (nullptr when unused)
+};
+
+// --- builders (with folding/simplification) ---
+SExprPtr sconst(double v);
+SExprPtr sarg(int index);
+SExprPtr sunary(SOp op, SExprPtr a);
+SExprPtr sbinary(SOp op, SExprPtr a, SExprPtr b);
+SExprPtr sselect(SExprPtr cond, SExprPtr a, SExprPtr b);
+
+bool is_const(const SExprPtr& e, double v);
+bool is_const(const SExprPtr& e);
+
+/// Evaluates in f64 with the given argument values (CPU reference semantics).
+double seval(const SExpr& e, llvm::ArrayRef<double> args);
+/// Evaluates one op on already-evaluated operands.
+double seval_op(SOp op, double a, double b, double c);
+
+/// Highest Arg index used + 1 (0 if none).
+int sarg_count(const SExprPtr& e);
+/// Replaces Arg k by subs[k] everywhere.
+SExprPtr ssubstitute(const SExprPtr& e, llvm::ArrayRef<SExprPtr> subs);
+/// Infix rendering for humans and comments: "(a0 * sigmoid(a0))".
+std::string sexpr_str(const SExprPtr& e);
+/// Number of nodes (a cost proxy for fusion decisions).
+int sexpr_size(const SExprPtr& e);
+/// Structural equality.
+bool sexpr_equal(const SExprPtr& x, const SExprPtr& y);
+
+/// A symbolic scalar: what a custom elementwise lambda passed to sg::map receives and returns.
+/// Supports + - * / unary -, comparisons, and the sg:: math functions (exp, sigmoid, max, where, ...).
+struct Scalar {
+  SExprPtr e;
+  Scalar(SExprPtr x) : e(std::move(x)) {}          // NOLINT(implicit)
+  Scalar(double v) : e(sconst(v)) {}               // NOLINT(implicit)
+  Scalar(float v) : e(sconst(v)) {}                // NOLINT(implicit)
+  Scalar(int v) : e(sconst(v)) {}                  // NOLINT(implicit)
+};
+
+Scalar operator+(Scalar a, Scalar b);
+Scalar operator-(Scalar a, Scalar b);
+Scalar operator*(Scalar a, Scalar b);
+Scalar operator/(Scalar a, Scalar b);
+Scalar operator-(Scalar a);
+Scalar operator<(Scalar a, Scalar b);
+Scalar operator<=(Scalar a, Scalar b);
+Scalar operator>(Scalar a, Scalar b);
+Scalar operator>=(Scalar a, Scalar b);
+Scalar operator==(Scalar a, Scalar b);
+Scalar operator!=(Scalar a, Scalar b);
+Scalar neg(Scalar a);
+Scalar abs(Scalar a);
+Scalar exp(Scalar a);
+Scalar log(Scalar a);
+Scalar sqrt(Scalar a);
+Scalar rsqrt(Scalar a);
+Scalar sin(Scalar a);
+Scalar cos(Scalar a);
+Scalar tanh(Scalar a);
+Scalar sigmoid(Scalar a);
+Scalar relu(Scalar a);
+Scalar sign(Scalar a);
+Scalar floor(Scalar a);
+Scalar round(Scalar a);
+Scalar reciprocal(Scalar a);
+Scalar pow(Scalar a, Scalar b);
+Scalar max(Scalar a, Scalar b);
+Scalar min(Scalar a, Scalar b);
+Scalar where(Scalar c, Scalar a, Scalar b);
+/// x if x > 0 else slope*x (torch.nn.functional.leaky_relu).
+Scalar leaky_relu(Scalar x, double slope = 0.01);
+/// log(1 + exp(x)), computed stably as max(x,0) + log(1 + exp(-|x|)) (torch softplus, beta=1).
+Scalar softplus(Scalar x);
+
+}  // namespace sg

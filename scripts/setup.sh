@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs every Debian package shadergrad's build, tests, data and examples need.
+# Idempotent; run as root on Debian 12 (bookworm). Usage: sudo scripts/setup.sh
+set -euo pipefail
+if [ "$(id -u)" -ne 0 ]; then
+  echo "setup.sh: run as root (apt-get install needs it)" >&2
+  exit 1
+fi
+PKGS=(
+  # build
+  cmake ninja-build g++ ccache pkg-config
+  # core libraries
+  llvm-14-dev librange-v3-dev catch2 libcli11-dev nlohmann-json3-dev libfmt-dev libpng-dev zlib1g-dev
+  # shader toolchain
+  glslang-dev glslang-tools spirv-cross libspirv-cross-c-shared-dev spirv-tools
+  # headless GL / Vulkan (Mesa llvmpipe / lavapipe)
+  libegl-dev libgles-dev libegl-mesa0 libgl1-mesa-dri libgbm-dev mesa-vulkan-drivers libvulkan-dev
+  # data: Fashion-MNIST (IDX) and sklearn's 8x8 digits CSV
+  dataset-fashion-mnist python3-sklearn
+  # reference peer for golden files and benchmarks
+  python3-torch python3-numpy libopenblas0-pthread
+)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup.sh: all ${#PKGS[@]} packages already installed"
+  exit 0
+fi
+echo "setup.sh: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q
+apt-get install -y -q --no-install-recommends "${missing[@]}"
