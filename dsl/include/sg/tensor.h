@@ -308,6 +308,9 @@ Tensor max_pool2d(const Tensor& x, Pool2dOptions opt = {}, loc_t loc = loc_t::cu
 /// torch.nn.functional.avg_pool2d with count_include_pad=True.
 Tensor avg_pool2d(const Tensor& x, Pool2dOptions opt = {}, loc_t loc = loc_t::current());
 
+/// Same value as x; autodiff passes no gradient through it (torch's detach()).
+Tensor stop_gradient(const Tensor& x, loc_t loc = loc_t::current());
+
 // ------------------------------------------------------------------------------------------------
 // Softmax and losses
 // ------------------------------------------------------------------------------------------------

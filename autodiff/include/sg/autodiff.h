@@ -1,0 +1,120 @@
+// shadergrad — reverse-mode autodiff, training Programs, optimizers as graph nodes, gradient check.
+//
+// sg::grad walks the graph in reverse topological order from the loss and appends backward nodes (one
+// VJP rule per primitive op, see autodiff/src/vjp.cpp) to the same graph, accumulating adjoints where a value
+// fans out. Broadcasting is undone with sum_to. Map bodies are differentiated symbolically (sg::diff), so a
+// custom elementwise lambda needs no hand-written backward; sg::custom_vjp overrides the rule for any node.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "sg/tensor.h"
+
+namespace sg {
+
+/// d(expr)/d(Arg k), simplified. Derivative conventions (PyTorch's): relu'(0) = 0; |x|'(0) = 0;
+/// max(a,b) splits ties 0.5/0.5 (torch.maximum); floor/round/sign/comparisons have zero derivative.
+SExprPtr diff(const SExprPtr& e, int k);
+
+/// Gradients of `y` with respect to each tensor in `wrt` (leaves or intermediates).
+/// `y` must be a scalar unless `seed` (the adjoint of y, same shape as y) is given.
+/// A tensor `y` does not depend on gets a zero gradient of its shape.
+/// Throws ShapeError (non-scalar y without seed), UnsupportedError (differentiating through a node with no
+/// VJP rule, e.g. argmax, or a backward-only op: gradients of gradients are not supported).
+std::vector<Tensor> grad(const Tensor& y, const std::vector<Tensor>& wrt, const Tensor& seed = Tensor(),
+                         loc_t loc = loc_t::current());
+
+/// Returns a node computing the same value as `y` whose VJP is `rule` (e.g. a straight-through estimator).
+/// `rule(node, adjoint)` returns one adjoint per input of `y`'s node (empty NodePtr: no gradient).
+Tensor custom_vjp(const Tensor& y, CustomVJP rule, loc_t loc = loc_t::current());
+
+/// Fake quantisation with a straight-through estimator, matching torch.fake_quantize_per_tensor_affine:
+/// out = (clamp(round(x/scale) + zero_point, qmin, qmax) - zero_point) * scale (round half to even);
+/// gradient = adjoint where qmin <= round(x/scale) + zero_point <= qmax, else 0.
+Tensor fake_quant(const Tensor& x, double scale, int64_t zero_point, int64_t qmin, int64_t qmax,
+                  loc_t loc = loc_t::current());
+
+/// A persistent value's next value after one step (parameter update, optimizer state update).
+struct Update {
+  NodePtr target;  ///< a Param or State leaf
+  NodePtr value;   ///< its value after the step (same shape)
+};
+
+/// What a backend runs: forward + backward + updates as one graph.
+/// Each run feeds the Input leaves, evaluates `outputs` (read back) and all `updates` (kept on the device),
+/// then commits every update at once (reads see pre-step values: ping-pong).
+struct Program {
+  std::vector<std::string> output_names;
+  std::vector<NodePtr> outputs;
+  std::vector<Update> updates;
+
+  void add_output(const std::string& name, const Tensor& t) {
+    output_names.push_back(name);
+    outputs.push_back(t.node());
+  }
+  /// Roots of the graph: outputs, then update values.
+  std::vector<NodePtr> roots() const;
+  /// Every node the program evaluates, in deterministic topological order.
+  std::vector<NodePtr> nodes() const;
+  /// The Input leaves (sorted by name).
+  std::vector<NodePtr> inputs() const;
+  /// Param and State leaves read by the program (persistent values), in topological order.
+  std::vector<NodePtr> persistent() const;
+};
+
+/// An optimizer turns (params, grads) into update nodes (and creates its own State leaves).
+/// Formulas are torch.optim's, so one step equals PyTorch's step for the same hyper-parameters.
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  virtual std::vector<Update> updates(const std::vector<Tensor>& params, const std::vector<Tensor>& grads) = 0;
+  virtual std::string describe() const = 0;
+};
+
+/// torch.optim.SGD: g += wd*p; buf = momentum*buf + g (buf = g on the first step); p -= lr*buf
+/// (nesterov: p -= lr*(g + momentum*buf)).
+struct SGDOptions {
+  double lr = 0.01, momentum = 0.0, weight_decay = 0.0;
+  bool nesterov = false;
+};
+std::unique_ptr<Optimizer> make_sgd(SGDOptions opt);
+
+/// torch.optim.Adam (Kingma & Ba 2015, PyTorch's formula): g += wd*p; m = b1*m + (1-b1)*g;
+/// v = b2*v + (1-b2)*g^2; p -= lr * (m/(1-b1^t)) / (sqrt(v/(1-b2^t)) + eps). The step counter t is a State.
+struct AdamOptions {
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
+};
+std::unique_ptr<Optimizer> make_adam(AdamOptions opt);
+
+/// Builds a train-step Program: outputs `loss` (named "loss") and any `extra_outputs`; updates from `opt`
+/// applied to the gradients of loss with respect to `params`.
+Program make_train_step(const Tensor& loss, const std::vector<Tensor>& params, Optimizer& opt,
+                        const std::vector<std::pair<std::string, Tensor>>& extra_outputs = {});
+
+/// Result of a finite-difference gradient check.
+struct GradCheckResult {
+  bool ok = true;
+  double max_abs_err = 0, max_rel_err = 0;
+  std::string worst_tensor;  ///< name or description of the tensor with the worst element
+  int64_t worst_index = -1;
+  double worst_analytic = 0, worst_numeric = 0;
+  std::string report() const;  ///< one line: "ok" or the worst element with both values
+};
+
+/// Evaluates a graph exactly (for gradient checks): returns the values of `outputs` given values for leaves.
+/// Implemented by the CPU reference executor (runtime/cpu); autodiff only declares the hook.
+using GraphEvaluator = std::function<std::vector<std::vector<double>>(
+    const std::vector<NodePtr>& outputs, const std::map<const Node*, std::vector<double>>& leaf_values)>;
+
+/// Compares autodiff gradients of scalar `y` w.r.t. `wrt` (leaves) against f64 central finite differences
+/// (step h scaled by max(1,|x|)), element by element: passes when |a-n| <= atol + rtol*|n|.
+/// `values` gives every leaf's value (leaves not listed use their own data; Inputs must be listed).
+GradCheckResult check_gradients(const Tensor& y, const std::vector<Tensor>& wrt,
+                                const std::map<const Node*, std::vector<double>>& values,
+                                const GraphEvaluator& eval, double h = 1e-6, double rtol = 1e-4,
+                                double atol = 1e-6);
+
+}  // namespace sg

@@ -1,0 +1,70 @@
+// Symbolic differentiation of Map bodies.
+#include <cmath>
+
+#include "sg/autodiff.h"
+
+namespace sg {
+
+SExprPtr diff(const SExprPtr& e, int k) {
+  auto c = [](double v) { return sconst(v); };
+  auto add = [](SExprPtr a, SExprPtr b) { return sbinary(SOp::Add, a, b); };
+  auto sub = [](SExprPtr a, SExprPtr b) { return sbinary(SOp::Sub, a, b); };
+  auto mul = [](SExprPtr a, SExprPtr b) { return sbinary(SOp::Mul, a, b); };
+  auto div = [](SExprPtr a, SExprPtr b) { return sbinary(SOp::Div, a, b); };
+  switch (e->op) {
+    case SOp::Const: return c(0);
+    case SOp::Arg: return c(e->arg == k ? 1.0 : 0.0);
+    default: break;
+  }
+  const SExprPtr& a = e->a;
+  SExprPtr da = diff(a, k);
+  if (sop_arity(e->op) == 1) {
+    if (is_const(da, 0)) return c(0);
+    switch (e->op) {
+      case SOp::Neg: return sunary(SOp::Neg, da);
+      case SOp::Abs: return mul(sunary(SOp::Sign, a), da);
+      case SOp::Exp: return mul(e, da);
+      case SOp::Log: return div(da, a);
+      case SOp::Sqrt: return div(mul(c(0.5), da), e);
+      case SOp::Rsqrt: return mul(mul(c(-0.5), div(e, a)), da);
+      case SOp::Sin: return mul(sunary(SOp::Cos, a), da);
+      case SOp::Cos: return sunary(SOp::Neg, mul(sunary(SOp::Sin, a), da));
+      case SOp::Tanh: return mul(sub(c(1), mul(e, e)), da);
+      case SOp::Sigmoid: return mul(mul(e, sub(c(1), e)), da);
+      case SOp::Relu: return sselect(sbinary(SOp::Gt, a, c(0)), da, c(0));
+      case SOp::Sign:
+      case SOp::Floor:
+      case SOp::Round: return c(0);
+      case SOp::Recip: return sunary(SOp::Neg, div(da, mul(a, a)));
+      default: break;
+    }
+  }
+  const SExprPtr& b = e->b;
+  if (e->op == SOp::Select) {
+    SExprPtr db = diff(b, k), dc = diff(e->c, k);
+    return sselect(a, db, dc);
+  }
+  SExprPtr db = diff(b, k);
+  switch (e->op) {
+    case SOp::Add: return add(da, db);
+    case SOp::Sub: return sub(da, db);
+    case SOp::Mul: return add(mul(da, b), mul(a, db));
+    case SOp::Div: return sub(div(da, b), div(mul(a, db), mul(b, b)));
+    case SOp::Pow: {
+      // d(a^b) = b*a^(b-1)*da + a^b*log(a)*db
+      SExprPtr t1 = is_const(da, 0) ? c(0) : mul(mul(b, sbinary(SOp::Pow, a, sub(b, c(1)))), da);
+      SExprPtr t2 = is_const(db, 0) ? c(0) : mul(mul(e, sunary(SOp::Log, a)), db);
+      return add(t1, t2);
+    }
+    case SOp::Max:
+    case SOp::Min: {
+      // torch.maximum/minimum: the gradient goes to the winner; ties split it evenly.
+      SOp win = e->op == SOp::Max ? SOp::Gt : SOp::Lt;
+      return sselect(sbinary(win, a, b), da,
+                     sselect(sbinary(SOp::Eq, a, b), mul(c(0.5), add(da, db)), db));
+    }
+    default: return c(0);  // comparisons
+  }
+}
+
+}  // namespace sg

@@ -1,0 +1,55 @@
+// Errors, source locations, shapes.
+#include <fmt/format.h>
+
+#include "sg/error.h"
+#include "sg/shape.h"
+
+namespace sg {
+
+SourceLoc::SourceLoc(const std::source_location& l) : line(l.line()), function(l.function_name()) {
+  std::string f = l.file_name();
+  auto slash = f.find_last_of('/');
+  file = slash == std::string::npos ? f : f.substr(slash + 1);
+}
+
+std::string SourceLoc::str() const { return known() ? fmt::format("{}:{}", file, line) : "<unknown>"; }
+
+const char* dtype_name(DType d) { return d == DType::f32 ? "f32" : "i32"; }
+
+int64_t numel(ShapeRef s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+Shape contiguous_strides(ShapeRef s) {
+  Shape st(s.size(), 1);
+  for (int i = static_cast<int>(s.size()) - 2; i >= 0; --i) st[i] = st[i + 1] * s[i + 1];
+  return st;
+}
+
+std::string shape_str(ShapeRef s) {
+  if (s.empty()) return "scalar";
+  std::string r;
+  for (size_t i = 0; i < s.size(); ++i) r += (i ? "x" : "") + std::to_string(s[i]);
+  return r;
+}
+
+bool broadcast_shapes(ShapeRef a, ShapeRef b, Shape& out) {
+  size_t n = std::max(a.size(), b.size());
+  out.assign(n, 1);
+  for (size_t i = 0; i < n; ++i) {
+    int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    if (da != db && da != 1 && db != 1) return false;
+    out[i] = da == 1 ? db : da;
+  }
+  return true;
+}
+
+int normalize_axis(int64_t axis, int rank) {
+  if (axis < 0) axis += rank;
+  return (axis < 0 || axis >= rank) ? -1 : static_cast<int>(axis);
+}
+
+}  // namespace sg
