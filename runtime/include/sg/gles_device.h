@@ -1,0 +1,308 @@
+// shadergrad — low-level headless EGL + OpenGL ES 3 device (the fragment-shader backend's GL layer).
+//
+// What it does: opens a GLES 3.x context without a window, allocates tensors as RGBA32F textures (layout in
+// sg/texture_layout.h), compiles ES 3.00 fragment shaders, and runs one kernel = one full-screen draw into
+// the output texture. The plan executor sits on top of this; nothing here knows about graphs or plans.
+//
+// Typical use:
+//   auto dev = sg::gles::Device::create({});
+//   sg::gles::Texture a = dev->create_texture(n, "a"), out = dev->create_texture(n, "out");
+//   dev->upload(a, host_a.data(), n);
+//   sg::gles::Program p = dev->create_program(fragment_es300_source, "my_kernel");
+//   dev->draw(p, {{"u_a", &a}}, out, "my_kernel");
+//   dev->download(out, host_out.data(), n);
+//
+// Conventions for fragment shaders run by draw(): `#version 300 es`, `precision highp float;`, one
+// `out vec4` (location 0); the fragment at texel (x, y) is gl_FragCoord.xy - 0.5 (use ivec2(gl_FragCoord.xy))
+// and should compute the 4 elements of texel y * width + x of the output, reading inputs with texelFetch.
+// Every texel of the output texture is drawn, padding included, so a kernel should write 0 (or anything
+// harmless) for texels past the output's numel.
+//
+// Threading: a Device and its handles belong to one thread at a time. Every operation makes the device's
+// context current first, so several Devices can be used from one thread.
+//
+// Lifetime: Texture / Program / Framebuffer handles keep the GL context alive (shared ownership), so they may
+// outlive the Device object; GL objects are deleted when the handles are destroyed.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <llvm/ADT/ArrayRef.h>
+#include <nlohmann/json_fwd.hpp>
+
+#include "sg/texture_layout.h"
+
+namespace sg::gles {
+
+namespace detail {
+struct Context;  // EGL display/context + GL function pointers + live-object counters (gles_device.cpp)
+}
+
+/// Options for Device::create.
+struct DeviceOptions {
+  /// Largest texture width in texels used for tensor layouts. 0 = the device's GL_MAX_TEXTURE_SIZE; a
+  /// smaller value forces row wrapping (tests). Heights are always limited by GL_MAX_TEXTURE_SIZE.
+  /// Larger than the device limit or negative -> sg::ValueError.
+  int64_t max_texture_width = 0;
+  /// Refuse devices that cannot store and render fp32 exactly (no color-renderable RGBA32F, or the fp32
+  /// round-trip probe fails) with sg::BackendError. false = create anyway; check caps().
+  bool require_fp32 = true;
+  /// Which EGL platform to use: "" = try "device", "surfaceless", "default" in that order (see create()).
+  /// Naming one tries only that one.
+  std::string platform;
+};
+
+/// What the probe at creation found. All strings are as the driver reports them.
+struct Caps {
+  std::string renderer;       ///< GL_RENDERER, e.g. "llvmpipe (LLVM 15.0.6, 256 bits)"
+  std::string version;        ///< GL_VERSION, e.g. "OpenGL ES 3.2 Mesa 22.3.6"
+  std::string glsl_version;   ///< GL_SHADING_LANGUAGE_VERSION
+  std::string vendor;         ///< GL_VENDOR
+  int64_t max_texture_size = 0;   ///< GL_MAX_TEXTURE_SIZE (texels per dimension)
+  int64_t max_texture_units = 0;  ///< GL_MAX_TEXTURE_IMAGE_UNITS (fragment-shader samplers per draw)
+  bool color_buffer_float = false;  ///< an RGBA32F texture makes a complete framebuffer (tested, not assumed)
+  bool timer_query = false;         ///< GL_EXT_disjoint_timer_query with all entry points loadable
+  int highp_float_precision = 0;    ///< mantissa bits of highp float in fragment shaders (23 = fp32)
+  bool fp32_roundtrip_ok = false;   ///< a texelFetch copy shader reproduces fp32 bit patterns exactly
+  std::string roundtrip_detail;     ///< "bit-exact (8 values)" or "highp below fp32: got X for Y" or why not run
+  std::string egl_platform;         ///< platform that worked: "device", "surfaceless" or "default"
+  std::string egl_device;           ///< for "device": the EGL device's extension string (driver hint)
+  bool surfaceless_context = false; ///< context current with EGL_NO_SURFACE (false: a 1x1 pbuffer is bound)
+  int context_major = 0, context_minor = 0;  ///< ES context version requested (3.2, 3.1 or 3.0)
+  std::vector<std::string> extensions;       ///< GL extensions (glGetStringi)
+};
+
+/// Numbers of GL objects currently alive through handles of one Device (leak tests).
+struct LiveObjects {
+  int64_t textures = 0;
+  int64_t programs = 0;
+  int64_t framebuffers = 0;
+  bool operator==(const LiveObjects&) const = default;
+};
+
+class Device;
+
+/// A framebuffer object with one texture attached as COLOR_ATTACHMENT0 (the render target of a draw).
+/// Completeness is checked when it is created. Move-only; deletes the FBO when destroyed. It does not own
+/// the texture: destroy it before the texture (a Texture owns its own Framebuffer, see Texture).
+class Framebuffer {
+ public:
+  Framebuffer() = default;
+  Framebuffer(Framebuffer&& o) noexcept;
+  Framebuffer& operator=(Framebuffer&& o) noexcept;
+  Framebuffer(const Framebuffer&) = delete;
+  Framebuffer& operator=(const Framebuffer&) = delete;
+  ~Framebuffer();
+
+  bool valid() const { return id_ != 0; }
+  unsigned id() const { return id_; }  ///< GL framebuffer name
+  int64_t width() const { return width_; }
+  int64_t height() const { return height_; }
+
+ private:
+  friend class Device;
+  void reset();
+  std::shared_ptr<detail::Context> ctx_;
+  unsigned id_ = 0;
+  int64_t width_ = 0, height_ = 0;
+};
+
+/// A tensor stored in an RGBA32F 2-D texture (NEAREST filtering, CLAMP_TO_EDGE, one mip level, immutable
+/// storage via glTexStorage2D). Zero-filled when created. Each texture owns a complete Framebuffer (created
+/// with it) so it can be a draw target and be read back. Move-only.
+class Texture {
+ public:
+  Texture() = default;
+  Texture(Texture&& o) noexcept;
+  Texture& operator=(Texture&& o) noexcept;
+  Texture(const Texture&) = delete;
+  Texture& operator=(const Texture&) = delete;
+  ~Texture();
+
+  bool valid() const { return id_ != 0; }
+  unsigned id() const { return id_; }  ///< GL texture name
+  const TextureLayout& layout() const { return layout_; }
+  int64_t width() const { return layout_.width; }    ///< texels
+  int64_t height() const { return layout_.height; }  ///< texels
+  int64_t numel() const { return layout_.numel; }    ///< logical elements it was sized for
+  const std::string& name() const { return name_; }  ///< debug name given at creation
+  const Framebuffer& framebuffer() const { return fbo_; }
+
+ private:
+  friend class Device;
+  void reset();
+  std::shared_ptr<detail::Context> ctx_;
+  unsigned id_ = 0;
+  TextureLayout layout_;
+  std::string name_;
+  Framebuffer fbo_;
+};
+
+/// A linked GLSL ES 3.00 program: the fixed full-screen-triangle vertex shader (Device::vertex_shader_source)
+/// plus one fragment shader. Move-only.
+class Program {
+ public:
+  Program() = default;
+  Program(Program&& o) noexcept;
+  Program& operator=(Program&& o) noexcept;
+  Program(const Program&) = delete;
+  Program& operator=(const Program&) = delete;
+  ~Program();
+
+  bool valid() const { return id_ != 0; }
+  unsigned id() const { return id_; }                ///< GL program name
+  const std::string& name() const { return name_; }  ///< kernel name
+  /// Active sampler uniforms (name, location) as the linker reports them.
+  const std::vector<std::pair<std::string, int>>& samplers() const { return samplers_; }
+  /// Sampler uniforms declared in the fragment source text (active or optimised out).
+  const std::vector<std::string>& declared_samplers() const { return declared_samplers_; }
+
+ private:
+  friend class Device;
+  void reset();
+  std::shared_ptr<detail::Context> ctx_;
+  unsigned id_ = 0;
+  std::string name_;
+  std::vector<std::pair<std::string, int>> samplers_;
+  std::vector<std::string> declared_samplers_;
+};
+
+/// An elapsed-time measurement started by Device::begin_timer. ns() waits for the result the first time.
+/// Move-only (owns a GL query object when GPU timer queries are used).
+class TimerResult {
+ public:
+  TimerResult() = default;
+  TimerResult(TimerResult&& o) noexcept;
+  TimerResult& operator=(TimerResult&& o) noexcept;
+  TimerResult(const TimerResult&) = delete;
+  TimerResult& operator=(const TimerResult&) = delete;
+  ~TimerResult();
+
+  /// Elapsed nanoseconds; blocks until the GPU has the result. -1 when there is no measurement or the GPU
+  /// reported a disjoint event (GL_GPU_DISJOINT_EXT: frequency change, context switch) during it.
+  int64_t ns();
+  /// ns() in milliseconds, or NaN when ns() < 0.
+  double ms();
+  /// true: GPU time from GL_TIME_ELAPSED_EXT; false: CPU wall time between two glFinish calls.
+  bool gpu() const { return gpu_; }
+
+ private:
+  friend class Device;
+  void reset();
+  std::shared_ptr<detail::Context> ctx_;
+  unsigned query_ = 0;
+  bool gpu_ = false;
+  int64_t ns_ = -1;
+};
+
+/// A headless GLES 3 context and the operations the fragment backend needs. Non-copyable.
+/// Every operation may throw sg::BackendError (GL error, naming the step and the kernel) and validates its
+/// arguments with sg::ValueError.
+class Device {
+ public:
+  /// Opens a headless context. Tries, in order (or only DeviceOptions::platform):
+  ///   "device":      eglQueryDevicesEXT + eglGetPlatformDisplayEXT(EGL_PLATFORM_DEVICE_EXT) — NVIDIA's
+  ///                  headless path; hardware devices before Mesa's software device;
+  ///   "surfaceless": eglGetPlatformDisplayEXT(EGL_PLATFORM_SURFACELESS_MESA) — Mesa (llvmpipe here);
+  ///   "default":     eglGetDisplay(EGL_DEFAULT_DISPLAY).
+  /// On each: eglInitialize, a config with EGL_PBUFFER_BIT + EGL_OPENGL_ES3_BIT, an ES 3.2 / 3.1 / 3.0
+  /// context, made current with EGL_NO_SURFACE (or a 1x1 pbuffer if that is refused). A failed attempt is
+  /// fully undone before the next. Then probes Caps (including the fp32 round trip).
+  /// Throws sg::BackendError listing every attempt and why it failed, or (require_fp32) why the device
+  /// cannot do fp32; sg::ValueError for bad options.
+  static std::unique_ptr<Device> create(const DeviceOptions& options = {});
+
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+  ~Device();
+
+  const Caps& caps() const { return caps_; }
+  /// Caps as JSON (same field names as Caps).
+  nlohmann::json caps_json() const;
+  /// The texture width limit used for layouts: DeviceOptions::max_texture_width or MAX_TEXTURE_SIZE.
+  int64_t max_texture_width() const { return max_width_; }
+  /// TextureLayout::for_numel(numel, max_texture_width(), caps().max_texture_size).
+  TextureLayout layout_for(int64_t numel) const;
+
+  /// The fixed vertex shader every Program uses: a full-screen triangle from gl_VertexID, no attributes.
+  static const char* vertex_shader_source();
+
+  // --- resources -----------------------------------------------------------------------------------------
+
+  /// A zero-filled RGBA32F texture for `numel` elements (layout_for(numel)) with its framebuffer.
+  /// Throws ValueError if it does not fit, BackendError on GL errors or an incomplete framebuffer.
+  Texture create_texture(int64_t numel, std::string_view name = "");
+  /// Same with an explicit layout (width within max_texture_width(), height within MAX_TEXTURE_SIZE).
+  Texture create_texture(const TextureLayout& layout, std::string_view name = "");
+  /// Compiles `fragment_source` (GLSL ES 3.00) with vertex_shader_source() and links them.
+  /// Throws sg::CompileError with the kernel name, the info log and the source with line numbers, lines the
+  /// log blames marked ">>".
+  Program create_program(const std::string& fragment_source, const std::string& kernel_name);
+  /// A framebuffer with `texture` as COLOR_ATTACHMENT0. Throws BackendError naming the completeness status
+  /// and `kernel_name` if incomplete. (Textures already own one; this is for callers that want their own.)
+  Framebuffer create_framebuffer(const Texture& texture, std::string_view kernel_name = "");
+  /// Counts of live handles' GL objects (textures, programs, framebuffers) created by this device.
+  LiveObjects live_objects() const;
+
+  // --- data transfer (fp32, host row-major) ---------------------------------------------------------------
+
+  /// Writes data[0, numel) into the texture (element e to texel e/4, component e%4) and zeros the rest of
+  /// the texture. numel must be <= texture.numel() (ValueError otherwise); data may be null if numel == 0.
+  void upload(Texture& texture, const float* data, int64_t numel);
+  /// Reads the first numel elements (numel <= texture.numel()) into out. Waits for pending draws.
+  void download(const Texture& texture, float* out, int64_t numel);
+
+  // --- kernels -----------------------------------------------------------------------------------------
+
+  /// Runs `program` once over every texel of `output`: binds inputs[i] to texture unit i and sets the
+  /// sampler uniform named inputs[i].first to i, renders into output's framebuffer with viewport
+  /// output.width() x output.height(), glDrawArrays(GL_TRIANGLES, 0, 3).
+  /// A name that is not an active sampler is skipped only when the fragment source declares it (the
+  /// compiler optimised an unused sampler out); an undeclared name is a ValueError (typo), as is an active
+  /// sampler left without an input, an input that is also the output (feedback loop), or more inputs than
+  /// texture units. GL errors after each step throw BackendError naming the GL error, step and kernel.
+  /// With profiling on, the draw is timed (see last_draw_ms()).
+  void draw(const Program& program, llvm::ArrayRef<std::pair<std::string, const Texture*>> inputs,
+            Texture& output, const std::string& kernel_name);
+  /// glFinish: waits until every submitted command has completed.
+  void finish();
+
+  // --- timing (benchmarks and profiling only; never for pass/fail tests) --------------------------------
+
+  /// Whether GL_EXT_disjoint_timer_query is usable (else timers are CPU time between two glFinish calls).
+  bool timer_queries_available() const { return caps_.timer_query; }
+  /// Starts a timed region (one at a time, not nested; ValueError if one is open).
+  void begin_timer();
+  /// Ends the region started by begin_timer(); read the result later with TimerResult::ns().
+  TimerResult end_timer();
+  /// Times every draw() while enabled (adds a query or two glFinish per draw).
+  void set_profiling(bool enabled);
+  bool profiling() const { return profiling_; }
+  /// Milliseconds of the most recent draw() made with profiling on (waits for the GPU result); NaN if
+  /// there is none or the measurement was disjoint.
+  double last_draw_ms();
+
+ private:
+  Device() = default;
+  void probe_caps();
+  void check_gl(const char* step, std::string_view kernel) const;
+
+  std::shared_ptr<detail::Context> ctx_;
+  Caps caps_;
+  int64_t max_width_ = 0;
+  unsigned vao_ = 0;
+  bool profiling_ = false;
+  bool timer_open_ = false;
+  bool timer_open_gpu_ = false;
+  unsigned open_query_ = 0;
+  int64_t timer_start_ns_ = 0;
+  TimerResult last_draw_;
+  std::vector<float> staging_;  // upload/download buffer (padded_floats), reused
+};
+
+}  // namespace sg::gles

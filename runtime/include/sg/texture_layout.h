@@ -1,0 +1,69 @@
+// shadergrad — how a tensor is stored in an RGBA32F texture (fragment-shader targets).
+//
+// Pure integer math, no GL: the code generator uses it to emit texelFetch address arithmetic and the GLES
+// runtime uses it to size textures and to pack/unpack host data, so both sides agree by construction.
+//
+// Naming follows TF.js (tfjs-backend-webgl/src/webgl_util.ts): the *logical* shape is the tensor's own shape,
+// flattened row-major to `numel` elements; the *physical* shape is the 2-D texture that holds it.
+//
+//   element e  ->  texel t = e / 4, component c = e % 4 (R,G,B,A)
+//   texel t    ->  x = t % width, y = t / width               (rows wrap at `width`)
+//
+// The texture has width * height >= texels texels; elements past `numel` (the tail of the last texel and
+// any whole padding texels) hold 0 after an upload.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace sg {
+
+/// Logical-to-physical mapping of a row-major tensor onto an RGBA32F 2-D texture, 4 elements per texel.
+struct TextureLayout {
+  int64_t numel = 0;   ///< logical elements (row-major flattening of the tensor)
+  int64_t texels = 0;  ///< ceil(numel / 4): texels that hold data (0 for an empty tensor)
+  int64_t width = 1;   ///< physical texture width in texels: min(texels, max_width), at least 1
+  int64_t height = 1;  ///< physical texture height in texels: ceil(texels / width), at least 1
+
+  /// Elements per texel (RGBA).
+  static constexpr int64_t kComponents = 4;
+
+  /// The layout of a tensor of `numel` elements in textures at most `max_width` texels wide and at most
+  /// `max_height` texels high (0 = max_width: GL limits both dimensions by the same MAX_TEXTURE_SIZE; a
+  /// caller that narrows the width to force row wrapping passes the real limit as max_height).
+  /// numel == 0 gives a 1x1 texture with texels == 0.
+  /// Throws sg::ValueError if numel < 0, max_width < 1, max_height < 0, or the tensor needs more than
+  /// max_height rows (the message gives numel, the limit, and the largest numel that fits:
+  /// 4 * max_width * max_height).
+  static TextureLayout for_numel(int64_t numel, int64_t max_width, int64_t max_height = 0);
+
+  /// Where one element lives: texel column x, texel row y, component c in [0, 4).
+  struct Location {
+    int64_t x = 0;
+    int64_t y = 0;
+    int component = 0;
+    bool operator==(const Location&) const = default;
+  };
+
+  /// Location of element e (0 <= e < width * height * 4; not range-checked, pure arithmetic).
+  constexpr Location locate(int64_t e) const {
+    const int64_t t = e / kComponents;
+    return Location{t % width, t / width, static_cast<int>(e % kComponents)};
+  }
+
+  /// Floats in the whole physical texture: width * height * 4 (the size of a full upload/readback buffer).
+  constexpr int64_t padded_floats() const { return width * height * kComponents; }
+
+  /// Rows that contain at least one of the first `n` elements (what a partial readback needs); 0 for n == 0.
+  constexpr int64_t rows_for(int64_t n) const {
+    const int64_t t = (n + kComponents - 1) / kComponents;
+    return (t + width - 1) / width;
+  }
+
+  /// "numel=4097 texels=1025 16x65" — for logs and error messages.
+  std::string str() const;
+
+  bool operator==(const TextureLayout&) const = default;
+};
+
+}  // namespace sg

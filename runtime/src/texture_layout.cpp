@@ -1,0 +1,43 @@
+// shadergrad — TextureLayout (see sg/texture_layout.h).
+#include "sg/texture_layout.h"
+
+#include <fmt/format.h>
+
+#include "sg/error.h"
+
+namespace sg {
+
+TextureLayout TextureLayout::for_numel(int64_t numel, int64_t max_width, int64_t max_height) {
+  if (max_width < 1)
+    throw ValueError(fmt::format("TextureLayout: max_width must be >= 1 texel, got {} (pass the device's "
+                                 "MAX_TEXTURE_SIZE or a smaller positive limit)",
+                                 max_width));
+  if (max_height < 0)
+    throw ValueError(fmt::format("TextureLayout: max_height must be >= 0 texels (0 = max_width), got {}",
+                                 max_height));
+  if (max_height == 0) max_height = max_width;
+  if (numel < 0)
+    throw ValueError(fmt::format("TextureLayout: numel must be >= 0, got {}", numel));
+
+  TextureLayout l;
+  l.numel = numel;
+  l.texels = numel / kComponents + (numel % kComponents != 0 ? 1 : 0);
+  if (l.texels == 0) return l;  // empty tensor: a 1x1 texture keeps every binding valid
+  l.width = l.texels < max_width ? l.texels : max_width;
+  l.height = l.texels / l.width + (l.texels % l.width != 0 ? 1 : 0);
+  if (l.height > max_height) {
+    const long double cap = 4.0L * static_cast<long double>(max_width) * static_cast<long double>(max_height);
+    throw ValueError(fmt::format(
+        "TextureLayout: tensor of {} elements needs a {}x{} texel texture, larger than the {}x{} limit "
+        "(at most {:.0f} elements fit in one RGBA32F texture); split the tensor or use a device with a "
+        "larger MAX_TEXTURE_SIZE",
+        numel, l.width, l.height, max_width, max_height, static_cast<double>(cap)));
+  }
+  return l;
+}
+
+std::string TextureLayout::str() const {
+  return fmt::format("numel={} texels={} {}x{}", numel, texels, width, height);
+}
+
+}  // namespace sg
