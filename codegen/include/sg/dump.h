@@ -1,0 +1,28 @@
+// shadergrad — dumping a Plan for people who read generated shaders.
+//
+// For every kernel: NAME.glsl (GLSL 4.50, glslang's input), NAME.spv (SPIR-V binary), NAME.spvasm (SPIRV-Tools
+// disassembly), NAME.frag (GLSL ES 3.00, fragment) and/or NAME.comp (GLSL ES 3.10, compute); plus plan.json
+// (Plan::to_json: kernels in launch order, inputs/outputs, shapes, texture layouts, graph nodes).
+// Compute sources are written with a "_cs" suffix in their NAME (NAME_cs.glsl ...) when both stages are dumped.
+// Files are written atomically (temporary file + rename). Throws IOError naming the path on failure.
+#pragma once
+
+#include <string>
+
+#include "sg/kernel_cache.h"
+#include "sg/schedule.h"
+
+namespace sg {
+
+struct DumpOptions {
+  bool fragment = true;  ///< NAME.glsl/.spv/.spvasm/.frag for the fragment stage
+  bool compute = false;  ///< NAME[_cs].glsl/.spv/.spvasm/.comp for the compute stage
+};
+
+/// Compiles (through `cache`) and writes every kernel of `plan` into `dir` (created if missing).
+void dump_plan(const Plan& plan, const std::string& dir, KernelCache& cache, const DumpOptions& opt = {});
+
+/// Writes `data` to `path` atomically (temporary file in the same directory, then rename). IOError on failure.
+void write_file_atomic(const std::string& path, const std::string& data);
+
+}  // namespace sg

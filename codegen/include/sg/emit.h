@@ -1,0 +1,25 @@
+// shadergrad — kernel IR -> Vulkan-flavoured GLSL 4.50 (the input of glslang), per target stage.
+//
+// Fragment (for GLSL ES 3.00 / WebGL2): each fragment renders one RGBA32F texel = 4 consecutive output
+// elements; inputs are `uniform sampler2D in_<value>` read with texelFetch at integer coordinates
+// (texel = element / 4, x = texel % width, y = texel / width; see TextureLayout). Shapes are baked in as
+// constants, so a kernel needs no uniforms besides its samplers.
+// Compute (for GLSL ES 3.10 / Vulkan): one invocation per element, inputs and output as std430 float SSBOs.
+// The generated source names the kernel, every graph node it computes with the user's source line, and each
+// input's shape and texture; it is deterministic (same program -> byte-identical source).
+#pragma once
+
+#include <string>
+
+#include "sg/schedule.h"
+#include "sg/shader_compiler.h"
+
+namespace sg {
+
+/// GLSL 4.50 source of kernel `k` of `plan` for `stage`.
+std::string emit_glsl450(const Plan& plan, const Kernel& k, ShaderStage stage);
+
+/// Workgroup size (x) of generated compute kernels.
+inline constexpr int kComputeWorkgroupSize = 64;
+
+}  // namespace sg

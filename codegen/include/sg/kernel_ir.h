@@ -1,0 +1,73 @@
+// shadergrad — the kernel IR: what one kernel computes for one output element.
+//
+// A kernel evaluates, for every element of its output (iteration domain = the output's shape), one
+// expression tree (KExpr). Leaves are integer output coordinates (Var "i0".."iN"), loop variables of
+// reductions (Var "r0".."rN"), constants, and Loads of materialised inputs at a flat (row-major) element
+// index. Interior nodes are float math (the same SOp codes as Map bodies), integer index math, and
+// Reduce nodes: a loop nest over their own variables whose body is folded with sum/max/min/argmax.
+// Fusion is substitution: an inlined producer's expression replaces the Load that would have read it.
+// The emitters (GLSL 4.50 fragment for ES 3.00, GLSL 4.50 compute for ES 3.10) print this tree; repeated
+// subtrees (same pointer) are emitted once as locals.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sg/graph.h"
+
+namespace sg {
+
+enum class KType : uint8_t { Int, Float };
+
+enum class KOp : uint8_t {
+  IntConst,    ///< ivalue
+  FloatConst,  ///< fvalue (may be +-inf)
+  Var,         ///< integer variable `name` (output coordinate or loop variable)
+  FMath,       ///< float op `sop` over float operands a, b, c (same semantics as Map bodies)
+  IAdd, ISub, IMul, IDiv, IMod, IMin, IMax,  ///< integer arithmetic (operands non-negative where it matters)
+  ILt, ILe, IEq, IGe, IAnd,                   ///< integer comparisons / logical and (result Int 0/1)
+  ToFloat,     ///< int -> float
+  FToInt,      ///< float -> int (labels stored as exact floats)
+  ISelect,     ///< a (Int cond) != 0 ? b : c   (float or int branches)
+  Load,        ///< float = input[input] at flat element index a (Int)
+  Reduce,      ///< loop over loop_vars x extents; fold body `a` with `reduce` (ArgMax: linear iteration index)
+};
+
+struct KExpr;
+using KExprPtr = std::shared_ptr<const KExpr>;
+
+struct KExpr {
+  KOp op;
+  KType type = KType::Float;
+  SOp sop = SOp::Add;       ///< FMath
+  int64_t ivalue = 0;       ///< IntConst
+  double fvalue = 0;        ///< FloatConst
+  std::string name;         ///< Var
+  int input = -1;           ///< Load: index into the kernel's inputs
+  ReduceKind reduce = ReduceKind::Sum;  ///< Reduce
+  std::vector<std::string> loop_vars;   ///< Reduce
+  std::vector<int64_t> extents;         ///< Reduce
+  KExprPtr a, b, c;
+};
+
+// Builders (fold integer constants: x+0, x*1, x*0, 0/x, x/1, x%1, constant arithmetic).
+KExprPtr kint(int64_t v);
+KExprPtr kfloat(double v);
+KExprPtr kvar(const std::string& name);
+KExprPtr kmath(SOp op, KExprPtr a, KExprPtr b = nullptr, KExprPtr c = nullptr);
+KExprPtr kibin(KOp op, KExprPtr a, KExprPtr b);
+KExprPtr kto_float(KExprPtr a);
+KExprPtr kto_int(KExprPtr a);
+KExprPtr kselect(KExprPtr cond, KExprPtr a, KExprPtr b);
+KExprPtr kload(int input, KExprPtr flat_index);
+KExprPtr kreduce(ReduceKind kind, std::vector<std::string> vars, std::vector<int64_t> extents, KExprPtr body);
+
+bool kis_int(const KExprPtr& e, int64_t v);
+/// Node count; Reduce counts its body times its trip count (a cost estimate in scalar ops).
+double kcost(const KExprPtr& e);
+bool kcontains_reduce(const KExprPtr& e);
+/// Human-readable infix form (for tests and comments).
+std::string kexpr_str(const KExprPtr& e);
+
+}  // namespace sg

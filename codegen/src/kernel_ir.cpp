@@ -1,0 +1,190 @@
+// Kernel IR builders with integer constant folding, cost estimate, printing.
+#include "sg/kernel_ir.h"
+
+#include <fmt/format.h>
+
+namespace sg {
+
+namespace {
+KExprPtr mk(KExpr e) { return std::make_shared<const KExpr>(std::move(e)); }
+KExpr base(KOp op) {
+  KExpr e;
+  e.op = op;
+  return e;
+}
+bool is_iconst(const KExprPtr& e) { return e->op == KOp::IntConst; }
+}  // namespace
+
+KExprPtr kint(int64_t v) {
+  KExpr e = base(KOp::IntConst);
+  e.type = KType::Int;
+  e.ivalue = v;
+  return mk(std::move(e));
+}
+KExprPtr kfloat(double v) {
+  KExpr e = base(KOp::FloatConst);
+  e.fvalue = v;
+  return mk(std::move(e));
+}
+KExprPtr kvar(const std::string& name) {
+  KExpr e = base(KOp::Var);
+  e.type = KType::Int;
+  e.name = name;
+  return mk(std::move(e));
+}
+bool kis_int(const KExprPtr& e, int64_t v) { return e->op == KOp::IntConst && e->ivalue == v; }
+
+KExprPtr kmath(SOp op, KExprPtr a, KExprPtr b, KExprPtr c) {
+  auto fc = [](const KExprPtr& x) { return !x || x->op == KOp::FloatConst; };
+  if (fc(a) && fc(b) && fc(c))
+    return kfloat(seval_op(op, a->fvalue, b ? b->fvalue : 0, c ? c->fvalue : 0));
+  KExpr e = base(KOp::FMath);
+  e.sop = op;
+  e.a = std::move(a);
+  e.b = std::move(b);
+  e.c = std::move(c);
+  return mk(std::move(e));
+}
+
+KExprPtr kibin(KOp op, KExprPtr a, KExprPtr b) {
+  if (is_iconst(a) && is_iconst(b)) {
+    int64_t x = a->ivalue, y = b->ivalue;
+    switch (op) {
+      case KOp::IAdd: return kint(x + y);
+      case KOp::ISub: return kint(x - y);
+      case KOp::IMul: return kint(x * y);
+      case KOp::IDiv: if (y != 0 && x >= 0 && y > 0) return kint(x / y); break;
+      case KOp::IMod: if (y > 0 && x >= 0) return kint(x % y); break;
+      case KOp::IMin: return kint(std::min(x, y));
+      case KOp::IMax: return kint(std::max(x, y));
+      case KOp::ILt: return kint(x < y);
+      case KOp::ILe: return kint(x <= y);
+      case KOp::IEq: return kint(x == y);
+      case KOp::IGe: return kint(x >= y);
+      case KOp::IAnd: return kint(x && y);
+      default: break;
+    }
+  }
+  switch (op) {
+    case KOp::IAdd:
+      if (kis_int(a, 0)) return b;
+      if (kis_int(b, 0)) return a;
+      break;
+    case KOp::ISub:
+      if (kis_int(b, 0)) return a;
+      break;
+    case KOp::IMul:
+      if (kis_int(a, 0) || kis_int(b, 0)) return kint(0);
+      if (kis_int(a, 1)) return b;
+      if (kis_int(b, 1)) return a;
+      break;
+    case KOp::IDiv:
+      if (kis_int(b, 1)) return a;
+      if (kis_int(a, 0)) return kint(0);
+      break;
+    case KOp::IMod:
+      if (kis_int(b, 1)) return kint(0);
+      break;
+    case KOp::IAnd:
+      if (kis_int(a, 1)) return b;
+      if (kis_int(b, 1)) return a;
+      if (kis_int(a, 0) || kis_int(b, 0)) return kint(0);
+      break;
+    default: break;
+  }
+  KExpr e = base(op);
+  e.type = KType::Int;
+  e.a = std::move(a);
+  e.b = std::move(b);
+  return mk(std::move(e));
+}
+
+KExprPtr kto_float(KExprPtr a) {
+  if (is_iconst(a)) return kfloat(static_cast<double>(a->ivalue));
+  KExpr e = base(KOp::ToFloat);
+  e.a = std::move(a);
+  return mk(std::move(e));
+}
+KExprPtr kto_int(KExprPtr a) {
+  KExpr e = base(KOp::FToInt);
+  e.type = KType::Int;
+  e.a = std::move(a);
+  return mk(std::move(e));
+}
+KExprPtr kselect(KExprPtr cond, KExprPtr a, KExprPtr b) {
+  if (is_iconst(cond)) return cond->ivalue ? a : b;
+  KExpr e = base(KOp::ISelect);
+  e.type = a->type;
+  e.a = std::move(cond);
+  e.b = std::move(a);
+  e.c = std::move(b);
+  return mk(std::move(e));
+}
+KExprPtr kload(int input, KExprPtr flat_index) {
+  KExpr e = base(KOp::Load);
+  e.input = input;
+  e.a = std::move(flat_index);
+  return mk(std::move(e));
+}
+KExprPtr kreduce(ReduceKind kind, std::vector<std::string> vars, std::vector<int64_t> extents, KExprPtr body) {
+  KExpr e = base(KOp::Reduce);
+  e.type = kind == ReduceKind::ArgMax ? KType::Float : KType::Float;
+  e.reduce = kind;
+  e.loop_vars = std::move(vars);
+  e.extents = std::move(extents);
+  e.a = std::move(body);
+  return mk(std::move(e));
+}
+
+double kcost(const KExprPtr& e) {
+  if (!e) return 0;
+  if (e->op == KOp::Reduce) {
+    double trip = 1;
+    for (int64_t x : e->extents) trip *= static_cast<double>(x);
+    return 1 + trip * kcost(e->a);
+  }
+  return 1 + kcost(e->a) + kcost(e->b) + kcost(e->c);
+}
+
+bool kcontains_reduce(const KExprPtr& e) {
+  if (!e) return false;
+  return e->op == KOp::Reduce || kcontains_reduce(e->a) || kcontains_reduce(e->b) || kcontains_reduce(e->c);
+}
+
+std::string kexpr_str(const KExprPtr& e) {
+  auto s = [](const KExprPtr& x) { return kexpr_str(x); };
+  switch (e->op) {
+    case KOp::IntConst: return std::to_string(e->ivalue);
+    case KOp::FloatConst: return fmt::format("{}f", e->fvalue);
+    case KOp::Var: return e->name;
+    case KOp::FMath:
+      if (sop_arity(e->sop) == 1) return fmt::format("{}({})", sop_name(e->sop), s(e->a));
+      if (sop_arity(e->sop) == 2) return fmt::format("{}({}, {})", sop_name(e->sop), s(e->a), s(e->b));
+      return fmt::format("where({}, {}, {})", s(e->a), s(e->b), s(e->c));
+    case KOp::IAdd: return fmt::format("({} + {})", s(e->a), s(e->b));
+    case KOp::ISub: return fmt::format("({} - {})", s(e->a), s(e->b));
+    case KOp::IMul: return fmt::format("({} * {})", s(e->a), s(e->b));
+    case KOp::IDiv: return fmt::format("({} / {})", s(e->a), s(e->b));
+    case KOp::IMod: return fmt::format("({} % {})", s(e->a), s(e->b));
+    case KOp::IMin: return fmt::format("min({}, {})", s(e->a), s(e->b));
+    case KOp::IMax: return fmt::format("max({}, {})", s(e->a), s(e->b));
+    case KOp::ILt: return fmt::format("({} < {})", s(e->a), s(e->b));
+    case KOp::ILe: return fmt::format("({} <= {})", s(e->a), s(e->b));
+    case KOp::IEq: return fmt::format("({} == {})", s(e->a), s(e->b));
+    case KOp::IGe: return fmt::format("({} >= {})", s(e->a), s(e->b));
+    case KOp::IAnd: return fmt::format("({} && {})", s(e->a), s(e->b));
+    case KOp::ToFloat: return fmt::format("float({})", s(e->a));
+    case KOp::FToInt: return fmt::format("int({})", s(e->a));
+    case KOp::ISelect: return fmt::format("({} ? {} : {})", s(e->a), s(e->b), s(e->c));
+    case KOp::Load: return fmt::format("load{}[{}]", e->input, s(e->a));
+    case KOp::Reduce: {
+      std::string loops;
+      for (size_t i = 0; i < e->loop_vars.size(); ++i)
+        loops += fmt::format("{}{}<{}", i ? "," : "", e->loop_vars[i], e->extents[i]);
+      return fmt::format("{}[{}]({})", reduce_name(e->reduce), loops, s(e->a));
+    }
+  }
+  return "?";
+}
+
+}  // namespace sg

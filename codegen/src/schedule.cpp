@@ -1,0 +1,570 @@
+// The fusion scheduler: materialisation decisions, lowering of nodes to kernel IR, memory plan.
+#include "sg/schedule.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <unordered_map>
+#include <unordered_set>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace sg {
+
+namespace {
+
+bool is_heavy(Op op) {
+  switch (op) {
+    case Op::Reduce:
+    case Op::MatMul:
+    case Op::Conv2d:
+    case Op::Conv2dGradInput:
+    case Op::Conv2dGradWeight:
+    case Op::MaxPool2d:
+    case Op::MaxPool2dGrad:
+    case Op::AvgPool2d:
+    case Op::AvgPool2dGrad: return true;
+    default: return false;
+  }
+}
+
+std::string sanitize(const std::string& s) {
+  std::string r;
+  for (char c : s) r += (std::isalnum(static_cast<unsigned char>(c)) ? c : '_');
+  if (r.empty() || std::isdigit(static_cast<unsigned char>(r[0]))) r = "v_" + r;
+  return r;
+}
+
+KExprPtr linearize(const std::vector<KExprPtr>& idx, ShapeRef shape) {
+  KExprPtr flat = kint(0);
+  Shape st = contiguous_strides(shape);
+  for (size_t i = 0; i < idx.size(); ++i)
+    if (shape[i] != 1) flat = kibin(KOp::IAdd, flat, kibin(KOp::IMul, idx[i], kint(st[i])));
+  return flat;
+}
+
+std::vector<KExprPtr> delinearize(const KExprPtr& flat, ShapeRef shape) {
+  std::vector<KExprPtr> idx(shape.size());
+  Shape st = contiguous_strides(shape);
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == 1) {
+      idx[i] = kint(0);
+      continue;
+    }
+    KExprPtr q = kibin(KOp::IDiv, flat, kint(st[i]));
+    idx[i] = i == 0 ? q : kibin(KOp::IMod, q, kint(shape[i]));
+  }
+  return idx;
+}
+
+/// Index into an input of shape `in` broadcast to `out` (NumPy rules).
+std::vector<KExprPtr> broadcast_index(const std::vector<KExprPtr>& idx, ShapeRef in, ShapeRef out) {
+  std::vector<KExprPtr> r(in.size());
+  size_t off = out.size() - in.size();
+  for (size_t i = 0; i < in.size(); ++i) r[i] = in[i] == 1 ? kint(0) : idx[off + i];
+  return r;
+}
+
+KExprPtr band(KExprPtr a, KExprPtr b) { return kibin(KOp::IAnd, std::move(a), std::move(b)); }
+KExprPtr in_range(const KExprPtr& v, int64_t hi) {
+  return band(kibin(KOp::IGe, v, kint(0)), kibin(KOp::ILt, v, kint(hi)));
+}
+
+/// Lowers nodes to kernel IR for one kernel; reads of materialised values become Loads.
+class Lowerer {
+ public:
+  Lowerer(const std::unordered_map<const Node*, int>& value_of, Kernel& k, std::vector<NodePtr>& inlined)
+      : value_of_(value_of), k_(k), inlined_(inlined) {}
+
+  KExprPtr root(const NodePtr& n) {
+    std::vector<KExprPtr> idx;
+    for (size_t i = 0; i < n->shape.size(); ++i) idx.push_back(kvar(fmt::format("i{}", i)));
+    return lower(n, idx);
+  }
+
+ private:
+  const std::unordered_map<const Node*, int>& value_of_;
+  Kernel& k_;
+  std::vector<NodePtr>& inlined_;
+  std::unordered_set<const Node*> seen_;
+  std::map<std::pair<const Node*, std::vector<const KExpr*>>, KExprPtr> memo_;
+  int loop_counter_ = 0;
+
+  std::string fresh() { return fmt::format("r{}", loop_counter_++); }
+
+  int input_slot(int value_id) {
+    auto it = std::find(k_.inputs.begin(), k_.inputs.end(), value_id);
+    if (it != k_.inputs.end()) return static_cast<int>(it - k_.inputs.begin());
+    k_.inputs.push_back(value_id);
+    return static_cast<int>(k_.inputs.size()) - 1;
+  }
+
+  bool materialized(const Node* n) const { return value_of_.count(n) > 0; }
+
+  KExprPtr read_flat(const NodePtr& n, const KExprPtr& flat) {
+    if (materialized(n.get())) return kload(input_slot(value_of_.at(n.get())), flat);
+    if (n->op == Op::Reshape) {
+      note(n);
+      return read_flat(n->inputs[0], flat);
+    }
+    return lower(n, delinearize(flat, n->shape));
+  }
+
+  KExprPtr read(const NodePtr& n, const std::vector<KExprPtr>& idx) {
+    if (materialized(n.get())) return kload(input_slot(value_of_.at(n.get())), linearize(idx, n->shape));
+    return lower(n, idx);
+  }
+
+  void note(const NodePtr& n) {
+    if (seen_.insert(n.get()).second) inlined_.push_back(n);
+  }
+
+  KExprPtr lower(const NodePtr& n, const std::vector<KExprPtr>& idx) {
+    std::vector<const KExpr*> key;
+    for (auto& e : idx) key.push_back(e.get());
+    auto mk = std::make_pair(n.get(), key);
+    auto it = memo_.find(mk);
+    if (it != memo_.end()) return it->second;
+    note(n);
+    KExprPtr r = lower_uncached(n, idx);
+    memo_[mk] = r;
+    return r;
+  }
+
+  KExprPtr to_kexpr(const SExprPtr& e, const std::vector<KExprPtr>& args) {
+    switch (e->op) {
+      case SOp::Const: return kfloat(e->value);
+      case SOp::Arg: return args[e->arg];
+      default: break;
+    }
+    return kmath(e->op, to_kexpr(e->a, args), e->b ? to_kexpr(e->b, args) : nullptr,
+                 e->c ? to_kexpr(e->c, args) : nullptr);
+  }
+
+  KExprPtr lower_uncached(const NodePtr& np, const std::vector<KExprPtr>& idx) {
+    const Node& n = *np;
+    const Attrs& a = n.attrs;
+    auto in = [&](size_t i) { return n.inputs[i]; };
+    auto ishape = [&](size_t i) -> ShapeRef { return n.inputs[i]->shape; };
+    switch (n.op) {
+      case Op::Input:
+      case Op::Param:
+      case Op::State:
+      case Op::Const:
+        throw ValueError("schedule: leaf " + n.describe() + " must be materialised");
+      case Op::Map: {
+        std::vector<KExprPtr> args;
+        for (size_t i = 0; i < n.inputs.size(); ++i)
+          args.push_back(read(in(i), broadcast_index(idx, ishape(i), n.shape)));
+        return to_kexpr(n.body, args);
+      }
+      case Op::Reshape: return read_flat(in(0), linearize(idx, n.shape));
+      case Op::Permute: {
+        std::vector<KExprPtr> j(idx.size());
+        for (size_t i = 0; i < idx.size(); ++i) j[a.perm[i]] = idx[i];
+        return read(in(0), j);
+      }
+      case Op::Expand: return read(in(0), broadcast_index(idx, ishape(0), n.shape));
+      case Op::Slice: {
+        std::vector<KExprPtr> j(idx.size());
+        for (size_t i = 0; i < idx.size(); ++i)
+          j[i] = kibin(KOp::IAdd, kint(a.starts[i]), kibin(KOp::IMul, idx[i], kint(a.steps[i])));
+        return read(in(0), j);
+      }
+      case Op::Pad: {
+        std::vector<KExprPtr> j(idx.size());
+        KExprPtr valid = kint(1);
+        for (size_t i = 0; i < idx.size(); ++i) {
+          j[i] = kibin(KOp::ISub, idx[i], kint(a.pads_before[i]));
+          if (a.pads_before[i] || a.pads_after[i]) valid = band(valid, in_range(j[i], ishape(0)[i]));
+        }
+        return kselect(valid, read(in(0), j), kfloat(a.value));
+      }
+      case Op::OneHot: {
+        std::vector<KExprPtr> j(idx.begin(), idx.end() - 1);
+        return kmath(SOp::Eq, read(in(0), j), kto_float(idx.back()));
+      }
+      case Op::Reduce: {
+        std::vector<std::string> vars;
+        std::vector<int64_t> ext;
+        std::vector<KExprPtr> j;
+        size_t pos = 0;
+        for (size_t i = 0; i < ishape(0).size(); ++i) {
+          bool red = std::find(a.axes.begin(), a.axes.end(), static_cast<int>(i)) != a.axes.end();
+          if (red) {
+            vars.push_back(fresh());
+            ext.push_back(ishape(0)[i]);
+            j.push_back(kvar(vars.back()));
+            if (a.keepdims) ++pos;
+          } else {
+            j.push_back(idx[pos++]);
+          }
+        }
+        return kreduce(a.reduce, vars, ext, read(in(0), j));
+      }
+      case Op::MatMul: {
+        ShapeRef as = ishape(0), bs = ishape(1);
+        size_t r = idx.size();
+        std::vector<KExprPtr> batch(idx.begin(), idx.end() - 2);
+        Shape obatch(n.shape.begin(), n.shape.end() - 2);
+        std::string kv = fresh();
+        auto ai = broadcast_index(batch, as.drop_back(2), obatch);
+        auto bi = broadcast_index(batch, bs.drop_back(2), obatch);
+        ai.push_back(idx[r - 2]);
+        ai.push_back(kvar(kv));
+        bi.push_back(kvar(kv));
+        bi.push_back(idx[r - 1]);
+        return kreduce(ReduceKind::Sum, {kv}, {as.back()}, kmath(SOp::Mul, read(in(0), ai), read(in(1), bi)));
+      }
+      case Op::Conv2d: {
+        ShapeRef xs = ishape(0), ws = ishape(1);
+        std::string c = fresh(), kh = fresh(), kw = fresh();
+        KExprPtr ih = kibin(KOp::IAdd, kibin(KOp::ISub, kibin(KOp::IMul, idx[2], kint(a.stride[0])), kint(a.padding[0])),
+                            kibin(KOp::IMul, kvar(kh), kint(a.dilation[0])));
+        KExprPtr iw = kibin(KOp::IAdd, kibin(KOp::ISub, kibin(KOp::IMul, idx[3], kint(a.stride[1])), kint(a.padding[1])),
+                            kibin(KOp::IMul, kvar(kw), kint(a.dilation[1])));
+        KExprPtr valid = kint(1);
+        if (a.padding[0]) valid = band(valid, in_range(ih, xs[2]));
+        if (a.padding[1]) valid = band(valid, in_range(iw, xs[3]));
+        KExprPtr xv = kselect(valid, read(in(0), {idx[0], kvar(c), ih, iw}), kfloat(0));
+        KExprPtr wv = read(in(1), {idx[1], kvar(c), kvar(kh), kvar(kw)});
+        return kreduce(ReduceKind::Sum, {c, kh, kw}, {ws[1], ws[2], ws[3]}, kmath(SOp::Mul, xv, wv));
+      }
+      case Op::Conv2dGradInput: {
+        // dx[b,c,h,w] = sum_{o,kh,kw} dy[b,o,(h+p-kh*d)/s,(w+p-kw*d)/s] * w[o,c,kh,kw] where divisible, in range
+        ShapeRef ys = ishape(0), ws = ishape(1);
+        std::string o = fresh(), kh = fresh(), kw = fresh();
+        KExprPtr valid = kint(1);
+        KExprPtr pos[2];
+        std::string kvars[2] = {kh, kw};
+        for (int d = 0; d < 2; ++d) {
+          KExprPtr t = kibin(KOp::ISub, kibin(KOp::IAdd, idx[2 + d], kint(a.padding[d])),
+                             kibin(KOp::IMul, kvar(kvars[d]), kint(a.dilation[d])));
+          KExprPtr q = kibin(KOp::IDiv, t, kint(a.stride[d]));
+          valid = band(valid, kibin(KOp::IGe, t, kint(0)));
+          if (a.stride[d] != 1) valid = band(valid, kibin(KOp::IEq, kibin(KOp::IMod, t, kint(a.stride[d])), kint(0)));
+          valid = band(valid, kibin(KOp::ILt, q, kint(ys[2 + d])));
+          pos[d] = q;
+        }
+        KExprPtr prod = kmath(SOp::Mul, read(in(0), {idx[0], kvar(o), pos[0], pos[1]}),
+                              read(in(1), {kvar(o), idx[1], kvar(kh), kvar(kw)}));
+        return kreduce(ReduceKind::Sum, {o, kh, kw}, {ys[1], ws[2], ws[3]}, kselect(valid, prod, kfloat(0)));
+      }
+      case Op::Conv2dGradWeight: {
+        // dw[o,c,kh,kw] = sum_{b,oh,ow} dy[b,o,oh,ow] * x[b,c,oh*s-p+kh*d,ow*s-p+kw*d]
+        ShapeRef ys = ishape(0), xs = ishape(1);
+        std::string b = fresh(), oh = fresh(), ow = fresh();
+        KExprPtr ih = kibin(KOp::IAdd, kibin(KOp::ISub, kibin(KOp::IMul, kvar(oh), kint(a.stride[0])), kint(a.padding[0])),
+                            kibin(KOp::IMul, idx[2], kint(a.dilation[0])));
+        KExprPtr iw = kibin(KOp::IAdd, kibin(KOp::ISub, kibin(KOp::IMul, kvar(ow), kint(a.stride[1])), kint(a.padding[1])),
+                            kibin(KOp::IMul, idx[3], kint(a.dilation[1])));
+        KExprPtr valid = kint(1);
+        if (a.padding[0]) valid = band(valid, in_range(ih, xs[2]));
+        if (a.padding[1]) valid = band(valid, in_range(iw, xs[3]));
+        KExprPtr xv = kselect(valid, read(in(1), {kvar(b), idx[1], ih, iw}), kfloat(0));
+        KExprPtr dy = read(in(0), {kvar(b), idx[0], kvar(oh), kvar(ow)});
+        return kreduce(ReduceKind::Sum, {b, oh, ow}, {ys[0], ys[2], ys[3]}, kmath(SOp::Mul, dy, xv));
+      }
+      case Op::MaxPool2d:
+      case Op::AvgPool2d: {
+        ShapeRef xs = ishape(0);
+        std::string kh = fresh(), kw = fresh();
+        KExprPtr ih = kibin(KOp::IAdd, kibin(KOp::ISub, kibin(KOp::IMul, idx[2], kint(a.stride[0])), kint(a.padding[0])), kvar(kh));
+        KExprPtr iw = kibin(KOp::IAdd, kibin(KOp::ISub, kibin(KOp::IMul, idx[3], kint(a.stride[1])), kint(a.padding[1])), kvar(kw));
+        KExprPtr valid = kint(1);
+        if (a.padding[0]) valid = band(valid, in_range(ih, xs[2]));
+        if (a.padding[1]) valid = band(valid, in_range(iw, xs[3]));
+        bool mx = n.op == Op::MaxPool2d;
+        KExprPtr v = kselect(valid, read(in(0), {idx[0], idx[1], ih, iw}),
+                             kfloat(mx ? -std::numeric_limits<double>::infinity() : 0.0));
+        KExprPtr r = kreduce(mx ? ReduceKind::Max : ReduceKind::Sum, {kh, kw}, {a.kernel[0], a.kernel[1]}, v);
+        return mx ? r : kmath(SOp::Mul, r, kfloat(1.0 / static_cast<double>(a.kernel[0] * a.kernel[1])));
+      }
+      case Op::MaxPool2dGrad:
+      case Op::AvgPool2dGrad: {
+        // dx[b,c,h,w] = sum over windows (oh,ow) that contain (h,w) at window position (kh,kw)
+        ShapeRef ys = ishape(0);
+        Shape xs = n.shape;
+        std::string kh = fresh(), kw = fresh();
+        std::string kvars[2] = {kh, kw};
+        KExprPtr valid = kint(1);
+        KExprPtr pos[2];
+        for (int d = 0; d < 2; ++d) {
+          KExprPtr t = kibin(KOp::ISub, kibin(KOp::IAdd, idx[2 + d], kint(a.padding[d])), kvar(kvars[d]));
+          KExprPtr q = kibin(KOp::IDiv, t, kint(a.stride[d]));
+          valid = band(valid, kibin(KOp::IGe, t, kint(0)));
+          if (a.stride[d] != 1) valid = band(valid, kibin(KOp::IEq, kibin(KOp::IMod, t, kint(a.stride[d])), kint(0)));
+          valid = band(valid, kibin(KOp::ILt, q, kint(ys[2 + d])));
+          pos[d] = q;
+        }
+        KExprPtr dy = read(in(0), {idx[0], idx[1], pos[0], pos[1]});
+        if (n.op == Op::AvgPool2dGrad) {
+          KExprPtr r = kreduce(ReduceKind::Sum, {kh, kw}, {a.kernel[0], a.kernel[1]}, kselect(valid, dy, kfloat(0)));
+          return kmath(SOp::Mul, r, kfloat(1.0 / static_cast<double>(a.kernel[0] * a.kernel[1])));
+        }
+        // the window's first maximum (row-major window order), as PyTorch picks it
+        std::string kh2 = fresh(), kw2 = fresh();
+        KExprPtr ih2 = kibin(KOp::IAdd, kibin(KOp::ISub, kibin(KOp::IMul, pos[0], kint(a.stride[0])), kint(a.padding[0])), kvar(kh2));
+        KExprPtr iw2 = kibin(KOp::IAdd, kibin(KOp::ISub, kibin(KOp::IMul, pos[1], kint(a.stride[1])), kint(a.padding[1])), kvar(kw2));
+        KExprPtr valid2 = kint(1);
+        if (a.padding[0]) valid2 = band(valid2, in_range(ih2, xs[2]));
+        if (a.padding[1]) valid2 = band(valid2, in_range(iw2, xs[3]));
+        KExprPtr xv = kselect(valid2, read(in(1), {idx[0], idx[1], ih2, iw2}),
+                              kfloat(-std::numeric_limits<double>::infinity()));
+        KExprPtr am = kreduce(ReduceKind::ArgMax, {kh2, kw2}, {a.kernel[0], a.kernel[1]}, xv);
+        KExprPtr here = kto_float(kibin(KOp::IAdd, kibin(KOp::IMul, kvar(kh), kint(a.kernel[1])), kvar(kw)));
+        KExprPtr is_max = kmath(SOp::Eq, am, here);
+        KExprPtr contrib = kselect(valid, kmath(SOp::Mul, dy, is_max), kfloat(0));
+        return kreduce(ReduceKind::Sum, {kh, kw}, {a.kernel[0], a.kernel[1]}, contrib);
+      }
+    }
+    throw ValueError("schedule: cannot lower " + n.describe());
+  }
+};
+
+std::string kernel_name(int index, const std::vector<NodePtr>& nodes) {
+  std::vector<std::string> parts;
+  auto add = [&](const std::string& p) {
+    if (std::find(parts.begin(), parts.end(), p) == parts.end()) parts.push_back(p);
+  };
+  std::function<void(const SExprPtr&)> walk = [&](const SExprPtr& e) {
+    if (!e || e->op == SOp::Const || e->op == SOp::Arg) return;
+    walk(e->a), walk(e->b), walk(e->c);
+    add(sop_name(e->op));
+  };
+  for (auto& n : nodes) {
+    if (n->op == Op::Map)
+      walk(n->body);
+    else if (n->op == Op::Reduce)
+      add(reduce_name(n->attrs.reduce));
+    else if (n->op != Op::Reshape)
+      add(op_name(n->op));
+  }
+  if (parts.empty()) parts.push_back("copy");
+  if (parts.size() > 4) parts.resize(4);
+  std::string name = fmt::format("k{:02}", index);
+  for (auto& p : parts) name += "_" + p;
+  return name;
+}
+
+}  // namespace
+
+int Plan::node_index(const Node* n) const {
+  for (size_t i = 0; i < order.size(); ++i)
+    if (order[i].get() == n) return static_cast<int>(i);
+  return -1;
+}
+
+const Value& Plan::value_of(const Node* n) const {
+  for (auto& v : values)
+    if (v.node.get() == n) return v;
+  throw ValueError("plan: node " + n->describe() + " is not materialised");
+}
+
+Plan schedule(const Program& program, const ScheduleOptions& opt) {
+  Plan plan;
+  plan.program = program;
+  plan.order = program.nodes();
+  const auto& order = plan.order;
+  const int64_t max_h = opt.max_texture_height ? opt.max_texture_height : opt.max_texture_width;
+
+  // consumers (with multiplicity) and external uses
+  std::unordered_map<const Node*, std::vector<const Node*>> consumers;
+  std::unordered_set<const Node*> external;
+  for (auto& n : order)
+    for (auto& i : n->inputs) consumers[i.get()].push_back(n.get());
+  for (auto& o : program.outputs) external.insert(o.get());
+  for (auto& u : program.updates) external.insert(u.value.get());
+
+  // materialisation decisions, in topological order
+  std::unordered_set<const Node*> mat;
+  std::unordered_map<const Node*, double> cost;  // scalar ops to recompute one element when inlined
+  std::unordered_map<const Node*, bool> has_reduce;
+  for (auto& np : order) {
+    const Node* n = np.get();
+    double c = 1;
+    bool red = is_heavy(n->op);
+    if (n->op == Op::Map) c = sexpr_size(n->body);
+    for (auto& i : n->inputs) {
+      if (mat.count(i.get())) continue;
+      c += cost[i.get()];
+      red |= has_reduce[i.get()];
+    }
+    cost[n] = c;
+    has_reduce[n] = red;
+    const auto& cons = consumers[n];
+    bool m = n->is_leaf() || external.count(n) || opt.unfused;
+    if (!m && red) {
+      // a reduction may only be the prologue-free epilogue input of one same-shape elementwise consumer
+      bool single = cons.size() == 1 && cons[0]->op == Op::Map && cons[0]->shape == n->shape;
+      m = !single;
+    } else if (!m) {
+      bool into_heavy = std::any_of(cons.begin(), cons.end(), [](const Node* u) { return is_heavy(u->op); });
+      if (cons.size() > 1 || into_heavy) m = c > opt.inline_cost_limit;
+    }
+    if (m) mat.insert(n);
+  }
+
+  // values
+  std::unordered_map<const Node*, int> value_of;
+  std::unordered_set<std::string> names;
+  auto add_value = [&](const NodePtr& n, ValueKind kind, const std::string& base, bool reg = true) {
+    Value v;
+    v.id = static_cast<int>(plan.values.size());
+    v.node = n;
+    v.kind = kind;
+    std::string nm = sanitize(base);
+    for (int s = 2; names.count(nm); ++s) nm = sanitize(base) + "_" + std::to_string(s);
+    names.insert(nm);
+    v.name = nm;
+    try {
+      v.layout = TextureLayout::for_numel(n->numel(), opt.max_texture_width, max_h);
+    } catch (const Error& e) {
+      throw ValueError(fmt::format("schedule: {} does not fit in a texture: {}", n->describe(), e.what()));
+    }
+    plan.values.push_back(v);
+    if (reg) value_of[n.get()] = v.id;
+    return v.id;
+  };
+  for (auto& n : order) {
+    if (!n->is_leaf() || !mat.count(n.get())) continue;
+    ValueKind k = n->op == Op::Input ? ValueKind::Input
+                  : n->op == Op::Const ? ValueKind::Constant
+                                       : ValueKind::Persistent;
+    add_value(n, k, n->op == Op::Const ? fmt::format("const{}", plan.node_index(n.get())) : n->name);
+  }
+  for (auto& u : program.updates)
+    if (!value_of.count(u.target.get())) add_value(u.target, ValueKind::Persistent, u.target->name);
+
+  // kernels
+  auto build_kernel = [&](const NodePtr& n, const NodePtr& source) {
+    Kernel k;
+    int src_vid = source ? value_of.at(source.get()) : -1;
+    int vid = add_value(n, ValueKind::Temp, fmt::format("t{}", plan.kernels.size()), !source);
+    std::vector<NodePtr> inl;
+    if (source) {  // a copy kernel
+      Lowerer low(value_of, k, inl);
+      k.inputs.push_back(src_vid);
+      std::vector<KExprPtr> idx;
+      for (size_t i = 0; i < n->shape.size(); ++i) idx.push_back(kvar(fmt::format("i{}", i)));
+      k.expr = kload(0, linearize(idx, n->shape));
+    } else {
+      value_of.erase(n.get());  // lower the node itself, not a load of its own output
+      Lowerer low(value_of, k, inl);
+      k.expr = low.root(n);
+      value_of[n.get()] = vid;
+    }
+    std::sort(inl.begin(), inl.end(), [&](const NodePtr& x, const NodePtr& y) {
+      return plan.node_index(x.get()) < plan.node_index(y.get());
+    });
+    k.nodes = inl;
+    k.output = vid;
+    k.name = kernel_name(static_cast<int>(plan.kernels.size()), source ? std::vector<NodePtr>{} : inl);
+    std::string c;
+    for (auto& x : inl)
+      c += fmt::format("//   n{:<4} {:<40} {:>12}  {}\n", plan.node_index(x.get()), x->label().substr(0, 40),
+                       shape_str(x->shape), x->loc.known() ? x->loc.str() : "");
+    k.comment = c;
+    plan.values[vid].producer = static_cast<int>(plan.kernels.size());
+    plan.kernels.push_back(std::move(k));
+    return vid;
+  };
+  for (auto& n : order)
+    if (!n->is_leaf() && mat.count(n.get())) build_kernel(n, nullptr);
+
+  // outputs and updates
+  for (auto& o : program.outputs) plan.output_values.push_back(value_of.at(o.get()));
+  std::unordered_set<int> used_as_update;
+  for (auto& u : program.updates) {
+    int target = value_of.at(u.target.get());
+    if (u.value == u.target) continue;  // no change
+    int vid = value_of.at(u.value.get());
+    if (plan.values[vid].kind != ValueKind::Temp || used_as_update.count(vid) ||
+        std::count(plan.output_values.begin(), plan.output_values.end(), vid))
+      vid = build_kernel(u.value, u.value);  // its own copy, so it can live in the target's back texture
+    used_as_update.insert(vid);
+    plan.values[vid].update_of = target;
+    plan.updates.push_back({target, vid});
+  }
+
+  // memory plan: liveness over launch order; update values live in their target's back texture
+  for (size_t ki = 0; ki < plan.kernels.size(); ++ki)
+    for (int in : plan.kernels[ki].inputs) plan.values[in].last_use = static_cast<int>(ki);
+  for (int o : plan.output_values) plan.values[o].last_use = std::numeric_limits<int>::max();
+  std::vector<int> buffer_free_after;  // kernel index after which the buffer is free
+  int64_t bytes = 0;
+  for (auto& v : plan.values) {
+    int64_t b = v.layout.padded_floats() * 4;
+    if (v.kind == ValueKind::Persistent) bytes += 2 * b;
+    if (v.kind == ValueKind::Input || v.kind == ValueKind::Constant) bytes += b;
+  }
+  for (auto& k : plan.kernels) {
+    Value& v = plan.values[k.output];
+    if (v.update_of >= 0) continue;
+    int found = -1;
+    for (size_t b = 0; b < plan.buffers.size(); ++b) {
+      // same physical size, free strictly before this kernel (never read and written by one kernel)
+      if (buffer_free_after[b] < v.producer && plan.buffers[b].width == v.layout.width &&
+          plan.buffers[b].height == v.layout.height) {
+        found = static_cast<int>(b);
+        break;
+      }
+    }
+    if (found < 0) {
+      found = static_cast<int>(plan.buffers.size());
+      plan.buffers.push_back(v.layout);
+      buffer_free_after.push_back(-1);
+      bytes += v.layout.padded_floats() * 4;
+    }
+    v.buffer = found;
+    buffer_free_after[found] = std::max(v.last_use, v.producer);
+  }
+  plan.peak_bytes = bytes;
+  return plan;
+}
+
+nlohmann::json Plan::to_json() const {
+  using nlohmann::json;
+  auto kind_name = [](ValueKind k) {
+    switch (k) {
+      case ValueKind::Input: return "input";
+      case ValueKind::Persistent: return "persistent";
+      case ValueKind::Constant: return "constant";
+      case ValueKind::Temp: return "temp";
+    }
+    return "?";
+  };
+  auto value_json = [&](int id) {
+    const Value& v = values[id];
+    json j = {{"value", v.id}, {"name", v.name}, {"kind", kind_name(v.kind)}, {"shape", json(std::vector<int64_t>(v.node->shape.begin(), v.node->shape.end()))},
+              {"numel", v.layout.numel}, {"texture", {v.layout.width, v.layout.height}}};
+    if (v.buffer >= 0) j["buffer"] = v.buffer;
+    if (v.update_of >= 0) j["update_of"] = values[v.update_of].name;
+    return j;
+  };
+  json ks = json::array();
+  for (auto& k : kernels) {
+    json ins = json::array();
+    for (size_t i = 0; i < k.inputs.size(); ++i) {
+      json j = value_json(k.inputs[i]);
+      j["sampler"] = "in_" + values[k.inputs[i]].name;
+      ins.push_back(j);
+    }
+    json nodes = json::array();
+    for (auto& n : k.nodes)
+      nodes.push_back({{"node", node_index(n.get())}, {"op", n->label()}, {"shape", shape_str(n->shape)},
+                       {"source", n->loc.known() ? n->loc.str() : ""}});
+    ks.push_back({{"name", k.name}, {"output", value_json(k.output)}, {"inputs", ins}, {"nodes", nodes}});
+  }
+  json outs = json::array();
+  for (size_t i = 0; i < output_values.size(); ++i)
+    outs.push_back({{"name", program.output_names[i]}, {"value", values[output_values[i]].name}});
+  json ups = json::array();
+  for (auto& [t, v] : updates) ups.push_back({{"target", values[t].name}, {"value", values[v].name}});
+  return {{"format", "shadergrad-plan/1"}, {"kernels", ks}, {"outputs", outs}, {"updates", ups},
+          {"buffers", buffers.size()}, {"peak_bytes", peak_bytes}};
+}
+
+}  // namespace sg

@@ -1,0 +1,85 @@
+// shadergrad — backends: one interface over the CPU reference and the GLES (fragment-shader) runtime.
+//
+//   auto be = sg::make_backend({.kind = "auto"});        // GLES when the probe passes, else CPU (says why)
+//   auto step = be.backend->compile(program);            // schedule + codegen + shader compile (cached)
+//   auto out = step->run({{"x", xs}, {"labels", ys}});   // one step: outputs read back, updates committed
+//
+// Persistent values (Param/State leaves) live in the backend, shared by every Executable compiled from it
+// (a train step and an eval program see the same parameters). On GLES they stay on the GPU: per step only the
+// program outputs are read back; updates are ping-ponged (front/back textures swapped after the step).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sg/autodiff.h"
+#include "sg/schedule.h"
+
+namespace sg {
+
+/// One input fed to a run: the Input leaf's name and its row-major values (numel(shape) floats;
+/// integer inputs such as labels as exact floats).
+struct Feed {
+  std::string name;
+  const std::vector<float>* data;
+};
+
+/// Per-kernel time of the last profiled run (ms), in launch order.
+struct KernelTiming {
+  std::string kernel;
+  double ms = 0;
+  bool gpu_timer = false;  ///< true: GL timer query; false: glFinish-bounded CPU time
+};
+
+/// A program compiled for one backend.
+class Executable {
+ public:
+  virtual ~Executable() = default;
+  /// Runs one step. Every Input leaf must be fed (ValueError names a missing or mis-sized one). Returns the
+  /// program outputs in Program::output_names order, then commits all updates at once.
+  virtual std::vector<std::vector<float>> run(const std::vector<Feed>& feeds) = 0;
+  /// GPU launches per run (CPU: graph nodes evaluated).
+  virtual int kernels_per_step() const = 0;
+  /// The schedule (GPU backends), or nullptr.
+  virtual const Plan* plan() const { return nullptr; }
+  /// Timings of the last run when profiling is on (BackendOptions::profile), else empty.
+  virtual std::vector<KernelTiming> last_timings() const { return {}; }
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;    ///< "gles" or "cpu"
+  virtual std::string device() const = 0;  ///< GL_RENDERER or "CPU reference (f64 accumulate)"
+  /// Schedules and compiles a program. Throws CompileError (a codegen bug) or BackendError.
+  virtual std::unique_ptr<Executable> compile(const Program& program) = 0;
+  /// Current value of a Param/State leaf (its initial data until a run updates it).
+  virtual std::vector<float> read(const Tensor& leaf) = 0;
+  /// Overwrites a Param/State leaf's current value (e.g. loading a checkpoint). ValueError on size mismatch.
+  virtual void write(const Tensor& leaf, const std::vector<float>& data) = 0;
+};
+
+struct BackendOptions {
+  std::string kind = "auto";       ///< "auto" | "gles" | "cpu"
+  int64_t max_texture_width = 0;   ///< 0 = device limit; smaller forces row wrapping (tests)
+  bool unfused = false;            ///< one kernel per node (debug)
+  bool profile = false;            ///< per-kernel timings (timer queries or glFinish-bounded)
+  std::string dump_dir;            ///< dump every compiled plan here ("" = env SG_DUMP or none)
+};
+
+struct BackendChoice {
+  std::unique_ptr<Backend> backend;
+  std::string note;  ///< why auto fell back to the CPU ("" when the requested backend was used)
+};
+
+/// Creates a backend. kind "gles" that cannot work throws BackendError with the probe's reason;
+/// "auto" falls back to "cpu" and says why in `note`. Unknown kinds throw ValueError.
+BackendChoice make_backend(const BackendOptions& opt = {});
+
+std::unique_ptr<Backend> make_cpu_backend();
+/// Throws BackendError when no EGL/GLES 3 context with float render targets can be made.
+std::unique_ptr<Backend> make_gles_backend(const BackendOptions& opt);
+
+}  // namespace sg

@@ -1,0 +1,100 @@
+// The CPU backend: runs Programs with the reference executor; persistent values kept as f32.
+#include <cmath>
+#include <cstdlib>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "sg/backend.h"
+#include "sg/cpu_reference.h"
+
+namespace sg {
+
+namespace {
+
+using StateMap = std::unordered_map<const Node*, std::vector<double>>;
+
+void check_feeds(const Program& prog, const std::vector<Feed>& feeds, cpu::LeafValues& leaves) {
+  for (auto& in : prog.inputs()) {
+    const Feed* f = nullptr;
+    for (auto& x : feeds)
+      if (x.name == in->name) f = &x;
+    if (!f) throw ValueError(fmt::format("run: input '{}' ({}) was not fed", in->name, shape_str(in->shape)));
+    if (static_cast<int64_t>(f->data->size()) != in->numel())
+      throw ValueError(fmt::format("run: input '{}' expects {} values ({}), got {}", in->name, in->numel(),
+                                   shape_str(in->shape), f->data->size()));
+    leaves[in.get()].assign(f->data->begin(), f->data->end());
+  }
+}
+
+class CpuExecutable final : public Executable {
+ public:
+  CpuExecutable(Program p, StateMap& state) : prog_(std::move(p)), state_(state), nodes_(prog_.nodes().size()) {}
+  std::vector<std::vector<float>> run(const std::vector<Feed>& feeds) override {
+    cpu::LeafValues leaves;
+    check_feeds(prog_, feeds, leaves);
+    for (auto& n : prog_.persistent()) {
+      auto it = state_.find(n.get());
+      if (it == state_.end()) it = state_.emplace(n.get(), std::vector<double>(n->data->begin(), n->data->end())).first;
+      leaves[n.get()] = it->second;
+    }
+    std::vector<NodePtr> roots = prog_.roots();
+    auto vals = cpu::evaluate(roots, leaves);
+    std::vector<std::vector<float>> out;
+    for (size_t i = 0; i < prog_.outputs.size(); ++i) out.emplace_back(vals[i].begin(), vals[i].end());
+    for (size_t u = 0; u < prog_.updates.size(); ++u)
+      state_[prog_.updates[u].target.get()] = vals[prog_.outputs.size() + u];
+    return out;
+  }
+  int kernels_per_step() const override { return static_cast<int>(nodes_); }
+
+ private:
+  Program prog_;
+  StateMap& state_;
+  size_t nodes_;
+};
+
+class CpuBackend final : public Backend {
+ public:
+  std::string name() const override { return "cpu"; }
+  std::string device() const override { return "CPU reference (f32 storage, f64 accumulation)"; }
+  std::unique_ptr<Executable> compile(const Program& p) override {
+    return std::make_unique<CpuExecutable>(p, state_);
+  }
+  std::vector<float> read(const Tensor& leaf) override {
+    auto it = state_.find(leaf.node().get());
+    if (it != state_.end()) return std::vector<float>(it->second.begin(), it->second.end());
+    if (!leaf.node()->data) throw ValueError("read: " + leaf.node()->describe() + " has no value");
+    return *leaf.node()->data;
+  }
+  void write(const Tensor& leaf, const std::vector<float>& data) override {
+    if (static_cast<int64_t>(data.size()) != leaf.numel())
+      throw ValueError(fmt::format("write: {} expects {} values, got {}", leaf.node()->describe(), leaf.numel(),
+                                   data.size()));
+    state_[leaf.node().get()].assign(data.begin(), data.end());
+  }
+
+ private:
+  StateMap state_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+
+BackendChoice make_backend(const BackendOptions& opt) {
+  if (opt.kind == "cpu") return {make_cpu_backend(), ""};
+  if (opt.kind == "gles") return {make_gles_backend(opt), ""};
+  if (opt.kind != "auto")
+    throw ValueError(fmt::format("unknown backend '{}' (choose auto, gles or cpu)", opt.kind));
+  try {
+    return {make_gles_backend(opt), ""};
+  } catch (const Error& e) {
+    std::string why = e.what();
+    auto nl = why.find('\n');
+    if (nl != std::string::npos) why = why.substr(0, nl);
+    return {make_cpu_backend(), "GLES unavailable, using the CPU backend: " + why};
+  }
+}
+
+}  // namespace sg

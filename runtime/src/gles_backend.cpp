@@ -1,0 +1,184 @@
+// The GLES backend: executes Plans as fragment-shader passes over RGBA32F textures (headless EGL).
+#include <chrono>
+#include <cstdlib>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "sg/backend.h"
+#include "sg/dump.h"
+#include "sg/emit.h"
+#include "sg/gles_device.h"
+#include "sg/kernel_cache.h"
+
+namespace sg {
+
+namespace {
+
+/// A persistent value's two textures; `front` holds the current value.
+struct Persistent {
+  gles::Texture front, back;
+};
+
+class GlesBackend;
+
+class GlesExecutable final : public Executable {
+ public:
+  GlesExecutable(GlesBackend& be, Plan plan);
+  std::vector<std::vector<float>> run(const std::vector<Feed>& feeds) override;
+  int kernels_per_step() const override { return static_cast<int>(plan_.kernels.size()); }
+  const Plan* plan() const override { return &plan_; }
+  std::vector<KernelTiming> last_timings() const override { return timings_; }
+
+ private:
+  GlesBackend& be_;
+  Plan plan_;
+  std::vector<const gles::Program*> programs_;
+  std::vector<gles::Texture> buffers_;                 // pooled temps
+  std::unordered_map<int, gles::Texture> own_;         // inputs and constants, by value id
+  std::vector<std::vector<std::pair<std::string, int>>> bindings_;  // per kernel: sampler -> value id
+  std::vector<KernelTiming> timings_;
+  gles::Texture& texture_of(int value_id, bool for_write);
+};
+
+class GlesBackend final : public Backend {
+ public:
+  explicit GlesBackend(const BackendOptions& opt) : opt_(opt) {
+    gles::DeviceOptions d;
+    d.max_texture_width = opt.max_texture_width;
+    dev_ = gles::Device::create(d);
+    dev_->set_profiling(opt.profile);
+    dump_dir_ = opt.dump_dir;
+    if (dump_dir_.empty())
+      if (const char* e = std::getenv("SG_DUMP")) dump_dir_ = e;
+  }
+  std::string name() const override { return "gles"; }
+  std::string device() const override { return dev_->caps().renderer; }
+  std::unique_ptr<Executable> compile(const Program& p) override {
+    ScheduleOptions so;
+    so.unfused = opt_.unfused;
+    so.max_texture_width = dev_->max_texture_width();
+    so.max_texture_height = dev_->caps().max_texture_size;
+    Plan plan = schedule(p, so);
+    if (!dump_dir_.empty()) dump_plan(plan, fmt::format("{}/program{:02}", dump_dir_, dumps_++), cache_);
+    return std::make_unique<GlesExecutable>(*this, std::move(plan));
+  }
+  std::vector<float> read(const Tensor& leaf) override {
+    Persistent& p = persistent(leaf.node());
+    std::vector<float> out(leaf.numel());
+    dev_->download(p.front, out.data(), leaf.numel());
+    return out;
+  }
+  void write(const Tensor& leaf, const std::vector<float>& data) override {
+    if (static_cast<int64_t>(data.size()) != leaf.numel())
+      throw ValueError(fmt::format("write: {} expects {} values, got {}", leaf.node()->describe(), leaf.numel(),
+                                   data.size()));
+    dev_->upload(persistent(leaf.node()).front, data.data(), leaf.numel());
+  }
+
+  Persistent& persistent(const NodePtr& n) {
+    auto it = state_.find(n.get());
+    if (it != state_.end()) return it->second;
+    if (!n->data) throw ValueError("gles: " + n->describe() + " is not a parameter or state");
+    Persistent p;
+    p.front = dev_->create_texture(n->numel(), n->name);
+    p.back = dev_->create_texture(n->numel(), n->name + ".back");
+    dev_->upload(p.front, n->data->data(), n->numel());
+    keep_.push_back(n);
+    return state_.emplace(n.get(), std::move(p)).first->second;
+  }
+
+  const gles::Program& program_for(const Plan& plan, const Kernel& k) {
+    std::string src = emit_glsl450(plan, k, ShaderStage::Fragment);
+    const CompiledShader& c = cache_.get_or_compile(k.name, src, ShaderStage::Fragment);
+    auto it = programs_.find(c.gles);
+    if (it == programs_.end()) it = programs_.emplace(c.gles, dev_->create_program(c.gles, k.name)).first;
+    return it->second;
+  }
+
+  gles::Device& dev() { return *dev_; }
+  bool profile() const { return opt_.profile; }
+
+ private:
+  BackendOptions opt_;
+  std::unique_ptr<gles::Device> dev_;
+  KernelCache cache_;
+  std::unordered_map<std::string, gles::Program> programs_;
+  std::unordered_map<const Node*, Persistent> state_;
+  std::vector<NodePtr> keep_;  // keeps persistent nodes alive while their textures exist
+  std::string dump_dir_;
+  int dumps_ = 0;
+};
+
+GlesExecutable::GlesExecutable(GlesBackend& be, Plan plan) : be_(be), plan_(std::move(plan)) {
+  for (auto& layout : plan_.buffers) buffers_.push_back(be_.dev().create_texture(layout, "pool"));
+  for (auto& v : plan_.values) {
+    if (v.kind == ValueKind::Input) own_.emplace(v.id, be_.dev().create_texture(v.layout, v.name));
+    if (v.kind == ValueKind::Constant) {
+      gles::Texture t = be_.dev().create_texture(v.layout, v.name);
+      be_.dev().upload(t, v.node->data->data(), v.node->numel());
+      own_.emplace(v.id, std::move(t));
+    }
+    if (v.kind == ValueKind::Persistent) be_.persistent(v.node);
+  }
+  for (auto& k : plan_.kernels) {
+    programs_.push_back(&be_.program_for(plan_, k));
+    std::vector<std::pair<std::string, int>> b;
+    for (int in : k.inputs) b.emplace_back("in_" + plan_.values[in].name, in);
+    bindings_.push_back(std::move(b));
+  }
+}
+
+gles::Texture& GlesExecutable::texture_of(int id, bool for_write) {
+  const Value& v = plan_.values[id];
+  switch (v.kind) {
+    case ValueKind::Input:
+    case ValueKind::Constant: return own_.at(id);
+    case ValueKind::Persistent: return be_.persistent(v.node).front;
+    case ValueKind::Temp:
+      if (v.update_of >= 0) return be_.persistent(plan_.values[v.update_of].node).back;
+      return buffers_[v.buffer];
+  }
+  (void)for_write;
+  throw BackendError("gles: unknown value kind");
+}
+
+std::vector<std::vector<float>> GlesExecutable::run(const std::vector<Feed>& feeds) {
+  gles::Device& dev = be_.dev();
+  for (auto& v : plan_.values) {
+    if (v.kind != ValueKind::Input) continue;
+    const Feed* f = nullptr;
+    for (auto& x : feeds)
+      if (x.name == v.node->name) f = &x;
+    if (!f) throw ValueError(fmt::format("run: input '{}' ({}) was not fed", v.node->name, shape_str(v.node->shape)));
+    if (static_cast<int64_t>(f->data->size()) != v.node->numel())
+      throw ValueError(fmt::format("run: input '{}' expects {} values ({}), got {}", v.node->name, v.node->numel(),
+                                   shape_str(v.node->shape), f->data->size()));
+    dev.upload(own_.at(v.id), f->data->data(), v.node->numel());
+  }
+  timings_.clear();
+  std::vector<std::pair<std::string, const gles::Texture*>> ins;
+  for (size_t k = 0; k < plan_.kernels.size(); ++k) {
+    ins.clear();
+    for (auto& [sampler, id] : bindings_[k]) ins.emplace_back(sampler, &texture_of(id, false));
+    dev.draw(*programs_[k], ins, texture_of(plan_.kernels[k].output, true), plan_.kernels[k].name);
+    if (be_.profile()) timings_.push_back({plan_.kernels[k].name, dev.last_draw_ms(), dev.caps().timer_query});
+  }
+  std::vector<std::vector<float>> out;
+  for (int id : plan_.output_values) {
+    std::vector<float> v(plan_.values[id].node->numel());
+    dev.download(texture_of(id, false), v.data(), static_cast<int64_t>(v.size()));
+    out.push_back(std::move(v));
+  }
+  for (auto& [target, value] : plan_.updates) {
+    Persistent& p = be_.persistent(plan_.values[target].node);
+    std::swap(p.front, p.back);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::unique_ptr<Backend> make_gles_backend(const BackendOptions& opt) { return std::make_unique<GlesBackend>(opt); }
+
+}  // namespace sg
