@@ -1,0 +1,64 @@
+// shadergrad — checkpoints in the safetensors format (https://github.com/huggingface/safetensors).
+//
+// File layout (all integers little-endian):
+//   bytes [0, 8)        u64 N = header length in bytes
+//   bytes [8, 8+N)      UTF-8 JSON object:
+//                         {"<tensor name>": {"dtype": "F32", "shape": [d0, d1, ...], "data_offsets": [begin, end]},
+//                          ..., "__metadata__": {"<key>": "<string value>", ...}}
+//                       begin/end are relative to the start of the data section; end - begin = 4 * prod(shape).
+//                       Our writer pads the JSON with trailing spaces so that 8 + N is a multiple of 8.
+//   bytes [8+N, EOF)    the tensors' raw little-endian IEEE-754 binary32 data, back to back.
+// Only F32 tensors are supported (shadergrad computes in f32). The layout follows the format's specification;
+// tests check it byte by byte and with an independent json+struct Python reader (the Python `safetensors`
+// package itself is not installed here, so interoperability with it is by specification, not by test).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace sg::io {
+
+/// One named f32 tensor: shape (row-major) and prod(shape) values. A 0-d tensor has shape {} and 1 value.
+struct NamedTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+  std::vector<float> data;
+};
+
+/// Write `tensors` and string `metadata` to `path` as safetensors.
+/// Order: tensors are written (header entries and data) in the order given; names must be unique, non-empty
+/// and not "__metadata__". Atomic: the bytes go to a temporary file in the target's directory, which is
+/// fsync'ed and then renamed over `path` (std::filesystem::rename), so a reader sees either the old file or the
+/// complete new one; on any failure the temporary file is removed and an existing `path` is left untouched.
+/// Throws sg::ValueError (bad name, duplicate name, negative dim, data size != prod(shape)) before touching the
+/// file system; sg::IOError (names the path and the OS error) if the file cannot be written or renamed.
+void save_safetensors(const std::string& path, const std::vector<NamedTensor>& tensors,
+                      const std::map<std::string, std::string>& metadata = {});
+
+/// Content of a safetensors file. Tensors are listed in the order of their data in the file (ascending
+/// data_offsets), which for files written by save_safetensors is the order they were saved in.
+struct SafetensorsFile {
+  std::vector<NamedTensor> tensors;
+  std::map<std::string, std::string> metadata;
+
+  /// The tensor named `name`, or nullptr.
+  const NamedTensor* find(std::string_view name) const;
+};
+
+/// Read and validate a safetensors file. Throws sg::IOError naming the file, the tensor (when one is at fault)
+/// and the byte offset for: a file shorter than 8 bytes; a header length that runs past the end of the file;
+/// a JSON syntax error (file offset of the error); a header that is not an object or an entry missing
+/// dtype/shape/data_offsets; a dtype other than F32; a negative dim; data_offsets with begin > end, beyond the
+/// data section, not contiguous (overlapping or with gaps, as the reference implementation requires), or whose
+/// size differs from 4 * prod(shape); data past the last tensor; a non-string __metadata__ value.
+SafetensorsFile load_safetensors(const std::string& path);
+
+/// Write `bytes` to `path` atomically (temp file in the same directory, fsync, rename over `path`, fsync of
+/// the directory). On failure the temp file is removed and `path` keeps its old content.
+/// Throws sg::IOError naming the path and the OS error. Shared by the PNG writer (sg/image.h).
+void write_file_atomic(const std::string& path, std::string_view bytes);
+
+}  // namespace sg::io

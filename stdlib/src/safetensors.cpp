@@ -1,0 +1,254 @@
+// shadergrad — safetensors reader/writer and atomic file writes.
+#include "sg/safetensors.h"
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include "sg/error.h"
+
+static_assert(std::endian::native == std::endian::little,
+              "safetensors I/O copies float bytes directly and assumes a little-endian host");
+
+namespace sg::io {
+namespace fs = std::filesystem;
+
+void write_file_atomic(const std::string& path, std::string_view bytes) {
+  fs::path target(path);
+  fs::path dir = target.parent_path();
+  if (target.filename().empty())
+    throw IOError(fmt::format("cannot write '{}': the path names a directory, not a file.", path));
+  std::string tmpl = (dir / (target.filename().string() + ".tmp-XXXXXX")).string();
+  std::vector<char> name(tmpl.begin(), tmpl.end());
+  name.push_back('\0');
+  int fd = ::mkstemp(name.data());
+  if (fd < 0) {
+    int e = errno;
+    throw IOError(fmt::format("cannot write '{}': creating a temporary file in '{}' failed: {}. Check that the "
+                              "directory exists and is writable.",
+                              path, dir.empty() ? "." : dir.string(), std::strerror(e)));
+  }
+  const std::string tmp(name.data());
+  auto fail = [&](const std::string& what, int e) {
+    if (fd >= 0) ::close(fd);
+    ::unlink(tmp.c_str());
+    throw IOError(fmt::format("cannot write '{}': {} failed: {}. The previous content of '{}' (if any) is "
+                              "unchanged.",
+                              path, what, std::strerror(e), path));
+  };
+  ::fchmod(fd, 0644);
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t w = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      fail("writing the temporary file", errno);
+    }
+    done += static_cast<size_t>(w);
+  }
+  if (::fsync(fd) != 0) fail("fsync of the temporary file", errno);
+  if (::close(fd) != 0) {
+    fd = -1;
+    fail("closing the temporary file", errno);
+  }
+  fd = -1;
+  std::error_code ec;
+  fs::rename(tmp, target, ec);
+  if (ec) fail(fmt::format("renaming '{}' over it", tmp), ec.value());
+  // Make the rename itself durable (best effort: some file systems refuse fsync on directories).
+  int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
+void save_safetensors(const std::string& path, const std::vector<NamedTensor>& tensors,
+                      const std::map<std::string, std::string>& metadata) {
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  if (!metadata.empty()) {
+    nlohmann::ordered_json meta = nlohmann::ordered_json::object();
+    for (const auto& [k, v] : metadata) meta[k] = v;
+    header["__metadata__"] = std::move(meta);
+  }
+  std::set<std::string> seen;
+  uint64_t offset = 0;
+  for (const NamedTensor& t : tensors) {
+    if (t.name.empty() || t.name == "__metadata__")
+      throw ValueError(fmt::format("save_safetensors('{}'): invalid tensor name '{}' (must be non-empty and not "
+                                   "'__metadata__').",
+                                   path, t.name));
+    if (!seen.insert(t.name).second)
+      throw ValueError(fmt::format("save_safetensors('{}'): duplicate tensor name '{}'.", path, t.name));
+    uint64_t count = 1;
+    for (int64_t d : t.shape) {
+      if (d < 0)
+        throw ValueError(fmt::format("save_safetensors('{}'): tensor '{}' has negative dimension {}.", path,
+                                     t.name, d));
+      count *= static_cast<uint64_t>(d);
+    }
+    if (count != t.data.size())
+      throw ValueError(fmt::format("save_safetensors('{}'): tensor '{}' has shape [{}] ({} elements) but {} "
+                                   "values.",
+                                   path, t.name, fmt::join(t.shape, ", "), count, t.data.size()));
+    uint64_t bytes = count * sizeof(float);
+    header[t.name] = {{"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
+  }
+  std::string json = header.dump();
+  while ((8 + json.size()) % 8 != 0) json.push_back(' ');
+  std::string out;
+  out.reserve(8 + json.size() + offset);
+  uint64_t n = json.size();
+  out.append(reinterpret_cast<const char*>(&n), 8);
+  out += json;
+  for (const NamedTensor& t : tensors)
+    out.append(reinterpret_cast<const char*>(t.data.data()), t.data.size() * sizeof(float));
+  write_file_atomic(path, out);
+}
+
+const NamedTensor* SafetensorsFile::find(std::string_view name) const {
+  for (const NamedTensor& t : tensors)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+SafetensorsFile load_safetensors(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    int e = errno;
+    throw IOError(fmt::format("cannot open safetensors file '{}': {}.", path, std::strerror(e)));
+  }
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw IOError(fmt::format("cannot read safetensors file '{}'.", path));
+  const uint64_t size = bytes.size();
+  if (size < 8)
+    throw IOError(fmt::format("'{}': not a safetensors file: {} bytes, shorter than the 8-byte header length "
+                              "(byte offset {} is the end of the file).",
+                              path, size, size));
+  uint64_t n = 0;
+  std::memcpy(&n, bytes.data(), 8);
+  if (n > size - 8)
+    throw IOError(fmt::format("'{}': byte offset 0: header length {} runs past the end of the file ({} bytes, so "
+                              "at most {} header bytes). The file is truncated or not safetensors.",
+                              path, n, size, size - 8));
+  const uint64_t data_start = 8 + n;
+  const uint64_t data_size = size - data_start;
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + static_cast<ptrdiff_t>(data_start));
+  } catch (const nlohmann::json::parse_error& e) {
+    uint64_t at = 8 + (e.byte > 0 ? e.byte - 1 : 0);
+    throw IOError(fmt::format("'{}': byte offset {}: the JSON header (bytes 8..{}) does not parse: {}", path, at,
+                              data_start, e.what()));
+  }
+  if (!header.is_object())
+    throw IOError(fmt::format("'{}': byte offset 8: the JSON header is a {}, expected an object.", path,
+                              header.type_name()));
+
+  struct Entry {
+    std::string name;
+    std::vector<int64_t> shape;
+    uint64_t begin, end;
+  };
+  std::vector<Entry> entries;
+  SafetensorsFile out;
+  for (const auto& [name, v] : header.items()) {
+    if (name == "__metadata__") {
+      if (!v.is_object())
+        throw IOError(fmt::format("'{}': header (bytes 8..{}): __metadata__ is a {}, expected an object of "
+                                  "strings.",
+                                  path, data_start, v.type_name()));
+      for (const auto& [k, s] : v.items()) {
+        if (!s.is_string())
+          throw IOError(fmt::format("'{}': header (bytes 8..{}): __metadata__ value '{}' is a {}, expected a "
+                                    "string.",
+                                    path, data_start, k, s.type_name()));
+        out.metadata[k] = s.get<std::string>();
+      }
+      continue;
+    }
+    auto bad = [&](const std::string& what) {
+      return IOError(fmt::format("'{}': tensor '{}' (header bytes 8..{}): {}", path, name, data_start, what));
+    };
+    if (!v.is_object()) throw bad(fmt::format("entry is a {}, expected an object", v.type_name()));
+    if (!v.contains("dtype") || !v.contains("shape") || !v.contains("data_offsets"))
+      throw bad("entry needs the keys dtype, shape and data_offsets");
+    const auto& dt = v["dtype"];
+    if (!dt.is_string() || dt.get<std::string>() != "F32")
+      throw bad(fmt::format("dtype is {}, only F32 is supported (convert the checkpoint to float32, e.g. "
+                            "{{k: v.float() for k, v in sd.items()}} before safetensors.torch.save_file)",
+                            dt.dump()));
+    const auto& sh = v["shape"];
+    if (!sh.is_array()) throw bad(fmt::format("shape is {}, expected an array of non-negative integers", sh.dump()));
+    Entry e{name, {}, 0, 0};
+    unsigned __int128 count = 1;
+    for (const auto& d : sh) {
+      if (!d.is_number_unsigned())
+        throw bad(fmt::format("shape {} has a dimension that is not a non-negative integer", sh.dump()));
+      e.shape.push_back(static_cast<int64_t>(d.get<uint64_t>()));
+      count *= d.get<uint64_t>();
+      if (count > (static_cast<unsigned __int128>(1) << 61))
+        throw bad(fmt::format("shape {} has more than 2^61 elements", sh.dump()));
+    }
+    const auto& off = v["data_offsets"];
+    if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
+      throw bad(fmt::format("data_offsets is {}, expected [begin, end] (non-negative integers)", off.dump()));
+    e.begin = off[0].get<uint64_t>();
+    e.end = off[1].get<uint64_t>();
+    if (e.begin > e.end)
+      throw bad(fmt::format("data_offsets [{}, {}] has begin > end (file byte offset {})", e.begin, e.end,
+                            data_start + e.begin));
+    if (e.end > data_size)
+      throw bad(fmt::format("data_offsets [{}, {}] ends at file byte offset {}, past the end of the file ({} "
+                            "bytes; data section {} bytes from offset {})",
+                            e.begin, e.end, data_start + e.end, size, data_size, data_start));
+    if (e.end - e.begin != static_cast<uint64_t>(count) * 4)
+      throw bad(fmt::format("data_offsets [{}, {}] span {} bytes (file byte offset {}), but shape {} needs {} "
+                            "bytes of F32",
+                            e.begin, e.end, e.end - e.begin, data_start + e.begin, sh.dump(),
+                            static_cast<uint64_t>(count) * 4));
+    entries.push_back(std::move(e));
+  }
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
+  uint64_t expect = 0;
+  for (const Entry& e : entries) {
+    if (e.begin != expect)
+      throw IOError(fmt::format("'{}': tensor '{}': data_offsets [{}, {}] start at file byte offset {}, but the "
+                                "previous tensor's data ends at file byte offset {} ({}). safetensors requires the "
+                                "tensors' data to be contiguous and non-overlapping.",
+                                path, e.name, e.begin, e.end, data_start + e.begin, data_start + expect,
+                                e.begin < expect ? "overlap" : "gap"));
+    expect = e.end;
+  }
+  if (expect != data_size)
+    throw IOError(fmt::format("'{}': byte offset {}: {} bytes of data after the last tensor (data section is {} "
+                              "bytes, tensors cover {}). The file is corrupt.",
+                              path, data_start + expect, data_size - expect, data_size, expect));
+  out.tensors.reserve(entries.size());
+  for (Entry& e : entries) {
+    NamedTensor t;
+    t.name = std::move(e.name);
+    t.shape = std::move(e.shape);
+    t.data.resize((e.end - e.begin) / 4);
+    std::memcpy(t.data.data(), bytes.data() + data_start + e.begin, e.end - e.begin);
+    out.tensors.push_back(std::move(t));
+  }
+  return out;
+}
+
+}  // namespace sg::io
