@@ -66,7 +66,11 @@ struct BinaryExpr : Expr<BinaryExpr<O, A, B>> {
   A a;
   B b;
   BinaryExpr(const A& x, const B& y) : a(x), b(y) {}
-  SExprPtr build(ExprArgs& args) const { return sbinary(O, a.build(args), b.build(args)); }
+  SExprPtr build(ExprArgs& args) const {
+    SExprPtr x = a.build(args);  // sequenced: Arg numbering follows the expression left to right
+    SExprPtr y = b.build(args);
+    return sbinary(O, std::move(x), std::move(y));
+  }
 };
 
 template <class C, class A, class B>
@@ -75,7 +79,12 @@ struct SelectExpr : Expr<SelectExpr<C, A, B>> {
   A a;
   B b;
   SelectExpr(const C& z, const A& x, const B& y) : c(z), a(x), b(y) {}
-  SExprPtr build(ExprArgs& args) const { return sselect(c.build(args), a.build(args), b.build(args)); }
+  SExprPtr build(ExprArgs& args) const {
+    SExprPtr z = c.build(args);  // sequenced, as in BinaryExpr
+    SExprPtr x = a.build(args);
+    SExprPtr y = b.build(args);
+    return sselect(std::move(z), std::move(x), std::move(y));
+  }
 };
 
 /// An arbitrary prebuilt body over explicit arguments (used by sg::map and leaky_relu/softplus).
