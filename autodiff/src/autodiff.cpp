@@ -133,14 +133,28 @@ std::vector<Tensor> vjp(const NodePtr& np, const Tensor& g) {
     }
     case Op::Expand: return {sum_to(g, n.inputs[0]->shape)};
     case Op::Slice: {
+      // Scatter g back into x's shape. A strided axis first interleaves zeros: (.., len, ..) ->
+      // (.., len, 1, ..) -> pad the new axis to `step` -> (.., len*step, ..), cropped to what fits in x.
       const Shape& xs = n.inputs[0]->shape;
+      Tensor r = g;
+      for (size_t i = 0; i < xs.size(); ++i) {
+        const int64_t step = n.attrs.steps[i], len = n.shape[i];
+        if (step == 1 || len <= 1) continue;
+        Shape split(r.shape().begin(), r.shape().end());
+        split.insert(split.begin() + i + 1, 1);
+        Shape zero(split.size(), 0), after(split.size(), 0);
+        after[i + 1] = step - 1;
+        Shape merged(r.shape().begin(), r.shape().end());
+        merged[i] = len * step;
+        r = reshape(pad(reshape(r, split), zero, after, 0.0), merged);
+        r = slice(r, static_cast<int>(i), 0, std::min(len * step, xs[i] - n.attrs.starts[i]));
+      }
       Shape before(xs.size()), after(xs.size());
       for (size_t i = 0; i < xs.size(); ++i) {
-        if (n.attrs.steps[i] != 1 && n.shape[i] > 1) unsupported(n, "the gradient of a strided slice (step > 1)");
         before[i] = n.attrs.starts[i];
-        after[i] = xs[i] - n.attrs.starts[i] - n.shape[i];
+        after[i] = xs[i] - n.attrs.starts[i] - r.shape()[i];
       }
-      return {pad(g, before, after, 0.0)};
+      return {pad(r, before, after, 0.0)};
     }
     case Op::Pad: {
       Tensor r = g;
@@ -198,6 +212,7 @@ std::vector<Tensor> grad(const Tensor& y, const std::vector<Tensor>& wrt, const 
     bool any = false;
     for (auto& i : n->inputs) any |= relevant.count(i.get()) > 0;
     if (!any) continue;
+    LocationOverride at_forward(n->loc);  // backward nodes name the forward node's user line
     std::vector<Tensor> gs = vjp(n, a->second);
     for (size_t i = 0; i < n->inputs.size() && i < gs.size(); ++i) {
       const Node* src = n->inputs[i].get();
@@ -270,6 +285,15 @@ namespace {
 
 std::vector<float> zeros_like(const Tensor& p) { return std::vector<float>(p.numel(), 0.f); }
 
+/// Optimizer state per parameter, created once: programs built by the same optimizer (e.g. a second train
+/// step for a smaller last batch) share the same State leaves, so a backend keeps one copy.
+using StateTable = std::unordered_map<const Node*, Tensor>;
+Tensor state_for(StateTable& table, const Tensor& p, const char* suffix) {
+  auto it = table.find(p.node().get());
+  if (it == table.end()) it = table.emplace(p.node().get(), state(p.name() + suffix, p.shape(), zeros_like(p))).first;
+  return it->second;
+}
+
 class SGD final : public Optimizer {
  public:
   explicit SGD(SGDOptions o) : o_(o) {}
@@ -278,6 +302,7 @@ class SGD final : public Optimizer {
     const double lr = o_.lr, mom = o_.momentum, wd = o_.weight_decay;
     for (size_t i = 0; i < params.size(); ++i) {
       const Tensor& p = params[i];
+      LocationOverride at_param(p.node()->loc);
       Tensor g = grads[i];
       if (wd != 0) g = g + p * wd;
       if (mom == 0) {
@@ -286,7 +311,7 @@ class SGD final : public Optimizer {
       }
       // torch: buf = g on the first step, else momentum*buf + g (dampening 0). A per-param "started" flag
       // would cost a state; buf starts at 0, and momentum*0 + g = g, which is the same first step.
-      Tensor buf = state(p.name() + ".momentum_buffer", p.shape(), zeros_like(p));
+      Tensor buf = state_for(bufs_, p, ".momentum_buffer");
       Tensor nb = buf * mom + g;
       Tensor step = o_.nesterov ? Tensor(g + nb * mom) : nb;
       ups.push_back({buf.node(), nb.node()});
@@ -301,6 +326,7 @@ class SGD final : public Optimizer {
 
  private:
   SGDOptions o_;
+  StateTable bufs_;
 };
 
 class Adam final : public Optimizer {
@@ -309,15 +335,17 @@ class Adam final : public Optimizer {
   std::vector<Update> updates(const std::vector<Tensor>& params, const std::vector<Tensor>& grads) override {
     std::vector<Update> ups;
     const double lr = o_.lr, b1 = o_.beta1, b2 = o_.beta2, eps = o_.eps, wd = o_.weight_decay;
-    Tensor t = state("adam.step", {}, {0.f});
+    if (!step_) step_ = state("adam.step", {}, {0.f});
+    Tensor t = step_;
     Tensor t1 = t + 1.0;
     ups.push_back({t.node(), t1.node()});
     for (size_t i = 0; i < params.size(); ++i) {
       const Tensor& p = params[i];
+      LocationOverride at_param(p.node()->loc);
       Tensor g = grads[i];
       if (wd != 0) g = g + p * wd;
-      Tensor m = state(p.name() + ".exp_avg", p.shape(), zeros_like(p));
-      Tensor v = state(p.name() + ".exp_avg_sq", p.shape(), zeros_like(p));
+      Tensor m = state_for(m_, p, ".exp_avg");
+      Tensor v = state_for(v_, p, ".exp_avg_sq");
       Tensor m1 = m * b1 + g * (1 - b1);
       Tensor v1 = v * b2 + g * g * (1 - b2);
       // PyTorch: step_size = lr / (1 - b1^t); denom = sqrt(v) / sqrt(1 - b2^t) + eps
@@ -337,6 +365,8 @@ class Adam final : public Optimizer {
 
  private:
   AdamOptions o_;
+  StateTable m_, v_;
+  Tensor step_;
 };
 
 }  // namespace

@@ -6,7 +6,25 @@
 
 namespace sg {
 
+namespace {
+thread_local const SourceLoc* g_override = nullptr;
+}
+
+LocationOverride::LocationOverride(const SourceLoc& loc) : active_(g_override == nullptr && loc.known()) {
+  if (active_) g_override = new SourceLoc(loc);
+}
+LocationOverride::~LocationOverride() {
+  if (active_) {
+    delete g_override;
+    g_override = nullptr;
+  }
+}
+
 SourceLoc::SourceLoc(const std::source_location& l) : line(l.line()), function(l.function_name()) {
+  if (g_override) {
+    *this = *g_override;
+    return;
+  }
   std::string f = l.file_name();
   auto slash = f.find_last_of('/');
   file = slash == std::string::npos ? f : f.substr(slash + 1);

@@ -171,6 +171,7 @@ Tensor min(const Tensor& x, Axes axes, bool keepdims, loc_t loc) {
 }
 Tensor mean(const Tensor& x, Axes axes, bool keepdims, loc_t loc) {
   SourceLoc l(loc);
+  LocationOverride at_user(l);
   check_tensor(x, "mean", "input", l);
   auto ax = norm_axes(axes, x.rank(), "mean", l);
   int64_t count = 1;
@@ -189,6 +190,7 @@ Tensor argmax(const Tensor& x, int axis, bool keepdims, loc_t loc) {
 
 Tensor sum_to(const Tensor& x, ShapeRef shape, loc_t loc) {
   SourceLoc l(loc);
+  LocationOverride at_user(l);
   Shape b;
   if (!broadcast_shapes(shape, x.shape(), b) || ShapeRef(b) != x.shape())
     shape_error("sum_to", fmt::format("{} does not broadcast to {}", shape_str(shape), shape_str(x.shape())), l);
@@ -352,6 +354,7 @@ Tensor pad(const Tensor& x, ShapeRef before, ShapeRef after, double value, loc_t
 
 Tensor concat(const std::vector<Tensor>& xs, int axis, loc_t loc) {
   SourceLoc l(loc);
+  LocationOverride at_user(l);
   if (xs.empty()) value_error("concat", "needs at least one tensor", l);
   for (auto& t : xs) check_tensor(t, "concat", "an operand", l);
   int rank = xs[0].rank();
@@ -396,6 +399,7 @@ Tensor one_hot(const Tensor& labels, int64_t num_classes, loc_t loc) {
 // --- conv / pool ---
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, Conv2dOptions opt, loc_t loc) {
   SourceLoc l(loc);
+  LocationOverride at_user(l);
   check_tensor(x, "conv2d", "input", l);
   check_tensor(w, "conv2d", "weight", l);
   if (x.rank() != 4 || w.rank() != 4)
@@ -474,6 +478,7 @@ Tensor stop_gradient(const Tensor& x, loc_t loc) {
 
 Tensor log_softmax(const Tensor& x, int axis, loc_t loc) {
   SourceLoc l(loc);
+  LocationOverride at_user(l);
   check_tensor(x, "log_softmax", "input", l);
   int ax[1] = {axis};
   Tensor m = stop_gradient(max(x, ax, true, loc), loc);
@@ -484,6 +489,7 @@ Tensor log_softmax(const Tensor& x, int axis, loc_t loc) {
 
 Tensor softmax(const Tensor& x, int axis, loc_t loc) {
   SourceLoc l(loc);
+  LocationOverride at_user(l);
   check_tensor(x, "softmax", "input", l);
   int ax[1] = {axis};
   Tensor m = stop_gradient(max(x, ax, true, loc), loc);
@@ -493,6 +499,7 @@ Tensor softmax(const Tensor& x, int axis, loc_t loc) {
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& labels, loc_t loc) {
   SourceLoc l(loc);
+  LocationOverride at_user(l);
   check_tensor(logits, "cross_entropy", "logits", l);
   check_tensor(labels, "cross_entropy", "labels", l);
   if (logits.rank() != 2 || labels.rank() != 1 || logits.dim(0) != labels.dim(0))
@@ -505,6 +512,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& labels, loc_t loc) {
 
 Tensor mse_loss(const Tensor& a, const Tensor& b, loc_t loc) {
   SourceLoc l(loc);
+  LocationOverride at_user(l);
   check_tensor(a, "mse_loss", "input", l);
   check_tensor(b, "mse_loss", "target", l);
   if (a.shape() != b.shape())
@@ -515,6 +523,7 @@ Tensor mse_loss(const Tensor& a, const Tensor& b, loc_t loc) {
 
 Tensor kl_div(const Tensor& log_probs, const Tensor& target, loc_t loc) {
   SourceLoc l(loc);
+  LocationOverride at_user(l);
   check_tensor(log_probs, "kl_div", "input", l);
   check_tensor(target, "kl_div", "target", l);
   if (log_probs.shape() != target.shape() || log_probs.rank() < 1)

@@ -65,7 +65,8 @@ struct Program {
   std::vector<NodePtr> persistent() const;
 };
 
-/// An optimizer turns (params, grads) into update nodes (and creates its own State leaves).
+/// An optimizer turns (params, grads) into update nodes (and creates its own State leaves, once per parameter:
+/// several programs built by one optimizer share its state).
 /// Formulas are torch.optim's, so one step equals PyTorch's step for the same hyper-parameters.
 class Optimizer {
  public:

@@ -25,6 +25,20 @@ struct SourceLoc {
   bool known() const { return line != 0; }
 };
 
+/// While alive, every node created on this thread records `loc` instead of its own call site. Composite ops
+/// (cross_entropy, softmax, layers) and autodiff use it so that every node, including backward nodes, names the
+/// user's line that caused it. Nests: the outermost override wins.
+class LocationOverride {
+ public:
+  explicit LocationOverride(const SourceLoc& loc);
+  ~LocationOverride();
+  LocationOverride(const LocationOverride&) = delete;
+  LocationOverride& operator=(const LocationOverride&) = delete;
+
+ private:
+  bool active_;
+};
+
 /// Base class of every exception shadergrad throws.
 class Error : public std::runtime_error {
  public:

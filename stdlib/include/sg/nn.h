@@ -1,0 +1,161 @@
+// shadergrad — layers, models and initialisers (PyTorch-compatible names, shapes and default inits).
+//
+//   sg::nn::Rng rng(0);
+//   sg::nn::Sequential net;
+//   net.add<sg::nn::Linear>(784, 128).add<sg::nn::ReLU>().add<sg::nn::Linear>(128, 10);
+//   net.build(rng);                          // creates parameters "0.weight", "0.bias", "2.weight", ...
+//   sg::Tensor logits = net(x);              // x: (N, 784)
+//
+// Layouts follow torch.nn: Linear weight (out, in), y = x @ W^T + b; Conv2d weight (O, C, KH, KW), NCHW.
+// Default initialisation follows torch.nn.Linear/Conv2d.reset_parameters: kaiming_uniform(a = sqrt(5)), i.e.
+// weight and bias ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in)), drawn from a seeded std::mt19937_64 (the values differ from
+// PyTorch's generator; the distribution is the same).
+#pragma once
+
+#include <memory>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sg/tensor.h"
+
+namespace sg::nn {
+
+/// Seeded random source for initialisers.
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : g_(seed) {}
+  /// n values ~ U(lo, hi).
+  std::vector<float> uniform(int64_t n, double lo, double hi);
+  std::mt19937_64& engine() { return g_; }
+
+ private:
+  std::mt19937_64 g_;
+};
+
+/// A layer: builds its parameters once (names prefixed like a PyTorch state_dict), then maps tensors.
+class Module {
+ public:
+  virtual ~Module() = default;
+  /// Creates the parameters, named `prefix` + "weight" etc. Called once, before forward.
+  virtual void build(const std::string& prefix, Rng& rng) {}
+  virtual Tensor forward(const Tensor& x) = 0;
+  /// Named parameters in state_dict order.
+  virtual std::vector<std::pair<std::string, Tensor>> named_parameters() const { return {}; }
+  /// "Linear(784, 128)" — like PyTorch's repr.
+  virtual std::string describe() const = 0;
+  Tensor operator()(const Tensor& x) { return forward(x); }
+};
+
+/// y = x @ W^T + b; x (N, in) -> (N, out). Throws ShapeError when x's last dim differs from `in`.
+class Linear final : public Module {
+ public:
+  Linear(int64_t in, int64_t out, bool bias = true) : in_(in), out_(out), bias_(bias) {}
+  void build(const std::string& prefix, Rng& rng) override;
+  Tensor forward(const Tensor& x) override;
+  std::vector<std::pair<std::string, Tensor>> named_parameters() const override;
+  std::string describe() const override;
+  Tensor weight, bias;
+
+ private:
+  int64_t in_, out_;
+  bool bias_;
+};
+
+/// 2-D convolution, square kernel (torch.nn.Conv2d with groups = 1).
+class Conv2d final : public Module {
+ public:
+  Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel, int64_t stride = 1, int64_t padding = 0,
+         int64_t dilation = 1)
+      : c_(in_channels), o_(out_channels), k_(kernel), s_(stride), p_(padding), d_(dilation) {}
+  void build(const std::string& prefix, Rng& rng) override;
+  Tensor forward(const Tensor& x) override;
+  std::vector<std::pair<std::string, Tensor>> named_parameters() const override;
+  std::string describe() const override;
+  Tensor weight, bias;
+
+ private:
+  int64_t c_, o_, k_, s_, p_, d_;
+};
+
+class MaxPool2d final : public Module {
+ public:
+  explicit MaxPool2d(int64_t kernel, int64_t stride = 0, int64_t padding = 0) : k_(kernel), s_(stride), p_(padding) {}
+  Tensor forward(const Tensor& x) override;
+  std::string describe() const override;
+
+ private:
+  int64_t k_, s_, p_;
+};
+
+class AvgPool2d final : public Module {
+ public:
+  explicit AvgPool2d(int64_t kernel, int64_t stride = 0, int64_t padding = 0) : k_(kernel), s_(stride), p_(padding) {}
+  Tensor forward(const Tensor& x) override;
+  std::string describe() const override;
+
+ private:
+  int64_t k_, s_, p_;
+};
+
+class ReLU final : public Module {
+ public:
+  Tensor forward(const Tensor& x) override { return relu(x); }
+  std::string describe() const override { return "ReLU()"; }
+};
+class Sigmoid final : public Module {
+ public:
+  Tensor forward(const Tensor& x) override { return sigmoid(x); }
+  std::string describe() const override { return "Sigmoid()"; }
+};
+class Tanh final : public Module {
+ public:
+  Tensor forward(const Tensor& x) override { return tanh(x); }
+  std::string describe() const override { return "Tanh()"; }
+};
+/// (N, ...) -> (N, prod(...)).
+class Flatten final : public Module {
+ public:
+  Tensor forward(const Tensor& x) override { return flatten(x, 1); }
+  std::string describe() const override { return "Flatten()"; }
+};
+
+/// Layers applied in order; parameters named "<index>.<name>" (PyTorch's nn.Sequential state_dict).
+class Sequential final : public Module {
+ public:
+  template <class M, class... Args>
+  Sequential& add(Args&&... args) {
+    layers_.push_back(std::make_unique<M>(std::forward<Args>(args)...));
+    return *this;
+  }
+  void build(const std::string& prefix, Rng& rng) override;
+  void build(Rng& rng) { build("", rng); }
+  Tensor forward(const Tensor& x) override;
+  std::vector<std::pair<std::string, Tensor>> named_parameters() const override;
+  std::string describe() const override;
+  /// Parameters only (in state_dict order), for optimizers.
+  std::vector<Tensor> parameters() const;
+  /// Total number of parameter elements.
+  int64_t num_parameters() const;
+  /// FNV-1a hash of the architecture (describe()) and every parameter's name and shape: checkpoints carry it
+  /// so that loading into a different structure is refused.
+  std::string structure_hash() const;
+  size_t size() const { return layers_.size(); }
+
+ private:
+  std::vector<std::unique_ptr<Module>> layers_;
+};
+
+/// The models the CLI trains. in_shape is (C, H, W) of one sample.
+///  "mlp": Flatten, Linear(C*H*W, 128), ReLU, Linear(128, 10)            (784-128-10 on 28x28)
+///  "cnn": seed 002's make_cnn(8, 16, 32) on 8x8 digits (3,658 parameters)
+///  "cnn-large": make_cnn(64, 128, 256) (208,394 parameters)
+/// make_cnn(c1, c2, hidden) = Conv2d(C,c1,3,pad 1) ReLU MaxPool2d(2) Conv2d(c1,c2,3,pad 1) ReLU MaxPool2d(2)
+/// Flatten Linear(c2*(H/4)*(W/4), hidden) ReLU Linear(hidden, classes). Throws ValueError for unknown names.
+std::unique_ptr<Sequential> make_model(const std::string& name, int64_t channels, int64_t height, int64_t width,
+                                       int64_t classes = 10);
+std::unique_ptr<Sequential> make_cnn(int64_t c1, int64_t c2, int64_t hidden, int64_t channels, int64_t height,
+                                     int64_t width, int64_t classes = 10);
+
+}  // namespace sg::nn

@@ -1,0 +1,72 @@
+// shadergrad — the training driver behind `shadergrad train` (and the examples' shared helpers).
+//
+// Builds a model (sg::nn::make_model), a train-step Program (forward + backward + optimizer update, all graph
+// nodes) and an eval Program, compiles both for the chosen backend, and runs epochs over a dataset with seeded
+// shuffling (last partial batch included: it gets its own compiled program sharing parameters and optimizer
+// state). Only the loss is read back per step; the eval program reads back the number of correct predictions.
+#pragma once
+
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "sg/backend.h"
+#include "sg/datasets.h"
+#include "sg/nn.h"
+
+namespace sg::train {
+
+struct Config {
+  std::string model = "mlp";              ///< mlp | cnn | cnn-large
+  std::string dataset = "fashion-mnist";  ///< fashion-mnist | digits
+  std::string backend = "auto";           ///< auto | gles | cpu
+  std::string optimizer = "adam";         ///< sgd | momentum | adam
+  int64_t epochs = 2;
+  int64_t batch = 128;
+  double lr = 1e-3;
+  uint64_t seed = 0;
+  int64_t train_limit = 0;  ///< use only the first N training samples (0 = all): smoke tests
+  int64_t test_limit = 0;   ///< evaluate only the first N test samples (0 = all)
+  std::string save;         ///< checkpoint path (safetensors) written after training; "" = none
+  std::string metrics;      ///< metrics JSON path; "" = none
+  bool progress = true;     ///< progress output on `log`
+  int64_t max_texture_width = 0;
+  bool unfused = false;
+};
+
+struct EpochStats {
+  int64_t epoch = 0;
+  double train_loss = 0;     ///< mean loss over the epoch's steps
+  double test_accuracy = 0;  ///< after the epoch
+  double seconds = 0;
+};
+
+struct Result {
+  std::string model, dataset, backend, renderer, optimizer, fallback_note;
+  int64_t epochs = 0, steps = 0, parameters = 0, kernels_per_step = 0, train_samples = 0, test_samples = 0;
+  double final_train_loss = 0, test_accuracy = 0, steps_per_second = 0, seconds = 0;
+  std::vector<EpochStats> history;
+  nlohmann::json to_json() const;
+};
+
+/// The training/test split a dataset name stands for: fashion-mnist -> (train, t10k); digits -> the
+/// 600/797 split of data::digits_split(seed 0) (the 400 "pool" samples are unused). ValueError on unknown names.
+std::pair<data::Dataset, data::Dataset> load_split(const std::string& dataset);
+
+/// Trains as configured, printing progress to `log`. Writes the checkpoint/metrics when asked (atomically).
+Result run(const Config& cfg, std::ostream& log);
+
+/// Saves a model's current parameters from `backend` as a safetensors checkpoint with metadata
+/// {format: "shadergrad-checkpoint/1", model, structure_hash, ...extra}. Atomic (temp + rename).
+void save_checkpoint(const std::string& path, const nn::Sequential& model, Backend& backend,
+                     const std::string& model_name, const std::vector<std::pair<std::string, std::string>>& extra = {});
+
+/// Loads a checkpoint into `backend` for `model`: checks format, structure hash, every name and shape first,
+/// and only then writes (no partial load). Throws IOError naming the file and what differs.
+/// Returns the checkpoint's metadata.
+std::vector<std::pair<std::string, std::string>> load_checkpoint(const std::string& path, const nn::Sequential& model,
+                                                                 Backend& backend);
+
+}  // namespace sg::train

@@ -1,0 +1,260 @@
+// The training driver: programs, epochs, evaluation, progress, checkpoints, metrics.
+#include "sg/train.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <ostream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "sg/safetensors.h"
+
+namespace sg::train {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+std::unique_ptr<Optimizer> make_optimizer(const Config& c) {
+  if (c.optimizer == "adam") return make_adam({.lr = c.lr});
+  if (c.optimizer == "sgd") return make_sgd({.lr = c.lr});
+  if (c.optimizer == "momentum") return make_sgd({.lr = c.lr, .momentum = 0.9});
+  throw ValueError(fmt::format("unknown optimizer '{}' (choose sgd, momentum or adam)", c.optimizer));
+}
+
+/// Compiled programs per batch size (the last partial batch gets its own).
+struct Programs {
+  nn::Sequential& model;
+  Backend& backend;
+  Optimizer* opt;
+  int64_t c, h, w;
+  std::map<int64_t, std::unique_ptr<Executable>> train, eval;
+
+  Executable& train_step(int64_t b) {
+    auto& e = train[b];
+    if (!e) {
+      Tensor x = input("x", {b, c, h, w});
+      Tensor y = input("labels", {b}, DType::i32);
+      Tensor loss = cross_entropy(model(x), y);
+      e = backend.compile(make_train_step(loss, model.parameters(), *opt));
+    }
+    return *e;
+  }
+  Executable& eval_step(int64_t b) {
+    auto& e = eval[b];
+    if (!e) {
+      Tensor x = input("x", {b, c, h, w});
+      Tensor y = input("labels", {b}, DType::i32);
+      Tensor logits = model(x);
+      Program p;
+      p.add_output("correct", sum(eq(argmax(logits, 1), y)));
+      p.add_output("loss", cross_entropy(logits, y));
+      e = backend.compile(p);
+    }
+    return *e;
+  }
+};
+
+double evaluate(Programs& progs, const data::Dataset& test, int64_t eval_batch) {
+  data::BatchIterator it(test, eval_batch, /*shuffle=*/false);
+  data::Batch b;
+  double correct = 0;
+  while (it.next(b)) {
+    auto out = progs.eval_step(b.size).run({{"x", &b.images}, {"labels", &b.labels}});
+    correct += out[0][0];
+  }
+  return test.n ? correct / static_cast<double>(test.n) : 0.0;
+}
+
+class Progress {
+ public:
+  Progress(std::ostream& log, bool enabled) : log_(log), enabled_(enabled), tty_(isatty(STDOUT_FILENO) != 0) {}
+  void update(int64_t epoch, int64_t epochs, int64_t step, int64_t steps, double loss, double elapsed) {
+    if (!enabled_) return;
+    double rate = elapsed > 0 ? step / elapsed : 0;
+    double eta = rate > 0 ? (steps - step) / rate : 0;
+    if (tty_) {
+      int width = 30, filled = static_cast<int>(width * step / std::max<int64_t>(steps, 1));
+      log_ << fmt::format("\repoch {}/{} [{}{}] {}/{} loss {:.4f} {:.1f} steps/s ETA {:.0f}s ", epoch, epochs,
+                          std::string(filled, '='), std::string(width - filled, ' '), step, steps, loss, rate, eta)
+           << std::flush;
+    } else if (step == steps || step * 10 / steps != (step - 1) * 10 / steps) {
+      log_ << fmt::format("epoch {}/{} step {}/{} loss {:.4f} {:.1f} steps/s ETA {:.0f}s\n", epoch, epochs, step,
+                          steps, loss, rate, eta)
+           << std::flush;
+    }
+  }
+  void end_line() {
+    if (enabled_ && tty_) log_ << "\n";
+  }
+
+ private:
+  std::ostream& log_;
+  bool enabled_, tty_;
+};
+
+}  // namespace
+
+std::pair<data::Dataset, data::Dataset> load_split(const std::string& dataset) {
+  if (dataset == "fashion-mnist") return {data::load_fashion_mnist(true), data::load_fashion_mnist(false)};
+  if (dataset == "digits") {
+    data::Dataset all = data::load_digits();
+    data::DigitsSplit s = data::digits_split(0);
+    return {all.subset(s.train), all.subset(s.test)};
+  }
+  throw ValueError(fmt::format("unknown dataset '{}' (choose fashion-mnist or digits)", dataset));
+}
+
+nlohmann::json Result::to_json() const {
+  nlohmann::json h = nlohmann::json::array();
+  for (auto& e : history)
+    h.push_back({{"epoch", e.epoch}, {"train_loss", e.train_loss}, {"test_accuracy", e.test_accuracy},
+                 {"seconds", e.seconds}});
+  return {{"model", model}, {"dataset", dataset}, {"backend", backend}, {"renderer", renderer},
+          {"optimizer", optimizer}, {"epochs", epochs}, {"steps", steps}, {"parameters", parameters},
+          {"train_samples", train_samples}, {"test_samples", test_samples},
+          {"final_train_loss", final_train_loss}, {"test_accuracy", test_accuracy},
+          {"steps_per_second", steps_per_second}, {"kernels_per_step", kernels_per_step}, {"seconds", seconds},
+          {"fallback_note", fallback_note}, {"history", h}};
+}
+
+Result run(const Config& cfg, std::ostream& log) {
+  if (cfg.epochs < 1) throw ValueError(fmt::format("--epochs must be >= 1 (got {})", cfg.epochs));
+  if (cfg.batch < 1) throw ValueError(fmt::format("--batch must be >= 1 (got {})", cfg.batch));
+  if (!(cfg.lr > 0)) throw ValueError(fmt::format("--lr must be > 0 (got {})", cfg.lr));
+  auto t_start = Clock::now();
+  auto [train_ds, test_ds] = load_split(cfg.dataset);
+  auto take = [](const data::Dataset& d, int64_t n) {
+    if (n <= 0 || n >= d.n) return d;
+    std::vector<int64_t> idx(n);
+    for (int64_t i = 0; i < n; ++i) idx[i] = i;
+    return d.subset(idx);
+  };
+  train_ds = take(train_ds, cfg.train_limit);
+  test_ds = take(test_ds, cfg.test_limit);
+
+  BackendOptions bo;
+  bo.kind = cfg.backend;
+  bo.max_texture_width = cfg.max_texture_width;
+  bo.unfused = cfg.unfused;
+  BackendChoice choice = make_backend(bo);
+  Backend& be = *choice.backend;
+  if (!choice.note.empty()) log << choice.note << "\n";
+
+  nn::Rng rng(cfg.seed);
+  auto model = nn::make_model(cfg.model, train_ds.c, train_ds.h, train_ds.w, train_ds.num_classes);
+  model->build(rng);
+  auto opt = make_optimizer(cfg);
+  Programs progs{*model, be, opt.get(), train_ds.c, train_ds.h, train_ds.w, {}, {}};
+
+  Result r;
+  r.model = cfg.model;
+  r.dataset = cfg.dataset;
+  r.backend = be.name();
+  r.renderer = be.device();
+  r.optimizer = opt->describe();
+  r.fallback_note = choice.note;
+  r.parameters = model->num_parameters();
+  r.train_samples = train_ds.n;
+  r.test_samples = test_ds.n;
+  log << fmt::format("shadergrad train: {} ({} parameters) on {} ({} train / {} test), {} backend [{}], {}\n",
+                     cfg.model, r.parameters, cfg.dataset, train_ds.n, test_ds.n, r.backend, r.renderer, r.optimizer);
+
+  Progress progress(log, cfg.progress);
+  data::BatchIterator it(train_ds, cfg.batch, /*shuffle=*/true, cfg.seed);
+  double train_seconds = 0;
+  for (int64_t epoch = 1; epoch <= cfg.epochs; ++epoch) {
+    auto t0 = Clock::now();
+    it.reset(epoch - 1);
+    data::Batch b;
+    int64_t steps = it.batches_per_epoch(), step = 0;
+    double loss_sum = 0;
+    while (it.next(b)) {
+      Executable& exe = progs.train_step(b.size);
+      r.kernels_per_step = std::max<int64_t>(r.kernels_per_step, exe.kernels_per_step());
+      double loss = exe.run({{"x", &b.images}, {"labels", &b.labels}})[0][0];
+      if (!std::isfinite(loss))
+        throw Error(fmt::format("training diverged: loss is {} at epoch {} step {} (try a smaller --lr)", loss, epoch,
+                                step + 1));
+      loss_sum += loss;
+      ++step;
+      ++r.steps;
+      progress.update(epoch, cfg.epochs, step, steps, loss_sum / step, since(t0));
+    }
+    progress.end_line();
+    double secs = since(t0);
+    train_seconds += secs;
+    EpochStats es{epoch, loss_sum / std::max<int64_t>(step, 1), evaluate(progs, test_ds, 1000), secs};
+    r.history.push_back(es);
+    log << fmt::format("epoch {}/{}: train loss {:.4f}, test accuracy {:.4f} ({:.1f}s)\n", epoch, cfg.epochs,
+                       es.train_loss, es.test_accuracy, es.seconds);
+  }
+  r.epochs = cfg.epochs;
+  r.final_train_loss = r.history.back().train_loss;
+  r.test_accuracy = r.history.back().test_accuracy;
+  r.steps_per_second = train_seconds > 0 ? r.steps / train_seconds : 0;
+  r.seconds = since(t_start);
+  if (!cfg.save.empty()) {
+    save_checkpoint(cfg.save, *model, be, cfg.model,
+                    {{"dataset", cfg.dataset}, {"test_accuracy", fmt::format("{:.4f}", r.test_accuracy)}});
+    log << "saved checkpoint " << cfg.save << "\n";
+  }
+  if (!cfg.metrics.empty()) {
+    io::write_file_atomic(cfg.metrics, r.to_json().dump(2) + "\n");
+    log << "wrote metrics " << cfg.metrics << "\n";
+  }
+  log << fmt::format("test accuracy {:.4f} after {} epochs, {} steps, {:.1f} steps/s, {} kernels per step\n",
+                     r.test_accuracy, r.epochs, r.steps, r.steps_per_second, r.kernels_per_step);
+  return r;
+}
+
+void save_checkpoint(const std::string& path, const nn::Sequential& model, Backend& backend,
+                     const std::string& model_name, const std::vector<std::pair<std::string, std::string>>& extra) {
+  std::vector<io::NamedTensor> ts;
+  for (auto& [name, t] : model.named_parameters())
+    ts.push_back({name, std::vector<int64_t>(t.shape().begin(), t.shape().end()), backend.read(t)});
+  std::map<std::string, std::string> meta = {{"format", "shadergrad-checkpoint/1"},
+                                             {"model", model_name},
+                                             {"structure_hash", model.structure_hash()}};
+  for (auto& [k, v] : extra) meta[k] = v;
+  io::save_safetensors(path, ts, meta);
+}
+
+std::vector<std::pair<std::string, std::string>> load_checkpoint(const std::string& path, const nn::Sequential& model,
+                                                                 Backend& backend) {
+  io::SafetensorsFile f = io::load_safetensors(path);
+  auto meta = [&](const std::string& k) {
+    auto it = f.metadata.find(k);
+    return it == f.metadata.end() ? std::string() : it->second;
+  };
+  if (meta("format") != "shadergrad-checkpoint/1")
+    throw IOError(fmt::format("{}: not a shadergrad checkpoint (metadata format is '{}', expected "
+                              "'shadergrad-checkpoint/1')", path, meta("format")));
+  if (meta("structure_hash") != model.structure_hash())
+    throw IOError(fmt::format("{}: checkpoint is for a different model structure (model '{}', structure hash {}; "
+                              "this model's is {})", path, meta("model"), meta("structure_hash"),
+                              model.structure_hash()));
+  auto params = model.named_parameters();
+  std::vector<std::pair<Tensor, const io::NamedTensor*>> plan;
+  for (auto& [name, t] : params) {
+    const io::NamedTensor* nt = f.find(name);
+    if (!nt) throw IOError(fmt::format("{}: tensor '{}' is missing", path, name));
+    if (ShapeRef(nt->shape) != t.shape())
+      throw IOError(fmt::format("{}: tensor '{}' has shape {}, the model expects {}", path, name, shape_str(nt->shape),
+                                shape_str(t.shape())));
+    plan.emplace_back(t, nt);
+  }
+  if (f.tensors.size() != params.size())
+    throw IOError(fmt::format("{}: checkpoint has {} tensors, the model has {} parameters", path, f.tensors.size(),
+                              params.size()));
+  for (auto& [t, nt] : plan) backend.write(t, nt->data);
+  return {f.metadata.begin(), f.metadata.end()};
+}
+
+}  // namespace sg::train
