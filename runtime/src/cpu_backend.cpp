@@ -39,7 +39,18 @@ class CpuExecutable final : public Executable {
       leaves[n.get()] = it->second;
     }
     std::vector<NodePtr> roots = prog_.roots();
-    auto vals = cpu::evaluate(roots, leaves);
+    std::function<void(const Node&, const std::vector<double>&)> on_node;
+    int index = 0;
+    if (hook_)
+      on_node = [&](const Node& n, const std::vector<double>& v) {
+        KernelEvent ev;
+        ev.index = index++;
+        ev.name = n.label();
+        ev.node = &n;
+        ev.read = [&v] { return std::vector<float>(v.begin(), v.end()); };
+        hook_(ev);
+      };
+    auto vals = cpu::evaluate(roots, leaves, {}, on_node);
     std::vector<std::vector<float>> out;
     for (size_t i = 0; i < prog_.outputs.size(); ++i) out.emplace_back(vals[i].begin(), vals[i].end());
     for (size_t u = 0; u < prog_.updates.size(); ++u)

@@ -415,7 +415,8 @@ Vec eval_node(const Node& n, const std::vector<const Vec*>& in) {
   throw ValueError("cpu: unknown op");
 }
 
-std::vector<Vec> evaluate(const std::vector<NodePtr>& outputs, const LeafValues& leaves, EvalOptions opt) {
+std::vector<Vec> evaluate(const std::vector<NodePtr>& outputs, const LeafValues& leaves, EvalOptions opt,
+                          const std::function<void(const Node&, const std::vector<double>&)>& on_node) {
   std::unordered_map<const Node*, Vec> vals;
   for (const NodePtr& n : topo_order(outputs)) {
     Vec v;
@@ -439,6 +440,7 @@ std::vector<Vec> evaluate(const std::vector<NodePtr>& outputs, const LeafValues&
     }
     if (opt.f32_storage)
       for (double& x : v) x = static_cast<float>(x);
+    if (on_node && !n->is_leaf()) on_node(*n, v);
     vals[n.get()] = std::move(v);
   }
   std::vector<Vec> out;

@@ -163,6 +163,20 @@ std::vector<std::vector<float>> GlesExecutable::run(const std::vector<Feed>& fee
     for (auto& [sampler, id] : bindings_[k]) ins.emplace_back(sampler, &texture_of(id, false));
     dev.draw(*programs_[k], ins, texture_of(plan_.kernels[k].output, true), plan_.kernels[k].name);
     if (be_.profile()) timings_.push_back({plan_.kernels[k].name, dev.last_draw_ms(), dev.caps().timer_query});
+    if (hook_) {
+      const Kernel& kern = plan_.kernels[k];
+      KernelEvent ev;
+      ev.index = static_cast<int>(k);
+      ev.name = kern.name;
+      ev.kernel = &kern;
+      ev.node = plan_.values[kern.output].node.get();
+      ev.read = [this, &kern, &dev] {
+        std::vector<float> v(plan_.values[kern.output].node->numel());
+        dev.download(texture_of(kern.output, false), v.data(), static_cast<int64_t>(v.size()));
+        return v;
+      };
+      hook_(ev);
+    }
   }
   std::vector<std::vector<float>> out;
   for (int id : plan_.output_values) {

@@ -9,6 +9,7 @@
 // program outputs are read back; updates are ping-ponged (front/back textures swapped after the step).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -33,6 +34,18 @@ struct KernelTiming {
   bool gpu_timer = false;  ///< true: GL timer query; false: glFinish-bounded CPU time
 };
 
+/// What a kernel hook sees after each launch (GPU: one kernel; CPU: one graph node) of Executable::run.
+struct KernelEvent {
+  int index = 0;                    ///< launch index within the run
+  std::string name;                 ///< kernel name ("k03_matmul_add_relu") or node label on the CPU
+  const Kernel* kernel = nullptr;   ///< the scheduled kernel (GPU backends), else nullptr
+  const Node* node = nullptr;       ///< the node whose value was just computed (GPU: the kernel's output node)
+  /// Reads back the value just computed (row-major, numel(node->shape) floats). Synchronises the GPU.
+  std::function<std::vector<float>()> read;
+};
+/// Called after every launch; may throw (e.g. a numerics check) to abort the run before updates commit.
+using KernelHook = std::function<void(const KernelEvent&)>;
+
 /// A program compiled for one backend.
 class Executable {
  public:
@@ -46,6 +59,11 @@ class Executable {
   virtual const Plan* plan() const { return nullptr; }
   /// Timings of the last run when profiling is on (BackendOptions::profile), else empty.
   virtual std::vector<KernelTiming> last_timings() const { return {}; }
+  /// Installs (or clears, with an empty function) a hook called after every launch of later runs.
+  void set_kernel_hook(KernelHook hook) { hook_ = std::move(hook); }
+
+ protected:
+  KernelHook hook_;
 };
 
 class Backend {

@@ -5,6 +5,7 @@
 // matmul and conv accumulate in f64. Deterministic (fixed loop orders, no threads).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <vector>
 
@@ -21,8 +22,10 @@ using LeafValues = std::map<const Node*, std::vector<double>>;
 
 /// Evaluates `outputs` (and everything they depend on). Every Input leaf must be in `leaves` with
 /// numel(shape) values, else ValueError naming the input. Returns one row-major vector per output.
-std::vector<std::vector<double>> evaluate(const std::vector<NodePtr>& outputs, const LeafValues& leaves,
-                                         EvalOptions opt = {});
+/// `on_node`, when set, is called after each non-leaf node is computed, in evaluation order.
+std::vector<std::vector<double>> evaluate(
+    const std::vector<NodePtr>& outputs, const LeafValues& leaves, EvalOptions opt = {},
+    const std::function<void(const Node&, const std::vector<double>&)>& on_node = {});
 
 /// Evaluates one node given its inputs' values (row-major). Used by evaluate() and by debug tools.
 std::vector<double> eval_node(const Node& n, const std::vector<const std::vector<double>*>& inputs);
