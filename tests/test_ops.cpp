@@ -1,0 +1,321 @@
+// Every DSL op's forward value against PyTorch golden files (tests/golden/*.json, written by
+// tests/golden/gen_golden.py) and against hand-computed cases; numerically extreme softmax/cross-entropy;
+// the text of shape errors; ValueErrors for bad inputs.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <set>
+
+#include "golden_util.h"
+
+using namespace sg;
+using namespace sg::golden;
+
+namespace {
+
+const std::set<std::string> kElementwise = {
+    "neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "relu", "leaky_relu",
+    "softplus", "sign", "floor", "round", "reciprocal", "add", "sub", "mul", "div", "pow", "maximum", "minimum",
+    "lt", "le", "gt", "ge", "eq", "ne", "where", "relu_xw_plus_b",
+    // movement ops copy values: they must be exact, the elementwise tolerance is plenty
+    "reshape", "flatten", "transpose", "permute", "broadcast_to", "slice", "pad", "concat", "one_hot"};
+
+/// Tolerances: rel 1e-5 for elementwise/movement ops, 1e-4 for reductions, matmul, conv, pools, losses.
+std::pair<double, double> tolerance(const std::string& op) {
+  if (kElementwise.count(op)) return {1e-5, 1e-7};
+  return {1e-4, 1e-6};
+}
+
+std::vector<double> eval1(const Tensor& t, const cpu::LeafValues& feeds = {}) {
+  return cpu::evaluate({t.node()}, feeds)[0];
+}
+
+/// Evaluates every case of a golden file and compares with PyTorch's output; returns the ops it covered.
+std::set<std::string> check_forward_file(const std::string& file) {
+  json j = load(file);
+  std::set<std::string> ops;
+  int n = 0;
+  for (auto& c : j.at("cases")) {
+    Case k = build_case(c);
+    INFO(file << " case " << k.name << " (op " << k.op << ")");
+    CHECK(shape_str(k.out.shape()) == shape_str(k.output.shape));
+    if (k.int_output) CHECK(k.out.dtype() == DType::i32);
+    auto [rtol, atol] = tolerance(k.op);
+    Comparison r = compare(eval1(k.out, k.feeds), k.output, rtol, atol);
+    INFO(r.report());
+    CHECK(r.ok);
+    ops.insert(k.op);
+    ++n;
+  }
+  CHECK(n > 0);
+  return ops;
+}
+
+void check_values(const Tensor& t, const std::vector<double>& expected, double rtol = 1e-6, double atol = 1e-7,
+                  const cpu::LeafValues& feeds = {}) {
+  Comparison r = compare(eval1(t, feeds), expected, rtol, atol);
+  INFO(t.node()->describe() << ": " << r.report());
+  CHECK(r.ok);
+}
+
+std::vector<float> iota(int n, float start = 0) {
+  std::vector<float> v(n);
+  for (int i = 0; i < n; ++i) v[i] = start + static_cast<float>(i);
+  return v;
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------------------------------------
+// Golden files
+// ------------------------------------------------------------------------------------------------
+
+TEST_CASE("golden: elementwise unary and binary ops match PyTorch", "[ops][golden]") {
+  auto ops = check_forward_file("elementwise.json");
+  for (const char* op : {"neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "relu",
+                         "leaky_relu", "softplus", "sign", "floor", "round", "add", "sub", "mul", "div", "pow",
+                         "maximum", "minimum", "lt", "le", "gt", "ge", "eq", "ne", "where"}) {
+    INFO("golden case missing for op " << op);
+    CHECK(ops.count(op));
+  }
+}
+
+TEST_CASE("golden: reductions, argmax and matmul match PyTorch", "[ops][golden]") {
+  auto ops = check_forward_file("reduce.json");
+  for (const char* op : {"sum", "mean", "max", "min", "argmax", "matmul"}) {
+    INFO("golden case missing for op " << op);
+    CHECK(ops.count(op));
+  }
+}
+
+TEST_CASE("golden: movement ops and one_hot match PyTorch", "[ops][golden]") {
+  auto ops = check_forward_file("movement.json");
+  for (const char* op :
+       {"reshape", "flatten", "transpose", "permute", "broadcast_to", "slice", "pad", "concat", "one_hot"}) {
+    INFO("golden case missing for op " << op);
+    CHECK(ops.count(op));
+  }
+}
+
+TEST_CASE("golden: conv2d, pools, softmax and losses match PyTorch", "[ops][golden]") {
+  auto ops = check_forward_file("nn.json");
+  for (const char* op : {"conv2d", "max_pool2d", "avg_pool2d", "softmax", "log_softmax", "cross_entropy",
+                         "mse_loss", "kl_div"}) {
+    INFO("golden case missing for op " << op);
+    CHECK(ops.count(op));
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Hand-computed cases
+// ------------------------------------------------------------------------------------------------
+
+TEST_CASE("hand-computed elementwise values", "[ops]") {
+  Tensor x = param("x", {6}, {-2.5f, -0.5f, 0.5f, 1.5f, 2.5f, 0.f});
+  check_values(round(x), {-2, -0.0, 0, 2, 2, 0});  // half to even
+  check_values(floor(x), {-3, -1, 0, 1, 2, 0});
+  check_values(sign(x), {-1, -1, 1, 1, 1, 0});
+  check_values(relu(x), {0, 0, 0.5, 1.5, 2.5, 0});
+  check_values(leaky_relu(x, 0.1), {-0.25, -0.05, 0.5, 1.5, 2.5, 0});
+  check_values(abs(x) * 2.0 + 1.0, {6, 2, 2, 4, 6, 1});
+  Tensor a = param("a", {3}, {1, 2, 3});
+  Tensor b = param("b", {3}, {3, 2, 1});
+  check_values(pow(a, b), {1, 4, 3});
+  check_values(maximum(a, b), {3, 2, 3});
+  check_values(minimum(a, b), {1, 2, 1});
+  check_values(lt(a, b), {1, 0, 0});
+  check_values(le(a, b), {1, 1, 0});
+  check_values(eq(a, b), {0, 1, 0});
+  check_values(ne(a, b), {1, 0, 1});
+  check_values(where(gt(a, b), a, b * 10.0), {30, 20, 3});
+  check_values(a / b - 1.0, {1.0 / 3 - 1, 0, 2});
+  check_values(sigmoid(a - a), {0.5, 0.5, 0.5});
+  check_values(exp(log(a)), {1, 2, 3});
+  check_values(softplus(a - a), {std::log(2.0), std::log(2.0), std::log(2.0)});
+  check_values(rsqrt(a * a), {1, 0.5, 1.0 / 3});
+  check_values(reciprocal(b), {1.0 / 3, 0.5, 1});
+  // broadcasting (3,1) with (2,): out[i][j] = col[i] * 10 + row[j]
+  Tensor col = param("col", {3, 1}, {1, 2, 3});
+  Tensor row = param("row", {2}, {4, 5});
+  check_values(col * 10.0 + row, {14, 15, 24, 25, 34, 35});
+}
+
+TEST_CASE("hand-computed reductions, matmul and movement", "[ops]") {
+  Tensor x = param("x", {2, 3}, iota(6));  // [[0,1,2],[3,4,5]]
+  check_values(sum(x), {15});
+  check_values(sum(x, {0}), {3, 5, 7});
+  check_values(sum(x, {1}, true), {3, 12});
+  CHECK(shape_str(sum(x, {1}, true).shape()) == "2x1");
+  check_values(mean(x, {1}), {1, 4});
+  check_values(max(x, {0}), {3, 4, 5});
+  check_values(min(x, {-1}), {0, 3});
+  check_values(argmax(x, 1), {2, 2});
+  check_values(argmax(x, 0), {1, 1, 1});
+  Tensor a = param("a", {2, 2}, {1, 2, 3, 4});
+  Tensor b = param("b", {2, 2}, {5, 6, 7, 8});
+  check_values(matmul(a, b), {19, 22, 43, 50});
+  check_values(transpose(x), {0, 3, 1, 4, 2, 5});
+  check_values(reshape(x, {3, 2}), {0, 1, 2, 3, 4, 5});
+  check_values(permute(reshape(x, {1, 2, 3}), {2, 0, 1}), {0, 3, 1, 4, 2, 5});
+  check_values(broadcast_to(param("r", {3}, {7, 8, 9}), {2, 3}), {7, 8, 9, 7, 8, 9});
+  Tensor v = param("v", {10}, iota(10));
+  check_values(slice(v, 0, 1, 8, 3), {1, 4, 7});
+  check_values(slice(v, 0, -3, 100), {7, 8, 9});
+  check_values(pad(param("p", {2}, {1, 2}), {1}, {2}, 9.0), {9, 1, 2, 9, 9});
+  check_values(concat({param("c0", {1, 2}, {1, 2}), param("c1", {1, 1}, {3})}, 1), {1, 2, 3});
+  check_values(flatten(param("f", {2, 1, 2}, {1, 2, 3, 4})), {1, 2, 3, 4});
+  CHECK(shape_str(flatten(param("f2", {2, 1, 2}, {1, 2, 3, 4})).shape()) == "2x2");
+  // one_hot: out-of-range and negative labels give all-zero rows
+  Tensor labels = input("labels", {4}, DType::i32);
+  cpu::LeafValues lv;
+  lv[labels.node().get()] = {2, 0, 5, -1};
+  check_values(one_hot(labels, 3), {0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0}, 0, 0, lv);
+}
+
+TEST_CASE("hand-computed conv2d and pools", "[ops]") {
+  Tensor x = param("x", {1, 1, 3, 3}, iota(9, 1));  // 1..9
+  Tensor w = param("w", {1, 1, 2, 2}, {1, 1, 1, 1});
+  Tensor bias = param("bias", {1}, {1});
+  check_values(conv2d(x, w), {12, 16, 24, 28});
+  check_values(conv2d(x, w, bias), {13, 17, 25, 29});
+  Conv2dOptions o;
+  o.padding = {1, 1};
+  o.stride = {2, 2};
+  // padded 5x5 input, windows at rows/cols 0,2: [1], [2+3], [4+7], [5+6+8+9]
+  check_values(conv2d(x, w, Tensor(), o), {1, 5, 11, 28});
+  Conv2dOptions d;
+  d.dilation = {2, 2};
+  check_values(conv2d(x, w, Tensor(), d), {1 + 3 + 7 + 9});
+  Tensor y = param("y", {1, 1, 4, 4}, iota(16));
+  check_values(max_pool2d(y), {5, 7, 13, 15});
+  check_values(avg_pool2d(y), {2.5, 4.5, 10.5, 12.5});
+  Pool2dOptions p;
+  p.kernel = {3, 3};
+  p.stride = {2, 2};
+  p.padding = {1, 1};
+  check_values(max_pool2d(y), {5, 7, 13, 15});
+  check_values(max_pool2d(y, p), {5, 7, 13, 15});
+  // avg with count_include_pad: window at (0,0) covers 0,1,4,5 of 9 cells
+  check_values(avg_pool2d(y, p), {10.0 / 9, 24.0 / 9, 51.0 / 9, 90.0 / 9});
+}
+
+TEST_CASE("hand-computed softmax and losses", "[ops]") {
+  Tensor x = param("x", {1, 3}, {0.f, static_cast<float>(std::log(2.0)), static_cast<float>(std::log(3.0))});
+  check_values(softmax(x), {1.0 / 6, 2.0 / 6, 3.0 / 6}, 1e-6);
+  check_values(log_softmax(x), {std::log(1.0 / 6), std::log(2.0 / 6), std::log(3.0 / 6)}, 1e-6);
+  Tensor logits = param("logits", {2, 2}, {0, 0, 1, 1});
+  Tensor labels = input("labels", {2}, DType::i32);
+  cpu::LeafValues lv;
+  lv[labels.node().get()] = {0, 1};
+  check_values(cross_entropy(logits, labels), {std::log(2.0)}, 1e-6, 0, lv);
+  check_values(mse_loss(param("a", {2}, {1, 2}), param("b", {2}, {3, 5})), {6.5});
+  Tensor lp = param("lp", {1, 2}, {static_cast<float>(std::log(0.5)), static_cast<float>(std::log(0.5))});
+  check_values(kl_div(lp, param("t", {1, 2}, {1, 0})), {std::log(2.0)}, 1e-6);
+}
+
+TEST_CASE("softmax, log_softmax and cross_entropy at logits of +-1000 are finite and correct", "[ops]") {
+  Tensor x = param("x", {2, 3}, {1000, -1000, 0, -1000, -1000, 1000});
+  std::vector<double> sm = eval1(softmax(x));
+  std::vector<double> lsm = eval1(log_softmax(x));
+  for (double v : sm) CHECK(std::isfinite(v));
+  for (double v : lsm) CHECK(std::isfinite(v));
+  check_values(softmax(x), {1, 0, 0, 0, 0, 1}, 0, 1e-30);
+  check_values(log_softmax(x), {0, -2000, -1000, -2000, -2000, 0}, 1e-7, 1e-6);
+  Tensor labels = input("labels", {2}, DType::i32);
+  cpu::LeafValues lv;
+  lv[labels.node().get()] = {1, 2};
+  std::vector<double> ce = eval1(cross_entropy(x, labels), lv);
+  REQUIRE(ce.size() == 1);
+  CHECK(std::isfinite(ce[0]));
+  CHECK(ce[0] == Approx(1000.0).epsilon(1e-7));  // (2000 + 0) / 2
+  lv[labels.node().get()] = {0, 2};
+  check_values(cross_entropy(x, labels), {0}, 0, 1e-6, lv);
+  // +-1000 with a near-tie: log(1 + e^-1)
+  Tensor y = param("y", {1, 2}, {1000, 999});
+  Tensor l1 = input("l1", {1}, DType::i32);
+  cpu::LeafValues lv1;
+  lv1[l1.node().get()] = {0};
+  check_values(cross_entropy(y, l1), {std::log1p(std::exp(-1.0))}, 1e-6, 0, lv1);
+}
+
+// ------------------------------------------------------------------------------------------------
+// Error messages
+// ------------------------------------------------------------------------------------------------
+
+/// Runs `expr` (on ONE source line with the macro) and checks it throws EX with message exactly
+/// "<prefix> at test_ops.cpp:<that line>".
+#define SG_CHECK_ERROR_AT(EX, expr, prefix)                                                        \
+  do {                                                                                             \
+    const int line_ = __LINE__;                                                                    \
+    std::string msg_ = "<no exception>";                                                           \
+    try {                                                                                          \
+      (void)(expr);                                                                                \
+    } catch (const EX& e_) {                                                                       \
+      msg_ = e_.what();                                                                            \
+    }                                                                                              \
+    CHECK(msg_ == fmt::format("{} at test_ops.cpp:{}", prefix, line_));                            \
+  } while (0)
+
+TEST_CASE("shape errors name the op, the shapes and the user's file:line", "[ops][errors]") {
+  Tensor a = input("a", {32, 784});
+  Tensor b = input("b", {100, 10});
+  SG_CHECK_ERROR_AT(ShapeError, matmul(a, b), "matmul: inner dimensions differ (32x784 @ 100x10)");
+  // spelled out without the macro as well
+  int line = 0;
+  std::string msg;
+  try {
+    line = __LINE__; (void)matmul(a, b);  // NOLINT
+  } catch (const ShapeError& e) {
+    msg = e.what();
+  }
+  CHECK(msg == "matmul: inner dimensions differ (32x784 @ 100x10) at test_ops.cpp:" + std::to_string(line));
+  CHECK(line > 0);
+
+  Tensor x = input("x", {3, 4});
+  Tensor y = input("y", {5});
+  SG_CHECK_ERROR_AT(ShapeError, Tensor(x + y), "map: operands do not broadcast (3x4, 5) in (a0 + a1)");
+  SG_CHECK_ERROR_AT(ShapeError, reshape(x, {5, 3}), "reshape: element count differs (3x4 has 12, 5x3 has 15)");
+  SG_CHECK_ERROR_AT(ShapeError, sum(x, {2}), "sum: axis 2 out of range for rank 2");
+  SG_CHECK_ERROR_AT(ShapeError, broadcast_to(x, {4, 3}), "broadcast_to: 3x4 does not broadcast to 4x3");
+  SG_CHECK_ERROR_AT(ShapeError, matmul(input("p", {2, 3, 4}), input("q", {3, 4, 5})),
+                    "matmul: batch dimensions do not broadcast (2x3x4 @ 3x4x5)");
+  SG_CHECK_ERROR_AT(ShapeError, matmul(input("v", {4}), x), "matmul: operands must have rank >= 2 (4 @ 3x4); reshape 1-D operands first");
+  SG_CHECK_ERROR_AT(ShapeError, conv2d(input("img", {1, 3, 8, 8}), input("k", {4, 2, 3, 3})), "conv2d: input channels differ: x 1x3x8x8 has C=3, w 4x2x3x3 has C=2");
+  SG_CHECK_ERROR_AT(ShapeError, concat({x, y}), "concat: shapes 3x4 and 5 differ outside axis 0");
+  SG_CHECK_ERROR_AT(ShapeError, mse_loss(x, input("t", {4, 3})), "mse_loss: input 3x4 and target 4x3 differ");
+  SG_CHECK_ERROR_AT(ShapeError, cross_entropy(x, input("lab", {4}, DType::i32)), "cross_entropy: expects logits (N,C) and labels (N), got 3x4 and 4");
+  SG_CHECK_ERROR_AT(ShapeError, max_pool2d(x), "max_pool2d: expects (N,C,H,W), got 3x4");
+  SG_CHECK_ERROR_AT(ShapeError, permute(x, {0, 0}), "permute: perm is not a permutation of the axes");
+}
+
+TEST_CASE("bad inputs give ValueError", "[ops][errors]") {
+  Tensor x = input("x", {3, 4});
+  SG_CHECK_ERROR_AT(ValueError, matmul(Tensor(), x), "matmul: left operand is an empty Tensor (default-constructed)");
+  SG_CHECK_ERROR_AT(ValueError, sum(Tensor()), "sum: input is an empty Tensor (default-constructed)");
+  SG_CHECK_ERROR_AT(ValueError, Tensor(relu(Tensor())), "map: argument 0 is an empty Tensor");
+  SG_CHECK_ERROR_AT(ValueError, param("w", {2, 3}, {1, 2, 3}), "param: 'w' has shape 2x3 (6 elements) but 3 values were given");
+  SG_CHECK_ERROR_AT(ValueError, input("neg", {2, -1}), "input: negative size in shape 2x-1");
+  SG_CHECK_ERROR_AT(ValueError, one_hot(input("l", {3}, DType::i32), 0), "one_hot: num_classes must be >= 1 (got 0)");
+  SG_CHECK_ERROR_AT(ValueError, slice(x, 0, 0, 2, 0), "slice: step must be >= 1 (got 0)");
+  SG_CHECK_ERROR_AT(ValueError, concat({}), "concat: needs at least one tensor");
+
+  // a missing feed names the input and where it was created
+  Tensor fed = input("images", {2, 2});
+  const int created = __LINE__ - 1;
+  Tensor y = relu(fed) + 1.0;
+  std::string msg = "<no exception>";
+  try {
+    cpu::evaluate({y.node()}, {});
+  } catch (const ValueError& e) {
+    msg = e.what();
+  }
+  CHECK(msg == fmt::format("cpu: no value fed for input 'images' (shape 2x2) created at test_ops.cpp:{}", created));
+  // a feed of the wrong size
+  cpu::LeafValues lv;
+  lv[fed.node().get()] = {1, 2, 3};
+  CHECK_THROWS_AS(cpu::evaluate({y.node()}, lv), ValueError);
+  lv[fed.node().get()] = {1, -2, 3, -4};
+  check_values(y, {2, 1, 4, 1}, 0, 0, lv);
+  // every sg error is an sg::Error
+  CHECK_THROWS_AS(matmul(input("m", {2, 3}), input("n", {2, 3})), sg::Error);
+}
