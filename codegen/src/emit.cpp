@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <map>
+#include <set>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -21,43 +22,178 @@ std::string flit(double v) {
   return s;
 }
 
+/// Emits kernel IR as GLSL. Besides plain scalar code it can vectorise one integer variable over 4 consecutive
+/// values (the output's last coordinate across the 4 elements of a texel: "lane mode"; or the innermost loop
+/// variable of a sum reduction stepped by 4: "reduce mode"). Values depending on that variable become vec4;
+/// a load whose index is var + (multiple of 4) reads one whole texel instead of 4 scalars.
 class Emitter {
  public:
+  struct Code {
+    std::string s;
+    bool vec = false;
+  };
+
   Emitter(const Plan& plan, const Kernel& k) : plan_(plan), k_(k) { count_refs(k.expr); }
 
   /// Emits statements for `e` into body_ at the current indentation; returns a GLSL expression.
-  std::string emit(const KExprPtr& e) {
-    for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it) {
-      auto f = it->find(e.get());
-      if (f != it->end()) return f->second;
+  Code emit(const KExprPtr& e) {
+    bool gathering = !subst_.empty();
+    bool var_dep = !vvar_.empty() && varies(e);
+    if (!(gathering && var_dep)) {
+      for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it) {
+        auto f = it->find(e.get());
+        if (f != it->end()) return f->second;
+      }
     }
-    std::string s = emit_raw(e);
+    Code c = emit_raw(e);
     bool trivial = e->op == KOp::IntConst || e->op == KOp::FloatConst || e->op == KOp::Var;
-    if (!trivial && (refs_[e.get()] > 1 || e->op == KOp::Reduce) && e->op != KOp::Reduce) {
+    if (!trivial && refs_[e.get()] > 1 && e->op != KOp::Reduce && !(gathering && var_dep)) {
       std::string name = fmt::format("{}{}", e->type == KType::Int ? (is_bool(e) ? "c" : "j") : "v", temp_++);
-      line(fmt::format("{} {} = {};", is_bool(e) ? "bool" : e->type == KType::Int ? "int" : "float", name, s));
-      scopes_.back()[e.get()] = name;
-      return name;
+      line(fmt::format("{} {} = {};", type_name(e, c.vec), name, c.s));
+      c.s = name;
+      scopes_.back()[e.get()] = c;
     }
-    return s;
+    return c;
   }
 
   void line(const std::string& s) { body_ += std::string(indent_ * 2, ' ') + s + "\n"; }
+
+  /// Lane mode: vectorise output coordinate `var` (whose lane-0 value is `base`, a multiple of 4).
+  void set_vector_var(const std::string& var, const std::string& base) {
+    vvar_ = var;
+    vbase_ = base;
+    varies_.clear();
+  }
+  /// True when some load of `e` reads 4 consecutive elements along `var` (worth vectorising).
+  bool has_unit_load(const KExprPtr& e, const std::string& var) {
+    std::string saved = vvar_;
+    vvar_ = var;
+    varies_.clear();
+    bool r = find_unit_load(e);
+    vvar_ = saved;
+    varies_.clear();
+    return r;
+  }
+  /// The outermost sum reduction whose innermost loop variable can be vectorised (or nullptr).
+  const KExpr* pick_vector_reduce(const KExprPtr& e) {
+    if (!e) return nullptr;
+    if (e->op == KOp::Reduce) {
+      if (e->reduce == ReduceKind::Sum && e->extents.back() % 4 == 0 && !kcontains_reduce(e->a) &&
+          has_unit_load(e->a, e->loop_vars.back()))
+        return e.get();
+      return nullptr;  // do not look inside other reductions
+    }
+    for (auto* x : {&e->a, &e->b, &e->c})
+      if (auto* r = pick_vector_reduce(*x)) return r;
+    return nullptr;
+  }
+  void set_vector_reduce(const KExpr* r) { vreduce_ = r; }
+
   std::string body_;
   int indent_ = 2;
   bool uses_pow_ = false;
+  std::set<std::string> texel_loads_;  // inputs read as whole texels
 
  private:
   const Plan& plan_;
   const Kernel& k_;
   std::unordered_map<const KExpr*, int> refs_;
-  std::vector<std::unordered_map<const KExpr*, std::string>> scopes_{1};
+  std::vector<std::unordered_map<const KExpr*, Code>> scopes_{1};
   int temp_ = 0;
+  std::string vvar_, vbase_;                       // vectorised variable and its lane-0 value
+  std::map<std::string, std::string> subst_;       // scalar gather: variable -> replacement
+  std::unordered_map<const KExpr*, bool> varies_;  // depends on vvar_
+  const KExpr* vreduce_ = nullptr;
 
   void count_refs(const KExprPtr& e) {
     if (!e) return;
     if (refs_[e.get()]++ > 0) return;
     count_refs(e->a), count_refs(e->b), count_refs(e->c);
+  }
+
+  bool varies(const KExprPtr& e) {
+    if (!e || vvar_.empty()) return false;
+    auto it = varies_.find(e.get());
+    if (it != varies_.end()) return it->second;
+    bool v = (e->op == KOp::Var && e->name == vvar_) || varies(e->a) || varies(e->b) || varies(e->c);
+    varies_[e.get()] = v;
+    return v;
+  }
+
+  struct Lin {
+    bool ok = false;
+    int64_t coeff = 0;     // of the vectorised variable
+    bool aligned = false;  // the rest is a multiple of 4
+  };
+  Lin linear(const KExprPtr& e) {
+    if (!varies(e)) return {true, 0, e->op == KOp::IntConst && e->ivalue % 4 == 0};
+    switch (e->op) {
+      case KOp::Var: return {true, 1, true};
+      case KOp::IAdd:
+      case KOp::ISub: {
+        Lin a = linear(e->a), b = linear(e->b);
+        if (!a.ok || !b.ok) return {};
+        return {true, e->op == KOp::IAdd ? a.coeff + b.coeff : a.coeff - b.coeff, a.aligned && b.aligned};
+      }
+      case KOp::IMul: {
+        const KExprPtr& k = e->a->op == KOp::IntConst ? e->a : e->b;
+        const KExprPtr& x = e->a->op == KOp::IntConst ? e->b : e->a;
+        if (k->op != KOp::IntConst) return {};
+        Lin a = linear(x);
+        if (!a.ok) return {};
+        return {true, a.coeff * k->ivalue, a.aligned || k->ivalue % 4 == 0};
+      }
+      default: return {};
+    }
+  }
+  // Lin for terms that do not vary: aligned only if provably a multiple of 4
+  Lin linear_rest(const KExprPtr& e) {
+    if (varies(e)) return linear(e);
+    switch (e->op) {
+      case KOp::IntConst: return {true, 0, e->ivalue % 4 == 0};
+      case KOp::IAdd:
+      case KOp::ISub: {
+        Lin a = linear_rest(e->a), b = linear_rest(e->b);
+        return {a.ok && b.ok, 0, a.aligned && b.aligned};
+      }
+      case KOp::IMul: {
+        Lin a = linear_rest(e->a), b = linear_rest(e->b);
+        bool k4 = (e->a->op == KOp::IntConst && e->a->ivalue % 4 == 0) ||
+                  (e->b->op == KOp::IntConst && e->b->ivalue % 4 == 0);
+        return {true, 0, k4 || a.aligned || b.aligned};
+      }
+      default: return {true, 0, false};
+    }
+  }
+  Lin analyse_index(const KExprPtr& e) {
+    // split into varying part (linear) and invariant part (alignment)
+    if (!varies(e)) return {true, 0, false};
+    if (e->op == KOp::Var) return {true, 1, true};
+    if (e->op == KOp::IAdd || e->op == KOp::ISub) {
+      Lin a = analyse_index(e->a), b = analyse_index(e->b);
+      if (!varies(e->a)) a = linear_rest(e->a);
+      if (!varies(e->b)) b = linear_rest(e->b);
+      if (!a.ok || !b.ok) return {};
+      return {true, e->op == KOp::IAdd ? a.coeff + b.coeff : a.coeff - b.coeff, a.aligned && b.aligned};
+    }
+    if (e->op == KOp::IMul) {
+      const KExprPtr& k = e->a->op == KOp::IntConst ? e->a : e->b;
+      const KExprPtr& x = e->a->op == KOp::IntConst ? e->b : e->a;
+      if (k->op != KOp::IntConst) return {};
+      Lin a = analyse_index(x);
+      if (!a.ok) return {};
+      return {true, a.coeff * k->ivalue, a.aligned || k->ivalue % 4 == 0};
+    }
+    return {};
+  }
+
+  bool find_unit_load(const KExprPtr& e) {
+    if (!e) return false;
+    if (e->op == KOp::Load && varies(e->a)) {
+      Lin l = analyse_index(e->a);
+      if (l.ok && l.coeff == 1 && l.aligned) return true;
+    }
+    return find_unit_load(e->a) || find_unit_load(e->b) || find_unit_load(e->c);
   }
 
   static bool is_bool(const KExprPtr& e) {
@@ -70,108 +206,184 @@ class Emitter {
       default: return false;
     }
   }
+  static std::string type_name(const KExprPtr& e, bool vec) {
+    if (is_bool(e)) return vec ? "bvec4" : "bool";
+    if (e->type == KType::Int) return vec ? "ivec4" : "int";
+    return vec ? "vec4" : "float";
+  }
+  static std::string fvec(const Code& c) { return c.vec ? c.s : fmt::format("vec4({})", c.s); }
+  static std::string ivec(const Code& c) { return c.vec ? c.s : fmt::format("ivec4({})", c.s); }
 
-  std::string emit_raw(const KExprPtr& e) {
-    auto E = [&](const KExprPtr& x) { return emit(x); };
-    switch (e->op) {
-      case KOp::IntConst: return std::to_string(e->ivalue);
-      case KOp::FloatConst: return flit(e->fvalue);
-      case KOp::Var: return e->name;
-      case KOp::IAdd: return fmt::format("({} + {})", E(e->a), E(e->b));
-      case KOp::ISub: return fmt::format("({} - {})", E(e->a), E(e->b));
-      case KOp::IMul: return fmt::format("({} * {})", E(e->a), E(e->b));
-      case KOp::IDiv: return fmt::format("({} / {})", E(e->a), E(e->b));
-      case KOp::IMod: return fmt::format("({} % {})", E(e->a), E(e->b));
-      case KOp::IMin: return fmt::format("min({}, {})", E(e->a), E(e->b));
-      case KOp::IMax: return fmt::format("max({}, {})", E(e->a), E(e->b));
-      case KOp::ILt: return fmt::format("({} < {})", E(e->a), E(e->b));
-      case KOp::ILe: return fmt::format("({} <= {})", E(e->a), E(e->b));
-      case KOp::IEq: return fmt::format("({} == {})", E(e->a), E(e->b));
-      case KOp::IGe: return fmt::format("({} >= {})", E(e->a), E(e->b));
-      case KOp::IAnd: return fmt::format("({} && {})", E(e->a), E(e->b));
-      case KOp::ToFloat: return fmt::format("float({})", E(e->a));
-      case KOp::FToInt: return fmt::format("int({})", E(e->a));
-      case KOp::ISelect: {
-        // evaluate the condition first; only the chosen branch is evaluated (GLSL ?: semantics)
-        std::string c = E(e->a);
-        std::string t = E(e->b), f = E(e->c);
-        return fmt::format("({} ? {} : {})", c, t, f);
-      }
-      case KOp::Load:
-        return fmt::format("load_{}({})", plan_.values[k_.inputs[e->input]].name, E(e->a));
-      case KOp::FMath: return emit_math(e);
-      case KOp::Reduce: return emit_reduce(e);
-    }
-    return "0.0";
+  /// Emits `e` as scalar code with the vectorised variable replaced by base + lane.
+  std::string emit_lane(const KExprPtr& e, int lane) {
+    auto saved = subst_;
+    subst_[vvar_] = lane ? fmt::format("({} + {})", vbase_, lane) : vbase_;
+    std::string saved_var = vvar_;
+    Code c = emit(e);
+    subst_ = saved;
+    vvar_ = saved_var;
+    return c.s;
   }
 
-  std::string emit_math(const KExprPtr& e) {
-    std::string a = emit(e->a);
-    std::string b = e->b ? emit(e->b) : "";
-    std::string c = e->c ? emit(e->c) : "";
-    switch (e->sop) {
-      case SOp::Neg: return fmt::format("(-{})", a);
-      case SOp::Abs: return fmt::format("abs({})", a);
-      case SOp::Exp: return fmt::format("exp({})", a);
-      case SOp::Log: return fmt::format("log({})", a);
-      case SOp::Sqrt: return fmt::format("sqrt({})", a);
-      case SOp::Rsqrt: return fmt::format("inversesqrt({})", a);
-      case SOp::Sin: return fmt::format("sin({})", a);
-      case SOp::Cos: return fmt::format("cos({})", a);
-      case SOp::Tanh: return fmt::format("tanh(clamp({}, -15.0, 15.0))", a);  // avoids exp overflow -> NaN
-      case SOp::Sigmoid: return fmt::format("(1.0 / (1.0 + exp(-{})))", a);
-      case SOp::Relu: return fmt::format("max({}, 0.0)", a);
-      case SOp::Sign: return fmt::format("sign({})", a);
-      case SOp::Floor: return fmt::format("floor({})", a);
-      case SOp::Round: return fmt::format("roundEven({})", a);
-      case SOp::Recip: return fmt::format("(1.0 / {})", a);
-      case SOp::Add: return fmt::format("({} + {})", a, b);
-      case SOp::Sub: return fmt::format("({} - {})", a, b);
-      case SOp::Mul: return fmt::format("({} * {})", a, b);
-      case SOp::Div: return fmt::format("({} / {})", a, b);
-      case SOp::Pow: uses_pow_ = true; return fmt::format("sg_pow({}, {})", a, b);
-      case SOp::Max: return fmt::format("max({}, {})", a, b);
-      case SOp::Min: return fmt::format("min({}, {})", a, b);
-      case SOp::Lt: return fmt::format("float({} < {})", a, b);
-      case SOp::Le: return fmt::format("float({} <= {})", a, b);
-      case SOp::Gt: return fmt::format("float({} > {})", a, b);
-      case SOp::Ge: return fmt::format("float({} >= {})", a, b);
-      case SOp::Eq: return fmt::format("float({} == {})", a, b);
-      case SOp::Ne: return fmt::format("float({} != {})", a, b);
-      case SOp::Select: return fmt::format("({} != 0.0 ? {} : {})", a, b, c);
+  Code emit_raw(const KExprPtr& e) {
+    auto E = [&](const KExprPtr& x) { return emit(x); };
+    auto S = [](std::string s) { return Code{std::move(s), false}; };
+    switch (e->op) {
+      case KOp::IntConst: return S(std::to_string(e->ivalue));
+      case KOp::FloatConst: return S(flit(e->fvalue));
+      case KOp::Var: {
+        auto it = subst_.find(e->name);
+        if (it != subst_.end()) return S(it->second);
+        if (e->name == vvar_) return {fmt::format("(ivec4({}) + ivec4(0, 1, 2, 3))", vbase_), true};
+        return S(e->name);
+      }
       default: break;
     }
-    return "0.0";
+    if (e->op == KOp::Load) return emit_load(e);
+    if (e->op == KOp::FMath) return emit_math(e);
+    if (e->op == KOp::Reduce) return emit_reduce(e);
+    Code a = E(e->a);
+    Code b = e->b ? E(e->b) : Code{};
+    bool v = a.vec || b.vec;
+    auto bin = [&](const char* op) {
+      return Code{fmt::format("({} {} {})", a.s, op, b.s), v};
+    };
+    auto cmp = [&](const char* op, const char* fn) {
+      if (!v) return bin(op);
+      return Code{fmt::format("{}({}, {})", fn, ivec(a), ivec(b)), true};
+    };
+    switch (e->op) {
+      case KOp::IAdd: return bin("+");
+      case KOp::ISub: return bin("-");
+      case KOp::IMul: return bin("*");
+      case KOp::IDiv: return bin("/");
+      case KOp::IMod: return bin("%");
+      case KOp::IMin: return {fmt::format("min({}, {})", v ? ivec(a) : a.s, v ? ivec(b) : b.s), v};
+      case KOp::IMax: return {fmt::format("max({}, {})", v ? ivec(a) : a.s, v ? ivec(b) : b.s), v};
+      case KOp::ILt: return cmp("<", "lessThan");
+      case KOp::ILe: return cmp("<=", "lessThanEqual");
+      case KOp::IEq: return cmp("==", "equal");
+      case KOp::IGe: return cmp(">=", "greaterThanEqual");
+      case KOp::IAnd:
+        if (!v) return bin("&&");
+        return {fmt::format("notEqual(ivec4({}) * ivec4({}), ivec4(0))", a.s, b.s), true};
+      case KOp::ToFloat: return {fmt::format("{}({})", a.vec ? "vec4" : "float", a.s), a.vec};
+      case KOp::FToInt: return {fmt::format("{}({})", a.vec ? "ivec4" : "int", a.s), a.vec};
+      case KOp::ISelect: {
+        // scalar: only the chosen branch is evaluated; vector: both, then a per-lane select
+        Code t = E(e->b), f = E(e->c);
+        if (!(a.vec || t.vec || f.vec)) return S(fmt::format("({} ? {} : {})", a.s, t.s, f.s));
+        std::string cond = a.vec ? a.s : fmt::format("bvec4({})", a.s);
+        return {fmt::format("mix({}, {}, {})", fvec(f), fvec(t), cond), true};
+      }
+      default: break;
+    }
+    return S("0.0");
   }
 
-  std::string emit_reduce(const KExprPtr& e) {
+  Code emit_load(const KExprPtr& e) {
+    const std::string& name = plan_.values[k_.inputs[e->input]].name;
+    if (!subst_.empty() || !varies(e->a)) return {fmt::format("load_{}({})", name, emit(e->a).s), false};
+    Lin l = analyse_index(e->a);
+    if (l.ok && l.coeff == 1 && l.aligned) {
+      texel_loads_.insert(name);
+      return {fmt::format("load4_{}({})", name, emit_lane(e->a, 0)), true};
+    }
+    std::string g = "vec4(";
+    for (int lane = 0; lane < 4; ++lane) g += fmt::format("{}load_{}({})", lane ? ", " : "", name, emit_lane(e->a, lane));
+    return {g + ")", true};
+  }
+
+  Code emit_math(const KExprPtr& e) {
+    Code A = emit(e->a);
+    Code B = e->b ? emit(e->b) : Code{};
+    Code C = e->c ? emit(e->c) : Code{};
+    bool v = A.vec || B.vec || C.vec;
+    std::string a = A.s, b = B.s;
+    auto R = [&](std::string s) { return Code{std::move(s), v}; };
+    auto both = [&](const char* fn) {  // functions that need matching operand types
+      return R(v ? fmt::format("{}({}, {})", fn, fvec(A), fvec(B)) : fmt::format("{}({}, {})", fn, a, b));
+    };
+    auto cmp = [&](const char* op, const char* fn) {
+      return R(v ? fmt::format("vec4({}({}, {}))", fn, fvec(A), fvec(B)) : fmt::format("float({} {} {})", a, op, b));
+    };
+    switch (e->sop) {
+      case SOp::Neg: return R(fmt::format("(-{})", a));
+      case SOp::Abs: return R(fmt::format("abs({})", a));
+      case SOp::Exp: return R(fmt::format("exp({})", a));
+      case SOp::Log: return R(fmt::format("log({})", a));
+      case SOp::Sqrt: return R(fmt::format("sqrt({})", a));
+      case SOp::Rsqrt: return R(fmt::format("inversesqrt({})", a));
+      case SOp::Sin: return R(fmt::format("sin({})", a));
+      case SOp::Cos: return R(fmt::format("cos({})", a));
+      case SOp::Tanh: return R(fmt::format("tanh(clamp({}, -15.0, 15.0))", a));  // avoids exp overflow -> NaN
+      case SOp::Sigmoid: return R(fmt::format("(1.0 / (1.0 + exp(-{})))", a));
+      case SOp::Relu: return R(fmt::format("max({}, 0.0)", a));
+      case SOp::Sign: return R(fmt::format("sign({})", a));
+      case SOp::Floor: return R(fmt::format("floor({})", a));
+      case SOp::Round: return R(fmt::format("roundEven({})", a));
+      case SOp::Recip: return R(fmt::format("(1.0 / {})", a));
+      case SOp::Add: return R(fmt::format("({} + {})", a, b));
+      case SOp::Sub: return R(fmt::format("({} - {})", a, b));
+      case SOp::Mul: return R(fmt::format("({} * {})", a, b));
+      case SOp::Div: return R(fmt::format("({} / {})", a, b));
+      case SOp::Pow: uses_pow_ = true; return both("sg_pow");
+      case SOp::Max: return R(fmt::format("max({}, {})", A.vec || !v ? a : fvec(A), b));
+      case SOp::Min: return R(fmt::format("min({}, {})", A.vec || !v ? a : fvec(A), b));
+      case SOp::Lt: return cmp("<", "lessThan");
+      case SOp::Le: return cmp("<=", "lessThanEqual");
+      case SOp::Gt: return cmp(">", "greaterThan");
+      case SOp::Ge: return cmp(">=", "greaterThanEqual");
+      case SOp::Eq: return cmp("==", "equal");
+      case SOp::Ne: return cmp("!=", "notEqual");
+      case SOp::Select:
+        if (!v) return R(fmt::format("({} != 0.0 ? {} : {})", a, b, C.s));
+        return R(fmt::format("mix({}, {}, notEqual({}, vec4(0.0)))", fvec(C), fvec(B), fvec(A)));
+      default: break;
+    }
+    return R("0.0");
+  }
+
+  Code emit_reduce(const KExprPtr& e) {
     int id = temp_++;
     std::string acc = fmt::format("acc{}", id);
     ReduceKind k = e->reduce;
+    bool vreduce = e.get() == vreduce_;
+    std::string saved_var = vvar_, saved_base = vbase_;
+    if (vreduce) set_vector_var(e->loop_vars.back(), e->loop_vars.back());
+    bool v = !vreduce && varies(e->a);  // lane mode: per-lane accumulators
+    std::string ty = v || vreduce ? "vec4" : "float";
     std::string init = k == ReduceKind::Sum ? "0.0" : k == ReduceKind::Min ? flit(INFINITY) : flit(-INFINITY);
     std::string loops;
     for (size_t i = 0; i < e->loop_vars.size(); ++i) loops += fmt::format("{}{}<{}", i ? ", " : "", e->loop_vars[i], e->extents[i]);
-    line(fmt::format("// {} over {}", reduce_name(k), loops));
+    line(fmt::format("// {} over {}{}", reduce_name(k), loops, vreduce ? " (4 at a time)" : ""));
     if (k == ReduceKind::ArgMax) {
-      line(fmt::format("float {} = 0.0;", acc));
-      line(fmt::format("float best{} = {};", id, flit(-INFINITY)));
+      line(fmt::format("{0} {1} = {0}(0.0);", ty, acc));
+      line(fmt::format("{0} best{1} = {0}({2});", ty, id, flit(-INFINITY)));
       line(fmt::format("int it{} = 0;", id));
     } else {
-      line(fmt::format("float {} = {};", acc, init));
+      line(fmt::format("{0} {1} = {0}({2});", ty, acc, init));
     }
     for (size_t i = 0; i < e->loop_vars.size(); ++i) {
-      line(fmt::format("for (int {0} = 0; {0} < {1}; ++{0}) {{", e->loop_vars[i], e->extents[i]));
+      bool step4 = vreduce && i + 1 == e->loop_vars.size();
+      line(fmt::format("for (int {0} = 0; {0} < {1}; {0} += {2}) {{", e->loop_vars[i], e->extents[i], step4 ? 4 : 1));
       ++indent_;
     }
     scopes_.emplace_back();
-    std::string v = emit(e->a);
+    Code body = emit(e->a);
+    std::string x = (v || vreduce) ? fvec(body) : body.s;
     switch (k) {
-      case ReduceKind::Sum: line(fmt::format("{} += {};", acc, v)); break;
-      case ReduceKind::Max: line(fmt::format("{0} = max({0}, {1});", acc, v)); break;
-      case ReduceKind::Min: line(fmt::format("{0} = min({0}, {1});", acc, v)); break;
+      case ReduceKind::Sum: line(fmt::format("{} += {};", acc, x)); break;
+      case ReduceKind::Max: line(fmt::format("{0} = max({0}, {1});", acc, x)); break;
+      case ReduceKind::Min: line(fmt::format("{0} = min({0}, {1});", acc, x)); break;
       case ReduceKind::ArgMax:
-        line(fmt::format("float x{} = {};", id, v));
-        line(fmt::format("if (it{0} == 0 || x{0} > best{0}) {{ best{0} = x{0}; {1} = float(it{0}); }}", id, acc));
+        line(fmt::format("{} x{} = {};", ty, id, x));
+        if (v) {
+          line(fmt::format("bvec4 better{0} = bvec4(ivec4(greaterThan(x{0}, best{0})) + ivec4(it{0} == 0));", id));
+          line(fmt::format("best{0} = mix(best{0}, x{0}, better{0}); {1} = mix({1}, vec4(float(it{0})), better{0});", id, acc));
+        } else {
+          line(fmt::format("if (it{0} == 0 || x{0} > best{0}) {{ best{0} = x{0}; {1} = float(it{0}); }}", id, acc));
+        }
         line(fmt::format("++it{};", id));
         break;
     }
@@ -180,7 +392,13 @@ class Emitter {
       --indent_;
       line("}");
     }
-    return acc;
+    if (vreduce) {
+      vvar_ = saved_var;
+      vbase_ = saved_base;
+      varies_.clear();
+      return {fmt::format("dot({}, vec4(1.0))", acc), false};
+    }
+    return {acc, v};
   }
 };
 
@@ -200,19 +418,37 @@ std::string header(const Plan& plan, const Kernel& k, ShaderStage stage) {
 
 std::string emit_glsl450(const Plan& plan, const Kernel& k, ShaderStage stage) {
   const Value& out = plan.values[k.output];
+  ShapeRef shape = out.node->shape;
   Emitter em(plan, k);
+  // Vectorisation (fragment stage): a sum reduction over contiguous elements reads whole texels ("reduce
+  // mode"); otherwise, when the output's last axis is a multiple of 4 and some input is read along it, the four
+  // elements of a texel are computed together as vec4 ("lane mode").
+  bool lane_mode = false;
+  if (stage == ShaderStage::Fragment) {
+    if (const KExpr* r = em.pick_vector_reduce(k.expr)) {
+      em.set_vector_reduce(r);
+    } else if (!shape.empty() && shape.back() % 4 == 0 &&
+               em.has_unit_load(k.expr, fmt::format("i{}", shape.size() - 1))) {
+      lane_mode = true;
+    }
+  }
   std::string coords;
   {
-    ShapeRef shape = out.node->shape;
     Shape st = contiguous_strides(shape);
+    int ind = lane_mode ? 2 : em.indent_;
     for (size_t i = 0; i < shape.size(); ++i) {
       std::string q = st[i] == 1 ? "elem" : fmt::format("(elem / {})", st[i]);
       std::string v = i == 0 ? q : fmt::format("{} % {}", q, shape[i]);
-      coords += fmt::format("{}int i{} = {};\n", std::string(em.indent_ * 2, ' '), i, v);
+      coords += fmt::format("{}int i{} = {};\n", std::string(ind * 2, ' '), i, v);
     }
   }
-  std::string value = em.emit(k.expr);
+  if (lane_mode) {
+    em.indent_ = 2;
+    em.set_vector_var(fmt::format("i{}", shape.size() - 1), fmt::format("i{}", shape.size() - 1));
+  }
+  Emitter::Code value = em.emit(k.expr);
   std::string src = header(plan, k, stage);
+  if (lane_mode) src += "// vectorised: the 4 elements of each output texel are computed together (vec4)\n";
   std::string decls, loads;
   for (size_t i = 0; i < k.inputs.size(); ++i) {
     const Value& v = plan.values[k.inputs[i]];
@@ -223,6 +459,11 @@ std::string emit_glsl450(const Plan& plan, const Kernel& k, ShaderStage stage) {
       loads += fmt::format(
           "float load_{0}(int i) {{\n  int t = max(i, 0) >> 2;\n  return texelFetch(in_{0}, ivec2(t % {1}, t / {1}), 0)[i & 3];\n}}\n",
           v.name, v.layout.width);
+      if (em.texel_loads_.count(v.name))
+        loads += fmt::format(
+            "vec4 load4_{0}(int i) {{  // elements i..i+3, i a multiple of 4: one texel\n  int t = max(i, 0) >> 2;\n"
+            "  return texelFetch(in_{0}, ivec2(t % {1}, t / {1}), 0);\n}}\n",
+            v.name, v.layout.width);
     } else {
       decls += fmt::format("layout(std430, set = 0, binding = {0}) readonly buffer buf_{1} {{ float data[]; }} in_{1};  // {2}\n",
                            i, v.name, desc);
@@ -237,29 +478,37 @@ std::string emit_glsl450(const Plan& plan, const Kernel& k, ShaderStage stage) {
                        k.inputs.size(), out.name);
   }
   src += loads;
-  if (em.uses_pow_)
+  if (em.uses_pow_) {
     src += "float sg_pow(float a, float b) {  // torch.pow: negative bases with integer exponents\n"
            "  if (b == 0.0) return 1.0;\n"
            "  float r = pow(abs(a), b);\n"
            "  if (a < 0.0) return (floor(b) == b) ? ((mod(b, 2.0) == 1.0) ? -r : r) : uintBitsToFloat(0x7fc00000u);\n"
            "  return r;\n}\n";
+    if (stage == ShaderStage::Fragment)
+      src += "vec4 sg_pow(vec4 a, vec4 b) { return vec4(sg_pow(a.x, b.x), sg_pow(a.y, b.y), sg_pow(a.z, b.z), sg_pow(a.w, b.w)); }\n";
+  }
   src += "\nvoid main() {\n";
-  if (stage == ShaderStage::Fragment) {
+  if (stage == ShaderStage::Fragment && lane_mode) {
+    src += fmt::format("  int texel = int(gl_FragCoord.y) * {} + int(gl_FragCoord.x);\n", out.layout.width);
+    src += "  int elem = texel * 4;  // first of the 4 elements (same row: the last axis is a multiple of 4)\n";
+    src += fmt::format("  if (elem >= {}) {{ out_texel = vec4(0.0); return; }}\n", out.layout.numel);
+    src += coords + em.body_;
+    src += fmt::format("  out_texel = {};\n}}\n", value.vec ? value.s : fmt::format("vec4({})", value.s));
+  } else if (stage == ShaderStage::Fragment) {
     src += fmt::format("  int texel = int(gl_FragCoord.y) * {} + int(gl_FragCoord.x);\n", out.layout.width);
     src += "  vec4 result = vec4(0.0);\n";
     src += "  for (int lane = 0; lane < 4; ++lane) {\n";
     src += "    int elem = texel * 4 + lane;\n";
     src += fmt::format("    if (elem >= {}) break;\n", out.layout.numel);
     src += coords + em.body_;
-    src += fmt::format("    result[lane] = {};\n", value);
+    src += fmt::format("    result[lane] = {};\n", value.s);
     src += "  }\n  out_texel = result;\n}\n";
   } else {
     src += fmt::format("  int elem = int(gl_GlobalInvocationID.y * (gl_NumWorkGroups.x * {}u) + gl_GlobalInvocationID.x);\n",
                        kComputeWorkgroupSize);
     src += fmt::format("  if (elem >= {}) return;\n", out.layout.numel);
-    // compute bodies are one level less indented; re-indenting is cosmetic, keep as is
     src += coords + em.body_;
-    src += fmt::format("  out_{}.data[elem] = {};\n}}\n", out.name, value);
+    src += fmt::format("  out_{}.data[elem] = {};\n}}\n", out.name, value.s);
   }
   return src;
 }
