@@ -1,0 +1,199 @@
+// Fusion scheduler and code generation: kernel counts for canonical graphs, every generated kernel compiles
+// (SPIR-V validates, the GLSL ES output compiles again as ES), dumps, stable and readable sources.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "sg/dump.h"
+#include "sg/emit.h"
+#include "sg/nn.h"
+#include "sg/schedule.h"
+#include "sg/sg.h"
+
+using namespace sg;
+
+namespace {
+
+std::vector<float> ones(int64_t n) { return std::vector<float>(n, 0.01f); }
+
+struct MlpGraph {
+  Tensor x, labels, w1, b1, w2, b2, h, logits, loss;
+  int line = 0;
+  MlpGraph() {  // built in the body: default member initialisers would record the class's line
+    x = input("x", {32, 784});
+    labels = input("labels", {32}, DType::i32);
+    w1 = param("w1", {784, 128}, ones(784 * 128)), b1 = param("b1", {128}, ones(128));
+    w2 = param("w2", {128, 10}, ones(1280)), b2 = param("b2", {10}, ones(10));
+    line = __LINE__ + 1;
+    h = relu(matmul(x, w1) + b1);
+    logits = matmul(h, w2) + b2;
+    loss = cross_entropy(logits, labels);
+  }
+};
+
+Program train_program(const std::string& model, std::unique_ptr<Optimizer> opt, int64_t batch) {
+  static std::vector<std::unique_ptr<nn::Sequential>> keep;  // parameters outlive the program
+  int64_t hw = model == "mlp" ? 28 : 8;
+  nn::Rng rng(0);
+  keep.push_back(nn::make_model(model, 1, hw, hw));
+  keep.back()->build(rng);
+  Tensor x = input("x", {batch, 1, hw, hw});
+  Tensor y = input("labels", {batch}, DType::i32);
+  static std::vector<std::unique_ptr<Optimizer>> opts;
+  opts.push_back(std::move(opt));
+  return make_train_step(cross_entropy((*keep.back())(x), y), keep.back()->parameters(), *opts.back());
+}
+
+std::string slurp(const std::filesystem::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+TEST_CASE("canonical graphs fuse to the documented kernel counts", "[schedule]") {
+  SECTION("relu(x*w + b) elementwise -> 1 kernel") {
+    Tensor x = input("x", {7, 5}), w = param("w", {5}, ones(5)), b = param("b", {7, 1}, ones(7));
+    Program p;
+    p.add_output("y", relu(x * w + b));
+    CHECK(schedule(p).kernels.size() == 1);
+  }
+  SECTION("matmul + bias + relu -> 1 kernel; MLP forward -> 2 kernels") {
+    MlpGraph g;
+    Program p1;
+    p1.add_output("h", g.h);
+    CHECK(schedule(p1).kernels.size() == 1);
+    Program p2;
+    p2.add_output("logits", g.logits);
+    Plan plan = schedule(p2);
+    REQUIRE(plan.kernels.size() == 2);
+    CHECK(plan.kernels[0].name == "k00_matmul_add_relu");
+    CHECK(plan.kernels[1].name == "k01_matmul_add");
+  }
+  SECTION("conv2d + bias + relu -> 1 kernel") {
+    Tensor x = input("x", {2, 3, 9, 9});
+    Tensor w = param("w", {4, 3, 3, 3}, ones(108)), b = param("b", {4}, ones(4));
+    Program p;
+    p.add_output("y", relu(conv2d(x, w, b, {.padding = {1, 1}})));
+    CHECK(schedule(p).kernels.size() == 1);
+  }
+  SECTION("MLP train step: SGD and Adam") {
+    // Documented in docs/ARCHITECTURE.md ("Kernel counts"); a change here is a fusion regression or improvement.
+    CHECK(schedule(train_program("mlp", make_sgd({.lr = 0.1}), 32)).kernels.size() == 17);
+    CHECK(schedule(train_program("mlp", make_adam({}), 32)).kernels.size() == 26);
+  }
+  SECTION("unfused debug mode: one kernel per non-leaf node") {
+    MlpGraph g;
+    Program p;
+    p.add_output("logits", g.logits);
+    Plan plan = schedule(p, {.unfused = true});
+    size_t non_leaf = 0;
+    for (auto& n : p.nodes()) non_leaf += !n->is_leaf();
+    CHECK(plan.kernels.size() == non_leaf);
+  }
+}
+
+TEST_CASE("memory plan: no kernel reads the texture it writes; updates go to back textures", "[schedule]") {
+  Plan plan = schedule(train_program("mlp", make_adam({}), 32));
+  for (auto& k : plan.kernels) {
+    const Value& out = plan.values[k.output];
+    for (int in : k.inputs) {
+      const Value& v = plan.values[in];
+      if (out.buffer >= 0 && v.kind == ValueKind::Temp && v.update_of < 0) CHECK(v.buffer != out.buffer);
+      // an update kernel may read its target's current (front) texture; it writes the back texture, never a
+      // pooled buffer
+      if (out.update_of >= 0) CHECK(out.buffer == -1);
+    }
+  }
+  // every persistent value updated once; the pool reuses textures (fewer buffers than temporaries)
+  CHECK(plan.updates.size() == 4 * 3 + 1);
+  size_t temps = 0;
+  for (auto& v : plan.values) temps += v.kind == ValueKind::Temp && v.update_of < 0;
+  CHECK(plan.buffers.size() < temps);
+  CHECK(plan.peak_bytes > 0);
+}
+
+TEST_CASE("every kernel of the MLP and CNN train steps compiles to valid SPIR-V and valid GLSL ES", "[codegen]") {
+  for (std::string model : {"mlp", "cnn"}) {
+    Plan plan = schedule(train_program(model, make_adam({}), model == "mlp" ? 16 : 6));
+    for (auto& k : plan.kernels) {
+      for (ShaderStage st : {ShaderStage::Fragment, ShaderStage::Compute}) {
+        INFO(model << " " << k.name << " " << stage_name(st));
+        std::string src = emit_glsl450(plan, k, st);
+        CompiledShader c = compile_shader(k.name, src, st);  // validates the SPIR-V
+        CHECK(!c.spirv.empty());
+        CHECK_NOTHROW(check_gles_compiles(k.name, c.gles, st));
+        if (st == ShaderStage::Fragment) {
+          CHECK(c.gles.rfind("#version 300 es", 0) == 0);
+          CHECK(c.gles.find("precision highp float;") != std::string::npos);
+          CHECK(c.gles.find("mediump") == std::string::npos);
+        } else {
+          CHECK(c.gles.rfind("#version 310 es", 0) == 0);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("generated sources are stable and name graph nodes and the user's source line", "[codegen]") {
+  auto sources = [] {
+    MlpGraph g;
+    Program p;
+    p.add_output("logits", g.logits);
+    Plan plan = schedule(p);
+    std::vector<std::string> s;
+    for (auto& k : plan.kernels) s.push_back(emit_glsl450(plan, k, ShaderStage::Fragment));
+    return std::make_pair(s, g.line);
+  };
+  auto [a, line] = sources();
+  auto [b, line2] = sources();
+  CHECK(a == b);  // a second, identical model (new node ids) gives byte-identical shaders
+  REQUIRE(a.size() == 2);
+  CHECK(a[0].find("// shadergrad kernel k00_matmul_add_relu") != std::string::npos);
+  CHECK(a[0].find("matmul") != std::string::npos);
+  INFO(a[0]);
+  CHECK(a[0].find("test_schedule.cpp:" + std::to_string(line)) != std::string::npos);
+  CHECK(a[0].find("uniform sampler2D in_x;") != std::string::npos);
+  CHECK(a[0].find("uniform sampler2D in_w1;") != std::string::npos);
+}
+
+TEST_CASE("dump writes every kernel's sources and a plan.json that agrees with the plan", "[codegen][dump]") {
+  Plan plan = schedule(train_program("cnn", make_adam({}), 4));
+  auto dir = std::filesystem::temp_directory_path() / "sg_test_dump";
+  std::filesystem::remove_all(dir);
+  KernelCache cache{std::filesystem::path{}};
+  dump_plan(plan, dir.string(), cache, {.fragment = true, .compute = true});
+  auto j = nlohmann::json::parse(slurp(dir / "plan.json"));
+  REQUIRE(j["kernels"].size() == plan.kernels.size());
+  for (size_t i = 0; i < plan.kernels.size(); ++i) {
+    const std::string& name = plan.kernels[i].name;
+    CHECK(j["kernels"][i]["name"] == name);
+    CHECK(j["kernels"][i]["inputs"].size() == plan.kernels[i].inputs.size());
+    for (const char* ext : {".glsl", ".spv", ".spvasm", ".frag"}) CHECK(std::filesystem::exists(dir / (name + ext)));
+    for (const char* ext : {"_cs.glsl", "_cs.comp"}) CHECK(std::filesystem::exists(dir / (name + ext)));
+    std::string spv = slurp(dir / (name + ".spv"));
+    REQUIRE(spv.size() >= 4);
+    uint32_t magic;
+    std::memcpy(&magic, spv.data(), 4);
+    CHECK(magic == 0x07230203u);
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("tensors larger than the texture limits are refused with the node named", "[schedule]") {
+  Tensor x = input("big_input", {100, 100});
+  Program p;
+  p.add_output("y", x * 2.0);
+  try {
+    schedule(p, {.max_texture_width = 8});  // 2500 texels > 8x8
+    FAIL("expected ValueError");
+  } catch (const ValueError& e) {
+    CHECK(std::string(e.what()).find("big_input") != std::string::npos);
+  }
+}
