@@ -519,6 +519,10 @@ Plan schedule(const Program& program, const ScheduleOptions& opt) {
       bytes += v.layout.padded_floats() * 4;
     }
     v.buffer = found;
+    // a reused buffer has the same physical size but may hold more elements than its first user: the
+    // runtime checks downloads (and sizes its textures) against the buffer's numel, so keep the largest
+    TextureLayout& bl = plan.buffers[found];
+    if (v.layout.numel > bl.numel) bl.numel = v.layout.numel, bl.texels = v.layout.texels;
     buffer_free_after[found] = std::max(v.last_use, v.producer);
   }
   plan.peak_bytes = bytes;
