@@ -84,3 +84,26 @@ TEST_CASE("GLES Adam train steps of an odd-sized MLP equal the CPU backend", "[g
     for (size_t i = 0; i < cpu.second.size(); ++i) expect_close(gl.second[i], cpu.second[i], 1e-4, 1e-5, "param");
   }
 }
+
+TEST_CASE("reductions longer than llvmpipe's 65535-iteration loop budget are split and stay exact", "[gles][backend]") {
+  // llvmpipe silently stops loops after 65535 iterations per invocation; the scheduler splits such reductions
+  // into a partial kernel + a final one (ScheduleOptions::max_loop_iterations).
+  Tensor x = input("x", {3, 137, 163});
+  Tensor a = input("a", {2, 20000}), b = input("b", {20000, 3});
+  Program p;
+  p.add_output("sum", sum(x));
+  p.add_output("max", max(x * -1.0));
+  p.add_output("matmul", matmul(a, b));
+  std::vector<float> xs = randn(3 * 137 * 163, 7), as = randn(40000, 8), bs = randn(60000, 9);
+  std::vector<std::vector<float>> res[2];
+  int i = 0;
+  for (const char* kind : {"cpu", "gles"}) {
+    auto be = make_backend({.kind = kind}).backend;
+    auto exe = be->compile(p);
+    if (std::string(kind) == "gles") CHECK(exe->kernels_per_step() > 3);  // split into partial + final kernels
+    res[i++] = exe->run({{"x", &xs}, {"a", &as}, {"b", &bs}});
+  }
+  expect_close(res[1][0], res[0][0], 1e-4, 1e-3, "sum");
+  expect_close(res[1][1], res[0][1], 1e-6, 1e-6, "max");
+  expect_close(res[1][2], res[0][2], 1e-4, 1e-3, "matmul");
+}

@@ -197,3 +197,17 @@ TEST_CASE("tensors larger than the texture limits are refused with the node name
     CHECK(std::string(e.what()).find("big_input") != std::string::npos);
   }
 }
+
+TEST_CASE("reductions beyond the per-invocation loop budget split into partial and final kernels", "[schedule]") {
+  Tensor x = input("x", {3, 137, 163});
+  Program p;
+  p.add_output("s", sum(x));
+  Plan plan = schedule(p);
+  REQUIRE(plan.kernels.size() == 2);
+  CHECK(plan.kernels[0].name == "k00_sum_partial");
+  CHECK(plan.kernels[1].name == "k01_sum");
+  for (auto& k : plan.kernels) CHECK(4 * (1 + kloop_iterations(k.expr)) <= ScheduleOptions{}.max_loop_iterations);
+  Program small;
+  small.add_output("s", sum(input("y", {100})));
+  CHECK(schedule(small).kernels.size() == 1);
+}

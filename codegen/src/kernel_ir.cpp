@@ -1,6 +1,8 @@
 // Kernel IR builders with integer constant folding, cost estimate, printing.
 #include "sg/kernel_ir.h"
 
+#include <functional>
+
 #include <fmt/format.h>
 
 namespace sg {
@@ -144,6 +146,64 @@ double kcost(const KExprPtr& e) {
     return 1 + trip * kcost(e->a);
   }
   return 1 + kcost(e->a) + kcost(e->b) + kcost(e->c);
+}
+
+double kloop_iterations(const KExprPtr& e) {
+  if (!e) return 0;
+  if (e->op == KOp::Reduce) {
+    double trip = 1;
+    for (int64_t x : e->extents) trip *= static_cast<double>(x);
+    // every level of the nest iterates: outer trips count too
+    double levels = 0, outer = 1;
+    for (int64_t x : e->extents) {
+      outer *= static_cast<double>(x);
+      levels += outer;
+    }
+    return levels + trip * kloop_iterations(e->a);
+  }
+  return kloop_iterations(e->a) + kloop_iterations(e->b) + kloop_iterations(e->c);
+}
+
+namespace {
+KExprPtr rebuild(const KExprPtr& e, KExprPtr a, KExprPtr b, KExprPtr c) {
+  if (a == e->a && b == e->b && c == e->c) return e;
+  KExpr n = *e;
+  n.a = std::move(a);
+  n.b = std::move(b);
+  n.c = std::move(c);
+  return std::make_shared<const KExpr>(std::move(n));
+}
+}  // namespace
+
+KExprPtr ksubstitute(const KExprPtr& e, const std::map<std::string, KExprPtr>& subs) {
+  std::map<const KExpr*, KExprPtr> memo;
+  std::function<KExprPtr(const KExprPtr&)> go = [&](const KExprPtr& x) -> KExprPtr {
+    if (!x) return x;
+    if (x->op == KOp::Var) {
+      auto it = subs.find(x->name);
+      return it == subs.end() ? x : it->second;
+    }
+    auto m = memo.find(x.get());
+    if (m != memo.end()) return m->second;
+    KExprPtr r = rebuild(x, go(x->a), go(x->b), go(x->c));
+    memo[x.get()] = r;
+    return r;
+  };
+  return go(e);
+}
+
+KExprPtr kreplace(const KExprPtr& e, const KExpr* target, const KExprPtr& replacement) {
+  std::map<const KExpr*, KExprPtr> memo;
+  std::function<KExprPtr(const KExprPtr&)> go = [&](const KExprPtr& x) -> KExprPtr {
+    if (!x) return x;
+    if (x.get() == target) return replacement;
+    auto m = memo.find(x.get());
+    if (m != memo.end()) return m->second;
+    KExprPtr r = rebuild(x, go(x->a), go(x->b), go(x->c));
+    memo[x.get()] = r;
+    return r;
+  };
+  return go(e);
 }
 
 bool kcontains_reduce(const KExprPtr& e) {

@@ -439,6 +439,79 @@ Plan schedule(const Program& program, const ScheduleOptions& opt) {
     if (!value_of.count(u.target.get())) add_value(u.target, ValueKind::Persistent, u.target->name);
 
   // kernels
+  // Appends a kernel; first splits reductions whose loop nest exceeds opt.max_loop_iterations into a partial
+  // kernel (output (P, out...), each of the P chunks reducing part of one loop) and a final reduction over P.
+  std::function<void(Kernel&&, const std::vector<NodePtr>&, const std::string&)> push_kernel =
+      [&](Kernel&& k, const std::vector<NodePtr>& name_nodes, const std::string& suffix) {
+    const NodePtr out_node = plan.values[k.output].node;  // copies: add_value below grows plan.values
+    const std::string out_name = plan.values[k.output].name;
+    ShapeRef oshape = out_node->shape;
+    for (int guard = 0; guard < 8 && 4 * (1 + kloop_iterations(k.expr)) > opt.max_loop_iterations; ++guard) {
+      // the most expensive top-level reduction
+      const KExpr* best = nullptr;
+      double best_cost = 0;
+      std::function<void(const KExprPtr&)> find = [&](const KExprPtr& e) {
+        if (!e) return;
+        if (e->op == KOp::Reduce) {
+          double c = kloop_iterations(e);
+          if (e->reduce != ReduceKind::ArgMax && c > best_cost) best = e.get(), best_cost = c;
+          return;  // nested reductions are not split
+        }
+        find(e->a), find(e->b), find(e->c);
+      };
+      find(k.expr);
+      if (!best) break;
+      size_t vi = std::max_element(best->extents.begin(), best->extents.end()) - best->extents.begin();
+      int64_t E = best->extents[vi];
+      int64_t P = static_cast<int64_t>(std::ceil(4 * (1 + best_cost) / (opt.max_loop_iterations / 2)));
+      P = std::clamp<int64_t>(P, 2, E);
+      int64_t C = (E + P - 1) / P;
+      P = (E + C - 1) / C;
+      if (P < 2) break;
+      // partial kernel: coordinates (p, i0..in) -> reduce over chunk p of loop variable vi
+      std::map<std::string, KExprPtr> subs;
+      for (size_t i = 0; i < oshape.size(); ++i) subs[fmt::format("i{}", i)] = kvar(fmt::format("i{}", i + 1));
+      const std::string& v = best->loop_vars[vi];
+      KExprPtr pos = kibin(KOp::IAdd, kibin(KOp::IMul, kvar("i0"), kint(C)), kvar(v));
+      subs[v] = pos;
+      KExprPtr body = ksubstitute(best->a, subs);
+      double identity = best->reduce == ReduceKind::Sum ? 0.0
+                        : best->reduce == ReduceKind::Max ? -std::numeric_limits<double>::infinity()
+                                                          : std::numeric_limits<double>::infinity();
+      if (P * C != E) body = kselect(kibin(KOp::ILt, pos, kint(E)), body, kfloat(identity));
+      std::vector<int64_t> ext = best->extents;
+      ext[vi] = C;
+      Kernel part;
+      part.inputs = k.inputs;
+      part.nodes = k.nodes;
+      part.expr = kreduce(best->reduce, best->loop_vars, ext, body);
+      Shape pshape = {P};
+      pshape.append(oshape.begin(), oshape.end());
+      Node pn;
+      pn.op = Op::Reduce;
+      pn.shape = pshape;
+      pn.attrs.reduce = best->reduce;
+      pn.name = fmt::format("partial {} of {}", reduce_name(best->reduce), out_name);
+      pn.loc = out_node->loc;
+      int pid = add_value(make_node(std::move(pn)), ValueKind::Temp, out_name + "_partial", false);
+      part.output = pid;
+      part.comment = fmt::format("// partial {}s: {} chunks of {} iterations of loop {} (of {})\n", reduce_name(best->reduce),
+                                 P, C, v, E) + k.comment;
+      push_kernel(std::move(part), name_nodes, suffix + "_partial");
+      // the consumer reduces the P partial results
+      int slot = static_cast<int>(k.inputs.size());
+      k.inputs.push_back(pid);
+      std::vector<KExprPtr> idx;
+      for (size_t i = 0; i < oshape.size(); ++i) idx.push_back(kvar(fmt::format("i{}", i)));
+      std::string pv = fmt::format("p{}", guard);
+      KExprPtr flat = kibin(KOp::IAdd, kibin(KOp::IMul, kvar(pv), kint(numel(oshape))), linearize(idx, oshape));
+      k.expr = kreplace(k.expr, best, kreduce(best->reduce, {pv}, {P}, kload(slot, flat)));
+      k.comment = fmt::format("// final {} over {} partial results\n", reduce_name(best->reduce), P) + k.comment;
+    }
+    k.name = kernel_name(static_cast<int>(plan.kernels.size()), name_nodes) + suffix;
+    plan.values[k.output].producer = static_cast<int>(plan.kernels.size());
+    plan.kernels.push_back(std::move(k));
+  };
   auto build_kernel = [&](const NodePtr& n, const NodePtr& source) {
     Kernel k;
     int src_vid = source ? value_of.at(source.get()) : -1;
@@ -461,14 +534,12 @@ Plan schedule(const Program& program, const ScheduleOptions& opt) {
     });
     k.nodes = inl;
     k.output = vid;
-    k.name = kernel_name(static_cast<int>(plan.kernels.size()), source ? std::vector<NodePtr>{} : inl);
     std::string c;
     for (auto& x : inl)
       c += fmt::format("//   n{:<4} {:<40} {:>12}  {}\n", plan.node_index(x.get()), x->label().substr(0, 40),
                        shape_str(x->shape), x->loc.known() ? x->loc.str() : "");
     k.comment = c;
-    plan.values[vid].producer = static_cast<int>(plan.kernels.size());
-    plan.kernels.push_back(std::move(k));
+    push_kernel(std::move(k), source ? std::vector<NodePtr>{} : inl, "");
     return vid;
   };
   for (auto& n : order)

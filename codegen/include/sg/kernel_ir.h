@@ -10,6 +10,7 @@
 // subtrees (same pointer) are emitted once as locals.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -67,6 +68,13 @@ bool kis_int(const KExprPtr& e, int64_t v);
 /// Node count; Reduce counts its body times its trip count (a cost estimate in scalar ops).
 double kcost(const KExprPtr& e);
 bool kcontains_reduce(const KExprPtr& e);
+/// Loop iterations one evaluation executes (nested loops multiply; a GPU's per-invocation loop budget —
+/// llvmpipe stops every loop after 65535 iterations in total per invocation — is checked against this).
+double kloop_iterations(const KExprPtr& e);
+/// Simultaneous substitution of integer variables by expressions (by name).
+KExprPtr ksubstitute(const KExprPtr& e, const std::map<std::string, KExprPtr>& subs);
+/// Replaces every occurrence of the subtree `target` (by identity) with `replacement`.
+KExprPtr kreplace(const KExprPtr& e, const KExpr* target, const KExprPtr& replacement);
 /// Human-readable infix form (for tests and comments).
 std::string kexpr_str(const KExprPtr& e);
 

@@ -62,6 +62,10 @@ struct ScheduleOptions {
   int64_t max_texture_width = 16384;
   int64_t max_texture_height = 0;  ///< 0 = max_texture_width
   double inline_cost_limit = 24;   ///< max scalar ops of an elementwise producer recomputed in several places
+  /// Max loop iterations per kernel invocation (4 elements per fragment counted). Larger reductions are split
+  /// into a partial-reduction kernel plus a final one. llvmpipe silently stops loops after 65535 iterations in
+  /// total per invocation (a wrong-result trap, not an error); long loops also risk GPU watchdogs elsewhere.
+  double max_loop_iterations = 32768;
 };
 
 /// The scheduled program: what a backend executes.
