@@ -195,4 +195,10 @@ std::vector<std::vector<float>> GlesExecutable::run(const std::vector<Feed>& fee
 
 std::unique_ptr<Backend> make_gles_backend(const BackendOptions& opt) { return std::make_unique<GlesBackend>(opt); }
 
+gles::LiveObjects gles_live_objects(Backend& backend) {
+  auto* g = dynamic_cast<GlesBackend*>(&backend);
+  if (!g) throw ValueError("gles_live_objects: backend '" + backend.name() + "' is not a GLES backend");
+  return g->dev().live_objects();
+}
+
 }  // namespace sg

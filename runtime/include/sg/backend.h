@@ -100,4 +100,11 @@ std::unique_ptr<Backend> make_cpu_backend();
 /// Throws BackendError when no EGL/GLES 3 context with float render targets can be made.
 std::unique_ptr<Backend> make_gles_backend(const BackendOptions& opt);
 
+namespace gles {
+struct LiveObjects;  // sg/gles_device.h
+}
+/// GL objects (textures, programs, framebuffers) alive on a GLES backend's device, for leak tests.
+/// Include sg/gles_device.h to use the result. Throws ValueError when `backend` is not a GLES backend.
+gles::LiveObjects gles_live_objects(Backend& backend);
+
 }  // namespace sg
