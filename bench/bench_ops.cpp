@@ -1,0 +1,965 @@
+// bench_ops — end-to-end benchmarks of shadergrad's backends (issue 8), printed as tables and optionally as JSON.
+//
+// Usage: bench_ops [--backend gles|cpu|both] [--json FILE] [--repeats N] [--warmup N] [--large]
+//                  [--sgemm N,N,...] [--only CASE,CASE,...] [--max-seconds S] [--probe-side N]
+//
+//   --backend      which backends run the timed cases (default gles; "both" = gles then cpu)
+//   --json FILE    also write every row (and the machine/date/load) as JSON (bench/run_all.sh joins it with
+//                  bench/peers.py's JSON)
+//   --repeats N    timed repeats per case (default 10); --warmup N untimed runs first (default 2)
+//   --max-seconds  stop repeating a case once its timed runs add up to S seconds (at least 3 repeats; default 30)
+//   --large        adds SGEMM N = 2048;  --sgemm LIST replaces the SGEMM sizes (e.g. 1024,2048,4096)
+//   --only LIST    cases to run: sgemm, mlp, cnn, fusion, compile, cpuref, profile, probe (default all)
+//   --probe-side N the fragment ALU probe renders N x N texels (default: 256 on llvmpipe, else 4096)
+//
+// Cases (each timed with warm-up runs first, then median and min-max over the repeats; a run() reads the program
+// outputs back, which waits for the GPU, so every timing is synchronised):
+//   sgemm      C = A @ B, N x N fp32, A and B constants on the device, C read back. GFLOP/s = 2 N^3 / median.
+//              GLES rows also give the kernel-only time from a profiled backend (GL timer query when available;
+//              skipped when one run takes over 5 s; flagged "implausible" when it is under half the wall time, as
+//              llvmpipe's timer queries report for this kernel).
+//              Check: full comparison with the CPU reference executor (sg::cpu::evaluate) for N <= 1024 on GLES,
+//              and for every backend and N an f64 dot product for 4096 random elements plus the last row and
+//              column; |err| is normalised by sum_k |a_ik b_kj| and must be <= 1e-4.
+//   mlp        784-128-10 MLP train step (forward + backward + Adam, cross entropy), batch 32 and 128.
+//   cnn        seed 002's CNN, make_cnn(8, 16, 32) on 1x8x8 inputs, train step (Adam), batch 64.
+//              Train-step check (GLES): two steps from the same initial parameters on the GLES backend and on the
+//              CPU reference backend; the losses and every parameter after the steps must agree within
+//              1e-5 + 1e-4 |ref| (loss: 1e-4 (1 + |ref|)).
+//   fusion     kernels per train step as scheduled (fused) and with ScheduleOptions{.unfused = true}.
+//   compile    every kernel of the MLP batch-128 train step through KernelCache: cold compile (glslang ->
+//              SPIR-V -> SPIRV-Cross, fresh memory-only cache), memory hit, disk hit (fresh cache on a temporary
+//              directory); and Backend::compile of the whole step on a fresh backend vs the same backend again.
+//   cpuref     the CPU reference backend running the MLP forward pass (logits), batch 128.
+//   profile    per-kernel times of the MLP batch-128 and CNN batch-64 train steps, median over the repeats, two
+//              ways: Executable::last_timings() on a profiled GLES backend, and a kernel hook that reads every
+//              kernel's output back as soon as it is drawn (driver-independent; includes that readback).
+//   probe      fragment ALU ceiling: one fragment shader with 8 independent vec4 FMA chains per fragment
+//              (2 flops per lane per step), timed with glFinish; its result is checked against a CPU emulation.
+// Exit status: 0 when every correctness check passed, 1 when one failed (the row says FAIL), 2 on bad arguments.
+// Timings are only printed here, never asserted.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <optional>
+#include <random>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "sg/autodiff.h"
+#include "sg/backend.h"
+#include "sg/cpu_reference.h"
+#include "sg/emit.h"
+#include "sg/error.h"
+#include "sg/gles_device.h"
+#include "sg/kernel_cache.h"
+#include "sg/nn.h"
+#include "sg/schedule.h"
+#include "sg/sg.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using json = nlohmann::json;
+
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+
+// ------------------------------------------------------------------------------------------------
+// Options
+// ------------------------------------------------------------------------------------------------
+
+struct Options {
+  std::vector<std::string> backends{"gles"};
+  std::string json_path;
+  int repeats = 10;
+  int warmup = 2;
+  double max_seconds = 30;
+  std::vector<int64_t> sgemm{256, 512, 1024};
+  std::set<std::string> only;
+  int64_t probe_side = 0;
+  bool wants(const std::string& c) const { return only.empty() || only.count(c) != 0; }
+};
+
+[[noreturn]] void usage(const std::string& why) {
+  fmt::print(stderr,
+             "bench_ops: {}\nusage: bench_ops [--backend gles|cpu|both] [--json FILE] [--repeats N] [--warmup N]\n"
+             "                 [--large] [--sgemm N,N,..] [--only sgemm,mlp,cnn,fusion,compile,cpuref,profile,probe]\n"
+             "                 [--max-seconds S] [--probe-side N]\n",
+             why);
+  std::exit(2);
+}
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+int64_t parse_int(const std::string& s, const char* what) {
+  try {
+    size_t pos = 0;
+    long long v = std::stoll(s, &pos);
+    if (pos != s.size() || v < 0) throw std::invalid_argument(s);
+    return v;
+  } catch (const std::exception&) {
+    usage(fmt::format("{} expects a non-negative integer, got '{}'", what, s));
+  }
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  bool large = false, sizes_given = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) usage(a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "--backend") {
+      std::string b = value();
+      if (b == "both") o.backends = {"gles", "cpu"};
+      else if (b == "gles" || b == "cpu") o.backends = {b};
+      else usage("--backend must be gles, cpu or both, got '" + b + "'");
+    } else if (a == "--json") {
+      o.json_path = value();
+    } else if (a == "--repeats") {
+      o.repeats = static_cast<int>(std::max<int64_t>(1, parse_int(value(), "--repeats")));
+    } else if (a == "--warmup") {
+      o.warmup = static_cast<int>(parse_int(value(), "--warmup"));
+    } else if (a == "--max-seconds") {
+      o.max_seconds = static_cast<double>(parse_int(value(), "--max-seconds"));
+    } else if (a == "--large") {
+      large = true;
+    } else if (a == "--sgemm") {
+      o.sgemm.clear();
+      for (auto& s : split(value())) o.sgemm.push_back(std::max<int64_t>(1, parse_int(s, "--sgemm")));
+      sizes_given = true;
+    } else if (a == "--only") {
+      static const std::set<std::string> known{"sgemm", "mlp", "cnn", "fusion", "compile", "cpuref", "profile",
+                                               "probe"};
+      for (auto& c : split(value())) {
+        if (!known.count(c)) usage("unknown case '" + c + "' in --only");
+        o.only.insert(c);
+      }
+    } else if (a == "--probe-side") {
+      o.probe_side = parse_int(value(), "--probe-side");
+    } else if (a == "-h" || a == "--help") {
+      usage("help");
+    } else {
+      usage("unknown argument '" + a + "'");
+    }
+  }
+  if (large && !sizes_given) o.sgemm.push_back(2048);
+  return o;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Timing and rows
+// ------------------------------------------------------------------------------------------------
+
+struct Stat {
+  double median = 0, min = 0, max = 0;
+  int n = 0;
+};
+
+Stat summarize(std::vector<double> v) {
+  Stat s;
+  if (v.empty()) return s;
+  std::sort(v.begin(), v.end());
+  s.n = static_cast<int>(v.size());
+  s.median = v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+  s.min = v.front();
+  s.max = v.back();
+  return s;
+}
+
+/// Runs f `warmup` times untimed, then up to `repeats` times timed (ms each); stops early once the timed runs
+/// add up to max_seconds (after at least 3).
+/// `first_ms`: how long a run already made before (the correctness run) took; when it exceeds 2 s that run
+/// counts as the warm-up and no further warm-up runs are made (llvmpipe SGEMM N=1024 takes ~20 s a run).
+Stat measure(const std::function<void()>& f, const Options& o, double first_ms = 0) {
+  const int warmup = first_ms > 2000 ? 0 : o.warmup;
+  for (int i = 0; i < warmup; ++i) f();
+  std::vector<double> t;
+  double total = 0;
+  for (int i = 0; i < o.repeats; ++i) {
+    auto t0 = Clock::now();
+    f();
+    t.push_back(ms_since(t0));
+    total += t.back();
+    if (t.size() >= 3 && total > o.max_seconds * 1000) break;
+  }
+  return summarize(t);
+}
+
+struct Row {
+  std::string key;      ///< join key with peers.py: "sgemm_1024", "mlp_step_b128", ...
+  std::string label;    ///< human-readable case
+  std::string backend;  ///< "gles" | "cpu"
+  Stat ms;
+  double throughput = 0;
+  std::string unit;     ///< "GFLOP/s" | "steps/s" | "runs/s"
+  std::string check;    ///< "ok (max err ...)" | "FAIL ..." | "-"
+  bool ok = true;
+  json extra = json::object();
+};
+
+std::vector<Row> g_rows;
+json g_tables = json::object();
+bool g_failed = false;
+
+void print_row_header() {
+  fmt::print("| {:<30} | {:<7} | {:>4} | {:>10} | {:>21} | {:>12} | {:<8} | {:<34} |\n", "case", "backend", "reps",
+             "median ms", "min - max ms", "throughput", "unit", "check");
+  fmt::print("|{:-<32}|{:-<9}|{:-<6}|{:-<12}|{:-<23}|{:-<14}|{:-<10}|{:-<36}|\n", "", "", "", "", "", "", "", "");
+}
+
+void add_row(Row r) {
+  if (!r.ok) g_failed = true;
+  fmt::print("| {:<30} | {:<7} | {:>4} | {:>10.3f} | {:>10.3f} - {:>8.3f} | {:>12.2f} | {:<8} | {:<34} |\n", r.label,
+             r.backend, r.ms.n, r.ms.median, r.ms.min, r.ms.max, r.throughput, r.unit, r.check);
+  std::fflush(stdout);
+  g_rows.push_back(std::move(r));
+}
+
+json row_json(const Row& r) {
+  json j = {{"key", r.key},
+            {"label", r.label},
+            {"backend", r.backend},
+            {"median_ms", r.ms.median},
+            {"min_ms", r.ms.min},
+            {"max_ms", r.ms.max},
+            {"repeats", r.ms.n},
+            {"throughput", r.throughput},
+            {"unit", r.unit},
+            {"check", r.check},
+            {"ok", r.ok}};
+  for (auto& [k, v] : r.extra.items()) j[k] = v;
+  return j;
+}
+
+std::string human_bytes(int64_t b) {
+  if (b >= (int64_t{1} << 20)) return fmt::format("{:.2f} MiB", static_cast<double>(b) / (1 << 20));
+  if (b >= 1024) return fmt::format("{:.1f} KiB", static_cast<double>(b) / 1024);
+  return fmt::format("{} B", b);
+}
+
+// ------------------------------------------------------------------------------------------------
+// Backends
+// ------------------------------------------------------------------------------------------------
+
+struct Backends {
+  std::unique_ptr<sg::Backend> gles, gles_profiled, cpu;
+  std::string renderer;
+};
+
+/// The backend a case runs on. The CPU backend is made fresh for every case: it keys parameter state by Node address
+/// without keeping the nodes alive, so a later model whose nodes reuse a freed address would read stale state
+/// (seen: "value for param ... has 128 elements, expected 72"); a fresh backend per case sidesteps that.
+sg::Backend& backend_named(Backends& b, const std::string& name) {
+  if (name == "cpu") {
+    b.cpu = sg::make_cpu_backend();
+    return *b.cpu;
+  }
+  return *b.gles;
+}
+
+std::vector<float> uniform(std::mt19937_64& g, int64_t n, float lo, float hi) {
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& x : v) x = d(g);
+  return v;
+}
+
+std::vector<float> labels(std::mt19937_64& g, int64_t n, int classes) {
+  std::uniform_int_distribution<int> d(0, classes - 1);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& x : v) x = static_cast<float>(d(g));
+  return v;
+}
+
+// ------------------------------------------------------------------------------------------------
+// SGEMM
+// ------------------------------------------------------------------------------------------------
+
+/// Max over checked elements of |c - ref| / (sum_k |a_ik b_kj| + tiny); `checked` elements.
+struct GemmCheck {
+  double max_err = 0;
+  int64_t checked = 0;
+};
+
+GemmCheck check_sampled(const std::vector<float>& a, const std::vector<float>& b, const std::vector<float>& c,
+                        int64_t n, int64_t samples, uint64_t seed) {
+  std::mt19937_64 g(seed);
+  std::uniform_int_distribution<int64_t> d(0, n - 1);
+  GemmCheck r;
+  const int64_t total = n * n;
+  const bool all = samples + 2 * n >= total;
+  // Random elements, then the whole last row and last column (edge texels are where layout bugs show).
+  const int64_t count = all ? total : samples + 2 * n;
+  for (int64_t s = 0; s < count; ++s) {
+    int64_t i, j;
+    if (all) i = s / n, j = s % n;
+    else if (s < samples) i = d(g), j = d(g);
+    else if (s < samples + n) i = n - 1, j = s - samples;
+    else i = s - samples - n, j = n - 1;
+    double acc = 0, mag = 0;
+    for (int64_t k = 0; k < n; ++k) {
+      double p = static_cast<double>(a[i * n + k]) * static_cast<double>(b[k * n + j]);
+      acc += p;
+      mag += std::abs(p);
+    }
+    double err = std::abs(static_cast<double>(c[i * n + j]) - acc) / (mag + 1e-30);
+    if (!std::isfinite(c[i * n + j])) err = INFINITY;
+    r.max_err = std::max(r.max_err, err);
+    ++r.checked;
+  }
+  return r;
+}
+
+void bench_sgemm(Backends& bk, const std::string& backend, int64_t n, const Options& o) {
+  std::mt19937_64 g(1000 + n);
+  std::vector<float> a = uniform(g, n * n, -1, 1), b = uniform(g, n * n, -1, 1);
+  sg::Tensor ta = sg::constant({n, n}, a), tb = sg::constant({n, n}, b);
+  sg::Tensor tc = sg::matmul(ta, tb);
+  sg::Program p;
+  p.add_output("c", tc);
+  sg::Backend& be = backend_named(bk, backend);
+  auto exe = be.compile(p);
+  auto t_first = Clock::now();
+  std::vector<float> c = exe->run({})[0];
+  const double first_ms = ms_since(t_first);
+
+  // Correctness first: a wrong result makes the row FAIL whatever its speed.
+  constexpr double kTol = 1e-4;
+  GemmCheck sampled = check_sampled(a, b, c, n, 4096, 7 + n);
+  double full_err = -1;
+  if (backend == "gles" && n <= 1024) {
+    auto ref = sg::cpu::evaluate({tc.node()}, {})[0];
+    full_err = 0;
+    for (int64_t i = 0; i < n * n; ++i) {
+      // normalise by the magnitude bound of the row/column (cheap proxy: n * max|a| * max|b| <= n)
+      double e = std::abs(static_cast<double>(c[i]) - ref[i]) / static_cast<double>(n);
+      if (!std::isfinite(c[i])) e = INFINITY;
+      full_err = std::max(full_err, e);
+    }
+  }
+  Row r;
+  r.key = fmt::format("sgemm_{}", n);
+  r.label = fmt::format("SGEMM N={}", n);
+  r.backend = backend;
+  r.ok = sampled.max_err <= kTol && full_err <= kTol;
+  r.check = fmt::format("{} (rel {:.1e} on {}{})", r.ok ? "ok" : "FAIL", sampled.max_err, sampled.checked,
+                        full_err >= 0 ? fmt::format(", ref {:.1e}", full_err) : "");
+  r.ms = measure([&] { (void)exe->run({}); }, o, first_ms);
+  const double flop = 2.0 * static_cast<double>(n) * n * n;
+  r.throughput = flop / (r.ms.median * 1e-3) / 1e9;
+  r.unit = "GFLOP/s";
+  r.extra = {{"n", n}, {"kernels", exe->kernels_per_step()}, {"sampled_rel_err", sampled.max_err},
+             {"full_ref_err", full_err}};
+  if (const sg::Plan* plan = exe->plan()) r.extra["peak_bytes"] = plan->peak_bytes;
+
+  // Kernel-only time (GLES): the same program on the profiled backend.
+  // Skipped when one run takes over 5 s (llvmpipe at N >= 1024: there the wall time is the kernel time, and its
+  // timer queries underreport).
+  if (backend == "gles" && bk.gles_profiled && first_ms <= 5000) {
+    auto pexe = bk.gles_profiled->compile(p);
+    std::vector<double> kms;
+    bool gpu_timer = false;
+    Options po = o;
+    po.repeats = std::min(o.repeats, 5);
+    const int skip = first_ms > 2000 ? 0 : po.warmup;
+    (void)measure(
+        [&] {
+          (void)pexe->run({});
+          double t = 0;
+          for (auto& kt : pexe->last_timings()) {
+            t += kt.ms;
+            gpu_timer = kt.gpu_timer;
+          }
+          kms.push_back(t);
+        },
+        po, first_ms);
+    kms.erase(kms.begin(), kms.begin() + std::min<size_t>(kms.size(), static_cast<size_t>(skip)));
+    Stat ks = summarize(kms);
+    r.extra["kernel_ms"] = ks.median;
+    r.extra["kernel_gflops"] = flop / (ks.median * 1e-3) / 1e9;
+    r.extra["kernel_timer"] = gpu_timer ? "GL timer query" : "glFinish-bounded";
+    // A timer query that reports far less than the synchronised wall time of a one-kernel program is not
+    // believable (seen on llvmpipe: 0.7 ms reported for a 300 ms draw).
+    r.extra["kernel_time_plausible"] = ks.median >= 0.5 * r.ms.median;
+  }
+  add_row(std::move(r));
+}
+
+// ------------------------------------------------------------------------------------------------
+// Train steps
+// ------------------------------------------------------------------------------------------------
+
+struct StepSetup {
+  std::unique_ptr<sg::nn::Sequential> model;
+  std::unique_ptr<sg::Optimizer> opt;
+  sg::Program step;
+  std::vector<float> x, y;
+};
+
+/// Model "mlp" (1x28x28) or "cnn" (1x8x8), batch b, Adam(lr 1e-3); fixed random batch (seeded).
+StepSetup make_step(const std::string& model, int64_t b) {
+  StepSetup s;
+  const int64_t hw = model == "mlp" ? 28 : 8;
+  s.model = sg::nn::make_model(model, 1, hw, hw, 10);
+  sg::nn::Rng rng(0);
+  s.model->build(rng);
+  sg::Tensor x = sg::input("x", {b, 1, hw, hw});
+  sg::Tensor y = sg::input("labels", {b}, sg::DType::i32);
+  sg::Tensor loss = sg::cross_entropy((*s.model)(x), y);
+  s.opt = sg::make_adam({.lr = 1e-3});
+  s.step = sg::make_train_step(loss, s.model->parameters(), *s.opt);
+  std::mt19937_64 g(42 + b);
+  s.x = uniform(g, b * hw * hw, 0, 1);
+  s.y = labels(g, b, 10);
+  return s;
+}
+
+/// Two steps on `be` and on the CPU reference from the same initial values; compares losses and parameters.
+/// Leaves `be`'s parameters two steps on.
+std::pair<bool, std::string> check_step(sg::Executable& exe, sg::Backend& be, sg::Backend& cpu, const StepSetup& s) {
+  auto ref_exe = cpu.compile(s.step);
+  std::vector<sg::Feed> feeds{{"x", &s.x}, {"labels", &s.y}};
+  double loss_err = 0, param_err = 0;
+  bool ok = true;
+  for (int step = 0; step < 2; ++step) {
+    float l = exe.run(feeds)[0][0];
+    float lr = ref_exe->run(feeds)[0][0];
+    double e = std::abs(static_cast<double>(l) - lr);
+    loss_err = std::max(loss_err, e);
+    if (!(e <= 1e-4 * (1 + std::abs(lr)))) ok = false;
+  }
+  int64_t bad = 0;
+  for (auto& prm : s.model->parameters()) {
+    auto got = be.read(prm), want = cpu.read(prm);
+    for (size_t i = 0; i < got.size(); ++i) {
+      double e = std::abs(static_cast<double>(got[i]) - want[i]);
+      param_err = std::max(param_err, e);
+      if (!(e <= 1e-5 + 1e-4 * std::abs(want[i]))) ++bad;
+    }
+  }
+  if (bad) ok = false;
+  return {ok, fmt::format("{} (loss {:.1e}, params {:.1e}{})", ok ? "ok" : "FAIL", loss_err, param_err,
+                          bad ? fmt::format(", {} off", bad) : "")};
+}
+
+void bench_step(Backends& bk, const std::string& backend, const std::string& model, int64_t b, const Options& o) {
+  StepSetup s = make_step(model, b);
+  sg::Backend& be = backend_named(bk, backend);
+  auto exe = be.compile(s.step);
+  Row r;
+  r.key = fmt::format("{}_step_b{}", model, b);
+  r.label = fmt::format("{} train step (Adam) b={}", model == "mlp" ? "MLP 784-128-10" : "CNN 8-16-32", b);
+  r.backend = backend;
+  if (backend == "cpu") {
+    r.check = "- (is the reference)";
+  } else {
+    auto ref = sg::make_cpu_backend();  // fresh: see backend_named()
+    auto [ok, msg] = check_step(*exe, be, *ref, s);
+    r.ok = ok;
+    r.check = msg;
+  }
+  std::vector<sg::Feed> feeds{{"x", &s.x}, {"labels", &s.y}};
+  float last_loss = 0;
+  r.ms = measure([&] { last_loss = exe->run(feeds)[0][0]; }, o);
+  if (!std::isfinite(last_loss)) {
+    r.ok = false;
+    r.check += " FAIL: loss not finite";
+  }
+  r.throughput = 1000.0 / r.ms.median;
+  r.unit = "steps/s";
+  r.extra = {{"batch", b}, {"model", model}, {"kernels", exe->kernels_per_step()}, {"last_loss", last_loss}};
+  if (const sg::Plan* plan = exe->plan()) r.extra["peak_bytes"] = plan->peak_bytes;
+  add_row(std::move(r));
+}
+
+// ------------------------------------------------------------------------------------------------
+// Fusion, memory plan, compile times
+// ------------------------------------------------------------------------------------------------
+
+void bench_fusion(const Options& o) {
+  fmt::print("\nKernels per train step (forward + backward + Adam) and planned texture memory (ScheduleOptions "
+             "defaults vs .unfused = true):\n\n");
+  fmt::print("| {:<28} | {:>6} | {:>8} | {:>8} | {:>14} | {:>14} |\n", "program", "nodes", "fused", "unfused",
+             "peak (fused)", "peak (unfused)");
+  fmt::print("|{:-<30}|{:-<8}|{:-<10}|{:-<10}|{:-<16}|{:-<16}|\n", "", "", "", "", "", "");
+  json rows = json::array();
+  auto one = [&](const std::string& label, const std::string& key, const sg::Program& p) {
+    sg::Plan fused = sg::schedule(p);
+    sg::ScheduleOptions u;
+    u.unfused = true;
+    sg::Plan unf = sg::schedule(p, u);
+    fmt::print("| {:<28} | {:>6} | {:>8} | {:>8} | {:>14} | {:>14} |\n", label, p.nodes().size(), fused.kernels.size(),
+               unf.kernels.size(), human_bytes(fused.peak_bytes), human_bytes(unf.peak_bytes));
+    rows.push_back({{"key", key}, {"label", label}, {"nodes", p.nodes().size()}, {"kernels_fused", fused.kernels.size()},
+                    {"kernels_unfused", unf.kernels.size()}, {"peak_bytes_fused", fused.peak_bytes},
+                    {"peak_bytes_unfused", unf.peak_bytes}});
+  };
+  for (int64_t b : {32, 128}) {
+    StepSetup s = make_step("mlp", b);
+    one(fmt::format("MLP train step b={}", b), fmt::format("mlp_step_b{}", b), s.step);
+  }
+  {
+    StepSetup s = make_step("cnn", 64);
+    one("CNN train step b=64", "cnn_step_b64", s.step);
+  }
+  for (int64_t n : o.sgemm) {
+    std::vector<float> z(static_cast<size_t>(n * n), 0.f);
+    sg::Program p;
+    p.add_output("c", sg::matmul(sg::constant({n, n}, z), sg::constant({n, n}, z)));
+    one(fmt::format("SGEMM N={}", n), fmt::format("sgemm_{}", n), p);
+  }
+  fmt::print("(issue 8 target: <= 8 kernels per MLP train step; peak = pooled temporaries + 2x persistent + inputs "
+             "+ constants, RGBA32F texels incl. padding)\n");
+  g_tables["fusion"] = rows;
+}
+
+void bench_compile_times(Backends& bk, const Options& o) {
+  StepSetup s = make_step("mlp", 128);
+  sg::Plan plan = sg::schedule(s.step);
+  std::vector<double> emit_ms, cold_ms, hit_us, disk_miss_ms, disk_hit_us;
+  std::vector<std::string> sources;
+  for (auto& k : plan.kernels) {
+    auto t0 = Clock::now();
+    sources.push_back(sg::emit_glsl450(plan, k, sg::ShaderStage::Fragment));
+    emit_ms.push_back(ms_since(t0));
+  }
+  // Warm the toolchain (glslang process init) so the first kernel is not charged for it.
+  (void)sg::compile_shader("warmup", sources[0], sg::ShaderStage::Fragment);
+  {
+    sg::KernelCache mem{std::filesystem::path{}};
+    for (size_t i = 0; i < sources.size(); ++i) {
+      auto t0 = Clock::now();
+      (void)mem.get_or_compile(plan.kernels[i].name, sources[i], sg::ShaderStage::Fragment);
+      cold_ms.push_back(ms_since(t0));
+    }
+    constexpr int kReps = 200;
+    for (size_t i = 0; i < sources.size(); ++i) {
+      auto t0 = Clock::now();
+      for (int r = 0; r < kReps; ++r)
+        (void)mem.get_or_compile(plan.kernels[i].name, sources[i], sg::ShaderStage::Fragment);
+      hit_us.push_back(ms_since(t0) * 1000.0 / kReps);
+    }
+  }
+  const auto dir = std::filesystem::temp_directory_path() / fmt::format("sg_bench_ops_cache_{}", ::getpid());
+  std::filesystem::remove_all(dir);
+  {
+    sg::KernelCache disk(dir);
+    for (size_t i = 0; i < sources.size(); ++i) {
+      auto t0 = Clock::now();
+      (void)disk.get_or_compile(plan.kernels[i].name, sources[i], sg::ShaderStage::Fragment);
+      disk_miss_ms.push_back(ms_since(t0));
+    }
+  }
+  for (size_t i = 0; i < sources.size(); ++i) {
+    sg::KernelCache fresh(dir);
+    auto t0 = Clock::now();
+    (void)fresh.get_or_compile(plan.kernels[i].name, sources[i], sg::ShaderStage::Fragment);
+    disk_hit_us.push_back(ms_since(t0) * 1000.0);
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+
+  // Whole-step compile: fresh backend (cold cache) vs the same backend again (memory hits, GL programs reused).
+  double step_cold_ms = -1, step_warm_ms = -1;
+  if (bk.gles) {
+    sg::BackendOptions bo;
+    bo.kind = "gles";
+    auto fresh = sg::make_backend(bo).backend;
+    auto t0 = Clock::now();
+    auto e1 = fresh->compile(s.step);
+    step_cold_ms = ms_since(t0);
+    t0 = Clock::now();
+    auto e2 = fresh->compile(s.step);
+    step_warm_ms = ms_since(t0);
+  }
+
+  fmt::print("\nKernel compile times, the {} kernels of the MLP b=128 train step (GLSL 4.50 -> glslang -> SPIR-V -> "
+             "SPIRV-Cross -> GLSL ES 3.00):\n\n",
+             sources.size());
+  fmt::print("| {:<52} | {:>3} | {:>10} | {:>10} | {:>10} | {:<4} |\n", "operation", "n", "median", "min", "max",
+             "unit");
+  fmt::print("|{:-<54}|{:-<5}|{:-<12}|{:-<12}|{:-<12}|{:-<6}|\n", "", "", "", "", "", "");
+  json rows = json::array();
+  auto line = [&](const std::string& what, const std::string& key, const char* unit, const std::vector<double>& v) {
+    Stat st = summarize(v);
+    fmt::print("| {:<52} | {:>3} | {:>10.3f} | {:>10.3f} | {:>10.3f} | {:<4} |\n", what, st.n, st.median, st.min, st.max,
+               unit);
+    rows.push_back({{"key", key}, {"label", what}, {"unit", unit}, {"n", st.n}, {"median", st.median}, {"min", st.min},
+                    {"max", st.max}});
+  };
+  line("emit GLSL 4.50 (emit_glsl450)", "emit", "ms", emit_ms);
+  line("cold compile (KernelCache miss, memory only)", "cold", "ms", cold_ms);
+  line("cache hit, memory (hash + lookup)", "hit_memory", "us", hit_us);
+  line("cache miss + disk write", "disk_miss", "ms", disk_miss_ms);
+  line("cache hit, disk (fresh KernelCache, read + verify)", "hit_disk", "us", disk_hit_us);
+  if (step_cold_ms >= 0) {
+    line("Backend::compile(MLP step), fresh GLES backend", "step_compile_cold", "ms", {step_cold_ms});
+    line("Backend::compile(MLP step), same backend again", "step_compile_warm", "ms", {step_warm_ms});
+  }
+  fmt::print("(issue 8 targets: cache hit <= 50 us; cold compile <= 20 ms per kernel on this machine)\n");
+  g_tables["compile"] = rows;
+  (void)o;
+}
+
+// ------------------------------------------------------------------------------------------------
+// CPU reference forward
+// ------------------------------------------------------------------------------------------------
+
+void bench_cpuref(Backends& bk, const Options& o) {
+  const int64_t b = 128;
+  auto model = sg::nn::make_model("mlp", 1, 28, 28, 10);
+  sg::nn::Rng rng(0);
+  model->build(rng);
+  sg::Tensor x = sg::input("x", {b, 1, 28, 28});
+  sg::Tensor logits = (*model)(x);
+  sg::Program p;
+  p.add_output("logits", logits);
+  std::mt19937_64 g(5);
+  std::vector<float> xs = uniform(g, b * 784, 0, 1);
+  sg::Backend& cpu = backend_named(bk, "cpu");
+  auto exe = cpu.compile(p);
+  std::vector<float> out = exe->run({{"x", &xs}})[0];
+  // Check against an independent f64 evaluation of the two Linear layers (x @ W1^T + b1, relu, @ W2^T + b2).
+  auto params = model->parameters();  // 1.weight (128,784), 1.bias, 3.weight (10,128), 3.bias
+  auto w1 = cpu.read(params[0]), b1 = cpu.read(params[1]), w2 = cpu.read(params[2]), b2 = cpu.read(params[3]);
+  double err = 0;
+  for (int64_t i = 0; i < b; ++i) {
+    std::vector<double> h(128);
+    for (int64_t j = 0; j < 128; ++j) {
+      double acc = b1[j];
+      for (int64_t k = 0; k < 784; ++k) acc += static_cast<double>(xs[i * 784 + k]) * w1[j * 784 + k];
+      h[j] = std::max(acc, 0.0);
+    }
+    for (int64_t j = 0; j < 10; ++j) {
+      double acc = b2[j];
+      for (int64_t k = 0; k < 128; ++k) acc += h[k] * w2[j * 128 + k];
+      err = std::max(err, std::abs(acc - out[i * 10 + j]) / (1 + std::abs(acc)));
+    }
+  }
+  Row r;
+  r.key = "mlp_forward_b128";
+  r.label = "MLP forward b=128 (logits)";
+  r.backend = "cpu";
+  r.ok = err <= 1e-5;
+  r.check = fmt::format("{} (f64 direct {:.1e})", r.ok ? "ok" : "FAIL", err);
+  r.ms = measure([&] { (void)exe->run({{"x", &xs}}); }, o);
+  r.throughput = 1000.0 / r.ms.median;
+  r.unit = "runs/s";
+  r.extra = {{"batch", b}, {"nodes", exe->kernels_per_step()}};
+  add_row(std::move(r));
+}
+
+// ------------------------------------------------------------------------------------------------
+// Per-kernel profile
+// ------------------------------------------------------------------------------------------------
+
+/// Two per-kernel profiles of one train step, each the median over the repeats:
+///  - "timer": Executable::last_timings() on the profiled GLES backend (GL timer queries when the driver has them,
+///    else CPU time between two glFinish calls);
+///  - "sync": on the unprofiled backend, a kernel hook reads every kernel's output back as soon as it is drawn
+///    (which waits for it); the time from the previous kernel's readback to this one's includes the draw call, the
+///    kernel and its own readback (kernel 0 also the input uploads). Driver-independent; a cross-check when the
+///    timer queries are suspect.
+void bench_profile(Backends& bk, const std::string& model, int64_t b, const Options& o) {
+  StepSetup s = make_step(model, b);
+  std::vector<sg::Feed> feeds{{"x", &s.x}, {"labels", &s.y}};
+  auto exe = bk.gles_profiled->compile(s.step);
+  std::vector<std::string> names;
+  std::vector<std::vector<double>> per, per_sync;  // per kernel: samples
+  std::vector<double> wall, wall_sync;
+  bool gpu = false;
+  int call = 0;
+  (void)measure(
+      [&] {
+        auto t0 = Clock::now();
+        (void)exe->run(feeds);
+        double w = ms_since(t0);
+        auto t = exe->last_timings();
+        if (per.empty()) {
+          per.resize(t.size());
+          for (auto& kt : t) names.push_back(kt.kernel);
+        }
+        if (call++ < o.warmup) return;
+        wall.push_back(w);
+        for (size_t k = 0; k < t.size() && k < per.size(); ++k) {
+          per[k].push_back(t[k].ms);
+          gpu = t[k].gpu_timer;
+        }
+      },
+      o);
+
+  auto sexe = bk.gles->compile(s.step);
+  std::vector<double> cur(per.size(), 0);
+  Clock::time_point last;
+  sexe->set_kernel_hook([&](const sg::KernelEvent& ev) {
+    (void)ev.read();
+    auto now = Clock::now();
+    if (ev.index >= 0 && static_cast<size_t>(ev.index) < cur.size())
+      cur[ev.index] = std::chrono::duration<double, std::milli>(now - last).count();
+    last = Clock::now();
+  });
+  per_sync.resize(per.size());
+  call = 0;
+  (void)measure(
+      [&] {
+        auto t0 = Clock::now();
+        last = t0;
+        (void)sexe->run(feeds);
+        double w = ms_since(t0);
+        if (call++ < o.warmup) return;
+        wall_sync.push_back(w);
+        for (size_t k = 0; k < cur.size(); ++k) per_sync[k].push_back(cur[k]);
+      },
+      o);
+  sexe->set_kernel_hook({});
+
+  const sg::Plan* plan = exe->plan();
+  std::vector<double> med(per.size()), med_sync(per.size());
+  double total = 0, total_sync = 0;
+  for (size_t k = 0; k < per.size(); ++k) {
+    total += (med[k] = summarize(per[k]).median);
+    total_sync += (med_sync[k] = summarize(per_sync[k]).median);
+  }
+  const Stat ws = summarize(wall), wss = summarize(wall_sync);
+  fmt::print("\nPer-kernel profile: {} train step b={} on {} ({} run(s) each, median per kernel).\n"
+             "timer: {}; sync: kernel hook reading each output back (includes that readback):\n\n",
+             model == "mlp" ? "MLP 784-128-10" : "CNN 8-16-32", b, bk.renderer, ws.n,
+             gpu ? "GL timer queries" : "glFinish-bounded CPU time per draw");
+  fmt::print("| {:>2} | {:<44} | {:<14} | {:>9} | {:>6} | {:>9} | {:>6} |\n", "#", "kernel", "output", "timer ms",
+             "share", "sync ms", "share");
+  fmt::print("|{:-<4}|{:-<46}|{:-<16}|{:-<11}|{:-<8}|{:-<11}|{:-<8}|\n", "", "", "", "", "", "", "");
+  json rows = json::array();
+  for (size_t k = 0; k < per.size(); ++k) {
+    std::string shape = "?";
+    if (plan && k < plan->kernels.size()) shape = sg::shape_str(plan->values[plan->kernels[k].output].node->shape);
+    fmt::print("| {:>2} | {:<44} | {:<14} | {:>9.3f} | {:>5.1f}% | {:>9.3f} | {:>5.1f}% |\n", k, names[k], shape,
+               med[k], total > 0 ? 100 * med[k] / total : 0, med_sync[k],
+               total_sync > 0 ? 100 * med_sync[k] / total_sync : 0);
+    rows.push_back({{"index", k}, {"kernel", names[k]}, {"output", shape}, {"timer_ms", med[k]},
+                    {"sync_ms", med_sync[k]}});
+  }
+  fmt::print("| {:>2} | {:<44} | {:<14} | {:>9.3f} | {:>6} | {:>9.3f} | {:>6} |\n", "", "sum of kernels", "", total, "",
+             total_sync, "");
+  fmt::print("| {:>2} | {:<44} | {:<14} | {:>9.3f} | {:>6} | {:>9.3f} | {:>6} |\n", "", "whole run()", "", ws.median,
+             "", wss.median, "");
+  g_tables[fmt::format("profile_{}_b{}", model, b)] = {{"timer", gpu ? "gpu" : "glfinish"}, {"kernels", rows},
+                                                        {"sum_timer_ms", total}, {"sum_sync_ms", total_sync},
+                                                        {"run_ms_timer", ws.median}, {"run_ms_sync", wss.median}};
+}
+
+// ------------------------------------------------------------------------------------------------
+// Fragment ALU probe
+// ------------------------------------------------------------------------------------------------
+
+constexpr int kProbeIters = 256;
+constexpr int kProbeChains = 8;
+
+std::string probe_source() {
+  std::string s = "#version 300 es\nprecision highp float;\nprecision highp sampler2D;\n"
+                  "uniform sampler2D u_coef;\nout vec4 o;\nvoid main() {\n"
+                  "  vec4 c = texelFetch(u_coef, ivec2(0, 0), 0);\n"
+                  "  vec4 base = vec4(gl_FragCoord.xy * 1e-4, 0.25, 0.5);\n";
+  for (int i = 0; i < kProbeChains; ++i) s += fmt::format("  vec4 x{} = base + float({}) * 0.01;\n", i, i);
+  s += fmt::format("  for (int i = 0; i < {}; ++i) {{\n", kProbeIters);
+  for (int i = 0; i < kProbeChains; ++i) s += fmt::format("    x{0} = x{0} * c.x + c.y;\n", i);
+  s += "  }\n  o = x0";
+  for (int i = 1; i < kProbeChains; ++i) s += fmt::format(" + x{}", i);
+  s += ";\n}\n";
+  return s;
+}
+
+void bench_probe(const std::string& renderer, const Options& o) {
+  auto dev = sg::gles::Device::create({});
+  const int64_t side =
+      o.probe_side > 0 ? o.probe_side : (renderer.find("llvmpipe") != std::string::npos ? 256 : 4096);
+  const int64_t texels = side * side;
+  sg::gles::Texture coef = dev->create_texture(4, "coef");
+  const float cv[4] = {0.999f, 0.001f, 0.f, 0.f};
+  dev->upload(coef, cv, 4);
+  sg::gles::Texture out = dev->create_texture(texels * 4, "probe_out");
+  sg::gles::Program prog = dev->create_program(probe_source(), "alu_probe");
+  auto draw = [&] {
+    dev->draw(prog, {{"u_coef", &coef}}, out, "alu_probe");
+    dev->finish();
+  };
+  Stat st = measure(draw, o);
+  // Check a few texels against a CPU emulation (float, same operation order; tolerance for fma contraction).
+  std::vector<float> got(static_cast<size_t>(texels * 4));
+  dev->download(out, got.data(), texels * 4);
+  const int64_t w = out.width();
+  double err = 0;
+  for (int64_t t : {int64_t{0}, texels / 3, texels - 1}) {
+    float fx = static_cast<float>(t % w) + 0.5f, fy = static_cast<float>(t / w) + 0.5f;
+    float base[4] = {fx * 1e-4f, fy * 1e-4f, 0.25f, 0.5f};
+    for (int l = 0; l < 4; ++l) {
+      double sum = 0;
+      for (int i = 0; i < kProbeChains; ++i) {
+        float x = base[l] + static_cast<float>(i) * 0.01f;
+        for (int it = 0; it < kProbeIters; ++it) x = x * cv[0] + cv[1];
+        sum += x;
+      }
+      err = std::max(err, std::abs(sum - got[t * 4 + l]) / (1 + std::abs(sum)));
+    }
+  }
+  const double flop = 2.0 * 4 * kProbeChains * kProbeIters * static_cast<double>(texels);
+  Row r;
+  r.key = "fragment_alu_probe";
+  r.label = fmt::format("fragment ALU probe {}x{}", side, side);
+  r.backend = "gles";
+  r.ms = st;
+  r.ok = err <= 1e-4;
+  r.check = fmt::format("{} (rel {:.1e} on 12)", r.ok ? "ok" : "FAIL", err);
+  r.throughput = flop / (st.median * 1e-3) / 1e9;
+  r.unit = "GFLOP/s";
+  r.extra = {{"side", side}, {"texture_width", out.width()}, {"flop", flop}};
+  add_row(std::move(r));
+}
+
+// ------------------------------------------------------------------------------------------------
+// Machine description
+// ------------------------------------------------------------------------------------------------
+
+std::string read_first_line(const char* path) {
+  std::ifstream f(path);
+  std::string s;
+  std::getline(f, s);
+  return s;
+}
+
+std::string cpu_model() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  return "?";
+}
+
+std::string utc_now() {
+  std::time_t t = std::time(nullptr);
+  char buf[64];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o = parse(argc, argv);
+  std::string cmd;
+  for (int i = 0; i < argc; ++i) cmd += (i ? " " : "") + std::string(argv[i]);
+  char host[256] = {0};
+  ::gethostname(host, sizeof host - 1);
+  json meta = {{"tool", "bench_ops"},
+               {"date", utc_now()},
+               {"host", host},
+               {"cpu", cpu_model()},
+               {"cores", ::sysconf(_SC_NPROCESSORS_ONLN)},
+               {"loadavg_start", read_first_line("/proc/loadavg")},
+               {"command", cmd},
+               {"repeats", o.repeats},
+               {"warmup", o.warmup}};
+
+  Backends bk;
+  bk.cpu = sg::make_cpu_backend();
+  const bool want_gles = std::find(o.backends.begin(), o.backends.end(), "gles") != o.backends.end();
+  const bool need_gles = want_gles || o.wants("profile") || o.wants("probe");
+  if (need_gles) {
+    try {
+      sg::BackendOptions bo;
+      bo.kind = "gles";
+      bk.gles = sg::make_backend(bo).backend;
+      bo.profile = true;
+      bk.gles_profiled = sg::make_backend(bo).backend;
+      bk.renderer = bk.gles->device();
+    } catch (const sg::Error& e) {
+      fmt::print(stderr, "bench_ops: GLES backend unavailable: {}\n", e.what());
+      if (want_gles) return 1;
+    }
+  }
+  meta["renderer"] = bk.renderer;
+  meta["cpu_backend"] = bk.cpu->device();
+  fmt::print("bench_ops  {}  host {}  cpu {} x{}  load {}\n", meta["date"].get<std::string>(), host, cpu_model(),
+             meta["cores"].get<long>(), meta["loadavg_start"].get<std::string>());
+  fmt::print("GLES renderer: {}\n", bk.renderer.empty() ? "(none)" : bk.renderer);
+  fmt::print("warm-up {} run(s), then up to {} timed repeats (stopping after {} s of timed runs, at least 3); "
+             "each run() reads its outputs back (synchronised)\n\n",
+             o.warmup, o.repeats, o.max_seconds);
+
+  try {
+    print_row_header();
+    for (auto& backend : o.backends) {
+      if (backend == "gles" && !bk.gles) continue;
+      if (o.wants("sgemm"))
+        for (int64_t n : o.sgemm) bench_sgemm(bk, backend, n, o);
+      if (o.wants("mlp"))
+        for (int64_t b : {32, 128}) bench_step(bk, backend, "mlp", b, o);
+      if (o.wants("cnn")) bench_step(bk, backend, "cnn", 64, o);
+    }
+    if (o.wants("cpuref")) bench_cpuref(bk, o);
+    if (o.wants("probe") && bk.gles) bench_probe(bk.renderer, o);
+
+    // GLES SGEMM kernel-only times.
+    bool any_kernel = false;
+    for (auto& r : g_rows)
+      if (r.extra.contains("kernel_ms")) {
+        if (!any_kernel)
+          fmt::print("\nSGEMM kernel-only time (profiled backend, {}; excludes the readback of C):\n\n"
+                     "| {:<14} | {:>10} | {:>12} | {:<12} |\n|{:-<16}|{:-<12}|{:-<14}|{:-<14}|\n",
+                     r.extra["kernel_timer"].get<std::string>(), "case", "kernel ms", "GFLOP/s", "note", "", "", "", "");
+        any_kernel = true;
+        fmt::print("| {:<14} | {:>10.3f} | {:>12.2f} | {:<12} |\n", r.label, r.extra["kernel_ms"].get<double>(),
+                   r.extra["kernel_gflops"].get<double>(),
+                   r.extra["kernel_time_plausible"].get<bool>() ? "" : "implausible: < 0.5x wall time");
+      }
+
+    if (o.wants("fusion")) bench_fusion(o);
+    if (o.wants("compile")) bench_compile_times(bk, o);
+    if (o.wants("profile") && bk.gles_profiled) {
+      bench_profile(bk, "mlp", 128, o);
+      bench_profile(bk, "cnn", 64, o);
+    }
+  } catch (const sg::Error& e) {
+    fmt::print(stderr, "bench_ops: {}\n", e.what());
+    g_failed = true;
+  }
+
+  meta["loadavg_end"] = read_first_line("/proc/loadavg");
+  fmt::print("\nload average at end: {}\n", meta["loadavg_end"].get<std::string>());
+  if (!o.json_path.empty()) {
+    json j = {{"meta", meta}, {"results", json::array()}, {"tables", g_tables}};
+    for (auto& r : g_rows) j["results"].push_back(row_json(r));
+    std::ofstream f(o.json_path);
+    f << j.dump(2) << "\n";
+    if (!f) {
+      fmt::print(stderr, "bench_ops: could not write {}\n", o.json_path);
+      return 1;
+    }
+    fmt::print("wrote {}\n", o.json_path);
+  }
+  if (g_failed) fmt::print("SOME CORRECTNESS CHECKS FAILED (see FAIL rows)\n");
+  return g_failed ? 1 : 0;
+}

@@ -1,0 +1,344 @@
+#!/usr/bin/python3
+"""bench/peers.py -- the PyTorch peer for bench_ops (issue 8), and the join that prints ours/peer ratios.
+
+Measure (same cases, keys and table format as build*/bin/bench_ops):
+    /usr/bin/python3 bench/peers.py [--device cpu|cuda|both|auto] [--json FILE] [--repeats N] [--warmup N]
+                                    [--large] [--sgemm N,N,..] [--threads N] [--max-seconds S]
+Join (what bench/run_all.sh calls):
+    /usr/bin/python3 bench/peers.py --join OURS.json PEERS.json
+
+Cases (torch eager, fp32; on CUDA TF32 is switched off for matmul and cuDNN):
+    sgemm_N          C = A @ B, N x N (torch.mm: OpenBLAS/MKL on the CPU, cuBLAS on CUDA). GFLOP/s = 2 N^3 / median.
+                     Check: 4096 sampled elements against an f64 dot product, error normalised by sum_k |a_ik b_kj|
+                     (<= 1e-4), as bench_ops does.
+    mlp_step_bB      Flatten, Linear(784,128), ReLU, Linear(128,10); cross entropy; Adam(lr 1e-3); B = 32, 128.
+    cnn_step_b64     seed 002's CNN: Conv2d(1,8,3,p1) ReLU MaxPool2d(2) Conv2d(8,16,3,p1) ReLU MaxPool2d(2) Flatten
+                     Linear(64,32) ReLU Linear(32,10) on 1x8x8 inputs; Adam; batch 64.
+    mlp_forward_b128 the MLP's logits, batch 128, under torch.no_grad().
+    A train step is zero_grad, forward, loss, backward, optimizer.step() and loss.item() -- the item() reads the
+    loss back, as bench_ops' run() does, so each timed step is synchronised. Train-step check: the first step's
+    loss against an f64 copy of the model's forward pass (<= 1e-4 (1 + |ref|)).
+Timing: warm-up runs, then up to --repeats timed runs (median, min-max), stopping after --max-seconds of timed
+runs (at least 3). SGEMM on CUDA times a batch of products between two synchronisations (a single product at
+N=1024 takes tens of microseconds) and reports the per-product time.
+Exit status 0 when every check passed, 1 otherwise, 2 on bad arguments.
+"""
+import argparse
+import datetime
+import json
+import math
+import os
+import platform
+import socket
+import sys
+import time
+
+
+def summarize(v):
+    v = sorted(v)
+    n = len(v)
+    if n == 0:
+        return {"median": 0.0, "min": 0.0, "max": 0.0, "n": 0}
+    med = v[n // 2] if n % 2 else 0.5 * (v[n // 2 - 1] + v[n // 2])
+    return {"median": med, "min": v[0], "max": v[-1], "n": n}
+
+
+def measure(fn, args, sync=lambda: None, inner=1):
+    """Times fn (ms per call). `inner` calls per timed sample, between two sync()s."""
+    for _ in range(args.warmup):
+        fn()
+    sync()
+    times, total = [], 0.0
+    for _ in range(args.repeats):
+        sync()
+        t0 = time.perf_counter()
+        for _ in range(inner):
+            fn()
+        sync()
+        dt = (time.perf_counter() - t0) * 1000.0
+        times.append(dt / inner)
+        total += dt
+        if len(times) >= 3 and total > args.max_seconds * 1000.0:
+            break
+    return summarize(times)
+
+
+ROWS = []
+FAILED = [False]
+
+
+def print_header():
+    print("| {:<30} | {:<10} | {:>4} | {:>10} | {:>21} | {:>12} | {:<8} | {:<30} |".format(
+        "case", "backend", "reps", "median ms", "min - max ms", "throughput", "unit", "check"))
+    print("|{}|{}|{}|{}|{}|{}|{}|{}|".format("-" * 32, "-" * 12, "-" * 6, "-" * 12, "-" * 23, "-" * 14, "-" * 10,
+                                             "-" * 32))
+
+
+def add_row(key, label, backend, st, throughput, unit, ok, check, **extra):
+    if not ok:
+        FAILED[0] = True
+    print("| {:<30} | {:<10} | {:>4} | {:>10.3f} | {:>10.3f} - {:>8.3f} | {:>12.2f} | {:<8} | {:<30} |".format(
+        label, backend, st["n"], st["median"], st["min"], st["max"], throughput, unit, check), flush=True)
+    row = {"key": key, "label": label, "backend": backend, "median_ms": st["median"], "min_ms": st["min"],
+           "max_ms": st["max"], "repeats": st["n"], "throughput": throughput, "unit": unit, "check": check, "ok": ok}
+    row.update(extra)
+    ROWS.append(row)
+
+
+def mlp(torch):
+    nn = torch.nn
+    return nn.Sequential(nn.Flatten(), nn.Linear(784, 128), nn.ReLU(), nn.Linear(128, 10))
+
+
+def cnn(torch):
+    nn = torch.nn
+    return nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                         nn.Conv2d(8, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+                         nn.Linear(16 * 2 * 2, 32), nn.ReLU(), nn.Linear(32, 10))
+
+
+def bench_sgemm(torch, dev, n, args):
+    g = torch.Generator().manual_seed(1000 + n)
+    a = (torch.rand(n, n, generator=g) * 2 - 1).to(dev)
+    b = (torch.rand(n, n, generator=g) * 2 - 1).to(dev)
+    c = torch.mm(a, b)
+    # check: sampled elements vs f64
+    import numpy as np
+    an, bn, cn = a.double().cpu().numpy(), b.double().cpu().numpy(), c.double().cpu().numpy()
+    rng = np.random.default_rng(7 + n)
+    ii, jj = rng.integers(0, n, 4096), rng.integers(0, n, 4096)
+    prod = an[ii, :] * bn[:, jj].T
+    ref, mag = prod.sum(axis=1), np.abs(prod).sum(axis=1)
+    err = float(np.max(np.abs(cn[ii, jj] - ref) / (mag + 1e-30)))
+    ok = bool(np.isfinite(err) and err <= 1e-4)
+    if dev.type == "cuda":
+        sync = torch.cuda.synchronize
+        # batch enough products per sample to make the timers' resolution irrelevant (~>= 20 ms per sample)
+        sync()
+        t0 = time.perf_counter()
+        for _ in range(10):
+            torch.mm(a, b, out=c)
+        sync()
+        one = (time.perf_counter() - t0) / 10
+        inner = max(1, min(1000, int(0.02 / max(one, 1e-7))))
+        st = measure(lambda: torch.mm(a, b, out=c), args, sync, inner)
+    else:
+        inner = 1
+        st = measure(lambda: torch.mm(a, b, out=c), args)
+    gflops = 2.0 * n ** 3 / (st["median"] * 1e-3) / 1e9
+    add_row("sgemm_%d" % n, "SGEMM N=%d" % n, "torch-" + dev.type, st, gflops, "GFLOP/s", ok,
+            "%s (rel %.1e on 4096)" % ("ok" if ok else "FAIL", err), n=n, inner=inner)
+
+
+def bench_step(torch, dev, model_name, batch, args):
+    torch.manual_seed(0)
+    model = (mlp(torch) if model_name == "mlp" else cnn(torch)).to(dev)
+    hw = 28 if model_name == "mlp" else 8
+    g = torch.Generator().manual_seed(42 + batch)
+    x = torch.rand(batch, 1, hw, hw, generator=g).to(dev)
+    y = torch.randint(0, 10, (batch,), generator=g).to(dev)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    lossf = torch.nn.functional.cross_entropy
+    # check: the first step's loss against an f64 copy of the same model
+    import copy
+    ref_model = copy.deepcopy(model).double()
+    with torch.no_grad():
+        ref = float(lossf(ref_model(x.double()), y))
+    last = [0.0]
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = lossf(model(x), y)
+        loss.backward()
+        opt.step()
+        last[0] = loss.item()
+
+    step()
+    first = last[0]
+    err = abs(first - ref)
+    ok = math.isfinite(first) and err <= 1e-4 * (1 + abs(ref))
+    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+    st = measure(step, args, sync)
+    if not math.isfinite(last[0]):
+        ok = False
+    label = "%s train step (Adam) b=%d" % ("MLP 784-128-10" if model_name == "mlp" else "CNN 8-16-32", batch)
+    add_row("%s_step_b%d" % (model_name, batch), label, "torch-" + dev.type, st, 1000.0 / st["median"], "steps/s", ok,
+            "%s (loss vs f64 %.1e)" % ("ok" if ok else "FAIL", err), batch=batch, model=model_name,
+            last_loss=last[0])
+
+
+def bench_forward(torch, dev, args):
+    torch.manual_seed(0)
+    model = mlp(torch).to(dev)
+    g = torch.Generator().manual_seed(5)
+    x = torch.rand(128, 1, 28, 28, generator=g).to(dev)
+    ref_model = mlp(torch).double()
+    ref_model.load_state_dict(model.state_dict())
+    with torch.no_grad():
+        got = model(x).double().cpu()
+        ref = ref_model.to(dev)(x.double()).cpu()
+        err = float(((got - ref).abs() / (1 + ref.abs())).max())
+    ok = err <= 1e-5
+    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+
+    def fwd():
+        with torch.no_grad():
+            out = model(x)
+            out.cpu()  # read back, as bench_ops' run() does
+
+    st = measure(fwd, args, sync)
+    add_row("mlp_forward_b128", "MLP forward b=128 (logits)", "torch-" + dev.type, st, 1000.0 / st["median"],
+            "runs/s", ok, "%s (f64 %.1e)" % ("ok" if ok else "FAIL", err), batch=128)
+
+
+def blas_note():
+    """Which libblas.so.3 Debian's torch calls (the reference BLAS is ~20x slower than OpenBLAS)."""
+    try:
+        link = os.path.realpath("/usr/lib/x86_64-linux-gnu/libblas.so.3")
+        return link
+    except OSError:
+        return "?"
+
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "?"
+
+
+def loadavg():
+    try:
+        with open("/proc/loadavg") as f:
+            return f.read().strip()
+    except OSError:
+        return "?"
+
+
+def run_measure(args):
+    try:
+        import torch
+    except ImportError as e:
+        print("peers.py: PyTorch is not importable with %s: %s" % (sys.executable, e), file=sys.stderr)
+        return 1
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    if hasattr(torch, "set_float32_matmul_precision"):
+        torch.set_float32_matmul_precision("highest")
+    cuda = torch.cuda.is_available()
+    if args.device == "auto":
+        devices = ["cpu"] + (["cuda"] if cuda else [])
+    elif args.device == "both":
+        devices = ["cpu", "cuda"]
+    else:
+        devices = [args.device]
+    if "cuda" in devices and not cuda:
+        print("peers.py: --device %s asks for CUDA but torch.cuda.is_available() is False" % args.device,
+              file=sys.stderr)
+        return 1
+    meta = {"tool": "peers.py", "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "host": socket.gethostname(), "cpu": cpu_model(), "cores": os.cpu_count(), "loadavg_start": loadavg(),
+            "command": " ".join([sys.executable] + sys.argv), "torch": torch.__version__,
+            "torch_threads": torch.get_num_threads(), "blas": blas_note(), "repeats": args.repeats,
+            "warmup": args.warmup, "tf32": False}
+    if cuda:
+        meta["cuda_device"] = torch.cuda.get_device_name(0)
+    print("peers.py  %s  host %s  cpu %s x%s  load %s" % (meta["date"], meta["host"], meta["cpu"], meta["cores"],
+                                                         meta["loadavg_start"]))
+    print("torch %s, %d CPU threads, libblas.so.3 -> %s%s" % (
+        torch.__version__, meta["torch_threads"], meta["blas"],
+        (", CUDA: %s (TF32 off)" % meta["cuda_device"]) if cuda else ", no CUDA"))
+    print("warm-up %d run(s), then up to %d timed repeats (stopping after %g s of timed runs, at least 3)\n" % (
+        args.warmup, args.repeats, args.max_seconds))
+    sizes = [int(s) for s in args.sgemm.split(",") if s] if args.sgemm else [256, 512, 1024] + (
+        [2048] if args.large else [])
+    print_header()
+    for d in devices:
+        dev = torch.device(d)
+        for n in sizes:
+            bench_sgemm(torch, dev, n, args)
+        for b in (32, 128):
+            bench_step(torch, dev, "mlp", b, args)
+        bench_step(torch, dev, "cnn", 64, args)
+        bench_forward(torch, dev, args)
+    meta["loadavg_end"] = loadavg()
+    print("\nload average at end: %s" % meta["loadavg_end"])
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"meta": meta, "results": ROWS}, f, indent=2)
+            f.write("\n")
+        print("wrote %s" % args.json)
+    if FAILED[0]:
+        print("SOME CORRECTNESS CHECKS FAILED (see FAIL rows)")
+    return 1 if FAILED[0] else 0
+
+
+def run_join(ours_path, peers_path):
+    with open(ours_path) as f:
+        ours = json.load(f)
+    with open(peers_path) as f:
+        peers = json.load(f)
+    om, pm = ours.get("meta", {}), peers.get("meta", {})
+    print("ours:  %s  %s  renderer %s  load %s -> %s" % (om.get("date"), om.get("host"), om.get("renderer"),
+                                                          om.get("loadavg_start"), om.get("loadavg_end")))
+    print("peers: %s  %s  torch %s (%s threads, BLAS %s)%s  load %s -> %s" % (
+        pm.get("date"), pm.get("host"), pm.get("torch"), pm.get("torch_threads"), pm.get("blas"),
+        (", CUDA " + pm["cuda_device"]) if pm.get("cuda_device") else "", pm.get("loadavg_start"),
+        pm.get("loadavg_end")))
+    print("\nratio = ours median time / peer median time (> 1: we are slower); for SGEMM also our GFLOP/s as a "
+          "fraction of the peer's (kernel-only: GL timer query, no readback)\n")
+    peer_rows = {}
+    for r in peers.get("results", []):
+        peer_rows.setdefault(r["key"], []).append(r)
+    hdr = ["case", "ours", "ours ms", "peer", "peer ms", "time ratio", "GFLOP/s fraction", "kernel-only fraction"]
+    lines = []
+    for r in ours.get("results", []):
+        for p in peer_rows.get(r["key"], []):
+            ratio = r["median_ms"] / p["median_ms"] if p["median_ms"] > 0 else float("nan")
+            frac = kfrac = ""
+            if r["unit"] == "GFLOP/s" and p["unit"] == "GFLOP/s" and p["throughput"] > 0:
+                frac = "%.4f" % (r["throughput"] / p["throughput"])
+                if "kernel_gflops" in r:
+                    kfrac = "%.4f%s" % (r["kernel_gflops"] / p["throughput"],
+                                        "" if r.get("kernel_time_plausible", True) else " (timer implausible)")
+            ok = "" if (r.get("ok", True) and p.get("ok", True)) else " CHECK FAILED"
+            lines.append([r["label"], r["backend"], "%.3f" % r["median_ms"], p["backend"], "%.3f" % p["median_ms"],
+                          "%.2f%s" % (ratio, ok), frac, kfrac])
+    widths = [max(len(h), *(len(l[i]) for l in lines)) if lines else len(h) for i, h in enumerate(hdr)]
+    print("| " + " | ".join(h.ljust(w) for h, w in zip(hdr, widths)) + " |")
+    print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    for l in lines:
+        print("| " + " | ".join(c.ljust(w) for c, w in zip(l, widths)) + " |")
+    if not lines:
+        print("(no case present in both files)")
+    return 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--device", default="auto", choices=["cpu", "cuda", "both", "auto"],
+                    help="auto: the CPU, and CUDA when torch sees a GPU")
+    ap.add_argument("--json", help="write the rows as JSON")
+    ap.add_argument("--repeats", type=int, default=10)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--max-seconds", type=float, default=30)
+    ap.add_argument("--large", action="store_true", help="adds SGEMM N=2048")
+    ap.add_argument("--sgemm", help="comma-separated SGEMM sizes (replaces the defaults)")
+    ap.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: torch's default)")
+    ap.add_argument("--join", nargs=2, metavar=("OURS", "PEERS"), help="print ratios from two JSON files")
+    args = ap.parse_args()
+    if args.repeats < 1:
+        ap.error("--repeats must be >= 1")
+    if args.join:
+        return run_join(args.join[0], args.join[1])
+    return run_measure(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
