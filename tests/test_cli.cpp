@@ -1,0 +1,341 @@
+// Tests of the `shadergrad` command line and the examples, run as processes (popen): option errors, train ->
+// checkpoint + metrics, predict on a real test digit (PGM and PNG) checked against an in-process evaluation,
+// predict errors, info / info --json, dump (plan.json against the files), and example smoke runs (digits_cnn
+// must print exactly the numbers `shadergrad train` prints for the same configuration).
+// The binaries' paths come from CMake (SG_CLI, SG_EXAMPLE_MNIST_MLP, SG_EXAMPLE_DIGITS_CNN).
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "sg/backend.h"
+#include "sg/image.h"
+#include "sg/nn.h"
+#include "sg/train.h"
+
+#ifndef SG_CLI
+#error "test_cli needs SG_CLI (the shadergrad binary's path), defined in tests/CMakeLists.txt"
+#endif
+
+namespace fs = std::filesystem;
+using Catch::Matchers::Contains;
+
+namespace {
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "sg_test_cli_XXXXXX").string();
+    if (!mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
+    path = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  std::string operator/(const std::string& name) const { return (path / name).string(); }
+};
+
+struct Proc {
+  int rc = -1;
+  std::string out;  ///< stdout and stderr together
+};
+
+/// Runs `binary args` with stderr merged into stdout.
+Proc run(const std::string& binary, const std::string& args) {
+  std::string cmd = fmt::format("'{}' {} 2>&1", binary, args);
+  FILE* p = popen(cmd.c_str(), "r");
+  REQUIRE(p != nullptr);
+  Proc r;
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  int st = pclose(p);
+  r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+Proc cli(const std::string& args) { return run(SG_CLI, args); }
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+}
+
+/// "epoch 1/2: train loss 2.3017, test accuracy 0.0916" lines of a training log (timings cut off).
+std::vector<std::string> epoch_lines(const std::string& log) {
+  std::vector<std::string> r;
+  std::regex re(R"(epoch \d+/\d+: train loss [0-9.]+, test accuracy [0-9.]+)");
+  for (auto it = std::sregex_iterator(log.begin(), log.end(), re); it != std::sregex_iterator(); ++it)
+    r.push_back(it->str());
+  return r;
+}
+
+// Training flags shared by the CLI run and the digits_cnn example (whose defaults they are).
+constexpr const char* kDigitsFlags = "--dataset digits --model cnn --epochs 2 --lr 2e-3 --batch 64";
+
+/// One `shadergrad train ... --save F --metrics M` run, shared by the tests below.
+struct Trained {
+  TempDir dir;
+  std::string ckpt = dir / "cnn.safetensors", metrics = dir / "metrics.json";
+  Proc proc;
+  Trained() { proc = cli(fmt::format("train {} --save {} --metrics {} --quiet", kDigitsFlags, ckpt, metrics)); }
+};
+const Trained& trained() {
+  static Trained t;
+  return t;
+}
+
+struct Prediction {
+  int label = -1;
+  double p = 0;
+  std::vector<double> probs;
+};
+/// Parses predict's output: "prediction: 3 (p = 0.1234)" then ten "  <label> <probability>" lines.
+Prediction parse_prediction(const std::string& out) {
+  Prediction r;
+  std::istringstream in(out);
+  std::string line;
+  std::smatch m;
+  while (std::getline(in, line)) {
+    if (std::regex_search(line, m, std::regex(R"(^prediction: (\d+) \(p = ([0-9.]+)\))"))) {
+      r.label = std::stoi(m[1]);
+      r.p = std::stod(m[2]);
+    } else if (std::regex_match(line, m, std::regex(R"(^\s+(\d+)\s+([0-9.]+)\s*$)"))) {
+      REQUIRE(std::stoi(m[1]) == static_cast<int>(r.probs.size()));
+      r.probs.push_back(std::stod(m[2]));
+    }
+  }
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("cli: bad options fail with a clear message and a non-zero exit code", "[cli]") {
+  struct Case {
+    std::string args, expect;
+  };
+  for (const Case& c : std::vector<Case>{{"train --model resnet", "--model"},
+                                         {"train --dataset cifar", "--dataset"},
+                                         {"train --epochs 0", "--epochs"},
+                                         {"train --epochs -3", "--epochs"},
+                                         {"train --batch x", "--batch"},
+                                         {"train --lr -1", "--lr"},
+                                         {"train --backend vulkan", "--backend"},
+                                         {"train --optimizer lbfgs", "--optimizer"},
+                                         {"train --train-limit -5", "--train-limit"},
+                                         {"train --frobnicate", "--frobnicate"},
+                                         {"predict --input x.png", "--load"},
+                                         {"dump --model mlp", "--out"},
+                                         {"frobnicate", "frobnicate"}}) {
+    INFO(c.args);
+    Proc p = cli(c.args);
+    INFO(p.out);
+    CHECK(p.rc != 0);
+    CHECK_THAT(p.out, Contains(c.expect));
+    CHECK(p.out.size() < 400);  // a message, not a dump
+    CHECK(p.out.find("shadergrad train:") == std::string::npos);  // nothing was trained
+  }
+  // Ranges are stated in words (CLI11's PositiveNumber printed "not in range 0.000000 to 1.797...e308").
+  CHECK_THAT(cli("train --epochs 0").out, Contains("positive"));
+}
+
+TEST_CASE("cli: train --save --metrics writes a loadable checkpoint and the metrics JSON", "[cli]") {
+  const Trained& t = trained();
+  INFO(t.proc.out);
+  REQUIRE(t.proc.rc == 0);
+  CHECK(epoch_lines(t.proc.out).size() == 2);
+  CHECK_THAT(t.proc.out, Contains("saved checkpoint " + t.ckpt));
+  auto j = nlohmann::json::parse(read_file(t.metrics));
+  CHECK(j.at("model") == "cnn");
+  CHECK(j.at("dataset") == "digits");
+  CHECK(j.at("epochs") == 2);
+  CHECK(j.at("steps") == 20);  // 600 samples, batch 64: 10 steps per epoch
+  CHECK_FALSE(j.at("renderer").get<std::string>().empty());
+  for (const char* key : {"backend", "final_train_loss", "test_accuracy", "steps_per_second", "kernels_per_step"})
+    CHECK(j.contains(key));
+  // The log's last epoch line carries the same numbers as the JSON.
+  CHECK_THAT(t.proc.out, Contains(fmt::format("train loss {:.4f}, test accuracy {:.4f}",
+                                              j.at("final_train_loss").get<double>(),
+                                              j.at("test_accuracy").get<double>())));
+}
+
+TEST_CASE("cli: predict classifies a real test digit (PGM and PNG) like an in-process evaluation", "[cli]") {
+  const Trained& t = trained();
+  REQUIRE(t.proc.rc == 0);
+  TempDir dir;
+  // A real digit from the test split, as an 8x8 PGM (maxval 16: the digits' own 0..16 levels) and as a 32x32
+  // PNG (each pixel a 4x4 block; predict's area-average resize brings it back to 8x8).
+  auto test = sg::train::load_split("digits").second;
+  const int index = 5;
+  const float* px = test.sample(index);
+  std::string pgm = "P5\n8 8\n16\n";
+  for (int i = 0; i < 64; ++i) pgm += static_cast<char>(std::lround(px[i] * 16));
+  std::ofstream(dir / "digit.pgm", std::ios::binary) << pgm;
+  std::vector<uint8_t> rgb(32 * 32 * 3);
+  for (int y = 0; y < 32; ++y)
+    for (int x = 0; x < 32; ++x)
+      for (int c = 0; c < 3; ++c)
+        rgb[(y * 32 + x) * 3 + c] = static_cast<uint8_t>(std::lround(px[(y / 4) * 8 + x / 4] * 255));
+  sg::image::write_png(dir / "digit.png", 32, 32, rgb);
+
+  // The reference: the same checkpoint evaluated in this process on the CPU backend.
+  auto model = sg::nn::make_model("cnn", 1, 8, 8);
+  sg::nn::Rng rng(42);
+  model->build(rng);
+  auto be = sg::make_cpu_backend();
+  sg::train::load_checkpoint(t.ckpt, *model, *be);
+  sg::Tensor x = sg::input("x", {1, 1, 8, 8});
+  sg::Program prog;
+  prog.add_output("probs", sg::softmax((*model)(x), 1));
+  auto exe = be->compile(prog);
+
+  for (std::string image : {dir / "digit.pgm", dir / "digit.png"}) {
+    INFO(image);
+    Proc p = cli(fmt::format("predict --load {} --input {}", t.ckpt, image));
+    INFO(p.out);
+    REQUIRE(p.rc == 0);
+    Prediction pr = parse_prediction(p.out);
+    REQUIRE(pr.probs.size() == 10);
+    double sum = 0;
+    for (double v : pr.probs) sum += v;
+    CHECK(sum == Approx(1.0).margin(6e-4));  // ten values printed to 4 decimals
+    REQUIRE(pr.label >= 0);
+    CHECK(pr.p == pr.probs[pr.label]);
+    CHECK(pr.probs[pr.label] == *std::max_element(pr.probs.begin(), pr.probs.end()));
+    std::vector<float> pixels = sg::image::read_image_gray(image, 8, 8);
+    for (int i = 0; i < 64; ++i) CHECK(pixels[i] == Approx(px[i]).margin(0.5 / 255 + 1e-6));
+    std::vector<float> want = exe->run({{"x", &pixels}})[0];
+    for (int i = 0; i < 10; ++i) CHECK(pr.probs[i] == Approx(want[i]).margin(1e-4));
+  }
+}
+
+TEST_CASE("cli: predict with a missing or corrupt checkpoint or image fails clearly", "[cli]") {
+  const Trained& t = trained();
+  REQUIRE(t.proc.rc == 0);
+  TempDir dir;
+  std::vector<uint8_t> rgb(8 * 8 * 3, 0);
+  sg::image::write_png(dir / "blank.png", 8, 8, rgb);
+  std::string good = read_file(t.ckpt);
+  std::ofstream(dir / "truncated.safetensors", std::ios::binary) << good.substr(0, good.size() / 2);
+  std::string flipped = good;
+  flipped[8] = '!';
+  std::ofstream(dir / "flipped.safetensors", std::ios::binary) << flipped;
+  for (std::string ckpt : {dir / "missing.safetensors", dir / "truncated.safetensors", dir / "flipped.safetensors"}) {
+    Proc p = cli(fmt::format("predict --load {} --input {}", ckpt, dir / "blank.png"));
+    INFO(p.out);
+    CHECK(p.rc != 0);
+    CHECK_THAT(p.out, Contains("shadergrad: ") && Contains(ckpt));
+    CHECK(p.out.find("prediction:") == std::string::npos);
+  }
+  Proc p = cli(fmt::format("predict --load {} --input {}", t.ckpt, dir / "missing.png"));
+  INFO(p.out);
+  CHECK(p.rc != 0);
+  CHECK_THAT(p.out, Contains(dir / "missing.png"));
+}
+
+TEST_CASE("cli: info and info --json describe the GLES device", "[cli]") {
+  Proc text = cli("info"), json = cli("info --json");
+  INFO(text.out << json.out);
+  REQUIRE(text.rc == 0);
+  REQUIRE(json.rc == 0);
+  auto j = nlohmann::json::parse(json.out);
+  REQUIRE(j.contains("renderer"));
+  std::string renderer = j.at("renderer").get<std::string>();
+  CHECK_FALSE(renderer.empty());
+  CHECK(j.at("fp32_roundtrip_ok") == true);
+  CHECK(j.at("max_texture_size").get<int64_t>() >= 4096);
+  CHECK_THAT(text.out, Contains("renderer") && Contains(renderer));
+}
+
+TEST_CASE("cli: dump writes plan.json and every kernel's GLSL 4.50 and SPIR-V and GLSL ES sources", "[cli]") {
+  TempDir dir;
+  std::string out = dir / "mlp";
+  Proc p = cli(fmt::format("dump --model mlp --out {}", out));
+  INFO(p.out);
+  REQUIRE(p.rc == 0);
+  auto plan = nlohmann::json::parse(read_file(out + "/plan.json"));
+  REQUIRE(plan.at("kernels").is_array());
+  size_t n = plan.at("kernels").size();
+  CHECK(n > 0);
+  CHECK_THAT(p.out, Contains(fmt::format("wrote {} kernels", n)));
+  std::set<std::string> want = {"plan.json"}, have;
+  for (auto& k : plan.at("kernels")) {
+    std::string name = k.at("name").get<std::string>();
+    for (const char* ext : {".glsl", ".spv", ".spvasm", ".frag"}) want.insert(name + ext);
+    INFO(name);
+    CHECK(read_file(out + "/" + name + ".glsl").rfind("#version 450", 0) == 0);
+    CHECK(read_file(out + "/" + name + ".frag").rfind("#version 300 es", 0) == 0);
+    std::string spv = read_file(out + "/" + name + ".spv");
+    REQUIRE(spv.size() >= 20);
+    CHECK(static_cast<uint8_t>(spv[0]) == 0x03);  // SPIR-V magic 0x07230203, little-endian
+    CHECK(static_cast<uint8_t>(spv[3]) == 0x07);
+    CHECK_THAT(read_file(out + "/" + name + ".spvasm"), Contains("OpEntryPoint"));
+  }
+  for (auto& e : fs::directory_iterator(out)) have.insert(e.path().filename().string());
+  CHECK(have == want);  // exactly the kernels of plan.json, no strays
+  Proc bad = cli(fmt::format("dump --model mlp --target hlsl --out {}", dir / "x"));
+  CHECK(bad.rc != 0);
+  CHECK_THAT(bad.out, Contains("hlsl"));
+}
+
+TEST_CASE("examples: digits_cnn prints exactly what `shadergrad train` prints for the same model", "[cli][examples]") {
+#ifdef SG_EXAMPLE_DIGITS_CNN
+  const Trained& t = trained();
+  REQUIRE(t.proc.rc == 0);
+  Proc p = run(SG_EXAMPLE_DIGITS_CNN, "--epochs 2");
+  INFO(p.out << "\n" << t.proc.out);
+  REQUIRE(p.rc == 0);
+  auto lines = epoch_lines(p.out);
+  CHECK(lines.size() == 2);
+  // Same init (Rng(0), state_dict order), same shuffle (seed 0), same Adam: the same numbers.
+  CHECK(lines == epoch_lines(t.proc.out));
+  Proc small = run(SG_EXAMPLE_DIGITS_CNN, "--epochs 1 --limit 100");
+  INFO(small.out);
+  CHECK(small.rc == 0);
+  CHECK_THAT(small.out, Contains("100 train / 797 test"));
+  CHECK(epoch_lines(small.out).size() == 1);
+  Proc bad = run(SG_EXAMPLE_DIGITS_CNN, "--epochs");
+  CHECK(bad.rc != 0);
+  CHECK_THAT(bad.out, Contains("--epochs"));
+#else
+  WARN("digits_cnn not built (SG_BUILD_EXAMPLES=OFF)");
+#endif
+}
+
+TEST_CASE("examples: mnist_mlp smoke run (1 epoch on 256 images)", "[cli][examples]") {
+#ifdef SG_EXAMPLE_MNIST_MLP
+  Proc p = run(SG_EXAMPLE_MNIST_MLP, "--epochs 1 --limit 256");
+  INFO(p.out);
+  REQUIRE(p.rc == 0);
+  CHECK_THAT(p.out, Contains("256 train / 10000 test"));
+  auto lines = epoch_lines(p.out);
+  REQUIRE(lines.size() == 1);
+  std::smatch m;
+  REQUIRE(std::regex_search(lines[0], m, std::regex(R"(train loss ([0-9.]+), test accuracy ([0-9.]+))")));
+  double loss = std::stod(m[1]), acc = std::stod(m[2]);
+  CHECK(loss > 0.5);
+  CHECK(loss < 2.4);  // two Adam steps from ~ln 10
+  CHECK(acc > 0.15);  // better than chance (0.10) already
+  CHECK(acc <= 1.0);
+  Proc bad = run(SG_EXAMPLE_MNIST_MLP, "--limit abc");
+  CHECK(bad.rc != 0);
+#else
+  WARN("mnist_mlp not built (SG_BUILD_EXAMPLES=OFF)");
+#endif
+}
