@@ -37,6 +37,8 @@ Tensor Linear::forward(const Tensor& x) {
   return bias ? Tensor(y + bias) : y;
 }
 std::vector<std::pair<std::string, Tensor>> Linear::named_parameters() const {
+  if (!weight)
+    throw ValueError(fmt::format("{}: parameters are created by build(); call build(rng) first", describe()));
   std::vector<std::pair<std::string, Tensor>> r = {{weight.name(), weight}};
   if (bias) r.emplace_back(bias.name(), bias);
   return r;
@@ -53,6 +55,8 @@ Tensor Conv2d::forward(const Tensor& x) {
   return conv2d(x, weight, bias, {.stride = {s_, s_}, .padding = {p_, p_}, .dilation = {d_, d_}});
 }
 std::vector<std::pair<std::string, Tensor>> Conv2d::named_parameters() const {
+  if (!weight)
+    throw ValueError(fmt::format("{}: parameters are created by build(); call build(rng) first", describe()));
   return {{weight.name(), weight}, {bias.name(), bias}};
 }
 std::string Conv2d::describe() const {

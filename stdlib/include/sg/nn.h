@@ -41,7 +41,7 @@ class Module {
   /// Creates the parameters, named `prefix` + "weight" etc. Called once, before forward.
   virtual void build(const std::string& prefix, Rng& rng) {}
   virtual Tensor forward(const Tensor& x) = 0;
-  /// Named parameters in state_dict order.
+  /// Named parameters in state_dict order. Layers with parameters throw ValueError before build().
   virtual std::vector<std::pair<std::string, Tensor>> named_parameters() const { return {}; }
   /// "Linear(784, 128)" — like PyTorch's repr.
   virtual std::string describe() const = 0;
