@@ -15,6 +15,18 @@
 
 namespace {
 
+// CLI11's PositiveNumber/NonNegativeNumber report "Value 0 not in range 0.000000 to 1797...(309 digits)";
+// these say what is wanted in words.
+std::string check_number(const std::string& s, bool zero_ok) {
+  char* end = nullptr;
+  double v = std::strtod(s.c_str(), &end);
+  if (s.empty() || *end != '\0' || !(zero_ok ? v >= 0 : v > 0))
+    return fmt::format("must be a {} number, got '{}'", zero_ok ? "non-negative" : "positive", s);
+  return "";
+}
+const CLI::Validator kPositive([](std::string& s) { return check_number(s, false); }, "POSITIVE");
+const CLI::Validator kNonNegative([](std::string& s) { return check_number(s, true); }, "NONNEGATIVE");
+
 const char* kFashionClasses[10] = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
                                    "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot"};
 
@@ -132,17 +144,18 @@ int main(int argc, char** argv) {
   train->add_option("--dataset", cfg.dataset, "fashion-mnist | digits")
       ->check(CLI::IsMember({"fashion-mnist", "digits"}));
   train->add_option("--backend", cfg.backend, "auto | gles | cpu")->check(CLI::IsMember({"auto", "gles", "cpu"}));
-  train->add_option("--epochs", cfg.epochs, "epochs")->check(CLI::PositiveNumber);
-  train->add_option("--batch", cfg.batch, "batch size")->check(CLI::PositiveNumber);
+  train->add_option("--epochs", cfg.epochs, "epochs")->check(kPositive);
+  train->add_option("--batch", cfg.batch, "batch size")->check(kPositive);
   train->add_option("--optimizer", cfg.optimizer, "sgd | momentum | adam")
       ->check(CLI::IsMember({"sgd", "momentum", "adam"}));
-  train->add_option("--lr", cfg.lr, "learning rate")->check(CLI::PositiveNumber);
+  train->add_option("--lr", cfg.lr, "learning rate")->check(kPositive);
   train->add_option("--seed", cfg.seed, "seed for init and shuffling");
   train->add_option("--save", cfg.save, "write a safetensors checkpoint");
   train->add_option("--metrics", cfg.metrics, "write metrics JSON");
-  train->add_option("--train-limit", cfg.train_limit, "use only the first N training samples");
-  train->add_option("--test-limit", cfg.test_limit, "evaluate only the first N test samples");
-  train->add_option("--max-texture-width", cfg.max_texture_width, "narrower textures (forces row wrapping)");
+  train->add_option("--train-limit", cfg.train_limit, "use only the first N training samples")->check(kNonNegative);
+  train->add_option("--test-limit", cfg.test_limit, "evaluate only the first N test samples")->check(kNonNegative);
+  train->add_option("--max-texture-width", cfg.max_texture_width, "narrower textures (forces row wrapping)")
+      ->check(kNonNegative);
   train->add_flag("--unfused", cfg.unfused, "one kernel per graph node");
   bool quiet = false;
   train->add_flag("--quiet", quiet, "no progress output");
