@@ -156,8 +156,7 @@ TEST_CASE("nn: state_dict names and shapes and forward values equal PyTorch's nn
   const nlohmann::json& ref = torch_reference(dir);
   for (const auto& s : kSpecs) {
     INFO("model " << s.name);
-    // A backend per model: the CPU backend keys persistent values by node address and does not keep the
-    // nodes alive, so a backend must not outlive the models it ran (a freed node's address can be reused).
+    // A fresh backend per model (it holds only this model's parameters).
     auto backend = sg::make_cpu_backend();
     auto m = build(s, 0);
     const auto& r = ref.at(s.name);
