@@ -12,6 +12,7 @@
 #include "sg/image.h"
 #include "sg/safetensors.h"
 #include "sg/train.h"
+#include "debug_cmd.h"
 
 namespace {
 
@@ -157,6 +158,7 @@ int main(int argc, char** argv) {
   train->add_option("--max-texture-width", cfg.max_texture_width, "narrower textures (forces row wrapping)")
       ->check(kNonNegative);
   train->add_flag("--unfused", cfg.unfused, "one kernel per graph node");
+  train->add_flag("--profile", cfg.profile, "print per-kernel times of the train step");
   bool quiet = false;
   train->add_flag("--quiet", quiet, "no progress output");
 
@@ -182,8 +184,10 @@ int main(int argc, char** argv) {
   dump->add_option("--batch", dbatch, "batch size (default 128 mlp, 64 cnn)");
   dump->add_flag("--unfused", dunfused, "one kernel per graph node");
 
+  auto debug_run = sg::cli::add_debug_command(app);
   CLI11_PARSE(app, argc, argv);
   try {
+    if (debug_run) return debug_run();
     if (*predict) return cmd_predict(load, image, pbackend, invert);
     if (*info) return cmd_info(json);
     if (*dump) return cmd_dump(dmodel, target, out, dbatch, dunfused);

@@ -508,6 +508,13 @@ Plan schedule(const Program& program, const ScheduleOptions& opt) {
       k.expr = kreplace(k.expr, best, kreduce(best->reduce, {pv}, {P}, kload(slot, flat)));
       k.comment = fmt::format("// final {} over {} partial results\n", reduce_name(best->reduce), P) + k.comment;
     }
+    if (4 * (1 + kloop_iterations(k.expr)) > opt.max_loop_iterations)
+      throw UnsupportedError(fmt::format(
+          "schedule: kernel computing {} needs {:.0f} loop iterations per invocation (limit {:.0f}) and its loops "
+          "cannot be split (argmax and nested reductions are not split); GPUs such as llvmpipe silently stop long "
+          "loops. Reduce the axis length (e.g. argmax over at most {} elements) or reshape first.",
+          out_node->describe(), 4 * (1 + kloop_iterations(k.expr)), opt.max_loop_iterations,
+          static_cast<int64_t>(opt.max_loop_iterations / 4)));
     k.name = kernel_name(static_cast<int>(plan.kernels.size()), name_nodes) + suffix;
     plan.values[k.output].producer = static_cast<int>(plan.kernels.size());
     plan.kernels.push_back(std::move(k));

@@ -12,7 +12,20 @@ namespace sg {
 
 namespace {
 
-using StateMap = std::unordered_map<const Node*, std::vector<double>>;
+/// Current values of persistent leaves. Keyed by node address; `keep` holds the nodes alive so an address is
+/// never reused by a later node while its state exists.
+struct StateMap {
+  std::unordered_map<const Node*, std::vector<double>> values;
+  std::vector<NodePtr> keep;
+  std::vector<double>& at(const NodePtr& n) {
+    auto it = values.find(n.get());
+    if (it == values.end()) {
+      keep.push_back(n);
+      it = values.emplace(n.get(), std::vector<double>(n->data->begin(), n->data->end())).first;
+    }
+    return it->second;
+  }
+};
 
 void check_feeds(const Program& prog, const std::vector<Feed>& feeds, cpu::LeafValues& leaves) {
   for (auto& in : prog.inputs()) {
@@ -33,11 +46,7 @@ class CpuExecutable final : public Executable {
   std::vector<std::vector<float>> run(const std::vector<Feed>& feeds) override {
     cpu::LeafValues leaves;
     check_feeds(prog_, feeds, leaves);
-    for (auto& n : prog_.persistent()) {
-      auto it = state_.find(n.get());
-      if (it == state_.end()) it = state_.emplace(n.get(), std::vector<double>(n->data->begin(), n->data->end())).first;
-      leaves[n.get()] = it->second;
-    }
+    for (auto& n : prog_.persistent()) leaves[n.get()] = state_.at(n);
     std::vector<NodePtr> roots = prog_.roots();
     std::function<void(const Node&, const std::vector<double>&)> on_node;
     int index = 0;
@@ -54,7 +63,7 @@ class CpuExecutable final : public Executable {
     std::vector<std::vector<float>> out;
     for (size_t i = 0; i < prog_.outputs.size(); ++i) out.emplace_back(vals[i].begin(), vals[i].end());
     for (size_t u = 0; u < prog_.updates.size(); ++u)
-      state_[prog_.updates[u].target.get()] = vals[prog_.outputs.size() + u];
+      state_.at(prog_.updates[u].target) = vals[prog_.outputs.size() + u];
     return out;
   }
   int kernels_per_step() const override { return static_cast<int>(nodes_); }
@@ -73,16 +82,16 @@ class CpuBackend final : public Backend {
     return std::make_unique<CpuExecutable>(p, state_);
   }
   std::vector<float> read(const Tensor& leaf) override {
-    auto it = state_.find(leaf.node().get());
-    if (it != state_.end()) return std::vector<float>(it->second.begin(), it->second.end());
-    if (!leaf.node()->data) throw ValueError("read: " + leaf.node()->describe() + " has no value");
-    return *leaf.node()->data;
+    if (!leaf.node()->data) throw ValueError("read: " + leaf.node()->describe() + " is not a parameter or state");
+    const std::vector<double>& v = state_.at(leaf.node());
+    return std::vector<float>(v.begin(), v.end());
   }
   void write(const Tensor& leaf, const std::vector<float>& data) override {
     if (static_cast<int64_t>(data.size()) != leaf.numel())
       throw ValueError(fmt::format("write: {} expects {} values, got {}", leaf.node()->describe(), leaf.numel(),
                                    data.size()));
-    state_[leaf.node().get()].assign(data.begin(), data.end());
+    if (!leaf.node()->data) throw ValueError("write: " + leaf.node()->describe() + " is not a parameter or state");
+    state_.at(leaf.node()).assign(data.begin(), data.end());
   }
 
  private:

@@ -90,10 +90,15 @@ class GlesBackend final : public Backend {
 
   const gles::Program& program_for(const Plan& plan, const Kernel& k) {
     std::string src = emit_glsl450(plan, k, ShaderStage::Fragment);
-    const CompiledShader& c = cache_.get_or_compile(k.name, src, ShaderStage::Fragment);
-    auto it = programs_.find(c.gles);
-    if (it == programs_.end()) it = programs_.emplace(c.gles, dev_->create_program(c.gles, k.name)).first;
-    return it->second;
+    try {
+      const CompiledShader& c = cache_.get_or_compile(k.name, src, ShaderStage::Fragment);
+      auto it = programs_.find(c.gles);
+      if (it == programs_.end()) it = programs_.emplace(c.gles, dev_->create_program(c.gles, k.name)).first;
+      return it->second;
+    } catch (const CompileError& e) {
+      // name the graph nodes (and the user's lines) the failing kernel computes
+      throw CompileError(fmt::format("{}\ngraph nodes in kernel {}:\n{}", e.what(), k.name, k.comment));
+    }
   }
 
   gles::Device& dev() { return *dev_; }

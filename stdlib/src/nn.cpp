@@ -112,6 +112,20 @@ std::string Sequential::structure_hash() const {
   return hash_hex(fnv1a64(s));
 }
 
+Tensor distillation_loss(const Tensor& student_logits, const Tensor& teacher_logits, double temperature, loc_t loc) {
+  SourceLoc l(loc);
+  LocationOverride at_user(l);
+  if (!(temperature > 0)) throw ValueError(fmt::format("distillation_loss: temperature must be > 0 (got {}) at {}",
+                                                       temperature, l.str()));
+  if (student_logits.shape() != teacher_logits.shape())
+    throw ShapeError(fmt::format("distillation_loss: student {} and teacher {} logits differ at {}",
+                                 shape_str(student_logits.shape()), shape_str(teacher_logits.shape()), l.str()));
+  double inv_t = 1.0 / temperature;
+  Tensor s = log_softmax(student_logits * inv_t, 1);
+  Tensor t = softmax(stop_gradient(teacher_logits) * inv_t, 1);
+  return kl_div(s, t) * (temperature * temperature);
+}
+
 std::unique_ptr<Sequential> make_cnn(int64_t c1, int64_t c2, int64_t hidden, int64_t channels, int64_t height,
                                      int64_t width, int64_t classes) {
   if (height % 4 || width % 4)

@@ -143,6 +143,7 @@ Result run(const Config& cfg, std::ostream& log) {
   bo.kind = cfg.backend;
   bo.max_texture_width = cfg.max_texture_width;
   bo.unfused = cfg.unfused;
+  bo.profile = cfg.profile;
   BackendChoice choice = make_backend(bo);
   Backend& be = *choice.backend;
   if (!choice.note.empty()) log << choice.note << "\n";
@@ -200,6 +201,18 @@ Result run(const Config& cfg, std::ostream& log) {
   r.test_accuracy = r.history.back().test_accuracy;
   r.steps_per_second = train_seconds > 0 ? r.steps / train_seconds : 0;
   r.seconds = since(t_start);
+  if (cfg.profile) {
+    Executable& exe = progs.train_step(cfg.batch < train_ds.n ? cfg.batch : train_ds.n);
+    auto ts = exe.last_timings();
+    double total = 0;
+    for (auto& t : ts) total += t.ms;
+    log << fmt::format("per-kernel time of the last train step ({}):\n", ts.empty()      ? "not available on this backend"
+                                                                     : ts[0].gpu_timer ? "GPU timer queries"
+                                                                                       : "glFinish-bounded CPU time");
+    for (auto& t : ts)
+      log << fmt::format("  {:<44} {:9.3f} ms {:5.1f}%\n", t.kernel, t.ms, total > 0 ? 100 * t.ms / total : 0.0);
+    if (!ts.empty()) log << fmt::format("  {:<44} {:9.3f} ms\n", "total", total);
+  }
   if (!cfg.save.empty()) {
     save_checkpoint(cfg.save, *model, be, cfg.model,
                     {{"dataset", cfg.dataset}, {"test_accuracy", fmt::format("{:.4f}", r.test_accuracy)}});

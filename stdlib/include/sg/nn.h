@@ -147,6 +147,13 @@ class Sequential final : public Module {
   std::vector<std::unique_ptr<Module>> layers_;
 };
 
+/// Knowledge-distillation loss (Hinton et al. 2015, "Distilling the Knowledge in a Neural Network"; seed 002):
+/// T^2 * kl_div(log_softmax(student/T), softmax(teacher/T)) with kl_div's batchmean reduction.
+/// student, teacher: (N, C) logits; no gradient flows into the teacher. Throws ShapeError on differing shapes,
+/// ValueError when T <= 0.
+Tensor distillation_loss(const Tensor& student_logits, const Tensor& teacher_logits, double temperature,
+                         loc_t loc = loc_t::current());
+
 /// The models the CLI trains. in_shape is (C, H, W) of one sample.
 ///  "mlp": Flatten, Linear(C*H*W, 128), ReLU, Linear(128, 10)            (784-128-10 on 28x28)
 ///  "cnn": seed 002's make_cnn(8, 16, 32) on 8x8 digits (3,658 parameters)

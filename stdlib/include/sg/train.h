@@ -23,7 +23,7 @@ struct Config {
   std::string dataset = "fashion-mnist";  ///< fashion-mnist | digits
   std::string backend = "auto";           ///< auto | gles | cpu
   std::string optimizer = "adam";         ///< sgd | momentum | adam
-  int64_t epochs = 2;
+  int64_t epochs = 3;
   int64_t batch = 128;
   double lr = 1e-3;
   uint64_t seed = 0;
@@ -34,6 +34,7 @@ struct Config {
   bool progress = true;     ///< progress output on `log`
   int64_t max_texture_width = 0;
   bool unfused = false;
+  bool profile = false;     ///< print per-kernel GPU times of the train step (timer queries) after training
 };
 
 struct EpochStats {
