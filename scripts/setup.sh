@@ -19,6 +19,8 @@ PKGS=(
   dataset-fashion-mnist python3-sklearn
   # reference peer for golden files and benchmarks
   python3-torch python3-numpy libopenblas0-pthread
+  # headless browser for the debug report test (tests/debug_report_check.mjs, npm playwright-core)
+  chromium
 )
 missing=()
 for p in "${PKGS[@]}"; do

@@ -7,10 +7,27 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <stdexcept>
+#include <string>
 
 #include "sg/debug.h"
 
 namespace sg::cli {
+
+namespace {
+/// CLI11's PositiveNumber prints the whole range of double on failure; this says what is wrong.
+const CLI::Validator kPositiveValue(
+    [](std::string& s) -> std::string {
+      try {
+        size_t used = 0;
+        double v = std::stod(s, &used);
+        if (used == s.size() && v > 0) return "";
+      } catch (const std::exception&) {
+      }
+      return "must be a positive number (got '" + s + "')";
+    },
+    "POSITIVE");
+}  // namespace
 
 DebugCommand add_debug_command(CLI::App& app) {
   auto cfg = std::make_shared<debug::RunConfig>();
@@ -21,11 +38,11 @@ DebugCommand add_debug_command(CLI::App& app) {
   d->add_option("--dataset", cfg->dataset, "fashion-mnist | digits (default: fashion-mnist for mlp, digits for cnn)")
       ->check(CLI::IsMember({"fashion-mnist", "digits"}));
   d->add_option("--backend", cfg->backend, "auto | gles | cpu")->check(CLI::IsMember({"auto", "gles", "cpu"}));
-  d->add_option("--steps", cfg->steps, "train steps to run (default 3)")->check(CLI::PositiveNumber);
-  d->add_option("--batch", cfg->batch, "batch size (default 16)")->check(CLI::PositiveNumber);
+  d->add_option("--steps", cfg->steps, "train steps to run (default 3)")->check(kPositiveValue);
+  d->add_option("--batch", cfg->batch, "batch size (default 16)")->check(kPositiveValue);
   d->add_option("--optimizer", cfg->optimizer, "sgd | momentum | adam")
       ->check(CLI::IsMember({"sgd", "momentum", "adam"}));
-  d->add_option("--lr", cfg->lr, "learning rate")->check(CLI::PositiveNumber);
+  d->add_option("--lr", cfg->lr, "learning rate")->check(kPositiveValue);
   d->add_option("--seed", cfg->seed, "seed for init and batch order");
   d->add_flag("--unfused", cfg->unfused, "one kernel per graph node, so every node's value and gradient is visible");
   d->add_flag("--check-numerics", cfg->check_numerics,

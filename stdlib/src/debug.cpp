@@ -1683,7 +1683,7 @@ const std::vector<float>* Session::value(const Node* n) const {
   return it == impl_->values.end() ? nullptr : &it->second;
 }
 std::vector<GradientNorms> Session::gradient_norms() const { return impl_->gradient_norms(); }
-const std::vector<std::pair<std::string, std::string>>& Session::shader_sources(bool) {
+const std::vector<std::pair<std::string, std::string>>& Session::shader_sources() {
   impl_->ensure_shaders();
   return impl_->shaders;
 }

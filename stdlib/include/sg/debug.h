@@ -127,8 +127,10 @@ struct Options {
   std::string out_dir{};
   /// What to capture (stats, and images when out_dir is set). Empty = everything. Otherwise each entry selects
   /// launches: a launch name or its prefix up to an '_' ("k03"), a node number ("n12" or "12": the launch that
-  /// computes it), a parameter name ("0.weight": the launch computing its gradient), or a role ("forward",
-  /// "backward", "update", "gradients" = launches computing a parameter gradient).
+  /// stores or computes it; for a leaf, its value at the start of each step), a parameter or input name
+  /// ("0.weight": its value, and the launch computing its gradient), "all", or a role ("forward", "backward",
+  /// "update", "gradients" = launches computing a parameter gradient). Launches computing parameter gradients
+  /// are always captured (gradient_norms). An entry matching nothing makes attach() throw ValueError.
   std::vector<std::string> capture{};
   /// Stop at the first launch producing a NaN/±Inf (throws NumericsError); reads back every launch.
   bool check_numerics = false;
@@ -195,9 +197,11 @@ class Session {
   const std::vector<float>* value(const Node* n) const;
   std::vector<GradientNorms> gradient_norms() const;  ///< per parameter of a TrainStep, one entry per step
 
-  /// GLSL ES source of every kernel: the attached plan's, or (CPU backend) the plan the GLES backend would run
-  /// (sg::schedule with the same `unfused` choice). Compiled on first use. Throws CompileError.
-  const std::vector<std::pair<std::string, std::string>>& shader_sources(bool unfused_for_cpu = true);
+  /// (kernel name, GLSL ES 3.00 fragment source) of every kernel: the attached plan's, or on the CPU backend the
+  /// unfused plan the GLES backend would run for the program (sg::schedule). The generated GLSL 4.50 header
+  /// comment (kernel, output, graph nodes with source lines) is inserted after the #version line (SPIRV-Cross
+  /// drops comments). Compiled on first use (kernel cache). Throws CompileError.
+  const std::vector<std::pair<std::string, std::string>>& shader_sources();
 
   /// The gradient-flow picture: gradient_norms() as lines (log-scale y when all positive) with axes and legend.
   image::RGBImage gradient_flow_plot(int width = 760, int height = 440) const;
