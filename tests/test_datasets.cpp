@@ -2,6 +2,8 @@
 // independent Python reader, sklearn digits checked against `zcat | head`, seeded splits and batching.
 #include <catch2/catch.hpp>
 
+#include "test_util.h"
+
 #include <algorithm>
 #include <array>
 #include <cstdio>
@@ -25,20 +27,7 @@ using Catch::Matchers::Contains;
 
 namespace {
 
-/// A fresh empty directory under the system temp dir, removed at scope exit.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "sg_test_datasets_XXXXXX").string();
-    REQUIRE(mkdtemp(tmpl.data()) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
+using sg::testing::TempDir;
 
 void write_raw(const std::string& path, const std::vector<uint8_t>& bytes) {
   std::ofstream f(path, std::ios::binary);

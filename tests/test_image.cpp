@@ -2,6 +2,8 @@
 // (checked against PyTorch and by hand), colormaps and markers, and render_tensor's geometry.
 #include <catch2/catch.hpp>
 
+#include "test_util.h"
+
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -32,19 +34,7 @@ using Catch::Matchers::Contains;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "sg_test_image_XXXXXX").string();
-    REQUIRE(mkdtemp(tmpl.data()) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
+using sg::testing::TempDir;
 
 std::string read_file(const std::string& p) {
   std::ifstream f(p, std::ios::binary);

@@ -2,6 +2,8 @@
 // nn.Sequential (Debian's python3-torch, run through popen), PyTorch's default init bound, structure hashes.
 #include <catch2/catch.hpp>
 
+#include "test_util.h"
+
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -29,19 +31,7 @@ using Catch::Matchers::Contains;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "sg_test_nn_XXXXXX").string();
-    REQUIRE(mkdtemp(tmpl.data()) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
+using sg::testing::TempDir;
 
 /// Runs a shell command, returns (exit status, stdout).
 std::pair<int, std::string> run_command(const std::string& cmd) {

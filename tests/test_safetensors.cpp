@@ -2,6 +2,8 @@
 // only json + struct), every corruption -> IOError with file and offset, atomic saves.
 #include <catch2/catch.hpp>
 
+#include "test_util.h"
+
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -22,20 +24,7 @@ using Catch::Matchers::Contains;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "sg_test_safetensors_XXXXXX").string();
-    REQUIRE(mkdtemp(tmpl.data()) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-  size_t entries() const { return static_cast<size_t>(std::distance(fs::directory_iterator(path), {})); }
-};
+using sg::testing::TempDir;
 
 std::string read_file(const std::string& p) {
   std::ifstream f(p, std::ios::binary);

@@ -3,6 +3,8 @@
 // failed saves), the metrics JSON, and real learning on the digits.
 #include <catch2/catch.hpp>
 
+#include "test_util.h"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -32,25 +34,7 @@ using sg::train::Result;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "sg_test_train_XXXXXX").string();
-    REQUIRE(mkdtemp(tmpl.data()) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-  std::vector<std::string> files() const {
-    std::vector<std::string> r;
-    for (auto& e : fs::directory_iterator(path)) r.push_back(e.path().filename().string());
-    std::sort(r.begin(), r.end());
-    return r;
-  }
-};
+using sg::testing::TempDir;
 
 std::string read_bytes(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
