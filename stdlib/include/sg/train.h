@@ -23,7 +23,7 @@ struct Config {
   std::string dataset = "fashion-mnist";  ///< fashion-mnist | digits
   std::string backend = "auto";           ///< auto | gles | cpu
   std::string optimizer = "adam";         ///< sgd | momentum | adam
-  int64_t epochs = 3;
+  int64_t epochs = 4;
   int64_t batch = 128;
   double lr = 1e-3;
   uint64_t seed = 0;
