@@ -167,7 +167,7 @@ std::vector<std::vector<float>> GlesExecutable::run(const std::vector<Feed>& fee
     ins.clear();
     for (auto& [sampler, id] : bindings_[k]) ins.emplace_back(sampler, &texture_of(id, false));
     dev.draw(*programs_[k], ins, texture_of(plan_.kernels[k].output, true), plan_.kernels[k].name);
-    if (be_.profile()) timings_.push_back({plan_.kernels[k].name, dev.last_draw_ms(), dev.caps().timer_query});
+    if (be_.profile()) timings_.push_back({plan_.kernels[k].name, dev.last_draw_ms(), dev.timer_queries_available()});
     if (hook_) {
       const Kernel& kern = plan_.kernels[k];
       KernelEvent ev;

@@ -1093,7 +1093,7 @@ void Device::finish() {
 void Device::begin_timer() {
   if (timer_open_) throw ValueError("gles::Device::begin_timer: a timer is already running (end_timer first)");
   ctx_->make_current();
-  if (caps_.timer_query) {
+  if (timer_queries_available()) {
     GLint disjoint = 0;
     glGetIntegerv(GL_GPU_DISJOINT_EXT, &disjoint);  // reading clears the flag
     ctx_->gen_queries(1, &open_query_);
