@@ -464,7 +464,7 @@ TEST_CASE("fake_quant: clamping, rounding half to even and the straight-through 
 // Custom VJPs and stop_gradient
 // ------------------------------------------------------------------------------------------------
 
-TEST_CASE("custom_vjp overrides the rule; stop_gradient blocks it", "[autodiff]") {
+TEST_CASE("custom_vjp overrides the rule, stop_gradient blocks it", "[autodiff]") {
   Tensor x = param("x", {3}, {-1, 0.5f, 2});
   // a straight-through sign: forward sign(x), backward passes the adjoint times 3
   Tensor s = custom_vjp(sign(x), [](const NodePtr&, const NodePtr& g) {
@@ -477,7 +477,7 @@ TEST_CASE("custom_vjp overrides the rule; stop_gradient blocks it", "[autodiff]"
   CHECK(eval1(grad(sum(y), {x})[0]) == std::vector<double>{1, 1, 1});
 }
 
-TEST_CASE("grad with a seed for a non-scalar output; unrelated tensors get zeros", "[autodiff]") {
+TEST_CASE("grad with a seed for a non-scalar output, unrelated tensors get zeros", "[autodiff]") {
   Tensor x = param("x", {2, 3}, {1, 2, 3, 4, 5, 6});
   Tensor y = x * x;
   Tensor seed = constant({2, 3}, {1, 0, 1, 0, 1, 0});
@@ -533,7 +533,7 @@ TEST_CASE("grad of a non-scalar without a seed is a ShapeError", "[autodiff][err
   CHECK_THROWS_AS(cpu::check_gradients(y, {x}, {}), ShapeError);
 }
 
-TEST_CASE("argmax has no gradient; differentiating through it gives zeros", "[autodiff]") {
+TEST_CASE("argmax has no gradient, differentiating through it gives zeros", "[autodiff]") {
   Tensor x = param("x", {2, 3}, {1, 5, 2, 7, 0, 3});
   auto g = grad(sum(argmax(x, 1) * 1.0) + sum(x), {x});
   CHECK(eval1(g[0]) == std::vector<double>{1, 1, 1, 1, 1, 1});

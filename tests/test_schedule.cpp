@@ -99,7 +99,7 @@ TEST_CASE("canonical graphs fuse to the documented kernel counts", "[schedule]")
   }
 }
 
-TEST_CASE("memory plan: no kernel reads the texture it writes; updates go to back textures", "[schedule]") {
+TEST_CASE("memory plan: no kernel reads the texture it writes, updates go to back textures", "[schedule]") {
   Plan plan = schedule(train_program("mlp", make_adam({}), 32));
   for (auto& k : plan.kernels) {
     const Value& out = plan.values[k.output];

@@ -320,7 +320,7 @@ TEST_CASE("kernel cache: memory hits return the same object", "[cache]") {
   CHECK(cache.size() == 2);
 }
 
-TEST_CASE("kernel cache: disk entries survive a new cache; corrupted entries are recompiled", "[cache]") {
+TEST_CASE("kernel cache: disk entries survive a new cache, corrupted entries are recompiled", "[cache]") {
   TempDir dir;
   const uint64_t key = sg::KernelCache::key(kMatmulRelu, ShaderStage::Fragment, {});
   CompiledShader first;

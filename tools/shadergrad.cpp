@@ -197,5 +197,8 @@ int main(int argc, char** argv) {
   } catch (const sg::Error& e) {
     std::cerr << "shadergrad: " << e.what() << "\n";
     return 1;
+  } catch (const std::exception& e) {  // e.g. std::ios_base::failure reading a directory as a file
+    std::cerr << "shadergrad: " << e.what() << "\n";
+    return 1;
   }
 }

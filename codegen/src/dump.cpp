@@ -1,6 +1,7 @@
 // Plan dumps: generated sources, SPIR-V and plan.json, written atomically.
 #include "sg/dump.h"
 
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 
@@ -28,10 +29,31 @@ void write_file_atomic(const std::string& path, const std::string& data) {
   }
 }
 
+std::string with_header_comment(const std::string& gles, const std::string& glsl450) {
+  // the "// ..." block after #version in the GLSL 4.50 source names the kernel, its graph nodes and user lines
+  std::string header;
+  size_t pos = glsl450.find('\n');
+  while (pos != std::string::npos && glsl450.compare(pos + 1, 2, "//") == 0) {
+    size_t end = glsl450.find('\n', pos + 1);
+    header += glsl450.substr(pos + 1, end - pos);
+    pos = end;
+  }
+  size_t first = gles.find('\n');
+  if (header.empty() || first == std::string::npos) return gles;
+  return gles.substr(0, first + 1) + header + gles.substr(first + 1);
+}
+
 void dump_plan(const Plan& plan, const std::string& dir, KernelCache& cache, const DumpOptions& opt) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) throw IOError(fmt::format("cannot create dump directory {}: {}", dir, ec.message()));
+  // files of an earlier dump (kernels this plan no longer has) would contradict plan.json: remove ours
+  for (auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    std::string f = e.path().filename().string(), ext = e.path().extension().string();
+    bool kernel_file = f.size() > 4 && f[0] == 'k' && std::isdigit(static_cast<unsigned char>(f[1])) &&
+                       (ext == ".glsl" || ext == ".spv" || ext == ".spvasm" || ext == ".frag" || ext == ".comp");
+    if (kernel_file) std::filesystem::remove(e.path(), ec);
+  }
   auto dump_stage = [&](const Kernel& k, ShaderStage stage, const std::string& base) {
     std::string src = emit_glsl450(plan, k, stage);
     const CompiledShader& c = cache.get_or_compile(k.name, src, stage);
@@ -39,7 +61,7 @@ void dump_plan(const Plan& plan, const std::string& dir, KernelCache& cache, con
     write_file_atomic(p + ".glsl", c.glsl450);
     write_file_atomic(p + ".spv", std::string(reinterpret_cast<const char*>(c.spirv.data()), c.spirv.size() * 4));
     write_file_atomic(p + ".spvasm", c.spvasm);
-    write_file_atomic(p + "." + stage_extension(stage), c.gles);
+    write_file_atomic(p + "." + stage_extension(stage), with_header_comment(c.gles, c.glsl450));
   };
   for (const Kernel& k : plan.kernels) {
     if (opt.fragment) dump_stage(k, ShaderStage::Fragment, k.name);

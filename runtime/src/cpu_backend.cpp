@@ -109,11 +109,9 @@ BackendChoice make_backend(const BackendOptions& opt) {
     throw ValueError(fmt::format("unknown backend '{}' (choose auto, gles or cpu)", opt.kind));
   try {
     return {make_gles_backend(opt), ""};
-  } catch (const Error& e) {
-    std::string why = e.what();
-    auto nl = why.find('\n');
-    if (nl != std::string::npos) why = why.substr(0, nl);
-    return {make_cpu_backend(), "GLES unavailable, using the CPU backend: " + why};
+  } catch (const BackendError& e) {
+    // only a missing/unusable GL falls back; invalid options (ValueError) are the caller's to fix
+    return {make_cpu_backend(), std::string("GLES unavailable, using the CPU backend: ") + e.what()};
   }
 }
 

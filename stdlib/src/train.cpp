@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -128,6 +129,16 @@ Result run(const Config& cfg, std::ostream& log) {
   if (cfg.batch < 1) throw ValueError(fmt::format("--batch must be >= 1 (got {})", cfg.batch));
   if (!(cfg.lr > 0)) throw ValueError(fmt::format("--lr must be > 0 (got {})", cfg.lr));
   auto t_start = Clock::now();
+  // fail before training, not after it, when an output cannot be written
+  for (const std::string* out : {&cfg.save, &cfg.metrics}) {
+    if (out->empty()) continue;
+    std::filesystem::path dir = std::filesystem::absolute(*out).parent_path();
+    std::error_code ec;
+    if (!std::filesystem::is_directory(dir, ec))
+      throw IOError(fmt::format("cannot write {}: directory {} does not exist", *out, dir.string()));
+    if (std::filesystem::is_directory(*out, ec))
+      throw IOError(fmt::format("cannot write {}: it is a directory", *out));
+  }
   auto [train_ds, test_ds] = load_split(cfg.dataset);
   auto take = [](const data::Dataset& d, int64_t n) {
     if (n <= 0 || n >= d.n) return d;

@@ -4,7 +4,8 @@
 // disassembly), NAME.frag (GLSL ES 3.00, fragment) and/or NAME.comp (GLSL ES 3.10, compute); plus plan.json
 // (Plan::to_json: kernels in launch order, inputs/outputs, shapes, texture layouts, graph nodes).
 // Compute sources are written with a "_cs" suffix in their NAME (NAME_cs.glsl ...) when both stages are dumped.
-// Files are written atomically (temporary file + rename). Throws IOError naming the path on failure.
+// Files are written atomically (temporary file + rename). Kernel files of an earlier dump in `dir` (k*.glsl, .spv,
+// .spvasm, .frag, .comp) are removed first so the directory matches plan.json. Throws IOError naming the path.
 #pragma once
 
 #include <string>
@@ -21,6 +22,10 @@ struct DumpOptions {
 
 /// Compiles (through `cache`) and writes every kernel of `plan` into `dir` (created if missing).
 void dump_plan(const Plan& plan, const std::string& dir, KernelCache& cache, const DumpOptions& opt = {});
+
+/// `gles` with the comment block of `glsl450` (kernel name, graph nodes, user source lines) inserted after its
+/// #version line: SPIRV-Cross drops comments, and a reader of the .frag wants them.
+std::string with_header_comment(const std::string& gles, const std::string& glsl450);
 
 /// Writes `data` to `path` atomically (temporary file in the same directory, then rename). IOError on failure.
 void write_file_atomic(const std::string& path, const std::string& data);

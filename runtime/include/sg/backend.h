@@ -93,7 +93,9 @@ struct BackendChoice {
 };
 
 /// Creates a backend. kind "gles" that cannot work throws BackendError with the probe's reason;
-/// "auto" falls back to "cpu" and says why in `note`. Unknown kinds throw ValueError.
+/// "auto" falls back to "cpu" when GLES cannot work (BackendError) and gives the full reason in `note`;
+/// invalid options (ValueError, e.g. max_texture_width above the device limit) are thrown, never hidden by a
+/// fallback. Unknown kinds throw ValueError.
 BackendChoice make_backend(const BackendOptions& opt = {});
 
 std::unique_ptr<Backend> make_cpu_backend();
