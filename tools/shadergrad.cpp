@@ -62,7 +62,7 @@ int cmd_info(bool json) {
       std::cout << nlohmann::json{{"available", false}, {"reason", e.what()}}.dump(2) << "\n";
     else
       std::cout << "GLES backend: unavailable (the CPU backend will be used)\n" << e.what() << "\n";
-    return json ? 0 : 1;
+    return 1;  // the same status with and without --json: GLES is not usable
   }
 }
 
