@@ -273,3 +273,12 @@ TEST_CASE("a failed save never leaves a half-written target", "[safetensors][ato
   CHECK(load_safetensors(p).metadata.at("v") == "old");
   CHECK(dir.entries() == 2);  // ckpt.safetensors and occupied/ only: no stray temporaries
 }
+
+TEST_CASE("load_safetensors refuses directories and devices instead of reading them", "[safetensors]") {
+  TempDir dir;
+  for (std::string p : {dir.path.string(), std::string("/dev/zero")}) {
+    INFO(p);
+    CHECK_THROWS_AS(sg::io::load_safetensors(p), sg::IOError);
+    CHECK_THROWS_WITH(sg::io::load_safetensors(p), Contains("not a regular file"));
+  }
+}

@@ -9,6 +9,7 @@
 #include <csetjmp>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 
@@ -22,6 +23,9 @@ namespace sg::image {
 namespace {
 
 std::string read_all(const std::string& path, const char* what) {
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec))
+    throw IOError(fmt::format("cannot read {} '{}': not a regular file (a directory or device?)", what, path));
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     int e = errno;

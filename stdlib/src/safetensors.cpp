@@ -126,6 +126,9 @@ const NamedTensor* SafetensorsFile::find(std::string_view name) const {
 }
 
 SafetensorsFile load_safetensors(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec))
+    throw IOError(fmt::format("cannot read safetensors file '{}': not a regular file (a directory or device?)", path));
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     int e = errno;
