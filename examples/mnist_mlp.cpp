@@ -24,6 +24,7 @@
 #include <numeric>
 #include <string>
 
+#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include "sg/backend.h"
@@ -38,38 +39,29 @@ struct Args {
   std::string backend = "auto";
 };
 
-double number(const std::string& option, const std::string& value) {
-  char* end = nullptr;
-  double x = std::strtod(value.c_str(), &end);
-  if (value.empty() || *end != '\0') throw sg::ValueError(fmt::format("{}: '{}' is not a number", option, value));
-  return x;
-}
-
-// A deliberately small parser (the real CLI, tools/shadergrad.cpp, uses CLI11).
-Args parse_args(int argc, char** argv) {
-  Args a;
-  for (int i = 1; i < argc; ++i) {
-    std::string k = argv[i];
-    if (i + 1 >= argc) throw sg::ValueError(fmt::format("{}: missing value (usage: mnist_mlp [--epochs N] "
-                                                        "[--limit N] [--batch N] [--lr X] [--backend B])", k));
-    std::string v = argv[++i];
-    if (k == "--epochs") a.epochs = static_cast<int64_t>(number(k, v));
-    else if (k == "--limit") a.limit = static_cast<int64_t>(number(k, v));
-    else if (k == "--batch") a.batch = static_cast<int64_t>(number(k, v));
-    else if (k == "--lr") a.lr = number(k, v);
-    else if (k == "--backend") a.backend = v;
-    else
-      throw sg::ValueError(fmt::format("unknown option '{}' (use --epochs, --limit, --batch, --lr, --backend)", k));
+// Options, parsed with CLI11 (as the shadergrad CLI does). Returns false when the program should exit with `code`
+// (after --help, or a bad option whose message CLI11 printed).
+bool parse_args(int argc, char** argv, Args& a, int& code) {
+  CLI::App app{"mnist_mlp: the model of this file trained through generated shaders"};
+  app.add_option("--epochs", a.epochs, "epochs")->check(CLI::Range(int64_t{1}, int64_t{1000000}));
+  app.add_option("--limit", a.limit, "train on the first N images only (0 = all)")->check(CLI::NonNegativeNumber);
+  app.add_option("--batch", a.batch, "batch size")->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  app.add_option("--lr", a.lr, "Adam learning rate")->check(CLI::Range(1e-12, 10.0));
+  app.add_option("--backend", a.backend, "auto | gles | cpu")->check(CLI::IsMember({"auto", "gles", "cpu"}));
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    code = app.exit(e);
+    return false;
   }
-  if (a.epochs < 1 || a.batch < 1 || a.limit < 0 || !(a.lr > 0))
-    throw sg::ValueError("--epochs and --batch must be >= 1, --limit >= 0 and --lr > 0");
-  return a;
+  return true;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) try {
-  Args args = parse_args(argc, argv);
+  Args args;
+  if (int code = 0; !parse_args(argc, argv, args, code)) return code;
 
   // torch: train = datasets.FashionMNIST(train=True); test = ... (pixels / 255, shape N x 1 x 28 x 28)
   sg::data::Dataset train = sg::data::load_fashion_mnist(true);
@@ -145,7 +137,9 @@ int main(int argc, char** argv) try {
     int64_t steps = 0;
     while (loader.next(b)) {  // torch: for x, y in loader:
       // run() feeds the inputs, returns the outputs (the loss) and commits the parameter updates.
-      loss_sum += train_step(b.size).run({{"x", &b.images}, {"labels", &b.labels}})[0][0];
+      double loss = train_step(b.size).run({{"x", &b.images}, {"labels", &b.labels}})[0][0];
+      if (!std::isfinite(loss)) throw sg::Error(fmt::format("training diverged (loss {}); try a smaller --lr", loss));
+      loss_sum += loss;
       ++steps;
     }
     double correct = 0;
