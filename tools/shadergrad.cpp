@@ -150,7 +150,8 @@ int main(int argc, char** argv) {
   train->add_option("--optimizer", cfg.optimizer, "sgd | momentum | adam")
       ->check(CLI::IsMember({"sgd", "momentum", "adam"}));
   train->add_option("--lr", cfg.lr, "learning rate")->check(kPositive);
-  train->add_option("--seed", cfg.seed, "seed for init and shuffling");
+  train->add_option("--seed", cfg.seed, "seed for init and shuffling (0 .. 2^64-1)")
+      ->check(kNonNegative);
   train->add_option("--save", cfg.save, "write a safetensors checkpoint");
   train->add_option("--metrics", cfg.metrics, "write metrics JSON");
   train->add_option("--train-limit", cfg.train_limit, "use only the first N training samples")->check(kNonNegative);
@@ -181,7 +182,7 @@ int main(int argc, char** argv) {
   dump->add_option("--model", dmodel, "mlp | cnn | cnn-large")->check(CLI::IsMember({"mlp", "cnn", "cnn-large"}));
   dump->add_option("--target", target, "glsl450 | spirv | glsl-es | glsl-es-compute");
   dump->add_option("--out", out, "output directory")->required();
-  dump->add_option("--batch", dbatch, "batch size (default 128 mlp, 64 cnn)");
+  dump->add_option("--batch", dbatch, "batch size (0 = default: 128 mlp, 64 cnn)")->check(kNonNegative);
   dump->add_flag("--unfused", dunfused, "one kernel per graph node");
 
   auto debug_run = sg::cli::add_debug_command(app);

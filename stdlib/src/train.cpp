@@ -78,7 +78,8 @@ class Progress {
   void update(int64_t epoch, int64_t epochs, int64_t step, int64_t steps, double loss, double elapsed) {
     if (!enabled_) return;
     double rate = elapsed > 0 ? step / elapsed : 0;
-    double eta = rate > 0 ? (steps - step) / rate : 0;
+    // ETA of the whole run: the rest of this epoch plus the epochs still to come (evaluation not included)
+    double eta = rate > 0 ? ((steps - step) + (epochs - epoch) * steps) / rate : 0;
     if (tty_) {
       int width = 30, filled = static_cast<int>(width * step / std::max<int64_t>(steps, 1));
       log_ << fmt::format("\repoch {}/{} [{}{}] {}/{} loss {:.4f} {:.1f} steps/s ETA {:.0f}s ", epoch, epochs,
@@ -232,8 +233,8 @@ Result run(const Config& cfg, std::ostream& log) {
     io::write_file_atomic(cfg.metrics, r.to_json().dump(2) + "\n");
     log << "wrote metrics " << cfg.metrics << "\n";
   }
-  log << fmt::format("test accuracy {:.4f} after {} epochs, {} steps, {:.1f} steps/s, {} kernels per step\n",
-                     r.test_accuracy, r.epochs, r.steps, r.steps_per_second, r.kernels_per_step);
+  log << fmt::format("test accuracy {:.4f} after {} epoch{}, {} steps, {:.1f} steps/s, {} kernels per step\n",
+                     r.test_accuracy, r.epochs, r.epochs == 1 ? "" : "s", r.steps, r.steps_per_second, r.kernels_per_step);
   return r;
 }
 
