@@ -9,6 +9,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include "sg/kernel_cache.h"
 #include "sg/schedule.h"
@@ -27,7 +28,10 @@ void dump_plan(const Plan& plan, const std::string& dir, KernelCache& cache, con
 /// #version line: SPIRV-Cross drops comments, and a reader of the .frag wants them.
 std::string with_header_comment(const std::string& gles, const std::string& glsl450);
 
-/// Writes `data` to `path` atomically (temporary file in the same directory, then rename). IOError on failure.
-void write_file_atomic(const std::string& path, const std::string& data);
+/// Writes `bytes` to `path` atomically: a mkstemp temporary in the same directory, fsync, rename over `path`,
+/// then fsync of the directory (best effort). On any failure the temporary is removed, the previous content of
+/// `path` is untouched, and IOError says which step failed. Used by every writer in shadergrad (dumps,
+/// checkpoints, PNGs, metrics).
+void write_file_atomic(const std::string& path, std::string_view bytes);
 
 }  // namespace sg

@@ -16,6 +16,8 @@
 #include <cstdint>
 #include <map>
 #include <string>
+
+#include "sg/dump.h"
 #include <string_view>
 #include <vector>
 
@@ -56,9 +58,7 @@ struct SafetensorsFile {
 /// size differs from 4 * prod(shape); data past the last tensor; a non-string __metadata__ value.
 SafetensorsFile load_safetensors(const std::string& path);
 
-/// Write `bytes` to `path` atomically (temp file in the same directory, fsync, rename over `path`, fsync of
-/// the directory). On failure the temp file is removed and `path` keeps its old content.
-/// Throws sg::IOError naming the path and the OS error. Shared by the PNG writer (sg/image.h).
-void write_file_atomic(const std::string& path, std::string_view bytes);
+/// Atomic file write (temporary + fsync + rename): the one implementation lives in codegen (sg/dump.h).
+using sg::write_file_atomic;
 
 }  // namespace sg::io
