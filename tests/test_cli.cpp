@@ -5,6 +5,8 @@
 // The binaries' paths come from CMake (SG_CLI, SG_EXAMPLE_MNIST_MLP, SG_EXAMPLE_DIGITS_CNN).
 #include <catch2/catch.hpp>
 
+#include "test_util.h"
+
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -72,10 +74,7 @@ Proc run(const std::string& binary, const std::string& args) {
 }
 Proc cli(const std::string& args) { return run(SG_CLI, args); }
 
-std::string read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
-}
+using sg::testing::read_file;
 
 /// "epoch 1/2: train loss 2.3017, test accuracy 0.0916" lines of a training log (timings cut off).
 std::vector<std::string> epoch_lines(const std::string& log) {

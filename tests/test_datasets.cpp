@@ -74,16 +74,7 @@ std::vector<uint8_t> idx_labels(const std::vector<uint8_t>& labels) {
   return v;
 }
 
-std::string run(const std::string& cmd) {
-  std::string out;
-  FILE* p = popen(cmd.c_str(), "r");
-  REQUIRE(p != nullptr);
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  REQUIRE(pclose(p) == 0);
-  return out;
-}
+std::string run(const std::string& cmd) { return sg::testing::run_command(cmd); }
 
 std::string error_of(auto&& fn) {
   try {

@@ -1,6 +1,8 @@
 // GLES backend vs the CPU reference: whole train steps (forward, backward, optimizer update) on llvmpipe.
 #include <catch2/catch.hpp>
 
+#include "test_util.h"
+
 #include <cmath>
 #include <random>
 
@@ -11,13 +13,7 @@ using namespace sg;
 
 namespace {
 
-std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.f) {
-  std::mt19937 g(seed);
-  std::normal_distribution<float> d(0.f, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(g);
-  return v;
-}
+using sg::testing::randn;
 
 struct Mlp {
   Tensor x, labels, w1, b1, w2, b2, loss;

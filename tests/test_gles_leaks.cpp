@@ -15,6 +15,8 @@
 // constant leave 50 cached programs (one kernel each) and no textures.
 #include <catch2/catch.hpp>
 
+#include "test_util.h"
+
 #include <cmath>
 #include <random>
 
@@ -26,13 +28,7 @@ using namespace sg;
 
 namespace {
 
-std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.f) {
-  std::mt19937 g(seed);
-  std::normal_distribution<float> d(0.f, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(g);
-  return v;
-}
+using sg::testing::randn;
 
 std::unique_ptr<Backend> gles_backend(int64_t max_texture_width = 0) {
   BackendOptions bo;

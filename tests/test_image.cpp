@@ -36,15 +36,8 @@ namespace {
 
 using sg::testing::TempDir;
 
-std::string read_file(const std::string& p) {
-  std::ifstream f(p, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-}
-void write_file(const std::string& p, const std::string& bytes) {
-  std::ofstream f(p, std::ios::binary);
-  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  REQUIRE(f.good());
-}
+using sg::testing::read_file;
+using sg::testing::write_file;
 
 /// Writes a PNG with libpng's simplified API in the given format (independent of sg::image::write_png).
 void write_png_format(const std::string& path, int w, int h, uint32_t format, const std::vector<uint8_t>& px) {
@@ -57,16 +50,7 @@ void write_png_format(const std::string& path, int w, int h, uint32_t format, co
   REQUIRE(png_image_write_to_file(&img, path.c_str(), 0, px.data(), 0, nullptr) != 0);
 }
 
-std::string run(const std::string& cmd) {
-  std::string out;
-  FILE* p = popen(cmd.c_str(), "r");
-  REQUIRE(p != nullptr);
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  REQUIRE(pclose(p) == 0);
-  return out;
-}
+std::string run(const std::string& cmd) { return sg::testing::run_command(cmd); }
 
 std::string error_of(auto&& fn) {
   try {

@@ -26,15 +26,8 @@ namespace {
 
 using sg::testing::TempDir;
 
-std::string read_file(const std::string& p) {
-  std::ifstream f(p, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-}
-void write_file(const std::string& p, const std::string& bytes) {
-  std::ofstream f(p, std::ios::binary);
-  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  REQUIRE(f.good());
-}
+using sg::testing::read_file;
+using sg::testing::write_file;
 
 /// A safetensors file assembled by hand: u64 LE length (given, or the real one), header text, data bytes.
 std::string craft(const std::string& header, const std::string& data, int64_t len_override = -1) {

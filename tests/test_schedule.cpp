@@ -2,6 +2,8 @@
 // (SPIR-V validates, the GLSL ES output compiles again as ES), dumps, stable and readable sources.
 #include <catch2/catch.hpp>
 
+#include "test_util.h"
+
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -48,12 +50,7 @@ Program train_program(const std::string& model, std::unique_ptr<Optimizer> opt, 
   return make_train_step(cross_entropy((*keep.back())(x), y), keep.back()->parameters(), *opts.back());
 }
 
-std::string slurp(const std::filesystem::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+std::string slurp(const std::filesystem::path& p) { return sg::testing::read_file(p.string()); }
 
 }  // namespace
 

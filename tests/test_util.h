@@ -4,7 +4,11 @@
 #include <stdlib.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -38,5 +42,39 @@ struct TempDir {
   /// Path of `name` inside the directory.
   std::string operator/(const std::string& name) const { return (path / name).string(); }
 };
+
+/// The whole content of a file ("" when it cannot be opened).
+inline std::string read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+}
+
+/// Writes `bytes` to `path` (plain, non-atomic: test fixtures); the test fails when the write fails.
+inline void write_file(const std::string& path, const std::string& bytes) {
+  std::ofstream f(path, std::ios::binary);
+  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  REQUIRE(f.good());
+}
+
+/// Runs a shell command and returns its standard output; the test fails unless it exits 0.
+inline std::string run_command(const std::string& cmd) {
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  REQUIRE(p != nullptr);
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  REQUIRE(pclose(p) == 0);
+  return out;
+}
+
+/// n samples of N(0, scale^2) from a seeded std::mt19937 (deterministic test data).
+inline std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.f) {
+  std::mt19937 g(seed);
+  std::normal_distribution<float> d(0.f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(g);
+  return v;
+}
 
 }  // namespace sg::testing
