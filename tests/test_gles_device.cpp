@@ -368,3 +368,329 @@ void main() { o_color = texelFetch(u_a, ivec2(gl_FragCoord.xy), 0); }
   CHECK(r.gpu() == dev->timer_queries_available());
   CHECK(r.ns() >= 0);
 }
+
+// ---------------------------------------------------------------------------------------------------------
+// Multiple render targets (one draw, several output textures)
+// ---------------------------------------------------------------------------------------------------------
+
+namespace {
+
+// out0 = a + b, out1 = a * b, out2 = a - b: single IEEE operations, so the CPU's float results are exact.
+const char* kSumProdDiffShader = R"(#version 300 es
+precision highp float;
+precision highp sampler2D;
+uniform highp sampler2D u_a;
+uniform highp sampler2D u_b;
+// Three colour outputs, one per draw buffer; a commented-out declaration must not count:
+// layout(location = 5) out vec4 o_ignored;
+/* layout(location = 6) out vec4 o_ignored2; */
+layout(location = 0) out vec4 o_sum;
+layout(location = 1) out highp vec4 o_prod;
+layout(location = 2) out vec4 o_diff;
+void main() {
+  ivec2 p = ivec2(gl_FragCoord.xy);
+  vec4 a = texelFetch(u_a, p, 0);
+  vec4 b = texelFetch(u_b, p, 0);
+  o_sum = a + b;
+  o_prod = a * b;
+  o_diff = a - b;
+}
+)";
+
+// out0 = a + b, out1 = a - b.
+const char* kSumDiffShader = R"(#version 300 es
+precision highp float;
+uniform highp sampler2D u_a;
+uniform highp sampler2D u_b;
+layout(location = 0) out vec4 o_sum;
+layout(location = 1) out vec4 o_diff;
+void main() {
+  ivec2 p = ivec2(gl_FragCoord.xy);
+  o_sum = texelFetch(u_a, p, 0) + texelFetch(u_b, p, 0);
+  o_diff = texelFetch(u_a, p, 0) - texelFetch(u_b, p, 0);
+}
+)";
+
+std::vector<float> download_all(Device& dev, const Texture& t) {
+  std::vector<float> v(static_cast<size_t>(t.numel()));
+  dev.download(t, v.data(), t.numel());
+  return v;
+}
+
+/// Requires got[i] to equal f(i) bit for bit for every i < numel and 0 in the padding past it.
+template <class F>
+void require_values(const std::vector<float>& got, int64_t numel, const char* what, F f) {
+  for (size_t i = 0; i < got.size(); ++i) {
+    const float expect = static_cast<int64_t>(i) < numel ? f(i) : 0.0f;
+    INFO(what << " element " << i << " got " << got[i] << " expected " << expect);
+    REQUIRE(same_bits(got[i], expect));
+  }
+}
+
+/// A layout with the physical shape of `numel` elements but sized to read back every texel, padding included.
+TextureLayout full_layout(const Device& dev, int64_t numel) {
+  TextureLayout l = dev.layout_for(numel);
+  l.texels = l.width * l.height;
+  l.numel = l.padded_floats();
+  return l;
+}
+
+}  // namespace
+
+TEST_CASE("GLES multiple render targets: one draw writes a+b, a*b, a-b", "[gles][mrt]") {
+  DeviceOptions opts;
+  opts.max_texture_width = 16;
+  auto dev = make_device(opts);
+  REQUIRE(dev->caps().max_draw_buffers >= 4);  // ES 3.0 minimum
+  CHECK(dev->caps_json()["max_draw_buffers"].get<int64_t>() == dev->caps().max_draw_buffers);
+
+  const int64_t n = 4 * 16 * 5 + 7;  // 327 elements: 5 full rows of 16 texels and a partly filled 6th
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> dist(-1000.f, 1000.f);
+  std::vector<float> a(static_cast<size_t>(n)), b(static_cast<size_t>(n));
+  for (auto& v : a) v = dist(rng);
+  for (auto& v : b) v = dist(rng);
+  Texture ta = dev->create_texture(n, "a"), tb = dev->create_texture(n, "b");
+  dev->upload(ta, a.data(), n);
+  dev->upload(tb, b.data(), n);
+  const TextureLayout full = full_layout(*dev, n);
+  REQUIRE(full.height == 6);
+  Texture sum = dev->create_texture(full, "sum"), prod = dev->create_texture(full, "prod"),
+          diff = dev->create_texture(full, "diff");
+  // Garbage in the outputs first, so a draw that skips an output cannot pass.
+  std::vector<float> junk(static_cast<size_t>(full.numel), 12345.0f);
+  for (Texture* t : {&sum, &prod, &diff}) dev->upload(*t, junk.data(), full.numel);
+
+  auto prog = dev->create_program(kSumProdDiffShader, "sum_prod_diff");
+  CHECK(prog.fragment_outputs() == 3);
+  const auto before = dev->live_objects();
+  dev->draw(prog, {{"u_a", &ta}, {"u_b", &tb}}, {&sum, &prod, &diff}, "sum_prod_diff");
+  // The first MRT draw creates the device's scratch framebuffer, and only one.
+  CHECK(dev->live_objects().framebuffers == before.framebuffers + 1);
+
+  auto at = [](const std::vector<float>& v, size_t i) { return v[i]; };
+  require_values(download_all(*dev, sum), n, "a+b", [&](size_t i) { return at(a, i) + at(b, i); });
+  require_values(download_all(*dev, prod), n, "a*b", [&](size_t i) { return at(a, i) * at(b, i); });
+  require_values(download_all(*dev, diff), n, "a-b", [&](size_t i) { return at(a, i) - at(b, i); });
+
+  // Single-output draws afterwards use the texture's own framebuffer (one output of the last MRT draw
+  // included) and must be unaffected by the scratch framebuffer's state.
+  auto mul_add = dev->create_program(kMulAddShader, "mul_add");
+  CHECK(mul_add.fragment_outputs() == 1);
+  Texture single = dev->create_texture(full, "single");
+  dev->draw(mul_add, {{"u_a", &ta}, {"u_b", &tb}}, single, "mul_add");
+  dev->draw(mul_add, {{"u_a", &tb}, {"u_b", &ta}}, sum, "mul_add");
+  auto mul_add_ok = [](float g, float x, float y) {
+    volatile float p = x * y;
+    return same_bits(g, p + 1.0f) || same_bits(g, std::fma(x, y, 1.0f));
+  };
+  const auto s1 = download_all(*dev, single), s2 = download_all(*dev, sum);
+  for (int64_t i = 0; i < n; ++i) {
+    const size_t k = static_cast<size_t>(i);
+    INFO("element " << i);
+    REQUIRE(mul_add_ok(s1[k], a[k], b[k]));
+    REQUIRE(mul_add_ok(s2[k], b[k], a[k]));
+  }
+  // prod and diff were not touched by the single-output draws.
+  require_values(download_all(*dev, prod), n, "a*b after", [&](size_t i) { return at(a, i) * at(b, i); });
+  require_values(download_all(*dev, diff), n, "a-b after", [&](size_t i) { return at(a, i) - at(b, i); });
+  // The same overload with one output is the single-output draw.
+  Texture one = dev->create_texture(full, "one");
+  const auto fbos = dev->live_objects().framebuffers;
+  dev->draw(mul_add, {{"u_a", &ta}, {"u_b", &tb}}, llvm::ArrayRef<Texture*>{&one}, "mul_add");
+  CHECK(dev->live_objects().framebuffers == fbos);
+  CHECK(download_all(*dev, one) == s1);
+}
+
+TEST_CASE("GLES multiple render targets: ping-pong between target sets stays exact", "[gles][mrt]") {
+  DeviceOptions opts;
+  opts.max_texture_width = 8;
+  auto dev = make_device(opts);
+  const int64_t n = 4 * 8 * 7 + 2;  // 226 elements on 8 rows
+  std::vector<float> x(static_cast<size_t>(n)), y(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    x[static_cast<size_t>(i)] = 0.25f * static_cast<float>(i % 37) - 3.0f;
+    y[static_cast<size_t>(i)] = 1.5f - 0.125f * static_cast<float>(i % 11);
+  }
+  const TextureLayout full = full_layout(*dev, n);
+  Texture p0 = dev->create_texture(full, "p0"), p1 = dev->create_texture(full, "p1");
+  Texture q0 = dev->create_texture(full, "q0"), q1 = dev->create_texture(full, "q1");
+  Texture r0 = dev->create_texture(full, "r0"), r1 = dev->create_texture(full, "r1"),
+          r2 = dev->create_texture(full, "r2");
+  dev->upload(p0, x.data(), n);
+  dev->upload(p1, y.data(), n);
+  auto sd = dev->create_program(kSumDiffShader, "sum_diff");
+  auto spd = dev->create_program(kSumProdDiffShader, "sum_prod_diff");
+
+  // CPU state follows the same steps in float.
+  std::vector<float> cx = x, cy = y;
+  Texture* cur[2] = {&p0, &p1};
+  Texture* nxt[2] = {&q0, &q1};
+  for (int step = 0; step < 12; ++step) {
+    CAPTURE(step);
+    if (step % 3 == 2) {
+      // Three outputs (slots 0..2 attached), then a two-output draw that reads r2 and r0: slot 2 must have
+      // been detached, or r2 would be both attached to the draw framebuffer and sampled.
+      dev->draw(spd, {{"u_a", cur[0]}, {"u_b", cur[1]}}, {&r0, &r1, &r2}, "sum_prod_diff");
+      dev->draw(sd, {{"u_a", &r2}, {"u_b", &r0}}, {nxt[0], nxt[1]}, "sum_diff");
+      for (size_t i = 0; i < cx.size(); ++i) {
+        const float s = cx[i] + cy[i], d = cx[i] - cy[i];
+        cx[i] = d + s;
+        cy[i] = d - s;
+      }
+    } else {
+      dev->draw(sd, {{"u_a", cur[0]}, {"u_b", cur[1]}}, {nxt[0], nxt[1]}, "sum_diff");
+      for (size_t i = 0; i < cx.size(); ++i) {
+        const float s = cx[i] + cy[i], d = cx[i] - cy[i];
+        cx[i] = s;
+        cy[i] = d;
+      }
+    }
+    std::swap(cur, nxt);
+    if (step % 4 == 3 || step == 11) {
+      require_values(download_all(*dev, *cur[0]), n, "x", [&](size_t i) { return cx[i]; });
+      require_values(download_all(*dev, *cur[1]), n, "y", [&](size_t i) { return cy[i]; });
+    }
+  }
+
+  // A deleted output's GL name may be handed to a new texture: the next MRT draw must attach the new one.
+  // (Mesa does not reuse names soon, NVIDIA does: there an "already attached" cache by GL id made the
+  // scratch-framebuffer loop below fail with an incomplete framebuffer.)
+  r1 = Texture();
+  Texture fresh = dev->create_texture(full, "fresh");
+  dev->draw(spd, {{"u_a", cur[0]}, {"u_b", cur[1]}}, {&r0, &fresh, &r2}, "sum_prod_diff");
+  require_values(download_all(*dev, fresh), n, "x*y into a new texture", [&](size_t i) { return cx[i] * cy[i]; });
+  require_values(download_all(*dev, r2), n, "x-y", [&](size_t i) { return cx[i] - cy[i]; });
+}
+
+TEST_CASE("GLES multiple render targets: invalid output sets are ValueErrors", "[gles][mrt]") {
+  auto dev = make_device();
+  Texture a = dev->create_texture(64, "a"), b = dev->create_texture(64, "b");
+  Texture o0 = dev->create_texture(64, "o0"), o1 = dev->create_texture(64, "o1"), o2 = dev->create_texture(64, "o2");
+  Texture wide = dev->create_texture(128, "wide");
+  auto prog = dev->create_program(kSumProdDiffShader, "spd_kernel");
+  const std::pair<std::string, const Texture*> in[] = {{"u_a", &a}, {"u_b", &b}};
+  using Catch::Contains;
+
+  CHECK_THROWS_AS(dev->draw(prog, in, llvm::ArrayRef<Texture*>(), "spd_kernel"), sg::ValueError);
+  CHECK_THROWS_WITH(dev->draw(prog, in, llvm::ArrayRef<Texture*>(), "spd_kernel"),
+                    Contains("spd_kernel") && Contains("no output textures"));
+
+  // More outputs than draw buffers (distinct, same-sized textures).
+  std::vector<Texture> many;
+  std::vector<Texture*> many_ptrs;
+  for (int64_t j = 0; j <= dev->caps().max_draw_buffers; ++j) many.push_back(dev->create_texture(64, "many"));
+  for (auto& t : many) many_ptrs.push_back(&t);
+  CHECK_THROWS_AS(dev->draw(prog, in, many_ptrs, "spd_kernel"), sg::ValueError);
+  CHECK_THROWS_WITH(dev->draw(prog, in, many_ptrs, "spd_kernel"),
+                    Contains("spd_kernel") && Contains("exceed") && Contains("draw buffers"));
+
+  CHECK_THROWS_AS(dev->draw(prog, in, {&o0, &wide, &o2}, "spd_kernel"), sg::ValueError);
+  CHECK_THROWS_WITH(dev->draw(prog, in, {&o0, &wide, &o2}, "spd_kernel"),
+                    Contains("spd_kernel") && Contains("differ in size") && Contains("'wide'"));
+
+  CHECK_THROWS_AS(dev->draw(prog, in, {&o0, &o1, &o0}, "spd_kernel"), sg::ValueError);
+  CHECK_THROWS_WITH(dev->draw(prog, in, {&o0, &o1, &o0}, "spd_kernel"),
+                    Contains("spd_kernel") && Contains("same texture") && Contains("'o0'"));
+
+  const std::pair<std::string, const Texture*> loop[] = {{"u_a", &a}, {"u_b", &o1}};
+  CHECK_THROWS_AS(dev->draw(prog, loop, {&o0, &o1, &o2}, "spd_kernel"), sg::ValueError);
+  CHECK_THROWS_WITH(dev->draw(prog, loop, {&o0, &o1, &o2}, "spd_kernel"),
+                    Contains("spd_kernel") && Contains("feedback loop") && Contains("u_b"));
+
+  Texture empty;
+  CHECK_THROWS_AS(dev->draw(prog, in, {&o0, &empty, &o2}, "spd_kernel"), sg::ValueError);
+  CHECK_THROWS_WITH(dev->draw(prog, in, {&o0, &empty, &o2}, "spd_kernel"),
+                    Contains("spd_kernel") && Contains("output 1") && Contains("empty"));
+  CHECK_THROWS_WITH(dev->draw(prog, in, {&o0, &o1, nullptr}, "spd_kernel"),
+                    Contains("spd_kernel") && Contains("output 2") && Contains("null"));
+  auto other = make_device();
+  Texture foreign = other->create_texture(64, "foreign");
+  CHECK_THROWS_WITH(dev->draw(prog, in, {&o0, &o1, &foreign}, "spd_kernel"),
+                    Contains("spd_kernel") && Contains("another device"));
+
+  // Fewer outputs than the shader declares would leave a location's result nowhere (and a texture
+  // without a shader output would get undefined values).
+  CHECK_THROWS_AS(dev->draw(prog, in, {&o0, &o1}, "spd_kernel"), sg::ValueError);
+  CHECK_THROWS_WITH(dev->draw(prog, in, {&o0, &o1}, "spd_kernel"),
+                    Contains("spd_kernel") && Contains("declares 3 outputs"));
+
+  // Nothing was drawn by the refused calls, and a valid call still works afterwards.
+  const float va[4] = {1, 2, 3, 4}, vb[4] = {10, 20, 30, 40};
+  dev->upload(a, va, 4);
+  dev->upload(b, vb, 4);
+  dev->draw(prog, in, {&o0, &o1, &o2}, "spd_kernel");
+  float r[4];
+  dev->download(o1, r, 4);
+  for (int i = 0; i < 4; ++i) CHECK(r[i] == va[i] * vb[i]);
+}
+
+TEST_CASE("GLES multiple render targets: scratch framebuffer is counted once and released", "[gles][mrt]") {
+  {
+    auto dev = make_device();
+    auto prog = dev->create_program(kSumDiffShader, "sum_diff");
+    Texture a = dev->create_texture(64, "a"), b = dev->create_texture(64, "b");
+    std::vector<float> ha(64), hb(64);
+    for (int i = 0; i < 64; ++i) {
+      ha[static_cast<size_t>(i)] = static_cast<float>(i);
+      hb[static_cast<size_t>(i)] = static_cast<float>(2 * i + 1);
+    }
+    dev->upload(a, ha.data(), 64);
+    dev->upload(b, hb.data(), 64);
+    const sg::gles::LiveObjects base = dev->live_objects();
+    CHECK(base == sg::gles::LiveObjects{2, 1, 2});
+    for (int i = 0; i < 300; ++i) {
+      Texture s = dev->create_texture(64, "s"), d = dev->create_texture(64, "d");
+      dev->draw(prog, {{"u_a", &a}, {"u_b", &b}}, {&s, &d}, "sum_diff");
+      if (i % 100 == 0) {
+        float vs[8], vd[8];
+        dev->download(s, vs, 8);
+        dev->download(d, vd, 8);
+        for (size_t k = 0; k < 8; ++k) {
+          CHECK(vs[k] == ha[k] + hb[k]);
+          CHECK(vd[k] == ha[k] - hb[k]);
+        }
+      }
+      auto now = dev->live_objects();
+      REQUIRE(now.textures == base.textures + 2);
+      REQUIRE(now.framebuffers == base.framebuffers + 2 + 1);  // two textures' own + the scratch
+    }
+    // Only the scratch framebuffer remains beyond the baseline, and it lives as long as the device.
+    CHECK(dev->live_objects() == sg::gles::LiveObjects{2, 1, 3});
+    prog = sg::gles::Program();
+    a = Texture();
+    b = Texture();
+    CHECK(dev->live_objects() == sg::gles::LiveObjects{0, 0, 1});
+  }
+  {
+    // Textures attached to the scratch framebuffer may outlive the device that drew into them.
+    Texture s, d;
+    {
+      auto dev = make_device();
+      auto prog = dev->create_program(kSumDiffShader, "sum_diff");
+      Texture a = dev->create_texture(16, "a"), b = dev->create_texture(16, "b");
+      s = dev->create_texture(16, "s");
+      d = dev->create_texture(16, "d");
+      dev->draw(prog, {{"u_a", &a}, {"u_b", &b}}, {&s, &d}, "sum_diff");
+      dev->finish();
+    }
+    CHECK(s.valid());
+    s = Texture();
+    d = Texture();
+    CHECK_FALSE(d.valid());
+  }
+}
+
+TEST_CASE("GLES multiple render targets are profiled like single draws", "[gles][mrt]") {
+  // Not a timing test: only that an MRT draw yields a finite non-negative measurement.
+  auto dev = make_device();
+  Texture a = dev->create_texture(16, "a"), b = dev->create_texture(16, "b");
+  Texture s = dev->create_texture(16, "s"), d = dev->create_texture(16, "d");
+  auto prog = dev->create_program(kSumDiffShader, "sum_diff");
+  dev->set_profiling(true);
+  CHECK(std::isnan(dev->last_draw_ms()));
+  dev->draw(prog, {{"u_a", &a}, {"u_b", &b}}, {&s, &d}, "sum_diff");
+  const double ms = dev->last_draw_ms();
+  CHECK(std::isfinite(ms));
+  CHECK(ms >= 0.0);
+}

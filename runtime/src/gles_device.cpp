@@ -18,6 +18,7 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <llvm/ADT/SmallVector.h>
 #include <nlohmann/json.hpp>
 
 #include "sg/error.h"
@@ -213,6 +214,44 @@ std::vector<std::string> declared_sampler_names(const std::string& src) {
   return names;
 }
 
+/// The source without // and /* */ comments (replaced by a space), so declarations are not matched inside
+/// comments.
+std::string strip_comments(const std::string& src) {
+  std::string out;
+  out.reserve(src.size());
+  for (size_t i = 0; i < src.size();) {
+    if (src.compare(i, 2, "//") == 0) {
+      while (i < src.size() && src[i] != '\n') ++i;
+      out += ' ';
+    } else if (src.compare(i, 2, "/*") == 0) {
+      size_t end = src.find("*/", i + 2);
+      i = end == std::string::npos ? src.size() : end + 2;
+      out += ' ';
+    } else {
+      out += src[i++];
+    }
+  }
+  return out;
+}
+
+/// 1 + the highest colour location of the global `out` declarations (arrays take one location per element;
+/// no layout = location 0); 0 when none is recognised. Function parameters (`out vec4 x)`) end in ')' or
+/// ',' and do not match.
+int declared_output_count(const std::string& src) {
+  static const std::regex decl(
+      R"((?:\blayout\s*\(\s*location\s*=\s*(\d+)\s*\)\s*)?\bout\s+(?:(?:highp|mediump|lowp)\s+)?\w+\s+)"
+      R"([A-Za-z_]\w*\s*(?:\[\s*(\d+)\s*\])?\s*;)");
+  const std::string text = strip_comments(src);
+  int count = 0;
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), decl); it != std::sregex_iterator(); ++it) {
+    const auto& m = *it;
+    const int loc = m[1].matched ? std::stoi(m[1].str()) : 0;
+    const int len = m[2].matched ? std::stoi(m[2].str()) : 1;
+    count = std::max(count, loc + len);
+  }
+  return count;
+}
+
 bool is_sampler_type(GLenum t) {
   switch (t) {
     case GL_SAMPLER_2D: case GL_SAMPLER_3D: case GL_SAMPLER_CUBE: case GL_SAMPLER_2D_SHADOW:
@@ -241,6 +280,28 @@ struct Context {
   GLuint vertex_shader = 0;  // compiled once, attached to every program
   GLuint vao = 0;            // empty vertex array for attribute-less draws
   LiveObjects live;
+  // The Device's scratch framebuffer for multiple-render-target draws (0 until the first one, and again once
+  // the Device is gone) and the texture attached at each colour slot by the last such draw (0 = detached).
+  // Only for detaching a texture when it is deleted (an attachment to an unbound framebuffer would keep the
+  // deleted texture's storage alive); draws never skip attaching because of it (GL ids are reused).
+  GLuint mrt_fbo = 0;
+  std::vector<GLuint> mrt_attached;
+
+  /// Detaches texture `tex` from the scratch framebuffer wherever it is attached (before deleting it).
+  void detach_from_mrt(GLuint tex) noexcept {
+    if (!mrt_fbo || tex == 0) return;
+    bool bound = false;
+    for (size_t j = 0; j < mrt_attached.size(); ++j) {
+      if (mrt_attached[j] != tex) continue;
+      if (!bound) {
+        glBindFramebuffer(GL_DRAW_FRAMEBUFFER, mrt_fbo);
+        bound = true;
+      }
+      glFramebufferTexture2D(GL_DRAW_FRAMEBUFFER, GL_COLOR_ATTACHMENT0 + static_cast<GLenum>(j), GL_TEXTURE_2D,
+                             0, 0);
+      mrt_attached[j] = 0;
+    }
+  }
 
   // GL_EXT_disjoint_timer_query entry points (null when unavailable)
   PFNGLGENQUERIESEXTPROC gen_queries = nullptr;
@@ -434,7 +495,10 @@ Texture::~Texture() { reset(); }
 void Texture::reset() {
   fbo_ = Framebuffer();  // the FBO goes before the texture attached to it
   if (id_ && ctx_) {
-    if (ctx_->try_make_current()) glDeleteTextures(1, &id_);
+    if (ctx_->try_make_current()) {
+      ctx_->detach_from_mrt(id_);
+      glDeleteTextures(1, &id_);
+    }
     --ctx_->live.textures;
   }
   id_ = 0;
@@ -443,7 +507,8 @@ void Texture::reset() {
 
 Program::Program(Program&& o) noexcept
     : ctx_(std::move(o.ctx_)), id_(std::exchange(o.id_, 0u)), name_(std::move(o.name_)),
-      samplers_(std::move(o.samplers_)), declared_samplers_(std::move(o.declared_samplers_)) {}
+      samplers_(std::move(o.samplers_)), declared_samplers_(std::move(o.declared_samplers_)),
+      fragment_outputs_(o.fragment_outputs_) {}
 
 Program& Program::operator=(Program&& o) noexcept {
   if (this != &o) {
@@ -453,6 +518,7 @@ Program& Program::operator=(Program&& o) noexcept {
     name_ = std::move(o.name_);
     samplers_ = std::move(o.samplers_);
     declared_samplers_ = std::move(o.declared_samplers_);
+    fragment_outputs_ = o.fragment_outputs_;
   }
   return *this;
 }
@@ -647,7 +713,13 @@ std::unique_ptr<Device> Device::create(const DeviceOptions& options) {
 }
 
 Device::~Device() {
-  // The Context (and the GL objects of handles still alive) goes when its last owner does.
+  // The Context (and the GL objects of handles still alive) goes when its last owner does; the scratch
+  // framebuffer of MRT draws goes now (deleting it releases its attachments).
+  if (ctx_) {
+    ctx_->mrt_fbo = 0;
+    ctx_->mrt_attached.clear();
+  }
+  mrt_fbo_ = Framebuffer();
   last_draw_ = TimerResult();
   if (open_query_ && ctx_ && ctx_->delete_queries && ctx_->try_make_current()) {
     if (timer_open_) ctx_->end_query(GL_TIME_ELAPSED_EXT);
@@ -671,6 +743,10 @@ void Device::probe_caps() {
   v = 0;
   glGetIntegerv(GL_MAX_TEXTURE_IMAGE_UNITS, &v);
   caps_.max_texture_units = v;
+  GLint draw_buffers = 0, color_attachments = 0;
+  glGetIntegerv(GL_MAX_DRAW_BUFFERS, &draw_buffers);
+  glGetIntegerv(GL_MAX_COLOR_ATTACHMENTS, &color_attachments);
+  caps_.max_draw_buffers = std::min(draw_buffers, color_attachments);
   GLint n_ext = 0;
   glGetIntegerv(GL_NUM_EXTENSIONS, &n_ext);
   caps_.extensions.clear();
@@ -781,6 +857,7 @@ nlohmann::json Device::caps_json() const {
   j["vendor"] = caps_.vendor;
   j["max_texture_size"] = caps_.max_texture_size;
   j["max_texture_units"] = caps_.max_texture_units;
+  j["max_draw_buffers"] = caps_.max_draw_buffers;
   j["color_buffer_float"] = caps_.color_buffer_float;
   j["timer_query"] = caps_.timer_query;
   j["highp_float_precision"] = caps_.highp_float_precision;
@@ -955,6 +1032,7 @@ Program Device::create_program(const std::string& fragment_source, const std::st
     p.samplers_.emplace_back(uname, glGetUniformLocation(p.id_, uname.c_str()));
   }
   p.declared_samplers_ = declared_sampler_names(fragment_source);
+  p.fragment_outputs_ = declared_output_count(fragment_source);
   gl_check("querying active uniforms", where);
   return p;
 }
@@ -1010,14 +1088,58 @@ void Device::download(const Texture& texture, float* out, int64_t numel) {
 
 void Device::draw(const Program& program, llvm::ArrayRef<std::pair<std::string, const Texture*>> inputs,
                   Texture& output, const std::string& kernel_name) {
+  Texture* outputs[1] = {&output};
+  draw_impl(program, inputs, outputs, kernel_name, /*check_declared_outputs=*/false);
+}
+
+void Device::draw(const Program& program, llvm::ArrayRef<std::pair<std::string, const Texture*>> inputs,
+                  llvm::ArrayRef<Texture*> outputs, const std::string& kernel_name) {
+  draw_impl(program, inputs, outputs, kernel_name, /*check_declared_outputs=*/true);
+}
+
+void Device::draw_impl(const Program& program, llvm::ArrayRef<std::pair<std::string, const Texture*>> inputs,
+                       llvm::ArrayRef<Texture*> outputs, const std::string& kernel_name,
+                       bool check_declared_outputs) {
   const std::string where = kernel_where(kernel_name);
   if (!program.valid() || program.ctx_ != ctx_)
     throw ValueError(fmt::format("gles::Device::draw({}): the program is empty or belongs to another device",
                                  where));
-  if (!output.valid() || output.ctx_ != ctx_)
-    throw ValueError(fmt::format("gles::Device::draw({}): the output texture is empty or belongs to another "
-                                 "device",
-                                 where));
+  if (outputs.empty())
+    throw ValueError(fmt::format("gles::Device::draw({}): no output textures (pass at least one)", where));
+  const bool mrt = outputs.size() > 1;
+  // "the output texture" for the single-output draw, "output j ('name')" for several.
+  auto output_label = [&](size_t j) {
+    if (!mrt) return std::string("the output texture");
+    const Texture* t = outputs[j];
+    return t && !t->name().empty() ? fmt::format("output {} ('{}')", j, t->name()) : fmt::format("output {}", j);
+  };
+  if (static_cast<int64_t>(outputs.size()) > caps_.max_draw_buffers)
+    throw ValueError(fmt::format("gles::Device::draw({}): {} output textures exceed the {} draw buffers of "
+                                 "'{}' (caps().max_draw_buffers); split the kernel",
+                                 where, outputs.size(), caps_.max_draw_buffers, caps_.renderer));
+  for (size_t j = 0; j < outputs.size(); ++j) {
+    const Texture* t = outputs[j];
+    if (!t || !t->valid() || t->ctx_ != ctx_)
+      throw ValueError(fmt::format("gles::Device::draw({}): {} is null, empty or belongs to another device",
+                                   where, output_label(j)));
+    if (t->width() != outputs[0]->width() || t->height() != outputs[0]->height())
+      throw ValueError(fmt::format("gles::Device::draw({}): output textures differ in size: {} is {}x{} "
+                                   "texels but {} is {}x{}; every output of one draw needs the same width "
+                                   "and height",
+                                   where, output_label(j), t->width(), t->height(), output_label(0),
+                                   outputs[0]->width(), outputs[0]->height()));
+    for (size_t k = 0; k < j; ++k)
+      if (outputs[k]->id() == t->id())
+        throw ValueError(fmt::format("gles::Device::draw({}): the same texture ({}) is both {} and {}; "
+                                     "each output needs its own texture",
+                                     where, texture_where(t->name()), output_label(k), output_label(j)));
+  }
+  if (check_declared_outputs && program.fragment_outputs() > 0 &&
+      static_cast<size_t>(program.fragment_outputs()) != outputs.size())
+    throw ValueError(fmt::format("gles::Device::draw({}): {} output textures for a fragment shader that "
+                                 "declares {} outputs (locations 0..{}); pass one texture per location",
+                                 where, outputs.size(), program.fragment_outputs(),
+                                 program.fragment_outputs() - 1));
 
   // Resolve sampler names to locations before touching GL state.
   struct Binding { int location; const Texture* tex; };
@@ -1029,10 +1151,12 @@ void Device::draw(const Program& program, llvm::ArrayRef<std::pair<std::string, 
       throw ValueError(fmt::format("gles::Device::draw({}): input '{}' is null, empty or belongs to another "
                                    "device",
                                    where, name));
-    if (tex->id() == output.id())
-      throw ValueError(fmt::format("gles::Device::draw({}): input '{}' is also the output ({}): a "
-                                   "framebuffer feedback loop; render into another texture (ping-pong)",
-                                   where, name, texture_where(output.name())));
+    for (size_t j = 0; j < outputs.size(); ++j)
+      if (tex->id() == outputs[j]->id())
+        throw ValueError(fmt::format("gles::Device::draw({}): input '{}' is also {} ({}): a "
+                                     "framebuffer feedback loop; render into another texture (ping-pong)",
+                                     where, name, mrt ? output_label(j) : std::string("the output"),
+                                     texture_where(outputs[j]->name())));
     const auto& s = program.samplers();
     auto it = std::find_if(s.begin(), s.end(), [&](const auto& p) { return p.first == name; });
     if (it == s.end()) {
@@ -1066,8 +1190,54 @@ void Device::draw(const Program& program, llvm::ArrayRef<std::pair<std::string, 
   }
   glActiveTexture(GL_TEXTURE0);
   check_gl("binding input textures", kernel_name);
-  glBindFramebuffer(GL_DRAW_FRAMEBUFFER, output.framebuffer().id());
-  glViewport(0, 0, static_cast<GLsizei>(output.width()), static_cast<GLsizei>(output.height()));
+  const Texture& first = *outputs[0];
+  if (!mrt) {
+    // The texture's own framebuffer: complete since creation, draw buffer 0 = COLOR_ATTACHMENT0.
+    glBindFramebuffer(GL_DRAW_FRAMEBUFFER, first.framebuffer().id());
+  } else {
+    if (!mrt_fbo_.valid()) {
+      Framebuffer f;
+      glGenFramebuffers(1, &f.id_);
+      if (f.id_ == 0) {
+        check_gl("glGenFramebuffers (MRT scratch framebuffer)", kernel_name);
+        throw BackendError(fmt::format("GLES: glGenFramebuffers returned 0 (MRT scratch framebuffer, {})", where));
+      }
+      f.ctx_ = ctx_;
+      ++ctx_->live.framebuffers;
+      mrt_fbo_ = std::move(f);
+      ctx_->mrt_fbo = mrt_fbo_.id();
+      ctx_->mrt_attached.clear();
+    }
+    glBindFramebuffer(GL_DRAW_FRAMEBUFFER, mrt_fbo_.id());
+    // Attach every output on every draw: a texture deleted since the last draw may have left its GL name
+    // to a new texture, so "already attached" cannot be judged by id.
+    const size_t n = outputs.size();
+    const size_t slots = std::max(n, ctx_->mrt_attached.size());
+    ctx_->mrt_attached.resize(slots, 0);
+    llvm::SmallVector<GLenum, 8> bufs(n, GL_NONE);
+    for (size_t j = 0; j < slots; ++j) {
+      const GLuint tex = j < n ? outputs[j]->id() : 0;
+      if (j >= n && ctx_->mrt_attached[j] == 0) continue;  // never attached or already detached
+      glFramebufferTexture2D(GL_DRAW_FRAMEBUFFER, GL_COLOR_ATTACHMENT0 + static_cast<GLenum>(j), GL_TEXTURE_2D,
+                             tex, 0);
+      ctx_->mrt_attached[j] = tex;
+      if (j < n) bufs[j] = GL_COLOR_ATTACHMENT0 + static_cast<GLenum>(j);
+    }
+    ctx_->mrt_attached.resize(n);  // slots past n are all detached now
+    check_gl("glFramebufferTexture2D (MRT outputs)", kernel_name);
+    glDrawBuffers(static_cast<GLsizei>(n), bufs.data());
+    check_gl("glDrawBuffers", kernel_name);
+    const GLenum status = glCheckFramebufferStatus(GL_DRAW_FRAMEBUFFER);
+    if (status != GL_FRAMEBUFFER_COMPLETE) {
+      std::string errs = drain_gl_errors();
+      throw BackendError(fmt::format(
+          "GLES: the multiple-render-target framebuffer of {} ({} RGBA32F outputs, {}x{}) is incomplete: "
+          "{}{} on '{}'",
+          where, n, first.width(), first.height(), fbo_status_name(status),
+          errs.empty() ? "" : " [" + errs + "]", caps_.renderer));
+    }
+  }
+  glViewport(0, 0, static_cast<GLsizei>(first.width()), static_cast<GLsizei>(first.height()));
   glBindVertexArray(ctx_->vao);
   check_gl("binding the output framebuffer", kernel_name);
 

@@ -2,7 +2,8 @@
 //
 // What it does: opens a GLES 3.x context without a window, allocates tensors as RGBA32F textures (layout in
 // sg/texture_layout.h), compiles ES 3.00 fragment shaders, and runs one kernel = one full-screen draw into
-// the output texture. The plan executor sits on top of this; nothing here knows about graphs or plans.
+// the output texture (or, with multiple render targets, into up to caps().max_draw_buffers output textures
+// at once). The plan executor sits on top of this; nothing here knows about graphs or plans.
 //
 // Typical use:
 //   auto dev = sg::gles::Device::create({});
@@ -13,7 +14,8 @@
 //   dev->download(out, host_out.data(), n);
 //
 // Conventions for fragment shaders run by draw(): `#version 300 es`, `precision highp float;`, one
-// `out vec4` (location 0); the fragment at texel (x, y) is gl_FragCoord.xy - 0.5 (use ivec2(gl_FragCoord.xy))
+// `out vec4` (location 0) — or, for the multiple-render-target draw, `layout(location = j) out vec4 ...` for
+// output j = 0..n-1; the fragment at texel (x, y) is gl_FragCoord.xy - 0.5 (use ivec2(gl_FragCoord.xy))
 // and should compute the 4 elements of texel y * width + x of the output, reading inputs with texelFetch.
 // Every texel of the output texture is drawn, padding included, so a kernel should write 0 (or anything
 // harmless) for texels past the output's numel.
@@ -65,6 +67,9 @@ struct Caps {
   std::string vendor;         ///< GL_VENDOR
   int64_t max_texture_size = 0;   ///< GL_MAX_TEXTURE_SIZE (texels per dimension)
   int64_t max_texture_units = 0;  ///< GL_MAX_TEXTURE_IMAGE_UNITS (fragment-shader samplers per draw)
+  /// Output textures one draw can write: min(GL_MAX_DRAW_BUFFERS, GL_MAX_COLOR_ATTACHMENTS); ES 3.0
+  /// guarantees >= 4 (8 on NVIDIA and Mesa llvmpipe).
+  int64_t max_draw_buffers = 0;
   bool color_buffer_float = false;  ///< an RGBA32F texture makes a complete framebuffer (tested, not assumed)
   bool timer_query = false;         ///< GL_EXT_disjoint_timer_query with all entry points loadable
   int highp_float_precision = 0;    ///< mantissa bits of highp float in fragment shaders (23 = fp32)
@@ -77,7 +82,9 @@ struct Caps {
   std::vector<std::string> extensions;       ///< GL extensions (glGetStringi)
 };
 
-/// Numbers of GL objects currently alive through handles of one Device (leak tests).
+/// Numbers of GL objects currently alive through handles of one Device (leak tests). `framebuffers`
+/// includes the Device's own scratch framebuffer for multiple-render-target draws once the first such draw
+/// has created it (one, deleted with the Device).
 struct LiveObjects {
   int64_t textures = 0;
   int64_t programs = 0;
@@ -161,6 +168,10 @@ class Program {
   const std::vector<std::pair<std::string, int>>& samplers() const { return samplers_; }
   /// Sampler uniforms declared in the fragment source text (active or optimised out).
   const std::vector<std::string>& declared_samplers() const { return declared_samplers_; }
+  /// Colour outputs the fragment source declares: 1 + the highest `layout(location = N)` of its global
+  /// `out` variables (an `out` without a location counts as location 0; an array `out vec4 o[k]` takes k
+  /// locations). 0 when the source text declares none that this scan recognises (then not checked).
+  int fragment_outputs() const { return fragment_outputs_; }
 
  private:
   friend class Device;
@@ -170,6 +181,7 @@ class Program {
   std::string name_;
   std::vector<std::pair<std::string, int>> samplers_;
   std::vector<std::string> declared_samplers_;
+  int fragment_outputs_ = 0;
 };
 
 /// An elapsed-time measurement started by Device::begin_timer. ns() waits for the result the first time.
@@ -269,6 +281,21 @@ class Device {
   /// With profiling on, the draw is timed (see last_draw_ms()).
   void draw(const Program& program, llvm::ArrayRef<std::pair<std::string, const Texture*>> inputs,
             Texture& output, const std::string& kernel_name);
+  /// Multiple render targets: one draw writes every texture of `outputs` at once. Output j is attached as
+  /// GL_COLOR_ATTACHMENT0 + j and receives the shader's `layout(location = j) out vec4`; glDrawBuffers
+  /// enables all of them; the viewport is the outputs' common width() x height(). Inputs are bound as in
+  /// the single-output draw (same sampler rules). One output is exactly the single-output draw (the
+  /// texture's own framebuffer); two or more use a device-owned scratch framebuffer (created by the first
+  /// such draw, deleted with the Device) whose attachments are set on every draw, unused ones detached.
+  /// ValueError (naming the kernel and the problem) for: no outputs; more than caps().max_draw_buffers;
+  /// a null, empty or other-device output; outputs of different width/height; the same texture twice among
+  /// the outputs; an output that is also an input (feedback loop); an output count other than
+  /// program.fragment_outputs() when that is known (> 0) — undeclared locations would be left undefined;
+  /// plus everything the single-output draw checks. BackendError naming the framebuffer status and the
+  /// kernel if the scratch framebuffer is incomplete, or the GL error and step. Timed with profiling on,
+  /// like the single-output draw (last_draw_ms()).
+  void draw(const Program& program, llvm::ArrayRef<std::pair<std::string, const Texture*>> inputs,
+            llvm::ArrayRef<Texture*> outputs, const std::string& kernel_name);
   /// glFinish: waits until every submitted command has completed.
   void finish();
 
@@ -296,6 +323,10 @@ class Device {
   Device() = default;
   void probe_caps();
   void check_gl(const char* step, std::string_view kernel) const;
+  /// Shared body of both draw() overloads (validation included); check_declared_outputs: compare
+  /// outputs.size() with program.fragment_outputs() (the multiple-output overload only).
+  void draw_impl(const Program& program, llvm::ArrayRef<std::pair<std::string, const Texture*>> inputs,
+                 llvm::ArrayRef<Texture*> outputs, const std::string& kernel_name, bool check_declared_outputs);
 
   std::shared_ptr<detail::Context> ctx_;
   Caps caps_;
@@ -307,6 +338,7 @@ class Device {
   unsigned open_query_ = 0;
   int64_t timer_start_ns_ = 0;
   TimerResult last_draw_;
+  Framebuffer mrt_fbo_;  // scratch framebuffer of draws with >= 2 outputs (lazily created, see draw())
   std::vector<float> staging_;  // upload/download buffer (padded_floats), reused
 };
 
