@@ -755,7 +755,7 @@ void bench_profile(Backends& bk, const std::string& model, int64_t b, const Opti
   json rows = json::array();
   for (size_t k = 0; k < per.size(); ++k) {
     std::string shape = "?";
-    if (plan && k < plan->kernels.size()) shape = sg::shape_str(plan->values[plan->kernels[k].output].node->shape);
+    if (plan && k < plan->kernels.size()) shape = sg::shape_str(plan->values[plan->kernels[k].output()].node->shape);
     fmt::print("| {:>2} | {:<44} | {:<14} | {:>9.3f} | {:>5.1f}% | {:>9.3f} | {:>5.1f}% |\n", k, names[k], shape,
                med[k], total > 0 ? 100 * med[k] / total : 0, med_sync[k],
                total_sync > 0 ? 100 * med_sync[k] / total_sync : 0);

@@ -50,9 +50,9 @@ int cmd_info(bool json) {
       const auto& c = dev->caps();
       std::cout << fmt::format(
           "GLES backend: available\n  renderer        {}\n  version         {}\n  GLSL            {}\n"
-          "  EGL platform    {}\n  max texture     {}\n  float targets   {}\n  timer queries   {}\n"
+          "  EGL platform    {}\n  max texture     {}\n  draw buffers    {}\n  float targets   {}\n  timer queries   {}\n"
           "  highp float     {} mantissa bits\n  fp32 round trip {} ({})\n",
-          c.renderer, c.version, c.glsl_version, c.egl_platform, c.max_texture_size,
+          c.renderer, c.version, c.glsl_version, c.egl_platform, c.max_texture_size, c.max_draw_buffers,
           c.color_buffer_float ? "yes" : "no", c.timer_query ? "yes" : "no", c.highp_float_precision,
           c.fp32_roundtrip_ok ? "ok" : "FAILED", c.roundtrip_detail);
     }

@@ -33,7 +33,9 @@ class Emitter {
     bool vec = false;
   };
 
-  Emitter(const Plan& plan, const Kernel& k) : plan_(plan), k_(k) { count_refs(k.expr); }
+  Emitter(const Plan& plan, const Kernel& k) : plan_(plan), k_(k) {
+    for (auto& e : k.exprs) count_refs(e);
+  }
 
   /// Emits statements for `e` into body_ at the current indentation; returns a GLSL expression.
   Code emit(const KExprPtr& e) {
@@ -47,7 +49,7 @@ class Emitter {
     }
     Code c = emit_raw(e);
     bool trivial = e->op == KOp::IntConst || e->op == KOp::FloatConst || e->op == KOp::Var;
-    if (!trivial && refs_[e.get()] > 1 && e->op != KOp::Reduce && !(gathering && var_dep)) {
+    if (!trivial && refs_[e.get()] > 1 && !(gathering && var_dep)) {
       std::string name = fmt::format("{}{}", e->type == KType::Int ? (is_bool(e) ? "c" : "j") : "v", temp_++);
       line(fmt::format("{} {} = {};", type_name(e, c.vec), name, c.s));
       c.s = name;
@@ -403,13 +405,17 @@ class Emitter {
 };
 
 std::string header(const Plan& plan, const Kernel& k, ShaderStage stage) {
-  const Value& out = plan.values[k.output];
   std::string s = "#version 450\n";
   s += fmt::format("// shadergrad kernel {} ({} stage)\n", k.name, stage_name(stage));
-  s += fmt::format("// output {}: {} ({} elements{})\n", out.name, shape_str(out.node->shape), out.layout.numel,
-                   stage == ShaderStage::Fragment
-                       ? fmt::format(", RGBA32F texture {}x{}", out.layout.width, out.layout.height)
-                       : std::string());
+  for (size_t j = 0; j < k.outputs.size(); ++j) {
+    const Value& out = plan.values[k.outputs[j]];
+    s += fmt::format("// output {}{}: {} ({} elements{})\n",
+                     k.outputs.size() > 1 ? fmt::format("{} ", j) : std::string(), out.name, shape_str(out.node->shape),
+                     out.layout.numel,
+                     stage == ShaderStage::Fragment
+                         ? fmt::format(", RGBA32F texture {}x{}", out.layout.width, out.layout.height)
+                         : std::string());
+  }
   s += "// graph nodes computed here (node, op, shape, user source):\n" + k.comment;
   return s;
 }
@@ -417,19 +423,22 @@ std::string header(const Plan& plan, const Kernel& k, ShaderStage stage) {
 }  // namespace
 
 std::string emit_glsl450(const Plan& plan, const Kernel& k, ShaderStage stage) {
-  const Value& out = plan.values[k.output];
+  const Value& out = plan.values[k.output()];  // all outputs share its layout and iteration domain
   ShapeRef shape = out.node->shape;
+  const size_t nout = k.outputs.size();
   Emitter em(plan, k);
   // Vectorisation (fragment stage): a sum reduction over contiguous elements reads whole texels ("reduce
   // mode"); otherwise, when the output's last axis is a multiple of 4 and some input is read along it, the four
   // elements of a texel are computed together as vec4 ("lane mode").
   bool lane_mode = false;
   if (stage == ShaderStage::Fragment) {
-    if (const KExpr* r = em.pick_vector_reduce(k.expr)) {
+    const KExpr* r = nullptr;
+    for (auto& e : k.exprs)
+      if (!r) r = em.pick_vector_reduce(e);
+    if (r) {
       em.set_vector_reduce(r);
-    } else if (!shape.empty() && shape.back() % 4 == 0 &&
-               em.has_unit_load(k.expr, fmt::format("i{}", shape.size() - 1))) {
-      lane_mode = true;
+    } else if (!shape.empty() && shape.back() % 4 == 0) {
+      for (auto& e : k.exprs) lane_mode |= em.has_unit_load(e, fmt::format("i{}", shape.size() - 1));
     }
   }
   std::string coords;
@@ -446,7 +455,12 @@ std::string emit_glsl450(const Plan& plan, const Kernel& k, ShaderStage stage) {
     em.indent_ = 2;
     em.set_vector_var(fmt::format("i{}", shape.size() - 1), fmt::format("i{}", shape.size() - 1));
   }
-  Emitter::Code value = em.emit(k.expr);
+  std::vector<Emitter::Code> values;
+  for (auto& e : k.exprs) values.push_back(em.emit(e));
+  // output variable names: "out_texel" for a single output, else one per render target named after its value
+  std::vector<std::string> onames;
+  for (size_t j = 0; j < nout; ++j)
+    onames.push_back(nout == 1 ? std::string("out_texel") : "out_" + plan.values[k.outputs[j]].name);
   std::string src = header(plan, k, stage);
   if (lane_mode) src += "// vectorised: the 4 elements of each output texel are computed together (vec4)\n";
   std::string decls, loads;
@@ -471,11 +485,18 @@ std::string emit_glsl450(const Plan& plan, const Kernel& k, ShaderStage stage) {
     }
   }
   if (stage == ShaderStage::Fragment) {
-    src += decls + "layout(location = 0) out vec4 out_texel;\n\n";
+    src += decls;
+    for (size_t j = 0; j < nout; ++j)
+      src += fmt::format("layout(location = {}) out vec4 {};{}\n", j, onames[j],
+                         nout > 1 ? fmt::format("  // {}", shape_str(plan.values[k.outputs[j]].node->shape)) : "");
+    src += "\n";
   } else {
     src += fmt::format("layout(local_size_x = {}) in;\n", kComputeWorkgroupSize) + decls;
-    src += fmt::format("layout(std430, set = 0, binding = {}) writeonly buffer buf_out {{ float data[]; }} out_{};\n\n",
-                       k.inputs.size(), out.name);
+    for (size_t j = 0; j < nout; ++j)
+      src += fmt::format("layout(std430, set = 0, binding = {}) writeonly buffer buf_out{} {{ float data[]; }} out_{};\n",
+                         k.inputs.size() + j, nout == 1 ? std::string() : std::to_string(j),
+                         plan.values[k.outputs[j]].name);
+    src += "\n";
   }
   src += loads;
   if (em.uses_pow_) {
@@ -491,24 +512,33 @@ std::string emit_glsl450(const Plan& plan, const Kernel& k, ShaderStage stage) {
   if (stage == ShaderStage::Fragment && lane_mode) {
     src += fmt::format("  int texel = int(gl_FragCoord.y) * {} + int(gl_FragCoord.x);\n", out.layout.width);
     src += "  int elem = texel * 4;  // first of the 4 elements (same row: the last axis is a multiple of 4)\n";
-    src += fmt::format("  if (elem >= {}) {{ out_texel = vec4(0.0); return; }}\n", out.layout.numel);
+    std::string zero;
+    for (size_t j = 0; j < nout; ++j) zero += fmt::format(" {} = vec4(0.0);", onames[j]);
+    src += fmt::format("  if (elem >= {}) {{{} return; }}\n", out.layout.numel, zero);
     src += coords + em.body_;
-    src += fmt::format("  out_texel = {};\n}}\n", value.vec ? value.s : fmt::format("vec4({})", value.s));
+    for (size_t j = 0; j < nout; ++j)
+      src += fmt::format("  {} = {};\n", onames[j], values[j].vec ? values[j].s : fmt::format("vec4({})", values[j].s));
+    src += "}\n";
   } else if (stage == ShaderStage::Fragment) {
     src += fmt::format("  int texel = int(gl_FragCoord.y) * {} + int(gl_FragCoord.x);\n", out.layout.width);
-    src += "  vec4 result = vec4(0.0);\n";
+    for (size_t j = 0; j < nout; ++j) src += fmt::format("  vec4 result{} = vec4(0.0);\n", nout == 1 ? std::string() : std::to_string(j));
     src += "  for (int lane = 0; lane < 4; ++lane) {\n";
     src += "    int elem = texel * 4 + lane;\n";
     src += fmt::format("    if (elem >= {}) break;\n", out.layout.numel);
     src += coords + em.body_;
-    src += fmt::format("    result[lane] = {};\n", value.s);
-    src += "  }\n  out_texel = result;\n}\n";
+    for (size_t j = 0; j < nout; ++j)
+      src += fmt::format("    result{}[lane] = {};\n", nout == 1 ? std::string() : std::to_string(j), values[j].s);
+    src += "  }\n";
+    for (size_t j = 0; j < nout; ++j) src += fmt::format("  {} = result{};\n", onames[j], nout == 1 ? std::string() : std::to_string(j));
+    src += "}\n";
   } else {
     src += fmt::format("  int elem = int(gl_GlobalInvocationID.y * (gl_NumWorkGroups.x * {}u) + gl_GlobalInvocationID.x);\n",
                        kComputeWorkgroupSize);
     src += fmt::format("  if (elem >= {}) return;\n", out.layout.numel);
     src += coords + em.body_;
-    src += fmt::format("  out_{}.data[elem] = {};\n}}\n", out.name, value.s);
+    for (size_t j = 0; j < nout; ++j)
+      src += fmt::format("  out_{}.data[elem] = {};\n", plan.values[k.outputs[j]].name, values[j].s);
+    src += "}\n";
   }
   return src;
 }

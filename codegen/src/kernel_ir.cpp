@@ -1,7 +1,9 @@
 // Kernel IR builders with integer constant folding, cost estimate, printing.
 #include "sg/kernel_ir.h"
 
+#include <cmath>
 #include <functional>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -162,6 +164,43 @@ double kloop_iterations(const KExprPtr& e) {
     return levels + trip * kloop_iterations(e->a);
   }
   return kloop_iterations(e->a) + kloop_iterations(e->b) + kloop_iterations(e->c);
+}
+
+double kloop_iterations(const std::vector<KExprPtr>& roots) {
+  std::unordered_set<const KExpr*> seen;
+  double total = 0;
+  std::function<void(const KExprPtr&)> go = [&](const KExprPtr& e) {
+    if (!e || !seen.insert(e.get()).second) return;
+    if (e->op == KOp::Reduce) {
+      total += kloop_iterations(e);
+      return;
+    }
+    go(e->a), go(e->b), go(e->c);
+  };
+  for (auto& r : roots) go(r);
+  return total;
+}
+
+bool kequal(const KExprPtr& a, const KExprPtr& b) {
+  if (a == b) return true;
+  if (!a || !b) return false;
+  if (a->op != b->op || a->type != b->type) return false;
+  switch (a->op) {
+    case KOp::IntConst: return a->ivalue == b->ivalue;
+    case KOp::FloatConst: return a->fvalue == b->fvalue || (std::isnan(a->fvalue) && std::isnan(b->fvalue));
+    case KOp::Var: return a->name == b->name;
+    case KOp::FMath:
+      if (a->sop != b->sop) return false;
+      break;
+    case KOp::Load:
+      if (a->input != b->input) return false;
+      break;
+    case KOp::Reduce:
+      if (a->reduce != b->reduce || a->loop_vars != b->loop_vars || a->extents != b->extents) return false;
+      break;
+    default: break;
+  }
+  return kequal(a->a, b->a) && kequal(a->b, b->b) && kequal(a->c, b->c);
 }
 
 namespace {

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <optional>
+#include <set>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -72,19 +74,37 @@ KExprPtr in_range(const KExprPtr& v, int64_t hi) {
   return band(kibin(KOp::IGe, v, kint(0)), kibin(KOp::ILt, v, kint(hi)));
 }
 
+/// Thrown by Lowerer when an output of the kernel being built is read at another element than its own
+/// (multi-output fusion is then not possible).
+struct NotIdentity {};
+
 /// Lowers nodes to kernel IR for one kernel; reads of materialised values become Loads.
 class Lowerer {
  public:
   Lowerer(const std::unordered_map<const Node*, int>& value_of, Kernel& k, std::vector<NodePtr>& inlined)
       : value_of_(value_of), k_(k), inlined_(inlined) {}
 
-  KExprPtr root(const NodePtr& n) {
-    std::vector<KExprPtr> idx;
-    for (size_t i = 0; i < n->shape.size(); ++i) idx.push_back(kvar(fmt::format("i{}", i)));
-    return lower(n, idx);
+  /// The value of node `n` itself (not a load of it) at coordinates idx.
+  KExprPtr root_at(const NodePtr& n, const std::vector<KExprPtr>& idx) { return lower(n, idx); }
+  /// Registers `n` as an output of this kernel whose value at coordinates idx is `root`: a read of n at the
+  /// same element returns `root` (computed once); a read at another element throws NotIdentity.
+  void add_member(const NodePtr& n, const std::vector<KExprPtr>& idx, KExprPtr root) {
+    members_[n.get()] = {linearize(idx, n->shape), std::move(root)};
   }
 
  private:
+  struct Member {
+    KExprPtr flat;  // the member's own element index
+    KExprPtr root;
+  };
+  std::unordered_map<const Node*, Member> members_;
+
+  KExprPtr member_read(const Node* n, const KExprPtr& flat) {
+    const Member& m = members_.at(n);
+    if (kequal(flat, m.flat)) return m.root;
+    throw NotIdentity{};
+  }
+
   const std::unordered_map<const Node*, int>& value_of_;
   Kernel& k_;
   std::vector<NodePtr>& inlined_;
@@ -104,6 +124,7 @@ class Lowerer {
   bool materialized(const Node* n) const { return value_of_.count(n) > 0; }
 
   KExprPtr read_flat(const NodePtr& n, const KExprPtr& flat) {
+    if (members_.count(n.get())) return member_read(n.get(), flat);
     if (materialized(n.get())) return kload(input_slot(value_of_.at(n.get())), flat);
     if (n->op == Op::Reshape) {
       note(n);
@@ -113,6 +134,7 @@ class Lowerer {
   }
 
   KExprPtr read(const NodePtr& n, const std::vector<KExprPtr>& idx) {
+    if (members_.count(n.get())) return member_read(n.get(), linearize(idx, n->shape));
     if (materialized(n.get())) return kload(input_slot(value_of_.at(n.get())), linearize(idx, n->shape));
     return lower(n, idx);
   }
@@ -324,6 +346,55 @@ class Lowerer {
   }
 };
 
+Shape squeezed(ShapeRef s) {
+  Shape r;
+  for (int64_t d : s)
+    if (d != 1) r.push_back(d);
+  return r;
+}
+
+/// Outputs of one kernel share the iteration domain: equal shapes up to size-1 axes.
+bool same_domain(ShapeRef a, ShapeRef b) { return squeezed(a) == squeezed(b); }
+
+/// Coordinates of `shape` for the element at domain coordinates `vars` (same_domain(domain, shape)).
+std::vector<KExprPtr> domain_coords(const std::vector<KExprPtr>& vars, ShapeRef domain, ShapeRef shape) {
+  std::vector<KExprPtr> nonunit;
+  for (size_t i = 0; i < domain.size(); ++i)
+    if (domain[i] != 1) nonunit.push_back(vars[i]);
+  std::vector<KExprPtr> idx;
+  size_t k = 0;
+  for (int64_t d : shape) idx.push_back(d == 1 ? kint(0) : nonunit[k++]);
+  return idx;
+}
+
+/// A fusion group lowered to kernel IR.
+struct Lowered {
+  std::vector<KExprPtr> exprs;   // per member
+  std::vector<int> inputs;       // value ids read
+  std::vector<NodePtr> inlined;  // nodes computed (members included)
+};
+
+/// Lowers `members` (topological order, same domain) as the outputs of one kernel at shared coordinates
+/// i0.. of shape `domain` (default: members[0]'s). Throws NotIdentity if a member is read at another element
+/// than its own.
+Lowered lower_group(const std::vector<NodePtr>& members, const std::unordered_map<const Node*, int>& value_of,
+                    const Node* domain = nullptr) {
+  Kernel k;
+  Lowered r;
+  Lowerer low(value_of, k, r.inlined);
+  ShapeRef dom = (domain ? domain : members[0].get())->shape;
+  std::vector<KExprPtr> vars;
+  for (size_t i = 0; i < dom.size(); ++i) vars.push_back(kvar(fmt::format("i{}", i)));
+  for (auto& m : members) {
+    std::vector<KExprPtr> idx = domain_coords(vars, dom, m->shape);
+    KExprPtr e = low.root_at(m, idx);
+    low.add_member(m, idx, e);
+    r.exprs.push_back(e);
+  }
+  r.inputs = k.inputs;
+  return r;
+}
+
 std::string kernel_name(int index, const std::vector<NodePtr>& nodes) {
   std::vector<std::string> parts;
   auto add = [&](const std::string& p) {
@@ -439,14 +510,16 @@ Plan schedule(const Program& program, const ScheduleOptions& opt) {
     if (!value_of.count(u.target.get())) add_value(u.target, ValueKind::Persistent, u.target->name);
 
   // kernels
-  // Appends a kernel; first splits reductions whose loop nest exceeds opt.max_loop_iterations into a partial
-  // kernel (output (P, out...), each of the P chunks reducing part of one loop) and a final reduction over P.
+  // Appends a kernel; first splits reductions of a single-output kernel whose loop nest exceeds
+  // opt.max_loop_iterations into a partial kernel (output (P, out...), each of the P chunks reducing part of one
+  // loop) and a final reduction over P. (Multi-output kernels are only formed within the budget.)
   std::function<void(Kernel&&, const std::vector<NodePtr>&, const std::string&)> push_kernel =
       [&](Kernel&& k, const std::vector<NodePtr>& name_nodes, const std::string& suffix) {
-    const NodePtr out_node = plan.values[k.output].node;  // copies: add_value below grows plan.values
-    const std::string out_name = plan.values[k.output].name;
+    const NodePtr out_node = plan.values[k.output()].node;  // copies: add_value below grows plan.values
+    const std::string out_name = plan.values[k.output()].name;
     ShapeRef oshape = out_node->shape;
-    for (int guard = 0; guard < 8 && 4 * (1 + kloop_iterations(k.expr)) > opt.max_loop_iterations; ++guard) {
+    for (int guard = 0; guard < 8 && k.exprs.size() == 1 && 4 * (1 + kloop_iterations(k.exprs[0])) > opt.max_loop_iterations;
+         ++guard) {
       // the most expensive top-level reduction
       const KExpr* best = nullptr;
       double best_cost = 0;
@@ -459,7 +532,7 @@ Plan schedule(const Program& program, const ScheduleOptions& opt) {
         }
         find(e->a), find(e->b), find(e->c);
       };
-      find(k.expr);
+      find(k.exprs[0]);
       if (!best) break;
       size_t vi = std::max_element(best->extents.begin(), best->extents.end()) - best->extents.begin();
       int64_t E = best->extents[vi];
@@ -484,7 +557,7 @@ Plan schedule(const Program& program, const ScheduleOptions& opt) {
       Kernel part;
       part.inputs = k.inputs;
       part.nodes = k.nodes;
-      part.expr = kreduce(best->reduce, best->loop_vars, ext, body);
+      part.exprs = {kreduce(best->reduce, best->loop_vars, ext, body)};
       Shape pshape = {P};
       pshape.append(oshape.begin(), oshape.end());
       Node pn;
@@ -494,7 +567,7 @@ Plan schedule(const Program& program, const ScheduleOptions& opt) {
       pn.name = fmt::format("partial {} of {}", reduce_name(best->reduce), out_name);
       pn.loc = out_node->loc;
       int pid = add_value(make_node(std::move(pn)), ValueKind::Temp, out_name + "_partial", false);
-      part.output = pid;
+      part.outputs = {pid};
       part.comment = fmt::format("// partial {}s: {} chunks of {} iterations of loop {} (of {})\n", reduce_name(best->reduce),
                                  P, C, v, E) + k.comment;
       push_kernel(std::move(part), name_nodes, suffix + "_partial");
@@ -505,52 +578,213 @@ Plan schedule(const Program& program, const ScheduleOptions& opt) {
       for (size_t i = 0; i < oshape.size(); ++i) idx.push_back(kvar(fmt::format("i{}", i)));
       std::string pv = fmt::format("p{}", guard);
       KExprPtr flat = kibin(KOp::IAdd, kibin(KOp::IMul, kvar(pv), kint(numel(oshape))), linearize(idx, oshape));
-      k.expr = kreplace(k.expr, best, kreduce(best->reduce, {pv}, {P}, kload(slot, flat)));
+      k.exprs[0] = kreplace(k.exprs[0], best, kreduce(best->reduce, {pv}, {P}, kload(slot, flat)));
       k.comment = fmt::format("// final {} over {} partial results\n", reduce_name(best->reduce), P) + k.comment;
     }
-    if (4 * (1 + kloop_iterations(k.expr)) > opt.max_loop_iterations)
+    double iters = kloop_iterations(k.exprs);
+    if (4 * (1 + iters) > opt.max_loop_iterations)
       throw UnsupportedError(fmt::format(
           "schedule: kernel computing {} needs {:.0f} loop iterations per invocation (limit {:.0f}) and its loops "
           "cannot be split (argmax and nested reductions are not split); GPUs such as llvmpipe silently stop long "
           "loops. Reduce the axis length (e.g. argmax over at most {} elements) or reshape first.",
-          out_node->describe(), 4 * (1 + kloop_iterations(k.expr)), opt.max_loop_iterations,
+          out_node->describe(), 4 * (1 + iters), opt.max_loop_iterations,
           static_cast<int64_t>(opt.max_loop_iterations / 4)));
     k.name = kernel_name(static_cast<int>(plan.kernels.size()), name_nodes) + suffix;
-    plan.values[k.output].producer = static_cast<int>(plan.kernels.size());
+    for (int o : k.outputs) plan.values[o].producer = static_cast<int>(plan.kernels.size());
     plan.kernels.push_back(std::move(k));
   };
-  auto build_kernel = [&](const NodePtr& n, const NodePtr& source) {
-    Kernel k;
-    int src_vid = source ? value_of.at(source.get()) : -1;
-    int vid = add_value(n, ValueKind::Temp, fmt::format("t{}", plan.kernels.size()), !source);
-    std::vector<NodePtr> inl;
-    if (source) {  // a copy kernel
-      Lowerer low(value_of, k, inl);
-      k.inputs.push_back(src_vid);
-      std::vector<KExprPtr> idx;
-      for (size_t i = 0; i < n->shape.size(); ++i) idx.push_back(kvar(fmt::format("i{}", i)));
-      k.expr = kload(0, linearize(idx, n->shape));
-    } else {
-      value_of.erase(n.get());  // lower the node itself, not a load of its own output
-      Lowerer low(value_of, k, inl);
-      k.expr = low.root(n);
-      value_of[n.get()] = vid;
-    }
-    std::sort(inl.begin(), inl.end(), [&](const NodePtr& x, const NodePtr& y) {
-      return plan.node_index(x.get()) < plan.node_index(y.get());
-    });
-    k.nodes = inl;
-    k.output = vid;
+  auto node_comment = [&](const std::vector<NodePtr>& nodes) {
     std::string c;
-    for (auto& x : inl)
+    for (auto& x : nodes)
       c += fmt::format("//   n{:<4} {:<40} {:>12}  {}\n", plan.node_index(x.get()), x->label().substr(0, 40),
                        shape_str(x->shape), x->loc.known() ? x->loc.str() : "");
-    k.comment = c;
-    push_kernel(std::move(k), source ? std::vector<NodePtr>{} : inl, "");
+    return c;
+  };
+  auto by_position = [&](std::vector<NodePtr>& nodes) {
+    std::sort(nodes.begin(), nodes.end(), [&](const NodePtr& x, const NodePtr& y) {
+      return plan.node_index(x.get()) < plan.node_index(y.get());
+    });
+  };
+  // A kernel that copies value `source` into a new value for node n (an update that needs its own texture).
+  auto build_copy = [&](const NodePtr& n, const NodePtr& source) {
+    Kernel k;
+    int vid = add_value(n, ValueKind::Temp, fmt::format("t{}", plan.kernels.size()), false);
+    k.inputs.push_back(value_of.at(source.get()));
+    std::vector<KExprPtr> idx;
+    for (size_t i = 0; i < n->shape.size(); ++i) idx.push_back(kvar(fmt::format("i{}", i)));
+    k.exprs = {kload(0, linearize(idx, n->shape))};
+    k.outputs = {vid};
+    push_kernel(std::move(k), {}, "");
     return vid;
   };
+
+  // Fusion groups: every materialised non-leaf node, in topological order, either starts a group or joins an
+  // earlier one (multi-output fusion, see sg/schedule.h). Groups are decided on trial lowerings in which each
+  // materialised node has a pseudo value id; they form a DAG (a group depends on the groups whose values it
+  // reads) and are launched in a topological order of it.
+  std::vector<NodePtr> mat_nodes;
   for (auto& n : order)
-    if (!n->is_leaf() && mat.count(n.get())) build_kernel(n, nullptr);
+    if (!n->is_leaf() && mat.count(n.get())) mat_nodes.push_back(n);
+  constexpr int kPseudo = 1 << 28;
+  std::unordered_map<const Node*, int> trial_of = value_of;  // leaves: real ids
+  for (size_t i = 0; i < mat_nodes.size(); ++i) trial_of[mat_nodes[i].get()] = kPseudo + static_cast<int>(i);
+  struct Group {
+    std::vector<NodePtr> members;
+    Lowered lowered;
+    std::set<int> deps;  // groups whose values it reads
+    bool dead = false;
+  };
+  std::vector<Group> groups;
+  std::unordered_map<const Node*, int> group_of;
+  const int max_out = opt.unfused ? 1 : std::max(1, opt.max_outputs);
+  auto producer_group = [&](int id) { return id < kPseudo ? -1 : group_of.at(mat_nodes[id - kPseudo].get()); };
+  auto reads = [](const Lowered& l, int id) { return std::find(l.inputs.begin(), l.inputs.end(), id) != l.inputs.end(); };
+  auto deps_of = [&](const Lowered& l, int self) {
+    std::set<int> d;
+    for (int id : l.inputs)
+      if (int g = producer_group(id); g >= 0 && g != self) d.insert(g);
+    return d;
+  };
+  // true when group `to` depends (transitively) on group `from`
+  auto depends = [&](int to, int from) {
+    std::vector<int> stack = {to};
+    std::set<int> seen;
+    while (!stack.empty()) {
+      int g = stack.back();
+      stack.pop_back();
+      if (g == from) return true;
+      if (!seen.insert(g).second) continue;
+      for (int d : groups[g].deps) stack.push_back(d);
+    }
+    return false;
+  };
+  // lowered as group gi's kernel: inputs within the sampler limit, loops within budget, no dependency cycle
+  auto fits = [&](const Lowered& l, int gi) {
+    if (static_cast<int>(l.inputs.size()) > opt.max_inputs) return false;
+    if (4 * (1 + kloop_iterations(l.exprs)) > opt.max_loop_iterations) return false;
+    for (int d : deps_of(l, gi))
+      if (depends(d, gi)) return false;
+    return true;
+  };
+  auto try_lower = [&](const std::vector<NodePtr>& members, const std::unordered_map<const Node*, int>& vo)
+      -> std::optional<Lowered> {
+    try {
+      return lower_group(members, vo);
+    } catch (const NotIdentity&) {
+      return std::nullopt;
+    }
+  };
+  for (auto& n : mat_nodes) {
+    Lowered solo = lower_group({n}, trial_of);
+    int joined = -1;
+    // candidates: related groups (n reads a member, or they share an input) first, latest first; then others
+    std::vector<int> related, others;
+    for (int gi = static_cast<int>(groups.size()) - 1; max_out > 1 && gi >= 0; --gi) {
+      Group& g = groups[gi];
+      if (g.dead || static_cast<int>(g.members.size()) >= max_out || !same_domain(g.members[0]->shape, n->shape))
+        continue;
+      bool rel = false;
+      for (auto& m : g.members) rel |= reads(solo, trial_of.at(m.get()));
+      for (int id : solo.inputs) rel |= reads(g.lowered, id);
+      (rel ? related : others).push_back(gi);
+    }
+    related.insert(related.end(), others.begin(), others.end());
+    for (int gi : related) {
+      Group& g = groups[gi];
+      std::vector<NodePtr> members = g.members;
+      members.push_back(n);
+      auto l = try_lower(members, trial_of);
+      if (!l || !fits(*l, gi)) continue;
+      g.members = std::move(members);
+      g.lowered = std::move(*l);
+      g.deps = deps_of(g.lowered, gi);
+      joined = gi;
+      break;
+    }
+    if (joined < 0) {
+      joined = static_cast<int>(groups.size());
+      groups.push_back({{n}, std::move(solo), {}, false});
+      group_of[n.get()] = joined;
+      groups[joined].deps = deps_of(groups[joined].lowered, joined);
+    }
+    group_of[n.get()] = joined;
+  }
+  // A reduction stored only for one later kernel is computed inside it instead when that kernel reads it at a
+  // single element per output element (so it is computed once), e.g. a weight gradient read through a transpose
+  // only by its optimizer kernel.
+  for (size_t gi = 0; max_out > 1 && gi < groups.size(); ++gi) {
+    Group& g = groups[gi];
+    if (g.dead || g.members.size() != 1) continue;
+    const NodePtr r = g.members[0];
+    if (external.count(r.get()) || !is_heavy(r->op)) continue;
+    int reader = -1, readers = 0;
+    for (size_t gj = 0; gj < groups.size(); ++gj)
+      if (gj != gi && !groups[gj].dead && reads(groups[gj].lowered, trial_of.at(r.get())))
+        reader = static_cast<int>(gj), ++readers;
+    if (readers != 1) continue;
+    auto vo = trial_of;
+    vo.erase(r.get());
+    auto l = try_lower(groups[reader].members, vo);
+    if (!l || static_cast<int>(l->inputs.size()) > opt.max_inputs ||
+        4 * (1 + kloop_iterations(l->exprs)) > opt.max_loop_iterations)
+      continue;
+    double before = kloop_iterations(groups[reader].lowered.exprs), own = kloop_iterations(g.lowered.exprs);
+    if (kloop_iterations(l->exprs) > before + own + 0.5) continue;  // it would be computed more than once
+    groups[reader].lowered = std::move(*l);
+    g.dead = true;
+    mat.erase(r.get());
+    trial_of = std::move(vo);
+    groups[reader].deps = deps_of(groups[reader].lowered, reader);
+  }
+  // members nobody else reads (not program outputs or updates either) are computed but not stored
+  std::set<const Node*> read_elsewhere;
+  for (size_t gi = 0; gi < groups.size(); ++gi) {
+    if (groups[gi].dead) continue;
+    for (int id : groups[gi].lowered.inputs)
+      if (id >= kPseudo) read_elsewhere.insert(mat_nodes[id - kPseudo].get());
+  }
+  // launch order: a topological order of the group DAG, earliest-formed group first among the ready ones
+  std::vector<int> launch;
+  {
+    std::vector<int> pending(groups.size(), 0);
+    std::vector<std::vector<int>> users(groups.size());
+    for (size_t gi = 0; gi < groups.size(); ++gi) {
+      if (groups[gi].dead) continue;
+      for (int d : groups[gi].deps) users[d].push_back(static_cast<int>(gi)), ++pending[gi];
+    }
+    std::set<int> ready;
+    for (size_t gi = 0; gi < groups.size(); ++gi)
+      if (!groups[gi].dead && pending[gi] == 0) ready.insert(static_cast<int>(gi));
+    while (!ready.empty()) {
+      int g = *ready.begin();
+      ready.erase(ready.begin());
+      launch.push_back(g);
+      for (int u : users[g])
+        if (--pending[u] == 0) ready.insert(u);
+    }
+  }
+  // the kernels, with real value ids
+  for (int gi : launch) {
+    Group& g = groups[gi];
+    int kindex = static_cast<int>(plan.kernels.size());
+    Kernel k;
+    std::vector<bool> stored;
+    for (size_t j = 0; j < g.members.size(); ++j) {
+      const Node* m = g.members[j].get();
+      stored.push_back(g.members.size() == 1 || external.count(m) || read_elsewhere.count(m));
+      if (stored.back())
+        k.outputs.push_back(add_value(g.members[j], ValueKind::Temp,
+                                      k.outputs.empty() ? fmt::format("t{}", kindex) : fmt::format("t{}_{}", kindex, k.outputs.size())));
+    }
+    Lowered l = lower_group(g.members, value_of, plan.values[k.outputs[0]].node.get());  // coordinates of output 0
+    by_position(l.inlined);
+    for (size_t j = 0; j < g.members.size(); ++j)
+      if (stored[j]) k.exprs.push_back(l.exprs[j]);
+    k.inputs = std::move(l.inputs);
+    k.nodes = l.inlined;
+    k.comment = node_comment(l.inlined);
+    push_kernel(std::move(k), l.inlined, "");
+  }
 
   // outputs and updates
   for (auto& o : program.outputs) plan.output_values.push_back(value_of.at(o.get()));
@@ -561,7 +795,7 @@ Plan schedule(const Program& program, const ScheduleOptions& opt) {
     int vid = value_of.at(u.value.get());
     if (plan.values[vid].kind != ValueKind::Temp || used_as_update.count(vid) ||
         std::count(plan.output_values.begin(), plan.output_values.end(), vid))
-      vid = build_kernel(u.value, u.value);  // its own copy, so it can live in the target's back texture
+      vid = build_copy(u.value, u.value);  // its own copy, so it can live in the target's back texture
     used_as_update.insert(vid);
     plan.values[vid].update_of = target;
     plan.updates.push_back({target, vid});
@@ -578,8 +812,9 @@ Plan schedule(const Program& program, const ScheduleOptions& opt) {
     if (v.kind == ValueKind::Persistent) bytes += 2 * b;
     if (v.kind == ValueKind::Input || v.kind == ValueKind::Constant) bytes += b;
   }
-  for (auto& k : plan.kernels) {
-    Value& v = plan.values[k.output];
+  for (auto& k : plan.kernels)
+    for (int out : k.outputs) {
+    Value& v = plan.values[out];
     if (v.update_of >= 0) continue;
     int found = -1;
     for (size_t b = 0; b < plan.buffers.size(); ++b) {
@@ -602,7 +837,7 @@ Plan schedule(const Program& program, const ScheduleOptions& opt) {
     TextureLayout& bl = plan.buffers[found];
     if (v.layout.numel > bl.numel) bl.numel = v.layout.numel, bl.texels = v.layout.texels;
     buffer_free_after[found] = std::max(v.last_use, v.producer);
-  }
+    }
   plan.peak_bytes = bytes;
   return plan;
 }
@@ -638,7 +873,13 @@ nlohmann::json Plan::to_json() const {
     for (auto& n : k.nodes)
       nodes.push_back({{"node", node_index(n.get())}, {"op", n->label()}, {"shape", shape_str(n->shape)},
                        {"source", n->loc.known() ? n->loc.str() : ""}});
-    ks.push_back({{"name", k.name}, {"output", value_json(k.output)}, {"inputs", ins}, {"nodes", nodes}});
+    json outs = json::array();
+    for (size_t j = 0; j < k.outputs.size(); ++j) {
+      json o = value_json(k.outputs[j]);
+      o["render_target"] = j;
+      outs.push_back(o);
+    }
+    ks.push_back({{"name", k.name}, {"outputs", outs}, {"inputs", ins}, {"nodes", nodes}});
   }
   json outs = json::array();
   for (size_t i = 0; i < output_values.size(); ++i)

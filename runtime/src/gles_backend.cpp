@@ -1,4 +1,5 @@
 // The GLES backend: executes Plans as fragment-shader passes over RGBA32F textures (headless EGL).
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <unordered_map>
@@ -59,6 +60,8 @@ class GlesBackend final : public Backend {
     so.unfused = opt_.unfused;
     so.max_texture_width = dev_->max_texture_width();
     so.max_texture_height = dev_->caps().max_texture_size;
+    so.max_outputs = static_cast<int>(std::clamp<int64_t>(dev_->caps().max_draw_buffers, 1, 8));
+    so.max_inputs = static_cast<int>(std::min<int64_t>(dev_->caps().max_texture_units, 16));
     Plan plan = schedule(p, so);
     if (!dump_dir_.empty()) dump_plan(plan, fmt::format("{}/program{:02}", dump_dir_, dumps_++), cache_);
     return std::make_unique<GlesExecutable>(*this, std::move(plan));
@@ -163,24 +166,35 @@ std::vector<std::vector<float>> GlesExecutable::run(const std::vector<Feed>& fee
   }
   timings_.clear();
   std::vector<std::pair<std::string, const gles::Texture*>> ins;
+  std::vector<gles::Texture*> outs;
   for (size_t k = 0; k < plan_.kernels.size(); ++k) {
+    const Kernel& kern = plan_.kernels[k];
     ins.clear();
     for (auto& [sampler, id] : bindings_[k]) ins.emplace_back(sampler, &texture_of(id, false));
-    dev.draw(*programs_[k], ins, texture_of(plan_.kernels[k].output, true), plan_.kernels[k].name);
-    if (be_.profile()) timings_.push_back({plan_.kernels[k].name, dev.last_draw_ms(), dev.timer_queries_available()});
+    if (kern.outputs.size() == 1) {
+      dev.draw(*programs_[k], ins, texture_of(kern.output(), true), kern.name);
+    } else {
+      outs.clear();
+      for (int o : kern.outputs) outs.push_back(&texture_of(o, true));
+      dev.draw(*programs_[k], ins, outs, kern.name);
+    }
+    if (be_.profile()) timings_.push_back({kern.name, dev.last_draw_ms(), dev.timer_queries_available()});
     if (hook_) {
-      const Kernel& kern = plan_.kernels[k];
-      KernelEvent ev;
-      ev.index = static_cast<int>(k);
-      ev.name = kern.name;
-      ev.kernel = &kern;
-      ev.node = plan_.values[kern.output].node.get();
-      ev.read = [this, &kern, &dev] {
-        std::vector<float> v(plan_.values[kern.output].node->numel());
-        dev.download(texture_of(kern.output, false), v.data(), static_cast<int64_t>(v.size()));
-        return v;
-      };
-      hook_(ev);
+      for (size_t j = 0; j < kern.outputs.size(); ++j) {  // one event per output value
+        const int out = kern.outputs[j];
+        KernelEvent ev;
+        ev.index = static_cast<int>(k);
+        ev.output = static_cast<int>(j);
+        ev.name = kern.name;
+        ev.kernel = &kern;
+        ev.node = plan_.values[out].node.get();
+        ev.read = [this, out, &dev] {
+          std::vector<float> v(plan_.values[out].node->numel());
+          dev.download(texture_of(out, false), v.data(), static_cast<int64_t>(v.size()));
+          return v;
+        };
+        hook_(ev);
+      }
     }
   }
   std::vector<std::vector<float>> out;

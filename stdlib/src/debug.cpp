@@ -660,13 +660,16 @@ struct Session::Impl {
                          "Program you pass to attach, e.g. TrainStep::program)");
       for (size_t k = 0; k < plan->kernels.size(); ++k) {
         const Kernel& kern = plan->kernels[k];
-        Launch L;
-        L.index = static_cast<int>(k);
-        L.name = kern.name;
-        for (auto& n : kern.nodes) L.nodes.push_back(n.get());
-        L.output = plan->values[kern.output].node.get();
-        L.kernel = &kern;
-        launches.push_back(std::move(L));
+        for (size_t j = 0; j < kern.outputs.size(); ++j) {  // a multi-output kernel: one launch entry per output
+          const Value& out = plan->values[kern.outputs[j]];
+          Launch L;
+          L.index = static_cast<int>(launches.size());
+          L.name = kern.outputs.size() == 1 ? kern.name : fmt::format("{}.{}", kern.name, out.name);
+          for (auto& n : kern.nodes) L.nodes.push_back(n.get());
+          L.output = out.node.get();
+          L.kernel = &kern;
+          launches.push_back(std::move(L));
+        }
       }
     } else {
       for (size_t i = 0; i < N; ++i) {

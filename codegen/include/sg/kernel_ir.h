@@ -68,6 +68,11 @@ bool kis_int(const KExprPtr& e, int64_t v);
 /// Node count; Reduce counts its body times its trip count (a cost estimate in scalar ops).
 double kcost(const KExprPtr& e);
 bool kcontains_reduce(const KExprPtr& e);
+/// Loop iterations one invocation executes to evaluate all of `roots` when every shared subtree (same pointer)
+/// is evaluated once, as the emitters do (a multi-output kernel computes a shared reduction once).
+double kloop_iterations(const std::vector<KExprPtr>& roots);
+/// Structural equality: same ops, constants, variable names, load slots and children.
+bool kequal(const KExprPtr& a, const KExprPtr& b);
 /// Loop iterations one evaluation executes (nested loops multiply; a GPU's per-invocation loop budget —
 /// llvmpipe stops every loop after 65535 iterations in total per invocation — is checked against this).
 double kloop_iterations(const KExprPtr& e);

@@ -9,6 +9,11 @@
 //    the prologue; otherwise materialised.
 //  - A reduction/matmul/conv/pool is inlined into its only consumer when that consumer is a Map of the same shape
 //    (the epilogue: matmul + bias + relu is one kernel); otherwise it ends its group and is materialised.
+//  - Multi-output fusion (Options::max_outputs > 1): materialised values with the same number of elements are
+//    computed by one kernel (one output per render target) when each reads the others only at its own element
+//    (vertical: Adam's parameter update reads the new m and v it computes) or they share an input (horizontal:
+//    m and v both read the gradient). A reduction read only by one such kernel is then computed inside it
+//    instead of being stored (the weight gradient becomes a local of the optimizer kernel).
 //  - Options::unfused materialises every node (one kernel per node: debug mode).
 // The memory plan assigns each temporary value a texture from a pool by liveness (a texture is reused once its
 // last reader has run; a kernel never reads the texture it writes); persistent values (Param/State) own two
@@ -47,14 +52,19 @@ struct Value {
   int last_use = -1;       ///< last kernel index reading it
 };
 
-/// One fusion group = one GPU launch rendering one output value.
+/// One fusion group = one GPU launch. It renders one or more output values (multiple render targets): all
+/// outputs have the same number of elements, hence the same texture layout, and output j is computed by
+/// exprs[j] at the same element (coordinates i0.. of outputs[0]'s shape). An output read by another output of the
+/// same kernel at the same element is computed once (the expression is shared), so e.g. an optimizer's
+/// m, v and parameter updates of one parameter are one pass.
 struct Kernel {
   std::string name;                    ///< stable readable name: "k03_matmul_add_relu"
-  int output = -1;                     ///< value id written
+  std::vector<int> outputs;            ///< value ids written, render target j = outputs[j]
+  std::vector<KExprPtr> exprs;         ///< per output: its value at output element (i0, i1, ...)
   std::vector<int> inputs;             ///< value ids read, in sampler order (KExpr Load input index)
   std::vector<NodePtr> nodes;          ///< graph nodes this kernel computes (topological order)
-  KExprPtr expr;                       ///< the value of one output element (coordinates i0.. of output shape)
   std::string comment;                 ///< the nodes and user source lines, for the generated source
+  int output() const { return outputs.front(); }  ///< the first output (every kernel has at least one)
 };
 
 struct ScheduleOptions {
@@ -66,6 +76,11 @@ struct ScheduleOptions {
   /// into a partial-reduction kernel plus a final one. llvmpipe silently stops loops after 65535 iterations in
   /// total per invocation (a wrong-result trap, not an error); long loops also risk GPU watchdogs elsewhere.
   double max_loop_iterations = 32768;
+  /// Max outputs (render targets) of one kernel; 1 disables multi-output fusion. GLES 3.0 guarantees 4
+  /// (GL_MAX_DRAW_BUFFERS); the GLES backend passes the device's value (at most 8).
+  int max_outputs = 4;
+  /// Max distinct inputs (samplers) of a kernel made by multi-output fusion (GLES 3.0 guarantees 16 units).
+  int max_inputs = 16;
 };
 
 /// The scheduled program: what a backend executes.

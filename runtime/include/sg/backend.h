@@ -36,10 +36,11 @@ struct KernelTiming {
 
 /// What a kernel hook sees after each launch (GPU: one kernel; CPU: one graph node) of Executable::run.
 struct KernelEvent {
-  int index = 0;                    ///< launch index within the run
+  int index = 0;                    ///< launch index within the run (GPU: kernel index)
+  int output = 0;                   ///< which output of the kernel (multi-output kernels send one event each)
   std::string name;                 ///< kernel name ("k03_matmul_add_relu") or node label on the CPU
   const Kernel* kernel = nullptr;   ///< the scheduled kernel (GPU backends), else nullptr
-  const Node* node = nullptr;       ///< the node whose value was just computed (GPU: the kernel's output node)
+  const Node* node = nullptr;       ///< the node whose value was just computed (GPU: output `output` of the kernel)
   /// Reads back the value just computed (row-major, numel(node->shape) floats). Synchronises the GPU.
   std::function<std::vector<float>()> read;
 };
