@@ -11,6 +11,8 @@
 //   --large        adds SGEMM N = 2048;  --sgemm LIST replaces the SGEMM sizes (e.g. 1024,2048,4096)
 //   --only LIST    cases to run: sgemm, mlp, cnn, fusion, compile, cpuref, profile, probe (default all)
 //   --probe-side N the fragment ALU probe renders N x N texels (default: 256 on llvmpipe, else 4096)
+//   --max-outputs N render targets per kernel of the GLES backends (0 = device limit; 1 = without multi-output
+//                  fusion, the schedule of before it, for same-run comparisons)
 //
 // Cases (each timed with warm-up runs first, then median and min-max over the repeats; a run() reads the program
 // outputs back, which waits for the GPU, so every timing is synchronised):
@@ -91,6 +93,7 @@ struct Options {
   std::vector<int64_t> sgemm{256, 512, 1024};
   std::set<std::string> only;
   int64_t probe_side = 0;
+  int max_outputs = 0;  // BackendOptions::max_outputs of the GLES backends (0 = device limit, 1 = no MRT fusion)
   bool wants(const std::string& c) const { return only.empty() || only.count(c) != 0; }
 };
 
@@ -98,7 +101,7 @@ struct Options {
   fmt::print(stderr,
              "bench_ops: {}\nusage: bench_ops [--backend gles|cpu|both] [--json FILE] [--repeats N] [--warmup N]\n"
              "                 [--large] [--sgemm N,N,..] [--only sgemm,mlp,cnn,fusion,compile,cpuref,profile,probe]\n"
-             "                 [--max-seconds S] [--probe-side N]\n",
+             "                 [--max-seconds S] [--probe-side N] [--max-outputs N]\n",
              why);
   std::exit(2);
 }
@@ -160,6 +163,8 @@ Options parse(int argc, char** argv) {
       }
     } else if (a == "--probe-side") {
       o.probe_side = parse_int(value(), "--probe-side");
+    } else if (a == "--max-outputs") {
+      o.max_outputs = static_cast<int>(parse_int(value(), "--max-outputs"));
     } else if (a == "-h" || a == "--help") {
       usage("help");
     } else {
@@ -235,6 +240,11 @@ void add_row(Row r) {
   if (!r.ok) g_failed = true;
   fmt::print("| {:<30} | {:<7} | {:>4} | {:>10.3f} | {:>10.3f} - {:>8.3f} | {:>12.2f} | {:<8} | {:<34} |\n", r.label,
              r.backend, r.ms.n, r.ms.median, r.ms.min, r.ms.max, r.throughput, r.unit, r.check);
+  if (r.extra.contains("phase_ms")) {
+    std::string ph;
+    for (auto& [name, ms] : r.extra["phase_ms"].items()) ph += fmt::format("{} {:.3f} ms, ", name, ms.get<double>());
+    fmt::print("|   run() phases, median of 7: {:<150} |\n", ph.substr(0, ph.size() - 2));
+  }
   std::fflush(stdout);
   g_rows.push_back(std::move(r));
 }
@@ -492,6 +502,16 @@ void bench_step(Backends& bk, const std::string& backend, const std::string& mod
   r.throughput = 1000.0 / r.ms.median;
   r.unit = "steps/s";
   r.extra = {{"batch", b}, {"model", model}, {"kernels", exe->kernels_per_step()}, {"last_loss", last_loss}};
+  // where a run's host time goes (GLES: upload / draw submission / readback, which waits for the GPU)
+  std::map<std::string, std::vector<double>> phases;
+  for (int i = 0; i < 7; ++i) {
+    exe->run(feeds);
+    for (auto& [name, ms] : exe->last_phases()) phases[name].push_back(ms);
+  }
+  for (auto& [name, v] : phases) {
+    std::sort(v.begin(), v.end());
+    r.extra["phase_ms"][name] = v[v.size() / 2];
+  }
   if (const sg::Plan* plan = exe->plan()) r.extra["peak_bytes"] = plan->peak_bytes;
   add_row(std::move(r));
 }
@@ -502,19 +522,23 @@ void bench_step(Backends& bk, const std::string& backend, const std::string& mod
 
 void bench_fusion(const Options& o) {
   fmt::print("\nKernels per train step (forward + backward + Adam) and planned texture memory (ScheduleOptions "
-             "defaults vs .unfused = true):\n\n");
-  fmt::print("| {:<28} | {:>6} | {:>8} | {:>8} | {:>14} | {:>14} |\n", "program", "nodes", "fused", "unfused",
-             "peak (fused)", "peak (unfused)");
-  fmt::print("|{:-<30}|{:-<8}|{:-<10}|{:-<10}|{:-<16}|{:-<16}|\n", "", "", "", "", "", "");
+             "defaults; \"1 out/k\" = .max_outputs = 1, i.e. without multi-output fusion; .unfused = true):\n\n");
+  fmt::print("| {:<28} | {:>6} | {:>8} | {:>8} | {:>8} | {:>14} | {:>14} |\n", "program", "nodes", "fused", "1 out/k",
+             "unfused", "peak (fused)", "peak (unfused)");
+  fmt::print("|{:-<30}|{:-<8}|{:-<10}|{:-<10}|{:-<10}|{:-<16}|{:-<16}|\n", "", "", "", "", "", "", "");
   json rows = json::array();
   auto one = [&](const std::string& label, const std::string& key, const sg::Program& p) {
     sg::Plan fused = sg::schedule(p);
     sg::ScheduleOptions u;
     u.unfused = true;
     sg::Plan unf = sg::schedule(p, u);
-    fmt::print("| {:<28} | {:>6} | {:>8} | {:>8} | {:>14} | {:>14} |\n", label, p.nodes().size(), fused.kernels.size(),
-               unf.kernels.size(), human_bytes(fused.peak_bytes), human_bytes(unf.peak_bytes));
+    sg::ScheduleOptions one_out;
+    one_out.max_outputs = 1;
+    const size_t single = sg::schedule(p, one_out).kernels.size();
+    fmt::print("| {:<28} | {:>6} | {:>8} | {:>8} | {:>8} | {:>14} | {:>14} |\n", label, p.nodes().size(),
+               fused.kernels.size(), single, unf.kernels.size(), human_bytes(fused.peak_bytes), human_bytes(unf.peak_bytes));
     rows.push_back({{"key", key}, {"label", label}, {"nodes", p.nodes().size()}, {"kernels_fused", fused.kernels.size()},
+                    {"kernels_fused_single_output", single},
                     {"kernels_unfused", unf.kernels.size()}, {"peak_bytes_fused", fused.peak_bytes},
                     {"peak_bytes_unfused", unf.peak_bytes}});
   };
@@ -588,6 +612,7 @@ void bench_compile_times(Backends& bk, const Options& o) {
   if (bk.gles) {
     sg::BackendOptions bo;
     bo.kind = "gles";
+    bo.max_outputs = o.max_outputs;
     auto fresh = sg::make_backend(bo).backend;
     auto t0 = Clock::now();
     auto e1 = fresh->compile(s.step);
@@ -891,6 +916,7 @@ int main(int argc, char** argv) {
     try {
       sg::BackendOptions bo;
       bo.kind = "gles";
+      bo.max_outputs = o.max_outputs;
       bk.gles = sg::make_backend(bo).backend;
       bo.profile = true;
       bk.gles_profiled = sg::make_backend(bo).backend;

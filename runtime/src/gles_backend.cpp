@@ -30,6 +30,7 @@ class GlesExecutable final : public Executable {
   int kernels_per_step() const override { return static_cast<int>(plan_.kernels.size()); }
   const Plan* plan() const override { return &plan_; }
   std::vector<KernelTiming> last_timings() const override { return timings_; }
+  std::vector<std::pair<std::string, double>> last_phases() const override { return phases_; }
 
  private:
   GlesBackend& be_;
@@ -39,6 +40,7 @@ class GlesExecutable final : public Executable {
   std::unordered_map<int, gles::Texture> own_;         // inputs and constants, by value id
   std::vector<std::vector<std::pair<std::string, int>>> bindings_;  // per kernel: sampler -> value id
   std::vector<KernelTiming> timings_;
+  std::vector<std::pair<std::string, double>> phases_;
   gles::Texture& texture_of(int value_id, bool for_write);
 };
 
@@ -61,6 +63,9 @@ class GlesBackend final : public Backend {
     so.max_texture_width = dev_->max_texture_width();
     so.max_texture_height = dev_->caps().max_texture_size;
     so.max_outputs = static_cast<int>(std::clamp<int64_t>(dev_->caps().max_draw_buffers, 1, 8));
+    if (opt_.max_outputs < 0)
+      throw ValueError(fmt::format("BackendOptions::max_outputs must be >= 0 (0 = device limit), got {}", opt_.max_outputs));
+    if (opt_.max_outputs > 0) so.max_outputs = std::min(so.max_outputs, opt_.max_outputs);
     so.max_inputs = static_cast<int>(std::min<int64_t>(dev_->caps().max_texture_units, 16));
     Plan plan = schedule(p, so);
     if (!dump_dir_.empty()) dump_plan(plan, fmt::format("{}/program{:02}", dump_dir_, dumps_++), cache_);
@@ -153,6 +158,10 @@ gles::Texture& GlesExecutable::texture_of(int id, bool for_write) {
 
 std::vector<std::vector<float>> GlesExecutable::run(const std::vector<Feed>& feeds) {
   gles::Device& dev = be_.dev();
+  using Clock = std::chrono::steady_clock;
+  auto ms_since = [](Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); };
+  phases_.clear();
+  Clock::time_point t0 = Clock::now();
   for (auto& v : plan_.values) {
     if (v.kind != ValueKind::Input) continue;
     const Feed* f = nullptr;
@@ -164,6 +173,8 @@ std::vector<std::vector<float>> GlesExecutable::run(const std::vector<Feed>& fee
                                    shape_str(v.node->shape), f->data->size()));
     dev.upload(own_.at(v.id), f->data->data(), v.node->numel());
   }
+  phases_.emplace_back("upload", ms_since(t0));
+  t0 = Clock::now();
   timings_.clear();
   std::vector<std::pair<std::string, const gles::Texture*>> ins;
   std::vector<gles::Texture*> outs;
@@ -197,12 +208,15 @@ std::vector<std::vector<float>> GlesExecutable::run(const std::vector<Feed>& fee
       }
     }
   }
+  phases_.emplace_back("submit", ms_since(t0));
+  t0 = Clock::now();
   std::vector<std::vector<float>> out;
   for (int id : plan_.output_values) {
     std::vector<float> v(plan_.values[id].node->numel());
     dev.download(texture_of(id, false), v.data(), static_cast<int64_t>(v.size()));
     out.push_back(std::move(v));
   }
+  phases_.emplace_back("readback", ms_since(t0));
   for (auto& [target, value] : plan_.updates) {
     Persistent& p = be_.persistent(plan_.values[target].node);
     std::swap(p.front, p.back);

@@ -60,6 +60,9 @@ class Executable {
   virtual const Plan* plan() const { return nullptr; }
   /// Timings of the last run when profiling is on (BackendOptions::profile), else empty.
   virtual std::vector<KernelTiming> last_timings() const { return {}; }
+  /// Host wall-clock milliseconds of the phases of the last run (GLES: "upload" of the fed inputs, "submit" of
+  /// every draw call, "readback" of the outputs — which waits for the GPU to finish); empty if not recorded.
+  virtual std::vector<std::pair<std::string, double>> last_phases() const { return {}; }
   /// Installs (or clears, with an empty function) a hook called after every launch of later runs.
   void set_kernel_hook(KernelHook hook) { hook_ = std::move(hook); }
 
@@ -84,6 +87,7 @@ struct BackendOptions {
   std::string kind = "auto";       ///< "auto" | "gles" | "cpu"
   int64_t max_texture_width = 0;   ///< 0 = device limit; smaller forces row wrapping (tests)
   bool unfused = false;            ///< one kernel per node (debug)
+  int max_outputs = 0;             ///< render targets per kernel (multi-output fusion): 0 = device limit (<= 8), 1 = off
   bool profile = false;            ///< per-kernel timings (timer queries or glFinish-bounded)
   std::string dump_dir;            ///< dump every compiled plan here ("" = env SG_DUMP or none)
 };
