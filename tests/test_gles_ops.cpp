@@ -382,6 +382,21 @@ TEST_CASE("GLES matmul (2-D, batched, broadcast batch dims, epilogues) equals th
   s.add("matmul + bias + tanh epilogue", tanh(matmul(a, b) + bias), {a, b, bias}, kReduce);
   s.add("matmul of transposes", matmul(transpose(b), transpose(a)), {a, b}, kReduce);
   s.add("matmul with prologue", matmul(a * 2.0 - 1.0, sigmoid(b)), {a, b}, kReduce);
+  // tile mode (output row and loop length multiples of 4: 4 lanes x 4 iterations per step, shared texel
+  // fetches), including loads at offsets that are not multiples of 4 and padded (out-of-range) reads
+  Tensor t6 = s.in("t6", {6, 12}, uniform(72, 42, -1, 1));
+  Tensor t12 = s.in("t12", {12, 8}, uniform(96, 43, -1, 1));
+  Tensor w8 = s.in("w8", {8, 16}, uniform(128, 44, -1, 1));
+  Tensor x16 = s.in("x16", {5, 16}, uniform(80, 45, -1, 1));
+  Tensor bt = s.in("bt", {2, 3, 20}, uniform(120, 46, -1, 1));
+  Tensor bu = s.in("bu", {2, 20, 8}, uniform(320, 47, -1, 1));
+  Tensor a11 = s.in("a11", {6, 11}, uniform(66, 48, -1, 1));
+  Tensor b8 = s.in("b8", {8}, uniform(8, 49, -1, 1));
+  s.add("matmul tile 6x12 @ 12x8", matmul(t6, t12), {t6, t12}, kReduce);
+  s.add("matmul tile x.W^T + bias", matmul(x16, transpose(w8)) + b8, {x16, w8, b8}, kReduce);
+  s.add("matmul tile batched 2x3x20 @ 2x20x8", matmul(bt, bu), {bt, bu}, kReduce);
+  s.add("matmul tile of a slice at column offset 2", matmul(slice(x16, 1, 2, 14), t12), {x16, t12}, kReduce);
+  s.add("matmul tile of a left-padded operand", matmul(pad(a11, {0, 1}, {0, 0}), t12), {a11, t12}, kReduce);
   s.check();
 }
 

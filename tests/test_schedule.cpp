@@ -161,6 +161,32 @@ TEST_CASE("memory plan: no kernel reads the texture it writes, updates go to bac
   }
 }
 
+TEST_CASE("matmul kernels read each texel once per 4 loop iterations (tile mode)", "[codegen]") {
+  // x . W^T (both operands contiguous along K) and A . B (B contiguous along the output row): 4 output lanes x 4
+  // loop iterations per step, so the loop body fetches 1 + 4 texels for 16 multiply-adds
+  Tensor x = input("x", {8, 32});
+  Tensor w = input("w", {16, 32});
+  Tensor b = input("b", {32, 16});
+  for (auto [label, y] : {std::pair{"x.W^T", matmul(x, transpose(w))}, std::pair{"A.B", matmul(x, b)}}) {
+    INFO(label);
+    Program p;
+    p.add_output("y", y);
+    Plan plan = schedule(p);
+    REQUIRE(plan.kernels.size() == 1);
+    std::string src = emit_glsl450(plan, plan.kernels[0], ShaderStage::Fragment);
+    INFO(src);
+    CHECK(src.find("unrolled by 4") != std::string::npos);
+    CHECK(src.find("r0 += 4") != std::string::npos);
+    size_t body = src.find("r0 += 4"), end = src.find(";\n", src.find("acc0 +=", body));
+    std::string loop = src.substr(body, end - body);
+    size_t fetches = 0;
+    for (size_t at = loop.find("load4_"); at != std::string::npos; at = loop.find("load4_", at + 1)) ++fetches;
+    CHECK(fetches == 5);
+    CHECK(loop.find("load_") == std::string::npos);  // no scalar texel fetches left in the loop
+    CHECK_NOTHROW(compile_shader("tile", src, ShaderStage::Fragment));
+  }
+}
+
 TEST_CASE("every kernel of the MLP and CNN train steps compiles to valid SPIR-V and valid GLSL ES", "[codegen]") {
   for (std::string model : {"mlp", "cnn"}) {
     Plan plan = schedule(train_program(model, make_adam({}), model == "mlp" ? 16 : 6));

@@ -2,6 +2,7 @@
 #include "sg/emit.h"
 
 #include <cmath>
+#include <functional>
 #include <map>
 #include <set>
 #include <unordered_map>
@@ -90,6 +91,9 @@ class Emitter {
     return nullptr;
   }
   void set_vector_reduce(const KExpr* r) { vreduce_ = r; }
+  /// Reductions whose innermost loop steps by 4 (their body already sums the 4 iterations v, v+1, v+2, v+3):
+  /// the loop variable is then a multiple of 4, which lets loads of v + d share one texel fetch.
+  void set_step4_reduces(std::set<const KExpr*> r) { step4_ = std::move(r); }
 
   std::string body_;
   int indent_ = 2;
@@ -106,6 +110,9 @@ class Emitter {
   std::map<std::string, std::string> subst_;       // scalar gather: variable -> replacement
   std::unordered_map<const KExpr*, bool> varies_;  // depends on vvar_
   const KExpr* vreduce_ = nullptr;
+  std::set<const KExpr*> step4_;
+  std::set<std::string> aligned_vars_;                         // integer variables known to be multiples of 4
+  std::vector<std::map<std::string, std::string>> texels_{1};  // per scope: "input|texel index" -> vec4 local
 
   void count_refs(const KExprPtr& e) {
     if (!e) return;
@@ -283,16 +290,61 @@ class Emitter {
     return S("0.0");
   }
 
+  /// Splits an index into (base, constant offset) over its top-level additions.
+  static std::pair<KExprPtr, int64_t> split_offset(const KExprPtr& e) {
+    if (e->op == KOp::IntConst) return {nullptr, e->ivalue};
+    if (e->op == KOp::IAdd) {
+      auto [ba, oa] = split_offset(e->a);
+      auto [bb, ob] = split_offset(e->b);
+      KExprPtr base = !ba ? bb : !bb ? ba : kibin(KOp::IAdd, ba, bb);
+      return {base, oa + ob};
+    }
+    return {e, 0};
+  }
+  /// True when the (scalar) value of `e` is provably a multiple of 4.
+  bool aligned(const KExprPtr& e) const {
+    if (!e) return true;
+    switch (e->op) {
+      case KOp::IntConst: return e->ivalue % 4 == 0;
+      case KOp::Var: return subst_.count(e->name) == 0 && e->name != vvar_ && aligned_vars_.count(e->name) > 0;
+      case KOp::IAdd:
+      case KOp::ISub: return aligned(e->a) && aligned(e->b);
+      case KOp::IMul:
+        return (e->a->op == KOp::IntConst && e->a->ivalue % 4 == 0) || (e->b->op == KOp::IntConst && e->b->ivalue % 4 == 0) ||
+               aligned(e->a) || aligned(e->b);
+      default: return false;
+    }
+  }
+  /// A scalar load. When the index is (multiple of 4) + constant, the texel is fetched once per scope and
+  /// shared by the loads of its 4 elements (an unrolled loop reads v, v+1, v+2, v+3 from one texel).
+  Code scalar_load(const KExprPtr& e, const std::string& name) {
+    auto [base, off] = split_offset(e->a);
+    if (base && aligned(base)) {
+      int64_t comp = ((off % 4) + 4) % 4;
+      KExprPtr tb = off - comp == 0 ? base : kibin(KOp::IAdd, base, kint(off - comp));
+      std::string idx = emit(tb).s;
+      std::string key = name + "|" + idx;
+      for (auto it = texels_.rbegin(); it != texels_.rend(); ++it)
+        if (auto f = it->find(key); f != it->end()) return {fmt::format("{}[{}]", f->second, comp), false};
+      std::string var = fmt::format("tx{}", temp_++);
+      texel_loads_.insert(name);
+      line(fmt::format("vec4 {} = load4_{}({});", var, name, idx));
+      texels_.back()[key] = var;
+      return {fmt::format("{}[{}]", var, comp), false};
+    }
+    return {fmt::format("load_{}({})", name, emit(e->a).s), false};
+  }
+
   Code emit_load(const KExprPtr& e) {
     const std::string& name = plan_.values[k_.inputs[e->input]].name;
-    if (!subst_.empty() || !varies(e->a)) return {fmt::format("load_{}({})", name, emit(e->a).s), false};
+    if (!subst_.empty() || !varies(e->a)) return scalar_load(e, name);
     Lin l = analyse_index(e->a);
     if (l.ok && l.coeff == 1 && l.aligned) {
       texel_loads_.insert(name);
       return {fmt::format("load4_{}({})", name, emit_lane(e->a, 0)), true};
     }
     std::string g = "vec4(";
-    for (int lane = 0; lane < 4; ++lane) g += fmt::format("{}load_{}({})", lane ? ", " : "", name, emit_lane(e->a, lane));
+    for (int lane = 0; lane < 4; ++lane) g += fmt::format("{}{}", lane ? ", " : "", emit_lane(e, lane));
     return {g + ")", true};
   }
 
@@ -351,6 +403,7 @@ class Emitter {
     std::string acc = fmt::format("acc{}", id);
     ReduceKind k = e->reduce;
     bool vreduce = e.get() == vreduce_;
+    const bool unrolled = step4_.count(e.get()) > 0;
     std::string saved_var = vvar_, saved_base = vbase_;
     if (vreduce) set_vector_var(e->loop_vars.back(), e->loop_vars.back());
     bool v = !vreduce && varies(e->a);  // lane mode: per-lane accumulators
@@ -358,7 +411,8 @@ class Emitter {
     std::string init = k == ReduceKind::Sum ? "0.0" : k == ReduceKind::Min ? flit(INFINITY) : flit(-INFINITY);
     std::string loops;
     for (size_t i = 0; i < e->loop_vars.size(); ++i) loops += fmt::format("{}{}<{}", i ? ", " : "", e->loop_vars[i], e->extents[i]);
-    line(fmt::format("// {} over {}{}", reduce_name(k), loops, vreduce ? " (4 at a time)" : ""));
+    line(fmt::format("// {} over {}{}", reduce_name(k), loops,
+                     vreduce ? " (4 at a time)" : unrolled ? " (unrolled by 4: one texel serves 4 iterations)" : ""));
     if (k == ReduceKind::ArgMax) {
       line(fmt::format("{0} {1} = {0}(0.0);", ty, acc));
       line(fmt::format("{0} best{1} = {0}({2});", ty, id, flit(-INFINITY)));
@@ -367,11 +421,13 @@ class Emitter {
       line(fmt::format("{0} {1} = {0}({2});", ty, acc, init));
     }
     for (size_t i = 0; i < e->loop_vars.size(); ++i) {
-      bool step4 = vreduce && i + 1 == e->loop_vars.size();
+      bool step4 = (vreduce || unrolled) && i + 1 == e->loop_vars.size();
+      if (unrolled && step4) aligned_vars_.insert(e->loop_vars[i]);
       line(fmt::format("for (int {0} = 0; {0} < {1}; {0} += {2}) {{", e->loop_vars[i], e->extents[i], step4 ? 4 : 1));
       ++indent_;
     }
     scopes_.emplace_back();
+    texels_.emplace_back();
     Code body = emit(e->a);
     std::string x = (v || vreduce) ? fvec(body) : body.s;
     switch (k) {
@@ -390,6 +446,8 @@ class Emitter {
         break;
     }
     scopes_.pop_back();
+    texels_.pop_back();
+    if (unrolled) aligned_vars_.erase(e->loop_vars.back());
     for (size_t i = 0; i < e->loop_vars.size(); ++i) {
       --indent_;
       line("}");
@@ -420,18 +478,81 @@ std::string header(const Plan& plan, const Kernel& k, ShaderStage stage) {
   return s;
 }
 
+/// Copy of e with children a, b, c (e itself when unchanged).
+KExprPtr with_children(const KExprPtr& e, KExprPtr a, KExprPtr b, KExprPtr c) {
+  if (a == e->a && b == e->b && c == e->c) return e;
+  KExpr n = *e;
+  n.a = std::move(a), n.b = std::move(b), n.c = std::move(c);
+  return std::make_shared<const KExpr>(std::move(n));
+}
+
+bool unrollable(const KExprPtr& r) {
+  return r->op == KOp::Reduce && r->reduce == ReduceKind::Sum && r->extents.back() % 4 == 0 &&
+         r->extents.back() >= 8 && !kcontains_reduce(r->a);
+}
+
+/// Tile mode rewrite: every top-level unrollable sum reduction's innermost loop sums 4 iterations per step
+/// (v, v+1, v+2, v+3; the emitter steps v by 4). Shared subtrees stay shared across `roots`.
+std::vector<KExprPtr> unroll_reductions(const std::vector<KExprPtr>& roots, std::set<const KExpr*>& unrolled) {
+  std::unordered_map<const KExpr*, KExprPtr> memo;
+  std::function<KExprPtr(const KExprPtr&)> go = [&](const KExprPtr& e) -> KExprPtr {
+    if (!e) return e;
+    if (auto m = memo.find(e.get()); m != memo.end()) return m->second;
+    KExprPtr r;
+    if (e->op == KOp::Reduce) {
+      if (unrollable(e)) {
+        const std::string& v = e->loop_vars.back();
+        std::vector<KExprPtr> t;
+        for (int d = 0; d < 4; ++d)
+          t.push_back(d == 0 ? e->a : ksubstitute(e->a, {{v, kibin(KOp::IAdd, kvar(v), kint(d))}}));
+        r = kreduce(ReduceKind::Sum, e->loop_vars, e->extents,
+                    kmath(SOp::Add, kmath(SOp::Add, t[0], t[1]), kmath(SOp::Add, t[2], t[3])));
+        unrolled.insert(r.get());
+      } else {
+        r = e;  // other reductions are left alone (nested loops inside are not unrolled)
+      }
+    } else {
+      r = with_children(e, go(e->a), go(e->b), go(e->c));
+    }
+    memo[e.get()] = r;
+    return r;
+  };
+  std::vector<KExprPtr> out;
+  for (auto& x : roots) out.push_back(go(x));
+  return out;
+}
+
+bool has_unrollable(const KExprPtr& e) {
+  if (!e) return false;
+  if (e->op == KOp::Reduce) return unrollable(e);
+  return has_unrollable(e->a) || has_unrollable(e->b) || has_unrollable(e->c);
+}
+
 }  // namespace
 
-std::string emit_glsl450(const Plan& plan, const Kernel& k, ShaderStage stage) {
-  const Value& out = plan.values[k.output()];  // all outputs share its layout and iteration domain
+std::string emit_glsl450(const Plan& plan, const Kernel& kernel, ShaderStage stage) {
+  const Value& out = plan.values[kernel.output()];  // all outputs share its layout and iteration domain
   ShapeRef shape = out.node->shape;
-  const size_t nout = k.outputs.size();
+  const size_t nout = kernel.outputs.size();
+  // Vectorisation (fragment stage), first match wins:
+  //  - tile mode: the output's last axis is a multiple of 4 and a sum reduction's loop length too (matmul and
+  //    friends): 4 output elements of a texel as vec4 (lanes) x 4 loop iterations per step, so each texel read
+  //    along the loop serves 4 iterations and each texel read along the output row serves 4 lanes (x.W^T:
+  //    5 fetches per 16 multiply-adds instead of 8);
+  //  - reduce mode: a sum reduction over contiguous elements reads whole texels;
+  //  - lane mode: the output's last axis is a multiple of 4 and some input is read along it: the four elements
+  //    of a texel are computed together as vec4.
+  Kernel k = kernel;
+  std::set<const KExpr*> unrolled;
+  bool tile_mode = false;
+  if (stage == ShaderStage::Fragment && !shape.empty() && shape.back() % 4 == 0) {
+    for (auto& e : k.exprs) tile_mode |= has_unrollable(e);
+    if (tile_mode) k.exprs = unroll_reductions(k.exprs, unrolled);
+  }
   Emitter em(plan, k);
-  // Vectorisation (fragment stage): a sum reduction over contiguous elements reads whole texels ("reduce
-  // mode"); otherwise, when the output's last axis is a multiple of 4 and some input is read along it, the four
-  // elements of a texel are computed together as vec4 ("lane mode").
-  bool lane_mode = false;
-  if (stage == ShaderStage::Fragment) {
+  em.set_step4_reduces(unrolled);
+  bool lane_mode = tile_mode;
+  if (stage == ShaderStage::Fragment && !tile_mode) {
     const KExpr* r = nullptr;
     for (auto& e : k.exprs)
       if (!r) r = em.pick_vector_reduce(e);
@@ -462,7 +583,10 @@ std::string emit_glsl450(const Plan& plan, const Kernel& k, ShaderStage stage) {
   for (size_t j = 0; j < nout; ++j)
     onames.push_back(nout == 1 ? std::string("out_texel") : "out_" + plan.values[k.outputs[j]].name);
   std::string src = header(plan, k, stage);
-  if (lane_mode) src += "// vectorised: the 4 elements of each output texel are computed together (vec4)\n";
+  if (tile_mode)
+    src += "// vectorised: the 4 elements of each output texel are computed together (vec4), and loops are unrolled by 4\n";
+  else if (lane_mode)
+    src += "// vectorised: the 4 elements of each output texel are computed together (vec4)\n";
   std::string decls, loads;
   for (size_t i = 0; i < k.inputs.size(); ++i) {
     const Value& v = plan.values[k.inputs[i]];
