@@ -13,6 +13,8 @@
 //   --probe-side N the fragment ALU probe renders N x N texels (default: 256 on llvmpipe, else 4096)
 //   --max-outputs N render targets per kernel of the GLES backends (0 = device limit; 1 = without multi-output
 //                  fusion, the schedule of before it, for same-run comparisons)
+//   --min-parallel N split-K threshold in output texels of the GLES backends (default: auto = 16384 on GPUs,
+//                  0 = off on llvmpipe)
 //
 // Cases (each timed with warm-up runs first, then median and min-max over the repeats; a run() reads the program
 // outputs back, which waits for the GPU, so every timing is synchronised):
@@ -94,6 +96,7 @@ struct Options {
   std::set<std::string> only;
   int64_t probe_side = 0;
   int max_outputs = 0;  // BackendOptions::max_outputs of the GLES backends (0 = device limit, 1 = no MRT fusion)
+  int64_t min_parallel = -1;  // BackendOptions::min_parallel_texels (-1 = auto: on for GPUs, off for llvmpipe)
   bool wants(const std::string& c) const { return only.empty() || only.count(c) != 0; }
 };
 
@@ -101,7 +104,7 @@ struct Options {
   fmt::print(stderr,
              "bench_ops: {}\nusage: bench_ops [--backend gles|cpu|both] [--json FILE] [--repeats N] [--warmup N]\n"
              "                 [--large] [--sgemm N,N,..] [--only sgemm,mlp,cnn,fusion,compile,cpuref,profile,probe]\n"
-             "                 [--max-seconds S] [--probe-side N] [--max-outputs N]\n",
+             "                 [--max-seconds S] [--probe-side N] [--max-outputs N] [--min-parallel N]\n",
              why);
   std::exit(2);
 }
@@ -165,6 +168,8 @@ Options parse(int argc, char** argv) {
       o.probe_side = parse_int(value(), "--probe-side");
     } else if (a == "--max-outputs") {
       o.max_outputs = static_cast<int>(parse_int(value(), "--max-outputs"));
+    } else if (a == "--min-parallel") {
+      o.min_parallel = parse_int(value(), "--min-parallel");
     } else if (a == "-h" || a == "--help") {
       usage("help");
     } else {
@@ -522,10 +527,11 @@ void bench_step(Backends& bk, const std::string& backend, const std::string& mod
 
 void bench_fusion(const Options& o) {
   fmt::print("\nKernels per train step (forward + backward + Adam) and planned texture memory (ScheduleOptions "
-             "defaults; \"1 out/k\" = .max_outputs = 1, i.e. without multi-output fusion; .unfused = true):\n\n");
-  fmt::print("| {:<28} | {:>6} | {:>8} | {:>8} | {:>8} | {:>14} | {:>14} |\n", "program", "nodes", "fused", "1 out/k",
-             "unfused", "peak (fused)", "peak (unfused)");
-  fmt::print("|{:-<30}|{:-<8}|{:-<10}|{:-<10}|{:-<10}|{:-<16}|{:-<16}|\n", "", "", "", "", "", "", "");
+             "defaults, as on llvmpipe; \"GPU\" = with split-K, .min_parallel_texels = 16384, as on GPUs; \"1 out/k\" = "
+             ".max_outputs = 1, i.e. without multi-output fusion; .unfused = true):\n\n");
+  fmt::print("| {:<28} | {:>6} | {:>8} | {:>8} | {:>8} | {:>8} | {:>14} | {:>14} |\n", "program", "nodes", "fused",
+             "GPU", "1 out/k", "unfused", "peak (fused)", "peak (unfused)");
+  fmt::print("|{:-<30}|{:-<8}|{:-<10}|{:-<10}|{:-<10}|{:-<10}|{:-<16}|{:-<16}|\n", "", "", "", "", "", "", "", "");
   json rows = json::array();
   auto one = [&](const std::string& label, const std::string& key, const sg::Program& p) {
     sg::Plan fused = sg::schedule(p);
@@ -535,10 +541,14 @@ void bench_fusion(const Options& o) {
     sg::ScheduleOptions one_out;
     one_out.max_outputs = 1;
     const size_t single = sg::schedule(p, one_out).kernels.size();
-    fmt::print("| {:<28} | {:>6} | {:>8} | {:>8} | {:>8} | {:>14} | {:>14} |\n", label, p.nodes().size(),
-               fused.kernels.size(), single, unf.kernels.size(), human_bytes(fused.peak_bytes), human_bytes(unf.peak_bytes));
+    sg::ScheduleOptions gpu;
+    gpu.min_parallel_texels = 16384;
+    const size_t split = sg::schedule(p, gpu).kernels.size();
+    fmt::print("| {:<28} | {:>6} | {:>8} | {:>8} | {:>8} | {:>8} | {:>14} | {:>14} |\n", label, p.nodes().size(),
+               fused.kernels.size(), split, single, unf.kernels.size(), human_bytes(fused.peak_bytes),
+               human_bytes(unf.peak_bytes));
     rows.push_back({{"key", key}, {"label", label}, {"nodes", p.nodes().size()}, {"kernels_fused", fused.kernels.size()},
-                    {"kernels_fused_single_output", single},
+                    {"kernels_fused_single_output", single}, {"kernels_fused_split_k", split},
                     {"kernels_unfused", unf.kernels.size()}, {"peak_bytes_fused", fused.peak_bytes},
                     {"peak_bytes_unfused", unf.peak_bytes}});
   };
@@ -613,6 +623,7 @@ void bench_compile_times(Backends& bk, const Options& o) {
     sg::BackendOptions bo;
     bo.kind = "gles";
     bo.max_outputs = o.max_outputs;
+    bo.min_parallel_texels = o.min_parallel;
     auto fresh = sg::make_backend(bo).backend;
     auto t0 = Clock::now();
     auto e1 = fresh->compile(s.step);
@@ -917,6 +928,7 @@ int main(int argc, char** argv) {
       sg::BackendOptions bo;
       bo.kind = "gles";
       bo.max_outputs = o.max_outputs;
+      bo.min_parallel_texels = o.min_parallel;
       bk.gles = sg::make_backend(bo).backend;
       bo.profile = true;
       bk.gles_profiled = sg::make_backend(bo).backend;

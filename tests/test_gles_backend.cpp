@@ -5,8 +5,10 @@
 
 #include <cmath>
 #include <random>
+#include <tuple>
 
 #include "sg/backend.h"
+#include "sg/nn.h"
 #include "sg/sg.h"
 
 using namespace sg;
@@ -102,4 +104,45 @@ TEST_CASE("reductions longer than llvmpipe's 65535-iteration loop budget are spl
   expect_close(res[1][0], res[0][0], 1e-4, 1e-3, "sum");
   expect_close(res[1][1], res[0][1], 1e-6, 1e-6, "max");
   expect_close(res[1][2], res[0][2], 1e-4, 1e-3, "matmul");
+}
+
+TEST_CASE("split-K for parallelism (the GPU setting) keeps MLP and CNN train steps equal to the CPU backend",
+          "[gles][backend]") {
+  // On GPUs the scheduler splits long reductions with few output texels into partial sums
+  // (ScheduleOptions::min_parallel_texels); llvmpipe turns it off by default, so force it here.
+  auto run = [](const std::string& model, const std::string& kind, int64_t min_parallel) {
+    nn::Rng rng(3);
+    int64_t hw = model == "mlp" ? 28 : 8, b = model == "mlp" ? 16 : 8;
+    auto net = nn::make_model(model, 1, hw, hw);
+    net->build(rng);
+    Tensor x = input("x", {b, 1, hw, hw});
+    Tensor y = input("labels", {b}, DType::i32);
+    // SGD with momentum: Adam's normalised first steps would turn float rounding differences of near-zero
+    // gradients into visible parameter differences
+    auto opt = make_sgd({.lr = 0.05, .momentum = 0.9});
+    Program p = make_train_step(cross_entropy((*net)(x), y), net->parameters(), *opt);
+    BackendOptions bo;
+    bo.kind = kind;
+    bo.min_parallel_texels = min_parallel;
+    auto be = make_backend(bo).backend;
+    auto exe = be->compile(p);
+    int partial = 0;
+    if (const Plan* plan = exe->plan())
+      for (auto& k : plan->kernels) partial += k.name.find("_partial") != std::string::npos;
+    std::vector<float> xs = randn(b * hw * hw, 11), ys(b);
+    for (int64_t i = 0; i < b; ++i) ys[i] = static_cast<float>(i % 10);
+    std::vector<float> losses;
+    for (int step = 0; step < 3; ++step) losses.push_back(exe->run({{"x", &xs}, {"labels", &ys}})[0][0]);
+    std::vector<std::vector<float>> params;
+    for (auto& t : net->parameters()) params.push_back(be->read(t));
+    return std::make_tuple(losses, params, partial);
+  };
+  for (std::string model : {"mlp", "cnn"}) {
+    INFO(model);
+    auto [cl, cp, cn] = run(model, "cpu", -1);
+    auto [gl, gp, gn] = run(model, "gles", 16384);
+    CHECK(gn > 0);  // some reductions were split for parallelism
+    expect_close(gl, cl, 1e-4, 1e-6, "losses");
+    for (size_t i = 0; i < cp.size(); ++i) expect_close(gp[i], cp[i], 1e-4, 1e-5, "param");
+  }
 }

@@ -167,12 +167,29 @@ double kloop_iterations(const KExprPtr& e) {
 }
 
 double kloop_iterations(const std::vector<KExprPtr>& roots) {
-  std::unordered_set<const KExpr*> seen;
+  // Roots are evaluated in order; a reduction met outside any loop is computed once and its value reused,
+  // also where a later loop body refers to it (the emitters keep it in a local of the enclosing scope).
+  std::unordered_set<const KExpr*> seen, computed;
+  std::function<double(const KExprPtr&)> inside = [&](const KExprPtr& e) -> double {  // one loop iteration
+    if (!e) return 0;
+    if (e->op == KOp::Reduce) {
+      if (computed.count(e.get())) return 0;
+      double trip = 1, levels = 0, outer = 1;
+      for (int64_t x : e->extents) {
+        trip *= static_cast<double>(x);
+        outer *= static_cast<double>(x);
+        levels += outer;
+      }
+      return levels + trip * inside(e->a);
+    }
+    return inside(e->a) + inside(e->b) + inside(e->c);
+  };
   double total = 0;
   std::function<void(const KExprPtr&)> go = [&](const KExprPtr& e) {
     if (!e || !seen.insert(e.get()).second) return;
     if (e->op == KOp::Reduce) {
-      total += kloop_iterations(e);
+      total += inside(e);
+      computed.insert(e.get());
       return;
     }
     go(e->a), go(e->b), go(e->c);

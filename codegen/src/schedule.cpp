@@ -74,6 +74,10 @@ KExprPtr in_range(const KExprPtr& v, int64_t hi) {
   return band(kibin(KOp::IGe, v, kint(0)), kibin(KOp::ILt, v, kint(hi)));
 }
 
+/// Loop iterations per output element from which a kernel with few output texels counts as latency-bound
+/// (ScheduleOptions::min_parallel_texels).
+constexpr double kLongLoop = 256;
+
 /// Thrown by Lowerer when an output of the kernel being built is read at another element than its own
 /// (multi-output fusion is then not possible).
 struct NotIdentity {};
@@ -518,8 +522,12 @@ Plan schedule(const Program& program, const ScheduleOptions& opt) {
     const NodePtr out_node = plan.values[k.output()].node;  // copies: add_value below grows plan.values
     const std::string out_name = plan.values[k.output()].name;
     ShapeRef oshape = out_node->shape;
-    for (int guard = 0; guard < 8 && k.exprs.size() == 1 && 4 * (1 + kloop_iterations(k.exprs[0])) > opt.max_loop_iterations;
-         ++guard) {
+    const int64_t texels = (numel(oshape) + 3) / 4;
+    for (int guard = 0; guard < 8 && k.exprs.size() == 1; ++guard) {
+      const bool over_budget = 4 * (1 + kloop_iterations(k.exprs[0])) > opt.max_loop_iterations;
+      const bool latency_bound = guard == 0 && !opt.unfused && opt.min_parallel_texels > 0 && texels < opt.min_parallel_texels &&
+                                 kloop_iterations(k.exprs[0]) >= kLongLoop;
+      if (!over_budget && !latency_bound) break;
       // the most expensive top-level reduction
       const KExpr* best = nullptr;
       double best_cost = 0;
@@ -537,8 +545,16 @@ Plan schedule(const Program& program, const ScheduleOptions& opt) {
       size_t vi = std::max_element(best->extents.begin(), best->extents.end()) - best->extents.begin();
       int64_t E = best->extents[vi];
       int64_t P = static_cast<int64_t>(std::ceil(4 * (1 + best_cost) / (opt.max_loop_iterations / 2)));
+      if (!over_budget) {
+        // split-K for parallelism: enough chunks to give min_parallel_texels fragments, each chunk still running
+        // kLongLoop / 4 iterations or more
+        P = std::min<int64_t>((opt.min_parallel_texels + texels - 1) / texels,
+                              static_cast<int64_t>(best_cost / (kLongLoop / 4)));
+      }
       P = std::clamp<int64_t>(P, 2, E);
       int64_t C = (E + P - 1) / P;
+      // chunks of a multiple of 4 iterations of the innermost loop keep the emitter's tile mode (unroll by 4)
+      if (E >= 16 && vi + 1 == best->extents.size()) C = (C + 3) / 4 * 4;
       P = (E + C - 1) / C;
       if (P < 2) break;
       // partial kernel: coordinates (p, i0..in) -> reduce over chunk p of loop variable vi
@@ -674,6 +690,11 @@ Plan schedule(const Program& program, const ScheduleOptions& opt) {
       return std::nullopt;
     }
   };
+  // a kernel the split-K rule would split (see ScheduleOptions::min_parallel_texels) stays on its own
+  auto latency_bound = [&](const NodePtr& n, const Lowered& l) {
+    return opt.min_parallel_texels > 0 && (n->numel() + 3) / 4 < opt.min_parallel_texels &&
+           kloop_iterations(l.exprs) >= kLongLoop;
+  };
   for (auto& n : mat_nodes) {
     Lowered solo = lower_group({n}, trial_of);
     int joined = -1;
@@ -694,7 +715,7 @@ Plan schedule(const Program& program, const ScheduleOptions& opt) {
       std::vector<NodePtr> members = g.members;
       members.push_back(n);
       auto l = try_lower(members, trial_of);
-      if (!l || !fits(*l, gi)) continue;
+      if (!l || !fits(*l, gi) || latency_bound(n, *l)) continue;
       g.members = std::move(members);
       g.lowered = std::move(*l);
       g.deps = deps_of(g.lowered, gi);
@@ -716,7 +737,7 @@ Plan schedule(const Program& program, const ScheduleOptions& opt) {
     Group& g = groups[gi];
     if (g.dead || g.members.size() != 1) continue;
     const NodePtr r = g.members[0];
-    if (external.count(r.get()) || !is_heavy(r->op)) continue;
+    if (external.count(r.get()) || !is_heavy(r->op) || latency_bound(r, g.lowered)) continue;
     int reader = -1, readers = 0;
     for (size_t gj = 0; gj < groups.size(); ++gj)
       if (gj != gi && !groups[gj].dead && reads(groups[gj].lowered, trial_of.at(r.get())))

@@ -66,6 +66,11 @@ class GlesBackend final : public Backend {
     if (opt_.max_outputs < 0)
       throw ValueError(fmt::format("BackendOptions::max_outputs must be >= 0 (0 = device limit), got {}", opt_.max_outputs));
     if (opt_.max_outputs > 0) so.max_outputs = std::min(so.max_outputs, opt_.max_outputs);
+    // split-K for parallelism on GPUs; CPU rasterisers run a few threads and gain nothing from more fragments
+    const std::string& r = dev_->caps().renderer;
+    bool cpu_raster = r.find("llvmpipe") != std::string::npos || r.find("softpipe") != std::string::npos ||
+                      r.find("SwiftShader") != std::string::npos;
+    so.min_parallel_texels = opt_.min_parallel_texels >= 0 ? opt_.min_parallel_texels : cpu_raster ? 0 : 16384;
     so.max_inputs = static_cast<int>(std::min<int64_t>(dev_->caps().max_texture_units, 16));
     Plan plan = schedule(p, so);
     if (!dump_dir_.empty()) dump_plan(plan, fmt::format("{}/program{:02}", dump_dir_, dumps_++), cache_);

@@ -88,6 +88,9 @@ struct BackendOptions {
   int64_t max_texture_width = 0;   ///< 0 = device limit; smaller forces row wrapping (tests)
   bool unfused = false;            ///< one kernel per node (debug)
   int max_outputs = 0;             ///< render targets per kernel (multi-output fusion): 0 = device limit (<= 8), 1 = off
+  /// ScheduleOptions::min_parallel_texels (split-K for parallelism): -1 = auto (16384 on GPUs, 0 = off on CPU
+  /// rasterisers such as llvmpipe), else the value.
+  int64_t min_parallel_texels = -1;
   bool profile = false;            ///< per-kernel timings (timer queries or glFinish-bounded)
   std::string dump_dir;            ///< dump every compiled plan here ("" = env SG_DUMP or none)
 };
