@@ -338,3 +338,93 @@ TEST_CASE("examples: mnist_mlp smoke run (1 epoch on 256 images)", "[cli][exampl
   WARN("mnist_mlp not built (SG_BUILD_EXAMPLES=OFF)");
 #endif
 }
+
+TEST_CASE("cli: dump of multi-output kernels: plan.json render targets match the sources, stable across dumps",
+          "[cli][mrt]") {
+  TempDir dir;
+  for (std::string model : {"mlp", "cnn"}) {
+    INFO(model);
+    std::string a = dir / (model + "_a"), b = dir / (model + "_b");
+    REQUIRE(cli(fmt::format("dump --model {} --out {}", model, a)).rc == 0);
+    REQUIRE(cli(fmt::format("dump --model {} --out {}", model, b)).rc == 0);
+    auto plan = nlohmann::json::parse(read_file(a + "/plan.json"));
+    CHECK(read_file(a + "/plan.json") == read_file(b + "/plan.json"));
+    int multi = 0;
+    for (auto& k : plan.at("kernels")) {
+      std::string name = k.at("name").get<std::string>();
+      INFO(name);
+      for (const char* ext : {".glsl", ".frag"}) CHECK(read_file(a + "/" + name + ext) == read_file(b + "/" + name + ext));
+      const auto& outs = k.at("outputs");
+      if (outs.size() < 2) continue;
+      ++multi;
+      std::string glsl = read_file(a + "/" + name + ".glsl"), frag = read_file(a + "/" + name + ".frag");
+      for (size_t j = 0; j < outs.size(); ++j) {
+        CHECK(outs[j].at("render_target").get<size_t>() == j);
+        std::string v = outs[j].at("name").get<std::string>();
+        // The header names every output and the source declares it at location = render_target.
+        CHECK_THAT(glsl, Contains(fmt::format("// output {} {}: ", j, v)));
+        CHECK_THAT(frag, Contains(fmt::format("// output {} {}: ", j, v)));
+        CHECK_THAT(frag, Contains(fmt::format("layout(location = {}) out vec4 out_{};", j, v)));
+        CHECK(outs[j].at("numel") == outs[0].at("numel"));  // one iteration domain
+      }
+      for (auto& n : k.at("nodes")) CHECK_THAT(glsl, Contains(fmt::format("//   n{} ", n.at("node").get<int>())));
+    }
+    CHECK(multi > 0);  // Adam's m, v and parameter of a weight are one kernel
+  }
+}
+
+TEST_CASE("cli: debug over multi-output kernels: capture by kernel name, break on it, every output's PNG", "[cli][mrt]") {
+  TempDir dir;
+  std::string out = dir / "dbg";
+  // Find a multi-output kernel of the debug run's plan from its own stats.json (a first run capturing everything).
+  Proc p = cli(fmt::format("debug --model mlp --dataset digits --steps 1 --batch 4 --out {}", out));
+  INFO(p.out);
+  REQUIRE(p.rc == 0);
+  auto stats = nlohmann::json::parse(read_file(out + "/stats.json"));
+  std::string kname;
+  std::vector<nlohmann::json> entries;
+  for (auto& l : stats.at("launches"))
+    if (l.at("outputs").get<int>() >= 3 && (kname.empty() || l.at("kernel") == kname)) {
+      kname = l.at("kernel").get<std::string>();
+      entries.push_back(l);
+    }
+  REQUIRE(!kname.empty());
+  for (size_t j = 0; j < entries.size(); ++j) {
+    CHECK(entries[j].at("render_target").get<size_t>() == j);
+    CHECK(entries[j].at("name").get<std::string>().rfind(kname + ".", 0) == 0);
+  }
+  CHECK_THAT(p.out, Contains(fmt::format("{} launches per step from ", stats.at("launches").size())));
+
+  // --capture with the full kernel name (as in plan.json and the profile table) keeps every output of it.
+  std::string out2 = dir / "dbg2";
+  std::string cmds = dir / "cmds.txt";
+  {
+    std::ofstream f(cmds);
+    f << "break " << kname << "\ncontinue\nprint " << kname << "\nquit\n";
+  }
+  Proc q = cli(fmt::format("debug --model mlp --dataset digits --steps 1 --batch 4 --capture {} --out {} --commands {}",
+                           kname, out2, cmds));
+  INFO(q.out);
+  REQUIRE(q.rc == 0);
+  CHECK_THAT(q.out, Contains(fmt::format("breakpoint 1: after {} (computes", kname)));
+  CHECK_THAT(q.out, Contains(fmt::format(": {} (one draw, {} outputs", kname, entries.size())));
+  CHECK_THAT(q.out, !Contains("not computed yet"));
+  auto stats2 = nlohmann::json::parse(read_file(out2 + "/stats.json"));
+  for (auto& e : entries) {
+    const std::string name = e.at("name").get<std::string>();
+    INFO(name);
+    bool found = false;
+    for (auto& c : stats2.at("captures"))
+      if (c.at("kernel") == name) {
+        found = true;
+        CHECK(c.at("node") == e.at("output"));
+        CHECK(fs::exists(out2 + "/" + c.at("png").get<std::string>()));
+        // The same value in the full run: identical statistics (same seed, same batch).
+        for (auto& c0 : stats.at("captures"))
+          if (c0.at("kernel") == name) CHECK(c0.at("stats") == c.at("stats"));
+      }
+    CHECK(found);
+    // `print KERNEL` printed every output with the statistics the capture recorded.
+    CHECK_THAT(q.out, Contains(fmt::format("\nn{} ", e.at("output").get<int>())));
+  }
+}

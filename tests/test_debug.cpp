@@ -448,7 +448,12 @@ TEST_CASE("debugger on a fused GLES plan: step walks a kernel's nodes and shader
   CHECK_THAT(t, Contains("[inside the kernel: not stored]"));
   CHECK_THAT(t, Contains(fmt::format("node {} of {}: n", n, n)));
   CHECK_THAT(t, Contains("[stored]"));
-  CHECK_THAT(t, Contains(fmt::format("launch {} of", before + k0.outputs.size())));
+  // Then the next kernel: a multi-output kernel is one stop covering all its entries (launches a-b).
+  REQUIRE(K + 1 < plan->kernels.size());
+  const size_t next = before + k0.outputs.size(), next_n = plan->kernels[K + 1].outputs.size();
+  CHECK_THAT(t, Contains(next_n == 1 ? fmt::format("launch {} of {}: ", next, entries)
+                                     : fmt::format("launches {}-{} of {}: {} (one draw, {} outputs", next,
+                                                   next + next_n - 1, entries, plan->kernels[K + 1].name, next_n)));
   // The shader command prints the GLSL ES the toolchain makes of this kernel (computed here independently), with
   // the generated header comment naming the graph nodes carried over after the #version line.
   std::string gles = sg::compile_shader(k0.name, sg::emit_glsl450(*plan, k0, sg::ShaderStage::Fragment),
@@ -531,4 +536,156 @@ TEST_CASE("shadergrad debug run: report.html loads in headless Chromium and GLES
   CHECK(res["images"].get<int>() > 100);
   CHECK(res["broken"] == 0);
   CHECK(res["shaders"].get<int>() == static_cast<int>(stats["launches"].size()));
+}
+
+TEST_CASE("multi-output kernel (Adam's m, v and new parameter in one draw): debugger stops once, prints every output",
+          "[debug][gles][mrt]") {
+  // loss = sum(x * w), d(loss)/dw = x = g. Adam (lr 0.01, betas 0.9/0.999) step 1: m = 0.1 g, v = 0.001 g^2,
+  // bias-corrected m^ = g, v^ = g^2, w' = w - 0.01 g / (|g| + 1e-8) = w - 0.01 sign(g).
+  sg::Tensor x = sg::input("x", {4});
+  sg::Tensor w = sg::param("w", {4}, {1, 2, 3, 4});
+  sg::Tensor loss = sg::sum(x * w);
+  auto opt = sg::make_adam({.lr = 0.01});
+  sg::debug::TrainStep ts = sg::debug::make_train_step(loss, {{"w", w}}, *opt);
+  auto be = backend("gles");
+  auto exe = be->compile(ts.program);
+  const sg::Plan* plan = exe->plan();
+  REQUIRE(plan != nullptr);
+  // The new parameter value is computed by a kernel with several outputs (the multi-output fusion rule).
+  const sg::Node* w_next = nullptr;
+  for (auto& u : ts.program.updates)
+    if (u.target == w.node()) w_next = u.value.get();
+  REQUIRE(w_next != nullptr);
+  const sg::Kernel* mk = nullptr;
+  for (auto& k : plan->kernels)
+    for (int o : k.outputs)
+      if (plan->values[o].node.get() == w_next) mk = &k;
+  REQUIRE(mk != nullptr);
+  REQUIRE(mk->outputs.size() >= 3);  // at least m, v and w'
+
+  sg::debug::Session s;
+  s.attach(*exe, ts, be.get());
+  // One launch entry per stored value, consecutive, named <kernel>.<value>, sharing the kernel.
+  int first = -1;
+  for (auto& L : s.launches())
+    if (L.kernel == mk) {
+      if (first < 0) first = L.index;
+      CHECK(L.kernel_name == mk->name);
+      CHECK(L.first == first);
+      CHECK(L.index == first + L.output_index);
+      CHECK(L.outputs == static_cast<int>(mk->outputs.size()));
+      CHECK(L.name == mk->name + "." + plan->values[mk->outputs[L.output_index]].name);
+      CHECK(L.output == plan->values[mk->outputs[L.output_index]].node.get());
+    }
+  REQUIRE(first >= 0);
+  const std::string wlaunch = [&] {
+    for (auto& L : s.launches())
+      if (L.output == w_next) return L.name;
+    return std::string();
+  }();
+  // The full kernel name (as in plan.json, dumps and the profile table) is accepted by break, print and shader;
+  // a launch name by shader.
+  std::istringstream in("break " + mk->name + "\nbreak " + wlaunch + "\ncontinue\nprint " + mk->name + "\nprint " +
+                        wlaunch + "\nshader " + wlaunch + "\nlist\nquit\n");
+  std::ostringstream out;
+  s.set_debugger(in, out);
+  std::vector<float> xv = {3, -4, 0.5f, 2};
+  s.run({{"x", &xv}});
+  std::string t = out.str();
+  INFO(t);
+  const int last = first + static_cast<int>(mk->outputs.size()) - 1;
+  CHECK_THAT(t, Contains(fmt::format("breakpoint 1: after {} (computes", mk->name)));
+  CHECK_THAT(t, Contains(fmt::format("breakpoint 1 already stops after {}", mk->name)));
+  CHECK_THAT(t, Contains(fmt::format("[step 0] launches {}-{} of {}: {} (one draw, {} outputs", first, last,
+                                     s.launches().size(), mk->name, mk->outputs.size())));
+  CHECK_THAT(t, !Contains("not computed yet"));  // every output was read back before the stop
+  // Values stored by the kernel, against the hand computation above.
+  const std::vector<double> g = {3, -4, 0.5, 2};
+  std::vector<double> m, v, wn;
+  for (size_t i = 0; i < 4; ++i) {
+    m.push_back(0.1 * g[i]);
+    v.push_back(0.001 * g[i] * g[i]);
+    wn.push_back((i + 1.0) - 0.01 * (g[i] > 0 ? 1 : -1));
+  }
+  const sg::Node* m_node = nullptr;
+  const sg::Node* v_node = nullptr;
+  for (auto& u : ts.program.updates) {
+    if (u.target->name == "w.exp_avg") m_node = u.value.get();
+    if (u.target->name == "w.exp_avg_sq") v_node = u.value.get();
+  }
+  REQUIRE(m_node != nullptr);
+  REQUIRE(v_node != nullptr);
+  for (auto [node, want] : {std::pair{m_node, m}, std::pair{v_node, v}, std::pair{w_next, wn}}) {
+    const std::vector<float>* got = s.value(node);
+    REQUIRE(got != nullptr);
+    REQUIRE(got->size() == 4);
+    for (size_t i = 0; i < 4; ++i) CHECK((*got)[i] == Approx(want[i]).epsilon(1e-5));
+    // The stop printed this output's stats, and `print KERNEL` its values (formatted as {:.6g}).
+    int k = s.node_number(node);
+    CHECK_THAT(t, Contains(fmt::format("  n{} (output ", k)));
+    // `print KERNEL` printed "nK ..." then "  [a, b, c, d]": parse the numbers back.
+    size_t at = t.find(fmt::format("\nn{} ", k));
+    REQUIRE(at != std::string::npos);
+    size_t lb = t.find("  [", at), rb = t.find(']', lb);
+    REQUIRE(rb != std::string::npos);
+    std::vector<double> printed;
+    std::istringstream ps(replace_all(t.substr(lb + 3, rb - lb - 3), ",", " "));
+    for (double d; ps >> d;) printed.push_back(d);
+    REQUIRE(printed.size() == 4);
+    for (size_t i = 0; i < 4; ++i) CHECK(printed[i] == Approx(want[i]).epsilon(1e-5));
+  }
+  CHECK_THAT(t, Contains(fmt::format("stored by {} (output ", wlaunch)));
+  CHECK_THAT(t, Contains(fmt::format("// {}: GLSL ES 3.00 fragment shader", mk->name)));
+  CHECK_THAT(t, Contains(fmt::format("{} (one draw, {} outputs): ", mk->name, mk->outputs.size())));
+}
+
+TEST_CASE("check_numerics in a multi-output kernel names the failing output, its kernel and the node",
+          "[debug][gles][mrt]") {
+  // Adam with lr 1e39: the constant is +Inf in float, so the new parameter is w - Inf * sign(g) = -/+Inf, while
+  // m and v (earlier outputs of the same draw) stay finite.
+  sg::Tensor x = sg::input("x", {4});
+  sg::Tensor w = sg::param("w", {4}, {1, 2, 3, 4});
+  const int line = __LINE__ + 1;
+  sg::Tensor loss = sg::sum(x * w);
+  auto opt = sg::make_adam({.lr = 1e39});
+  sg::debug::TrainStep ts = sg::debug::make_train_step(loss, {{"w", w}}, *opt);
+  auto be = backend("gles");
+  auto exe = be->compile(ts.program);
+  sg::debug::Session s({.check_numerics = true});
+  s.attach(*exe, ts, be.get());
+  const sg::Node* w_next = nullptr;
+  for (auto& u : ts.program.updates)
+    if (u.target == w.node()) w_next = u.value.get();
+  const sg::debug::Launch* wl = nullptr;
+  for (auto& L : s.launches())
+    if (L.output == w_next) wl = &L;
+  REQUIRE(wl != nullptr);
+  REQUIRE(wl->outputs > 1);
+  std::vector<float> xv = {3, -4, 0.5f, 2};
+  try {
+    s.run({{"x", &xv}});
+    FAIL("check_numerics did not throw");
+  } catch (const sg::debug::NumericsError& e) {
+    std::string msg = e.what();
+    INFO(msg);
+    CHECK(e.kernel == wl->name);
+    // -Inf where g > 0 (w - Inf), +Inf where g < 0: 3 and 1.
+    CHECK_THAT(msg, Contains(fmt::format("launch {} '{}' produced 0 NaN, 1 +Inf, 3 -Inf of 4 values", wl->index,
+                                         wl->name)));
+    CHECK_THAT(msg, Contains(fmt::format("it is output {} of {} of kernel {}", wl->output_index, wl->outputs,
+                                         wl->kernel_name)));
+    int k = s.node_number(w_next);
+    CHECK_THAT(msg, Contains(fmt::format("first non-finite node (CPU reference re-evaluation from the kernel's "
+                                         "inputs): n{} ", k)));
+    CHECK_THAT(msg, Contains(fmt::format("(output {})", wl->output_index)));
+    if (wl->output_index > 0)
+      CHECK_THAT(msg, Contains(fmt::format("outputs 0..{} of the kernel are finite", wl->output_index - 1)));
+    // The kernel's earlier outputs were read back and are finite.
+    for (int i = wl->first; i < wl->index; ++i) {
+      const std::vector<float>* val = s.value(s.launches()[i].output);
+      REQUIRE(val != nullptr);
+      for (float f : *val) CHECK(std::isfinite(f));
+    }
+    (void)line;
+  }
 }

@@ -660,14 +660,19 @@ struct Session::Impl {
                          "Program you pass to attach, e.g. TrainStep::program)");
       for (size_t k = 0; k < plan->kernels.size(); ++k) {
         const Kernel& kern = plan->kernels[k];
+        const int first = static_cast<int>(launches.size());
         for (size_t j = 0; j < kern.outputs.size(); ++j) {  // a multi-output kernel: one launch entry per output
           const Value& out = plan->values[kern.outputs[j]];
           Launch L;
           L.index = static_cast<int>(launches.size());
           L.name = kern.outputs.size() == 1 ? kern.name : fmt::format("{}.{}", kern.name, out.name);
+          L.kernel_name = kern.name;
           for (auto& n : kern.nodes) L.nodes.push_back(n.get());
           L.output = out.node.get();
           L.kernel = &kern;
+          L.output_index = static_cast<int>(j);
+          L.outputs = static_cast<int>(kern.outputs.size());
+          L.first = first;
           launches.push_back(std::move(L));
         }
       }
@@ -678,6 +683,8 @@ struct Session::Impl {
         Launch L;
         L.index = static_cast<int>(launches.size());
         L.name = fmt::format("n{:03}_{}", i, op_short(*n));
+        L.kernel_name = L.name;
+        L.first = L.index;
         L.nodes = {n};
         L.output = n;
         launches.push_back(std::move(L));
@@ -737,7 +744,7 @@ struct Session::Impl {
         hit = true;
       }
       for (auto& L : launches)
-        if (L.name == c || (L.name.rfind(c + "_", 0) == 0)) {
+        if (L.name == c || L.kernel_name == c || (L.name.rfind(c + "_", 0) == 0)) {
           capture_launch[L.index] = 1;
           hit = true;
         }
@@ -878,7 +885,42 @@ struct Session::Impl {
         if (s.nonfinite()) fail(L, s, stored);
       }
     }
-    if (dbg) maybe_stop(L);
+    // A multi-output kernel wrote all its outputs in one draw; its events arrive one per output. The debugger
+    // stops once, after the last one, when every output has been read back.
+    if (dbg && li == last_of(L)) maybe_stop(launches[L.first]);
+  }
+
+  int last_of(const Launch& L) const { return L.first + L.outputs - 1; }
+  int kernel_count() const {
+    int n = 0;
+    for (auto& L : launches) n += L.output_index == 0;
+    return n;
+  }
+  /// " (CPU backend: one per graph node)", " (10 kernels: a multi-output kernel counts once per stored value)", "".
+  std::string launch_count_note() const {
+    if (!exe || !exe->plan()) return " (CPU backend: one per graph node)";
+    int k = kernel_count();
+    if (k == static_cast<int>(launches.size())) return "";
+    return fmt::format(" ({} kernels: a multi-output kernel counts once per stored value)", k);
+  }
+  /// "k05_sum_mul_add_pow" for a single-output launch; with several outputs also which one this entry is.
+  std::string output_desc(const Launch& L) const {
+    if (L.outputs == 1) return "";
+    return fmt::format("output {} of {} of kernel {}", L.output_index, L.outputs, L.kernel_name);
+  }
+  /// The launches of the kernel named `a` (its exact name, or a prefix up to an '_': "k05"), as [first, last];
+  /// {-1, -1} when no kernel matches.
+  std::pair<int, int> kernel_range(const std::string& a) const {
+    for (int pass = 0; pass < 2; ++pass)
+      for (auto& L : launches)
+        if (pass == 0 ? L.kernel_name == a : L.kernel_name.rfind(a + "_", 0) == 0) return {L.first, last_of(L)};
+    return {-1, -1};
+  }
+  /// Node numbers stored by the launches of L's kernel, in output order.
+  std::vector<const Node*> kernel_outputs(const Launch& L) const {
+    std::vector<const Node*> r;
+    for (int i = L.first; i <= last_of(L); ++i) r.push_back(launches[i].output);
+    return r;
   }
 
   /// Re-evaluates the launch's nodes on the CPU reference from the stored inputs; returns the first node whose
@@ -887,8 +929,23 @@ struct Session::Impl {
     ok = false;
     std::unordered_map<const Node*, std::vector<double>> local, ext;
     std::unordered_set<const Node*> inside(L.nodes.begin(), L.nodes.end());
+    // Of a multi-output kernel, only the nodes this output depends on (another output's chain may go non-finite
+    // too, but it is not the one that failed).
+    std::unordered_set<const Node*> needed;
+    if (inside.count(L.output)) {
+      std::vector<const Node*> todo{L.output};
+      while (!todo.empty()) {
+        const Node* n = todo.back();
+        todo.pop_back();
+        if (!inside.count(n) || !needed.insert(n).second) continue;
+        for (auto& i : n->inputs) todo.push_back(i.get());
+      }
+    } else {
+      needed = inside;
+    }
     try {
       for (const Node* n : L.nodes) {
+        if (!needed.count(n)) continue;
         std::vector<const std::vector<double>*> ins;
         for (auto& i : n->inputs) {
           const Node* p = i.get();
@@ -927,12 +984,25 @@ struct Session::Impl {
       if (!std::isfinite(v[i])) first = static_cast<int64_t>(i);
     std::string msg = fmt::format(
         "check_numerics: step {}, launch {} '{}' produced {} NaN, {} +Inf, {} -Inf of {} values (first at element "
-        "{}).\n  graph nodes it computes:\n",
+        "{}).\n",
         step, L.index, L.name, s.nan, s.posinf, s.neginf, s.numel, first);
+    if (L.outputs > 1) {
+      int k = num(L.output);
+      std::string what = k >= 0 ? role_name(roles[k]) : "?";
+      if (k >= 0 && !grad_of[k].empty()) what += ", d(loss)/d(" + grad_of[k] + ")";
+      msg += fmt::format("  it is {} (one draw writing {} values): {} [{}]{}\n", output_desc(L), L.outputs,
+                         describe(L.output), what,
+                         L.output_index > 0 ? fmt::format("; outputs 0..{} of the kernel are finite", L.output_index - 1)
+                                            : std::string());
+    }
+    msg += "  graph nodes it computes:\n";
     std::vector<std::string> sources;
     for (const Node* n : L.nodes) {
       int k = num(n);
-      msg += fmt::format("    {} [{}]\n", describe(n), k >= 0 ? role_name(roles[k]) : "?");
+      std::string stored;
+      if (L.outputs > 1 && k >= 0 && stored_by[k] >= L.first && stored_by[k] <= last_of(L))
+        stored = fmt::format(" (output {})", launches[stored_by[k]].output_index);
+      msg += fmt::format("    {} [{}]{}\n", describe(n), k >= 0 ? role_name(roles[k]) : "?", stored);
       if (n->loc.known() && std::find(sources.begin(), sources.end(), n->loc.str()) == sources.end())
         sources.push_back(n->loc.str());
     }
@@ -964,6 +1034,10 @@ struct Session::Impl {
   std::ostream& o() { return *out; }
 
   void print_launch(const Launch& L, bool walk) {
+    if (L.outputs > 1) {
+      print_kernel(launches[L.first], walk);
+      return;
+    }
     o() << fmt::format("[step {}] launch {} of {}: {}", step, L.index, launches.size(), L.name);
     if (L.nodes.size() == 1 && L.nodes[0] == L.output) {
       o() << fmt::format(" computed {}\n", describe(L.output, 60));
@@ -984,10 +1058,45 @@ struct Session::Impl {
     cursor = -1;
   }
 
+  /// A multi-output kernel (F = its first launch): one draw that stored every output listed.
+  void print_kernel(const Launch& F, bool walk) {
+    std::vector<std::string> outs;
+    for (const Node* n : kernel_outputs(F)) outs.push_back(nname(n));
+    o() << fmt::format("[step {}] launches {}-{} of {}: {} (one draw, {} outputs; fused: {} nodes, stores {})\n", step,
+                       F.first, last_of(F), launches.size(), F.kernel_name, F.outputs, F.nodes.size(),
+                       fmt::join(outs, ", "));
+    if (walk) {
+      cursor = 0;
+      print_cursor(F);
+      return;
+    }
+    for (const Node* n : F.nodes) {
+      int k = num(n);
+      bool stored = k >= 0 && stored_by[k] >= F.first && stored_by[k] <= last_of(F);
+      o() << "  " << describe(n, 60)
+          << (stored ? fmt::format(" [output {}: {}]", launches[stored_by[k]].output_index, launches[stored_by[k]].name)
+                     : std::string())
+          << "\n";
+    }
+    for (int i = F.first; i <= last_of(F); ++i) {
+      const Launch& L = launches[i];
+      if (auto it = values.find(L.output); it != values.end())
+        o() << fmt::format("  {} (output {}): {}\n", nname(L.output), L.output_index,
+                           compute_stats(it->second.data(), L.output->shape).str());
+    }
+    cursor = -1;
+  }
+
   void print_cursor(const Launch& L) {
     const Node* n = L.nodes[cursor];
     o() << fmt::format("  node {} of {}: {}", cursor + 1, L.nodes.size(), describe(n, 60));
-    if (n == L.output) {
+    const int k = num(n);
+    if (L.outputs > 1 && k >= 0 && stored_by[k] >= L.first && stored_by[k] <= last_of(L)) {
+      const Launch& S = launches[stored_by[k]];
+      o() << fmt::format(" [stored: output {} of {}, {}]\n", S.output_index, S.outputs, S.name);
+      if (auto it = values.find(n); it != values.end())
+        o() << "  " << compute_stats(it->second.data(), n->shape).str() << "\n";
+    } else if (n == L.output) {
       o() << " [stored]\n";
       if (auto it = values.find(n); it != values.end())
         o() << "  " << compute_stats(it->second.data(), n->shape).str() << "\n";
@@ -996,11 +1105,12 @@ struct Session::Impl {
     }
   }
 
+  /// After the last output of L's kernel (L = its first launch; breakpoints are kept as first launches).
   void maybe_stop(const Launch& L) {
-    bool bp = std::find(breakpoints.begin(), breakpoints.end(), L.index) != breakpoints.end();
+    bool bp = std::find(breakpoints.begin(), breakpoints.end(), L.first) != breakpoints.end();
     if (mode == Mode::Run && !bp) return;
     if (bp) {
-      int k = static_cast<int>(std::find(breakpoints.begin(), breakpoints.end(), L.index) - breakpoints.begin());
+      int k = static_cast<int>(std::find(breakpoints.begin(), breakpoints.end(), L.first) - breakpoints.begin());
       o() << fmt::format("breakpoint {} hit\n", k + 1);
     }
     print_launch(L, mode == Mode::Step);
@@ -1014,8 +1124,9 @@ struct Session::Impl {
            "  continue (c)           run until a breakpoint or the end of the run\n"
            "  break (b) NODE|KERNEL  stop after the kernel computing node nN (or N), or after kernel KERNEL;\n"
            "                         `break` alone lists the breakpoints\n"
-           "  print (p) TENSOR       stats and the first values of a tensor: nN, a kernel name (its output),\n"
-           "                         a parameter, an input or a program output (loss)\n"
+           "  print (p) TENSOR       stats and the first values of a tensor: nN, a kernel name (its output;\n"
+           "                         every output of a multi-output kernel), a parameter, an input or a program\n"
+           "                         output (loss)\n"
            "  show TENSOR            write TENSOR as a PNG (colormaps: docs/COLORMAPS.md) and print its path\n"
            "  grad PARAM             the gradient d(loss)/d(PARAM): a parameter name, or nN of a forward node\n"
            "  shader KERNEL          the generated GLSL ES source of a kernel (a kernel name or nN)\n"
@@ -1041,7 +1152,8 @@ struct Session::Impl {
     }
     if (auto it = named.find(a); it != named.end()) return it->second;
     for (auto& L : launches)
-      if (L.name == a || L.name.rfind(a + "_", 0) == 0) return L.output;
+      if (L.name == a) return L.output;
+    if (auto [f, l] = kernel_range(a); f >= 0) return launches[f].output;
     std::vector<std::string> ps;
     for (auto& [n, node] : named) ps.push_back(n);
     why = fmt::format("no tensor '{}': use a node number (n0..n{}), a kernel name ({}; `list`), or a name ({})", a,
@@ -1049,9 +1161,22 @@ struct Session::Impl {
     return nullptr;
   }
 
+  /// Every value a print/show argument names: one tensor, or each output of a multi-output kernel named by its
+  /// kernel name or prefix ("k05_sum_mul_add_pow", "k05"). Empty (and `why` set) when nothing matches.
+  std::vector<const Node*> resolve_tensors(const std::string& a, std::string& why) const {
+    const Node* n = resolve_tensor(a, why);
+    if (!n) return {};
+    for (auto& L : launches)
+      if (L.name == a) return {n};
+    if (named.count(a)) return {n};
+    if (auto [f, l] = kernel_range(a); f >= 0) return kernel_outputs(launches[f]);
+    return {n};
+  }
+
   int resolve_launch(const std::string& a, std::string& why) const {
     for (auto& L : launches)
       if (L.name == a) return L.index;
+    if (auto [f, l] = kernel_range(a); f >= 0) return f;
     for (auto& L : launches)
       if (L.name.rfind(a + "_", 0) == 0) return L.index;
     if ((a.size() > 1 && a[0] == 'n' && all_digits(a.substr(1))) || all_digits(a)) {
@@ -1075,10 +1200,13 @@ struct Session::Impl {
     std::string where;
     if (n->is_leaf())
       where = role_name(roles[k]);
+    else if (stored_by[k] >= 0 && launches[stored_by[k]].outputs > 1)
+      where = fmt::format("{}, stored by {} ({})", role_name(roles[k]), launches[stored_by[k]].name,
+                          output_desc(launches[stored_by[k]]));
     else if (stored_by[k] >= 0)
       where = fmt::format("{}, stored by {}", role_name(roles[k]), launches[stored_by[k]].name);
     else if (computed_in[k] >= 0)
-      where = fmt::format("{}, computed inside {}", role_name(roles[k]), launches[computed_in[k]].name);
+      where = fmt::format("{}, computed inside {}", role_name(roles[k]), launches[computed_in[k]].kernel_name);
     else
       where = role_name(roles[k]);
     if (!grad_of[k].empty()) where += ", d(loss)/d(" + grad_of[k] + ")";
@@ -1096,7 +1224,7 @@ struct Session::Impl {
         v = &it->second;
       } else if (stored_by[k] < 0) {
         o() << fmt::format("  not stored: {} computes it in registers only (fused); rerun unfused (--unfused) to "
-                           "see every node\n", computed_in[k] >= 0 ? launches[computed_in[k]].name : "no kernel");
+                           "see every node\n", computed_in[k] >= 0 ? launches[computed_in[k]].kernel_name : "no kernel");
         return;
       } else if (step < 0 || done <= stored_by[k]) {
         o() << fmt::format("  not computed yet in step {}: {} computes it (`break n{}` then `continue`)\n",
@@ -1206,8 +1334,11 @@ struct Session::Impl {
     shaders_done = true;
   }
 
-  void cmd_shader(const std::string& a) {
+  void cmd_shader(const std::string& arg) {
     ensure_shaders();
+    std::string a = arg;
+    for (auto& L : launches)  // an entry of a multi-output kernel ("k05_....t5_2"): the kernel's source
+      if (L.name == arg && exe && exe->plan()) a = L.kernel_name;
     const ShaderInfo* hit = nullptr;
     for (auto& s : shader_info)
       if (s.name == a) hit = &s;
@@ -1238,6 +1369,18 @@ struct Session::Impl {
       bool bp = std::find(breakpoints.begin(), breakpoints.end(), L.index) != breakpoints.end();
       std::vector<std::string> ns;
       for (const Node* n : L.nodes) ns.push_back(nname(n) + " " + truncate(n->label(), 40));
+      if (L.outputs > 1) {
+        // A multi-output kernel: one draw; its computed nodes once, then one line per stored value.
+        if (L.output_index == 0)
+          o() << fmt::format("{}{}     {} (one draw, {} outputs): {}\n", next_here ? "=>" : "  ", bp ? "*" : " ",
+                             L.kernel_name, L.outputs, fmt::join(ns, ", "));
+        int k = num(L.output);
+        std::string what = k >= 0 ? role_name(roles[k]) : "?";
+        if (k >= 0 && !grad_of[k].empty()) what += ", d(loss)/d(" + grad_of[k] + ")";
+        o() << fmt::format("    {:>3} {:<24} output {}: {} {} [{}]\n", L.index, L.name, L.output_index, nname(L.output),
+                           truncate(L.output->label(), 40), what);
+        continue;
+      }
       o() << fmt::format("{}{} {:>3} {:<24} {}\n", next_here ? "=>" : "  ", bp ? "*" : " ", L.index, L.name,
                          fmt::join(ns, ", "));
     }
@@ -1247,7 +1390,7 @@ struct Session::Impl {
     if (a.empty()) {
       if (breakpoints.empty()) o() << "no breakpoints\n";
       for (size_t i = 0; i < breakpoints.size(); ++i)
-        o() << fmt::format("breakpoint {}: {}\n", i + 1, launches[breakpoints[i]].name);
+        o() << fmt::format("breakpoint {}: {}\n", i + 1, launches[breakpoints[i]].kernel_name);
       return;
     }
     std::string why;
@@ -1256,18 +1399,28 @@ struct Session::Impl {
       o() << why << "\n";
       return;
     }
+    // A multi-output kernel is one draw: the debugger stops after all its outputs, so a breakpoint on any of
+    // them is a breakpoint on the kernel (kept as its first launch).
+    li = launches[li].first;
     auto it = std::find(breakpoints.begin(), breakpoints.end(), li);
     if (it != breakpoints.end()) {
-      o() << fmt::format("breakpoint {} already stops after {}\n", it - breakpoints.begin() + 1, launches[li].name);
+      o() << fmt::format("breakpoint {} already stops after {}\n", it - breakpoints.begin() + 1,
+                         launches[li].kernel_name);
       return;
     }
     breakpoints.push_back(li);
-    o() << fmt::format("breakpoint {}: after {} (computes {})\n", breakpoints.size(), launches[li].name,
+    std::string outs;
+    if (launches[li].outputs > 1) {
+      std::vector<std::string> os;
+      for (const Node* n : kernel_outputs(launches[li])) os.push_back(nname(n));
+      outs = fmt::format("; {} outputs: stores {}", launches[li].outputs, fmt::join(os, ", "));
+    }
+    o() << fmt::format("breakpoint {}: after {} (computes {}{})\n", breakpoints.size(), launches[li].kernel_name,
                        [&] {
                          std::vector<std::string> ns;
                          for (const Node* n : launches[li].nodes) ns.push_back(nname(n));
                          return fmt::format("{}", fmt::join(ns, ", "));
-                       }());
+                       }(), outs);
   }
 
   /// Reads and executes commands until one resumes the run. Throws QuitSignal on `quit` or end of input.
@@ -1317,13 +1470,14 @@ struct Session::Impl {
         cmd_break(arg);
       } else if (cmd == "print" || cmd == "p" || cmd == "show") {
         std::string why;
-        const Node* n = resolve_tensor(arg, why);
-        if (!n)
-          o() << why << "\n";
-        else if (cmd == "show")
-          cmd_show(n);
-        else
-          cmd_print(n, "");
+        std::vector<const Node*> ns = resolve_tensors(arg, why);
+        if (ns.empty()) o() << why << "\n";
+        for (const Node* n : ns) {
+          if (cmd == "show")
+            cmd_show(n);
+          else
+            cmd_print(n, "");
+        }
       } else if (cmd == "grad") {
         cmd_grad(arg);
       } else if (cmd == "shader") {
@@ -1417,7 +1571,13 @@ std::string Session::Impl::write_report(const ReportInfo& info) {
   for (auto& L : launches) {
     std::vector<int> ns;
     for (const Node* n : L.nodes) ns.push_back(num(n));
-    j["launches"].push_back({{"index", L.index}, {"name", L.name}, {"nodes", ns}, {"output", num(L.output)}});
+    j["launches"].push_back({{"index", L.index},
+                             {"name", L.name},
+                             {"kernel", L.kernel_name},
+                             {"render_target", L.output_index},
+                             {"outputs", L.outputs},
+                             {"nodes", ns},
+                             {"output", num(L.output)}});
   }
   j["captures"] = nlohmann::json::array();
   for (auto& c : captures) {
@@ -1464,7 +1624,7 @@ tr.failrow{background:#ffe0e0}
   for (auto& [k, v] : info.facts) add(fmt::format("<tr><th>{}</th><td>{}</td></tr>\n", html_escape(k), html_escape(v)));
   add(fmt::format("<tr><th>steps</th><td>{}{}</td></tr>\n<tr><th>launches per step</th><td>{}{}</td></tr>\n", S + 1,
                   failure.empty() ? "" : fmt::format(" (step {} stopped at the numerics failure)", failure_step),
-                  launches.size(), exe && exe->plan() ? "" : " (CPU backend: one per graph node)"));
+                  launches.size(), html_escape(launch_count_note())));
   add(fmt::format("<tr><th>graph nodes</th><td>{}</td></tr>\n</table>\n", nodes.size()));
   if (!failure.empty())
     add(fmt::format("<h2>Numerics failure</h2>\n<div class=\"fail\"><pre>{}</pre></div>\n", html_escape(failure)));
@@ -1500,7 +1660,7 @@ tr.failrow{background:#ffe0e0}
       const Node* n = nodes[k].get();
       if (!n->is_leaf() && stored_by[k] < 0 && computed_in[k] >= 0)
         return fmt::format("<td class=\"muted\">{}fused in <code>{}</code>, not stored (run unfused)</td>", prefix,
-                           launches[computed_in[k]].name);
+                           launches[computed_in[k]].kernel_name);
       return fmt::format("<td class=\"muted\">{}not captured</td>", prefix);
     }
     std::string r = "<td>" + prefix;
@@ -1517,8 +1677,14 @@ tr.failrow{background:#ffe0e0}
   };
   auto kernel_cell = [&](int k) -> std::string {
     if (nodes[k]->is_leaf()) return "<td class=\"muted\">leaf</td>";
-    if (stored_by[k] >= 0) return fmt::format("<td><code>{}</code></td>", launches[stored_by[k]].name);
-    if (computed_in[k] >= 0) return fmt::format("<td class=\"muted\">in <code>{}</code></td>", launches[computed_in[k]].name);
+    if (stored_by[k] >= 0) {
+      const Launch& L = launches[stored_by[k]];
+      if (L.outputs == 1) return fmt::format("<td><code>{}</code></td>", L.name);
+      return fmt::format("<td><code>{}</code><div class=\"st muted\">output {} of {}</div></td>", L.name,
+                         L.output_index, L.outputs);
+    }
+    if (computed_in[k] >= 0)
+      return fmt::format("<td class=\"muted\">in <code>{}</code></td>", launches[computed_in[k]].kernel_name);
     return "<td class=\"muted\">&mdash;</td>";
   };
   auto head_cells = [&](int k) {
@@ -1582,10 +1748,17 @@ tr.failrow{background:#ffe0e0}
           : "<p>This run used the CPU backend; these are the GLSL ES 3.00 fragment shaders the GLES backend runs for "
             "the same program (unfused plan).</p>\n");
   for (auto& s : shader_info) {
-    std::vector<std::string> ns;
+    std::vector<std::string> ns, outs;
     for (int k : s.nodes) ns.push_back(fmt::format("n{}", k));
-    add(fmt::format("<details><summary><code>{}</code> &mdash; {}</summary>\n<pre>{}</pre>\n</details>\n",
-                    html_escape(s.name), html_escape(fmt::format("{}", fmt::join(ns, ", "))), html_escape(s.source)));
+    if (exe && exe->plan())
+      for (auto& L : launches)
+        if (L.kernel_name == s.name && L.outputs > 1)
+          outs.push_back(fmt::format("{} = n{}", L.output_index, num(L.output)));
+    add(fmt::format("<details><summary><code>{}</code> &mdash; {}{}</summary>\n<pre>{}</pre>\n</details>\n",
+                    html_escape(s.name), html_escape(fmt::format("{}", fmt::join(ns, ", "))),
+                    outs.empty() ? std::string()
+                                 : html_escape(fmt::format("; render targets {}", fmt::join(outs, ", "))),
+                    html_escape(s.source)));
   }
   add("<p class=\"muted\">Written by shadergrad debug mode. Every image is a file next to this page; stats.json holds "
       "every number shown here for every step.</p>\n</body>\n</html>\n");
@@ -1623,7 +1796,7 @@ std::vector<std::vector<float>> Session::run(const std::vector<Feed>& feeds) {
     m.running = true;
     if (m.dbg && m.step == 0 && m.dopt.stop_at_start) {
       m.o() << fmt::format("shadergrad debugger: {} launches per step{}; type `help` for the commands\n",
-                           m.launches.size(), m.exe->plan() ? "" : " (CPU backend: one per graph node)");
+                           m.launches.size(), m.launch_count_note());
       m.o() << "[step 0] stopped before the first launch\n";
       m.interact();
     }
@@ -1762,8 +1935,15 @@ RunResult run_debug(const RunConfig& cfg, std::istream& in, std::ostream& out) {
     d.echo = cfg.echo;
     session.set_debugger(*cmds, out, d);
   } else {
-    out << fmt::format("shadergrad debug: {} on {} ({} backend, {} launches per step{}), {} steps -> {}\n", cfg.model,
-                       dataset, be.name(), exe->kernels_per_step(), cfg.unfused ? ", unfused" : "", cfg.steps,
+    // Launches as the session counts them (one per stored value); kernels (draws) too when they differ.
+    const size_t entries = session.launches().size();
+    const int kernels = exe->kernels_per_step();
+    out << fmt::format("shadergrad debug: {} on {} ({} backend, {} launches per step{}{}), {} -> {}\n", cfg.model,
+                       dataset, be.name(), entries,
+                       exe->plan() && static_cast<size_t>(kernels) != entries
+                           ? fmt::format(" from {} kernels", kernels)
+                           : std::string(),
+                       cfg.unfused ? ", unfused" : "", cfg.steps == 1 ? "1 step" : fmt::format("{} steps", cfg.steps),
                        cfg.out_dir);
   }
 

@@ -48,7 +48,8 @@ namespace sg::debug {
 class NumericsError : public Error {
  public:
   using Error::Error;
-  std::string kernel;                ///< the launch's name ("k05_map_log"; on the CPU backend "n012_map")
+  std::string kernel;                ///< the launch's name ("k05_map_log"; "k05_sum_mul_add_pow.t5_3" for output 3 of a
+                                     ///< multi-output kernel; on the CPU backend "n012_map")
   std::vector<std::string> sources;  ///< user source lines ("model.cpp:42") of the kernel's nodes, distinct
 };
 
@@ -93,13 +94,20 @@ TrainStep make_train_step(const Tensor& loss, const std::vector<std::pair<std::s
                           Optimizer& opt, const std::vector<std::pair<std::string, Tensor>>& extra_outputs = {},
                           bool output_grads = true);
 
-/// One launch of the attached executable.
+/// One stored value of one launch of the attached executable. A kernel writing several values at once
+/// (multi-output fusion: one draw, several render targets) appears once per output, consecutively, named
+/// "<kernel>.<value>" ("k05_sum_mul_add_pow.t5_2"); a single-output kernel keeps the kernel's name.
 struct Launch {
   int index = 0;
-  std::string name;                 ///< kernel name; on the CPU backend "n012_matmul" (node number + op)
-  std::vector<const Node*> nodes;   ///< graph nodes computed (one on the CPU backend)
-  const Node* output = nullptr;     ///< the node whose value the launch stores
+  std::string name;                 ///< kernel name, "<kernel>.<value>" for multi-output kernels; on the CPU
+                                    ///< backend "n012_matmul" (node number + op)
+  std::string kernel_name;          ///< the kernel's own name ("k05_sum_mul_add_pow"; = name on the CPU backend)
+  std::vector<const Node*> nodes;   ///< graph nodes computed by the kernel (all its outputs'; one on the CPU)
+  const Node* output = nullptr;     ///< the node whose value this entry stores
   const Kernel* kernel = nullptr;   ///< the scheduled kernel (GPU backends), else nullptr
+  int output_index = 0;             ///< render target of `output` in its kernel (0 .. outputs - 1)
+  int outputs = 1;                  ///< values the kernel stores (render targets)
+  int first = 0;                    ///< index of the kernel's first entry (its output 0)
 };
 
 /// One captured tensor of one step.
@@ -129,7 +137,8 @@ struct Options {
   /// launches: a launch name or its prefix up to an '_' ("k03"), a node number ("n12" or "12": the launch that
   /// stores or computes it; for a leaf, its value at the start of each step), a parameter or input name
   /// ("0.weight": its value, and the launch computing its gradient), "all", or a role ("forward", "backward",
-  /// "update", "gradients" = launches computing a parameter gradient). Launches computing parameter gradients
+  /// "update", "gradients" = launches computing a parameter gradient); a multi-output kernel's own name selects
+  /// all its launches, a launch name ("k05_....t5_2") one of them. Launches computing parameter gradients
   /// are always captured (gradient_norms). An entry matching nothing makes attach() throw ValueError.
   std::vector<std::string> capture{};
   /// Stop at the first launch producing a NaN/±Inf (throws NumericsError); reads back every launch.
@@ -181,6 +190,9 @@ class Session {
   /// at breakpoints) and reads commands from `in` (lines; EOF = quit), writing a deterministic transcript to
   /// `out` (no timings, no addresses). Commands: next, step, continue, break NODE|KERNEL, print TENSOR,
   /// show TENSOR, grad PARAM, shader KERNEL, list, help, quit. `in` and `out` must outlive the session.
+  /// A multi-output kernel is one draw: the debugger stops once, after its last output was read back (a
+  /// breakpoint on any of its launches, or on a node one of them stores, is a breakpoint on the kernel), and a
+  /// kernel name given to break/print/show/shader means the whole kernel (print/show: every output).
   void set_debugger(std::istream& in, std::ostream& out, DebuggerOptions opt = {});
   /// After the last step: a final prompt where the run's state can still be inspected (returns on quit/EOF).
   void debugger_finish();
