@@ -15,6 +15,8 @@
 //                  fusion, the schedule of before it, for same-run comparisons)
 //   --min-parallel N split-K threshold in output texels of the GLES backends (default: auto = 16384 on GPUs,
 //                  0 = off on llvmpipe)
+//   --row-layout B  texture layouts keep tensor rows whole in texture rows (1) or wrap at the max width (0)
+//                  (default: auto = 1 on GPUs, 0 on llvmpipe)
 //
 // Cases (each timed with warm-up runs first, then median and min-max over the repeats; a run() reads the program
 // outputs back, which waits for the GPU, so every timing is synchronised):
@@ -97,6 +99,7 @@ struct Options {
   int64_t probe_side = 0;
   int max_outputs = 0;  // BackendOptions::max_outputs of the GLES backends (0 = device limit, 1 = no MRT fusion)
   int64_t min_parallel = -1;  // BackendOptions::min_parallel_texels (-1 = auto: on for GPUs, off for llvmpipe)
+  int row_layout = -1;        // BackendOptions::row_layout (-1 = auto: on for GPUs, off for llvmpipe)
   bool wants(const std::string& c) const { return only.empty() || only.count(c) != 0; }
 };
 
@@ -104,7 +107,8 @@ struct Options {
   fmt::print(stderr,
              "bench_ops: {}\nusage: bench_ops [--backend gles|cpu|both] [--json FILE] [--repeats N] [--warmup N]\n"
              "                 [--large] [--sgemm N,N,..] [--only sgemm,mlp,cnn,fusion,compile,cpuref,profile,probe]\n"
-             "                 [--max-seconds S] [--probe-side N] [--max-outputs N] [--min-parallel N]\n",
+             "                 [--max-seconds S] [--probe-side N] [--max-outputs N] [--min-parallel N]\n"
+             "                 [--row-layout 0|1]\n",
              why);
   std::exit(2);
 }
@@ -170,6 +174,8 @@ Options parse(int argc, char** argv) {
       o.max_outputs = static_cast<int>(parse_int(value(), "--max-outputs"));
     } else if (a == "--min-parallel") {
       o.min_parallel = parse_int(value(), "--min-parallel");
+    } else if (a == "--row-layout") {
+      o.row_layout = static_cast<int>(std::min<int64_t>(1, parse_int(value(), "--row-layout")));
     } else if (a == "-h" || a == "--help") {
       usage("help");
     } else {
@@ -624,6 +630,7 @@ void bench_compile_times(Backends& bk, const Options& o) {
     bo.kind = "gles";
     bo.max_outputs = o.max_outputs;
     bo.min_parallel_texels = o.min_parallel;
+    bo.row_layout = o.row_layout;
     auto fresh = sg::make_backend(bo).backend;
     auto t0 = Clock::now();
     auto e1 = fresh->compile(s.step);
@@ -929,6 +936,7 @@ int main(int argc, char** argv) {
       bo.kind = "gles";
       bo.max_outputs = o.max_outputs;
       bo.min_parallel_texels = o.min_parallel;
+      bo.row_layout = o.row_layout;
       bk.gles = sg::make_backend(bo).backend;
       bo.profile = true;
       bk.gles_profiled = sg::make_backend(bo).backend;

@@ -106,6 +106,44 @@ TEST_CASE("TextureLayout rejects tensors that do not fit and bad arguments", "[t
   CHECK_THROWS_WITH(TextureLayout::for_numel(4 * 16 * 16 + 1, 16), Catch::Contains("16x17"));
 }
 
+TEST_CASE("TextureLayout::for_shape keeps every tensor row inside one texture row", "[texture_layout]") {
+  struct Case {
+    std::vector<int64_t> shape;
+    int64_t max_width, width;  // expected width
+  };
+  for (const Case& c : {Case{{128, 784}, 32768, 196},   // 196-texel rows, one per texture row
+                        Case{{64, 8, 8, 8}, 16384, 64},  // 2-texel rows, 32 per texture row
+                        Case{{5, 12}, 16384, 15},        // 3-texel rows: all 5 rows on one texture row
+                        Case{{100, 4}, 16, 16},          // 1-texel rows, capped by max_width
+                        Case{{784, 128}, 7, 7}}) {       // 32-texel rows do not fit width 7: rows wrap
+    INFO("shape[0]=" << c.shape[0] << " max_width=" << c.max_width);
+    int64_t n = 1;
+    for (int64_t d : c.shape) n *= d;
+    TextureLayout l = TextureLayout::for_shape(c.shape, c.max_width, 1 << 20);
+    CHECK(l.numel == n);
+    CHECK(l.texels == (n + 3) / 4);
+    CHECK(l.width == c.width);
+    CHECK(l.width * l.height >= l.texels);
+    CHECK(l.width <= c.max_width);
+    const int64_t last = c.shape.back();
+    if (last / 4 <= c.max_width) {
+      CHECK(l.width % (last / 4) == 0);
+      for (int64_t r = 0; r * last < n; ++r) {  // a tensor row never straddles two texture rows
+        CHECK(l.locate(r * last).y == l.locate(r * last + last - 1).y);
+        CHECK(l.locate(r * last).x % (last / 4) == 0);
+      }
+    }
+  }
+  // shapes without whole-texel rows, and 1-D tensors, keep for_numel's layout
+  for (std::vector<int64_t> shape : {std::vector<int64_t>{128, 10}, {1000}, {3, 7, 13}})
+    CHECK(TextureLayout::for_shape(shape, 16, 1024) == TextureLayout::for_numel([&] {
+      int64_t n = 1;
+      for (int64_t d : shape) n *= d;
+      return n;
+    }(), 16, 1024));
+  CHECK_THROWS_AS(TextureLayout::for_shape({40, 8}, 2, 16), sg::ValueError);  // 80 texels need 40 rows of 2
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // Device
 // ---------------------------------------------------------------------------------------------------------

@@ -495,7 +495,10 @@ Plan schedule(const Program& program, const ScheduleOptions& opt) {
     names.insert(nm);
     v.name = nm;
     try {
-      v.layout = TextureLayout::for_numel(n->numel(), opt.max_texture_width, max_h);
+      v.layout = opt.row_aligned_layout
+                     ? TextureLayout::for_shape(std::vector<int64_t>(n->shape.begin(), n->shape.end()),
+                                                opt.max_texture_width, max_h)
+                     : TextureLayout::for_numel(n->numel(), opt.max_texture_width, max_h);
     } catch (const Error& e) {
       throw ValueError(fmt::format("schedule: {} does not fit in a texture: {}", n->describe(), e.what()));
     }

@@ -1,6 +1,8 @@
 // shadergrad — TextureLayout (see sg/texture_layout.h).
 #include "sg/texture_layout.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "sg/error.h"
@@ -33,6 +35,26 @@ TextureLayout TextureLayout::for_numel(int64_t numel, int64_t max_width, int64_t
         "larger MAX_TEXTURE_SIZE",
         numel, l.width, l.height, max_width, max_height, static_cast<double>(cap)));
   }
+  return l;
+}
+
+TextureLayout TextureLayout::for_shape(const std::vector<int64_t>& shape, int64_t max_width, int64_t max_height) {
+  TextureLayout l = for_numel([&] {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    return n;
+  }(), max_width, max_height);
+  if (shape.size() < 2 || shape.back() % kComponents != 0 || l.texels == 0) return l;
+  const int64_t row = shape.back() / kComponents;  // texels per tensor row
+  const int64_t rows = l.texels / row;
+  if (row > max_width) return l;
+  int64_t k = std::max<int64_t>(1, std::min<int64_t>(rows, (64 + row - 1) / row));  // tensor rows per texture row
+  while (k > 1 && row * k > max_width) --k;
+  const int64_t width = row * k;
+  const int64_t height = (l.texels + width - 1) / width;
+  if (height > (max_height ? max_height : max_width)) return l;
+  l.width = width;
+  l.height = height;
   return l;
 }
 

@@ -51,6 +51,13 @@ class GlesBackend final : public Backend {
     d.max_texture_width = opt.max_texture_width;
     dev_ = gles::Device::create(d);
     dev_->set_profiling(opt.profile);
+    // GPU-only schedule choices; CPU rasterisers run a few threads over linear textures and gain nothing
+    const std::string& r = dev_->caps().renderer;
+    cpu_raster_ = r.find("llvmpipe") != std::string::npos || r.find("softpipe") != std::string::npos ||
+                  r.find("SwiftShader") != std::string::npos;
+    if (opt.row_layout < -1 || opt.row_layout > 1)
+      throw ValueError(fmt::format("BackendOptions::row_layout must be -1 (auto), 0 or 1, got {}", opt.row_layout));
+    row_layout_ = opt.row_layout >= 0 ? opt.row_layout == 1 : !cpu_raster_;
     dump_dir_ = opt.dump_dir;
     if (dump_dir_.empty())
       if (const char* e = std::getenv("SG_DUMP")) dump_dir_ = e;
@@ -66,11 +73,8 @@ class GlesBackend final : public Backend {
     if (opt_.max_outputs < 0)
       throw ValueError(fmt::format("BackendOptions::max_outputs must be >= 0 (0 = device limit), got {}", opt_.max_outputs));
     if (opt_.max_outputs > 0) so.max_outputs = std::min(so.max_outputs, opt_.max_outputs);
-    // split-K for parallelism on GPUs; CPU rasterisers run a few threads and gain nothing from more fragments
-    const std::string& r = dev_->caps().renderer;
-    bool cpu_raster = r.find("llvmpipe") != std::string::npos || r.find("softpipe") != std::string::npos ||
-                      r.find("SwiftShader") != std::string::npos;
-    so.min_parallel_texels = opt_.min_parallel_texels >= 0 ? opt_.min_parallel_texels : cpu_raster ? 0 : 16384;
+    so.min_parallel_texels = opt_.min_parallel_texels >= 0 ? opt_.min_parallel_texels : cpu_raster_ ? 0 : 16384;
+    so.row_aligned_layout = row_layout_;
     so.max_inputs = static_cast<int>(std::min<int64_t>(dev_->caps().max_texture_units, 16));
     Plan plan = schedule(p, so);
     if (!dump_dir_.empty()) dump_plan(plan, fmt::format("{}/program{:02}", dump_dir_, dumps_++), cache_);
@@ -94,8 +98,13 @@ class GlesBackend final : public Backend {
     if (it != state_.end()) return it->second;
     if (!n->data) throw ValueError("gles: " + n->describe() + " is not a parameter or state");
     Persistent p;
-    p.front = dev_->create_texture(n->numel(), n->name);
-    p.back = dev_->create_texture(n->numel(), n->name + ".back");
+    // the plan's layout for this shape (TextureLayout::for_shape with the limits compile() passes to schedule)
+    const TextureLayout layout =
+        row_layout_ ? TextureLayout::for_shape(std::vector<int64_t>(n->shape.begin(), n->shape.end()),
+                                               dev_->max_texture_width(), dev_->caps().max_texture_size)
+                    : dev_->layout_for(n->numel());
+    p.front = dev_->create_texture(layout, n->name);
+    p.back = dev_->create_texture(layout, n->name + ".back");
     dev_->upload(p.front, n->data->data(), n->numel());
     keep_.push_back(n);
     return state_.emplace(n.get(), std::move(p)).first->second;
@@ -126,6 +135,8 @@ class GlesBackend final : public Backend {
   std::vector<NodePtr> keep_;  // keeps persistent nodes alive while their textures exist
   std::string dump_dir_;
   int dumps_ = 0;
+  bool cpu_raster_ = false;
+  bool row_layout_ = false;
 };
 
 GlesExecutable::GlesExecutable(GlesBackend& be, Plan plan) : be_(be), plan_(std::move(plan)) {

@@ -88,6 +88,10 @@ struct ScheduleOptions {
   /// 18 texels x 4096 iterations took 4.3 ms in one pass. 0 = off (the default; the GLES backend turns it on
   /// for hardware GPUs, not for CPU rasterisers such as llvmpipe, where more fragments buy nothing).
   int64_t min_parallel_texels = 0;
+  /// Texture layouts from TextureLayout::for_shape (tensor rows kept whole inside texture rows: 2-D texture
+  /// cache locality on GPUs) instead of TextureLayout::for_numel. Off by default (llvmpipe); the GLES backend
+  /// turns it on for hardware GPUs.
+  bool row_aligned_layout = false;
 };
 
 /// The scheduled program: what a backend executes.

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace sg {
 
@@ -36,6 +37,16 @@ struct TextureLayout {
   /// max_height rows (the message gives numel, the limit, and the largest numel that fits:
   /// 4 * max_width * max_height).
   static TextureLayout for_numel(int64_t numel, int64_t max_width, int64_t max_height = 0);
+
+  /// The layout the scheduler and the GLES backend use for a tensor of `shape`: when the last axis is a
+  /// multiple of 4 and the tensor has 2 or more axes, every texture row holds whole rows of the tensor (width =
+  /// k * last/4 texels, k >= 1 rows per texture row, k chosen so the width is at least 64 texels where the
+  /// tensor has enough rows), so the same column of consecutive tensor rows sits in vertically adjacent texels:
+  /// texture caches fetch 2-D tiles, and a matmul reading 4 rows of W at once (x.W^T) or one column of B over k
+  /// then hits one tile instead of 4 far-apart rows. Falls back to for_numel (rows wrap at max_width) when the
+  /// tensor row is wider than max_width or the texture would be taller than max_height.
+  /// Measured on the H200 (NVIDIA GLES): see docs/PERFORMANCE.md. Throws like for_numel.
+  static TextureLayout for_shape(const std::vector<int64_t>& shape, int64_t max_width, int64_t max_height = 0);
 
   /// Where one element lives: texel column x, texel row y, component c in [0, 4).
   struct Location {

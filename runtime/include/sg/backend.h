@@ -91,6 +91,8 @@ struct BackendOptions {
   /// ScheduleOptions::min_parallel_texels (split-K for parallelism): -1 = auto (16384 on GPUs, 0 = off on CPU
   /// rasterisers such as llvmpipe), else the value.
   int64_t min_parallel_texels = -1;
+  /// ScheduleOptions::row_aligned_layout: -1 = auto (on for GPUs, off for CPU rasterisers), 0 = off, 1 = on.
+  int row_layout = -1;
   bool profile = false;            ///< per-kernel timings (timer queries or glFinish-bounded)
   std::string dump_dir;            ///< dump every compiled plan here ("" = env SG_DUMP or none)
 };
