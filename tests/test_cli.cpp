@@ -362,8 +362,8 @@ TEST_CASE("cli: dump of multi-output kernels: plan.json render targets match the
         CHECK(outs[j].at("render_target").get<size_t>() == j);
         std::string v = outs[j].at("name").get<std::string>();
         // The header names every output and the source declares it at location = render_target.
-        CHECK_THAT(glsl, Contains(fmt::format("// output {} {}: ", j, v)));
-        CHECK_THAT(frag, Contains(fmt::format("// output {} {}: ", j, v)));
+        CHECK_THAT(glsl, Contains(fmt::format("// output {} {} = n", j, v)));
+        CHECK_THAT(frag, Contains(fmt::format("// output {} {} = n", j, v)));
         CHECK_THAT(frag, Contains(fmt::format("layout(location = {}) out vec4 out_{};", j, v)));
         CHECK(outs[j].at("numel") == outs[0].at("numel"));  // one iteration domain
       }

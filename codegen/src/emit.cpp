@@ -467,9 +467,11 @@ std::string header(const Plan& plan, const Kernel& k, ShaderStage stage) {
   s += fmt::format("// shadergrad kernel {} ({} stage)\n", k.name, stage_name(stage));
   for (size_t j = 0; j < k.outputs.size(); ++j) {
     const Value& out = plan.values[k.outputs[j]];
-    s += fmt::format("// output {}{}: {} ({} elements{})\n",
-                     k.outputs.size() > 1 ? fmt::format("{} ", j) : std::string(), out.name, shape_str(out.node->shape),
-                     out.layout.numel,
+    const int ni = plan.node_index(out.node.get());
+    s += fmt::format("// output {}{}{}: {} ({} elements{})\n",
+                     k.outputs.size() > 1 ? fmt::format("{} ", j) : std::string(), out.name,
+                     ni >= 0 ? fmt::format(" = n{} {}", ni, out.node->label().substr(0, 40)) : std::string(),
+                     shape_str(out.node->shape), out.layout.numel,
                      stage == ShaderStage::Fragment
                          ? fmt::format(", RGBA32F texture {}x{}", out.layout.width, out.layout.height)
                          : std::string());

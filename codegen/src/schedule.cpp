@@ -32,10 +32,17 @@ bool is_heavy(Op op) {
   }
 }
 
+/// A GLSL identifier from a user name: other characters become '_', runs of '_' collapse and none trails
+/// (GLSL reserves identifiers containing "__" and SPIRV-Cross renames them), never starting with a digit or "gl_".
 std::string sanitize(const std::string& s) {
   std::string r;
-  for (char c : s) r += (std::isalnum(static_cast<unsigned char>(c)) ? c : '_');
-  if (r.empty() || std::isdigit(static_cast<unsigned char>(r[0]))) r = "v_" + r;
+  for (char c : s) {
+    char x = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+    if (x == '_' && (r.empty() || r.back() == '_')) continue;
+    r += x;
+  }
+  while (!r.empty() && r.back() == '_') r.pop_back();
+  if (r.empty() || std::isdigit(static_cast<unsigned char>(r[0])) || r.rfind("gl_", 0) == 0) r = "v_" + r;
   return r;
 }
 
@@ -788,6 +795,9 @@ Plan schedule(const Program& program, const ScheduleOptions& opt) {
     }
   }
   // the kernels, with real value ids
+  std::unordered_map<const Node*, std::string> role_name;
+  for (auto& u : program.updates) role_name.emplace(u.value.get(), u.target->name + "_next");
+  for (size_t i = 0; i < program.outputs.size(); ++i) role_name.emplace(program.outputs[i].get(), program.output_names[i]);
   for (int gi : launch) {
     Group& g = groups[gi];
     int kindex = static_cast<int>(plan.kernels.size());
@@ -796,9 +806,11 @@ Plan schedule(const Program& program, const ScheduleOptions& opt) {
     for (size_t j = 0; j < g.members.size(); ++j) {
       const Node* m = g.members[j].get();
       stored.push_back(g.members.size() == 1 || external.count(m) || read_elsewhere.count(m));
-      if (stored.back())
-        k.outputs.push_back(add_value(g.members[j], ValueKind::Temp,
-                                      k.outputs.empty() ? fmt::format("t{}", kindex) : fmt::format("t{}_{}", kindex, k.outputs.size())));
+      if (!stored.back()) continue;
+      // readable names: a program output by its name, an update by its target ("fc1_weight_next"), else t<k>
+      std::string base = k.outputs.empty() ? fmt::format("t{}", kindex) : fmt::format("t{}_{}", kindex, k.outputs.size());
+      if (auto it = role_name.find(m); it != role_name.end()) base = it->second;
+      k.outputs.push_back(add_value(g.members[j], ValueKind::Temp, base));
     }
     Lowered l = lower_group(g.members, value_of, plan.values[k.outputs[0]].node.get());  // coordinates of output 0
     by_position(l.inlined);
