@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -337,7 +338,12 @@ class Adam final : public Optimizer {
     const double lr = o_.lr, b1 = o_.beta1, b2 = o_.beta2, eps = o_.eps, wd = o_.weight_decay;
     if (!step_) step_ = state("adam.step", {}, {0.f});
     Tensor t = step_;
+    // the step counter belongs to no parameter: name the first parameter's line, as the other update nodes do,
+    // rather than this file
+    std::optional<LocationOverride> at_model;
+    if (!params.empty()) at_model.emplace(params[0].node()->loc);
     Tensor t1 = t + 1.0;
+    at_model.reset();
     ups.push_back({t.node(), t1.node()});
     for (size_t i = 0; i < params.size(); ++i) {
       const Tensor& p = params[i];

@@ -220,8 +220,13 @@ Result run(const Config& cfg, std::ostream& log) {
     log << fmt::format("per-kernel time of the last train step ({}):\n", ts.empty()      ? "not available on this backend"
                                                                      : ts[0].gpu_timer ? "GPU timer queries"
                                                                                        : "glFinish-bounded CPU time");
-    for (auto& t : ts)
-      log << fmt::format("  {:<44} {:9.3f} ms {:5.1f}%\n", t.kernel, t.ms, total > 0 ? 100 * t.ms / total : 0.0);
+    const Plan* plan = exe.plan();
+    for (size_t i = 0; i < ts.size(); ++i) {
+      const auto& t = ts[i];
+      size_t outs = plan && i < plan->kernels.size() ? plan->kernels[i].outputs.size() : 1;
+      log << fmt::format("  {:<44} {:9.3f} ms {:5.1f}%{}\n", t.kernel, t.ms, total > 0 ? 100 * t.ms / total : 0.0,
+                         outs > 1 ? fmt::format("  ({} outputs)", outs) : std::string());
+    }
     if (!ts.empty()) log << fmt::format("  {:<44} {:9.3f} ms\n", "total", total);
   }
   if (!cfg.save.empty()) {
