@@ -480,14 +480,6 @@ std::string header(const Plan& plan, const Kernel& k, ShaderStage stage) {
   return s;
 }
 
-/// Copy of e with children a, b, c (e itself when unchanged).
-KExprPtr with_children(const KExprPtr& e, KExprPtr a, KExprPtr b, KExprPtr c) {
-  if (a == e->a && b == e->b && c == e->c) return e;
-  KExpr n = *e;
-  n.a = std::move(a), n.b = std::move(b), n.c = std::move(c);
-  return std::make_shared<const KExpr>(std::move(n));
-}
-
 bool unrollable(const KExprPtr& r) {
   return r->op == KOp::Reduce && r->reduce == ReduceKind::Sum && r->extents.back() % 4 == 0 &&
          r->extents.back() >= 8 && !kcontains_reduce(r->a);
@@ -514,7 +506,7 @@ std::vector<KExprPtr> unroll_reductions(const std::vector<KExprPtr>& roots, std:
         r = e;  // other reductions are left alone (nested loops inside are not unrolled)
       }
     } else {
-      r = with_children(e, go(e->a), go(e->b), go(e->c));
+      r = kwith_children(e, go(e->a), go(e->b), go(e->c));
     }
     memo[e.get()] = r;
     return r;

@@ -220,8 +220,7 @@ bool kequal(const KExprPtr& a, const KExprPtr& b) {
   return kequal(a->a, b->a) && kequal(a->b, b->b) && kequal(a->c, b->c);
 }
 
-namespace {
-KExprPtr rebuild(const KExprPtr& e, KExprPtr a, KExprPtr b, KExprPtr c) {
+KExprPtr kwith_children(const KExprPtr& e, KExprPtr a, KExprPtr b, KExprPtr c) {
   if (a == e->a && b == e->b && c == e->c) return e;
   KExpr n = *e;
   n.a = std::move(a);
@@ -229,7 +228,6 @@ KExprPtr rebuild(const KExprPtr& e, KExprPtr a, KExprPtr b, KExprPtr c) {
   n.c = std::move(c);
   return std::make_shared<const KExpr>(std::move(n));
 }
-}  // namespace
 
 KExprPtr ksubstitute(const KExprPtr& e, const std::map<std::string, KExprPtr>& subs) {
   std::map<const KExpr*, KExprPtr> memo;
@@ -241,7 +239,7 @@ KExprPtr ksubstitute(const KExprPtr& e, const std::map<std::string, KExprPtr>& s
     }
     auto m = memo.find(x.get());
     if (m != memo.end()) return m->second;
-    KExprPtr r = rebuild(x, go(x->a), go(x->b), go(x->c));
+    KExprPtr r = kwith_children(x, go(x->a), go(x->b), go(x->c));
     memo[x.get()] = r;
     return r;
   };
@@ -255,7 +253,7 @@ KExprPtr kreplace(const KExprPtr& e, const KExpr* target, const KExprPtr& replac
     if (x.get() == target) return replacement;
     auto m = memo.find(x.get());
     if (m != memo.end()) return m->second;
-    KExprPtr r = rebuild(x, go(x->a), go(x->b), go(x->c));
+    KExprPtr r = kwith_children(x, go(x->a), go(x->b), go(x->c));
     memo[x.get()] = r;
     return r;
   };

@@ -85,6 +85,12 @@ KExprPtr in_range(const KExprPtr& v, int64_t hi) {
 /// (ScheduleOptions::min_parallel_texels).
 constexpr double kLongLoop = 256;
 
+/// The split-K rule's test: few output texels, long loops (see ScheduleOptions::min_parallel_texels).
+bool latency_bound(int64_t numel, double loop_iterations, const ScheduleOptions& opt) {
+  return !opt.unfused && opt.min_parallel_texels > 0 && (numel + 3) / 4 < opt.min_parallel_texels &&
+         loop_iterations >= kLongLoop;
+}
+
 /// Thrown by Lowerer when an output of the kernel being built is read at another element than its own
 /// (multi-output fusion is then not possible).
 struct NotIdentity {};
@@ -535,9 +541,8 @@ Plan schedule(const Program& program, const ScheduleOptions& opt) {
     const int64_t texels = (numel(oshape) + 3) / 4;
     for (int guard = 0; guard < 8 && k.exprs.size() == 1; ++guard) {
       const bool over_budget = 4 * (1 + kloop_iterations(k.exprs[0])) > opt.max_loop_iterations;
-      const bool latency_bound = guard == 0 && !opt.unfused && opt.min_parallel_texels > 0 && texels < opt.min_parallel_texels &&
-                                 kloop_iterations(k.exprs[0]) >= kLongLoop;
-      if (!over_budget && !latency_bound) break;
+      const bool too_serial = guard == 0 && latency_bound(numel(oshape), kloop_iterations(k.exprs[0]), opt);
+      if (!over_budget && !too_serial) break;
       // the most expensive top-level reduction
       const KExpr* best = nullptr;
       double best_cost = 0;
@@ -701,9 +706,8 @@ Plan schedule(const Program& program, const ScheduleOptions& opt) {
     }
   };
   // a kernel the split-K rule would split (see ScheduleOptions::min_parallel_texels) stays on its own
-  auto latency_bound = [&](const NodePtr& n, const Lowered& l) {
-    return opt.min_parallel_texels > 0 && (n->numel() + 3) / 4 < opt.min_parallel_texels &&
-           kloop_iterations(l.exprs) >= kLongLoop;
+  auto split_k_candidate = [&](const NodePtr& n, const Lowered& l) {
+    return latency_bound(n->numel(), kloop_iterations(l.exprs), opt);
   };
   for (auto& n : mat_nodes) {
     Lowered solo = lower_group({n}, trial_of);
@@ -725,7 +729,7 @@ Plan schedule(const Program& program, const ScheduleOptions& opt) {
       std::vector<NodePtr> members = g.members;
       members.push_back(n);
       auto l = try_lower(members, trial_of);
-      if (!l || !fits(*l, gi) || latency_bound(n, *l)) continue;
+      if (!l || !fits(*l, gi) || split_k_candidate(n, *l)) continue;
       g.members = std::move(members);
       g.lowered = std::move(*l);
       g.deps = deps_of(g.lowered, gi);
@@ -747,7 +751,7 @@ Plan schedule(const Program& program, const ScheduleOptions& opt) {
     Group& g = groups[gi];
     if (g.dead || g.members.size() != 1) continue;
     const NodePtr r = g.members[0];
-    if (external.count(r.get()) || !is_heavy(r->op) || latency_bound(r, g.lowered)) continue;
+    if (external.count(r.get()) || !is_heavy(r->op) || split_k_candidate(r, g.lowered)) continue;
     int reader = -1, readers = 0;
     for (size_t gj = 0; gj < groups.size(); ++gj)
       if (gj != gi && !groups[gj].dead && reads(groups[gj].lowered, trial_of.at(r.get())))

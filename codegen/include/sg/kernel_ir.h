@@ -76,6 +76,8 @@ bool kequal(const KExprPtr& a, const KExprPtr& b);
 /// Loop iterations one evaluation executes (nested loops multiply; a GPU's per-invocation loop budget —
 /// llvmpipe stops every loop after 65535 iterations in total per invocation — is checked against this).
 double kloop_iterations(const KExprPtr& e);
+/// e with children a, b, c (e itself when they are unchanged).
+KExprPtr kwith_children(const KExprPtr& e, KExprPtr a, KExprPtr b, KExprPtr c);
 /// Simultaneous substitution of integer variables by expressions (by name).
 KExprPtr ksubstitute(const KExprPtr& e, const std::map<std::string, KExprPtr>& subs);
 /// Replaces every occurrence of the subtree `target` (by identity) with `replacement`.
