@@ -3,11 +3,14 @@
 
 #include "test_util.h"
 
+#include <algorithm>
 #include <cmath>
+#include <map>
 #include <random>
 #include <tuple>
 
 #include "sg/backend.h"
+#include "sg/emit.h"
 #include "sg/nn.h"
 #include "sg/sg.h"
 
@@ -145,4 +148,44 @@ TEST_CASE("split-K for parallelism (the GPU setting) keeps MLP and CNN train ste
     expect_close(gl, cl, 1e-4, 1e-6, "losses");
     for (size_t i = 0; i < cp.size(); ++i) expect_close(gp[i], cp[i], 1e-4, 1e-5, "param");
   }
+}
+
+TEST_CASE("values stored transposed read back row-major and equal the CPU backend", "[gles][backend]") {
+  // The MLP's activation gradient dh is read only by dW1 = x^T.dh (as the B operand) and db1 = sum over rows:
+  // the scheduler stores it transposed (Value::transposed) so both loops walk contiguous texels.
+  Mlp m(8, 20, 16, 5);  // hidden 16 and batch 8: both multiples of 4
+  auto opt = make_sgd({.lr = 0.1});
+  Program p = make_train_step(m.loss, m.params(), *opt);
+  std::vector<float> xs = randn(8 * 20, 31), ys = {0, 1, 2, 3, 4, 0, 1, 2};
+  std::map<const Node*, std::vector<float>> seen[2];
+  const Plan* plan = nullptr;
+  std::vector<std::unique_ptr<Backend>> keep;
+  std::vector<std::unique_ptr<Executable>> exes;
+  int i = 0;
+  for (const char* kind : {"cpu", "gles"}) {
+    keep.push_back(make_backend({.kind = kind}).backend);
+    exes.push_back(keep.back()->compile(p));
+    auto* store = &seen[i++];
+    exes.back()->set_kernel_hook([store](const KernelEvent& ev) { (*store)[ev.node] = ev.read(); });
+    exes.back()->run({{"x", &xs}, {"labels", &ys}});
+  }
+  plan = exes[1]->plan();
+  REQUIRE(plan != nullptr);
+  int transposed = 0;
+  for (auto& v : plan->values) {
+    if (!v.transposed) continue;
+    ++transposed;
+    INFO(v.name << " " << v.node->describe());
+    CHECK(v.stored_shape() == Shape{v.node->shape[1], v.node->shape[0]});
+    REQUIRE(seen[0].count(v.node.get()));
+    REQUIRE(seen[1].count(v.node.get()));
+    expect_close(seen[1][v.node.get()], seen[0][v.node.get()], 1e-5, 1e-6, "transposed value");
+    // the kernel reading it as a matmul operand fetches whole texels along the reduction
+    bool read_in_tile = false;
+    for (auto& k : plan->kernels)
+      if (std::find(k.inputs.begin(), k.inputs.end(), v.id) != k.inputs.end())
+        read_in_tile |= emit_glsl450(*plan, k, ShaderStage::Fragment).find("load4_" + v.name) != std::string::npos;
+    CHECK(read_in_tile);
+  }
+  CHECK(transposed == 1);
 }

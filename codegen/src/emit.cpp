@@ -468,10 +468,11 @@ std::string header(const Plan& plan, const Kernel& k, ShaderStage stage) {
   for (size_t j = 0; j < k.outputs.size(); ++j) {
     const Value& out = plan.values[k.outputs[j]];
     const int ni = plan.node_index(out.node.get());
-    s += fmt::format("// output {}{}{}: {} ({} elements{})\n",
+    s += fmt::format("// output {}{}{}: {}{} ({} elements{})\n",
                      k.outputs.size() > 1 ? fmt::format("{} ", j) : std::string(), out.name,
                      ni >= 0 ? fmt::format(" = n{} {}", ni, out.node->label().substr(0, 40)) : std::string(),
-                     shape_str(out.node->shape), out.layout.numel,
+                     shape_str(out.node->shape), out.transposed ? ", stored transposed (rows are read in loops)" : "",
+                     out.layout.numel,
                      stage == ShaderStage::Fragment
                          ? fmt::format(", RGBA32F texture {}x{}", out.layout.width, out.layout.height)
                          : std::string());
@@ -526,7 +527,7 @@ bool has_unrollable(const KExprPtr& e) {
 
 std::string emit_glsl450(const Plan& plan, const Kernel& kernel, ShaderStage stage) {
   const Value& out = plan.values[kernel.output()];  // all outputs share its layout and iteration domain
-  ShapeRef shape = out.node->shape;
+  const Shape shape = out.stored_shape();
   const size_t nout = kernel.outputs.size();
   // Vectorisation (fragment stage), first match wins:
   //  - tile mode: the output's last axis is a multiple of 4 and a sum reduction's loop length too (matmul and

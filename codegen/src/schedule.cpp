@@ -98,8 +98,9 @@ struct NotIdentity {};
 /// Lowers nodes to kernel IR for one kernel; reads of materialised values become Loads.
 class Lowerer {
  public:
-  Lowerer(const std::unordered_map<const Node*, int>& value_of, Kernel& k, std::vector<NodePtr>& inlined)
-      : value_of_(value_of), k_(k), inlined_(inlined) {}
+  Lowerer(const std::unordered_map<const Node*, int>& value_of, Kernel& k, std::vector<NodePtr>& inlined,
+          const std::unordered_set<const Node*>* transposed = nullptr)
+      : value_of_(value_of), k_(k), inlined_(inlined), transposed_(transposed) {}
 
   /// The value of node `n` itself (not a load of it) at coordinates idx.
   KExprPtr root_at(const NodePtr& n, const std::vector<KExprPtr>& idx) { return lower(n, idx); }
@@ -139,10 +140,19 @@ class Lowerer {
   }
 
   bool materialized(const Node* n) const { return value_of_.count(n) > 0; }
+  const std::unordered_set<const Node*>* transposed_;
+  bool stored_transposed(const Node* n) const { return transposed_ && transposed_->count(n) > 0; }
+  /// A Load of materialised n at coordinates idx (of n's shape), through its transposed storage if any.
+  KExprPtr load(const NodePtr& n, const std::vector<KExprPtr>& idx) {
+    int slot = input_slot(value_of_.at(n.get()));
+    if (!stored_transposed(n.get())) return kload(slot, linearize(idx, n->shape));
+    return kload(slot, linearize({idx[1], idx[0]}, Shape{n->shape[1], n->shape[0]}));
+  }
 
   KExprPtr read_flat(const NodePtr& n, const KExprPtr& flat) {
     if (members_.count(n.get())) return member_read(n.get(), flat);
-    if (materialized(n.get())) return kload(input_slot(value_of_.at(n.get())), flat);
+    if (materialized(n.get()))
+      return stored_transposed(n.get()) ? load(n, delinearize(flat, n->shape)) : kload(input_slot(value_of_.at(n.get())), flat);
     if (n->op == Op::Reshape) {
       note(n);
       return read_flat(n->inputs[0], flat);
@@ -152,7 +162,7 @@ class Lowerer {
 
   KExprPtr read(const NodePtr& n, const std::vector<KExprPtr>& idx) {
     if (members_.count(n.get())) return member_read(n.get(), linearize(idx, n->shape));
-    if (materialized(n.get())) return kload(input_slot(value_of_.at(n.get())), linearize(idx, n->shape));
+    if (materialized(n.get())) return load(n, idx);
     return lower(n, idx);
   }
 
@@ -395,15 +405,18 @@ struct Lowered {
 /// i0.. of shape `domain` (default: members[0]'s). Throws NotIdentity if a member is read at another element
 /// than its own.
 Lowered lower_group(const std::vector<NodePtr>& members, const std::unordered_map<const Node*, int>& value_of,
-                    const Node* domain = nullptr) {
+                    const Node* domain = nullptr, const std::unordered_set<const Node*>* transposed = nullptr) {
   Kernel k;
   Lowered r;
-  Lowerer low(value_of, k, r.inlined);
-  ShapeRef dom = (domain ? domain : members[0].get())->shape;
+  Lowerer low(value_of, k, r.inlined, transposed);
+  // a value stored transposed is a kernel of its own whose coordinates are those of the stored (reversed) shape
+  const bool swap = members.size() == 1 && transposed && transposed->count(members[0].get());
+  Shape dom((domain ? domain : members[0].get())->shape.begin(), (domain ? domain : members[0].get())->shape.end());
+  if (swap) std::reverse(dom.begin(), dom.end());
   std::vector<KExprPtr> vars;
   for (size_t i = 0; i < dom.size(); ++i) vars.push_back(kvar(fmt::format("i{}", i)));
   for (auto& m : members) {
-    std::vector<KExprPtr> idx = domain_coords(vars, dom, m->shape);
+    std::vector<KExprPtr> idx = swap ? std::vector<KExprPtr>{vars[1], vars[0]} : domain_coords(vars, dom, m->shape);
     KExprPtr e = low.root_at(m, idx);
     low.add_member(m, idx, e);
     r.exprs.push_back(e);
@@ -495,6 +508,29 @@ Plan schedule(const Program& program, const ScheduleOptions& opt) {
     if (m) mat.insert(n);
   }
 
+  // 2-D temporaries that every reader reduces over axis 0 are stored transposed (Value::transposed)
+  std::unordered_set<const Node*> transposed;
+  for (auto& np : order) {
+    const Node* n = np.get();
+    if (!opt.transpose_row_reduced || opt.unfused || !mat.count(n) || n->is_leaf() || external.count(n) ||
+        n->shape.size() != 2 || n->shape[0] % 4 || n->shape[1] % 4 || n->shape[0] < 8)
+      continue;
+    // every read reduces over axis 0: a matmul's B operand, a sum over rows, or an inlined same-shape Map
+    // (e.g. a relu mask) whose readers all do
+    std::function<bool(const Node*, int)> row_reduced = [&](const Node* v, int depth) {
+      const auto& cons = consumers[v];
+      if (cons.empty() || depth > 4) return false;
+      for (const Node* u : cons) {
+        bool b_operand = u->op == Op::MatMul && u->inputs[1].get() == v && u->inputs[0].get() != v;
+        bool row_sum = u->op == Op::Reduce && u->attrs.axes.size() == 1 && u->attrs.axes[0] == 0;
+        bool through_map = u->op == Op::Map && !mat.count(u) && u->shape == v->shape && row_reduced(u, depth + 1);
+        if (!(b_operand || row_sum || through_map)) return false;
+      }
+      return true;
+    };
+    if (row_reduced(n, 0)) transposed.insert(n);
+  }
+
   // values
   std::unordered_map<const Node*, int> value_of;
   std::unordered_set<std::string> names;
@@ -537,7 +573,7 @@ Plan schedule(const Program& program, const ScheduleOptions& opt) {
       [&](Kernel&& k, const std::vector<NodePtr>& name_nodes, const std::string& suffix) {
     const NodePtr out_node = plan.values[k.output()].node;  // copies: add_value below grows plan.values
     const std::string out_name = plan.values[k.output()].name;
-    ShapeRef oshape = out_node->shape;
+    const Shape oshape = plan.values[k.output()].stored_shape();  // the kernel's iteration domain
     const int64_t texels = (numel(oshape) + 3) / 4;
     for (int guard = 0; guard < 8 && k.exprs.size() == 1; ++guard) {
       const bool over_budget = 4 * (1 + kloop_iterations(k.exprs[0])) > opt.max_loop_iterations;
@@ -700,7 +736,7 @@ Plan schedule(const Program& program, const ScheduleOptions& opt) {
   auto try_lower = [&](const std::vector<NodePtr>& members, const std::unordered_map<const Node*, int>& vo)
       -> std::optional<Lowered> {
     try {
-      return lower_group(members, vo);
+      return lower_group(members, vo, nullptr, &transposed);
     } catch (const NotIdentity&) {
       return std::nullopt;
     }
@@ -710,13 +746,14 @@ Plan schedule(const Program& program, const ScheduleOptions& opt) {
     return latency_bound(n->numel(), kloop_iterations(l.exprs), opt);
   };
   for (auto& n : mat_nodes) {
-    Lowered solo = lower_group({n}, trial_of);
+    Lowered solo = lower_group({n}, trial_of, nullptr, &transposed);
     int joined = -1;
     // candidates: related groups (n reads a member, or they share an input) first, latest first; then others
     std::vector<int> related, others;
-    for (int gi = static_cast<int>(groups.size()) - 1; max_out > 1 && gi >= 0; --gi) {
+    for (int gi = static_cast<int>(groups.size()) - 1; max_out > 1 && gi >= 0 && !transposed.count(n.get()); --gi) {
       Group& g = groups[gi];
-      if (g.dead || static_cast<int>(g.members.size()) >= max_out || !same_domain(g.members[0]->shape, n->shape))
+      if (g.dead || static_cast<int>(g.members.size()) >= max_out || !same_domain(g.members[0]->shape, n->shape) ||
+          transposed.count(g.members[0].get()))
         continue;
       bool rel = false;
       for (auto& m : g.members) rel |= reads(solo, trial_of.at(m.get()));
@@ -815,8 +852,16 @@ Plan schedule(const Program& program, const ScheduleOptions& opt) {
       std::string base = k.outputs.empty() ? fmt::format("t{}", kindex) : fmt::format("t{}_{}", kindex, k.outputs.size());
       if (auto it = role_name.find(m); it != role_name.end()) base = it->second;
       k.outputs.push_back(add_value(g.members[j], ValueKind::Temp, base));
+      if (transposed.count(m)) {
+        Value& v = plan.values[k.outputs.back()];
+        v.transposed = true;
+        Shape st = v.stored_shape();
+        v.layout = opt.row_aligned_layout ? TextureLayout::for_shape(std::vector<int64_t>(st.begin(), st.end()),
+                                                                     opt.max_texture_width, max_h)
+                                          : v.layout;
+      }
     }
-    Lowered l = lower_group(g.members, value_of, plan.values[k.outputs[0]].node.get());  // coordinates of output 0
+    Lowered l = lower_group(g.members, value_of, plan.values[k.outputs[0]].node.get(), &transposed);  // coordinates of output 0
     by_position(l.inlined);
     for (size_t j = 0; j < g.members.size(); ++j)
       if (stored[j]) k.exprs.push_back(l.exprs[j]);
@@ -899,6 +944,7 @@ nlohmann::json Plan::to_json() const {
               {"numel", v.layout.numel}, {"texture", {v.layout.width, v.layout.height}}};
     if (v.buffer >= 0) j["buffer"] = v.buffer;
     if (v.update_of >= 0) j["update_of"] = values[v.update_of].name;
+    if (v.transposed) j["stored_transposed"] = true;
     return j;
   };
   json ks = json::array();

@@ -216,8 +216,16 @@ std::vector<std::vector<float>> GlesExecutable::run(const std::vector<Feed>& fee
         ev.kernel = &kern;
         ev.node = plan_.values[out].node.get();
         ev.read = [this, out, &dev] {
-          std::vector<float> v(plan_.values[out].node->numel());
+          const Value& val = plan_.values[out];
+          std::vector<float> v(val.node->numel());
           dev.download(texture_of(out, false), v.data(), static_cast<int64_t>(v.size()));
+          if (val.transposed) {  // the texture holds the transpose (Value::transposed): back to row-major
+            const int64_t rows = val.node->shape[0], cols = val.node->shape[1];
+            std::vector<float> t(v.size());
+            for (int64_t i = 0; i < rows; ++i)
+              for (int64_t j = 0; j < cols; ++j) t[i * cols + j] = v[j * rows + i];
+            v.swap(t);
+          }
           return v;
         };
         hook_(ev);

@@ -20,6 +20,7 @@
 // textures (front/back) that swap after each step, so an update kernel never reads what it writes.
 #pragma once
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,16 @@ struct Value {
   int update_of = -1;      ///< if this value is the next value of a persistent value: that value's id
   int producer = -1;       ///< kernel index writing it (Temp), -1 otherwise
   int last_use = -1;       ///< last kernel index reading it
+  /// The texture holds the transpose of this 2-D value (element (i, j) at flat index j * rows + i): chosen for
+  /// temporaries that every reader reduces over axis 0 (a matmul's B operand, a sum over rows), so the readers'
+  /// loops walk contiguous texels. Kernels, downloads and hooks account for it; never set for outputs/updates.
+  bool transposed = false;
+  /// The shape as stored: the node's shape, reversed when transposed (the producing kernel's iteration domain).
+  Shape stored_shape() const {
+    Shape s(node->shape.begin(), node->shape.end());
+    if (transposed) std::reverse(s.begin(), s.end());
+    return s;
+  }
 };
 
 /// One fusion group = one GPU launch. It renders one or more output values (multiple render targets): all
@@ -88,6 +99,9 @@ struct ScheduleOptions {
   /// 18 texels x 4096 iterations took 4.3 ms in one pass. 0 = off (the default; the GLES backend turns it on
   /// for hardware GPUs, not for CPU rasterisers such as llvmpipe, where more fragments buy nothing).
   int64_t min_parallel_texels = 0;
+  /// Store 2-D temporaries whose every reader reduces over their axis 0 transposed (Value::transposed): the
+  /// weight gradient x^T.dh then reads dh along contiguous texels (1 fetch per 4 rows instead of 4).
+  bool transpose_row_reduced = true;
   /// Texture layouts from TextureLayout::for_shape (tensor rows kept whole inside texture rows: 2-D texture
   /// cache locality on GPUs) instead of TextureLayout::for_numel. Off by default (llvmpipe); the GLES backend
   /// turns it on for hardware GPUs.
