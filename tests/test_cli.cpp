@@ -291,6 +291,25 @@ TEST_CASE("cli: dump writes plan.json and every kernel's GLSL 4.50 and SPIR-V an
   Proc bad = cli(fmt::format("dump --model mlp --target hlsl --out {}", dir / "x"));
   CHECK(bad.rc != 0);
   CHECK_THAT(bad.out, Contains("hlsl"));
+  // one target writes only its format (plus plan.json), and a later dump into the same directory replaces the files
+  for (auto [target, exts] : {std::pair<std::string, std::set<std::string>>{"spirv", {".spv", ".spvasm"}},
+                              {"glsl450", {".glsl"}}, {"glsl-es", {".frag"}}, {"glsl-es-compute", {".comp"}}}) {
+    INFO(target);
+    Proc t = cli(fmt::format("dump --model mlp --target {} --out {}", target, out));
+    REQUIRE(t.rc == 0);
+    std::set<std::string> got;
+    for (auto& e : fs::directory_iterator(out))
+      if (e.path().filename() != "plan.json") got.insert(e.path().extension().string());
+    CHECK(got == exts);
+  }
+  // --gpu: the GPU schedule (split-K adds the partial sums of x.W1^T: one kernel more, a *_partial kernel)
+  Proc g = cli(fmt::format("dump --model mlp --gpu --out {}", dir / "gpu"));
+  REQUIRE(g.rc == 0);
+  auto gplan = nlohmann::json::parse(read_file((dir / "gpu") + "/plan.json"));
+  CHECK(gplan.at("kernels").size() == n + 1);
+  bool partial = false;
+  for (auto& k : gplan.at("kernels")) partial |= k.at("name").get<std::string>().find("_partial") != std::string::npos;
+  CHECK(partial);
 }
 
 TEST_CASE("examples: digits_cnn prints exactly what `shadergrad train` prints for the same model", "[cli][examples]") {

@@ -67,7 +67,7 @@ int cmd_info(bool json) {
 }
 
 int cmd_dump(const std::string& model_name, const std::string& target, const std::string& out, int64_t batch,
-             bool unfused) {
+             bool unfused, bool gpu) {
   std::string dataset = model_name == "mlp" ? "fashion-mnist" : "digits";
   DatasetGeometry g = geometry(dataset);
   if (batch <= 0) batch = model_name == "mlp" ? 128 : 64;
@@ -81,20 +81,33 @@ int cmd_dump(const std::string& model_name, const std::string& target, const std
   sg::Program p = sg::make_train_step(loss, model->parameters(), *opt);
   sg::ScheduleOptions so;
   so.unfused = unfused;
+  if (gpu) {  // what the GLES backend schedules on a hardware GPU (see BackendOptions): split-K, row layouts
+    so.min_parallel_texels = 16384;
+    so.row_aligned_layout = true;
+  }
   sg::Plan plan = sg::schedule(p, so);
   sg::DumpOptions d;
   if (target == "glsl-es-compute") {
     d.fragment = false;
     d.compute = true;
-  } else if (target != "glsl450" && target != "spirv" && target != "glsl-es") {
-    throw sg::ValueError(fmt::format("unknown --target '{}' (glsl450, spirv, glsl-es or glsl-es-compute)", target));
+  } else if (target != "all" && target != "glsl450" && target != "spirv" && target != "glsl-es") {
+    throw sg::ValueError(
+        fmt::format("unknown --target '{}' (all, glsl450, spirv, glsl-es or glsl-es-compute)", target));
+  }
+  if (target != "all") {  // one format: the GLSL 4.50 input, the SPIR-V (+ disassembly), or the GLSL ES output
+    d.glsl450 = target == "glsl450";
+    d.spirv = target == "spirv";
+    d.gles = target == "glsl-es" || target == "glsl-es-compute";
   }
   sg::KernelCache cache;
   sg::dump_plan(plan, out, cache, d);
-  std::cout << fmt::format("wrote {} kernels of the {} train step (batch {}) to {}/ (plan.json, *.glsl, *.spv, "
-                           "*.spvasm, *.{}); peak texture memory {:.2f} MiB\n",
-                           plan.kernels.size(), model_name, batch, out, d.compute ? "comp" : "frag",
-                           plan.peak_bytes / 1048576.0);
+  std::string files = "plan.json";
+  if (d.glsl450) files += ", *.glsl";
+  if (d.spirv) files += ", *.spv, *.spvasm";
+  if (d.gles) files += d.compute ? ", *.comp" : ", *.frag";
+  std::cout << fmt::format("wrote {} kernels of the {} train step (batch {}) to {}/ ({}); peak texture memory "
+                           "{:.2f} MiB\n",
+                           plan.kernels.size(), model_name, batch, out, files, plan.peak_bytes / 1048576.0);
   return 0;
 }
 
@@ -175,15 +188,19 @@ int main(int argc, char** argv) {
   auto* info = app.add_subcommand("info", "probe the GLES device (renderer, limits, fp32 round trip)");
   info->add_flag("--json", json, "print JSON");
 
-  std::string dmodel = "mlp", target = "glsl-es", out;
+  std::string dmodel = "mlp", target = "all", out;
   int64_t dbatch = 0;
-  bool dunfused = false;
+  bool dunfused = false, dgpu = false;
   auto* dump = app.add_subcommand("dump", "write a model's generated kernels (GLSL, SPIR-V, GLSL ES) and plan.json");
   dump->add_option("--model", dmodel, "mlp | cnn | cnn-large")->check(CLI::IsMember({"mlp", "cnn", "cnn-large"}));
-  dump->add_option("--target", target, "glsl450 | spirv | glsl-es | glsl-es-compute");
+  dump->add_option("--target", target,
+                   "all (default: .glsl, .spv, .spvasm, .frag) | glsl450 | spirv | glsl-es | glsl-es-compute (.comp)");
   dump->add_option("--out", out, "output directory")->required();
   dump->add_option("--batch", dbatch, "batch size (0 = default: 128 mlp, 64 cnn)")->check(kNonNegative);
   dump->add_flag("--unfused", dunfused, "one kernel per graph node");
+  dump->add_flag("--gpu", dgpu,
+                 "schedule as the GLES backend does on a hardware GPU (split-K, row-aligned layouts) instead of as on "
+                 "llvmpipe; SG_DUMP=DIR with `train` dumps the exact plans a run executes");
 
   auto debug_run = sg::cli::add_debug_command(app);
   CLI11_PARSE(app, argc, argv);
@@ -191,7 +208,7 @@ int main(int argc, char** argv) {
     if (debug_run) return debug_run();
     if (*predict) return cmd_predict(load, image, pbackend, invert);
     if (*info) return cmd_info(json);
-    if (*dump) return cmd_dump(dmodel, target, out, dbatch, dunfused);
+    if (*dump) return cmd_dump(dmodel, target, out, dbatch, dunfused, dgpu);
     cfg.progress = !quiet;
     sg::train::run(cfg, std::cout);
     return 0;

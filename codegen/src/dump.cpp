@@ -98,10 +98,12 @@ void dump_plan(const Plan& plan, const std::string& dir, KernelCache& cache, con
     std::string src = emit_glsl450(plan, k, stage);
     const CompiledShader& c = cache.get_or_compile(k.name, src, stage);
     std::string p = dir + "/" + base;
-    write_file_atomic(p + ".glsl", c.glsl450);
-    write_file_atomic(p + ".spv", std::string(reinterpret_cast<const char*>(c.spirv.data()), c.spirv.size() * 4));
-    write_file_atomic(p + ".spvasm", c.spvasm);
-    write_file_atomic(p + "." + stage_extension(stage), with_header_comment(c.gles, c.glsl450));
+    if (opt.glsl450) write_file_atomic(p + ".glsl", c.glsl450);
+    if (opt.spirv) {
+      write_file_atomic(p + ".spv", std::string(reinterpret_cast<const char*>(c.spirv.data()), c.spirv.size() * 4));
+      write_file_atomic(p + ".spvasm", c.spvasm);
+    }
+    if (opt.gles) write_file_atomic(p + "." + stage_extension(stage), with_header_comment(c.gles, c.glsl450));
   };
   for (const Kernel& k : plan.kernels) {
     if (opt.fragment) dump_stage(k, ShaderStage::Fragment, k.name);

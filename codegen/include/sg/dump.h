@@ -19,6 +19,9 @@ namespace sg {
 struct DumpOptions {
   bool fragment = true;  ///< NAME.glsl/.spv/.spvasm/.frag for the fragment stage
   bool compute = false;  ///< NAME[_cs].glsl/.spv/.spvasm/.comp for the compute stage
+  bool glsl450 = true;   ///< write NAME.glsl (the GLSL 4.50 glslang compiles)
+  bool spirv = true;     ///< write NAME.spv and NAME.spvasm
+  bool gles = true;      ///< write NAME.frag / NAME.comp (GLSL ES, what the GPU runs)
 };
 
 /// Compiles (through `cache`) and writes every kernel of `plan` into `dir` (created if missing).
