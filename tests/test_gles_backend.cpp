@@ -1,6 +1,7 @@
 // GLES backend vs the CPU reference: whole train steps (forward, backward, optimizer update) on llvmpipe.
 #include <catch2/catch.hpp>
 
+#include "test_models.h"
 #include "test_util.h"
 
 #include <algorithm>
@@ -20,20 +21,7 @@ namespace {
 
 using sg::testing::randn;
 
-struct Mlp {
-  Tensor x, labels, w1, b1, w2, b2, loss;
-  Mlp(int64_t batch, int64_t in, int64_t hidden, int64_t out) {
-    x = input("x", {batch, in});
-    labels = input("labels", {batch}, DType::i32);
-    w1 = param("w1", {in, hidden}, randn(in * hidden, 1, 0.3f));
-    b1 = param("b1", {hidden}, randn(hidden, 2, 0.1f));
-    w2 = param("w2", {hidden, out}, randn(hidden * out, 3, 0.3f));
-    b2 = param("b2", {out}, randn(out, 4, 0.1f));
-    Tensor h = relu(matmul(x, w1) + b1);
-    loss = cross_entropy(matmul(h, w2) + b2, labels);
-  }
-  std::vector<Tensor> params() const { return {w1, b1, w2, b2}; }
-};
+using sg::testing::Mlp;
 
 void expect_close(const std::vector<float>& a, const std::vector<float>& b, double rtol, double atol,
                   const std::string& what) {

@@ -15,6 +15,7 @@
 // constant leave 50 cached programs (one kernel each) and no textures.
 #include <catch2/catch.hpp>
 
+#include "test_models.h"
 #include "test_util.h"
 
 #include <cmath>
@@ -57,20 +58,7 @@ int64_t persistent_values(const Plan& plan) {
   return n;
 }
 
-struct Mlp {
-  Tensor x, labels, w1, b1, w2, b2, loss;
-  Mlp(int64_t batch, int64_t in, int64_t hidden, int64_t out) {
-    x = input("x", {batch, in});
-    labels = input("labels", {batch}, DType::i32);
-    w1 = param("w1", {in, hidden}, randn(in * hidden, 1, 0.3f));
-    b1 = param("b1", {hidden}, randn(hidden, 2, 0.1f));
-    w2 = param("w2", {hidden, out}, randn(hidden * out, 3, 0.3f));
-    b2 = param("b2", {out}, randn(out, 4, 0.1f));
-    Tensor h = relu(matmul(x, w1) + b1);
-    loss = cross_entropy(matmul(h, w2) + b2, labels);
-  }
-  std::vector<Tensor> params() const { return {w1, b1, w2, b2}; }
-};
+using sg::testing::Mlp;
 
 }  // namespace
 

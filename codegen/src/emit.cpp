@@ -489,32 +489,17 @@ bool unrollable(const KExprPtr& r) {
 /// Tile mode rewrite: every top-level unrollable sum reduction's innermost loop sums 4 iterations per step
 /// (v, v+1, v+2, v+3; the emitter steps v by 4). Shared subtrees stay shared across `roots`.
 std::vector<KExprPtr> unroll_reductions(const std::vector<KExprPtr>& roots, std::set<const KExpr*>& unrolled) {
-  std::unordered_map<const KExpr*, KExprPtr> memo;
-  std::function<KExprPtr(const KExprPtr&)> go = [&](const KExprPtr& e) -> KExprPtr {
-    if (!e) return e;
-    if (auto m = memo.find(e.get()); m != memo.end()) return m->second;
-    KExprPtr r;
-    if (e->op == KOp::Reduce) {
-      if (unrollable(e)) {
-        const std::string& v = e->loop_vars.back();
-        std::vector<KExprPtr> t;
-        for (int d = 0; d < 4; ++d)
-          t.push_back(d == 0 ? e->a : ksubstitute(e->a, {{v, kibin(KOp::IAdd, kvar(v), kint(d))}}));
-        r = kreduce(ReduceKind::Sum, e->loop_vars, e->extents,
-                    kmath(SOp::Add, kmath(SOp::Add, t[0], t[1]), kmath(SOp::Add, t[2], t[3])));
-        unrolled.insert(r.get());
-      } else {
-        r = e;  // other reductions are left alone (nested loops inside are not unrolled)
-      }
-    } else {
-      r = kwith_children(e, go(e->a), go(e->b), go(e->c));
-    }
-    memo[e.get()] = r;
+  return krewrite(roots, [&](const KExprPtr& e) -> KExprPtr {
+    if (e->op != KOp::Reduce) return nullptr;
+    if (!unrollable(e)) return e;  // other reductions are left alone (nested loops inside are not unrolled)
+    const std::string& v = e->loop_vars.back();
+    std::vector<KExprPtr> t;
+    for (int d = 0; d < 4; ++d) t.push_back(d == 0 ? e->a : ksubstitute(e->a, {{v, kibin(KOp::IAdd, kvar(v), kint(d))}}));
+    KExprPtr r = kreduce(ReduceKind::Sum, e->loop_vars, e->extents,
+                         kmath(SOp::Add, kmath(SOp::Add, t[0], t[1]), kmath(SOp::Add, t[2], t[3])));
+    unrolled.insert(r.get());
     return r;
-  };
-  std::vector<KExprPtr> out;
-  for (auto& x : roots) out.push_back(go(x));
-  return out;
+  });
 }
 
 bool has_unrollable(const KExprPtr& e) {

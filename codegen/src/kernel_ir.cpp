@@ -229,35 +229,33 @@ KExprPtr kwith_children(const KExprPtr& e, KExprPtr a, KExprPtr b, KExprPtr c) {
   return std::make_shared<const KExpr>(std::move(n));
 }
 
-KExprPtr ksubstitute(const KExprPtr& e, const std::map<std::string, KExprPtr>& subs) {
+std::vector<KExprPtr> krewrite(const std::vector<KExprPtr>& roots,
+                               const std::function<KExprPtr(const KExprPtr&)>& replace) {
   std::map<const KExpr*, KExprPtr> memo;
   std::function<KExprPtr(const KExprPtr&)> go = [&](const KExprPtr& x) -> KExprPtr {
     if (!x) return x;
-    if (x->op == KOp::Var) {
-      auto it = subs.find(x->name);
-      return it == subs.end() ? x : it->second;
-    }
     auto m = memo.find(x.get());
     if (m != memo.end()) return m->second;
-    KExprPtr r = kwith_children(x, go(x->a), go(x->b), go(x->c));
+    KExprPtr r = replace(x);
+    if (!r) r = kwith_children(x, go(x->a), go(x->b), go(x->c));
     memo[x.get()] = r;
     return r;
   };
-  return go(e);
+  std::vector<KExprPtr> out;
+  for (auto& r : roots) out.push_back(go(r));
+  return out;
+}
+
+KExprPtr ksubstitute(const KExprPtr& e, const std::map<std::string, KExprPtr>& subs) {
+  return krewrite({e}, [&](const KExprPtr& x) -> KExprPtr {
+    if (x->op != KOp::Var) return nullptr;
+    auto it = subs.find(x->name);
+    return it == subs.end() ? x : it->second;
+  })[0];
 }
 
 KExprPtr kreplace(const KExprPtr& e, const KExpr* target, const KExprPtr& replacement) {
-  std::map<const KExpr*, KExprPtr> memo;
-  std::function<KExprPtr(const KExprPtr&)> go = [&](const KExprPtr& x) -> KExprPtr {
-    if (!x) return x;
-    if (x.get() == target) return replacement;
-    auto m = memo.find(x.get());
-    if (m != memo.end()) return m->second;
-    KExprPtr r = kwith_children(x, go(x->a), go(x->b), go(x->c));
-    memo[x.get()] = r;
-    return r;
-  };
-  return go(e);
+  return krewrite({e}, [&](const KExprPtr& x) { return x.get() == target ? replacement : nullptr; })[0];
 }
 
 bool kcontains_reduce(const KExprPtr& e) {

@@ -10,6 +10,7 @@
 // subtrees (same pointer) are emitted once as locals.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -78,6 +79,11 @@ bool kequal(const KExprPtr& a, const KExprPtr& b);
 double kloop_iterations(const KExprPtr& e);
 /// e with children a, b, c (e itself when they are unchanged).
 KExprPtr kwith_children(const KExprPtr& e, KExprPtr a, KExprPtr b, KExprPtr c);
+/// Rewrites the DAGs of `roots` top-down with one memo (a subtree shared by several roots or parents stays
+/// shared): where `replace(x)` returns non-null that result is used and x is not descended into; elsewhere x is
+/// rebuilt from its rewritten children (x itself when none changed).
+std::vector<KExprPtr> krewrite(const std::vector<KExprPtr>& roots,
+                               const std::function<KExprPtr(const KExprPtr&)>& replace);
 /// Simultaneous substitution of integer variables by expressions (by name).
 KExprPtr ksubstitute(const KExprPtr& e, const std::map<std::string, KExprPtr>& subs);
 /// Replaces every occurrence of the subtree `target` (by identity) with `replacement`.
