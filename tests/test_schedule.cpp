@@ -187,6 +187,53 @@ TEST_CASE("matmul kernels read each texel once per 4 loop iterations (tile mode)
   }
 }
 
+TEST_CASE("loops of a texel's 4 elements are jammed into one loop when the elements straddle rows (jam mode)",
+          "[codegen]") {
+  // a bias gradient: 10 outputs, each a sum over 128 rows. Before jam mode a fragment ran its 4 lanes' loops one
+  // after the other (512 dependent iterations); now one loop of 128 with a vec4 accumulator and 4 loads per step
+  Tensor g = input("g", {128, 10});
+  Program p;
+  p.add_output("db", sum(g, {0}));
+  Plan plan = schedule(p);
+  REQUIRE(plan.kernels.size() == 1);
+  std::string src = emit_glsl450(plan, plan.kernels[0], ShaderStage::Fragment);
+  INFO(src);
+  CHECK(src.find("loops jammed into one") != std::string::npos);
+  CHECK(src.find("lane") == std::string::npos);  // no per-lane loop
+  size_t loops = 0;
+  for (size_t at = src.find("for ("); at != std::string::npos; at = src.find("for (", at + 1)) ++loops;
+  CHECK(loops == 1);
+  CHECK(src.find("vec4 acc0") != std::string::npos);
+  // the last texel (elements 8, 9 and two past the end) clamps its lanes and zeroes the padding on output
+  CHECK(src.find("min((elem + 3), 9)") != std::string::npos);
+  CHECK(src.find("lessThan(ivec4(elem) + ivec4(0, 1, 2, 3), ivec4(10))") != std::string::npos);
+  CHECK_NOTHROW(compile_shader("jam", src, ShaderStage::Fragment));
+}
+
+TEST_CASE("a reduction that does not depend on an enclosing loop is computed once, before that loop",
+          "[codegen]") {
+  // sum_j (x_ij - logsumexp_i)^2: the log-sum-exp of row i is read inside the loop over j but does not depend on j
+  Tensor x = input("x", {6, 10});
+  Tensor lse = log(sum(exp(x), {1}, true));
+  Tensor d = x - lse;
+  Program p;
+  p.add_output("y", sum(d * d, {1}));
+  Plan plan = schedule(p);
+  REQUIRE(plan.kernels.size() == 1);
+  std::string src = emit_glsl450(plan, plan.kernels[0], ShaderStage::Fragment);
+  INFO(src);
+  const size_t main_at = src.find("void main()");
+  size_t first_loop = src.find("for (", main_at);
+  size_t second_loop = src.find("for (", first_loop + 1);
+  REQUIRE(second_loop != std::string::npos);
+  CHECK(src.find("for (", second_loop + 1) == std::string::npos);  // two loops, one after the other
+  size_t exp_at = src.find("exp(", main_at);
+  CHECK(exp_at > first_loop);
+  CHECK(exp_at < second_loop);                           // the sum of exps is the first loop ...
+  CHECK(src.find("exp(", exp_at + 1) == std::string::npos);  // ... and is not recomputed in the second
+  CHECK_NOTHROW(compile_shader("hoist", src, ShaderStage::Fragment));
+}
+
 TEST_CASE("every kernel of the MLP and CNN train steps compiles to valid SPIR-V and valid GLSL ES", "[codegen]") {
   for (std::string model : {"mlp", "cnn"}) {
     Plan plan = schedule(train_program(model, make_adam({}), model == "mlp" ? 16 : 6));
