@@ -16,6 +16,7 @@
 //   --min-parallel N split-K threshold in output texels of the GLES backends (default: auto = 16384 on GPUs,
 //                  0 = off on llvmpipe)
 //   --row-layout B  texture layouts keep tensor rows whole in texture rows (1) or wrap at the max width (0)
+//   --row-planes N  matmul-like kernels compute N rows per fragment into N render targets (1 = off)
 //                  (default: auto = 1 on GPUs, 0 on llvmpipe)
 //
 // Cases (each timed with warm-up runs first, then median and min-max over the repeats; a run() reads the program
@@ -100,6 +101,7 @@ struct Options {
   int max_outputs = 0;  // BackendOptions::max_outputs of the GLES backends (0 = device limit, 1 = no MRT fusion)
   int64_t min_parallel = -1;  // BackendOptions::min_parallel_texels (-1 = auto: on for GPUs, off for llvmpipe)
   int row_layout = -1;        // BackendOptions::row_layout (-1 = auto: on for GPUs, off for llvmpipe)
+  int row_planes = -1;        // BackendOptions::row_planes (-1 = auto: 4 on GPUs, 1 = off on llvmpipe)
   bool wants(const std::string& c) const { return only.empty() || only.count(c) != 0; }
 };
 
@@ -108,7 +110,7 @@ struct Options {
              "bench_ops: {}\nusage: bench_ops [--backend gles|cpu|both] [--json FILE] [--repeats N] [--warmup N]\n"
              "                 [--large] [--sgemm N,N,..] [--only sgemm,mlp,cnn,fusion,compile,cpuref,profile,probe]\n"
              "                 [--max-seconds S] [--probe-side N] [--max-outputs N] [--min-parallel N]\n"
-             "                 [--row-layout 0|1]\n",
+             "                 [--row-layout 0|1] [--row-planes N]\n",
              why);
   std::exit(2);
 }
@@ -176,6 +178,9 @@ Options parse(int argc, char** argv) {
       o.min_parallel = parse_int(value(), "--min-parallel");
     } else if (a == "--row-layout") {
       o.row_layout = static_cast<int>(std::min<int64_t>(1, parse_int(value(), "--row-layout")));
+    } else if (a == "--row-planes") {
+      o.row_planes = static_cast<int>(parse_int(value(), "--row-planes"));
+      if (o.row_planes < 1 || o.row_planes > 8) usage("--row-planes must be 1..8");
     } else if (a == "-h" || a == "--help") {
       usage("help");
     } else {
@@ -631,6 +636,7 @@ void bench_compile_times(Backends& bk, const Options& o) {
     bo.max_outputs = o.max_outputs;
     bo.min_parallel_texels = o.min_parallel;
     bo.row_layout = o.row_layout;
+    bo.row_planes = o.row_planes;
     auto fresh = sg::make_backend(bo).backend;
     auto t0 = Clock::now();
     auto e1 = fresh->compile(s.step);
@@ -937,6 +943,8 @@ int main(int argc, char** argv) {
       bo.max_outputs = o.max_outputs;
       bo.min_parallel_texels = o.min_parallel;
       bo.row_layout = o.row_layout;
+      bo.row_planes = o.row_planes;
+    bo.row_planes = o.row_planes;
       bk.gles = sg::make_backend(bo).backend;
       bo.profile = true;
       bk.gles_profiled = sg::make_backend(bo).backend;

@@ -138,6 +138,101 @@ TEST_CASE("split-K for parallelism (the GPU setting) keeps MLP and CNN train ste
   }
 }
 
+TEST_CASE("row planes (a fragment computes 4 rows of a matmul into 4 render targets) equal the CPU backend",
+          "[gles][backend]") {
+  // ScheduleOptions::row_planes: the GPU default; llvmpipe turns it off, so force it here. The planed values are
+  // read by matmuls (as the A operand: texel loads), by reductions over rows and by an elementwise output;
+  // hooks and outputs must see the row-major values.
+  Tensor a = input("a", {128, 24}), b = input("b", {24, 128}), c = input("c", {128, 12});
+  Tensor x = input("x", {256, 32}), w = input("w", {64, 32}), bias = input("bias", {64});
+  Tensor ba = input("ba", {8, 64, 16}), bb = input("bb", {8, 16, 32});
+  Tensor t = matmul(a, b);                              // 128x128
+  Tensor h = relu(matmul(x, transpose(w)) + bias);      // 256x64, x.W^T with a bias + relu epilogue
+  Tensor bt = matmul(ba, bb);                           // 8 x 64x32, batched
+  Program p;
+  p.add_output("tc", matmul(t, c));
+  p.add_output("t_rows", sum(t, {1}));
+  p.add_output("t_cols", sum(t, {0}));
+  p.add_output("h_sum", sum(h, {0}));
+  p.add_output("h_mat", matmul(transpose(h), h));
+  p.add_output("bt_sum", sum(bt, {0}));
+  p.add_output("t_direct", matmul(a, b) * 1.0);         // a planed program output, read back interleaved
+  std::vector<float> as = randn(128 * 24, 61), bs = randn(24 * 128, 62), cs = randn(128 * 12, 63),
+                     xs = randn(256 * 32, 64), ws = randn(64 * 32, 65), biases = randn(64, 66),
+                     bas = randn(8 * 64 * 16, 67), bbs = randn(8 * 16 * 32, 68);
+  std::vector<Feed> feeds = {{"a", &as}, {"b", &bs}, {"c", &cs}, {"x", &xs}, {"w", &ws}, {"bias", &biases},
+                             {"ba", &bas}, {"bb", &bbs}};
+  std::map<const Node*, std::vector<float>> seen[2];
+  std::vector<std::vector<float>> res[2];
+  std::vector<std::unique_ptr<Backend>> keep;
+  std::vector<std::unique_ptr<Executable>> exes;
+  for (int i = 0; i < 2; ++i) {
+    BackendOptions bo;
+    bo.kind = i == 0 ? "cpu" : "gles";
+    bo.row_planes = 4;
+    keep.push_back(make_backend(bo).backend);
+    exes.push_back(keep.back()->compile(p));
+    auto* store = &seen[i];
+    exes.back()->set_kernel_hook([store](const KernelEvent& ev) { (*store)[ev.node] = ev.read(); });
+    res[i] = exes.back()->run(feeds);
+  }
+  const Plan* plan = exes[1]->plan();
+  REQUIRE(plan != nullptr);
+  int planed = 0;
+  for (auto& v : plan->values) {
+    if (v.planes == 1) continue;
+    ++planed;
+    INFO(v.name << " " << v.node->describe());
+    REQUIRE(seen[0].count(v.node.get()));
+    REQUIRE(seen[1].count(v.node.get()));
+    expect_close(seen[1][v.node.get()], seen[0][v.node.get()], 1e-4, 1e-4, "hook read of a planed value");
+  }
+  CHECK(planed >= 4);  // t, h, bt and the output t_direct
+  for (size_t i = 0; i < res[0].size(); ++i) {
+    INFO(p.output_names[i]);
+    expect_close(res[1][i], res[0][i], 1e-4, 1e-3, p.output_names[i]);
+  }
+}
+
+TEST_CASE("the GPU schedule (split-K, row layouts, row planes together) keeps MLP b=128 and CNN train steps "
+          "equal to the CPU backend", "[gles][backend]") {
+  auto run = [](const std::string& model, const std::string& kind) {
+    nn::Rng rng(5);
+    int64_t hw = model == "mlp" ? 28 : 8, b = model == "mlp" ? 128 : 64;
+    auto net = nn::make_model(model, 1, hw, hw);
+    net->build(rng);
+    Tensor x = input("x", {b, 1, hw, hw});
+    Tensor y = input("labels", {b}, DType::i32);
+    auto opt = make_sgd({.lr = 0.05, .momentum = 0.9});
+    Program p = make_train_step(cross_entropy((*net)(x), y), net->parameters(), *opt);
+    BackendOptions bo;
+    bo.kind = kind;
+    bo.min_parallel_texels = 16384;
+    bo.row_layout = 1;
+    bo.row_planes = 4;
+    auto be = make_backend(bo).backend;
+    auto exe = be->compile(p);
+    int planed = 0;
+    if (const Plan* plan = exe->plan())
+      for (auto& v : plan->values) planed += v.planes > 1;
+    std::vector<float> xs = randn(b * hw * hw, 12), ys(b);
+    for (int64_t i = 0; i < b; ++i) ys[i] = static_cast<float>((i * 7) % 10);
+    std::vector<float> losses;
+    for (int step = 0; step < 3; ++step) losses.push_back(exe->run({{"x", &xs}, {"labels", &ys}})[0][0]);
+    std::vector<std::vector<float>> params;
+    for (auto& t : net->parameters()) params.push_back(be->read(t));
+    return std::make_tuple(losses, params, planed);
+  };
+  for (std::string model : {"mlp", "cnn"}) {
+    INFO(model);
+    auto [cl, cp, cn] = run(model, "cpu");
+    auto [gl, gp, gn] = run(model, "gles");
+    if (model == "mlp") CHECK(gn > 0);  // x.W1^T's partial sums are computed in row planes
+    expect_close(gl, cl, 1e-4, 1e-6, "losses");
+    for (size_t i = 0; i < cp.size(); ++i) expect_close(gp[i], cp[i], 1e-4, 1e-5, "param");
+  }
+}
+
 TEST_CASE("values stored transposed read back row-major and equal the CPU backend", "[gles][backend]") {
   // The MLP's activation gradient dh is read only by dW1 = x^T.dh (as the B operand) and db1 = sum over rows:
   // the scheduler stores it transposed (Value::transposed) so both loops walk contiguous texels.

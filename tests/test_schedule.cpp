@@ -12,6 +12,7 @@
 #include <fstream>
 #include <sstream>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "sg/dump.h"
@@ -185,6 +186,57 @@ TEST_CASE("matmul kernels read each texel once per 4 loop iterations (tile mode)
     CHECK(loop.find("load_") == std::string::npos);  // no scalar texel fetches left in the loop
     CHECK_NOTHROW(compile_shader("tile", src, ShaderStage::Fragment));
   }
+}
+
+TEST_CASE("row planes: a matmul computes 4 rows per fragment into 4 render targets sharing B's texels",
+          "[codegen]") {
+  Tensor a = input("a", {128, 64});
+  Tensor b = input("b", {64, 128});
+  Tensor c = input("c", {128, 8});
+  Tensor t = matmul(a, b);  // 128x128: 4096 texels, 1024 per plane
+  Program p;
+  p.add_output("y", matmul(t, c));  // reads the planed t as its A operand
+  p.add_output("s", sum(t, {0}));
+  ScheduleOptions so;
+  so.row_planes = 4;
+  Plan plan = schedule(p, so);
+  const Value& tv = plan.value_of(t.node().get());
+  REQUIRE(tv.planes == 4);
+  CHECK(tv.stored_shape() == Shape{32, 128});
+  CHECK(tv.layout.numel == 128 * 128 / 4);
+  REQUIRE(tv.plane_buffers.size() == 4);
+  CHECK(std::set<int>(tv.plane_buffers.begin(), tv.plane_buffers.end()).size() == 4);  // one texture per plane
+  const Kernel& k = plan.kernels[tv.producer];
+  REQUIRE(k.exprs.size() == 4);
+  std::string src = emit_glsl450(plan, k, ShaderStage::Fragment);
+  INFO(src);
+  for (int j = 0; j < 4; ++j) CHECK(src.find(fmt::format("layout(location = {}) out vec4 out_{}_p{}", j, tv.name, j)) != std::string::npos);
+  CHECK(src.find("4 reductions in one loop") != std::string::npos);
+  size_t body = src.find("r0 += 4"), end = src.find("\n  }", body);
+  std::string loop = src.substr(body, end - body);
+  size_t fetches = 0;
+  for (size_t at = loop.find("load4_"); at != std::string::npos; at = loop.find("load4_", at + 1)) ++fetches;
+  CHECK(fetches == 8);  // 4 texels of B shared by the 4 rows + 1 texel of A per row, for 64 multiply-adds
+  CHECK_NOTHROW(compile_shader("planes", src, ShaderStage::Fragment));
+  // readers pick the plane of each row
+  for (auto& r : plan.kernels) {
+    if (std::find(r.inputs.begin(), r.inputs.end(), tv.id) == r.inputs.end()) continue;
+    std::string rs = emit_glsl450(plan, r, ShaderStage::Fragment);
+    INFO(rs);
+    CHECK(rs.find(fmt::format("uniform sampler2D in_{}_p3", tv.name)) != std::string::npos);
+    CHECK_NOTHROW(compile_shader("planes reader", rs, ShaderStage::Fragment));
+    CHECK_NOTHROW(compile_shader("planes reader", emit_glsl450(plan, r, ShaderStage::Compute), ShaderStage::Compute));
+  }
+  auto j = plan.to_json();
+  bool listed = false;
+  for (auto& kj : j["kernels"])
+    for (auto& o : kj["outputs"])
+      if (o["name"] == tv.name) listed = o["row_planes"] == 4 && o["render_targets"].size() == 4;
+  CHECK(listed);
+  // too small for planes by default (fewer than min_plane_texels per plane), and off unless asked for
+  CHECK(schedule(p).value_of(t.node().get()).planes == 1);
+  so.min_plane_texels = 2048;
+  CHECK(schedule(p, so).value_of(t.node().get()).planes == 1);
 }
 
 TEST_CASE("loops of a texel's 4 elements are jammed into one loop when the elements straddle rows (jam mode)",

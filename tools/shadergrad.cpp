@@ -81,9 +81,11 @@ int cmd_dump(const std::string& model_name, const std::string& target, const std
   sg::Program p = sg::make_train_step(loss, model->parameters(), *opt);
   sg::ScheduleOptions so;
   so.unfused = unfused;
-  if (gpu) {  // what the GLES backend schedules on a hardware GPU (see BackendOptions): split-K, row layouts
+  if (gpu) {  // what the GLES backend schedules on a hardware GPU (see BackendOptions): split-K, row layouts,
+              // row planes
     so.min_parallel_texels = 16384;
     so.row_aligned_layout = true;
+    so.row_planes = 4;
   }
   sg::Plan plan = sg::schedule(p, so);
   sg::DumpOptions d;
@@ -199,7 +201,7 @@ int main(int argc, char** argv) {
   dump->add_option("--batch", dbatch, "batch size (0 = default: 128 mlp, 64 cnn)")->check(kNonNegative);
   dump->add_flag("--unfused", dunfused, "one kernel per graph node");
   dump->add_flag("--gpu", dgpu,
-                 "schedule as the GLES backend does on a hardware GPU (split-K, row-aligned layouts) instead of as on "
+                 "schedule as the GLES backend does on a hardware GPU (split-K, row-aligned layouts, row planes) instead of as on "
                  "llvmpipe; SG_DUMP=DIR with `train` dumps the exact plans a run executes");
 
   auto debug_run = sg::cli::add_debug_command(app);

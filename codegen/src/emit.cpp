@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <tuple>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -437,75 +438,165 @@ class Emitter {
   }
 
   Code emit_reduce(const KExprPtr& e) {
-    int id = temp_++;
-    std::string acc = fmt::format("acc{}", id);
-    ReduceKind k = e->reduce;
-    bool vreduce = e.get() == vreduce_;
-    const bool unrolled = step4_.count(e.get()) > 0;
+    auto g = fused_.find(e.get());
+    if (g == fused_.end()) return emit_reduces({e}).front();
+    // one loop nest for the whole group of sibling reductions; every member's result is known from here on
+    std::vector<KExprPtr> members = g->second;
+    std::vector<Code> codes = emit_reduces(members);
+    Code mine;
+    for (size_t i = 0; i < members.size(); ++i) {
+      scopes_.back()[members[i].get()] = codes[i];
+      fused_.erase(members[i].get());
+      if (members[i].get() == e.get()) mine = codes[i];
+    }
+    return mine;
+  }
+
+  /// Emits reductions that share one loop nest (same loop variables and extents; one member unless sibling
+  /// loops are fused) as one set of loops with one accumulator each; returns each member's result.
+  std::vector<Code> emit_reduces(const std::vector<KExprPtr>& rs) {
+    const KExprPtr& e0 = rs.front();
+    const bool vreduce = rs.size() == 1 && e0.get() == vreduce_;
+    const bool unrolled = step4_.count(e0.get()) > 0;
     std::string saved_var = vvar_, saved_base = vbase_;
-    if (vreduce) set_vector_var(e->loop_vars.back(), e->loop_vars.back());
-    bool v = !vreduce && varies(e->a);  // lane mode: per-lane accumulators
-    std::string ty = v || vreduce ? "vec4" : "float";
-    std::string init = k == ReduceKind::Sum ? "0.0" : k == ReduceKind::Min ? flit(INFINITY) : flit(-INFINITY);
-    std::string loops;
-    for (size_t i = 0; i < e->loop_vars.size(); ++i) loops += fmt::format("{}{}<{}", i ? ", " : "", e->loop_vars[i], e->extents[i]);
-    // loop-invariant reductions inside the body (e.g. a softmax's sum of exps read in a loss loop) are computed
+    if (vreduce) set_vector_var(e0->loop_vars.back(), e0->loop_vars.back());
+    // loop-invariant reductions inside the bodies (e.g. a softmax's sum of exps read in a loss loop) are computed
     // once, before the loop, instead of once per iteration
     std::vector<KExprPtr> invariant;
-    collect_invariant(e->a, std::set<std::string>(e->loop_vars.begin(), e->loop_vars.end()), invariant);
+    for (auto& e : rs) collect_invariant(e->a, std::set<std::string>(e->loop_vars.begin(), e->loop_vars.end()), invariant);
     for (auto& r : invariant) {
       Code c = emit(r);
       scopes_.back()[r.get()] = c;
     }
-    line(fmt::format("// {} over {}{}", reduce_name(k), loops,
-                     vreduce ? " (4 at a time)" : unrolled ? " (unrolled by 4: one texel serves 4 iterations)" : ""));
-    if (k == ReduceKind::ArgMax) {
-      line(fmt::format("{0} {1} = {0}(0.0);", ty, acc));
-      line(fmt::format("{0} best{1} = {0}({2});", ty, id, flit(-INFINITY)));
-      line(fmt::format("int it{} = 0;", id));
-    } else {
-      line(fmt::format("{0} {1} = {0}({2});", ty, acc, init));
+    std::string loops;
+    for (size_t i = 0; i < e0->loop_vars.size(); ++i)
+      loops += fmt::format("{}{}<{}", i ? ", " : "", e0->loop_vars[i], e0->extents[i]);
+    struct Acc {
+      int id;
+      std::string name, ty;
+      bool v;  // lane mode: per-lane accumulators
+    };
+    std::vector<Acc> accs;
+    for (auto& e : rs) {
+      Acc a;
+      a.id = temp_++;
+      a.name = fmt::format("acc{}", a.id);
+      a.v = !vreduce && varies(e->a);
+      a.ty = a.v || vreduce ? "vec4" : "float";
+      accs.push_back(a);
     }
-    for (size_t i = 0; i < e->loop_vars.size(); ++i) {
-      bool step4 = (vreduce || unrolled) && i + 1 == e->loop_vars.size();
-      if (unrolled && step4) aligned_vars_.insert(e->loop_vars[i]);
-      line(fmt::format("for (int {0} = 0; {0} < {1}; {0} += {2}) {{", e->loop_vars[i], e->extents[i], step4 ? 4 : 1));
+    std::string what;
+    for (size_t i = 0; i < rs.size(); ++i) what += fmt::format("{}{}", i ? ", " : "", reduce_name(rs[i]->reduce));
+    line(fmt::format("// {} over {}{}{}", what, loops,
+                     vreduce ? " (4 at a time)" : unrolled ? " (unrolled by 4: one texel serves 4 iterations)" : "",
+                     rs.size() > 1 ? fmt::format(" -- {} reductions in one loop (register tile: loads shared)", rs.size())
+                                   : std::string()));
+    for (size_t i = 0; i < rs.size(); ++i) {
+      const Acc& a = accs[i];
+      ReduceKind k = rs[i]->reduce;
+      std::string init = k == ReduceKind::Sum ? "0.0" : k == ReduceKind::Min ? flit(INFINITY) : flit(-INFINITY);
+      if (k == ReduceKind::ArgMax) {
+        line(fmt::format("{0} {1} = {0}(0.0);", a.ty, a.name));
+        line(fmt::format("{0} best{1} = {0}({2});", a.ty, a.id, flit(-INFINITY)));
+        line(fmt::format("int it{} = 0;", a.id));
+      } else {
+        line(fmt::format("{0} {1} = {0}({2});", a.ty, a.name, init));
+      }
+    }
+    for (size_t i = 0; i < e0->loop_vars.size(); ++i) {
+      bool step4 = (vreduce || unrolled) && i + 1 == e0->loop_vars.size();
+      if (unrolled && step4) aligned_vars_.insert(e0->loop_vars[i]);
+      line(fmt::format("for (int {0} = 0; {0} < {1}; {0} += {2}) {{", e0->loop_vars[i], e0->extents[i], step4 ? 4 : 1));
       ++indent_;
     }
     scopes_.emplace_back();
     texels_.emplace_back();
-    Code body = emit(e->a);
-    std::string x = (v || vreduce) ? fvec(body) : body.s;
-    switch (k) {
-      case ReduceKind::Sum: line(fmt::format("{} += {};", acc, x)); break;
-      case ReduceKind::Max: line(fmt::format("{0} = max({0}, {1});", acc, x)); break;
-      case ReduceKind::Min: line(fmt::format("{0} = min({0}, {1});", acc, x)); break;
-      case ReduceKind::ArgMax:
-        line(fmt::format("{} x{} = {};", ty, id, x));
-        if (v) {
-          line(fmt::format("bvec4 better{0} = bvec4(ivec4(greaterThan(x{0}, best{0})) + ivec4(it{0} == 0));", id));
-          line(fmt::format("best{0} = mix(best{0}, x{0}, better{0}); {1} = mix({1}, vec4(float(it{0})), better{0});", id, acc));
-        } else {
-          line(fmt::format("if (it{0} == 0 || x{0} > best{0}) {{ best{0} = x{0}; {1} = float(it{0}); }}", id, acc));
-        }
-        line(fmt::format("++it{};", id));
-        break;
+    for (size_t i = 0; i < rs.size(); ++i) {
+      const Acc& a = accs[i];
+      Code body = emit(rs[i]->a);
+      std::string x = (a.v || vreduce) ? fvec(body) : body.s;
+      switch (rs[i]->reduce) {
+        case ReduceKind::Sum: line(fmt::format("{} += {};", a.name, x)); break;
+        case ReduceKind::Max: line(fmt::format("{0} = max({0}, {1});", a.name, x)); break;
+        case ReduceKind::Min: line(fmt::format("{0} = min({0}, {1});", a.name, x)); break;
+        case ReduceKind::ArgMax:
+          line(fmt::format("{} x{} = {};", a.ty, a.id, x));
+          if (a.v) {
+            line(fmt::format("bvec4 better{0} = bvec4(ivec4(greaterThan(x{0}, best{0})) + ivec4(it{0} == 0));", a.id));
+            line(fmt::format("best{0} = mix(best{0}, x{0}, better{0}); {1} = mix({1}, vec4(float(it{0})), better{0});",
+                             a.id, a.name));
+          } else {
+            line(fmt::format("if (it{0} == 0 || x{0} > best{0}) {{ best{0} = x{0}; {1} = float(it{0}); }}", a.id, a.name));
+          }
+          line(fmt::format("++it{};", a.id));
+          break;
+      }
     }
     scopes_.pop_back();
     texels_.pop_back();
-    if (unrolled) aligned_vars_.erase(e->loop_vars.back());
-    for (size_t i = 0; i < e->loop_vars.size(); ++i) {
+    if (unrolled) aligned_vars_.erase(e0->loop_vars.back());
+    for (size_t i = 0; i < e0->loop_vars.size(); ++i) {
       --indent_;
       line("}");
     }
+    std::vector<Code> out;
     if (vreduce) {
       vvar_ = saved_var;
       vbase_ = saved_base;
       varies_.clear();
-      return {fmt::format("dot({}, vec4(1.0))", acc), false};
+      out.push_back({fmt::format("dot({}, vec4(1.0))", accs[0].name), false});
+      return out;
     }
-    return {acc, v};
+    for (auto& a : accs) out.push_back({a.name, a.v});
+    return out;
   }
+
+ public:
+  /// Sibling loop fusion: top-level reductions of `roots` (not inside another loop) with the same loop variables,
+  /// extents and unrolling, none containing another, are emitted as one loop nest with one accumulator each.
+  /// A kernel computing several rows of a matmul per fragment (row planes) then loads each texel of the shared
+  /// operand once per loop step for all rows: a register tile.
+  void fuse_sibling_loops(const std::vector<KExprPtr>& roots) {
+    std::vector<KExprPtr> tops;
+    std::set<const KExpr*> seen;
+    std::function<void(const KExprPtr&)> walk = [&](const KExprPtr& e) {
+      if (!e || !seen.insert(e.get()).second) return;
+      if (e->op == KOp::Reduce) {
+        if (e.get() != vreduce_) tops.push_back(e);
+        return;
+      }
+      walk(e->a), walk(e->b), walk(e->c);
+    };
+    for (auto& r : roots) walk(r);
+    auto contains = [](const KExprPtr& hay, const KExpr* needle) {
+      std::set<const KExpr*> vis;
+      std::function<bool(const KExprPtr&)> f = [&](const KExprPtr& x) -> bool {
+        if (!x || !vis.insert(x.get()).second) return false;
+        return x.get() == needle || f(x->a) || f(x->b) || f(x->c);
+      };
+      return f(hay->a);
+    };
+    std::vector<bool> used(tops.size(), false);
+    for (size_t i = 0; i < tops.size(); ++i) {
+      if (used[i]) continue;
+      std::vector<KExprPtr> group{tops[i]};
+      for (size_t j = i + 1; j < tops.size(); ++j) {
+        if (used[j] || tops[j]->loop_vars != tops[i]->loop_vars || tops[j]->extents != tops[i]->extents ||
+            step4_.count(tops[j].get()) != step4_.count(tops[i].get()))
+          continue;
+        bool independent = true;
+        for (auto& m : group) independent = independent && !contains(m, tops[j].get()) && !contains(tops[j], m.get());
+        if (!independent) continue;
+        group.push_back(tops[j]);
+        used[j] = true;
+      }
+      if (group.size() > 1)
+        for (auto& m : group) fused_[m.get()] = group;
+    }
+  }
+
+ private:
+  std::unordered_map<const KExpr*, std::vector<KExprPtr>> fused_;
 };
 
 std::string header(const Plan& plan, const Kernel& k, ShaderStage stage) {
@@ -517,7 +608,10 @@ std::string header(const Plan& plan, const Kernel& k, ShaderStage stage) {
     s += fmt::format("// output {}{}{}: {}{} ({} elements{})\n",
                      k.outputs.size() > 1 ? fmt::format("{} ", j) : std::string(), out.name,
                      ni >= 0 ? fmt::format(" = n{} {}", ni, out.node->label().substr(0, 40)) : std::string(),
-                     shape_str(out.node->shape), out.transposed ? ", stored transposed (rows are read in loops)" : "",
+                     shape_str(out.node->shape),
+                     out.transposed ? ", stored transposed (rows are read in loops)"
+                     : out.planes > 1 ? fmt::format(", in {0} row planes: row r in texture r % {0}", out.planes)
+                                      : std::string(),
                      out.layout.numel,
                      stage == ShaderStage::Fragment
                          ? fmt::format(", RGBA32F texture {}x{}", out.layout.width, out.layout.height)
@@ -535,12 +629,24 @@ bool unrollable(const KExprPtr& r) {
 /// Tile mode rewrite: every top-level unrollable sum reduction's innermost loop sums 4 iterations per step
 /// (v, v+1, v+2, v+3; the emitter steps v by 4). Shared subtrees stay shared across `roots`.
 std::vector<KExprPtr> unroll_reductions(const std::vector<KExprPtr>& roots, std::set<const KExpr*>& unrolled) {
+  // v -> v + d with one memo for all reductions: a subtree shared by several of them (the B operand's load in
+  // the row-plane copies of a matmul) stays shared after unrolling, so the emitter loads it once per step
+  std::map<std::tuple<const KExpr*, std::string, int>, KExprPtr> memo;
+  std::function<KExprPtr(const KExprPtr&, const std::string&, int)> shift = [&](const KExprPtr& e, const std::string& v,
+                                                                                int d) -> KExprPtr {
+    if (!e) return e;
+    auto key = std::make_tuple(e.get(), v, d);
+    if (auto it = memo.find(key); it != memo.end()) return it->second;
+    KExprPtr r = e->op == KOp::Var ? (e->name == v ? kibin(KOp::IAdd, e, kint(d)) : e)
+                                   : kwith_children(e, shift(e->a, v, d), shift(e->b, v, d), shift(e->c, v, d));
+    return memo[key] = r;  // (unrolled bodies contain no reductions, so v is never rebound below)
+  };
   return krewrite(roots, [&](const KExprPtr& e) -> KExprPtr {
     if (e->op != KOp::Reduce) return nullptr;
     if (!unrollable(e)) return e;  // other reductions are left alone (nested loops inside are not unrolled)
     const std::string& v = e->loop_vars.back();
     std::vector<KExprPtr> t;
-    for (int d = 0; d < 4; ++d) t.push_back(d == 0 ? e->a : ksubstitute(e->a, {{v, kibin(KOp::IAdd, kvar(v), kint(d))}}));
+    for (int d = 0; d < 4; ++d) t.push_back(d == 0 ? e->a : shift(e->a, v, d));
     KExprPtr r = kreduce(ReduceKind::Sum, e->loop_vars, e->extents,
                          kmath(SOp::Add, kmath(SOp::Add, t[0], t[1]), kmath(SOp::Add, t[2], t[3])));
     unrolled.insert(r.get());
@@ -559,7 +665,7 @@ bool has_unrollable(const KExprPtr& e) {
 std::string emit_glsl450(const Plan& plan, const Kernel& kernel, ShaderStage stage) {
   const Value& out = plan.values[kernel.output()];  // all outputs share its layout and iteration domain
   const Shape shape = out.stored_shape();
-  const size_t nout = kernel.outputs.size();
+  const size_t nout = kernel.exprs.size();  // render targets: one per output, or per row plane of the output
   // Vectorisation (fragment stage), first match wins:
   //  - tile mode: the output's last axis is a multiple of 4 and a sum reduction's loop length too (matmul and
   //    friends): 4 output elements of a texel as vec4 (lanes) x 4 loop iterations per step, so each texel read
@@ -631,12 +737,21 @@ std::string emit_glsl450(const Plan& plan, const Kernel& kernel, ShaderStage sta
     em.indent_ = 2;
     em.set_vector_var("elem", "elem");
   }
+  em.fuse_sibling_loops(k.exprs);
   std::vector<Emitter::Code> values;
   for (auto& e : k.exprs) values.push_back(em.emit(e));
   // output variable names: "out_texel" for a single output, else one per render target named after its value
-  std::vector<std::string> onames;
-  for (size_t j = 0; j < nout; ++j)
-    onames.push_back(nout == 1 ? std::string("out_texel") : "out_" + plan.values[k.outputs[j]].name);
+  // (and row plane)
+  std::vector<std::string> onames, odesc, obase;
+  for (int o : k.outputs) {
+    const Value& ov = plan.values[o];
+    for (int p = 0; p < ov.planes; ++p) {
+      obase.push_back(ov.planes > 1 ? fmt::format("{}_p{}", ov.name, p) : ov.name);
+      onames.push_back(nout == 1 ? std::string("out_texel") : "out_" + obase.back());
+      odesc.push_back(ov.planes > 1 ? fmt::format("{}: rows {} mod {} of {}", ov.name, p, ov.planes, shape_str(ov.node->shape))
+                                    : shape_str(ov.node->shape));
+    }
+  }
   std::string src = header(plan, k, stage);
   if (tile_mode)
     src += "// vectorised: the 4 elements of each output texel are computed together (vec4), and loops are unrolled by 4\n";
@@ -645,11 +760,41 @@ std::string emit_glsl450(const Plan& plan, const Kernel& kernel, ShaderStage sta
   else if (jam_mode)
     src += "// vectorised: the 4 elements of each output texel are computed together, their loops jammed into one (vec4 accumulators)\n";
   std::string decls, loads;
+  int binding = 0;
   for (size_t i = 0; i < k.inputs.size(); ++i) {
     const Value& v = plan.values[k.inputs[i]];
     std::string desc = fmt::format("{} {}", v.name, shape_str(v.node->shape));
+    if (v.planes > 1) {
+      // row planes: row r of [numel / C, C] is row r / P of plane r % P (Value::planes)
+      const int P = v.planes;
+      const int64_t C = v.node->shape.back();
+      const bool frag = stage == ShaderStage::Fragment;
+      for (int p = 0; p < P; ++p)
+        decls += frag ? fmt::format("layout(set = 0, binding = {}) uniform sampler2D in_{}_p{};  // {}: rows {} mod {}, texture {}x{}\n",
+                                    binding++, v.name, p, desc, p, P, v.layout.width, v.layout.height)
+                      : fmt::format("layout(std430, set = 0, binding = {}) readonly buffer buf_{}_p{} {{ float data[]; }} in_{}_p{};  // {}: rows {} mod {}\n",
+                                    binding++, v.name, p, v.name, p, desc, p, P);
+      std::string locate = fmt::format("  int e = max(i, 0);\n  int r = e / {0};  // row of [rows, {0}]: plane r % {1}, its row r / {1}\n"
+                                       "  int j = (r / {1}) * {0} + (e - r * {0});\n  int p = r % {1};\n", C, P);
+      if (frag) {
+        std::string pick = fmt::format("  int t = j >> 2;\n  ivec2 xy = ivec2(t % {}, t / {});\n  vec4 v;\n", v.layout.width, v.layout.width);
+        for (int p = 0; p < P; ++p)
+          pick += fmt::format("  {}v = texelFetch(in_{}_p{}, xy, 0);\n", p == 0 ? "if (p == 0) " : p + 1 < P ? fmt::format("else if (p == {}) ", p) : "else ", v.name, p);
+        loads += fmt::format("float load_{}(int i) {{\n{}{}  return v[i & 3];\n}}\n", v.name, locate, pick);
+        if (em.texel_loads_.count(v.name))
+          loads += fmt::format("vec4 load4_{}(int i) {{  // elements i..i+3, i a multiple of 4: one texel\n{}{}  return v;\n}}\n",
+                               v.name, locate, pick);
+      } else {
+        std::string pick;
+        for (int p = 0; p < P; ++p)
+          pick += fmt::format("  {}return in_{}_p{}.data[j];\n", p + 1 < P ? fmt::format("if (p == {}) ", p) : "", v.name, p);
+        loads += fmt::format("float load_{}(int i) {{\n{}{}}}\n", v.name, locate, pick);
+      }
+      continue;
+    }
+    const int i_binding = binding++;
     if (stage == ShaderStage::Fragment) {
-      decls += fmt::format("layout(set = 0, binding = {}) uniform sampler2D in_{};  // {}, texture {}x{}\n", i,
+      decls += fmt::format("layout(set = 0, binding = {}) uniform sampler2D in_{};  // {}, texture {}x{}\n", i_binding,
                            v.name, desc, v.layout.width, v.layout.height);
       loads += fmt::format(
           "float load_{0}(int i) {{\n  int t = max(i, 0) >> 2;\n  return texelFetch(in_{0}, ivec2(t % {1}, t / {1}), 0)[i & 3];\n}}\n",
@@ -661,7 +806,7 @@ std::string emit_glsl450(const Plan& plan, const Kernel& kernel, ShaderStage sta
             v.name, v.layout.width);
     } else {
       decls += fmt::format("layout(std430, set = 0, binding = {0}) readonly buffer buf_{1} {{ float data[]; }} in_{1};  // {2}\n",
-                           i, v.name, desc);
+                           i_binding, v.name, desc);
       loads += fmt::format("float load_{0}(int i) {{ return in_{0}.data[max(i, 0)]; }}\n", v.name);
     }
   }
@@ -669,14 +814,13 @@ std::string emit_glsl450(const Plan& plan, const Kernel& kernel, ShaderStage sta
     src += decls;
     for (size_t j = 0; j < nout; ++j)
       src += fmt::format("layout(location = {}) out vec4 {};{}\n", j, onames[j],
-                         nout > 1 ? fmt::format("  // {}", shape_str(plan.values[k.outputs[j]].node->shape)) : "");
+                         nout > 1 ? fmt::format("  // {}", odesc[j]) : "");
     src += "\n";
   } else {
     src += fmt::format("layout(local_size_x = {}) in;\n", kComputeWorkgroupSize) + decls;
     for (size_t j = 0; j < nout; ++j)
       src += fmt::format("layout(std430, set = 0, binding = {}) writeonly buffer buf_out{} {{ float data[]; }} out_{};\n",
-                         k.inputs.size() + j, nout == 1 ? std::string() : std::to_string(j),
-                         plan.values[k.outputs[j]].name);
+                         binding + static_cast<int>(j), nout == 1 ? std::string() : std::to_string(j), obase[j]);
     src += "\n";
   }
   src += loads;
@@ -733,7 +877,7 @@ std::string emit_glsl450(const Plan& plan, const Kernel& kernel, ShaderStage sta
     src += fmt::format("  if (elem >= {}) return;\n", out.layout.numel);
     src += coords + em.body_;
     for (size_t j = 0; j < nout; ++j)
-      src += fmt::format("  out_{}.data[elem] = {};\n", plan.values[k.outputs[j]].name, values[j].s);
+      src += fmt::format("  out_{}.data[elem] = {};\n", obase[j], values[j].s);
     src += "}\n";
   }
   return src;

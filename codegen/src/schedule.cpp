@@ -886,6 +886,50 @@ Plan schedule(const Program& program, const ScheduleOptions& opt) {
     plan.updates.push_back({target, vid});
   }
 
+  // row planes (Value::planes): a single-output kernel whose value is a tile-mode sum (the emitter unrolls it by
+  // 4: innermost extent a multiple of 4, at least 8, no nested loop) computes `P` rows per fragment
+  if (opt.row_planes > 1) {
+    const int P = std::min(opt.row_planes, opt.max_outputs);
+    std::function<bool(const KExprPtr&)> tiled_sum = [&](const KExprPtr& e) -> bool {
+      if (!e) return false;
+      if (e->op == KOp::Reduce)
+        return e->reduce == ReduceKind::Sum && e->extents.back() % 4 == 0 && e->extents.back() >= 8 &&
+               !kcontains_reduce(e->a);
+      return tiled_sum(e->a) || tiled_sum(e->b) || tiled_sum(e->c);
+    };
+    for (auto& k : plan.kernels) {
+      // every output of the kernel gets P planes (P render targets each)
+      if (P < 2 || k.exprs.size() != k.outputs.size() || k.outputs.size() * P > static_cast<size_t>(opt.max_outputs))
+        continue;
+      bool ok = std::any_of(k.exprs.begin(), k.exprs.end(), tiled_sum);
+      Shape st;
+      for (int o : k.outputs) {
+        const Value& v = plan.values[o];
+        if (v.kind != ValueKind::Temp || v.update_of >= 0 || v.transposed) ok = false;
+        st = v.stored_shape();
+        if (st.size() < 2 || st.back() % 4 != 0 || st[st.size() - 2] % P != 0 || (numel(st) / P + 3) / 4 < opt.min_plane_texels)
+          ok = false;
+      }
+      if (!ok) continue;
+      const std::string row = fmt::format("i{}", st.size() - 2);
+      std::vector<KExprPtr> per_plane;  // output-major: exprs[j * P + p]
+      for (size_t j = 0; j < k.outputs.size(); ++j) {
+        Value& v = plan.values[k.outputs[j]];
+        v.planes = P;
+        const Shape ps = v.stored_shape();
+        v.layout = opt.row_aligned_layout
+                       ? TextureLayout::for_shape(std::vector<int64_t>(ps.begin(), ps.end()), opt.max_texture_width,
+                                                  opt.max_texture_height)
+                       : TextureLayout::for_numel(numel(ps), opt.max_texture_width, opt.max_texture_height);
+        for (int p = 0; p < P; ++p)
+          per_plane.push_back(ksubstitute(k.exprs[j], {{row, kibin(KOp::IAdd, kibin(KOp::IMul, kint(P), kvar(row)), kint(p))}}));
+      }
+      k.exprs = std::move(per_plane);
+      k.comment = fmt::format("// row planes: each fragment computes rows {0}*{1}+0 .. {0}*{1}+{2} (one render target each)\n",
+                              P, row, P - 1) + k.comment;
+    }
+  }
+
   // memory plan: liveness over launch order; update values live in their target's back texture
   for (size_t ki = 0; ki < plan.kernels.size(); ++ki)
     for (int in : plan.kernels[ki].inputs) plan.values[in].last_use = static_cast<int>(ki);
@@ -901,27 +945,31 @@ Plan schedule(const Program& program, const ScheduleOptions& opt) {
     for (int out : k.outputs) {
     Value& v = plan.values[out];
     if (v.update_of >= 0) continue;
-    int found = -1;
-    for (size_t b = 0; b < plan.buffers.size(); ++b) {
-      // same physical size, free strictly before this kernel (never read and written by one kernel)
-      if (buffer_free_after[b] < v.producer && plan.buffers[b].width == v.layout.width &&
-          plan.buffers[b].height == v.layout.height) {
-        found = static_cast<int>(b);
-        break;
+    for (int plane = 0; plane < v.planes; ++plane) {
+      int found = -1;
+      for (size_t b = 0; b < plan.buffers.size(); ++b) {
+        // same physical size, free strictly before this kernel (never read and written by one kernel)
+        if (buffer_free_after[b] < v.producer && plan.buffers[b].width == v.layout.width &&
+            plan.buffers[b].height == v.layout.height) {
+          found = static_cast<int>(b);
+          break;
+        }
       }
+      if (found < 0) {
+        found = static_cast<int>(plan.buffers.size());
+        plan.buffers.push_back(v.layout);
+        buffer_free_after.push_back(-1);
+        bytes += v.layout.padded_floats() * 4;
+      }
+      if (plane == 0) v.buffer = found;
+      if (v.planes > 1) v.plane_buffers.push_back(found);
+      // a reused buffer has the same physical size but may hold more elements than its first user: the
+      // runtime checks downloads (and sizes its textures) against the buffer's numel, so keep the largest
+      TextureLayout& bl = plan.buffers[found];
+      if (v.layout.numel > bl.numel) bl.numel = v.layout.numel, bl.texels = v.layout.texels;
+      // taken until after the last reader (and, for the other planes of this value, already now)
+      buffer_free_after[found] = std::max(v.last_use, v.producer);
     }
-    if (found < 0) {
-      found = static_cast<int>(plan.buffers.size());
-      plan.buffers.push_back(v.layout);
-      buffer_free_after.push_back(-1);
-      bytes += v.layout.padded_floats() * 4;
-    }
-    v.buffer = found;
-    // a reused buffer has the same physical size but may hold more elements than its first user: the
-    // runtime checks downloads (and sizes its textures) against the buffer's numel, so keep the largest
-    TextureLayout& bl = plan.buffers[found];
-    if (v.layout.numel > bl.numel) bl.numel = v.layout.numel, bl.texels = v.layout.texels;
-    buffer_free_after[found] = std::max(v.last_use, v.producer);
     }
   plan.peak_bytes = bytes;
   return plan;
@@ -945,6 +993,10 @@ nlohmann::json Plan::to_json() const {
     if (v.buffer >= 0) j["buffer"] = v.buffer;
     if (v.update_of >= 0) j["update_of"] = values[v.update_of].name;
     if (v.transposed) j["stored_transposed"] = true;
+    if (v.planes > 1) {
+      j["row_planes"] = v.planes;  // "texture" is one plane's; row r of [numel / C, C] is in plane r % planes
+      if (!v.plane_buffers.empty()) j["plane_buffers"] = v.plane_buffers;
+    }
     return j;
   };
   json ks = json::array();
@@ -960,9 +1012,15 @@ nlohmann::json Plan::to_json() const {
       nodes.push_back({{"node", node_index(n.get())}, {"op", n->label()}, {"shape", shape_str(n->shape)},
                        {"source", n->loc.known() ? n->loc.str() : ""}});
     json outs = json::array();
-    for (size_t j = 0; j < k.outputs.size(); ++j) {
+    for (size_t j = 0, target = 0; j < k.outputs.size(); ++j) {
       json o = value_json(k.outputs[j]);
-      o["render_target"] = j;
+      const int planes = values[k.outputs[j]].planes;
+      if (planes > 1) {
+        o["render_targets"] = json::array();
+        for (int p = 0; p < planes; ++p) o["render_targets"].push_back(target++);
+      } else {
+        o["render_target"] = target++;
+      }
       outs.push_back(o);
     }
     ks.push_back({{"name", k.name}, {"outputs", outs}, {"inputs", ins}, {"nodes", nodes}});

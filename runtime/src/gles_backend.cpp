@@ -38,10 +38,16 @@ class GlesExecutable final : public Executable {
   std::vector<const gles::Program*> programs_;
   std::vector<gles::Texture> buffers_;                 // pooled temps
   std::unordered_map<int, gles::Texture> own_;         // inputs and constants, by value id
-  std::vector<std::vector<std::pair<std::string, int>>> bindings_;  // per kernel: sampler -> value id
+  struct Binding {
+    std::string sampler;
+    int value;
+    int plane;  // row plane (Value::planes), 0 otherwise
+  };
+  std::vector<std::vector<Binding>> bindings_;  // per kernel: sampler -> value's texture
   std::vector<KernelTiming> timings_;
   std::vector<std::pair<std::string, double>> phases_;
-  gles::Texture& texture_of(int value_id, bool for_write);
+  gles::Texture& texture_of(int value_id, bool for_write, int plane = 0);
+  std::vector<float> read_value(int value_id);  // row-major, whatever the storage (transposed, row planes)
 };
 
 class GlesBackend final : public Backend {
@@ -58,6 +64,9 @@ class GlesBackend final : public Backend {
     if (opt.row_layout < -1 || opt.row_layout > 1)
       throw ValueError(fmt::format("BackendOptions::row_layout must be -1 (auto), 0 or 1, got {}", opt.row_layout));
     row_layout_ = opt.row_layout >= 0 ? opt.row_layout == 1 : !cpu_raster_;
+    if (opt.row_planes < -1 || opt.row_planes == 0 || opt.row_planes > 8)
+      throw ValueError(fmt::format("BackendOptions::row_planes must be -1 (auto) or 1..8, got {}", opt.row_planes));
+    row_planes_ = opt.row_planes > 0 ? opt.row_planes : cpu_raster_ ? 1 : 4;
     dump_dir_ = opt.dump_dir;
     if (dump_dir_.empty())
       if (const char* e = std::getenv("SG_DUMP")) dump_dir_ = e;
@@ -76,6 +85,7 @@ class GlesBackend final : public Backend {
     so.min_parallel_texels = opt_.min_parallel_texels >= 0 ? opt_.min_parallel_texels : cpu_raster_ ? 0 : 16384;
     so.row_aligned_layout = row_layout_;
     so.max_inputs = static_cast<int>(std::min<int64_t>(dev_->caps().max_texture_units, 16));
+    so.row_planes = std::min(row_planes_, so.max_outputs);
     Plan plan = schedule(p, so);
     if (!dump_dir_.empty()) dump_plan(plan, fmt::format("{}/program{:02}", dump_dir_, dumps_++), cache_);
     return std::make_unique<GlesExecutable>(*this, std::move(plan));
@@ -137,6 +147,7 @@ class GlesBackend final : public Backend {
   int dumps_ = 0;
   bool cpu_raster_ = false;
   bool row_layout_ = false;
+  int row_planes_ = 1;
 };
 
 GlesExecutable::GlesExecutable(GlesBackend& be, Plan plan) : be_(be), plan_(std::move(plan)) {
@@ -152,14 +163,19 @@ GlesExecutable::GlesExecutable(GlesBackend& be, Plan plan) : be_(be), plan_(std:
   }
   for (auto& k : plan_.kernels) {
     programs_.push_back(&be_.program_for(plan_, k));
-    std::vector<std::pair<std::string, int>> b;
-    for (int in : k.inputs) b.emplace_back("in_" + plan_.values[in].name, in);
+    std::vector<Binding> b;
+    for (int in : k.inputs) {
+      const Value& v = plan_.values[in];
+      if (v.planes == 1) b.push_back({"in_" + v.name, in, 0});
+      for (int p = 0; v.planes > 1 && p < v.planes; ++p) b.push_back({fmt::format("in_{}_p{}", v.name, p), in, p});
+    }
     bindings_.push_back(std::move(b));
   }
 }
 
-gles::Texture& GlesExecutable::texture_of(int id, bool for_write) {
+gles::Texture& GlesExecutable::texture_of(int id, bool for_write, int plane) {
   const Value& v = plan_.values[id];
+  if (plane > 0) return buffers_.at(v.plane_buffers.at(plane));  // row planes exist for temps only
   switch (v.kind) {
     case ValueKind::Input:
     case ValueKind::Constant: return own_.at(id);
@@ -170,6 +186,30 @@ gles::Texture& GlesExecutable::texture_of(int id, bool for_write) {
   }
   (void)for_write;
   throw BackendError("gles: unknown value kind");
+}
+
+std::vector<float> GlesExecutable::read_value(int id) {
+  gles::Device& dev = be_.dev();
+  const Value& val = plan_.values[id];
+  std::vector<float> v(val.node->numel());
+  if (val.planes > 1) {  // row planes (Value::planes): interleave the planes' rows back
+    const int64_t P = val.planes, cols = val.node->shape.back(), per = val.layout.numel;
+    std::vector<float> plane(per);
+    for (int p = 0; p < P; ++p) {
+      dev.download(texture_of(id, false, p), plane.data(), per);
+      for (int64_t r = 0; r < per / cols; ++r) std::copy_n(plane.data() + r * cols, cols, v.data() + (r * P + p) * cols);
+    }
+    return v;
+  }
+  dev.download(texture_of(id, false), v.data(), static_cast<int64_t>(v.size()));
+  if (val.transposed) {  // the texture holds the transpose (Value::transposed): back to row-major
+    const int64_t rows = val.node->shape[0], cols = val.node->shape[1];
+    std::vector<float> t(v.size());
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j) t[i * cols + j] = v[j * rows + i];
+    v.swap(t);
+  }
+  return v;
 }
 
 std::vector<std::vector<float>> GlesExecutable::run(const std::vector<Feed>& feeds) {
@@ -197,12 +237,13 @@ std::vector<std::vector<float>> GlesExecutable::run(const std::vector<Feed>& fee
   for (size_t k = 0; k < plan_.kernels.size(); ++k) {
     const Kernel& kern = plan_.kernels[k];
     ins.clear();
-    for (auto& [sampler, id] : bindings_[k]) ins.emplace_back(sampler, &texture_of(id, false));
-    if (kern.outputs.size() == 1) {
+    for (auto& b : bindings_[k]) ins.emplace_back(b.sampler, &texture_of(b.value, false, b.plane));
+    if (kern.exprs.size() == 1) {
       dev.draw(*programs_[k], ins, texture_of(kern.output(), true), kern.name);
     } else {
       outs.clear();
-      for (int o : kern.outputs) outs.push_back(&texture_of(o, true));
+      for (int o : kern.outputs)
+        for (int p = 0; p < plan_.values[o].planes; ++p) outs.push_back(&texture_of(o, true, p));
       dev.draw(*programs_[k], ins, outs, kern.name);
     }
     if (be_.profile()) timings_.push_back({kern.name, dev.last_draw_ms(), dev.timer_queries_available()});
@@ -215,19 +256,7 @@ std::vector<std::vector<float>> GlesExecutable::run(const std::vector<Feed>& fee
         ev.name = kern.name;
         ev.kernel = &kern;
         ev.node = plan_.values[out].node.get();
-        ev.read = [this, out, &dev] {
-          const Value& val = plan_.values[out];
-          std::vector<float> v(val.node->numel());
-          dev.download(texture_of(out, false), v.data(), static_cast<int64_t>(v.size()));
-          if (val.transposed) {  // the texture holds the transpose (Value::transposed): back to row-major
-            const int64_t rows = val.node->shape[0], cols = val.node->shape[1];
-            std::vector<float> t(v.size());
-            for (int64_t i = 0; i < rows; ++i)
-              for (int64_t j = 0; j < cols; ++j) t[i * cols + j] = v[j * rows + i];
-            v.swap(t);
-          }
-          return v;
-        };
+        ev.read = [this, out] { return read_value(out); };
         hook_(ev);
       }
     }
@@ -235,11 +264,7 @@ std::vector<std::vector<float>> GlesExecutable::run(const std::vector<Feed>& fee
   phases_.emplace_back("submit", ms_since(t0));
   t0 = Clock::now();
   std::vector<std::vector<float>> out;
-  for (int id : plan_.output_values) {
-    std::vector<float> v(plan_.values[id].node->numel());
-    dev.download(texture_of(id, false), v.data(), static_cast<int64_t>(v.size()));
-    out.push_back(std::move(v));
-  }
+  for (int id : plan_.output_values) out.push_back(read_value(id));
   phases_.emplace_back("readback", ms_since(t0));
   for (auto& [target, value] : plan_.updates) {
     Persistent& p = be_.persistent(plan_.values[target].node);

@@ -55,17 +55,29 @@ struct Value {
   /// temporaries that every reader reduces over axis 0 (a matmul's B operand, a sum over rows), so the readers'
   /// loops walk contiguous texels. Kernels, downloads and hooks account for it; never set for outputs/updates.
   bool transposed = false;
-  /// The shape as stored: the node's shape, reversed when transposed (the producing kernel's iteration domain).
+  /// Row planes (ScheduleOptions::row_planes): the value is stored in `planes` textures; viewed as a matrix of
+  /// rows of its last axis ([numel / C, C], C = last dimension), row r lives in texture (plane) r % planes as that
+  /// plane's row r / planes. `layout` is one plane's layout. Chosen for matmul-like kernels so that one fragment
+  /// computes the same 4 columns of `planes` rows and writes them to `planes` render targets (a register tile:
+  /// the shared operand's texels are fetched once for all rows). Readers' loads pick the plane; hooks and
+  /// downloads interleave the rows back. Never set for inputs, persistent values or updates.
+  int planes = 1;
+  std::vector<int> plane_buffers;  ///< Temp with planes > 1: the pooled buffer of each plane (buffer == [0])
+  /// The shape one texture holds (the producing kernel's iteration domain): the node's shape, reversed when
+  /// transposed; with row planes the second-to-last axis divided by `planes`.
   Shape stored_shape() const {
     Shape s(node->shape.begin(), node->shape.end());
     if (transposed) std::reverse(s.begin(), s.end());
+    if (planes > 1 && s.size() >= 2) s[s.size() - 2] /= planes;
     return s;
   }
 };
 
 /// One fusion group = one GPU launch. It renders one or more output values (multiple render targets): all
 /// outputs have the same number of elements, hence the same texture layout, and output j is computed by
-/// exprs[j] at the same element (coordinates i0.. of outputs[0]'s shape). An output read by another output of the
+/// exprs[j] at the same element (coordinates i0.. of outputs[0]'s stored shape). A kernel whose outputs have
+/// row planes (Value::planes = P, then all of them) has P exprs per output, one per plane and render target:
+/// exprs[j * P + p] is output j at row P * i + p of the coordinates i of the plane's shape. An output read by another output of the
 /// same kernel at the same element is computed once (the expression is shared), so e.g. an optimizer's
 /// m, v and parameter updates of one parameter are one pass.
 struct Kernel {
@@ -106,6 +118,13 @@ struct ScheduleOptions {
   /// cache locality on GPUs) instead of TextureLayout::for_numel. Off by default (llvmpipe); the GLES backend
   /// turns it on for hardware GPUs.
   bool row_aligned_layout = false;
+  /// Row planes (Value::planes) for kernels (outputs x row_planes <= max_outputs) with a sum that the emitter's tile mode
+  /// unrolls (matmul, x.W^T, conv-as-matmul), when the output's last axis is a multiple of 4, its row count a
+  /// multiple of row_planes and each plane keeps at least `min_plane_texels` texels: each fragment then computes
+  /// a row_planes x 4 tile, its loads of the shared operand serving all rows (8 texel fetches per 64
+  /// multiply-adds with 4 planes instead of 5 per 16). 1 = off (the default); at most max_outputs.
+  int row_planes = 1;
+  int64_t min_plane_texels = 1024;
 };
 
 /// The scheduled program: what a backend executes.

@@ -93,6 +93,10 @@ struct BackendOptions {
   int64_t min_parallel_texels = -1;
   /// ScheduleOptions::row_aligned_layout: -1 = auto (on for GPUs, off for CPU rasterisers), 0 = off, 1 = on.
   int row_layout = -1;
+  /// ScheduleOptions::row_planes (matmul-like kernels compute this many rows per fragment into as many render
+  /// targets): -1 = auto (4 on GPUs, 1 = off on CPU rasterisers), else the value (1 = off; capped by the
+  /// device's draw buffers).
+  int row_planes = -1;
   bool profile = false;            ///< per-kernel timings (timer queries or glFinish-bounded)
   std::string dump_dir;            ///< dump every compiled plan here ("" = env SG_DUMP or none)
 };
