@@ -97,6 +97,9 @@ struct BackendOptions {
   /// targets): -1 = auto (4 on GPUs, 1 = off on CPU rasterisers), else the value (1 = off; capped by the
   /// device's draw buffers).
   int row_planes = -1;
+  /// ScheduleOptions::union_domains: independent kernels of different shapes become one draw (union-domain
+  /// kernels); false = one iteration domain per kernel.
+  bool union_domains = true;
   bool profile = false;            ///< per-kernel timings (timer queries or glFinish-bounded)
   std::string dump_dir;            ///< dump every compiled plan here ("" = env SG_DUMP or none)
 };
