@@ -91,6 +91,16 @@ bool latency_bound(int64_t numel, double loop_iterations, const ScheduleOptions&
          loop_iterations >= kLongLoop;
 }
 
+/// A sum the emitter's tile mode unrolls by 4 (innermost extent a multiple of 4, at least 8, no nested loop): what
+/// the row-planes rule (ScheduleOptions::row_planes) looks for.
+bool tiled_sum(const KExprPtr& e) {
+  if (!e) return false;
+  if (e->op == KOp::Reduce)
+    return e->reduce == ReduceKind::Sum && e->extents.back() % 4 == 0 && e->extents.back() >= 8 &&
+           !kcontains_reduce(e->a);
+  return tiled_sum(e->a) || tiled_sum(e->b) || tiled_sum(e->c);
+}
+
 /// Thrown by Lowerer when an output of the kernel being built is read at another element than its own
 /// (multi-output fusion is then not possible).
 struct NotIdentity {};
@@ -837,9 +847,11 @@ Plan schedule(const Program& program, const ScheduleOptions& opt) {
       std::set<int> producers;  // groups whose values it reads
       int outputs = 0;          // stored outputs (render targets)
       double iters = 0;         // loop iterations of all its blocks
-      bool fixed = false;       // stays alone: push_kernel splits it (split-K or loop budget)
+      bool fixed = false;       // stays alone: split (split-K, loop budget) or given row planes
       bool dead = false;
     };
+    std::unordered_set<const Node*> update_values;
+    for (auto& u : program.updates) update_values.insert(u.value.get());
     std::vector<U> us(unions.size());
     for (size_t u = 0; u < unions.size(); ++u) {
       const Group& g = groups[unions[u][0]];
@@ -851,6 +863,21 @@ Plan schedule(const Program& program, const ScheduleOptions& opt) {
       // a single stored output is split by push_kernel when over the loop budget or latency-bound (split-K)
       x.fixed = x.outputs == 1 && (4 * (1 + x.iters) > opt.max_loop_iterations ||
                                    latency_bound(g.members[0]->numel(), x.iters, opt));
+      // a kernel the row-planes rule below will tile (P rows per fragment into P render targets, the GPU's
+      // matmul fast path) stays alone as well: the same test on its stored members
+      if (const int P = std::min(opt.row_planes, opt.max_outputs); P > 1 && !x.fixed && x.outputs * P <= opt.max_outputs) {
+        bool plane = true, tiled = false;
+        for (size_t j = 0; j < g.members.size(); ++j) {
+          const NodePtr& m = g.members[j];
+          if (!is_stored(g, m)) continue;
+          tiled |= tiled_sum(g.lowered.exprs[j]);
+          ShapeRef st = m->shape;
+          if (update_values.count(m.get()) || transposed.count(m.get()) || st.size() < 2 || st.back() % 4 != 0 ||
+              st[st.size() - 2] % P != 0 || (m->numel() / P + 3) / 4 < opt.min_plane_texels)
+            plane = false;
+        }
+        x.fixed = plane && tiled;
+      }
     }
     const size_t n = unions.size();
     for (;;) {
@@ -1007,13 +1034,6 @@ Plan schedule(const Program& program, const ScheduleOptions& opt) {
   // 4: innermost extent a multiple of 4, at least 8, no nested loop) computes `P` rows per fragment
   if (opt.row_planes > 1) {
     const int P = std::min(opt.row_planes, opt.max_outputs);
-    std::function<bool(const KExprPtr&)> tiled_sum = [&](const KExprPtr& e) -> bool {
-      if (!e) return false;
-      if (e->op == KOp::Reduce)
-        return e->reduce == ReduceKind::Sum && e->extents.back() % 4 == 0 && e->extents.back() >= 8 &&
-               !kcontains_reduce(e->a);
-      return tiled_sum(e->a) || tiled_sum(e->b) || tiled_sum(e->c);
-    };
     for (auto& k : plan.kernels) {
       // every output of the kernel gets P planes (P render targets each); union-domain kernels are left alone
       if (P < 2 || k.blocks() > 1 || k.exprs.size() != k.outputs.size() ||
