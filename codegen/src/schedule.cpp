@@ -842,23 +842,38 @@ Plan schedule(const Program& program, const ScheduleOptions& opt) {
   for (size_t gi = 0; gi < groups.size(); ++gi)
     if (!groups[gi].dead) union_of[gi] = static_cast<int>(unions.size()), unions.push_back({static_cast<int>(gi)});
   if (opt.union_domains && !opt.unfused && max_out > 1) {
+    std::unordered_set<const Node*> next_of_persistent;  // update values: front and back textures
+    for (auto& u : program.updates) next_of_persistent.insert(u.value.get());
+    auto stored_extent = [&](const NodePtr& m) {  // the layout's size, as the kernel loop below makes it
+      Shape st(m->shape.begin(), m->shape.end());
+      if (transposed.count(m.get())) std::reverse(st.begin(), st.end());
+      TextureLayout l = opt.row_aligned_layout
+                            ? TextureLayout::for_shape(std::vector<int64_t>(st.begin(), st.end()), opt.max_texture_width, max_h)
+                            : TextureLayout::for_numel(m->numel(), opt.max_texture_width, max_h);
+      return Extent{l.width, l.height};
+    };
     struct U {
       std::set<int> inputs;     // value ids read (pseudo ids for materialised nodes)
+      std::vector<std::pair<Extent, int>> outs;  // per stored output: its layout's size, textures holding it
+      Extent extent;            // the draw: every output layout covered
       std::set<int> producers;  // groups whose values it reads
       int outputs = 0;          // stored outputs (render targets)
       double iters = 0;         // loop iterations of all its blocks
       bool fixed = false;       // stays alone: split (split-K, loop budget) or given row planes
       bool dead = false;
     };
-    std::unordered_set<const Node*> update_values;
-    for (auto& u : program.updates) update_values.insert(u.value.get());
     std::vector<U> us(unions.size());
     for (size_t u = 0; u < unions.size(); ++u) {
       const Group& g = groups[unions[u][0]];
       U& x = us[u];
       x.inputs.insert(g.lowered.inputs.begin(), g.lowered.inputs.end());
       x.producers = g.deps;
-      for (auto& m : g.members) x.outputs += is_stored(g, m);
+      for (auto& m : g.members)
+        if (is_stored(g, m)) {
+          ++x.outputs;
+          x.outs.push_back({stored_extent(m), next_of_persistent.count(m.get()) ? 2 : 1});
+          x.extent = x.extent.cover(x.outs.back().first);
+        }
       x.iters = kloop_iterations(g.lowered.exprs);
       // a single stored output is split by push_kernel when over the loop budget or latency-bound (split-K)
       x.fixed = x.outputs == 1 && (4 * (1 + x.iters) > opt.max_loop_iterations ||
@@ -872,7 +887,7 @@ Plan schedule(const Program& program, const ScheduleOptions& opt) {
           if (!is_stored(g, m)) continue;
           tiled |= tiled_sum(g.lowered.exprs[j]);
           ShapeRef st = m->shape;
-          if (update_values.count(m.get()) || transposed.count(m.get()) || st.size() < 2 || st.back() % 4 != 0 ||
+          if (next_of_persistent.count(m.get()) || transposed.count(m.get()) || st.size() < 2 || st.back() % 4 != 0 ||
               st[st.size() - 2] % P != 0 || (m->numel() / P + 3) / 4 < opt.min_plane_texels)
             plane = false;
         }
@@ -916,6 +931,12 @@ Plan schedule(const Program& program, const ScheduleOptions& opt) {
           if (4 * (1 + us[a].iters + us[b].iters) > opt.max_loop_iterations) continue;
           const int shared = overlap(us[a].inputs, us[b].inputs);
           if (static_cast<int>(us[a].inputs.size() + us[b].inputs.size()) - shared > opt.max_inputs) continue;
+          // texture memory allocated beyond the outputs' own layouts (every output covers the draw's extent)
+          const Extent e = us[a].extent.cover(us[b].extent);
+          double extra = 0;
+          for (const U* x : {&us[a], &us[b]})
+            for (auto& [le, copies] : x->outs) extra += double(copies) * double(e.texels() - le.texels()) * 16.0;
+          if (extra > static_cast<double>(opt.union_max_extra_bytes)) continue;
           std::pair<int, int> score{shared, overlap(us[a].producers, us[b].producers)};
           if (score > best_score) best_score = score, best_a = static_cast<int>(a), best_b = static_cast<int>(b);
         }
@@ -927,6 +948,8 @@ Plan schedule(const Program& program, const ScheduleOptions& opt) {
       a.producers.insert(b.producers.begin(), b.producers.end());
       a.outputs += b.outputs;
       a.iters += b.iters;
+      a.outs.insert(a.outs.end(), b.outs.begin(), b.outs.end());
+      a.extent = a.extent.cover(b.extent);
       b.dead = true;
       for (int gi : unions[best_b]) union_of[gi] = best_a;
       unions[best_a].insert(unions[best_a].end(), unions[best_b].begin(), unions[best_b].end());

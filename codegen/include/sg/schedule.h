@@ -160,8 +160,14 @@ struct ScheduleOptions {
   /// each other (directly or through inlined nodes) become one draw with one block per domain, within
   /// max_outputs, max_inputs and max_loop_iterations (the blocks' loops added up); groups sharing more inputs are
   /// merged first; kernels the split-K or loop-budget rules split are left alone. Textures written by such a
-  /// draw are allocated at its extent (Value::extent). Off until the emitter and the GLES runtime support it.
-  bool union_domains = false;
+  /// draw are allocated at its extent (Value::extent); see union_max_extra_bytes. On by default; false gives one
+  /// iteration domain per kernel.
+  bool union_domains = true;
+  /// Union-domain kernels: max bytes a merged kernel's textures may be allocated beyond its outputs' own layouts
+  /// (each output, front and back for a parameter's next value, covers the draw's extent; e.g. the MLP's
+  /// db1+Adam(b1) [128] with dW1+Adam(W1) [128,784] costs 3 MiB). Keeps a bias of a large layer from being
+  /// allocated at its weight's size.
+  int64_t union_max_extra_bytes = int64_t{16} << 20;
 };
 
 /// The scheduled program: what a backend executes.
