@@ -16,8 +16,12 @@
 //   --min-parallel N split-K threshold in output texels of the GLES backends (default: auto = 16384 on GPUs,
 //                  0 = off on llvmpipe)
 //   --row-layout B  texture layouts keep tensor rows whole in texture rows (1) or wrap at the max width (0)
-//   --row-planes N  matmul-like kernels compute N rows per fragment into N render targets (1 = off)
 //                  (default: auto = 1 on GPUs, 0 on llvmpipe)
+//   --row-planes N  matmul-like kernels compute N rows per fragment into N render targets (1 = off)
+//                  (default: auto = 4 on GPUs, 1 on llvmpipe)
+//   --union-domains B  union-domain kernels (independent kernels of different shapes drawn as one) on (1) or off
+//                  (0) in the GLES backends (default: auto = on for GPUs, off on llvmpipe); the fusion table's
+//                  columns are on unless 0 is given
 //
 // Cases (each timed with warm-up runs first, then median and min-max over the repeats; a run() reads the program
 // outputs back, which waits for the GPU, so every timing is synchronised):
@@ -102,6 +106,7 @@ struct Options {
   int64_t min_parallel = -1;  // BackendOptions::min_parallel_texels (-1 = auto: on for GPUs, off for llvmpipe)
   int row_layout = -1;        // BackendOptions::row_layout (-1 = auto: on for GPUs, off for llvmpipe)
   int row_planes = -1;        // BackendOptions::row_planes (-1 = auto: 4 on GPUs, 1 = off on llvmpipe)
+  int union_domains = -1;     // BackendOptions::union_domains (-1 = auto: on for GPUs, off for llvmpipe)
   bool wants(const std::string& c) const { return only.empty() || only.count(c) != 0; }
 };
 
@@ -110,7 +115,7 @@ struct Options {
              "bench_ops: {}\nusage: bench_ops [--backend gles|cpu|both] [--json FILE] [--repeats N] [--warmup N]\n"
              "                 [--large] [--sgemm N,N,..] [--only sgemm,mlp,cnn,fusion,compile,cpuref,profile,probe]\n"
              "                 [--max-seconds S] [--probe-side N] [--max-outputs N] [--min-parallel N]\n"
-             "                 [--row-layout 0|1] [--row-planes N]\n",
+             "                 [--row-layout 0|1] [--row-planes N] [--union-domains 0|1]\n",
              why);
   std::exit(2);
 }
@@ -181,6 +186,8 @@ Options parse(int argc, char** argv) {
     } else if (a == "--row-planes") {
       o.row_planes = static_cast<int>(parse_int(value(), "--row-planes"));
       if (o.row_planes < 1 || o.row_planes > 8) usage("--row-planes must be 1..8");
+    } else if (a == "--union-domains") {
+      o.union_domains = parse_int(value(), "--union-domains") != 0 ? 1 : 0;
     } else if (a == "-h" || a == "--help") {
       usage("help");
     } else {
@@ -538,14 +545,21 @@ void bench_step(Backends& bk, const std::string& backend, const std::string& mod
 
 void bench_fusion(const Options& o) {
   fmt::print("\nKernels per train step (forward + backward + Adam) and planned texture memory (ScheduleOptions "
-             "defaults, as on llvmpipe; \"GPU\" = with split-K, .min_parallel_texels = 16384, as on GPUs; \"1 out/k\" = "
-             ".max_outputs = 1, i.e. without multi-output fusion; .unfused = true):\n\n");
-  fmt::print("| {:<28} | {:>6} | {:>8} | {:>8} | {:>8} | {:>8} | {:>14} | {:>14} |\n", "program", "nodes", "fused",
-             "GPU", "1 out/k", "unfused", "peak (fused)", "peak (unfused)");
-  fmt::print("|{:-<30}|{:-<8}|{:-<10}|{:-<10}|{:-<10}|{:-<10}|{:-<16}|{:-<16}|\n", "", "", "", "", "", "", "", "");
+             "defaults (4 render targets, union-domain kernels on); \"GPU\" = with split-K, .min_parallel_texels = 16384, as on GPUs; \"1 out/k\" = "
+             ".max_outputs = 1, i.e. without multi-output fusion; \"1 dom/k\" = .union_domains = false, i.e. without "
+             "union-domain kernels; .unfused = true):\n\n");
+  fmt::print("| {:<28} | {:>6} | {:>8} | {:>8} | {:>8} | {:>8} | {:>8} | {:>14} | {:>14} |\n", "program", "nodes",
+             "fused", "GPU", "1 dom/k", "1 out/k", "unfused", "peak (fused)", "peak (unfused)");
+  fmt::print("|{:-<30}|{:-<8}|{:-<10}|{:-<10}|{:-<10}|{:-<10}|{:-<10}|{:-<16}|{:-<16}|\n", "", "", "", "", "", "", "",
+             "", "");
   json rows = json::array();
   auto one = [&](const std::string& label, const std::string& key, const sg::Program& p) {
-    sg::Plan fused = sg::schedule(p);
+    sg::ScheduleOptions fo;
+    fo.union_domains = o.union_domains != 0;
+    sg::Plan fused = sg::schedule(p, fo);
+    sg::ScheduleOptions one_domain;
+    one_domain.union_domains = false;
+    const size_t single_domain = sg::schedule(p, one_domain).kernels.size();
     sg::ScheduleOptions u;
     u.unfused = true;
     sg::Plan unf = sg::schedule(p, u);
@@ -554,12 +568,14 @@ void bench_fusion(const Options& o) {
     const size_t single = sg::schedule(p, one_out).kernels.size();
     sg::ScheduleOptions gpu;
     gpu.min_parallel_texels = 16384;
+    gpu.union_domains = o.union_domains != 0;
     const size_t split = sg::schedule(p, gpu).kernels.size();
-    fmt::print("| {:<28} | {:>6} | {:>8} | {:>8} | {:>8} | {:>8} | {:>14} | {:>14} |\n", label, p.nodes().size(),
-               fused.kernels.size(), split, single, unf.kernels.size(), human_bytes(fused.peak_bytes),
-               human_bytes(unf.peak_bytes));
+    fmt::print("| {:<28} | {:>6} | {:>8} | {:>8} | {:>8} | {:>8} | {:>8} | {:>14} | {:>14} |\n", label,
+               p.nodes().size(), fused.kernels.size(), split, single_domain, single, unf.kernels.size(),
+               human_bytes(fused.peak_bytes), human_bytes(unf.peak_bytes));
     rows.push_back({{"key", key}, {"label", label}, {"nodes", p.nodes().size()}, {"kernels_fused", fused.kernels.size()},
-                    {"kernels_fused_single_output", single}, {"kernels_fused_split_k", split},
+                    {"kernels_fused_single_output", single}, {"kernels_fused_single_domain", single_domain},
+                    {"kernels_fused_split_k", split},
                     {"kernels_unfused", unf.kernels.size()}, {"peak_bytes_fused", fused.peak_bytes},
                     {"peak_bytes_unfused", unf.peak_bytes}});
   };
@@ -637,6 +653,7 @@ void bench_compile_times(Backends& bk, const Options& o) {
     bo.min_parallel_texels = o.min_parallel;
     bo.row_layout = o.row_layout;
     bo.row_planes = o.row_planes;
+    bo.union_domains = o.union_domains;
     auto fresh = sg::make_backend(bo).backend;
     auto t0 = Clock::now();
     auto e1 = fresh->compile(s.step);
@@ -944,7 +961,7 @@ int main(int argc, char** argv) {
       bo.min_parallel_texels = o.min_parallel;
       bo.row_layout = o.row_layout;
       bo.row_planes = o.row_planes;
-    bo.row_planes = o.row_planes;
+      bo.union_domains = o.union_domains;
       bk.gles = sg::make_backend(bo).backend;
       bo.profile = true;
       bk.gles_profiled = sg::make_backend(bo).backend;

@@ -413,7 +413,12 @@ TEST_CASE("debugger on a fused GLES plan: step walks a kernel's nodes and shader
   sg::Tensor loss = sg::sum(h);
   auto opt = sg::make_sgd({.lr = 0.1});
   sg::debug::TrainStep ts = sg::debug::make_train_step(loss, {{"w", wt}, {"b", b}}, *opt);
-  auto be = backend("gles");
+  // one iteration domain per kernel, so that a multi-output kernel follows the fused one (with union-domain
+  // kernels this whole step is 2 draws; the CLI debug tests run those)
+  sg::BackendOptions bo;
+  bo.kind = "gles";
+  bo.union_domains = false;
+  auto be = sg::make_backend(bo).backend;
   auto exe = be->compile(ts.program);
   const sg::Plan* plan = exe->plan();
   REQUIRE(plan != nullptr);

@@ -1,5 +1,6 @@
 // Fusion scheduler and code generation: kernel counts for canonical graphs, every generated kernel compiles
 // (SPIR-V validates, the GLSL ES output compiles again as ES), dumps, stable and readable sources.
+#include <limits>
 #include <map>
 #include <set>
 
@@ -88,15 +89,33 @@ TEST_CASE("canonical graphs fuse to the documented kernel counts", "[schedule]")
   SECTION("MLP train step: SGD and Adam") {
     // Documented in docs/ARCHITECTURE.md ("Kernel counts"); a change here is a fusion regression or improvement.
     // Multi-output fusion: 17 -> 10 (SGD) and 26 -> 10 (Adam); with one output per kernel the counts of before.
-    CHECK(schedule(train_program("mlp", make_sgd({.lr = 0.1}), 32)).kernels.size() == 10);
-    CHECK(schedule(train_program("mlp", make_adam({}), 32)).kernels.size() == 10);
+    // Union-domain kernels (independent values of different shapes in one draw): 10 -> 6 (SGD) and 10 -> 8 (Adam)
+    // with 4 render targets (the ScheduleOptions default), 10 -> 6 (Adam) with the 8 of llvmpipe and NVIDIA.
+    const ScheduleOptions single_domain{.union_domains = false};
+    CHECK(schedule(train_program("mlp", make_sgd({.lr = 0.1}), 32)).kernels.size() == 6);
+    CHECK(schedule(train_program("mlp", make_adam({}), 32)).kernels.size() == 8);
+    CHECK(schedule(train_program("mlp", make_adam({}), 32), {.max_outputs = 8}).kernels.size() == 6);
+    CHECK(schedule(train_program("mlp", make_sgd({.lr = 0.1}), 32), single_domain).kernels.size() == 10);
+    CHECK(schedule(train_program("mlp", make_adam({}), 32), single_domain).kernels.size() == 10);
     CHECK(schedule(train_program("mlp", make_sgd({.lr = 0.1}), 32), {.max_outputs = 1}).kernels.size() == 17);
     CHECK(schedule(train_program("mlp", make_adam({}), 32), {.max_outputs = 1}).kernels.size() == 26);
-    CHECK(schedule(train_program("cnn", make_adam({}), 64)).kernels.size() == 22);
+    CHECK(schedule(train_program("cnn", make_adam({}), 64)).kernels.size() == 16);
+    CHECK(schedule(train_program("cnn", make_adam({}), 64), {.max_outputs = 8}).kernels.size() == 15);
+    CHECK(schedule(train_program("cnn", make_adam({}), 64), single_domain).kernels.size() == 22);
     CHECK(schedule(train_program("cnn", make_adam({}), 64), {.max_outputs = 1}).kernels.size() == 50);
   }
+  SECTION("GPU schedule (split-K, row layouts, row planes, 8 render targets): MLP 11 -> 7, CNN 30 -> 22") {
+    const ScheduleOptions gpu{.max_outputs = 8, .min_parallel_texels = 16384, .row_aligned_layout = true, .row_planes = 4};
+    ScheduleOptions gpu_single = gpu;
+    gpu_single.union_domains = false;
+    CHECK(schedule(train_program("mlp", make_adam({}), 128), gpu).kernels.size() == 7);
+    CHECK(schedule(train_program("mlp", make_adam({}), 128), gpu_single).kernels.size() == 11);
+    CHECK(schedule(train_program("cnn", make_adam({}), 64), gpu).kernels.size() == 22);
+    CHECK(schedule(train_program("cnn", make_adam({}), 64), gpu_single).kernels.size() == 30);
+  }
   SECTION("Adam: a parameter's m, v and new value come from one kernel, which also computes the gradient") {
-    Plan plan = schedule(train_program("mlp", make_adam({}), 32));
+    // one domain per kernel: the multi-output grouping itself (union-domain kernels add independent blocks)
+    Plan plan = schedule(train_program("mlp", make_adam({}), 32), {.union_domains = false});
     std::map<std::string, int> producer;  // update target name -> kernel writing its next value
     for (auto& [target, value] : plan.updates) producer[plan.values[target].node->name] = plan.values[value].producer;
     int multi = 0;
@@ -132,16 +151,22 @@ TEST_CASE("canonical graphs fuse to the documented kernel counts", "[schedule]")
 }
 
 TEST_CASE("memory plan: no kernel reads the texture it writes, updates go to back textures", "[schedule]") {
-  for (int max_outputs : {1, 4}) {
+  for (int max_outputs : {1, 4, 8}) {
     INFO("max_outputs " << max_outputs);
     Plan plan = schedule(train_program("mlp", make_adam({}), 32), {.max_outputs = max_outputs});
     for (auto& k : plan.kernels) {
       std::set<int> written;
-      for (int o : k.outputs) {
+      for (size_t j = 0; j < k.outputs.size(); ++j) {
+        const int o = k.outputs[j];
         const Value& out = plan.values[o];
         CHECK(out.producer == &k - plan.kernels.data());
-        CHECK(out.layout.width == plan.values[k.output()].layout.width);
-        CHECK(out.layout.height == plan.values[k.output()].layout.height);
+        // one layout per domain block (the block's first output's)
+        size_t first = 0;
+        while (k.block_of(first) != k.block_of(j)) ++first;
+        CHECK(out.layout.width == plan.values[k.outputs[first]].layout.width);
+        CHECK(out.layout.height == plan.values[k.outputs[first]].layout.height);
+        // the texture is allocated for the whole draw
+        CHECK(out.extent.covers(k.extent));
         // an update kernel may read its target's current (front) texture; it writes the back texture, never a
         // pooled buffer
         if (out.update_of >= 0) CHECK(out.buffer == -1);
@@ -159,6 +184,104 @@ TEST_CASE("memory plan: no kernel reads the texture it writes, updates go to bac
     if (max_outputs == 1) CHECK(plan.buffers.size() < temps);
     CHECK(plan.buffers.size() <= temps);
     CHECK(plan.peak_bytes > 0);
+  }
+}
+
+TEST_CASE("union-domain kernels: independent blocks, launch order, extents and allocations", "[schedule]") {
+  struct Case {
+    std::string label, model;
+    ScheduleOptions opt;
+  };
+  std::vector<Case> cases = {
+      {"mlp llvmpipe", "mlp", {.max_outputs = 8}},
+      {"mlp gpu", "mlp", {.max_outputs = 8, .min_parallel_texels = 16384, .row_aligned_layout = true, .row_planes = 4}},
+      {"cnn 4 outputs", "cnn", {}},
+      {"cnn gpu", "cnn", {.max_outputs = 8, .min_parallel_texels = 16384, .row_aligned_layout = true, .row_planes = 4}},
+      {"mlp rows wrap at 16 texels", "mlp", {.max_texture_width = 16, .max_texture_height = 4096, .max_outputs = 8}},
+  };
+  for (auto& c : cases) {
+    INFO(c.label);
+    Plan plan = schedule(train_program(c.model, make_adam({}), c.model == "mlp" ? 32 : 16), c.opt);
+    int unions = 0;
+    for (size_t ki = 0; ki < plan.kernels.size(); ++ki) {
+      const Kernel& k = plan.kernels[ki];
+      INFO(k.name);
+      REQUIRE((k.block.empty() || k.block.size() == k.outputs.size()));
+      CHECK(static_cast<int>(k.exprs.size()) <= c.opt.max_outputs);  // render targets (row planes included)
+      CHECK(static_cast<int>(k.inputs.size()) <= c.opt.max_inputs);
+      CHECK(4 * (1 + kloop_iterations(k.exprs)) <= c.opt.max_loop_iterations);
+      // every input is computed by an earlier kernel (a topological launch order; no block reads another's output)
+      for (int in : k.inputs) {
+        const Value& v = plan.values[in];
+        if (v.kind == ValueKind::Temp) CHECK(v.producer < static_cast<int>(ki));
+      }
+      // blocks are contiguous and numbered in order; the extent covers exactly the outputs' layouts
+      Extent cover;
+      int64_t extra = 0;
+      for (size_t j = 0; j < k.outputs.size(); ++j) {
+        const Value& out = plan.values[k.outputs[j]];
+        CHECK(k.block_of(j) >= (j ? k.block_of(j - 1) : 0));
+        CHECK(k.block_of(j) <= (j ? k.block_of(j - 1) + 1 : 0));
+        if (k.blocks() > 1) CHECK(out.planes == 1);  // row-plane kernels stay single-domain
+        cover = cover.cover({out.layout.width, out.layout.height});
+        extra += (out.update_of >= 0 ? 2 : 1) * (k.extent.texels() - out.layout.width * out.layout.height) * 16;
+      }
+      CHECK(k.extent == cover);
+      if (k.blocks() > 1) {
+        ++unions;
+        CHECK(extra <= c.opt.union_max_extra_bytes);
+        CHECK(k.name.find("partial") == std::string::npos);  // split-K partial kernels stay alone
+        std::string src = emit_glsl450(plan, k, ShaderStage::Fragment);
+        for (int b = 0; b < k.blocks(); ++b) CHECK(src.find(fmt::format("  // block {}: ", b)) != std::string::npos);
+        CHECK(src.find("union-domain kernel") != std::string::npos);
+        CHECK(src.find(" return;") == std::string::npos);  // no block ends main() for the others
+      }
+    }
+    CHECK(unions > 0);
+    // textures: a pooled buffer covers every draw writing it; a persistent value (front and back) and its next
+    // value cover the draw writing that next value
+    for (auto& v : plan.values) {
+      CHECK(v.extent.covers({v.layout.width, v.layout.height}));
+      if (v.buffer >= 0) CHECK(v.extent == plan.buffer_extents[v.buffer]);
+      if (v.producer >= 0) CHECK(v.extent.covers(plan.kernels[v.producer].extent));
+    }
+    for (auto& [target, value] : plan.updates) {
+      CHECK(plan.values[target].extent == plan.values[value].extent);
+      CHECK(plan.values[target].extent.covers(plan.kernels[plan.values[value].producer].extent));
+    }
+    // plan.json records each kernel's draw extent and, for union kernels, each output's block
+    auto j = plan.to_json();
+    for (size_t ki = 0; ki < plan.kernels.size(); ++ki) {
+      const Kernel& k = plan.kernels[ki];
+      CHECK(j["kernels"][ki]["extent"] == nlohmann::json({k.extent.width, k.extent.height}));
+      CHECK(j["kernels"][ki]["blocks"] == k.blocks());
+      for (size_t o = 0; o < k.outputs.size(); ++o)
+        if (k.blocks() > 1) CHECK(j["kernels"][ki]["outputs"][o]["block"] == k.block_of(o));
+    }
+  }
+  SECTION("union_max_extra_bytes = 0 only unites outputs of one texture size") {
+    Plan plan = schedule(train_program("mlp", make_adam({}), 32), {.max_outputs = 8, .union_max_extra_bytes = 0});
+    for (auto& k : plan.kernels)
+      for (int o : k.outputs) CHECK(plan.values[o].extent == Extent{plan.values[o].layout.width, plan.values[o].layout.height});
+  }
+  SECTION("a large layer's bias is not allocated at its weight's size") {
+    // Linear 2048 -> 2048 with Adam: db+Adam(b) [2048] next to dW+Adam(W) [2048,2048] would allocate b, m, v (front
+    // and back) at the weight's 1M texels each: 96 MiB, over union_max_extra_bytes
+    Tensor x = input("x", {8, 2048});
+    Tensor w = param("w", {2048, 2048}, std::vector<float>(2048 * 2048, 0.01f));
+    Tensor b = param("b", {2048}, std::vector<float>(2048, 0.f));
+    Tensor loss = sum(relu(matmul(x, w) + b));
+    auto adam = make_adam({});
+    Program step = make_train_step(loss, {w, b}, *adam);
+    Plan plan = schedule(step, {.max_outputs = 8});
+    const Value& bv = plan.value_of(b.node().get());
+    CHECK(bv.extent == Extent{bv.layout.width, bv.layout.height});
+    // without the limit the two would be one draw and b's textures as large as w's
+    Plan unlimited = schedule(step, {.max_outputs = 8, .union_max_extra_bytes = std::numeric_limits<int64_t>::max()});
+    const Value& bu = unlimited.value_of(b.node().get());
+    const Value& wu = unlimited.value_of(w.node().get());
+    CHECK(bu.extent == wu.extent);
+    CHECK(unlimited.kernels.size() < plan.kernels.size());
   }
 }
 
@@ -287,8 +410,10 @@ TEST_CASE("a reduction that does not depend on an enclosing loop is computed onc
 }
 
 TEST_CASE("every kernel of the MLP and CNN train steps compiles to valid SPIR-V and valid GLSL ES", "[codegen]") {
-  for (std::string model : {"mlp", "cnn"}) {
-    Plan plan = schedule(train_program(model, make_adam({}), model == "mlp" ? 16 : 6));
+  const ScheduleOptions gpu{.max_outputs = 8, .min_parallel_texels = 16384, .row_aligned_layout = true, .row_planes = 4};
+  for (auto [model, opt] : {std::pair{"mlp", ScheduleOptions{}}, std::pair{"cnn", ScheduleOptions{}},
+                            std::pair{"mlp", gpu}, std::pair{"cnn", gpu}}) {
+    Plan plan = schedule(train_program(model, make_adam({}), model == std::string("mlp") ? 16 : 6), opt);
     for (auto& k : plan.kernels) {
       for (ShaderStage st : {ShaderStage::Fragment, ShaderStage::Compute}) {
         INFO(model << " " << k.name << " " << stage_name(st));

@@ -67,7 +67,7 @@ int cmd_info(bool json) {
 }
 
 int cmd_dump(const std::string& model_name, const std::string& target, const std::string& out, int64_t batch,
-             bool unfused, bool gpu) {
+             bool unfused, bool gpu, int max_outputs, bool no_union) {
   std::string dataset = model_name == "mlp" ? "fashion-mnist" : "digits";
   DatasetGeometry g = geometry(dataset);
   if (batch <= 0) batch = model_name == "mlp" ? 128 : 64;
@@ -81,6 +81,8 @@ int cmd_dump(const std::string& model_name, const std::string& target, const std
   sg::Program p = sg::make_train_step(loss, model->parameters(), *opt);
   sg::ScheduleOptions so;
   so.unfused = unfused;
+  so.max_outputs = max_outputs;
+  so.union_domains = !no_union;
   if (gpu) {  // what the GLES backend schedules on a hardware GPU (see BackendOptions): split-K, row layouts,
               // row planes
     so.min_parallel_texels = 16384;
@@ -192,7 +194,8 @@ int main(int argc, char** argv) {
 
   std::string dmodel = "mlp", target = "all", out;
   int64_t dbatch = 0;
-  bool dunfused = false, dgpu = false;
+  bool dunfused = false, dgpu = false, dno_union = false;
+  int dmax_outputs = sg::ScheduleOptions{}.max_outputs;
   auto* dump = app.add_subcommand("dump", "write a model's generated kernels (GLSL, SPIR-V, GLSL ES) and plan.json");
   dump->add_option("--model", dmodel, "mlp | cnn | cnn-large")->check(CLI::IsMember({"mlp", "cnn", "cnn-large"}));
   dump->add_option("--target", target,
@@ -203,6 +206,13 @@ int main(int argc, char** argv) {
   dump->add_flag("--gpu", dgpu,
                  "schedule as the GLES backend does on a hardware GPU (split-K, row-aligned layouts, row planes) instead of as on "
                  "llvmpipe; SG_DUMP=DIR with `train` dumps the exact plans a run executes");
+  dump->add_option("--max-outputs", dmax_outputs,
+                   "render targets per kernel (default 4, what GLES 3.0 guarantees; the GLES backend uses the "
+                   "device's, 8 on llvmpipe and NVIDIA)")
+      ->check(CLI::Range(1, 8));
+  dump->add_flag("--no-union", dno_union,
+                 "one iteration domain per kernel (no union-domain kernels drawing independent values of different "
+                 "shapes at once)");
 
   auto debug_run = sg::cli::add_debug_command(app);
   CLI11_PARSE(app, argc, argv);
@@ -210,7 +220,7 @@ int main(int argc, char** argv) {
     if (debug_run) return debug_run();
     if (*predict) return cmd_predict(load, image, pbackend, invert);
     if (*info) return cmd_info(json);
-    if (*dump) return cmd_dump(dmodel, target, out, dbatch, dunfused, dgpu);
+    if (*dump) return cmd_dump(dmodel, target, out, dbatch, dunfused, dgpu, dmax_outputs, dno_union);
     cfg.progress = !quiet;
     sg::train::run(cfg, std::cout);
     return 0;

@@ -605,7 +605,7 @@ std::string header(const Plan& plan, const Kernel& k, ShaderStage stage) {
   for (size_t j = 0; j < k.outputs.size(); ++j) {
     const Value& out = plan.values[k.outputs[j]];
     const int ni = plan.node_index(out.node.get());
-    s += fmt::format("// output {}{}{}: {}{} ({} elements{})\n",
+    s += fmt::format("// output {}{}{}: {}{} ({} elements{}{})\n",
                      k.outputs.size() > 1 ? fmt::format("{} ", j) : std::string(), out.name,
                      ni >= 0 ? fmt::format(" = n{} {}", ni, out.node->label().substr(0, 40)) : std::string(),
                      shape_str(out.node->shape),
@@ -615,8 +615,17 @@ std::string header(const Plan& plan, const Kernel& k, ShaderStage stage) {
                      out.layout.numel,
                      stage == ShaderStage::Fragment
                          ? fmt::format(", RGBA32F texture {}x{}", out.layout.width, out.layout.height)
-                         : std::string());
+                         : std::string(),
+                     k.blocks() > 1 ? fmt::format(", block {}", k.block_of(j)) : std::string());
   }
+  if (k.blocks() > 1)
+    s += stage == ShaderStage::Fragment
+             ? fmt::format("// union-domain kernel: {} blocks of different domains drawn over {}x{} texels; each block "
+                           "computes the fragments inside its own texture layout and writes 0 elsewhere\n",
+                           k.blocks(), k.extent.width, k.extent.height)
+             : fmt::format("// union-domain kernel: {} blocks of different domains; each block computes the "
+                           "invocations below its own element count\n",
+                           k.blocks());
   s += "// graph nodes computed here (node, op, shape, user source):\n" + k.comment;
   return s;
 }
@@ -660,9 +669,34 @@ bool has_unrollable(const KExprPtr& e) {
   return has_unrollable(e->a) || has_unrollable(e->b) || has_unrollable(e->c);
 }
 
-}  // namespace
+/// `text` with two more spaces at the start of every line.
+std::string indent2(const std::string& text) {
+  std::string r;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t e = text.find('\n', pos);
+    if (e == std::string::npos) e = text.size() - 1;
+    r += "  " + text.substr(pos, e + 1 - pos);
+    pos = e + 1;
+  }
+  return r;
+}
 
-std::string emit_glsl450(const Plan& plan, const Kernel& kernel, ShaderStage stage) {
+/// One domain block of a kernel emitted: main()'s statements computing and writing its outputs, and what the file
+/// scope needs for them.
+struct BlockSource {
+  std::string mode;  ///< the vectorisation comment line ("" for scalar code)
+  std::string main;  ///< statements of main() (2-space indented), including the texel guard
+  std::set<std::string> texel_loads;
+  bool uses_pow = false;
+};
+
+/// Emits `kernel`, whose outputs share one iteration domain (one block; exprs in the coordinates of the stored
+/// shape of its first output), writing render target j to `onames[j]` (compute: `out_<obase[j]>`). In a
+/// union-domain kernel (`in_union`) the draw covers a larger extent: fragments outside the block's layout (x >=
+/// its width, or past its texels) write 0 and the block does not return from main().
+BlockSource emit_block(const Plan& plan, const Kernel& kernel, ShaderStage stage,
+                       const std::vector<std::string>& onames, const std::vector<std::string>& obase, bool in_union) {
   const Value& out = plan.values[kernel.output()];  // all outputs share its layout and iteration domain
   const Shape shape = out.stored_shape();
   const size_t nout = kernel.exprs.size();  // render targets: one per output, or per row plane of the output
@@ -744,6 +778,67 @@ std::string emit_glsl450(const Plan& plan, const Kernel& kernel, ShaderStage sta
   em.fuse_sibling_loops(k.exprs);
   std::vector<Emitter::Code> values;
   for (auto& e : k.exprs) values.push_back(em.emit(e));
+  BlockSource bs;
+  bs.texel_loads = em.texel_loads_;
+  bs.uses_pow = em.uses_pow_;
+  if (tile_mode)
+    bs.mode = "// vectorised: the 4 elements of each output texel are computed together (vec4), and loops are unrolled by 4\n";
+  else if (lane_mode)
+    bs.mode = "// vectorised: the 4 elements of each output texel are computed together (vec4)\n";
+  else if (jam_mode)
+    bs.mode = "// vectorised: the 4 elements of each output texel are computed together, their loops jammed into one (vec4 accumulators)\n";
+  std::string& src = bs.main;
+  // the fragment's texel of this block's layout; in a union-domain draw, columns past the layout's width are
+  // sent past the end (their outputs are 0) instead of wrapping into the next row
+  const std::string texel_line =
+      in_union ? fmt::format("  int texel = int(gl_FragCoord.x) < {0} ? int(gl_FragCoord.y) * {0} + int(gl_FragCoord.x) : {1};\n",
+                             out.layout.width, out.layout.texels)
+               : fmt::format("  int texel = int(gl_FragCoord.y) * {} + int(gl_FragCoord.x);\n", out.layout.width);
+  if (stage == ShaderStage::Fragment && (lane_mode || jam_mode)) {
+    const int64_t n = out.layout.numel;
+    src += texel_line;
+    src += lane_mode ? "  int elem = texel * 4;  // first of the 4 elements (same row: the last axis is a multiple of 4)\n"
+                     : "  int elem = texel * 4;  // first of the texel's 4 elements\n";
+    std::string zero;
+    for (size_t j = 0; j < nout; ++j) zero += fmt::format(" {} = vec4(0.0);", onames[j]);
+    std::string rest = lane_mode ? coords + em.body_ : em.body_;
+    for (size_t j = 0; j < nout; ++j) {
+      std::string v = values[j].vec ? values[j].s : fmt::format("vec4({})", values[j].s);
+      if (jam_mode && n % 4 != 0)  // the last texel's lanes past the end hold 0, as after an upload
+        v = fmt::format("mix(vec4(0.0), {}, lessThan(ivec4(elem) + ivec4(0, 1, 2, 3), ivec4({})))", v, n);
+      rest += fmt::format("  {} = {};\n", onames[j], v);
+    }
+    if (!in_union)
+      src += fmt::format("  if (elem >= {}) {{{} return; }}\n", n, zero) + rest;
+    else
+      src += fmt::format("  if (elem >= {}) {{{} }} else {{\n", n, zero) + indent2(rest) + "  }\n";
+  } else if (stage == ShaderStage::Fragment) {
+    src += texel_line;
+    for (size_t j = 0; j < nout; ++j) src += fmt::format("  vec4 result{} = vec4(0.0);\n", nout == 1 ? std::string() : std::to_string(j));
+    src += "  for (int lane = 0; lane < 4; ++lane) {\n";
+    src += "    int elem = texel * 4 + lane;\n";
+    src += fmt::format("    if (elem >= {}) break;\n", out.layout.numel);
+    src += coords + em.body_;
+    for (size_t j = 0; j < nout; ++j)
+      src += fmt::format("    result{}[lane] = {};\n", nout == 1 ? std::string() : std::to_string(j), values[j].s);
+    src += "  }\n";
+    for (size_t j = 0; j < nout; ++j) src += fmt::format("  {} = result{};\n", onames[j], nout == 1 ? std::string() : std::to_string(j));
+  } else {
+    std::string rest = coords + em.body_;
+    for (size_t j = 0; j < nout; ++j) rest += fmt::format("  out_{}.data[elem] = {};\n", obase[j], values[j].s);
+    if (!in_union)
+      src += fmt::format("  if (elem >= {}) return;\n", out.layout.numel) + rest;
+    else
+      src += fmt::format("  if (elem < {}) {{\n", out.layout.numel) + indent2(rest) + "  }\n";
+  }
+  return bs;
+}
+
+}  // namespace
+
+std::string emit_glsl450(const Plan& plan, const Kernel& k, ShaderStage stage) {
+  const size_t nout = k.exprs.size();  // render targets: one per output, or per row plane of the output
+  const int nblocks = k.blocks();      // domain blocks (union-domain kernels; they have no row planes)
   // output variable names: "out_texel" for a single output, else one per render target named after its value
   // (and row plane)
   std::vector<std::string> onames, odesc, obase;
@@ -756,13 +851,35 @@ std::string emit_glsl450(const Plan& plan, const Kernel& kernel, ShaderStage sta
                                     : shape_str(ov.node->shape));
     }
   }
+  // one domain block at a time: a sub-kernel with the block's outputs (and all inputs, so Load slots hold)
+  std::vector<BlockSource> blocks;
+  std::vector<std::vector<size_t>> block_outputs(nblocks);
+  for (size_t j = 0; j < k.outputs.size(); ++j) block_outputs[k.block_of(j)].push_back(j);
+  if (nblocks == 1) {
+    blocks.push_back(emit_block(plan, k, stage, onames, obase, false));
+  } else {
+    for (int b = 0; b < nblocks; ++b) {
+      Kernel sub;
+      sub.name = k.name;
+      sub.inputs = k.inputs;
+      std::vector<std::string> names, bases;
+      for (size_t j : block_outputs[b]) {
+        sub.outputs.push_back(k.outputs[j]);
+        sub.exprs.push_back(k.exprs[j]);
+        names.push_back(onames[j]);
+        bases.push_back(obase[j]);
+      }
+      blocks.push_back(emit_block(plan, sub, stage, names, bases, true));
+    }
+  }
+  std::set<std::string> texel_loads;
+  bool uses_pow = false;
+  for (auto& b : blocks) {
+    texel_loads.insert(b.texel_loads.begin(), b.texel_loads.end());
+    uses_pow |= b.uses_pow;
+  }
   std::string src = header(plan, k, stage);
-  if (tile_mode)
-    src += "// vectorised: the 4 elements of each output texel are computed together (vec4), and loops are unrolled by 4\n";
-  else if (lane_mode)
-    src += "// vectorised: the 4 elements of each output texel are computed together (vec4)\n";
-  else if (jam_mode)
-    src += "// vectorised: the 4 elements of each output texel are computed together, their loops jammed into one (vec4 accumulators)\n";
+  if (nblocks == 1) src += blocks[0].mode;
   std::string decls, loads;
   int binding = 0;
   for (size_t i = 0; i < k.inputs.size(); ++i) {
@@ -785,7 +902,7 @@ std::string emit_glsl450(const Plan& plan, const Kernel& kernel, ShaderStage sta
         for (int p = 0; p < P; ++p)
           pick += fmt::format("  {}v = texelFetch(in_{}_p{}, xy, 0);\n", p == 0 ? "if (p == 0) " : p + 1 < P ? fmt::format("else if (p == {}) ", p) : "else ", v.name, p);
         loads += fmt::format("float load_{}(int i) {{\n{}{}  return v[i & 3];\n}}\n", v.name, locate, pick);
-        if (em.texel_loads_.count(v.name))
+        if (texel_loads.count(v.name))
           loads += fmt::format("vec4 load4_{}(int i) {{  // elements i..i+3, i a multiple of 4: one texel\n{}{}  return v;\n}}\n",
                                v.name, locate, pick);
       } else {
@@ -803,7 +920,7 @@ std::string emit_glsl450(const Plan& plan, const Kernel& kernel, ShaderStage sta
       loads += fmt::format(
           "float load_{0}(int i) {{\n  int t = max(i, 0) >> 2;\n  return texelFetch(in_{0}, ivec2(t % {1}, t / {1}), 0)[i & 3];\n}}\n",
           v.name, v.layout.width);
-      if (em.texel_loads_.count(v.name))
+      if (texel_loads.count(v.name))
         loads += fmt::format(
             "vec4 load4_{0}(int i) {{  // elements i..i+3, i a multiple of 4: one texel\n  int t = max(i, 0) >> 2;\n"
             "  return texelFetch(in_{0}, ivec2(t % {1}, t / {1}), 0);\n}}\n",
@@ -818,7 +935,9 @@ std::string emit_glsl450(const Plan& plan, const Kernel& kernel, ShaderStage sta
     src += decls;
     for (size_t j = 0; j < nout; ++j)
       src += fmt::format("layout(location = {}) out vec4 {};{}\n", j, onames[j],
-                         nout > 1 ? fmt::format("  // {}", odesc[j]) : "");
+                         nout > 1 ? fmt::format("  // {}{}", odesc[j],
+                                                nblocks > 1 ? fmt::format(", block {}", k.block_of(j)) : std::string())
+                                  : "");
     src += "\n";
   } else {
     src += fmt::format("layout(local_size_x = {}) in;\n", kComputeWorkgroupSize) + decls;
@@ -828,7 +947,7 @@ std::string emit_glsl450(const Plan& plan, const Kernel& kernel, ShaderStage sta
     src += "\n";
   }
   src += loads;
-  if (em.uses_pow_) {
+  if (uses_pow) {
     src += "float sg_pow(float a, float b) {  // torch.pow: negative bases with integer exponents\n"
            "  if (b == 0.0) return 1.0;\n"
            "  float r = pow(abs(a), b);\n"
@@ -838,52 +957,22 @@ std::string emit_glsl450(const Plan& plan, const Kernel& kernel, ShaderStage sta
       src += "vec4 sg_pow(vec4 a, vec4 b) { return vec4(sg_pow(a.x, b.x), sg_pow(a.y, b.y), sg_pow(a.z, b.z), sg_pow(a.w, b.w)); }\n";
   }
   src += "\nvoid main() {\n";
-  if (stage == ShaderStage::Fragment && lane_mode) {
-    src += fmt::format("  int texel = int(gl_FragCoord.y) * {} + int(gl_FragCoord.x);\n", out.layout.width);
-    src += "  int elem = texel * 4;  // first of the 4 elements (same row: the last axis is a multiple of 4)\n";
-    std::string zero;
-    for (size_t j = 0; j < nout; ++j) zero += fmt::format(" {} = vec4(0.0);", onames[j]);
-    src += fmt::format("  if (elem >= {}) {{{} return; }}\n", out.layout.numel, zero);
-    src += coords + em.body_;
-    for (size_t j = 0; j < nout; ++j)
-      src += fmt::format("  {} = {};\n", onames[j], values[j].vec ? values[j].s : fmt::format("vec4({})", values[j].s));
-    src += "}\n";
-  } else if (stage == ShaderStage::Fragment && jam_mode) {
-    const int64_t n = out.layout.numel;
-    src += fmt::format("  int texel = int(gl_FragCoord.y) * {} + int(gl_FragCoord.x);\n", out.layout.width);
-    src += "  int elem = texel * 4;  // first of the texel's 4 elements\n";
-    std::string zero;
-    for (size_t j = 0; j < nout; ++j) zero += fmt::format(" {} = vec4(0.0);", onames[j]);
-    src += fmt::format("  if (elem >= {}) {{{} return; }}\n", n, zero);
-    src += em.body_;
-    for (size_t j = 0; j < nout; ++j) {
-      std::string v = values[j].vec ? values[j].s : fmt::format("vec4({})", values[j].s);
-      if (n % 4 != 0)  // the last texel's lanes past the end hold 0, as after an upload
-        v = fmt::format("mix(vec4(0.0), {}, lessThan(ivec4(elem) + ivec4(0, 1, 2, 3), ivec4({})))", v, n);
-      src += fmt::format("  {} = {};\n", onames[j], v);
-    }
-    src += "}\n";
-  } else if (stage == ShaderStage::Fragment) {
-    src += fmt::format("  int texel = int(gl_FragCoord.y) * {} + int(gl_FragCoord.x);\n", out.layout.width);
-    for (size_t j = 0; j < nout; ++j) src += fmt::format("  vec4 result{} = vec4(0.0);\n", nout == 1 ? std::string() : std::to_string(j));
-    src += "  for (int lane = 0; lane < 4; ++lane) {\n";
-    src += "    int elem = texel * 4 + lane;\n";
-    src += fmt::format("    if (elem >= {}) break;\n", out.layout.numel);
-    src += coords + em.body_;
-    for (size_t j = 0; j < nout; ++j)
-      src += fmt::format("    result{}[lane] = {};\n", nout == 1 ? std::string() : std::to_string(j), values[j].s);
-    src += "  }\n";
-    for (size_t j = 0; j < nout; ++j) src += fmt::format("  {} = result{};\n", onames[j], nout == 1 ? std::string() : std::to_string(j));
-    src += "}\n";
-  } else {
+  if (stage == ShaderStage::Compute)
     src += fmt::format("  int elem = int(gl_GlobalInvocationID.y * (gl_NumWorkGroups.x * {}u) + gl_GlobalInvocationID.x);\n",
                        kComputeWorkgroupSize);
-    src += fmt::format("  if (elem >= {}) return;\n", out.layout.numel);
-    src += coords + em.body_;
-    for (size_t j = 0; j < nout; ++j)
-      src += fmt::format("  out_{}.data[elem] = {};\n", obase[j], values[j].s);
-    src += "}\n";
+  if (nblocks == 1) {
+    src += blocks[0].main;
+  } else {
+    for (int b = 0; b < nblocks; ++b) {
+      const Value& first = plan.values[k.outputs[block_outputs[b].front()]];
+      std::string outs;
+      for (size_t j : block_outputs[b]) outs += (outs.empty() ? "" : ", ") + plan.values[k.outputs[j]].name;
+      src += fmt::format("  // block {}: {} over {} ({} elements, texture {}x{})\n", b, outs,
+                         shape_str(first.stored_shape()), first.layout.numel, first.layout.width, first.layout.height);
+      src += "  {\n" + indent2(indent2(blocks[b].mode) + blocks[b].main) + "  }\n";
+    }
   }
+  src += "}\n";
   return src;
 }
 

@@ -91,6 +91,16 @@ bool latency_bound(int64_t numel, double loop_iterations, const ScheduleOptions&
          loop_iterations >= kLongLoop;
 }
 
+/// A sum the emitter's tile mode unrolls by 4 (innermost extent a multiple of 4, at least 8, no nested loop): what
+/// the row-planes rule (ScheduleOptions::row_planes) looks for.
+bool tiled_sum(const KExprPtr& e) {
+  if (!e) return false;
+  if (e->op == KOp::Reduce)
+    return e->reduce == ReduceKind::Sum && e->extents.back() % 4 == 0 && e->extents.back() >= 8 &&
+           !kcontains_reduce(e->a);
+  return tiled_sum(e->a) || tiled_sum(e->b) || tiled_sum(e->c);
+}
+
 /// Thrown by Lowerer when an output of the kernel being built is read at another element than its own
 /// (multi-output fusion is then not possible).
 struct NotIdentity {};
@@ -403,10 +413,13 @@ struct Lowered {
 
 /// Lowers `members` (topological order, same domain) as the outputs of one kernel at shared coordinates
 /// i0.. of shape `domain` (default: members[0]'s). Throws NotIdentity if a member is read at another element
-/// than its own.
+/// than its own. `inputs`: value ids already bound to sampler slots (earlier blocks of the kernel); the result's
+/// inputs start with them.
 Lowered lower_group(const std::vector<NodePtr>& members, const std::unordered_map<const Node*, int>& value_of,
-                    const Node* domain = nullptr, const std::unordered_set<const Node*>* transposed = nullptr) {
+                    const Node* domain = nullptr, const std::unordered_set<const Node*>* transposed = nullptr,
+                    std::vector<int> inputs = {}) {
   Kernel k;
+  k.inputs = std::move(inputs);  // a later domain block of a union-domain kernel appends to the earlier blocks' inputs
   Lowered r;
   Lowerer low(value_of, k, r.inlined, transposed);
   // a value stored transposed is a kernel of its own whose coordinates are those of the stored (reversed) shape
@@ -656,6 +669,8 @@ Plan schedule(const Program& program, const ScheduleOptions& opt) {
           "loops. Reduce the axis length (e.g. argmax over at most {} elements) or reshape first.",
           out_node->describe(), 4 * (1 + iters), opt.max_loop_iterations,
           static_cast<int64_t>(opt.max_loop_iterations / 4)));
+    k.extent = {};  // the draw covers every output's layout
+    for (int o : k.outputs) k.extent = k.extent.cover({plan.values[o].layout.width, plan.values[o].layout.height});
     k.name = kernel_name(static_cast<int>(plan.kernels.size()), name_nodes) + suffix;
     for (int o : k.outputs) plan.values[o].producer = static_cast<int>(plan.kernels.size());
     plan.kernels.push_back(std::move(k));
@@ -815,60 +830,212 @@ Plan schedule(const Program& program, const ScheduleOptions& opt) {
     for (int id : groups[gi].lowered.inputs)
       if (id >= kPseudo) read_elsewhere.insert(mat_nodes[id - kPseudo].get());
   }
-  // launch order: a topological order of the group DAG, earliest-formed group first among the ready ones
+  // members stored as textures: a single member, program outputs/updates, values other kernels read
+  auto is_stored = [&](const Group& g, const NodePtr& m) {
+    return g.members.size() == 1 || external.count(m.get()) > 0 || read_elsewhere.count(m.get()) > 0;
+  };
+  // Union-domain kernels (ScheduleOptions::union_domains): each union is one kernel made of one or more groups
+  // (its domain blocks), merged greedily while they stay independent and within the output, sampler and loop
+  // budgets; the pair sharing the most inputs (then the most producing groups) first, earliest pair on ties.
+  std::vector<std::vector<int>> unions;  // per union: its groups, in formation order
+  std::vector<int> union_of(groups.size(), -1);
+  for (size_t gi = 0; gi < groups.size(); ++gi)
+    if (!groups[gi].dead) union_of[gi] = static_cast<int>(unions.size()), unions.push_back({static_cast<int>(gi)});
+  if (opt.union_domains && !opt.unfused && max_out > 1) {
+    std::unordered_set<const Node*> next_of_persistent;  // update values: front and back textures
+    for (auto& u : program.updates) next_of_persistent.insert(u.value.get());
+    auto stored_extent = [&](const NodePtr& m) {  // the layout's size, as the kernel loop below makes it
+      Shape st(m->shape.begin(), m->shape.end());
+      if (transposed.count(m.get())) std::reverse(st.begin(), st.end());
+      TextureLayout l = opt.row_aligned_layout
+                            ? TextureLayout::for_shape(std::vector<int64_t>(st.begin(), st.end()), opt.max_texture_width, max_h)
+                            : TextureLayout::for_numel(m->numel(), opt.max_texture_width, max_h);
+      return Extent{l.width, l.height};
+    };
+    struct U {
+      std::set<int> inputs;     // value ids read (pseudo ids for materialised nodes)
+      std::vector<std::pair<Extent, int>> outs;  // per stored output: its layout's size, textures holding it
+      Extent extent;            // the draw: every output layout covered
+      std::set<int> producers;  // groups whose values it reads
+      int outputs = 0;          // stored outputs (render targets)
+      double iters = 0;         // loop iterations of all its blocks
+      bool fixed = false;       // stays alone: split (split-K, loop budget) or given row planes
+      bool dead = false;
+    };
+    std::vector<U> us(unions.size());
+    for (size_t u = 0; u < unions.size(); ++u) {
+      const Group& g = groups[unions[u][0]];
+      U& x = us[u];
+      x.inputs.insert(g.lowered.inputs.begin(), g.lowered.inputs.end());
+      x.producers = g.deps;
+      for (auto& m : g.members)
+        if (is_stored(g, m)) {
+          ++x.outputs;
+          x.outs.push_back({stored_extent(m), next_of_persistent.count(m.get()) ? 2 : 1});
+          x.extent = x.extent.cover(x.outs.back().first);
+        }
+      x.iters = kloop_iterations(g.lowered.exprs);
+      // a single stored output is split by push_kernel when over the loop budget or latency-bound (split-K)
+      x.fixed = x.outputs == 1 && (4 * (1 + x.iters) > opt.max_loop_iterations ||
+                                   latency_bound(g.members[0]->numel(), x.iters, opt));
+      // a kernel the row-planes rule below will tile (P rows per fragment into P render targets, the GPU's
+      // matmul fast path) stays alone as well: the same test on its stored members
+      if (const int P = std::min(opt.row_planes, opt.max_outputs); P > 1 && !x.fixed && x.outputs * P <= opt.max_outputs) {
+        bool plane = true, tiled = false;
+        for (size_t j = 0; j < g.members.size(); ++j) {
+          const NodePtr& m = g.members[j];
+          if (!is_stored(g, m)) continue;
+          tiled |= tiled_sum(g.lowered.exprs[j]);
+          ShapeRef st = m->shape;
+          if (next_of_persistent.count(m.get()) || transposed.count(m.get()) || st.size() < 2 || st.back() % 4 != 0 ||
+              st[st.size() - 2] % P != 0 || (m->numel() / P + 3) / 4 < opt.min_plane_texels)
+            plane = false;
+        }
+        x.fixed = plane && tiled;
+      }
+    }
+    const size_t n = unions.size();
+    for (;;) {
+      // reach[a][b]: union a depends (transitively) on union b
+      std::vector<std::vector<char>> reach(n, std::vector<char>(n, 0));
+      std::vector<std::set<int>> udeps(n);
+      for (size_t u = 0; u < n; ++u)
+        if (!us[u].dead)
+          for (int gi : unions[u])
+            for (int d : groups[gi].deps)
+              if (union_of[d] >= 0 && union_of[d] != static_cast<int>(u)) udeps[u].insert(union_of[d]);
+      std::vector<char> done(n, 0);
+      std::function<void(size_t)> close = [&](size_t u) {
+        if (done[u]) return;
+        done[u] = 1;
+        for (int d : udeps[u]) {
+          close(static_cast<size_t>(d));
+          reach[u][d] = 1;
+          for (size_t x = 0; x < n; ++x) reach[u][x] |= reach[d][x];
+        }
+      };
+      for (size_t u = 0; u < n; ++u)
+        if (!us[u].dead) close(u);
+      auto overlap = [](const std::set<int>& a, const std::set<int>& b) {
+        int c = 0;
+        for (int x : a) c += b.count(x) > 0;
+        return c;
+      };
+      int best_a = -1, best_b = -1;
+      std::pair<int, int> best_score{-1, -1};
+      for (size_t a = 0; a < n; ++a) {
+        if (us[a].dead || us[a].fixed) continue;
+        for (size_t b = a + 1; b < n; ++b) {
+          if (us[b].dead || us[b].fixed || reach[a][b] || reach[b][a]) continue;
+          if (us[a].outputs + us[b].outputs > max_out) continue;
+          if (4 * (1 + us[a].iters + us[b].iters) > opt.max_loop_iterations) continue;
+          const int shared = overlap(us[a].inputs, us[b].inputs);
+          if (static_cast<int>(us[a].inputs.size() + us[b].inputs.size()) - shared > opt.max_inputs) continue;
+          // texture memory allocated beyond the outputs' own layouts (every output covers the draw's extent)
+          const Extent e = us[a].extent.cover(us[b].extent);
+          double extra = 0;
+          for (const U* x : {&us[a], &us[b]})
+            for (auto& [le, copies] : x->outs) extra += double(copies) * double(e.texels() - le.texels()) * 16.0;
+          if (extra > static_cast<double>(opt.union_max_extra_bytes)) continue;
+          std::pair<int, int> score{shared, overlap(us[a].producers, us[b].producers)};
+          if (score > best_score) best_score = score, best_a = static_cast<int>(a), best_b = static_cast<int>(b);
+        }
+      }
+      if (best_a < 0) break;
+      U& a = us[best_a];
+      U& b = us[best_b];
+      a.inputs.insert(b.inputs.begin(), b.inputs.end());
+      a.producers.insert(b.producers.begin(), b.producers.end());
+      a.outputs += b.outputs;
+      a.iters += b.iters;
+      a.outs.insert(a.outs.end(), b.outs.begin(), b.outs.end());
+      a.extent = a.extent.cover(b.extent);
+      b.dead = true;
+      for (int gi : unions[best_b]) union_of[gi] = best_a;
+      unions[best_a].insert(unions[best_a].end(), unions[best_b].begin(), unions[best_b].end());
+      std::sort(unions[best_a].begin(), unions[best_a].end());
+      unions[best_b].clear();
+    }
+  }
+  // launch order: a topological order of the union DAG, the union of the earliest-formed group first among the
+  // ready ones
   std::vector<int> launch;
   {
-    std::vector<int> pending(groups.size(), 0);
-    std::vector<std::vector<int>> users(groups.size());
-    for (size_t gi = 0; gi < groups.size(); ++gi) {
-      if (groups[gi].dead) continue;
-      for (int d : groups[gi].deps) users[d].push_back(static_cast<int>(gi)), ++pending[gi];
+    std::vector<int> pending(unions.size(), 0);
+    std::vector<std::vector<int>> users(unions.size());
+    for (size_t u = 0; u < unions.size(); ++u) {
+      std::set<int> deps;
+      for (int gi : unions[u])
+        for (int d : groups[gi].deps)
+          if (union_of[d] >= 0 && union_of[d] != static_cast<int>(u)) deps.insert(union_of[d]);
+      for (int d : deps) users[d].push_back(static_cast<int>(u)), ++pending[u];
     }
-    std::set<int> ready;
-    for (size_t gi = 0; gi < groups.size(); ++gi)
-      if (!groups[gi].dead && pending[gi] == 0) ready.insert(static_cast<int>(gi));
+    std::set<std::pair<int, int>> ready;  // (first group, union)
+    for (size_t u = 0; u < unions.size(); ++u)
+      if (!unions[u].empty() && pending[u] == 0) ready.insert({unions[u][0], static_cast<int>(u)});
     while (!ready.empty()) {
-      int g = *ready.begin();
+      int u = ready.begin()->second;
       ready.erase(ready.begin());
-      launch.push_back(g);
-      for (int u : users[g])
-        if (--pending[u] == 0) ready.insert(u);
+      launch.push_back(u);
+      for (int x : users[u])
+        if (--pending[x] == 0) ready.insert({unions[x][0], x});
     }
   }
   // the kernels, with real value ids
   std::unordered_map<const Node*, std::string> role_name;
   for (auto& u : program.updates) role_name.emplace(u.value.get(), u.target->name + "_next");
   for (size_t i = 0; i < program.outputs.size(); ++i) role_name.emplace(program.outputs[i].get(), program.output_names[i]);
-  for (int gi : launch) {
-    Group& g = groups[gi];
+  for (int ui : launch) {
     int kindex = static_cast<int>(plan.kernels.size());
     Kernel k;
-    std::vector<bool> stored;
-    for (size_t j = 0; j < g.members.size(); ++j) {
-      const Node* m = g.members[j].get();
-      stored.push_back(g.members.size() == 1 || external.count(m) || read_elsewhere.count(m));
-      if (!stored.back()) continue;
-      // readable names: a program output by its name, an update by its target ("fc1_weight_next"), else t<k>
-      std::string base = k.outputs.empty() ? fmt::format("t{}", kindex) : fmt::format("t{}_{}", kindex, k.outputs.size());
-      if (auto it = role_name.find(m); it != role_name.end()) base = it->second;
-      k.outputs.push_back(add_value(g.members[j], ValueKind::Temp, base));
-      if (transposed.count(m)) {
-        Value& v = plan.values[k.outputs.back()];
-        v.transposed = true;
-        Shape st = v.stored_shape();
-        v.layout = opt.row_aligned_layout ? TextureLayout::for_shape(std::vector<int64_t>(st.begin(), st.end()),
-                                                                     opt.max_texture_width, max_h)
-                                          : v.layout;
+    std::vector<NodePtr> all_inlined;
+    std::unordered_set<const Node*> have;
+    std::string comment;
+    const bool union_kernel = unions[ui].size() > 1;
+    for (size_t bi = 0; bi < unions[ui].size(); ++bi) {
+      Group& g = groups[unions[ui][bi]];
+      const size_t first = k.outputs.size();
+      std::vector<bool> stored;
+      for (size_t j = 0; j < g.members.size(); ++j) {
+        const Node* m = g.members[j].get();
+        stored.push_back(is_stored(g, g.members[j]));
+        if (!stored.back()) continue;
+        // readable names: a program output by its name, an update by its target ("fc1_weight_next"), else t<k>
+        std::string base = k.outputs.empty() ? fmt::format("t{}", kindex) : fmt::format("t{}_{}", kindex, k.outputs.size());
+        if (auto it = role_name.find(m); it != role_name.end()) base = it->second;
+        k.outputs.push_back(add_value(g.members[j], ValueKind::Temp, base));
+        k.block.push_back(static_cast<int>(bi));
+        if (transposed.count(m)) {
+          Value& v = plan.values[k.outputs.back()];
+          v.transposed = true;
+          Shape st = v.stored_shape();
+          v.layout = opt.row_aligned_layout ? TextureLayout::for_shape(std::vector<int64_t>(st.begin(), st.end()),
+                                                                       opt.max_texture_width, max_h)
+                                            : v.layout;
+        }
       }
+      // coordinates of the block's first output; sampler slots continue those of the earlier blocks
+      Lowered l = lower_group(g.members, value_of, plan.values[k.outputs[first]].node.get(), &transposed,
+                              std::move(k.inputs));
+      by_position(l.inlined);
+      for (size_t j = 0; j < g.members.size(); ++j)
+        if (stored[j]) k.exprs.push_back(l.exprs[j]);
+      k.inputs = std::move(l.inputs);
+      if (union_kernel) {
+        const Value& fv = plan.values[k.outputs[first]];
+        Shape dom = fv.stored_shape();
+        comment += fmt::format("// block {} (domain {}, texture {}x{}):\n", bi, shape_str(dom), fv.layout.width,
+                               fv.layout.height);
+      }
+      comment += node_comment(l.inlined);
+      for (auto& x : l.inlined)
+        if (have.insert(x.get()).second) all_inlined.push_back(x);
     }
-    Lowered l = lower_group(g.members, value_of, plan.values[k.outputs[0]].node.get(), &transposed);  // coordinates of output 0
-    by_position(l.inlined);
-    for (size_t j = 0; j < g.members.size(); ++j)
-      if (stored[j]) k.exprs.push_back(l.exprs[j]);
-    k.inputs = std::move(l.inputs);
-    k.nodes = l.inlined;
-    k.comment = node_comment(l.inlined);
-    push_kernel(std::move(k), l.inlined, "");
+    by_position(all_inlined);
+    if (!union_kernel) k.block.clear();
+    k.nodes = all_inlined;
+    k.comment = comment;
+    push_kernel(std::move(k), all_inlined, "");
   }
 
   // outputs and updates
@@ -890,16 +1057,10 @@ Plan schedule(const Program& program, const ScheduleOptions& opt) {
   // 4: innermost extent a multiple of 4, at least 8, no nested loop) computes `P` rows per fragment
   if (opt.row_planes > 1) {
     const int P = std::min(opt.row_planes, opt.max_outputs);
-    std::function<bool(const KExprPtr&)> tiled_sum = [&](const KExprPtr& e) -> bool {
-      if (!e) return false;
-      if (e->op == KOp::Reduce)
-        return e->reduce == ReduceKind::Sum && e->extents.back() % 4 == 0 && e->extents.back() >= 8 &&
-               !kcontains_reduce(e->a);
-      return tiled_sum(e->a) || tiled_sum(e->b) || tiled_sum(e->c);
-    };
     for (auto& k : plan.kernels) {
-      // every output of the kernel gets P planes (P render targets each)
-      if (P < 2 || k.exprs.size() != k.outputs.size() || k.outputs.size() * P > static_cast<size_t>(opt.max_outputs))
+      // every output of the kernel gets P planes (P render targets each); union-domain kernels are left alone
+      if (P < 2 || k.blocks() > 1 || k.exprs.size() != k.outputs.size() ||
+          k.outputs.size() * P > static_cast<size_t>(opt.max_outputs))
         continue;
       bool ok = std::any_of(k.exprs.begin(), k.exprs.end(), tiled_sum);
       Shape st;
@@ -930,47 +1091,66 @@ Plan schedule(const Program& program, const ScheduleOptions& opt) {
     }
   }
 
+  // draw extents (row planes may have narrowed a kernel's layouts since push_kernel)
+  for (auto& k : plan.kernels) {
+    k.extent = {};
+    for (int o : k.outputs) k.extent = k.extent.cover({plan.values[o].layout.width, plan.values[o].layout.height});
+  }
   // memory plan: liveness over launch order; update values live in their target's back texture
   for (size_t ki = 0; ki < plan.kernels.size(); ++ki)
     for (int in : plan.kernels[ki].inputs) plan.values[in].last_use = static_cast<int>(ki);
   for (int o : plan.output_values) plan.values[o].last_use = std::numeric_limits<int>::max();
   std::vector<int> buffer_free_after;  // kernel index after which the buffer is free
-  int64_t bytes = 0;
-  for (auto& v : plan.values) {
-    int64_t b = v.layout.padded_floats() * 4;
-    if (v.kind == ValueKind::Persistent) bytes += 2 * b;
-    if (v.kind == ValueKind::Input || v.kind == ValueKind::Constant) bytes += b;
-  }
   for (auto& k : plan.kernels)
     for (int out : k.outputs) {
-    Value& v = plan.values[out];
-    if (v.update_of >= 0) continue;
-    for (int plane = 0; plane < v.planes; ++plane) {
-      int found = -1;
-      for (size_t b = 0; b < plan.buffers.size(); ++b) {
-        // same physical size, free strictly before this kernel (never read and written by one kernel)
-        if (buffer_free_after[b] < v.producer && plan.buffers[b].width == v.layout.width &&
-            plan.buffers[b].height == v.layout.height) {
-          found = static_cast<int>(b);
-          break;
+      Value& v = plan.values[out];
+      if (v.update_of >= 0) continue;
+      for (int plane = 0; plane < v.planes; ++plane) {
+        // same physical size (addressing), free strictly before this kernel (never read and written by one
+        // kernel); among those, one already allocated for this draw's extent (no growth)
+        int found = -1;
+        for (size_t b = 0; b < plan.buffers.size(); ++b) {
+          if (buffer_free_after[b] < v.producer && plan.buffers[b].width == v.layout.width &&
+              plan.buffers[b].height == v.layout.height) {
+            if (found < 0 || (!plan.buffer_extents[found].covers(k.extent) && plan.buffer_extents[b].covers(k.extent)))
+              found = static_cast<int>(b);
+          }
         }
+        if (found < 0) {
+          found = static_cast<int>(plan.buffers.size());
+          plan.buffers.push_back(v.layout);
+          plan.buffer_extents.push_back({v.layout.width, v.layout.height});
+          buffer_free_after.push_back(-1);
+        }
+        if (plane == 0) v.buffer = found;
+        if (v.planes > 1) v.plane_buffers.push_back(found);
+        // a reused buffer has the same physical size but may hold more elements than its first user: the
+        // runtime checks downloads (and sizes its textures) against the buffer's numel, so keep the largest
+        TextureLayout& bl = plan.buffers[found];
+        if (v.layout.numel > bl.numel) bl.numel = v.layout.numel, bl.texels = v.layout.texels;
+        // allocated for the largest draw writing it (a union-domain draw renders its whole extent)
+        plan.buffer_extents[found] = plan.buffer_extents[found].cover(k.extent);
+        // taken until after the last reader (and, for the other planes of this value, already now)
+        buffer_free_after[found] = std::max(v.last_use, v.producer);
       }
-      if (found < 0) {
-        found = static_cast<int>(plan.buffers.size());
-        plan.buffers.push_back(v.layout);
-        buffer_free_after.push_back(-1);
-        bytes += v.layout.padded_floats() * 4;
-      }
-      if (plane == 0) v.buffer = found;
-      if (v.planes > 1) v.plane_buffers.push_back(found);
-      // a reused buffer has the same physical size but may hold more elements than its first user: the
-      // runtime checks downloads (and sizes its textures) against the buffer's numel, so keep the largest
-      TextureLayout& bl = plan.buffers[found];
-      if (v.layout.numel > bl.numel) bl.numel = v.layout.numel, bl.texels = v.layout.texels;
-      // taken until after the last reader (and, for the other planes of this value, already now)
-      buffer_free_after[found] = std::max(v.last_use, v.producer);
     }
-    }
+  // allocation extents (Value::extent) and the bytes of all textures as allocated
+  for (auto& v : plan.values) v.extent = {v.layout.width, v.layout.height};
+  for (auto& v : plan.values)
+    if (v.buffer >= 0) v.extent = plan.buffer_extents[v.buffer];
+  for (auto& [target, value] : plan.updates) {
+    Value& t = plan.values[target];
+    const Value& u = plan.values[value];
+    if (u.producer >= 0) t.extent = t.extent.cover(plan.kernels[u.producer].extent);
+  }
+  for (auto& [target, value] : plan.updates) plan.values[value].extent = plan.values[target].extent;
+  int64_t bytes = 0;
+  constexpr int64_t kTexelBytes = 4 * TextureLayout::kComponents;
+  for (auto& v : plan.values) {
+    if (v.kind == ValueKind::Persistent) bytes += 2 * v.extent.texels() * kTexelBytes;
+    if (v.kind == ValueKind::Input || v.kind == ValueKind::Constant) bytes += v.extent.texels() * kTexelBytes;
+  }
+  for (auto& e : plan.buffer_extents) bytes += e.texels() * kTexelBytes;
   plan.peak_bytes = bytes;
   return plan;
 }
@@ -997,6 +1177,8 @@ nlohmann::json Plan::to_json() const {
       j["row_planes"] = v.planes;  // "texture" is one plane's; row r of [numel / C, C] is in plane r % planes
       if (!v.plane_buffers.empty()) j["plane_buffers"] = v.plane_buffers;
     }
+    if (v.extent.width != v.layout.width || v.extent.height != v.layout.height)
+      j["allocated"] = {v.extent.width, v.extent.height};  // larger than its layout: written by a union-domain draw
     return j;
   };
   json ks = json::array();
@@ -1021,9 +1203,11 @@ nlohmann::json Plan::to_json() const {
       } else {
         o["render_target"] = target++;
       }
+      if (k.blocks() > 1) o["block"] = k.block_of(j);
       outs.push_back(o);
     }
-    ks.push_back({{"name", k.name}, {"outputs", outs}, {"inputs", ins}, {"nodes", nodes}});
+    ks.push_back({{"name", k.name}, {"extent", {k.extent.width, k.extent.height}}, {"blocks", k.blocks()},
+                  {"outputs", outs}, {"inputs", ins}, {"nodes", nodes}});
   }
   json outs = json::array();
   for (size_t i = 0; i < output_values.size(); ++i)

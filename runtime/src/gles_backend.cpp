@@ -67,6 +67,8 @@ class GlesBackend final : public Backend {
     if (opt.row_planes < -1 || opt.row_planes == 0 || opt.row_planes > 8)
       throw ValueError(fmt::format("BackendOptions::row_planes must be -1 (auto) or 1..8, got {}", opt.row_planes));
     row_planes_ = opt.row_planes > 0 ? opt.row_planes : cpu_raster_ ? 1 : 4;
+    if (opt.union_domains < -1 || opt.union_domains > 1)
+      throw ValueError(fmt::format("BackendOptions::union_domains must be -1 (auto), 0 or 1, got {}", opt.union_domains));
     dump_dir_ = opt.dump_dir;
     if (dump_dir_.empty())
       if (const char* e = std::getenv("SG_DUMP")) dump_dir_ = e;
@@ -84,6 +86,7 @@ class GlesBackend final : public Backend {
     if (opt_.max_outputs > 0) so.max_outputs = std::min(so.max_outputs, opt_.max_outputs);
     so.min_parallel_texels = opt_.min_parallel_texels >= 0 ? opt_.min_parallel_texels : cpu_raster_ ? 0 : 16384;
     so.row_aligned_layout = row_layout_;
+    so.union_domains = opt_.union_domains >= 0 ? opt_.union_domains == 1 : !cpu_raster_;
     so.max_inputs = static_cast<int>(std::min<int64_t>(dev_->caps().max_texture_units, 16));
     so.row_planes = std::min(row_planes_, so.max_outputs);
     Plan plan = schedule(p, so);
@@ -103,9 +106,25 @@ class GlesBackend final : public Backend {
     dev_->upload(persistent(leaf.node()).front, data.data(), leaf.numel());
   }
 
-  Persistent& persistent(const NodePtr& n) {
+  /// The front/back textures of a Param/State leaf, created (with its initial data) on first use. `alloc`: the
+  /// allocation a plan needs (Value::extent: a union-domain draw writes its next value); textures allocated
+  /// smaller by an earlier plan are replaced by larger ones holding the same current value.
+  Persistent& persistent(const NodePtr& n, Extent alloc = {}) {
     auto it = state_.find(n.get());
-    if (it != state_.end()) return it->second;
+    if (it != state_.end()) {
+      Persistent& p = it->second;
+      if (p.front.alloc_width() < alloc.width || p.front.alloc_height() < alloc.height) {
+        const Extent e = alloc.cover({p.front.alloc_width(), p.front.alloc_height()});
+        std::vector<float> current(static_cast<size_t>(n->numel()));
+        dev_->download(p.front, current.data(), n->numel());
+        Persistent grown;
+        grown.front = dev_->create_texture(p.front.layout(), n->name, e.width, e.height);
+        grown.back = dev_->create_texture(p.front.layout(), n->name + ".back", e.width, e.height);
+        dev_->upload(grown.front, current.data(), n->numel());
+        p = std::move(grown);
+      }
+      return p;
+    }
     if (!n->data) throw ValueError("gles: " + n->describe() + " is not a parameter or state");
     Persistent p;
     // the plan's layout for this shape (TextureLayout::for_shape with the limits compile() passes to schedule)
@@ -113,8 +132,9 @@ class GlesBackend final : public Backend {
         row_layout_ ? TextureLayout::for_shape(std::vector<int64_t>(n->shape.begin(), n->shape.end()),
                                                dev_->max_texture_width(), dev_->caps().max_texture_size)
                     : dev_->layout_for(n->numel());
-    p.front = dev_->create_texture(layout, n->name);
-    p.back = dev_->create_texture(layout, n->name + ".back");
+    const Extent e = alloc.cover({layout.width, layout.height});
+    p.front = dev_->create_texture(layout, n->name, e.width, e.height);
+    p.back = dev_->create_texture(layout, n->name + ".back", e.width, e.height);
     dev_->upload(p.front, n->data->data(), n->numel());
     keep_.push_back(n);
     return state_.emplace(n.get(), std::move(p)).first->second;
@@ -151,7 +171,9 @@ class GlesBackend final : public Backend {
 };
 
 GlesExecutable::GlesExecutable(GlesBackend& be, Plan plan) : be_(be), plan_(std::move(plan)) {
-  for (auto& layout : plan_.buffers) buffers_.push_back(be_.dev().create_texture(layout, "pool"));
+  for (size_t b = 0; b < plan_.buffers.size(); ++b)  // allocated for the largest draw writing the buffer
+    buffers_.push_back(be_.dev().create_texture(plan_.buffers[b], "pool", plan_.buffer_extents[b].width,
+                                                plan_.buffer_extents[b].height));
   for (auto& v : plan_.values) {
     if (v.kind == ValueKind::Input) own_.emplace(v.id, be_.dev().create_texture(v.layout, v.name));
     if (v.kind == ValueKind::Constant) {
@@ -159,7 +181,7 @@ GlesExecutable::GlesExecutable(GlesBackend& be, Plan plan) : be_(be), plan_(std:
       be_.dev().upload(t, v.node->data->data(), v.node->numel());
       own_.emplace(v.id, std::move(t));
     }
-    if (v.kind == ValueKind::Persistent) be_.persistent(v.node);
+    if (v.kind == ValueKind::Persistent) be_.persistent(v.node, v.extent);
   }
   for (auto& k : plan_.kernels) {
     programs_.push_back(&be_.program_for(plan_, k));
@@ -244,7 +266,10 @@ std::vector<std::vector<float>> GlesExecutable::run(const std::vector<Feed>& fee
       outs.clear();
       for (int o : kern.outputs)
         for (int p = 0; p < plan_.values[o].planes; ++p) outs.push_back(&texture_of(o, true, p));
-      dev.draw(*programs_[k], ins, outs, kern.name);
+      if (kern.blocks() > 1)  // union-domain kernel: outputs of different layouts, one draw over its extent
+        dev.draw(*programs_[k], ins, outs, kern.name, kern.extent.width, kern.extent.height);
+      else
+        dev.draw(*programs_[k], ins, outs, kern.name);
     }
     if (be_.profile()) timings_.push_back({kern.name, dev.last_draw_ms(), dev.timer_queries_available()});
     if (hook_) {

@@ -475,8 +475,8 @@ void Framebuffer::reset() {
 }
 
 Texture::Texture(Texture&& o) noexcept
-    : ctx_(std::move(o.ctx_)), id_(std::exchange(o.id_, 0u)), layout_(o.layout_), name_(std::move(o.name_)),
-      fbo_(std::move(o.fbo_)) {}
+    : ctx_(std::move(o.ctx_)), id_(std::exchange(o.id_, 0u)), layout_(o.layout_), alloc_width_(o.alloc_width_),
+      alloc_height_(o.alloc_height_), name_(std::move(o.name_)), fbo_(std::move(o.fbo_)) {}
 
 Texture& Texture::operator=(Texture&& o) noexcept {
   if (this != &o) {
@@ -484,6 +484,8 @@ Texture& Texture::operator=(Texture&& o) noexcept {
     ctx_ = std::move(o.ctx_);
     id_ = std::exchange(o.id_, 0u);
     layout_ = o.layout_;
+    alloc_width_ = o.alloc_width_;
+    alloc_height_ = o.alloc_height_;
     name_ = std::move(o.name_);
     fbo_ = std::move(o.fbo_);
   }
@@ -889,15 +891,28 @@ Texture Device::create_texture(int64_t numel, std::string_view name) {
 }
 
 Texture Device::create_texture(const TextureLayout& layout, std::string_view name) {
+  return create_texture(layout, name, layout.width, layout.height);
+}
+
+Texture Device::create_texture(const TextureLayout& layout, std::string_view name, int64_t alloc_width,
+                               int64_t alloc_height) {
   if (layout.width < 1 || layout.height < 1 || layout.width > max_width_ || layout.height > caps_.max_texture_size ||
       layout.texels > layout.width * layout.height || layout.numel > 4 * layout.texels || layout.numel < 0)
     throw ValueError(fmt::format("gles::Device::create_texture({}): invalid layout {} (limit {}x{})",
                                  texture_where(name), layout.str(), max_width_, caps_.max_texture_size));
+  if (alloc_width < layout.width || alloc_height < layout.height || alloc_width > caps_.max_texture_size ||
+      alloc_height > caps_.max_texture_size)
+    throw ValueError(fmt::format("gles::Device::create_texture({}): allocation {}x{} must cover the layout {} and "
+                                 "stay within MAX_TEXTURE_SIZE {}",
+                                 texture_where(name), alloc_width, alloc_height, layout.str(),
+                                 caps_.max_texture_size));
   ctx_->make_current();
   const std::string where = texture_where(name);
   Texture t;
   t.ctx_ = ctx_;
   t.layout_ = layout;
+  t.alloc_width_ = alloc_width;
+  t.alloc_height_ = alloc_height;
   t.name_ = std::string(name);
   glGenTextures(1, &t.id_);
   if (t.id_ == 0) {
@@ -912,9 +927,8 @@ Texture Device::create_texture(const TextureLayout& layout, std::string_view nam
   glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_WRAP_S, GL_CLAMP_TO_EDGE);
   glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_WRAP_T, GL_CLAMP_TO_EDGE);
   gl_check("glTexParameteri", where);
-  glTexStorage2D(GL_TEXTURE_2D, 1, GL_RGBA32F, static_cast<GLsizei>(layout.width),
-                 static_cast<GLsizei>(layout.height));
-  gl_check(fmt::format("glTexStorage2D(RGBA32F, {}x{})", layout.width, layout.height), where);
+  glTexStorage2D(GL_TEXTURE_2D, 1, GL_RGBA32F, static_cast<GLsizei>(alloc_width), static_cast<GLsizei>(alloc_height));
+  gl_check(fmt::format("glTexStorage2D(RGBA32F, {}x{})", alloc_width, alloc_height), where);
   glBindTexture(GL_TEXTURE_2D, 0);
 
   t.fbo_ = create_framebuffer(t, name.empty() ? std::string_view() : std::string_view(t.name_));
@@ -935,8 +949,8 @@ Framebuffer Device::create_framebuffer(const Texture& texture, std::string_view 
   const std::string where = fmt::format("{}, {}", kernel_where(kernel_name), texture_where(texture.name()));
   Framebuffer f;
   f.ctx_ = ctx_;
-  f.width_ = texture.width();
-  f.height_ = texture.height();
+  f.width_ = texture.alloc_width();
+  f.height_ = texture.alloc_height();
   glGenFramebuffers(1, &f.id_);
   if (f.id_ == 0) {
     f.ctx_.reset();
@@ -953,8 +967,8 @@ Framebuffer Device::create_framebuffer(const Texture& texture, std::string_view 
     throw BackendError(fmt::format(
         "GLES: framebuffer for {} is incomplete: {}{} (RGBA32F {}x{} on '{}'; float render targets need "
         "EXT_color_buffer_float or ES 3.2)",
-        where, fbo_status_name(status), errs.empty() ? "" : " [" + errs + "]", texture.width(),
-        texture.height(), caps_.renderer));
+        where, fbo_status_name(status), errs.empty() ? "" : " [" + errs + "]", texture.alloc_width(),
+        texture.alloc_height(), caps_.renderer));
   }
   return f;
 }
@@ -1089,17 +1103,26 @@ void Device::download(const Texture& texture, float* out, int64_t numel) {
 void Device::draw(const Program& program, llvm::ArrayRef<std::pair<std::string, const Texture*>> inputs,
                   Texture& output, const std::string& kernel_name) {
   Texture* outputs[1] = {&output};
-  draw_impl(program, inputs, outputs, kernel_name, /*check_declared_outputs=*/false);
+  draw_impl(program, inputs, outputs, kernel_name, /*check_declared_outputs=*/false, 0, 0);
 }
 
 void Device::draw(const Program& program, llvm::ArrayRef<std::pair<std::string, const Texture*>> inputs,
                   llvm::ArrayRef<Texture*> outputs, const std::string& kernel_name) {
-  draw_impl(program, inputs, outputs, kernel_name, /*check_declared_outputs=*/true);
+  draw_impl(program, inputs, outputs, kernel_name, /*check_declared_outputs=*/true, 0, 0);
+}
+
+void Device::draw(const Program& program, llvm::ArrayRef<std::pair<std::string, const Texture*>> inputs,
+                  llvm::ArrayRef<Texture*> outputs, const std::string& kernel_name, int64_t viewport_width,
+                  int64_t viewport_height) {
+  if (viewport_width < 1 || viewport_height < 1)
+    throw ValueError(fmt::format("gles::Device::draw({}): the viewport must be at least 1x1 texels, got {}x{}",
+                                 kernel_where(kernel_name), viewport_width, viewport_height));
+  draw_impl(program, inputs, outputs, kernel_name, /*check_declared_outputs=*/true, viewport_width, viewport_height);
 }
 
 void Device::draw_impl(const Program& program, llvm::ArrayRef<std::pair<std::string, const Texture*>> inputs,
                        llvm::ArrayRef<Texture*> outputs, const std::string& kernel_name,
-                       bool check_declared_outputs) {
+                       bool check_declared_outputs, int64_t viewport_width, int64_t viewport_height) {
   const std::string where = kernel_where(kernel_name);
   if (!program.valid() || program.ctx_ != ctx_)
     throw ValueError(fmt::format("gles::Device::draw({}): the program is empty or belongs to another device",
@@ -1122,7 +1145,13 @@ void Device::draw_impl(const Program& program, llvm::ArrayRef<std::pair<std::str
     if (!t || !t->valid() || t->ctx_ != ctx_)
       throw ValueError(fmt::format("gles::Device::draw({}): {} is null, empty or belongs to another device",
                                    where, output_label(j)));
-    if (t->width() != outputs[0]->width() || t->height() != outputs[0]->height())
+    if (viewport_width > 0 && (t->alloc_width() < viewport_width || t->alloc_height() < viewport_height))
+      throw ValueError(fmt::format("gles::Device::draw({}): {} is allocated {}x{} texels, smaller than the {}x{} "
+                                   "viewport (GLES renders only where every attachment exists); allocate it at "
+                                   "least as large as the largest draw that writes it",
+                                   where, output_label(j), t->alloc_width(), t->alloc_height(), viewport_width,
+                                   viewport_height));
+    if (viewport_width == 0 && (t->width() != outputs[0]->width() || t->height() != outputs[0]->height()))
       throw ValueError(fmt::format("gles::Device::draw({}): output textures differ in size: {} is {}x{} "
                                    "texels but {} is {}x{}; every output of one draw needs the same width "
                                    "and height",
@@ -1237,7 +1266,8 @@ void Device::draw_impl(const Program& program, llvm::ArrayRef<std::pair<std::str
           errs.empty() ? "" : " [" + errs + "]", caps_.renderer));
     }
   }
-  glViewport(0, 0, static_cast<GLsizei>(first.width()), static_cast<GLsizei>(first.height()));
+  glViewport(0, 0, static_cast<GLsizei>(viewport_width > 0 ? viewport_width : first.width()),
+             static_cast<GLsizei>(viewport_width > 0 ? viewport_height : first.height()));
   glBindVertexArray(ctx_->vao);
   check_gl("binding the output framebuffer", kernel_name);
 

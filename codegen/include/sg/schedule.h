@@ -14,6 +14,9 @@
 //    (vertical: Adam's parameter update reads the new m and v it computes) or they share an input (horizontal:
 //    m and v both read the gradient). A reduction read only by one such kernel is then computed inside it
 //    instead of being stored (the weight gradient becomes a local of the optimizer kernel).
+//  - Union-domain kernels (Options::union_domains): independent groups of different shapes (no member of one
+//    reads a member of the other) become one draw over the largest output's extent with one block per domain;
+//    every texture such a draw writes is allocated at that extent (Value::extent) while keeping its own layout.
 //  - Options::unfused materialises every node (one kernel per node: debug mode).
 // The memory plan assigns each temporary value a texture from a pool by liveness (a texture is reused once its
 // last reader has run; a kernel never reads the texture it writes); persistent values (Param/State) own two
@@ -40,6 +43,17 @@ enum class ValueKind : uint8_t {
   Temp,        ///< produced by a kernel, lives in a pooled buffer
 };
 
+/// A texture extent in texels (width x height): a kernel's draw size, a texture's allocation.
+struct Extent {
+  int64_t width = 1;
+  int64_t height = 1;
+  /// The smallest extent covering both (componentwise max).
+  Extent cover(const Extent& o) const { return {std::max(width, o.width), std::max(height, o.height)}; }
+  bool covers(const Extent& o) const { return width >= o.width && height >= o.height; }
+  int64_t texels() const { return width * height; }
+  bool operator==(const Extent&) const = default;
+};
+
 /// One materialised tensor.
 struct Value {
   int id = -1;
@@ -63,6 +77,13 @@ struct Value {
   /// downloads interleave the rows back. Never set for inputs, persistent values or updates.
   int planes = 1;
   std::vector<int> plane_buffers;  ///< Temp with planes > 1: the pooled buffer of each plane (buffer == [0])
+  /// The extent every texture holding this value must be ALLOCATED at (>= layout's width x height; addressing
+  /// always follows `layout`): a draw of a union-domain kernel renders its Kernel::extent, which GLES clips to
+  /// the intersection of its attachments, so a texture written by such a draw is allocated at least that large.
+  /// Temp: its pooled buffer's extent (the largest draw writing that buffer); Persistent: the largest draw writing
+  /// its next value (front and back swap after a step, so both get it), the same for that update value;
+  /// Input/Constant: the layout's size. Set by the memory plan.
+  Extent extent;
   /// The shape one texture holds (the producing kernel's iteration domain): the node's shape, reversed when
   /// transposed; with row planes the second-to-last axis divided by `planes`.
   Shape stored_shape() const {
@@ -73,21 +94,31 @@ struct Value {
   }
 };
 
-/// One fusion group = one GPU launch. It renders one or more output values (multiple render targets): all
-/// outputs have the same number of elements, hence the same texture layout, and output j is computed by
-/// exprs[j] at the same element (coordinates i0.. of outputs[0]'s stored shape). A kernel whose outputs have
-/// row planes (Value::planes = P, then all of them) has P exprs per output, one per plane and render target:
-/// exprs[j * P + p] is output j at row P * i + p of the coordinates i of the plane's shape. An output read by another output of the
-/// same kernel at the same element is computed once (the expression is shared), so e.g. an optimizer's
-/// m, v and parameter updates of one parameter are one pass.
+/// One fusion group = one GPU launch. It renders one or more output values (multiple render targets), in one or
+/// more *domain blocks*. Within a block all outputs have the same number of elements, hence the same texture
+/// layout, and output j is computed by exprs[j] at the same element (coordinates i0.. of the stored shape of the
+/// block's first output). A kernel whose outputs have row planes (Value::planes = P, then all of them; such a
+/// kernel has one block) has P exprs per output, one per plane and render target: exprs[j * P + p] is output j at
+/// row P * i + p of the coordinates i of the plane's shape. An output read by another output of the same block at
+/// the same element is computed once (the expression is shared), so e.g. an optimizer's m, v and parameter
+/// updates of one parameter are one pass. A union-domain kernel (ScheduleOptions::union_domains) has several
+/// blocks of different domains that do not read each other (e.g. db2+Adam(b2) [10], dh [128,128] and dW2+Adam(W2)
+/// [10,128] after dlogits): its draw covers `extent` and each block computes the fragments inside its own layout.
 struct Kernel {
   std::string name;                    ///< stable readable name: "k03_matmul_add_relu"
   std::vector<int> outputs;            ///< value ids written, render target j = outputs[j]
-  std::vector<KExprPtr> exprs;         ///< per output: its value at output element (i0, i1, ...)
+  std::vector<KExprPtr> exprs;         ///< per output: its value at element (i0, i1, ...) of its block's domain
   std::vector<int> inputs;             ///< value ids read, in sampler order (KExpr Load input index)
   std::vector<NodePtr> nodes;          ///< graph nodes this kernel computes (topological order)
   std::string comment;                 ///< the nodes and user source lines, for the generated source
+  /// Per output: its domain block (0, 1, ...; the outputs of a block are contiguous, blocks in order). Empty
+  /// means one block (all 0).
+  std::vector<int> block;
+  /// The draw size in texels: the widest x the tallest output layout (a single-domain kernel: its layout's).
+  Extent extent;
   int output() const { return outputs.front(); }  ///< the first output (every kernel has at least one)
+  int block_of(size_t j) const { return block.empty() ? 0 : block[j]; }  ///< domain block of output j
+  int blocks() const { return block.empty() ? 1 : block.back() + 1; }    ///< number of domain blocks
 };
 
 struct ScheduleOptions {
@@ -125,6 +156,18 @@ struct ScheduleOptions {
   /// multiply-adds with 4 planes instead of 5 per 16). 1 = off (the default); at most max_outputs.
   int row_planes = 1;
   int64_t min_plane_texels = 1024;
+  /// Union-domain kernels: after multi-output grouping, groups of different iteration domains that do not read
+  /// each other (directly or through inlined nodes) become one draw with one block per domain, within
+  /// max_outputs, max_inputs and max_loop_iterations (the blocks' loops added up); groups sharing more inputs are
+  /// merged first; kernels the split-K or loop-budget rules split are left alone. Textures written by such a
+  /// draw are allocated at its extent (Value::extent); see union_max_extra_bytes. On by default; false gives one
+  /// iteration domain per kernel.
+  bool union_domains = true;
+  /// Union-domain kernels: max bytes a merged kernel's textures may be allocated beyond its outputs' own layouts
+  /// (each output, front and back for a parameter's next value, covers the draw's extent; e.g. the MLP's
+  /// db1+Adam(b1) [128] with dW1+Adam(W1) [128,784] costs 3 MiB). Keeps a bias of a large layer from being
+  /// allocated at its weight's size.
+  int64_t union_max_extra_bytes = int64_t{16} << 20;
 };
 
 /// The scheduled program: what a backend executes.
@@ -134,8 +177,9 @@ struct Plan {
   std::vector<Kernel> kernels;               ///< in launch order
   std::vector<int> output_values;            ///< value id per program output
   std::vector<std::pair<int, int>> updates;  ///< (persistent value id, value id holding its next value)
-  std::vector<TextureLayout> buffers;        ///< pooled temp buffers (sized for the largest user)
-  int64_t peak_bytes = 0;                    ///< bytes of all textures: pooled temps + 2x persistent + inputs + consts
+  std::vector<TextureLayout> buffers;        ///< pooled temp buffers (addressing; numel of the largest user)
+  std::vector<Extent> buffer_extents;        ///< per pooled buffer: its allocation (covers every draw writing it)
+  int64_t peak_bytes = 0;  ///< bytes of all textures as allocated: pooled temps + 2x persistent + inputs + consts
   int node_index(const Node* n) const;       ///< position of n in program.nodes() (stable node number), -1 if absent
   std::vector<NodePtr> order;                ///< program.nodes()
   const Value& value_of(const Node* n) const;  ///< throws ValueError when n is not materialised

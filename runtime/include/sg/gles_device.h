@@ -134,8 +134,12 @@ class Texture {
   bool valid() const { return id_ != 0; }
   unsigned id() const { return id_; }  ///< GL texture name
   const TextureLayout& layout() const { return layout_; }
-  int64_t width() const { return layout_.width; }    ///< texels
-  int64_t height() const { return layout_.height; }  ///< texels
+  int64_t width() const { return layout_.width; }    ///< texels of the layout (addressing)
+  int64_t height() const { return layout_.height; }  ///< texels of the layout (addressing)
+  /// The GL storage size in texels (>= width() x height()): larger when a union-domain draw writes it (see the
+  /// viewport overload of Device::draw); texels outside the layout are never read.
+  int64_t alloc_width() const { return alloc_width_; }
+  int64_t alloc_height() const { return alloc_height_; }
   int64_t numel() const { return layout_.numel; }    ///< logical elements it was sized for
   const std::string& name() const { return name_; }  ///< debug name given at creation
   const Framebuffer& framebuffer() const { return fbo_; }
@@ -146,6 +150,7 @@ class Texture {
   std::shared_ptr<detail::Context> ctx_;
   unsigned id_ = 0;
   TextureLayout layout_;
+  int64_t alloc_width_ = 0, alloc_height_ = 0;
   std::string name_;
   Framebuffer fbo_;
 };
@@ -251,6 +256,11 @@ class Device {
   Texture create_texture(int64_t numel, std::string_view name = "");
   /// Same with an explicit layout (width within max_texture_width(), height within MAX_TEXTURE_SIZE).
   Texture create_texture(const TextureLayout& layout, std::string_view name = "");
+  /// Same, with GL storage of alloc_width x alloc_height texels (>= the layout's, <= MAX_TEXTURE_SIZE; ValueError
+  /// otherwise): addressing, uploads and downloads follow `layout`; the extra texels (zero-filled) only let a
+  /// larger draw (union-domain kernels) render into it. Texture::alloc_width()/alloc_height() report it.
+  Texture create_texture(const TextureLayout& layout, std::string_view name, int64_t alloc_width,
+                         int64_t alloc_height);
   /// Compiles `fragment_source` (GLSL ES 3.00) with vertex_shader_source() and links them.
   /// Throws sg::CompileError with the kernel name, the info log and the source with line numbers, lines the
   /// log blames marked ">>".
@@ -296,6 +306,16 @@ class Device {
   /// like the single-output draw (last_draw_ms()).
   void draw(const Program& program, llvm::ArrayRef<std::pair<std::string, const Texture*>> inputs,
             llvm::ArrayRef<Texture*> outputs, const std::string& kernel_name);
+  /// Union-domain draw: like the multiple-render-target draw, but the outputs may have different layouts and
+  /// the viewport is viewport_width x viewport_height texels (the kernel's extent: the widest x the tallest output
+  /// layout). GLES renders only inside every attachment, so each output must be ALLOCATED at least that large
+  /// (Texture::alloc_width/alloc_height; ValueError naming the output otherwise); the shader computes, per output,
+  /// the fragments inside that output's own layout. One output is allowed (then the texture's own framebuffer is
+  /// used). A viewport smaller than 1x1 is a ValueError; the other checks are those of the draw above except
+  /// that outputs need not share a size.
+  void draw(const Program& program, llvm::ArrayRef<std::pair<std::string, const Texture*>> inputs,
+            llvm::ArrayRef<Texture*> outputs, const std::string& kernel_name, int64_t viewport_width,
+            int64_t viewport_height);
   /// glFinish: waits until every submitted command has completed.
   void finish();
 
@@ -323,10 +343,13 @@ class Device {
   Device() = default;
   void probe_caps();
   void check_gl(const char* step, std::string_view kernel) const;
-  /// Shared body of both draw() overloads (validation included); check_declared_outputs: compare
-  /// outputs.size() with program.fragment_outputs() (the multiple-output overload only).
+  /// Shared body of the draw() overloads (validation included); check_declared_outputs: compare
+  /// outputs.size() with program.fragment_outputs() (the multiple-output overloads only); viewport_width > 0: the
+  /// union-domain draw's viewport (outputs' allocations must cover it), 0: the first output's layout size
+  /// (outputs must share it).
   void draw_impl(const Program& program, llvm::ArrayRef<std::pair<std::string, const Texture*>> inputs,
-                 llvm::ArrayRef<Texture*> outputs, const std::string& kernel_name, bool check_declared_outputs);
+                 llvm::ArrayRef<Texture*> outputs, const std::string& kernel_name, bool check_declared_outputs,
+                 int64_t viewport_width, int64_t viewport_height);
 
   std::shared_ptr<detail::Context> ctx_;
   Caps caps_;
