@@ -1053,7 +1053,7 @@ Plan schedule(const Program& program, const ScheduleOptions& opt) {
     plan.updates.push_back({target, vid});
   }
 
-  // row planes (Value::planes): a single-output kernel whose value is a tile-mode sum (the emitter unrolls it by
+  // row planes (Value::planes): a one-domain kernel whose values are tile-mode sums (the emitter unrolls them by
   // 4: innermost extent a multiple of 4, at least 8, no nested loop) computes `P` rows per fragment
   if (opt.row_planes > 1) {
     const int P = std::min(opt.row_planes, opt.max_outputs);
