@@ -18,7 +18,7 @@
 //   --row-layout B  texture layouts keep tensor rows whole in texture rows (1) or wrap at the max width (0)
 //                  (default: auto = 1 on GPUs, 0 on llvmpipe)
 //   --row-planes N  matmul-like kernels compute N rows per fragment into N render targets (1 = off)
-//                  (default: auto = 4 on GPUs, 1 on llvmpipe)
+//                  (default: auto = 4)
 //   --union-domains B  union-domain kernels (independent kernels of different shapes drawn as one) on (1) or off
 //                  (0) in the GLES backends (default: auto = on for GPUs, off on llvmpipe); the fusion table's
 //                  columns are on unless 0 is given
@@ -105,7 +105,7 @@ struct Options {
   int max_outputs = 0;  // BackendOptions::max_outputs of the GLES backends (0 = device limit, 1 = no MRT fusion)
   int64_t min_parallel = -1;  // BackendOptions::min_parallel_texels (-1 = auto: on for GPUs, off for llvmpipe)
   int row_layout = -1;        // BackendOptions::row_layout (-1 = auto: on for GPUs, off for llvmpipe)
-  int row_planes = -1;        // BackendOptions::row_planes (-1 = auto: 4 on GPUs, 1 = off on llvmpipe)
+  int row_planes = -1;        // BackendOptions::row_planes (-1 = auto: 4)
   int union_domains = -1;     // BackendOptions::union_domains (-1 = auto: on for GPUs, off for llvmpipe)
   bool wants(const std::string& c) const { return only.empty() || only.count(c) != 0; }
 };

@@ -83,11 +83,10 @@ int cmd_dump(const std::string& model_name, const std::string& target, const std
   so.unfused = unfused;
   so.max_outputs = max_outputs;
   so.union_domains = !no_union;
-  if (gpu) {  // what the GLES backend schedules on a hardware GPU (see BackendOptions): split-K, row layouts,
-              // row planes
+  so.row_planes = 4;  // as the GLES backend on every device (BackendOptions::row_planes)
+  if (gpu) {  // what the GLES backend schedules on a hardware GPU (see BackendOptions): split-K, row layouts
     so.min_parallel_texels = 16384;
     so.row_aligned_layout = true;
-    so.row_planes = 4;
   }
   sg::Plan plan = sg::schedule(p, so);
   sg::DumpOptions d;
@@ -204,7 +203,7 @@ int main(int argc, char** argv) {
   dump->add_option("--batch", dbatch, "batch size (0 = default: 128 mlp, 64 cnn)")->check(kNonNegative);
   dump->add_flag("--unfused", dunfused, "one kernel per graph node");
   dump->add_flag("--gpu", dgpu,
-                 "schedule as the GLES backend does on a hardware GPU (split-K, row-aligned layouts, row planes) instead of as on "
+                 "schedule as the GLES backend does on a hardware GPU (split-K, row-aligned layouts) instead of as on "
                  "llvmpipe; SG_DUMP=DIR with `train` dumps the exact plans a run executes");
   dump->add_option("--max-outputs", dmax_outputs,
                    "render targets per kernel (default 4, what GLES 3.0 guarantees; the GLES backend uses the "

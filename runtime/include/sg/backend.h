@@ -94,8 +94,8 @@ struct BackendOptions {
   /// ScheduleOptions::row_aligned_layout: -1 = auto (on for GPUs, off for CPU rasterisers), 0 = off, 1 = on.
   int row_layout = -1;
   /// ScheduleOptions::row_planes (matmul-like kernels compute this many rows per fragment into as many render
-  /// targets): -1 = auto (4 on GPUs, 1 = off on CPU rasterisers), else the value (1 = off; capped by the
-  /// device's draw buffers).
+  /// targets): -1 = auto (4 on every device: SGEMM 186 -> 471 GFLOP/s on the H200, the main job 22.0 -> 27.2
+  /// steps/s on llvmpipe), else the value (1 = off; capped by the device's draw buffers).
   int row_planes = -1;
   /// ScheduleOptions::union_domains: independent kernels of different shapes become one draw (union-domain
   /// kernels). -1 = auto: on for GPUs, off for CPU rasterisers (on llvmpipe every fragment runs every block's
