@@ -17,22 +17,11 @@
 
 using namespace sg;
 using sg::testing::Mlp;
+using sg::testing::expect_close;
 using sg::testing::randn;
 
 namespace {
 
-void expect_close(const std::vector<float>& got, const std::vector<float>& want, double rtol, double atol,
-                  const std::string& what) {
-  REQUIRE(got.size() == want.size());
-  double worst = 0;
-  size_t wi = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    const double err = std::fabs(got[i] - want[i]) / (atol + rtol * std::fabs(want[i]));
-    if (!(err <= worst)) worst = err, wi = i;  // NaN counts as worst
-  }
-  INFO(what << ": worst element " << wi << " of " << got.size() << ": gles " << got[wi] << " cpu " << want[wi]);
-  CHECK(worst <= 1.0);
-}
 
 std::unique_ptr<Backend> make(const std::string& kind, int64_t max_width = 0, bool union_domains = true) {
   BackendOptions bo;

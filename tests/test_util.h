@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -69,6 +70,21 @@ inline std::string run_command(const std::string& cmd) {
 }
 
 /// n samples of N(0, scale^2) from a seeded std::mt19937 (deterministic test data).
+/// Elementwise |got - want| <= atol + rtol |want| (a NaN counts as the worst element); on failure names the worst
+/// element, its two values and `what`. `got` is the GLES result, `want` the CPU backend's.
+inline void expect_close(const std::vector<float>& got, const std::vector<float>& want, double rtol, double atol,
+                         const std::string& what) {
+  REQUIRE(got.size() == want.size());
+  double worst = 0;
+  size_t wi = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double err = std::fabs(got[i] - want[i]) / (atol + rtol * std::fabs(want[i]));
+    if (!(err <= worst)) worst = err, wi = i;  // NaN counts as worst
+  }
+  INFO(what << ": worst element " << wi << " of " << got.size() << ": gles " << got[wi] << " cpu " << want[wi]);
+  CHECK(worst <= 1.0);
+}
+
 inline std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.f) {
   std::mt19937 g(seed);
   std::normal_distribution<float> d(0.f, scale);
