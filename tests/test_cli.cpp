@@ -302,14 +302,21 @@ TEST_CASE("cli: dump writes plan.json and every kernel's GLSL 4.50 and SPIR-V an
       if (e.path().filename() != "plan.json") got.insert(e.path().extension().string());
     CHECK(got == exts);
   }
-  // --gpu: the GPU schedule (split-K adds the partial sums of x.W1^T: one kernel more, a *_partial kernel)
-  Proc g = cli(fmt::format("dump --model mlp --gpu --out {}", dir / "gpu"));
+  CHECK_THAT(p.out, Contains("schedule: as the GLES backend on llvmpipe") && Contains("union-domain kernels off"));
+  // --gpu --no-union: the GPU schedule without unions (split-K adds the partial sums of x.W1^T: one kernel more, a
+  // *_partial kernel); --gpu: with union-domain kernels, fewer
+  Proc g = cli(fmt::format("dump --model mlp --gpu --no-union --out {}", dir / "gpu"));
   REQUIRE(g.rc == 0);
   auto gplan = nlohmann::json::parse(read_file((dir / "gpu") + "/plan.json"));
   CHECK(gplan.at("kernels").size() == n + 1);
   bool partial = false;
   for (auto& k : gplan.at("kernels")) partial |= k.at("name").get<std::string>().find("_partial") != std::string::npos;
   CHECK(partial);
+  Proc u = cli(fmt::format("dump --model mlp --gpu --out {}", dir / "gpu_union"));
+  REQUIRE(u.rc == 0);
+  CHECK_THAT(u.out, Contains("union-domain kernels on"));
+  auto uplan = nlohmann::json::parse(read_file((dir / "gpu_union") + "/plan.json"));
+  CHECK(uplan.at("kernels").size() < n + 1);
 }
 
 TEST_CASE("examples: digits_cnn prints exactly what `shadergrad train` prints for the same model", "[cli][examples]") {

@@ -140,8 +140,8 @@ TEST_CASE("split-K for parallelism (the GPU setting) keeps MLP and CNN train ste
 
 TEST_CASE("row planes (a fragment computes 4 rows of a matmul into 4 render targets) equal the CPU backend",
           "[gles][backend]") {
-  // ScheduleOptions::row_planes: the GPU default; llvmpipe turns it off, so force it here. The planed values are
-  // read by matmuls (as the A operand: texel loads), by reductions over rows and by an elementwise output;
+  // ScheduleOptions::row_planes (the GLES default on every device, pinned here with the other switches). The
+  // planed values are read by matmuls (as the A operand: texel loads), by reductions over rows and by an elementwise output;
   // hooks and outputs must see the row-major values.
   Tensor a = input("a", {128, 24}), b = input("b", {24, 128}), c = input("c", {128, 12});
   Tensor x = input("x", {256, 32}), w = input("w", {64, 32}), bias = input("bias", {64});

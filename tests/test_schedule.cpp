@@ -360,6 +360,12 @@ TEST_CASE("row planes: a matmul computes 4 rows per fragment into 4 render targe
   CHECK(schedule(p).value_of(t.node().get()).planes == 1);
   so.min_plane_texels = 2048;
   CHECK(schedule(p, so).value_of(t.node().get()).planes == 1);
+  // a reader's samplers: matmul(t, c) would need 4 planes of t + c = 5 texture units
+  so.min_plane_texels = 1024;
+  so.max_inputs = 4;
+  CHECK(schedule(p, so).value_of(t.node().get()).planes == 1);
+  so.max_inputs = 5;
+  CHECK(schedule(p, so).value_of(t.node().get()).planes == 4);
 }
 
 TEST_CASE("loops of a texel's 4 elements are jammed into one loop when the elements straddle rows (jam mode)",

@@ -82,9 +82,11 @@ int cmd_dump(const std::string& model_name, const std::string& target, const std
   sg::ScheduleOptions so;
   so.unfused = unfused;
   so.max_outputs = max_outputs;
-  so.union_domains = !no_union;
-  so.row_planes = 4;  // as the GLES backend on every device (BackendOptions::row_planes)
-  if (gpu) {  // what the GLES backend schedules on a hardware GPU (see BackendOptions): split-K, row layouts
+  // what the GLES backend schedules (BackendOptions auto settings): row planes on every device; on a hardware
+  // GPU also split-K, row-aligned layouts and union-domain kernels; on llvmpipe none of those three
+  so.row_planes = 4;
+  so.union_domains = gpu && !no_union;
+  if (gpu) {
     so.min_parallel_texels = 16384;
     so.row_aligned_layout = true;
   }
@@ -109,8 +111,12 @@ int cmd_dump(const std::string& model_name, const std::string& target, const std
   if (d.spirv) files += ", *.spv, *.spvasm";
   if (d.gles) files += d.compute ? ", *.comp" : ", *.frag";
   std::cout << fmt::format("wrote {} kernels of the {} train step (batch {}) to {}/ ({}); peak texture memory "
-                           "{:.2f} MiB\n",
-                           plan.kernels.size(), model_name, batch, out, files, plan.peak_bytes / 1048576.0);
+                           "{:.2f} MiB\nschedule: as the GLES backend on {}: {} render targets per kernel, row planes "
+                           "{}, split-K {}, row-aligned layouts {}, union-domain kernels {}{}\n",
+                           plan.kernels.size(), model_name, batch, out, files, plan.peak_bytes / 1048576.0,
+                           gpu ? "a hardware GPU" : "llvmpipe", so.max_outputs, so.row_planes,
+                           so.min_parallel_texels > 0 ? "on" : "off", so.row_aligned_layout ? "on" : "off",
+                           so.union_domains ? "on" : "off", unfused ? " (unfused: one kernel per node)" : "");
   return 0;
 }
 
@@ -194,7 +200,7 @@ int main(int argc, char** argv) {
   std::string dmodel = "mlp", target = "all", out;
   int64_t dbatch = 0;
   bool dunfused = false, dgpu = false, dno_union = false;
-  int dmax_outputs = sg::ScheduleOptions{}.max_outputs;
+  int dmax_outputs = 8;  // the GLES backend uses the device's GL_MAX_DRAW_BUFFERS (8 on llvmpipe and NVIDIA)
   auto* dump = app.add_subcommand("dump", "write a model's generated kernels (GLSL, SPIR-V, GLSL ES) and plan.json");
   dump->add_option("--model", dmodel, "mlp | cnn | cnn-large")->check(CLI::IsMember({"mlp", "cnn", "cnn-large"}));
   dump->add_option("--target", target,
@@ -203,15 +209,15 @@ int main(int argc, char** argv) {
   dump->add_option("--batch", dbatch, "batch size (0 = default: 128 mlp, 64 cnn)")->check(kNonNegative);
   dump->add_flag("--unfused", dunfused, "one kernel per graph node");
   dump->add_flag("--gpu", dgpu,
-                 "schedule as the GLES backend does on a hardware GPU (split-K, row-aligned layouts) instead of as on "
-                 "llvmpipe; SG_DUMP=DIR with `train` dumps the exact plans a run executes");
+                 "schedule as the GLES backend does on a hardware GPU (split-K, row-aligned layouts, union-domain "
+                 "kernels) instead of as on llvmpipe; SG_DUMP=DIR with `train` dumps the exact plans a run executes");
   dump->add_option("--max-outputs", dmax_outputs,
-                   "render targets per kernel (default 4, what GLES 3.0 guarantees; the GLES backend uses the "
-                   "device's, 8 on llvmpipe and NVIDIA)")
+                   "render targets per kernel (default 8, what the GLES backend uses on llvmpipe and NVIDIA: the "
+                   "device's GL_MAX_DRAW_BUFFERS; GLES 3.0 guarantees 4)")
       ->check(CLI::Range(1, 8));
   dump->add_flag("--no-union", dno_union,
-                 "one iteration domain per kernel (no union-domain kernels drawing independent values of different "
-                 "shapes at once)");
+                 "with --gpu: one iteration domain per kernel (no union-domain kernels drawing independent values of "
+                 "different shapes at once; llvmpipe's schedule has none)");
 
   auto debug_run = sg::cli::add_debug_command(app);
   CLI11_PARSE(app, argc, argv);

@@ -488,7 +488,9 @@ class Emitter {
     std::string what;
     for (size_t i = 0; i < rs.size(); ++i) what += fmt::format("{}{}", i ? ", " : "", reduce_name(rs[i]->reduce));
     line(fmt::format("// {} over {}{}{}", what, loops,
-                     vreduce ? " (4 at a time)" : unrolled ? " (unrolled by 4: one texel serves 4 iterations)" : "",
+                     vreduce ? " (4 at a time)"
+                     : unrolled ? (vvar_ == "elem" ? " (unrolled by 4)" : " (unrolled by 4: one texel serves 4 iterations)")
+                                : "",
                      rs.size() > 1 ? fmt::format(" -- {} reductions in one loop (register tile: loads shared)", rs.size())
                                    : std::string()));
     for (size_t i = 0; i < rs.size(); ++i) {
@@ -605,12 +607,14 @@ std::string header(const Plan& plan, const Kernel& k, ShaderStage stage) {
   for (size_t j = 0; j < k.outputs.size(); ++j) {
     const Value& out = plan.values[k.outputs[j]];
     const int ni = plan.node_index(out.node.get());
+    std::string label = out.node->label();
+    if (label.size() > 40) label = label.substr(0, 40) + "...";
     s += fmt::format("// output {}{}{}: {}{} ({} elements{}{})\n",
                      k.outputs.size() > 1 ? fmt::format("{} ", j) : std::string(), out.name,
-                     ni >= 0 ? fmt::format(" = n{} {}", ni, out.node->label().substr(0, 40)) : std::string(),
+                     ni >= 0 ? fmt::format(" = n{} {}", ni, label) : std::string(),
                      shape_str(out.node->shape),
                      out.transposed ? ", stored transposed (rows are read in loops)"
-                     : out.planes > 1 ? fmt::format(", in {0} row planes: row r in texture r % {0}", out.planes)
+                     : out.planes > 1 ? fmt::format(", in {0} row planes: row r in plane r % {0}; per plane", out.planes)
                                       : std::string(),
                      out.layout.numel,
                      stage == ShaderStage::Fragment
@@ -626,7 +630,7 @@ std::string header(const Plan& plan, const Kernel& k, ShaderStage stage) {
              : fmt::format("// union-domain kernel: {} blocks of different domains; each block computes the "
                            "invocations below its own element count\n",
                            k.blocks());
-  s += "// graph nodes computed here (node, op, shape, user source):\n" + k.comment;
+  s += k.notes + "// graph nodes computed here (node, op, shape, user source):\n" + k.comment;
   return s;
 }
 

@@ -648,8 +648,9 @@ Plan schedule(const Program& program, const ScheduleOptions& opt) {
       pn.loc = out_node->loc;
       int pid = add_value(make_node(std::move(pn)), ValueKind::Temp, out_name + "_partial", false);
       part.outputs = {pid};
-      part.comment = fmt::format("// partial {}s: {} chunks of {} iterations of loop {} (of {})\n", reduce_name(best->reduce),
-                                 P, C, v, E) + k.comment;
+      part.comment = k.comment;
+      part.notes = fmt::format("// partial {}s: {} chunks of {} iterations of loop {} (of {})\n", reduce_name(best->reduce),
+                               P, C, v, E) + k.notes;
       push_kernel(std::move(part), name_nodes, suffix + "_partial");
       // the consumer reduces the P partial results
       int slot = static_cast<int>(k.inputs.size());
@@ -659,7 +660,7 @@ Plan schedule(const Program& program, const ScheduleOptions& opt) {
       std::string pv = fmt::format("p{}", guard);
       KExprPtr flat = kibin(KOp::IAdd, kibin(KOp::IMul, kvar(pv), kint(numel(oshape))), linearize(idx, oshape));
       k.exprs[0] = kreplace(k.exprs[0], best, kreduce(best->reduce, {pv}, {P}, kload(slot, flat)));
-      k.comment = fmt::format("// final {} over {} partial results\n", reduce_name(best->reduce), P) + k.comment;
+      k.notes = fmt::format("// final {} over {} partial results\n", reduce_name(best->reduce), P) + k.notes;
     }
     double iters = kloop_iterations(k.exprs);
     if (4 * (1 + iters) > opt.max_loop_iterations)
@@ -1071,6 +1072,15 @@ Plan schedule(const Program& program, const ScheduleOptions& opt) {
         if (st.size() < 2 || st.back() % 4 != 0 || st[st.size() - 2] % P != 0 || (numel(st) / P + 3) / 4 < opt.min_plane_texels)
           ok = false;
       }
+      // every kernel reading these values takes P - 1 more samplers per value read; stay within max_inputs
+      for (auto& r : plan.kernels) {
+        int samplers = 0, extra = 0;
+        for (int in : r.inputs) {
+          samplers += plan.values[in].planes;
+          if (std::find(k.outputs.begin(), k.outputs.end(), in) != k.outputs.end()) extra += P - 1;
+        }
+        if (extra > 0 && samplers + extra > opt.max_inputs) ok = false;
+      }
       if (!ok) continue;
       const std::string row = fmt::format("i{}", st.size() - 2);
       std::vector<KExprPtr> per_plane;  // output-major: exprs[j * P + p]
@@ -1086,8 +1096,8 @@ Plan schedule(const Program& program, const ScheduleOptions& opt) {
           per_plane.push_back(ksubstitute(k.exprs[j], {{row, kibin(KOp::IAdd, kibin(KOp::IMul, kint(P), kvar(row)), kint(p))}}));
       }
       k.exprs = std::move(per_plane);
-      k.comment = fmt::format("// row planes: each fragment computes rows {0}*{1}+0 .. {0}*{1}+{2} (one render target each)\n",
-                              P, row, P - 1) + k.comment;
+      k.notes += fmt::format("// row planes: each invocation computes rows {0}*{1}+0 .. {0}*{1}+{2} of its outputs, one "
+                             "render target (or buffer) per row\n", P, row, P - 1);
     }
   }
 
@@ -1174,7 +1184,9 @@ nlohmann::json Plan::to_json() const {
     if (v.update_of >= 0) j["update_of"] = values[v.update_of].name;
     if (v.transposed) j["stored_transposed"] = true;
     if (v.planes > 1) {
-      j["row_planes"] = v.planes;  // "texture" is one plane's; row r of [numel / C, C] is in plane r % planes
+      // "numel" and "texture" are one plane's; row r of the [rows, C] view of the tensor is in plane r % planes
+      j["row_planes"] = v.planes;
+      j["tensor_numel"] = v.node->numel();
       if (!v.plane_buffers.empty()) j["plane_buffers"] = v.plane_buffers;
     }
     if (v.extent.width != v.layout.width || v.extent.height != v.layout.height)
@@ -1186,7 +1198,13 @@ nlohmann::json Plan::to_json() const {
     json ins = json::array();
     for (size_t i = 0; i < k.inputs.size(); ++i) {
       json j = value_json(k.inputs[i]);
-      j["sampler"] = "in_" + values[k.inputs[i]].name;
+      const Value& v = values[k.inputs[i]];
+      if (v.planes == 1) {
+        j["sampler"] = "in_" + v.name;
+      } else {  // one sampler per row plane
+        j["samplers"] = json::array();
+        for (int p = 0; p < v.planes; ++p) j["samplers"].push_back(fmt::format("in_{}_p{}", v.name, p));
+      }
       ins.push_back(j);
     }
     json nodes = json::array();

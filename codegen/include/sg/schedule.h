@@ -106,11 +106,12 @@ struct Value {
 /// [10,128] after dlogits): its draw covers `extent` and each block computes the fragments inside its own layout.
 struct Kernel {
   std::string name;                    ///< stable readable name: "k03_matmul_add_relu"
-  std::vector<int> outputs;            ///< value ids written, render target j = outputs[j]
-  std::vector<KExprPtr> exprs;         ///< per output: its value at element (i0, i1, ...) of its block's domain
+  std::vector<int> outputs;            ///< value ids written; render target j = outputs[j] (with P row planes: j * P + p)
+  std::vector<KExprPtr> exprs;         ///< per output (and row plane): its value at element (i0, i1, ...) of its block's domain
   std::vector<int> inputs;             ///< value ids read, in sampler order (KExpr Load input index)
   std::vector<NodePtr> nodes;          ///< graph nodes this kernel computes (topological order)
   std::string comment;                 ///< the nodes and user source lines, for the generated source
+  std::string notes;                   ///< how the kernel was transformed (split-K, row planes), for the header
   /// Per output: its domain block (0, 1, ...; the outputs of a block are contiguous, blocks in order). Empty
   /// means one block (all 0).
   std::vector<int> block;
@@ -133,7 +134,9 @@ struct ScheduleOptions {
   /// Max outputs (render targets) of one kernel; 1 disables multi-output fusion. GLES 3.0 guarantees 4
   /// (GL_MAX_DRAW_BUFFERS); the GLES backend passes the device's value (at most 8).
   int max_outputs = 4;
-  /// Max distinct inputs (samplers) of a kernel made by multi-output fusion (GLES 3.0 guarantees 16 units).
+  /// Max samplers of a kernel made by multi-output fusion or union (GLES 3.0 guarantees 16 texture units); an
+  /// input with row planes takes one sampler per plane, and row planes are only given where every reader stays
+  /// within this.
   int max_inputs = 16;
   /// Split-K for parallelism: a single-output kernel with fewer output texels than this whose loops run 256 or
   /// more iterations per element is split into partial sums over chunks of its longest loop (each chunk at least
@@ -149,17 +152,21 @@ struct ScheduleOptions {
   /// cache locality on GPUs) instead of TextureLayout::for_numel. Off by default (llvmpipe); the GLES backend
   /// turns it on for hardware GPUs.
   bool row_aligned_layout = false;
-  /// Row planes (Value::planes) for kernels (outputs x row_planes <= max_outputs) with a sum that the emitter's tile mode
-  /// unrolls (matmul, x.W^T, conv-as-matmul), when the output's last axis is a multiple of 4, its row count a
-  /// multiple of row_planes and each plane keeps at least `min_plane_texels` texels: each fragment then computes
-  /// a row_planes x 4 tile, its loads of the shared operand serving all rows (8 texel fetches per 64
-  /// multiply-adds with 4 planes instead of 5 per 16). 1 = off (the default); at most max_outputs.
+  /// Row planes (Value::planes) for one-block kernels (outputs x row_planes <= max_outputs) with a sum that the
+  /// emitter's tile mode unrolls (matmul, x.W^T and their split-K partials), when every output is a temporary
+  /// whose last axis is a multiple of 4, whose row count is a multiple of row_planes and whose planes keep at
+  /// least `min_plane_texels` texels each, and every kernel reading it stays within max_inputs samplers: each
+  /// fragment then computes a row_planes x 4 tile, its loads of the shared operand serving all rows (8 texel
+  /// fetches per 64 multiply-adds with 4 planes instead of 5 per 16). 1 = off (the default); values above
+  /// max_outputs are clamped to it.
   int row_planes = 1;
+  /// Row planes: the fewest texels one plane may have (fewer fragments per draw would leave a GPU idle).
   int64_t min_plane_texels = 1024;
   /// Union-domain kernels: after multi-output grouping, groups of different iteration domains that do not read
   /// each other (directly or through inlined nodes) become one draw with one block per domain, within
   /// max_outputs, max_inputs and max_loop_iterations (the blocks' loops added up); groups sharing more inputs are
-  /// merged first; kernels the split-K or loop-budget rules split are left alone. Textures written by such a
+  /// merged first; kernels the split-K or loop-budget rules split, and kernels the row-planes rule will tile,
+  /// are left alone. Textures written by such a
   /// draw are allocated at its extent (Value::extent); see union_max_extra_bytes. On by default; false gives one
   /// iteration domain per kernel.
   bool union_domains = true;

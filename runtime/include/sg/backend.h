@@ -94,12 +94,14 @@ struct BackendOptions {
   /// ScheduleOptions::row_aligned_layout: -1 = auto (on for GPUs, off for CPU rasterisers), 0 = off, 1 = on.
   int row_layout = -1;
   /// ScheduleOptions::row_planes (matmul-like kernels compute this many rows per fragment into as many render
-  /// targets): -1 = auto (4 on every device: SGEMM 186 -> 471 GFLOP/s on the H200, the main job 22.0 -> 27.2
-  /// steps/s on llvmpipe), else the value (1 = off; capped by the device's draw buffers).
+  /// targets): -1 = auto (4 on every device: SGEMM 186 -> 471 GFLOP/s kernel-only on the H200, SGEMM N=256
+  /// 24.3 -> 10.0 ms on llvmpipe; docs/PERFORMANCE.md Runs 5a, 6), else 1..8 (1 = off; capped by max_outputs,
+  /// i.e. the device's draw buffers). make_backend throws ValueError for 0, values below -1 or above 8.
   int row_planes = -1;
   /// ScheduleOptions::union_domains: independent kernels of different shapes become one draw (union-domain
   /// kernels). -1 = auto: on for GPUs, off for CPU rasterisers (on llvmpipe every fragment runs every block's
   /// code under a mask: the MLP b=32 step measured 16.9 ms with unions against 12.5 ms without); 0 = off, 1 = on.
+  /// make_backend throws ValueError for other values.
   int union_domains = -1;
   bool profile = false;            ///< per-kernel timings (timer queries or glFinish-bounded)
   std::string dump_dir;            ///< dump every compiled plan here ("" = env SG_DUMP or none)
