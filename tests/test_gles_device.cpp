@@ -663,7 +663,8 @@ TEST_CASE("GLES multiple render targets: invalid output sets are ValueErrors", "
   for (int i = 0; i < 4; ++i) CHECK(r[i] == va[i] * vb[i]);
 }
 
-TEST_CASE("GLES multiple render targets: scratch framebuffer is counted once and released", "[gles][mrt]") {
+TEST_CASE("GLES multiple render targets: one framebuffer per output set, reused, released with its textures",
+          "[gles][mrt]") {
   {
     auto dev = make_device();
     auto prog = dev->create_program(kSumDiffShader, "sum_diff");
@@ -691,17 +692,32 @@ TEST_CASE("GLES multiple render targets: scratch framebuffer is counted once and
       }
       auto now = dev->live_objects();
       REQUIRE(now.textures == base.textures + 2);
-      REQUIRE(now.framebuffers == base.framebuffers + 2 + 1);  // two textures' own + the scratch
+      REQUIRE(now.framebuffers == base.framebuffers + 2 + 1);  // two textures' own + the MRT one of {s, d}
     }
-    // Only the scratch framebuffer remains beyond the baseline, and it lives as long as the device.
-    CHECK(dev->live_objects() == sg::gles::LiveObjects{2, 1, 3});
+    // every MRT framebuffer went with its textures (GL reuses texture ids: none may outlive them)
+    CHECK(dev->live_objects() == base);
+    {
+      Texture s = dev->create_texture(64, "s"), d = dev->create_texture(64, "d");
+      for (int i = 0; i < 3; ++i) dev->draw(prog, {{"u_a", &a}, {"u_b", &b}}, {&s, &d}, "sum_diff");
+      CHECK(dev->live_objects().framebuffers == base.framebuffers + 2 + 1);  // one for the set {s, d}, reused
+      dev->draw(prog, {{"u_a", &a}, {"u_b", &b}}, {&d, &s}, "sum_diff");  // another slot order: another set
+      CHECK(dev->live_objects().framebuffers == base.framebuffers + 2 + 2);
+      float vs[8], vd[8];
+      dev->download(d, vs, 8);  // d was render target 0 (the sum) of the last draw, s target 1
+      dev->download(s, vd, 8);
+      for (size_t k = 0; k < 8; ++k) {
+        CHECK(vs[k] == ha[k] + hb[k]);
+        CHECK(vd[k] == ha[k] - hb[k]);
+      }
+    }
+    CHECK(dev->live_objects() == base);
     prog = sg::gles::Program();
     a = Texture();
     b = Texture();
-    CHECK(dev->live_objects() == sg::gles::LiveObjects{0, 0, 1});
+    CHECK(dev->live_objects() == sg::gles::LiveObjects{0, 0, 0});
   }
   {
-    // Textures attached to the scratch framebuffer may outlive the device that drew into them.
+    // Textures attached to an MRT framebuffer may outlive the device that drew into them.
     Texture s, d;
     {
       auto dev = make_device();

@@ -280,27 +280,38 @@ struct Context {
   GLuint vertex_shader = 0;  // compiled once, attached to every program
   GLuint vao = 0;            // empty vertex array for attribute-less draws
   LiveObjects live;
-  // The Device's scratch framebuffer for multiple-render-target draws (0 until the first one, and again once
-  // the Device is gone) and the texture attached at each colour slot by the last such draw (0 = detached).
-  // Only for detaching a texture when it is deleted (an attachment to an unbound framebuffer would keep the
-  // deleted texture's storage alive); draws never skip attaching because of it (GL ids are reused).
-  GLuint mrt_fbo = 0;
-  std::vector<GLuint> mrt_attached;
+  // Framebuffers of multiple-render-target draws, one per set of attached textures (in colour-slot order),
+  // created complete (attachments, draw buffers, status checked) by the first draw into that set and bound as
+  // they are by later ones: re-attaching and re-validating one scratch framebuffer on every draw cost submission
+  // time on every step. A framebuffer is deleted with any texture attached to it (an attachment would keep the
+  // deleted texture's storage alive, and GL reuses texture ids), so an entry never names a stale texture.
+  struct MrtFbo {
+    GLuint id = 0;
+    std::vector<GLuint> textures;
+  };
+  std::vector<MrtFbo> mrt_fbos;
+  static constexpr size_t kMaxMrtFbos = 256;  // a bound on the cache; exceeding it empties it
 
-  /// Detaches texture `tex` from the scratch framebuffer wherever it is attached (before deleting it).
+  void delete_mrt_fbo(const MrtFbo& f) noexcept {
+    glDeleteFramebuffers(1, &f.id);
+    --live.framebuffers;
+  }
+  /// Deletes every MRT framebuffer `tex` is attached to (before deleting the texture; the context is current).
   void detach_from_mrt(GLuint tex) noexcept {
-    if (!mrt_fbo || tex == 0) return;
-    bool bound = false;
-    for (size_t j = 0; j < mrt_attached.size(); ++j) {
-      if (mrt_attached[j] != tex) continue;
-      if (!bound) {
-        glBindFramebuffer(GL_DRAW_FRAMEBUFFER, mrt_fbo);
-        bound = true;
-      }
-      glFramebufferTexture2D(GL_DRAW_FRAMEBUFFER, GL_COLOR_ATTACHMENT0 + static_cast<GLenum>(j), GL_TEXTURE_2D,
-                             0, 0);
-      mrt_attached[j] = 0;
-    }
+    if (tex == 0) return;
+    std::erase_if(mrt_fbos, [&](const MrtFbo& f) {
+      if (std::find(f.textures.begin(), f.textures.end(), tex) == f.textures.end()) return false;
+      delete_mrt_fbo(f);
+      return true;
+    });
+  }
+  /// Deletes all MRT framebuffers (when the Device goes, or the cache is full).
+  void clear_mrt_fbos() noexcept {
+    if (try_make_current())
+      for (auto& f : mrt_fbos) delete_mrt_fbo(f);
+    else
+      live.framebuffers -= static_cast<int64_t>(mrt_fbos.size());
+    mrt_fbos.clear();
   }
 
   // GL_EXT_disjoint_timer_query entry points (null when unavailable)
@@ -717,11 +728,7 @@ std::unique_ptr<Device> Device::create(const DeviceOptions& options) {
 Device::~Device() {
   // The Context (and the GL objects of handles still alive) goes when its last owner does; the scratch
   // framebuffer of MRT draws goes now (deleting it releases its attachments).
-  if (ctx_) {
-    ctx_->mrt_fbo = 0;
-    ctx_->mrt_attached.clear();
-  }
-  mrt_fbo_ = Framebuffer();
+  if (ctx_) ctx_->clear_mrt_fbos();
   last_draw_ = TimerResult();
   if (open_query_ && ctx_ && ctx_->delete_queries && ctx_->try_make_current()) {
     if (timer_open_) ctx_->end_query(GL_TIME_ELAPSED_EXT);
@@ -1224,46 +1231,46 @@ void Device::draw_impl(const Program& program, llvm::ArrayRef<std::pair<std::str
     // The texture's own framebuffer: complete since creation, draw buffer 0 = COLOR_ATTACHMENT0.
     glBindFramebuffer(GL_DRAW_FRAMEBUFFER, first.framebuffer().id());
   } else {
-    if (!mrt_fbo_.valid()) {
-      Framebuffer f;
-      glGenFramebuffers(1, &f.id_);
-      if (f.id_ == 0) {
-        check_gl("glGenFramebuffers (MRT scratch framebuffer)", kernel_name);
-        throw BackendError(fmt::format("GLES: glGenFramebuffers returned 0 (MRT scratch framebuffer, {})", where));
-      }
-      f.ctx_ = ctx_;
-      ++ctx_->live.framebuffers;
-      mrt_fbo_ = std::move(f);
-      ctx_->mrt_fbo = mrt_fbo_.id();
-      ctx_->mrt_attached.clear();
-    }
-    glBindFramebuffer(GL_DRAW_FRAMEBUFFER, mrt_fbo_.id());
-    // Attach every output on every draw: a texture deleted since the last draw may have left its GL name
-    // to a new texture, so "already attached" cannot be judged by id.
     const size_t n = outputs.size();
-    const size_t slots = std::max(n, ctx_->mrt_attached.size());
-    ctx_->mrt_attached.resize(slots, 0);
-    llvm::SmallVector<GLenum, 8> bufs(n, GL_NONE);
-    for (size_t j = 0; j < slots; ++j) {
-      const GLuint tex = j < n ? outputs[j]->id() : 0;
-      if (j >= n && ctx_->mrt_attached[j] == 0) continue;  // never attached or already detached
-      glFramebufferTexture2D(GL_DRAW_FRAMEBUFFER, GL_COLOR_ATTACHMENT0 + static_cast<GLenum>(j), GL_TEXTURE_2D,
-                             tex, 0);
-      ctx_->mrt_attached[j] = tex;
-      if (j < n) bufs[j] = GL_COLOR_ATTACHMENT0 + static_cast<GLenum>(j);
-    }
-    ctx_->mrt_attached.resize(n);  // slots past n are all detached now
-    check_gl("glFramebufferTexture2D (MRT outputs)", kernel_name);
-    glDrawBuffers(static_cast<GLsizei>(n), bufs.data());
-    check_gl("glDrawBuffers", kernel_name);
-    const GLenum status = glCheckFramebufferStatus(GL_DRAW_FRAMEBUFFER);
-    if (status != GL_FRAMEBUFFER_COMPLETE) {
-      std::string errs = drain_gl_errors();
-      throw BackendError(fmt::format(
-          "GLES: the multiple-render-target framebuffer of {} ({} RGBA32F outputs, {}x{}) is incomplete: "
-          "{}{} on '{}'",
-          where, n, first.width(), first.height(), fbo_status_name(status),
-          errs.empty() ? "" : " [" + errs + "]", caps_.renderer));
+    llvm::SmallVector<GLuint, 8> ids(n);
+    for (size_t j = 0; j < n; ++j) ids[j] = outputs[j]->id();
+    auto it = std::find_if(ctx_->mrt_fbos.begin(), ctx_->mrt_fbos.end(), [&](const detail::Context::MrtFbo& f) {
+      return std::equal(f.textures.begin(), f.textures.end(), ids.begin(), ids.end());
+    });
+    if (it != ctx_->mrt_fbos.end()) {
+      glBindFramebuffer(GL_DRAW_FRAMEBUFFER, it->id);  // complete since its first draw
+    } else {
+      if (ctx_->mrt_fbos.size() >= detail::Context::kMaxMrtFbos) ctx_->clear_mrt_fbos();
+      detail::Context::MrtFbo f;
+      glGenFramebuffers(1, &f.id);
+      if (f.id == 0) {
+        check_gl("glGenFramebuffers (MRT framebuffer)", kernel_name);
+        throw BackendError(fmt::format("GLES: glGenFramebuffers returned 0 (MRT framebuffer, {})", where));
+      }
+      ++ctx_->live.framebuffers;
+      f.textures.assign(ids.begin(), ids.end());
+      ctx_->mrt_fbos.push_back(f);  // registered first, so a failure below still deletes it with its textures
+      glBindFramebuffer(GL_DRAW_FRAMEBUFFER, f.id);
+      llvm::SmallVector<GLenum, 8> bufs(n, GL_NONE);
+      for (size_t j = 0; j < n; ++j) {
+        glFramebufferTexture2D(GL_DRAW_FRAMEBUFFER, GL_COLOR_ATTACHMENT0 + static_cast<GLenum>(j), GL_TEXTURE_2D,
+                               ids[j], 0);
+        bufs[j] = GL_COLOR_ATTACHMENT0 + static_cast<GLenum>(j);
+      }
+      check_gl("glFramebufferTexture2D (MRT outputs)", kernel_name);
+      glDrawBuffers(static_cast<GLsizei>(n), bufs.data());
+      check_gl("glDrawBuffers", kernel_name);
+      const GLenum status = glCheckFramebufferStatus(GL_DRAW_FRAMEBUFFER);
+      if (status != GL_FRAMEBUFFER_COMPLETE) {
+        std::string errs = drain_gl_errors();
+        ctx_->delete_mrt_fbo(ctx_->mrt_fbos.back());
+        ctx_->mrt_fbos.pop_back();
+        throw BackendError(fmt::format(
+            "GLES: the multiple-render-target framebuffer of {} ({} RGBA32F outputs, {}x{}) is incomplete: "
+            "{}{} on '{}'",
+            where, n, first.width(), first.height(), fbo_status_name(status),
+            errs.empty() ? "" : " [" + errs + "]", caps_.renderer));
+      }
     }
   }
   glViewport(0, 0, static_cast<GLsizei>(viewport_width > 0 ? viewport_width : first.width()),
