@@ -1072,11 +1072,21 @@ void Device::upload(Texture& texture, const float* data, int64_t numel) {
     throw ValueError(fmt::format("gles::Device::upload({}): data is null", texture_where(texture.name())));
   ctx_->make_current();
   const TextureLayout& l = texture.layout();
-  staging_.assign(static_cast<size_t>(l.padded_floats()), 0.0f);
-  if (numel > 0) std::memcpy(staging_.data(), data, static_cast<size_t>(numel) * sizeof(float));
+  // Texture rows wholly covered by `data` go straight from it; the rest (a partial last row and padding rows,
+  // zero-filled) from the staging buffer. Copying a whole batch into staging first cost a pass over it per step.
+  const int64_t row_floats = l.width * TextureLayout::kComponents;
+  const int64_t full_rows = std::min(numel / row_floats, l.height);
   glBindTexture(GL_TEXTURE_2D, texture.id());
-  glTexSubImage2D(GL_TEXTURE_2D, 0, 0, 0, static_cast<GLsizei>(l.width), static_cast<GLsizei>(l.height),
-                  GL_RGBA, GL_FLOAT, staging_.data());
+  if (full_rows > 0)
+    glTexSubImage2D(GL_TEXTURE_2D, 0, 0, 0, static_cast<GLsizei>(l.width), static_cast<GLsizei>(full_rows), GL_RGBA,
+                    GL_FLOAT, data);
+  if (full_rows < l.height) {
+    const int64_t rest = numel - full_rows * row_floats;
+    staging_.assign(static_cast<size_t>((l.height - full_rows) * row_floats), 0.0f);
+    if (rest > 0) std::memcpy(staging_.data(), data + full_rows * row_floats, static_cast<size_t>(rest) * sizeof(float));
+    glTexSubImage2D(GL_TEXTURE_2D, 0, 0, static_cast<GLint>(full_rows), static_cast<GLsizei>(l.width),
+                    static_cast<GLsizei>(l.height - full_rows), GL_RGBA, GL_FLOAT, staging_.data());
+  }
   glBindTexture(GL_TEXTURE_2D, 0);
   gl_check("glTexSubImage2D (upload)", texture_where(texture.name()));
 }
