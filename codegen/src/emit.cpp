@@ -634,11 +634,6 @@ std::string header(const Plan& plan, const Kernel& k, ShaderStage stage) {
   return s;
 }
 
-bool unrollable(const KExprPtr& r) {
-  return r->op == KOp::Reduce && r->reduce == ReduceKind::Sum && r->extents.back() % 4 == 0 &&
-         r->extents.back() >= 8 && !kcontains_reduce(r->a);
-}
-
 /// Tile mode rewrite: every top-level unrollable sum reduction's innermost loop sums 4 iterations per step
 /// (v, v+1, v+2, v+3; the emitter steps v by 4). Shared subtrees stay shared across `roots`.
 std::vector<KExprPtr> unroll_reductions(const std::vector<KExprPtr>& roots, std::set<const KExpr*>& unrolled) {
@@ -656,7 +651,7 @@ std::vector<KExprPtr> unroll_reductions(const std::vector<KExprPtr>& roots, std:
   };
   return krewrite(roots, [&](const KExprPtr& e) -> KExprPtr {
     if (e->op != KOp::Reduce) return nullptr;
-    if (!unrollable(e)) return e;  // other reductions are left alone (nested loops inside are not unrolled)
+    if (!kunrollable_sum(e)) return e;  // other reductions are left alone (nested loops inside are not unrolled)
     const std::string& v = e->loop_vars.back();
     std::vector<KExprPtr> t;
     for (int d = 0; d < 4; ++d) t.push_back(d == 0 ? e->a : shift(e->a, v, d));
@@ -665,12 +660,6 @@ std::vector<KExprPtr> unroll_reductions(const std::vector<KExprPtr>& roots, std:
     unrolled.insert(r.get());
     return r;
   });
-}
-
-bool has_unrollable(const KExprPtr& e) {
-  if (!e) return false;
-  if (e->op == KOp::Reduce) return unrollable(e);
-  return has_unrollable(e->a) || has_unrollable(e->b) || has_unrollable(e->c);
 }
 
 /// `text` with two more spaces at the start of every line.
@@ -716,7 +705,7 @@ BlockSource emit_block(const Plan& plan, const Kernel& kernel, ShaderStage stage
   std::set<const KExpr*> unrolled;
   bool tile_mode = false;
   if (stage == ShaderStage::Fragment && !shape.empty() && shape.back() % 4 == 0) {
-    for (auto& e : k.exprs) tile_mode |= has_unrollable(e);
+    for (auto& e : k.exprs) tile_mode |= khas_unrollable_sum(e);
     if (tile_mode) k.exprs = unroll_reductions(k.exprs, unrolled);
   }
   auto emp = std::make_unique<Emitter>(plan, k);

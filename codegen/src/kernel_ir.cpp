@@ -198,6 +198,17 @@ double kloop_iterations(const std::vector<KExprPtr>& roots) {
   return total;
 }
 
+bool kunrollable_sum(const KExprPtr& r) {
+  return r && r->op == KOp::Reduce && r->reduce == ReduceKind::Sum && r->extents.back() % 4 == 0 &&
+         r->extents.back() >= 8 && !kcontains_reduce(r->a);
+}
+
+bool khas_unrollable_sum(const KExprPtr& e) {
+  if (!e) return false;
+  if (e->op == KOp::Reduce) return kunrollable_sum(e);  // reductions nested in another are not unrolled
+  return khas_unrollable_sum(e->a) || khas_unrollable_sum(e->b) || khas_unrollable_sum(e->c);
+}
+
 bool kequal(const KExprPtr& a, const KExprPtr& b) {
   if (a == b) return true;
   if (!a || !b) return false;

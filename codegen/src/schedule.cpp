@@ -93,12 +93,11 @@ bool latency_bound(int64_t numel, double loop_iterations, const ScheduleOptions&
 
 /// A sum the emitter's tile mode unrolls by 4 (innermost extent a multiple of 4, at least 8, no nested loop): what
 /// the row-planes rule (ScheduleOptions::row_planes) looks for.
-bool tiled_sum(const KExprPtr& e) {
-  if (!e) return false;
-  if (e->op == KOp::Reduce)
-    return e->reduce == ReduceKind::Sum && e->extents.back() % 4 == 0 && e->extents.back() >= 8 &&
-           !kcontains_reduce(e->a);
-  return tiled_sum(e->a) || tiled_sum(e->b) || tiled_sum(e->c);
+/// Row planes (ScheduleOptions::row_planes): a stored shape whose rows can be split into P planes of at least
+/// min_plane_texels texels each, with whole texels per row.
+bool plane_shape_ok(ShapeRef st, int P, const ScheduleOptions& opt) {
+  return st.size() >= 2 && st.back() % 4 == 0 && st[st.size() - 2] % P == 0 &&
+         (numel(st) / P + 3) / 4 >= opt.min_plane_texels;
 }
 
 /// Thrown by Lowerer when an output of the kernel being built is read at another element than its own
@@ -886,10 +885,8 @@ Plan schedule(const Program& program, const ScheduleOptions& opt) {
         for (size_t j = 0; j < g.members.size(); ++j) {
           const NodePtr& m = g.members[j];
           if (!is_stored(g, m)) continue;
-          tiled |= tiled_sum(g.lowered.exprs[j]);
-          ShapeRef st = m->shape;
-          if (next_of_persistent.count(m.get()) || transposed.count(m.get()) || st.size() < 2 || st.back() % 4 != 0 ||
-              st[st.size() - 2] % P != 0 || (m->numel() / P + 3) / 4 < opt.min_plane_texels)
+          tiled |= khas_unrollable_sum(g.lowered.exprs[j]);
+          if (next_of_persistent.count(m.get()) || transposed.count(m.get()) || !plane_shape_ok(m->shape, P, opt))
             plane = false;
         }
         x.fixed = plane && tiled;
@@ -1063,14 +1060,13 @@ Plan schedule(const Program& program, const ScheduleOptions& opt) {
       if (P < 2 || k.blocks() > 1 || k.exprs.size() != k.outputs.size() ||
           k.outputs.size() * P > static_cast<size_t>(opt.max_outputs))
         continue;
-      bool ok = std::any_of(k.exprs.begin(), k.exprs.end(), tiled_sum);
+      bool ok = std::any_of(k.exprs.begin(), k.exprs.end(), khas_unrollable_sum);
       Shape st;
       for (int o : k.outputs) {
         const Value& v = plan.values[o];
         if (v.kind != ValueKind::Temp || v.update_of >= 0 || v.transposed) ok = false;
         st = v.stored_shape();
-        if (st.size() < 2 || st.back() % 4 != 0 || st[st.size() - 2] % P != 0 || (numel(st) / P + 3) / 4 < opt.min_plane_texels)
-          ok = false;
+        if (!plane_shape_ok(st, P, opt)) ok = false;
       }
       // every kernel reading these values takes P - 1 more samplers per value read; stay within max_inputs
       for (auto& r : plan.kernels) {

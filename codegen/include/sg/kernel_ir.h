@@ -72,6 +72,11 @@ bool kcontains_reduce(const KExprPtr& e);
 /// Loop iterations one invocation executes to evaluate all of `roots` when every shared subtree (same pointer)
 /// is evaluated once, as the emitters do (a multi-output kernel computes a shared reduction once).
 double kloop_iterations(const std::vector<KExprPtr>& roots);
+/// True for a sum reduction the fragment emitter's tile mode unrolls by 4: innermost extent a multiple of 4 and
+/// at least 8, no reduction inside its body. The scheduler's row-planes rule relies on the same test.
+bool kunrollable_sum(const KExprPtr& r);
+/// True when `e` has such a sum outside any other reduction (the emitter's tile mode applies).
+bool khas_unrollable_sum(const KExprPtr& e);
 /// Structural equality: same ops, constants, variable names, load slots and children.
 bool kequal(const KExprPtr& a, const KExprPtr& b);
 /// Loop iterations one evaluation executes (nested loops multiply; a GPU's per-invocation loop budget —
