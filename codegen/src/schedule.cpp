@@ -804,6 +804,13 @@ Plan schedule(const Program& program, const ScheduleOptions& opt) {
     if (g.dead || g.members.size() != 1) continue;
     const NodePtr r = g.members[0];
     if (external.count(r.get()) || !is_heavy(r->op) || split_k_candidate(r, g.lowered)) continue;
+    // a matmul-like sum the row-planes pass will tile (P rows per fragment) stays a kernel of its own: inside a
+    // reader that writes updates (an optimizer's m, v and parameter) it could not be planed, and computing one
+    // row per fragment costs more than the extra pass (dW1 of the MLP: 0.17 ms with Adam, docs/PERFORMANCE.md)
+    if (const int P = std::min(opt.row_planes, opt.max_outputs);
+        P > 1 && !transposed.count(r.get()) && khas_unrollable_sum(g.lowered.exprs[0]) &&
+        plane_shape_ok(r->shape, P, opt))
+      continue;
     int reader = -1, readers = 0;
     for (size_t gj = 0; gj < groups.size(); ++gj)
       if (gj != gi && !groups[gj].dead && reads(groups[gj].lowered, trial_of.at(r.get())))
