@@ -10,7 +10,8 @@
 //   --max-seconds  stop repeating a case once its timed runs add up to S seconds (at least 3 repeats; default 30)
 //   --large        adds SGEMM N = 2048;  --sgemm LIST replaces the SGEMM sizes (e.g. 1024,2048,4096)
 //   --only LIST    cases to run: sgemm, mlp, cnn, fusion, compile, cpuref, profile, probe (default all)
-//   --probe-side N the fragment ALU probe renders N x N texels (default: 256 on llvmpipe, else 4096)
+//   --probe-side N the fragment ALU and fetch probes render N x N texels (default: 256 on llvmpipe, else 4096)
+//   --probe-sgemm N  N of the hand-written MRT SGEMM probes (a multiple of 32; default: 256 on llvmpipe, else 4096)
 //   --max-outputs N render targets per kernel of the GLES backends (0 = device limit; 1 = without multi-output
 //                  fusion, the schedule of before it, for same-run comparisons)
 //   --min-parallel N split-K threshold in output texels of the GLES backends (default: auto = 16384 on GPUs,
@@ -47,6 +48,13 @@
 //              kernel's output back as soon as it is drawn (driver-independent; includes that readback).
 //   probe      fragment ALU ceiling: one fragment shader with 8 independent vec4 FMA chains per fragment
 //              (2 flops per lane per step), timed with glFinish; its result is checked against a CPU emulation.
+//              Fragment texel-fetch ceiling: 8 x 64 independent RGBA32F texelFetches per fragment from a 1 MiB
+//              texture (Gtexel/s; exact sums of small integers, checked for equality), with two address patterns:
+//              "spread" (each fragment its own texels) and "matmul" (texels shared along rows and columns).
+//              Hand-written MRT SGEMM probes (not our generated code): R x C output texels per fragment into
+//              R*C render targets, R + 4C fetches per 32*R*C flops, as FMA chains for (R, C) = (1,1), (4,1), (4,2),
+//              (8,1), (2,4) and as the generated kernels sum ("tree": pairwise sums of 4 products, then one add) for
+//              (4,1), (4,2), (8,1); checked like the sgemm case; the JSON gives flop/fetch and the implied Gtexel/s.
 // Exit status: 0 when every correctness check passed, 1 when one failed (the row says FAIL), 2 on bad arguments.
 // Timings are only printed here, never asserted.
 #include <unistd.h>
@@ -102,6 +110,7 @@ struct Options {
   std::vector<int64_t> sgemm{256, 512, 1024};
   std::set<std::string> only;
   int64_t probe_side = 0;
+  int64_t probe_sgemm = 0;  // N of the hand-written MRT SGEMM probes (0 = 256 on llvmpipe, else 4096)
   int max_outputs = 0;  // BackendOptions::max_outputs of the GLES backends (0 = device limit, 1 = no MRT fusion)
   int64_t min_parallel = -1;  // BackendOptions::min_parallel_texels (-1 = auto: on for GPUs, off for llvmpipe)
   int row_layout = -1;        // BackendOptions::row_layout (-1 = auto: on for GPUs, off for llvmpipe)
@@ -114,7 +123,7 @@ struct Options {
   fmt::print(stderr,
              "bench_ops: {}\nusage: bench_ops [--backend gles|cpu|both] [--json FILE] [--repeats N] [--warmup N]\n"
              "                 [--large] [--sgemm N,N,..] [--only sgemm,mlp,cnn,fusion,compile,cpuref,profile,probe]\n"
-             "                 [--max-seconds S] [--probe-side N] [--max-outputs N] [--min-parallel N]\n"
+             "                 [--max-seconds S] [--probe-side N] [--probe-sgemm N] [--max-outputs N] [--min-parallel N]\n"
              "                 [--row-layout 0|1] [--row-planes N] [--union-domains 0|1]\n",
              why);
   std::exit(2);
@@ -177,6 +186,10 @@ Options parse(int argc, char** argv) {
       }
     } else if (a == "--probe-side") {
       o.probe_side = parse_int(value(), "--probe-side");
+    } else if (a == "--probe-sgemm") {
+      o.probe_sgemm = parse_int(value(), "--probe-sgemm");
+      if (o.probe_sgemm % 32 != 0 || o.probe_sgemm == 0)
+        usage(fmt::format("--probe-sgemm must be a positive multiple of 32, got {}", o.probe_sgemm));
     } else if (a == "--max-outputs") {
       o.max_outputs = static_cast<int>(parse_int(value(), "--max-outputs"));
     } else if (a == "--min-parallel") {
@@ -915,6 +928,189 @@ void bench_probe(const std::string& renderer, const Options& o) {
 }
 
 // ------------------------------------------------------------------------------------------------
+// Texel-fetch probe and hand-written MRT SGEMM probes
+// ------------------------------------------------------------------------------------------------
+
+// Fetch probes: every fragment makes kFetchIters x kFetchWays independent RGBA32F texelFetches from a 256x256
+// texture (1 MiB, cache-resident) and adds them up (1 add per fetch: far below the ALU ceiling). Two address
+// patterns: "spread" (way f of iteration i reads texel (x + i, y + f + 8i): every fragment of a quad a different
+// texel) and "matmul" (even ways read texel (8i + f, y), shared by a row of fragments like a matmul's A rows; odd
+// ways (x, 8i + f), shared by a column like B's). Measures the fragment path's texel-fetch ceiling.
+constexpr int kFetchIters = 64;
+constexpr int kFetchWays = 8;
+constexpr int kFetchSide = 256;
+
+/// Texel (x, y) read by way f of iteration i of the fetch probe for fragment (px, py).
+std::pair<int64_t, int64_t> fetch_probe_texel(bool matmul, int64_t px, int64_t py, int i, int f) {
+  const int64_t m = kFetchSide - 1;
+  if (!matmul) return {(px + i) & m, (py + f + int64_t{i} * kFetchWays) & m};
+  const int64_t k = (int64_t{i} * kFetchWays + f) & m;
+  return f % 2 == 0 ? std::pair{k, py & m} : std::pair{px & m, k};
+}
+
+std::string fetch_probe_source(bool matmul) {
+  std::string s = "#version 300 es\nprecision highp float;\nprecision highp int;\nprecision highp sampler2D;\n"
+                  "uniform sampler2D u_src;\nout vec4 o;\nvoid main() {\n"
+                  "  ivec2 p = ivec2(gl_FragCoord.xy);\n";
+  for (int f = 0; f < kFetchWays; ++f) s += fmt::format("  vec4 s{} = vec4(0.0);\n", f);
+  s += fmt::format("  for (int i = 0; i < {}; ++i) {{\n", kFetchIters);
+  const int m = kFetchSide - 1;
+  for (int f = 0; f < kFetchWays; ++f) {
+    std::string at = !matmul        ? fmt::format("(p.x + i) & {1}, (p.y + {0} + i * {2}) & {1}", f, m, kFetchWays)
+                     : f % 2 == 0 ? fmt::format("(i * {2} + {0}) & {1}, p.y & {1}", f, m, kFetchWays)
+                                  : fmt::format("p.x & {1}, (i * {2} + {0}) & {1}", f, m, kFetchWays);
+    s += fmt::format("    s{} += texelFetch(u_src, ivec2({}), 0);\n", f, at);
+  }
+  s += "  }\n  o = s0";
+  for (int f = 1; f < kFetchWays; ++f) s += fmt::format(" + s{}", f);
+  s += ";\n}\n";
+  return s;
+}
+
+void bench_fetch_probe(const std::string& renderer, const Options& o, bool matmul) {
+  auto dev = sg::gles::Device::create({});
+  const int64_t side =
+      o.probe_side > 0 ? o.probe_side : (renderer.find("llvmpipe") != std::string::npos ? 256 : 4096);
+  // source: small integers, so every sum is exact in fp32 and the check can demand equality
+  const int64_t W = kFetchSide;
+  std::vector<float> src(static_cast<size_t>(W * W * 4));
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<float>((i * 7919) % 13);
+  sg::gles::Texture tsrc = dev->create_texture(sg::TextureLayout::for_numel(W * W * 4, W), "fetch_src");
+  dev->upload(tsrc, src.data(), W * W * 4);
+  sg::gles::Texture out =
+      dev->create_texture(sg::TextureLayout::for_numel(side * side * 4, side), "fetch_out");
+  sg::gles::Program prog = dev->create_program(fetch_probe_source(matmul), "fetch_probe");
+  auto draw = [&] {
+    dev->draw(prog, {{"u_src", &tsrc}}, out, "fetch_probe");
+    dev->finish();
+  };
+  Stat st = measure(draw, o);
+  std::vector<float> got(static_cast<size_t>(side * side * 4));
+  dev->download(out, got.data(), side * side * 4);
+  double err = 0;
+  for (int64_t t : {int64_t{0}, side * side / 3 + 17, side * side - 1}) {
+    const int64_t px = t % side, py = t / side;
+    for (int l = 0; l < 4; ++l) {
+      double sum = 0;
+      for (int i = 0; i < kFetchIters; ++i)
+        for (int f = 0; f < kFetchWays; ++f) {
+          auto [x, y] = fetch_probe_texel(matmul, px, py, i, f);
+          sum += src[static_cast<size_t>((y * W + x) * 4 + l)];
+        }
+      err = std::max(err, std::abs(sum - got[static_cast<size_t>(t * 4 + l)]));
+    }
+  }
+  const double fetches = static_cast<double>(kFetchIters) * kFetchWays * side * side;
+  Row r;
+  r.key = matmul ? "fragment_fetch_probe_matmul" : "fragment_fetch_probe_spread";
+  r.label = fmt::format("fetch probe {} {}x{}", matmul ? "matmul" : "spread", side, side);
+  r.backend = "gles";
+  r.ms = st;
+  r.ok = err == 0;
+  r.check = fmt::format("{} (abs {:.1e} on 12)", r.ok ? "ok" : "FAIL", err);
+  r.throughput = fetches / (st.median * 1e-3) / 1e9;
+  r.unit = "Gtexel/s";
+  r.extra = {{"side", side}, {"fetches", fetches}, {"source_side", W}};
+  add_row(std::move(r));
+}
+
+// Hand-written SGEMM with R x C output texels per fragment in R*C render targets (not our generated code: the
+// shape a hand-tuned fragment kernel takes, to compare the generated kernels with). A and B are N x N, one
+// texture row per matrix row (N/4 texels wide). Fragment (x, y) computes C rows R*y .. R*y+R-1, column texels
+// C*x .. C*x+C-1; per 4 steps of k it fetches R texels of A and 4*C of B for 16*R*C multiply-adds, accumulated
+// in FMA chains. Render target r*C+c holds the texels (x, y) of row offset r and column offset c.
+std::string mrt_sgemm_source(int64_t n, int R, int C, bool tree) {
+  std::string s = "#version 300 es\nprecision highp float;\nprecision highp int;\nprecision highp sampler2D;\n"
+                  "uniform sampler2D u_a;\nuniform sampler2D u_b;\n";
+  for (int j = 0; j < R * C; ++j) s += fmt::format("layout(location = {0}) out vec4 o{0};\n", j);
+  s += "void main() {\n  int x = int(gl_FragCoord.x), y = int(gl_FragCoord.y);\n";
+  for (int j = 0; j < R * C; ++j) s += fmt::format("  vec4 c{} = vec4(0.0);\n", j);
+  s += fmt::format("  for (int k = 0; k < {}; ++k) {{\n", n / 4);
+  for (int r = 0; r < R; ++r) s += fmt::format("    vec4 a{0} = texelFetch(u_a, ivec2(k, {1} * y + {0}), 0);\n", r, R);
+  for (int kk = 0; kk < 4; ++kk)
+    for (int c = 0; c < C; ++c)
+      s += fmt::format("    vec4 b{0}{1} = texelFetch(u_b, ivec2({2} * x + {1}, 4 * k + {0}), 0);\n", kk, c, C);
+  const char* comp = "xyzw";
+  if (tree) {  // the generated kernels' order: pairwise sums of the 4 products, then one add
+    for (int r = 0; r < R; ++r)
+      for (int c = 0; c < C; ++c)
+        s += fmt::format("    c{0} += ((a{1}.x * b0{2} + a{1}.y * b1{2}) + (a{1}.z * b2{2} + a{1}.w * b3{2}));\n", r * C + c,
+                         r, c);
+  } else {  // FMA chains
+    for (int kk = 0; kk < 4; ++kk)
+      for (int r = 0; r < R; ++r)
+        for (int c = 0; c < C; ++c) s += fmt::format("    c{0} += a{1}.{2} * b{3}{4};\n", r * C + c, r, comp[kk], kk, c);
+  }
+  s += "  }\n";
+  for (int j = 0; j < R * C; ++j) s += fmt::format("  o{0} = c{0};\n", j);
+  s += "}\n";
+  return s;
+}
+
+void bench_mrt_sgemm_probe(const std::string& renderer, const Options& o, int R, int C, bool tree) {
+  const bool cpu_raster = renderer.find("llvmpipe") != std::string::npos;
+  const int64_t n = o.probe_sgemm > 0 ? o.probe_sgemm : (cpu_raster ? 256 : 4096);
+  if (n % (4 * C) != 0 || n % R != 0) {
+    fmt::print("(MRT SGEMM probe {}x{} skipped: N={} is not a multiple of {} and {})\n", R, C, n, 4 * C, R);
+    return;
+  }
+  auto dev = sg::gles::Device::create({});
+  if (R * C > dev->caps().max_draw_buffers) {
+    fmt::print("(MRT SGEMM probe {}x{} skipped: {} render targets, the device has {})\n", R, C, R * C,
+               dev->caps().max_draw_buffers);
+    return;
+  }
+  std::mt19937_64 g(2000 + n);
+  std::vector<float> a = uniform(g, n * n, -1, 1), b = uniform(g, n * n, -1, 1);
+  const sg::TextureLayout mat = sg::TextureLayout::for_numel(n * n, n / 4, dev->caps().max_texture_size);
+  sg::gles::Texture ta = dev->create_texture(mat, "probe_a"), tb = dev->create_texture(mat, "probe_b");
+  dev->upload(ta, a.data(), n * n);
+  dev->upload(tb, b.data(), n * n);
+  const int64_t pw = n / (4 * C), ph = n / R;
+  std::vector<sg::gles::Texture> planes;
+  std::vector<sg::gles::Texture*> outs;
+  for (int j = 0; j < R * C; ++j)
+    planes.push_back(dev->create_texture(sg::TextureLayout::for_numel(pw * ph * 4, pw, dev->caps().max_texture_size),
+                                         fmt::format("probe_c{}", j)));
+  for (auto& p : planes) outs.push_back(&p);
+  const std::string name = fmt::format("mrt_sgemm_{}x{}{}", R, C, tree ? "_tree" : "");
+  sg::gles::Program prog = dev->create_program(mrt_sgemm_source(n, R, C, tree), name);
+  auto draw = [&] {
+    dev->draw(prog, {{"u_a", &ta}, {"u_b", &tb}}, outs, name);
+    dev->finish();
+  };
+  auto t_first = Clock::now();
+  draw();
+  const double first_ms = ms_since(t_first);
+  // reassemble C row-major from the planes and check it like the generated SGEMM
+  std::vector<float> c(static_cast<size_t>(n * n));
+  std::vector<float> plane(static_cast<size_t>(pw * ph * 4));
+  for (int r = 0; r < R; ++r)
+    for (int cc = 0; cc < C; ++cc) {
+      dev->download(planes[static_cast<size_t>(r * C + cc)], plane.data(), pw * ph * 4);
+      for (int64_t y = 0; y < ph; ++y)
+        for (int64_t x = 0; x < pw; ++x)
+          for (int l = 0; l < 4; ++l)
+            c[static_cast<size_t>((R * y + r) * n + 4 * (C * x + cc) + l)] = plane[static_cast<size_t>((y * pw + x) * 4 + l)];
+    }
+  GemmCheck chk = check_sampled(a, b, c, n, 4096, 11 + n);
+  Row row;
+  row.key = fmt::format("mrt_sgemm_probe_{}x{}{}_{}", R, C, tree ? "_tree" : "", n);
+  row.label = fmt::format("MRT SGEMM {}x{}{} N={}", R, C, tree ? " tree" : "", n);
+  row.backend = "gles";
+  row.ms = measure(draw, o, first_ms);
+  row.ok = chk.max_err <= 1e-4;
+  row.check = fmt::format("{} (rel {:.1e} on {})", row.ok ? "ok" : "FAIL", chk.max_err, chk.checked);
+  row.throughput = 2.0 * static_cast<double>(n) * n * n / (row.ms.median * 1e-3) / 1e9;
+  row.unit = "GFLOP/s";
+  const double fetches_per_step = R + 4.0 * C, flop_per_step = 32.0 * R * C;
+  row.extra = {{"n", n}, {"rows", R}, {"col_texels", C}, {"render_targets", R * C},
+               {"flop_per_fetch", flop_per_step / fetches_per_step},
+               {"gtexel_per_s", row.throughput / (flop_per_step / fetches_per_step)}};
+  add_row(std::move(row));
+}
+
+// ------------------------------------------------------------------------------------------------
 // Machine description
 // ------------------------------------------------------------------------------------------------
 
@@ -1000,7 +1196,13 @@ int main(int argc, char** argv) {
       if (o.wants("cnn")) bench_step(bk, backend, "cnn", 64, o);
     }
     if (o.wants("cpuref")) bench_cpuref(bk, o);
-    if (o.wants("probe") && bk.gles) bench_probe(bk.renderer, o);
+    if (o.wants("probe") && bk.gles) {
+      bench_probe(bk.renderer, o);
+      bench_fetch_probe(bk.renderer, o, false);
+      bench_fetch_probe(bk.renderer, o, true);
+      for (auto [R, C] : {std::pair{1, 1}, {4, 1}, {4, 2}, {8, 1}, {2, 4}}) bench_mrt_sgemm_probe(bk.renderer, o, R, C, false);
+      for (auto [R, C] : {std::pair{4, 1}, {4, 2}, {8, 1}}) bench_mrt_sgemm_probe(bk.renderer, o, R, C, true);
+    }
 
     // GLES SGEMM kernel-only times.
     bool any_kernel = false;
