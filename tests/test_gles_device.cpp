@@ -134,13 +134,29 @@ TEST_CASE("TextureLayout::for_shape keeps every tensor row inside one texture ro
       }
     }
   }
-  // shapes without whole-texel rows, and 1-D tensors, keep for_numel's layout
+  // shapes without whole-texel rows, and 1-D tensors, keep for_numel's layout when the width limit is 64 or less
+  // or they have at most 64 texels ...
+  auto numel_of = [](const std::vector<int64_t>& shape) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    return n;
+  };
   for (std::vector<int64_t> shape : {std::vector<int64_t>{128, 10}, {1000}, {3, 7, 13}})
-    CHECK(TextureLayout::for_shape(shape, 16, 1024) == TextureLayout::for_numel([&] {
-      int64_t n = 1;
-      for (int64_t d : shape) n *= d;
-      return n;
-    }(), 16, 1024));
+    CHECK(TextureLayout::for_shape(shape, 16, 1024) == TextureLayout::for_numel(numel_of(shape), 16, 1024));
+  for (std::vector<int64_t> shape : {std::vector<int64_t>{10}, {16, 10}, {256}})
+    CHECK(TextureLayout::for_shape(shape, 32768) == TextureLayout::for_numel(numel_of(shape), 32768));
+  // ... and otherwise wrap at 64 texels: a 2-D block instead of one long texture row
+  for (std::vector<int64_t> shape : {std::vector<int64_t>{128, 10}, {1000}, {3, 7, 13}, {100000}}) {
+    const TextureLayout l = TextureLayout::for_shape(shape, 32768);
+    INFO("numel " << numel_of(shape));
+    CHECK(l.numel == numel_of(shape));
+    CHECK(l.texels == (l.numel + 3) / 4);
+    CHECK(l.width == 64);
+    CHECK(l.height == (l.texels + 63) / 64);
+    CHECK(l.locate(l.numel - 1).x == (l.texels - 1) % 64);  // element e still lives in texel e / 4, row-major
+    CHECK(l.locate(l.numel - 1).y == (l.texels - 1) / 64);
+  }
+  CHECK(TextureLayout::for_shape({128, 10}, 32768).height == 5);
   CHECK_THROWS_AS(TextureLayout::for_shape({40, 8}, 2, 16), sg::ValueError);  // 80 texels need 40 rows of 2
 }
 

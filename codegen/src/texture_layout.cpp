@@ -44,11 +44,21 @@ TextureLayout TextureLayout::for_shape(const std::vector<int64_t>& shape, int64_
     for (int64_t d : shape) n *= d;
     return n;
   }(), max_width, max_height);
-  if (shape.size() < 2 || shape.back() % kComponents != 0 || l.texels == 0) return l;
+  if (l.texels == 0) return l;
+  constexpr int64_t kRowTexels = 64;  // the narrowest texture row for_shape makes when the tensor has enough texels
+  if (shape.size() < 2 || shape.back() % kComponents != 0) {
+    // no whole-texel tensor rows: wrap at 64 texels rather than at max_width, so a small tensor is a 2-D block
+    // (whole 2x2 quads) instead of one long texture row
+    if (l.texels > kRowTexels && l.width > kRowTexels) {
+      const int64_t h = (l.texels + kRowTexels - 1) / kRowTexels;
+      if (h <= (max_height ? max_height : max_width)) l.width = kRowTexels, l.height = h;
+    }
+    return l;
+  }
   const int64_t row = shape.back() / kComponents;  // texels per tensor row
   const int64_t rows = l.texels / row;
   if (row > max_width) return l;
-  int64_t k = std::max<int64_t>(1, std::min<int64_t>(rows, (64 + row - 1) / row));  // tensor rows per texture row
+  int64_t k = std::max<int64_t>(1, std::min<int64_t>(rows, (kRowTexels + row - 1) / row));  // tensor rows per texture row
   while (k > 1 && row * k > max_width) --k;
   const int64_t width = row * k;
   const int64_t height = (l.texels + width - 1) / width;

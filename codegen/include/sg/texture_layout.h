@@ -43,9 +43,12 @@ struct TextureLayout {
   /// k * last/4 texels, k >= 1 rows per texture row, k chosen so the width is at least 64 texels where the
   /// tensor has enough rows), so the same column of consecutive tensor rows sits in vertically adjacent texels:
   /// texture caches fetch 2-D tiles, and a matmul reading 4 rows of W at once (x.W^T) or one column of B over k
-  /// then hits one tile instead of 4 far-apart rows. Falls back to for_numel (rows wrap at max_width) when the
-  /// tensor row is wider than max_width or the texture would be taller than max_height.
-  /// Measured on the H200 (NVIDIA GLES): see docs/PERFORMANCE.md. Throws like for_numel.
+  /// then hits one tile instead of 4 far-apart rows. Tensors without whole-texel rows (last axis not a multiple
+  /// of 4, or 1-D) of more than 64 texels wrap at 64 texels (e.g. 128x10: 320 texels -> 64x5) instead of
+  /// forming one long texture row, so their draws shade whole 2x2 quads. Falls back to for_numel (rows wrap at
+  /// max_width) when max_width is 64 or less, the tensor row is wider than max_width, or the texture would be
+  /// taller than max_height.
+  /// Measured on the H200 (NVIDIA GLES): see docs/PERFORMANCE.md (Runs 3, 7). Throws like for_numel.
   static TextureLayout for_shape(const std::vector<int64_t>& shape, int64_t max_width, int64_t max_height = 0);
 
   /// Where one element lives: texel column x, texel row y, component c in [0, 4).
