@@ -3,8 +3,10 @@
 // BackendError message (GLES is required, not optional).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <random>
 #include <vector>
@@ -259,6 +261,48 @@ TEST_CASE("GLES upload/download round trip with wrapped rows", "[gles]") {
   CHECK_THROWS_AS(dev->download(t, back.data(), n + 1), sg::ValueError);
   const int64_t too_many = 4 * 16 * dev->caps().max_texture_size + 1;  // one row more than the limit
   CHECK_THROWS_AS(dev->create_texture(too_many), sg::ValueError);
+}
+
+TEST_CASE("GLES large uploads (pixel unpack buffer) are exact, zero the rest, and do not disturb each other",
+          "[gles]") {
+  DeviceOptions opts;
+  opts.max_texture_width = 256;
+  auto dev = make_device(opts);
+  const int64_t n = 100003;  // 400 KB: over the 64 KiB from which uploads go through the unpack buffer
+  std::mt19937 rng(77);
+  std::uniform_real_distribution<float> dist(-1e6f, 1e6f);
+  std::vector<float> a(static_cast<size_t>(n)), b(static_cast<size_t>(n));
+  for (auto& v : a) v = dist(rng);
+  for (auto& v : b) v = dist(rng);
+  a[11] = -0.0f;
+  a[12] = std::numeric_limits<float>::denorm_min();
+  Texture ta = dev->create_texture(n, "pbo_a"), tb = dev->create_texture(n, "pbo_b");
+  // two uploads back to back through the same (orphaned) buffer, then read both
+  dev->upload(ta, a.data(), n);
+  dev->upload(tb, b.data(), n);
+  std::vector<float> back(static_cast<size_t>(n));
+  dev->download(ta, back.data(), n);
+  for (int64_t i = 0; i < n; ++i) {
+    INFO("a, element " << i);
+    REQUIRE(same_bits(back[static_cast<size_t>(i)], a[static_cast<size_t>(i)]));
+  }
+  dev->download(tb, back.data(), n);
+  for (int64_t i = 0; i < n; ++i) {
+    INFO("b, element " << i);
+    REQUIRE(same_bits(back[static_cast<size_t>(i)], b[static_cast<size_t>(i)]));
+  }
+  // a shorter upload overwrites the prefix and zeros everything after it
+  const int64_t m = 70001;
+  dev->upload(ta, b.data(), m);
+  dev->download(ta, back.data(), n);
+  for (int64_t i = 0; i < n; ++i) {
+    INFO("partial upload, element " << i);
+    REQUIRE(same_bits(back[static_cast<size_t>(i)], i < m ? b[static_cast<size_t>(i)] : 0.0f));
+  }
+  // an upload of nothing zeros the whole texture
+  dev->upload(tb, nullptr, 0);
+  dev->download(tb, back.data(), n);
+  CHECK(std::all_of(back.begin(), back.end(), [](float v) { return same_bits(v, 0.0f); }));
 }
 
 TEST_CASE("GLES elementwise kernel a*b+1 matches the CPU exactly, padding zero", "[gles]") {

@@ -729,6 +729,7 @@ Device::~Device() {
   // The Context (and the GL objects of handles still alive) goes when its last owner does; the scratch
   // framebuffer of MRT draws goes now (deleting it releases its attachments).
   if (ctx_) ctx_->clear_mrt_fbos();
+  if (upload_pbo_ && ctx_ && ctx_->try_make_current()) glDeleteBuffers(1, &upload_pbo_);
   last_draw_ = TimerResult();
   if (open_query_ && ctx_ && ctx_->delete_queries && ctx_->try_make_current()) {
     if (timer_open_) ctx_->end_query(GL_TIME_ELAPSED_EXT);
@@ -1072,11 +1073,37 @@ void Device::upload(Texture& texture, const float* data, int64_t numel) {
     throw ValueError(fmt::format("gles::Device::upload({}): data is null", texture_where(texture.name())));
   ctx_->make_current();
   const TextureLayout& l = texture.layout();
+  const int64_t row_floats = l.width * TextureLayout::kComponents;
+  glBindTexture(GL_TEXTURE_2D, texture.id());
+  // Large textures: through a pixel unpack buffer. Orphaning it (glBufferData with no data) gives a fresh store
+  // when the previous upload's copy is still pending, and the copy into the texture then runs on the GPU side.
+  const int64_t bytes = l.height * row_floats * static_cast<int64_t>(sizeof(float));
+  if (bytes >= (int64_t{64} << 10)) {
+    if (upload_pbo_ == 0) glGenBuffers(1, &upload_pbo_);
+    glBindBuffer(GL_PIXEL_UNPACK_BUFFER, upload_pbo_);
+    glBufferData(GL_PIXEL_UNPACK_BUFFER, static_cast<GLsizeiptr>(bytes), nullptr, GL_STREAM_DRAW);
+    void* dst = glMapBufferRange(GL_PIXEL_UNPACK_BUFFER, 0, static_cast<GLsizeiptr>(bytes),
+                                 GL_MAP_WRITE_BIT | GL_MAP_INVALIDATE_BUFFER_BIT);
+    if (dst) {
+      if (numel > 0) std::memcpy(dst, data, static_cast<size_t>(numel) * sizeof(float));
+      std::memset(static_cast<char*>(dst) + numel * static_cast<int64_t>(sizeof(float)), 0,
+                  static_cast<size_t>(bytes - numel * static_cast<int64_t>(sizeof(float))));
+      if (glUnmapBuffer(GL_PIXEL_UNPACK_BUFFER) == GL_TRUE) {
+        glTexSubImage2D(GL_TEXTURE_2D, 0, 0, 0, static_cast<GLsizei>(l.width), static_cast<GLsizei>(l.height), GL_RGBA,
+                        GL_FLOAT, nullptr);
+        glBindBuffer(GL_PIXEL_UNPACK_BUFFER, 0);
+        glBindTexture(GL_TEXTURE_2D, 0);
+        gl_check("glTexSubImage2D (upload from a pixel unpack buffer)", texture_where(texture.name()));
+        return;
+      }
+      // GL_FALSE: the store was lost while mapped (GLES 3.0 2.10.3); upload from client memory below
+    }
+    glBindBuffer(GL_PIXEL_UNPACK_BUFFER, 0);
+    (void)glGetError();  // a failed map is not this upload's error: the client-memory path below is checked
+  }
   // Texture rows wholly covered by `data` go straight from it; the rest (a partial last row and padding rows,
   // zero-filled) from the staging buffer. Copying a whole batch into staging first cost a pass over it per step.
-  const int64_t row_floats = l.width * TextureLayout::kComponents;
   const int64_t full_rows = std::min(numel / row_floats, l.height);
-  glBindTexture(GL_TEXTURE_2D, texture.id());
   if (full_rows > 0)
     glTexSubImage2D(GL_TEXTURE_2D, 0, 0, 0, static_cast<GLsizei>(l.width), static_cast<GLsizei>(full_rows), GL_RGBA,
                     GL_FLOAT, data);

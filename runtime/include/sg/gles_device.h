@@ -275,6 +275,9 @@ class Device {
 
   /// Writes data[0, numel) into the texture (element e to texel e/4, component e%4) and zeros the rest of
   /// the texture. numel must be <= texture.numel() (ValueError otherwise); data may be null if numel == 0.
+  /// Textures of 64 KiB or more go through a pixel unpack buffer (one memcpy into the mapped, orphaned buffer,
+  /// then glTexSubImage2D from it, so the driver's copy into the texture runs on the GPU side); smaller ones,
+  /// or when mapping fails, from client memory.
   void upload(Texture& texture, const float* data, int64_t numel);
   /// Reads the first numel elements (numel <= texture.numel()) into out. Waits for pending draws.
   void download(const Texture& texture, float* out, int64_t numel);
@@ -364,6 +367,7 @@ class Device {
   int64_t timer_start_ns_ = 0;
   TimerResult last_draw_;
   std::vector<float> staging_;  // upload/download buffer (padded_floats), reused
+  unsigned upload_pbo_ = 0;     // GL_PIXEL_UNPACK_BUFFER of large uploads (created by the first), orphaned per upload
 };
 
 }  // namespace sg::gles
