@@ -69,6 +69,9 @@ class GlesBackend final : public Backend {
     row_planes_ = opt.row_planes > 0 ? opt.row_planes : 4;  // auto: measured faster on the H200 and on llvmpipe
     if (opt.union_domains < -1 || opt.union_domains > 1)
       throw ValueError(fmt::format("BackendOptions::union_domains must be -1 (auto), 0 or 1, got {}", opt.union_domains));
+    if (opt.flush_draws < -1 || opt.flush_draws > 1)
+      throw ValueError(fmt::format("BackendOptions::flush_draws must be -1 (auto), 0 or 1, got {}", opt.flush_draws));
+    flush_draws_ = opt.flush_draws >= 0 ? opt.flush_draws == 1 : !cpu_raster_;
     dump_dir_ = opt.dump_dir;
     if (dump_dir_.empty())
       if (const char* e = std::getenv("SG_DUMP")) dump_dir_ = e;
@@ -155,6 +158,7 @@ class GlesBackend final : public Backend {
 
   gles::Device& dev() { return *dev_; }
   bool profile() const { return opt_.profile; }
+  bool flush_draws() const { return flush_draws_; }
 
  private:
   BackendOptions opt_;
@@ -166,6 +170,7 @@ class GlesBackend final : public Backend {
   std::string dump_dir_;
   int dumps_ = 0;
   bool cpu_raster_ = false;
+  bool flush_draws_ = false;
   bool row_layout_ = false;
   int row_planes_ = 1;
 };
@@ -251,6 +256,7 @@ std::vector<std::vector<float>> GlesExecutable::run(const std::vector<Feed>& fee
                                    shape_str(v.node->shape), f->data->size()));
     dev.upload(own_.at(v.id), f->data->data(), v.node->numel());
   }
+  if (be_.flush_draws()) dev.flush();
   phases_.emplace_back("upload", ms_since(t0));
   t0 = Clock::now();
   timings_.clear();
@@ -271,6 +277,7 @@ std::vector<std::vector<float>> GlesExecutable::run(const std::vector<Feed>& fee
       else
         dev.draw(*programs_[k], ins, outs, kern.name);
     }
+    if (be_.flush_draws()) dev.flush();
     if (be_.profile()) timings_.push_back({kern.name, dev.last_draw_ms(), dev.timer_queries_available()});
     if (hook_) {
       for (size_t j = 0; j < kern.outputs.size(); ++j) {  // one event per output value

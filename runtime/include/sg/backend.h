@@ -103,6 +103,10 @@ struct BackendOptions {
   /// code under a mask: the MLP b=32 step measured 16.9 ms with unions against 12.5 ms without); 0 = off, 1 = on.
   /// make_backend throws ValueError for other values.
   int union_domains = -1;
+  /// glFlush after the uploads and after every draw of a run, so the GPU starts on a step's kernels while the CPU
+  /// is still submitting the later ones (drivers otherwise buffer the commands until the readback waits).
+  /// -1 = auto: on for GPUs, off for CPU rasterisers; 0 = off, 1 = on. make_backend throws ValueError otherwise.
+  int flush_draws = -1;
   bool profile = false;            ///< per-kernel timings (timer queries or glFinish-bounded)
   std::string dump_dir;            ///< dump every compiled plan here ("" = env SG_DUMP or none)
 };

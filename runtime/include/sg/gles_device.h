@@ -323,6 +323,9 @@ class Device {
             int64_t viewport_height);
   /// glFinish: waits until every submitted command has completed.
   void finish();
+  /// glFlush: hands the commands issued so far to the GPU without waiting for them (drivers otherwise buffer them
+  /// until a buffer fills or something waits, e.g. the readback at the end of a step).
+  void flush();
 
   // --- timing (benchmarks and profiling only; never for pass/fail tests) --------------------------------
 
