@@ -894,7 +894,7 @@ std::string emit_glsl450(const Plan& plan, const Kernel& k, ShaderStage stage) {
         std::string pick = fmt::format("  int t = j >> 2;\n  ivec2 xy = ivec2(t % {}, t / {});\n  vec4 v;\n", v.layout.width, v.layout.width);
         for (int p = 0; p < P; ++p)
           pick += fmt::format("  {}v = texelFetch(in_{}_p{}, xy, 0);\n", p == 0 ? "if (p == 0) " : p + 1 < P ? fmt::format("else if (p == {}) ", p) : "else ", v.name, p);
-        loads += fmt::format("float load_{}(int i) {{\n{}{}  return v[i & 3];\n}}\n", v.name, locate, pick);
+        loads += fmt::format("float load_{}(int i) {{\n{}{}  return sg_component(v, i & 3);\n}}\n", v.name, locate, pick);
         if (texel_loads.count(v.name))
           loads += fmt::format("vec4 load4_{}(int i) {{  // elements i..i+3, i a multiple of 4: one texel\n{}{}  return v;\n}}\n",
                                v.name, locate, pick);
@@ -915,7 +915,7 @@ std::string emit_glsl450(const Plan& plan, const Kernel& k, ShaderStage stage) {
       decls += fmt::format("layout(set = 0, binding = {}) uniform sampler2D in_{};  // {}, texture {}x{}\n", i_binding,
                            v.name, desc, v.layout.width, v.layout.height);
       loads += fmt::format(
-          "float load_{0}(int i) {{\n  int t = max(i, 0) >> 2;\n  return texelFetch(in_{0}, ivec2(t % {1}, t / {1}), 0)[i & 3];\n}}\n",
+          "float load_{0}(int i) {{\n  int t = max(i, 0) >> 2;\n  return sg_component(texelFetch(in_{0}, ivec2(t % {1}, t / {1}), 0), i & 3);\n}}\n",
           v.name, v.layout.width);
       if (texel_loads.count(v.name))
         loads += fmt::format(
@@ -948,6 +948,11 @@ std::string emit_glsl450(const Plan& plan, const Kernel& k, ShaderStage stage) {
                          binding + static_cast<int>(j), nout == 1 ? std::string() : std::to_string(j), obase[j]);
     src += "\n";
   }
+  // A texel's component chosen by selects, not by indexing the vec4 with a runtime value: NVIDIA's compiler
+  // puts a dynamically indexed vector in local memory, which serialised the 16 scalar loads per iteration of a
+  // bias-gradient loop (docs/PERFORMANCE.md, Run 7).
+  if (loads.find("sg_component(") != std::string::npos)
+    src += "float sg_component(vec4 v, int c) { return mix(mix(v.x, v.y, c == 1), mix(v.z, v.w, c == 3), c >= 2); }\n";
   src += loads;
   if (uses_pow) {
     src += "float sg_pow(float a, float b) {  // torch.pow: negative bases with integer exponents\n"
