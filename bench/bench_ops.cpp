@@ -23,6 +23,8 @@
 //   --union-domains B  union-domain kernels (independent kernels of different shapes drawn as one) on (1) or off
 //                  (0) in the GLES backends (default: auto = on for GPUs, off on llvmpipe); the fusion table's
 //                  columns are on unless 0 is given
+//   --flush-draws B  glFlush after the uploads and every draw of a run (1) or not (0) (default: auto = on for GPUs,
+//                  off for llvmpipe)
 //
 // Cases (each timed with warm-up runs first, then median and min-max over the repeats; a run() reads the program
 // outputs back, which waits for the GPU, so every timing is synchronised):
@@ -45,7 +47,8 @@
 //   cpuref     the CPU reference backend running the MLP forward pass (logits), batch 128.
 //   profile    per-kernel times of the MLP batch-128 and CNN batch-64 train steps, median over the repeats, two
 //              ways: Executable::last_timings() on a profiled GLES backend, and a kernel hook that reads every
-//              kernel's output back as soon as it is drawn (driver-independent; includes that readback).
+//              kernel's outputs back as soon as it is drawn (driver-independent; includes those readbacks, summed over a
+//              multi-output kernel's outputs).
 //   probe      fragment ALU ceiling: one fragment shader with 8 independent vec4 FMA chains per fragment
 //              (2 flops per lane per step), timed with glFinish; its result is checked against a CPU emulation.
 //              Fragment texel-fetch ceiling: 8 x 64 independent RGBA32F texelFetches per fragment from a 1 MiB
@@ -116,6 +119,7 @@ struct Options {
   int row_layout = -1;        // BackendOptions::row_layout (-1 = auto: on for GPUs, off for llvmpipe)
   int row_planes = -1;        // BackendOptions::row_planes (-1 = auto: 4)
   int union_domains = -1;     // BackendOptions::union_domains (-1 = auto: on for GPUs, off for llvmpipe)
+  int flush_draws = -1;       // BackendOptions::flush_draws (-1 = auto: on for GPUs, off for llvmpipe)
   bool wants(const std::string& c) const { return only.empty() || only.count(c) != 0; }
 };
 
@@ -124,7 +128,7 @@ struct Options {
              "bench_ops: {}\nusage: bench_ops [--backend gles|cpu|both] [--json FILE] [--repeats N] [--warmup N]\n"
              "                 [--large] [--sgemm N,N,..] [--only sgemm,mlp,cnn,fusion,compile,cpuref,profile,probe]\n"
              "                 [--max-seconds S] [--probe-side N] [--probe-sgemm N] [--max-outputs N] [--min-parallel N]\n"
-             "                 [--row-layout 0|1] [--row-planes N] [--union-domains 0|1]\n",
+             "                 [--row-layout 0|1] [--row-planes N] [--union-domains 0|1] [--flush-draws 0|1]\n",
              why);
   std::exit(2);
 }
@@ -206,6 +210,10 @@ Options parse(int argc, char** argv) {
       const int64_t v = parse_int(value(), "--union-domains");
       if (v > 1) usage(fmt::format("--union-domains must be 0 or 1, got {}", v));
       o.union_domains = static_cast<int>(v);
+    } else if (a == "--flush-draws") {
+      const int64_t v = parse_int(value(), "--flush-draws");
+      if (v > 1) usage(fmt::format("--flush-draws must be 0 or 1, got {}", v));
+      o.flush_draws = static_cast<int>(v);
     } else if (a == "-h" || a == "--help") {
       usage("help");
     } else {
@@ -676,6 +684,7 @@ void bench_compile_times(Backends& bk, const Options& o) {
     bo.row_layout = o.row_layout;
     bo.row_planes = o.row_planes;
     bo.union_domains = o.union_domains;
+    bo.flush_draws = o.flush_draws;
     auto fresh = sg::make_backend(bo).backend;
     auto t0 = Clock::now();
     auto e1 = fresh->compile(s.step);
@@ -803,17 +812,20 @@ void bench_profile(Backends& bk, const std::string& model, int64_t b, const Opti
   auto sexe = bk.gles->compile(s.step);
   std::vector<double> cur(per.size(), 0);
   Clock::time_point last;
+  // one event per output value: a multi-output kernel's time is the sum over its events (the first one waits for
+  // the draw, the others only read their outputs back)
   sexe->set_kernel_hook([&](const sg::KernelEvent& ev) {
     (void)ev.read();
     auto now = Clock::now();
     if (ev.index >= 0 && static_cast<size_t>(ev.index) < cur.size())
-      cur[ev.index] = std::chrono::duration<double, std::milli>(now - last).count();
+      cur[ev.index] += std::chrono::duration<double, std::milli>(now - last).count();
     last = Clock::now();
   });
   per_sync.resize(per.size());
   call = 0;
   (void)measure(
       [&] {
+        std::fill(cur.begin(), cur.end(), 0.0);
         auto t0 = Clock::now();
         last = t0;
         (void)sexe->run(feeds);
@@ -834,7 +846,7 @@ void bench_profile(Backends& bk, const std::string& model, int64_t b, const Opti
   }
   const Stat ws = summarize(wall), wss = summarize(wall_sync);
   fmt::print("\nPer-kernel profile: {} train step b={} on {} ({} run(s) each, median per kernel).\n"
-             "timer: {}; sync: kernel hook reading each output back (includes that readback):\n\n",
+             "timer: {}; sync: kernel hook reading each output back (includes those readbacks):\n\n",
              model == "mlp" ? "MLP 784-128-10" : "CNN 8-16-32", b, bk.renderer, ws.n,
              gpu ? "GL timer queries" : "glFinish-bounded CPU time per draw");
   fmt::print("| {:>2} | {:<44} | {:<14} | {:>9} | {:>6} | {:>9} | {:>6} |\n", "#", "kernel", "output", "timer ms",
@@ -1167,6 +1179,8 @@ int main(int argc, char** argv) {
       bo.row_layout = o.row_layout;
       bo.row_planes = o.row_planes;
       bo.union_domains = o.union_domains;
+      bo.flush_draws = o.flush_draws;
+    bo.flush_draws = o.flush_draws;
       bk.gles = sg::make_backend(bo).backend;
       bo.profile = true;
       bk.gles_profiled = sg::make_backend(bo).backend;
