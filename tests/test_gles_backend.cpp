@@ -201,7 +201,9 @@ TEST_CASE("row planes (a fragment computes 4 rows of a matmul into 4 render targ
 
 TEST_CASE("the GPU schedule (split-K, row layouts, row planes, union-domain kernels together) keeps MLP b=128 "
           "and CNN train steps equal to the CPU backend", "[gles][backend]") {
-  BackendOptions gpu{.kind = "gles", .min_parallel_texels = 16384, .row_layout = 1, .row_planes = 4, .union_domains = 1};
+  // (with a glFlush after every draw, as on GPUs)
+  BackendOptions gpu{.kind = "gles", .min_parallel_texels = 16384, .row_layout = 1, .row_planes = 4, .union_domains = 1,
+                     .flush_draws = 1};
   for (std::string model : {"mlp", "cnn"}) {
     INFO(model);
     const int64_t batch = model == "mlp" ? 128 : 64;
@@ -210,6 +212,16 @@ TEST_CASE("the GPU schedule (split-K, row layouts, row planes, union-domain kern
     if (model == "mlp") CHECK(gl.planed_values > 0);  // x.W1^T's partial sums are computed in row planes
     expect_same_steps(gl, cpu);
   }
+}
+
+TEST_CASE("GLES backend options out of range are ValueErrors naming the option", "[gles][backend]") {
+  CHECK_THROWS_WITH(make_backend({.kind = "gles", .row_layout = 2}), Catch::Contains("row_layout"));
+  CHECK_THROWS_WITH(make_backend({.kind = "gles", .row_planes = 0}), Catch::Contains("row_planes"));
+  CHECK_THROWS_WITH(make_backend({.kind = "gles", .row_planes = 9}), Catch::Contains("row_planes"));
+  CHECK_THROWS_WITH(make_backend({.kind = "gles", .union_domains = -2}), Catch::Contains("union_domains"));
+  CHECK_THROWS_WITH(make_backend({.kind = "gles", .flush_draws = 2}), Catch::Contains("flush_draws"));
+  CHECK_THROWS_AS(make_backend({.kind = "gles", .flush_draws = -2}), sg::ValueError);
+  CHECK_NOTHROW(make_backend({.kind = "gles", .flush_draws = 0}));
 }
 
 TEST_CASE("values stored transposed read back row-major and equal the CPU backend", "[gles][backend]") {
