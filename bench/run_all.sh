@@ -24,7 +24,7 @@ while [[ $# -gt 0 ]]; do
     --bin) bin="$2"; shift 2 ;;
     --out) out="$2"; shift 2 ;;
     --python) py="$2"; shift 2 ;;
-    --backend|--only|--probe-side) ours_args+=("$1" "$2"); shift 2 ;;
+    --backend|--only|--probe-side|--probe-sgemm) ours_args+=("$1" "$2"); shift 2 ;;
     --device|--threads) peer_args+=("$1" "$2"); shift 2 ;;
     --repeats|--warmup|--max-seconds|--sgemm) both_args+=("$1" "$2"); shift 2 ;;
     --large) both_args+=("$1"); shift ;;
