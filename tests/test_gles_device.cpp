@@ -159,6 +159,8 @@ TEST_CASE("TextureLayout::for_shape keeps every tensor row inside one texture ro
     CHECK(l.locate(l.numel - 1).y == (l.texels - 1) / 64);
   }
   CHECK(TextureLayout::for_shape({128, 10}, 32768).height == 5);
+  // too tall at 64 texels per row: for_numel's layout (rows at the width limit)
+  CHECK(TextureLayout::for_shape({100000}, 32768, 100) == TextureLayout::for_numel(100000, 32768, 100));
   CHECK_THROWS_AS(TextureLayout::for_shape({40, 8}, 2, 16), sg::ValueError);  // 80 texels need 40 rows of 2
 }
 
@@ -303,6 +305,14 @@ TEST_CASE("GLES large uploads (pixel unpack buffer) are exact, zero the rest, an
   dev->upload(tb, nullptr, 0);
   dev->download(tb, back.data(), n);
   CHECK(std::all_of(back.begin(), back.end(), [](float v) { return same_bits(v, 0.0f); }));
+  // a small upload (client memory) right after a large one: the unpack buffer must not be left bound, or the
+  // small upload's pointer would be read as an offset into it
+  Texture small = dev->create_texture(37, "small_after_large");
+  dev->upload(ta, a.data(), n);
+  dev->upload(small, b.data(), 37);
+  std::vector<float> sback(37);
+  dev->download(small, sback.data(), 37);
+  for (int i = 0; i < 37; ++i) CHECK(same_bits(sback[static_cast<size_t>(i)], b[static_cast<size_t>(i)]));
 }
 
 TEST_CASE("GLES elementwise kernel a*b+1 matches the CPU exactly, padding zero", "[gles]") {

@@ -926,8 +926,8 @@ std::string emit_glsl450(const Plan& plan, const Kernel& k, ShaderStage stage) {
       decls += fmt::format("layout(std430, set = 0, binding = {0}) readonly buffer buf_{1} {{ float data[]; }} in_{1};  // {2}\n",
                            i_binding, v.name, desc);
       loads += fmt::format("float load_{0}(int i) {{ return in_{0}.data[max(i, 0)]; }}\n", v.name);
-      if (texel_loads.count(v.name))  // elements past the end (a partial last texel) read the last element
-        loads += fmt::format("vec4 load4_{0}(int i) {{  // elements i..i+3, i a multiple of 4\n  int b = max(i, 0);\n"
+      if (texel_loads.count(v.name))  // indices clamped into the buffer (texel-shared loads are whole-texel aligned)
+        loads += fmt::format("vec4 load4_{0}(int i) {{  // elements i..i+3, i a multiple of 4\n  int b = clamp(i, 0, {1});\n"
                              "  return vec4(in_{0}.data[b], in_{0}.data[min(b + 1, {1})], in_{0}.data[min(b + 2, {1})], "
                              "in_{0}.data[min(b + 3, {1})]);\n}}\n",
                              v.name, std::max<int64_t>(v.node->numel() - 1, 0));

@@ -91,8 +91,6 @@ bool latency_bound(int64_t numel, double loop_iterations, const ScheduleOptions&
          loop_iterations >= kLongLoop;
 }
 
-/// A sum the emitter's tile mode unrolls by 4 (innermost extent a multiple of 4, at least 8, no nested loop): what
-/// the row-planes rule (ScheduleOptions::row_planes) looks for.
 /// Row planes (ScheduleOptions::row_planes): a stored shape whose rows can be split into P planes of at least
 /// min_plane_texels texels each, with whole texels per row.
 bool plane_shape_ok(ShapeRef st, int P, const ScheduleOptions& opt) {
@@ -485,7 +483,8 @@ Plan schedule(const Program& program, const ScheduleOptions& opt) {
 
   // consumers (with multiplicity) and external uses
   std::unordered_map<const Node*, std::vector<const Node*>> consumers;
-  std::unordered_set<const Node*> external;
+  std::unordered_set<const Node*> external, update_values;
+  for (auto& u : program.updates) update_values.insert(u.value.get());
   for (auto& n : order)
     for (auto& i : n->inputs) consumers[i.get()].push_back(n.get());
   for (auto& o : program.outputs) external.insert(o.get());
@@ -804,18 +803,21 @@ Plan schedule(const Program& program, const ScheduleOptions& opt) {
     if (g.dead || g.members.size() != 1) continue;
     const NodePtr r = g.members[0];
     if (external.count(r.get()) || !is_heavy(r->op) || split_k_candidate(r, g.lowered)) continue;
-    // a matmul-like sum the row-planes pass will tile (P rows per fragment) stays a kernel of its own: inside a
-    // reader that writes updates (an optimizer's m, v and parameter) it could not be planed, and computing one
-    // row per fragment costs more than the extra pass (dW1 of the MLP: 0.17 ms with Adam, docs/PERFORMANCE.md)
-    if (const int P = std::min(opt.row_planes, opt.max_outputs);
-        P > 1 && !transposed.count(r.get()) && khas_unrollable_sum(g.lowered.exprs[0]) &&
-        plane_shape_ok(r->shape, P, opt))
-      continue;
     int reader = -1, readers = 0;
     for (size_t gj = 0; gj < groups.size(); ++gj)
       if (gj != gi && !groups[gj].dead && reads(groups[gj].lowered, trial_of.at(r.get())))
         reader = static_cast<int>(gj), ++readers;
     if (readers != 1) continue;
+    // a matmul-like sum the row-planes pass can tile (P rows per fragment) is not sunk into a reader that writes
+    // updates (an optimizer's m, v and parameter): such a kernel cannot be planed, and there the sum would run one
+    // row per fragment (the MLP's dW1 inside W1's Adam kernel, docs/PERFORMANCE.md Run 7b). (The row-planes pass
+    // may still leave it unplaned, e.g. when its readers would run out of samplers.)
+    if (const int P = std::min(opt.row_planes, opt.max_outputs);
+        P > 1 && !transposed.count(r.get()) && khas_unrollable_sum(g.lowered.exprs[0]) &&
+        plane_shape_ok(r->shape, P, opt) &&
+        std::any_of(groups[reader].members.begin(), groups[reader].members.end(),
+                    [&](const NodePtr& m) { return update_values.count(m.get()) > 0; }))
+      continue;
     auto vo = trial_of;
     vo.erase(r.get());
     auto l = try_lower(groups[reader].members, vo);

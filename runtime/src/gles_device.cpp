@@ -1099,7 +1099,8 @@ void Device::upload(Texture& texture, const float* data, int64_t numel) {
       // GL_FALSE: the store was lost while mapped (GLES 3.0 2.10.3); upload from client memory below
     }
     glBindBuffer(GL_PIXEL_UNPACK_BUFFER, 0);
-    (void)glGetError();  // a failed map is not this upload's error: the client-memory path below is checked
+    while (glGetError() != GL_NO_ERROR) {
+    }  // the failed map's errors (and an out-of-memory of glBufferData) are not this upload's: the path below is checked
   }
   // Texture rows wholly covered by `data` go straight from it; the rest (a partial last row and padding rows,
   // zero-filled) from the staging buffer. Copying a whole batch into staging first cost a pass over it per step.
