@@ -104,6 +104,17 @@ TEST_CASE("canonical graphs fuse to the documented kernel counts", "[schedule]")
     CHECK(schedule(train_program("cnn", make_adam({}), 64), single_domain).kernels.size() == 22);
     CHECK(schedule(train_program("cnn", make_adam({}), 64), {.max_outputs = 1}).kernels.size() == 50);
   }
+  SECTION("llvmpipe's schedule (row planes 4, 8 render targets, one domain per kernel) and with unions on") {
+    const ScheduleOptions cpu_raster{.max_outputs = 8, .row_planes = 4, .union_domains = false};
+    ScheduleOptions with_unions = cpu_raster;
+    with_unions.union_domains = true;
+    CHECK(schedule(train_program("mlp", make_adam({}), 128), cpu_raster).kernels.size() == 11);
+    CHECK(schedule(train_program("mlp", make_sgd({.lr = 0.1}), 128), cpu_raster).kernels.size() == 11);
+    CHECK(schedule(train_program("cnn", make_adam({}), 64), cpu_raster).kernels.size() == 22);
+    CHECK(schedule(train_program("mlp", make_adam({}), 128), with_unions).kernels.size() == 7);
+    CHECK(schedule(train_program("mlp", make_sgd({.lr = 0.1}), 128), with_unions).kernels.size() == 7);
+    CHECK(schedule(train_program("cnn", make_adam({}), 64), with_unions).kernels.size() == 15);
+  }
   SECTION("GPU schedule (split-K, row layouts, row planes, 8 render targets): MLP 12 -> 8, CNN 30 -> 22") {
     const ScheduleOptions gpu{.max_outputs = 8, .min_parallel_texels = 16384, .row_aligned_layout = true, .row_planes = 4};
     ScheduleOptions gpu_single = gpu;
