@@ -154,6 +154,13 @@ int64_t parse_int(const std::string& s, const char* what) {
   }
 }
 
+/// A 0|1 switch's value (exits with the usage message otherwise).
+int parse_switch(const std::string& s, const char* what) {
+  const int64_t v = parse_int(s, what);
+  if (v > 1) usage(fmt::format("{} must be 0 or 1, got {}", what, v));
+  return static_cast<int>(v);
+}
+
 Options parse(int argc, char** argv) {
   Options o;
   bool large = false, sizes_given = false;
@@ -200,21 +207,15 @@ Options parse(int argc, char** argv) {
     } else if (a == "--min-parallel") {
       o.min_parallel = parse_int(value(), "--min-parallel");
     } else if (a == "--row-layout") {
-      const int64_t v = parse_int(value(), "--row-layout");
-      if (v > 1) usage(fmt::format("--row-layout must be 0 or 1, got {}", v));
-      o.row_layout = static_cast<int>(v);
+      o.row_layout = parse_switch(value(), "--row-layout");
     } else if (a == "--row-planes") {
       const int64_t v = parse_int(value(), "--row-planes");
       if (v < 1 || v > 8) usage(fmt::format("--row-planes must be 1..8 (1 = off), got {}", v));
       o.row_planes = static_cast<int>(v);
     } else if (a == "--union-domains") {
-      const int64_t v = parse_int(value(), "--union-domains");
-      if (v > 1) usage(fmt::format("--union-domains must be 0 or 1, got {}", v));
-      o.union_domains = static_cast<int>(v);
+      o.union_domains = parse_switch(value(), "--union-domains");
     } else if (a == "--flush-draws") {
-      const int64_t v = parse_int(value(), "--flush-draws");
-      if (v > 1) usage(fmt::format("--flush-draws must be 0 or 1, got {}", v));
-      o.flush_draws = static_cast<int>(v);
+      o.flush_draws = parse_switch(value(), "--flush-draws");
     } else if (a == "-h" || a == "--help") {
       usage("help");
     } else {
