@@ -20,6 +20,8 @@
 //                  (default: auto = 1 on GPUs, 0 on llvmpipe)
 //   --row-planes N  matmul-like kernels compute N rows per fragment into N render targets (1 = off)
 //                  (default: auto = 4)
+//   --col-planes N  1 = off, 2 = kernels with row planes also compute 2 texels per row (a 4 x 8 tile per fragment
+//                  with 4 row planes; BackendOptions::col_planes) (default: auto = off)
 //   --union-domains B  union-domain kernels (independent kernels of different shapes drawn as one) on (1) or off
 //                  (0) in the GLES backends (default: auto = on for GPUs, off on llvmpipe); the fusion table's
 //                  columns are on unless 0 is given
@@ -119,6 +121,7 @@ struct Options {
   int64_t min_parallel = -1;  // BackendOptions::min_parallel_texels (-1 = auto: on for GPUs, off for llvmpipe)
   int row_layout = -1;        // BackendOptions::row_layout (-1 = auto: on for GPUs, off for llvmpipe)
   int row_planes = -1;        // BackendOptions::row_planes (-1 = auto: 4)
+  int col_planes = -1;        // BackendOptions::col_planes (-1 = auto: off)
   int union_domains = -1;     // BackendOptions::union_domains (-1 = auto: on for GPUs, off for llvmpipe)
   int flush_draws = -1;       // BackendOptions::flush_draws (-1 = auto: on for GPUs, off for llvmpipe)
   bool wants(const std::string& c) const { return only.empty() || only.count(c) != 0; }
@@ -129,7 +132,7 @@ struct Options {
              "bench_ops: {}\nusage: bench_ops [--backend gles|cpu|both] [--json FILE] [--repeats N] [--warmup N]\n"
              "                 [--large] [--sgemm N,N,..] [--only sgemm,mlp,cnn,fusion,compile,cpuref,profile,probe]\n"
              "                 [--max-seconds S] [--probe-side N] [--probe-sgemm N] [--max-outputs N] [--min-parallel N]\n"
-             "                 [--row-layout 0|1] [--row-planes N] [--union-domains 0|1] [--flush-draws 0|1]\n",
+             "                 [--row-layout 0|1] [--row-planes N] [--col-planes 1|2] [--union-domains 0|1] [--flush-draws 0|1]\n",
              why);
   std::exit(2);
 }
@@ -212,6 +215,10 @@ Options parse(int argc, char** argv) {
       const int64_t v = parse_int(value(), "--row-planes");
       if (v < 1 || v > 8) usage(fmt::format("--row-planes must be 1..8 (1 = off), got {}", v));
       o.row_planes = static_cast<int>(v);
+    } else if (a == "--col-planes") {
+      const int64_t v = parse_int(value(), "--col-planes");
+      if (v < 1 || v > 2) usage(fmt::format("--col-planes must be 1 (off) or 2, got {}", v));
+      o.col_planes = static_cast<int>(v);
     } else if (a == "--union-domains") {
       o.union_domains = parse_switch(value(), "--union-domains");
     } else if (a == "--flush-draws") {
@@ -685,6 +692,7 @@ void bench_compile_times(Backends& bk, const Options& o) {
     bo.min_parallel_texels = o.min_parallel;
     bo.row_layout = o.row_layout;
     bo.row_planes = o.row_planes;
+    bo.col_planes = o.col_planes;
     bo.union_domains = o.union_domains;
     bo.flush_draws = o.flush_draws;
     auto fresh = sg::make_backend(bo).backend;
@@ -1189,6 +1197,7 @@ int main(int argc, char** argv) {
       bo.min_parallel_texels = o.min_parallel;
       bo.row_layout = o.row_layout;
       bo.row_planes = o.row_planes;
+      bo.col_planes = o.col_planes;
       bo.union_domains = o.union_domains;
       bo.flush_draws = o.flush_draws;
       bk.gles = sg::make_backend(bo).backend;

@@ -33,6 +33,7 @@ struct StepRun {
   std::vector<std::vector<float>> params;
   int partial_kernels = 0;
   int planed_values = 0;
+  int col_planed_values = 0;
 };
 StepRun train_steps(const std::string& model, int64_t batch, const BackendOptions& bo, uint64_t seed) {
   nn::Rng rng(seed);
@@ -49,6 +50,7 @@ StepRun train_steps(const std::string& model, int64_t batch, const BackendOption
   if (const Plan* plan = exe->plan()) {
     for (auto& k : plan->kernels) r.partial_kernels += k.name.find("_partial") != std::string::npos;
     for (auto& v : plan->values) r.planed_values += v.planes > 1;
+    for (auto& v : plan->values) r.col_planed_values += v.col_planes > 1;
   }
   std::vector<float> xs = randn(batch * hw * hw, static_cast<uint32_t>(8 + seed)), ys(batch);
   for (int64_t i = 0; i < batch; ++i) ys[i] = static_cast<float>((i * 7) % 10);
@@ -138,16 +140,20 @@ TEST_CASE("split-K for parallelism (the GPU setting) keeps MLP and CNN train ste
   }
 }
 
-TEST_CASE("row planes (a fragment computes 4 rows of a matmul into 4 render targets) equal the CPU backend",
-          "[gles][backend]") {
+TEST_CASE("row planes (a fragment computes 4 rows of a matmul into 4 render targets) and column planes (4 x 8 "
+          "into 8) equal the CPU backend", "[gles][backend]") {
   // ScheduleOptions::row_planes (the GLES default on every device, pinned here with the other switches). The
   // planed values are read by matmuls (as the A operand: texel loads), by reductions over rows and by an elementwise output;
-  // hooks and outputs must see the row-major values.
-  Tensor a = input("a", {128, 24}), b = input("b", {24, 128}), c = input("c", {128, 12});
-  Tensor x = input("x", {256, 32}), w = input("w", {64, 32}), bias = input("bias", {64});
-  Tensor ba = input("ba", {8, 64, 16}), bb = input("bb", {8, 16, 32});
-  Tensor t = matmul(a, b);                              // 128x128
-  Tensor h = relu(matmul(x, transpose(w)) + bias);      // 256x64, x.W^T with a bias + relu epilogue
+  // hooks and outputs must see the row-major values. With ScheduleOptions::col_planes = 2, h and the output u
+  // also get 2 column planes (8 textures); t and t_direct (one kernel of 2 outputs: 16 render targets) and bt
+  // (too few texels per plane) keep row planes only.
+  const int col_planes = GENERATE(1, 2);
+  INFO("col_planes " << col_planes);
+  Tensor a = input("a", {256, 24}), b = input("b", {24, 128}), c = input("c", {128, 12});
+  Tensor x = input("x", {512, 32}), w = input("w", {64, 32}), bias = input("bias", {64});
+  Tensor ba = input("ba", {8, 64, 16}), bb = input("bb", {8, 16, 32}), bu = input("bu", {24, 256});
+  Tensor t = matmul(a, b);                              // 256x128
+  Tensor h = relu(matmul(x, transpose(w)) + bias);      // 512x64, x.W^T with a bias + relu epilogue
   Tensor bt = matmul(ba, bb);                           // 8 x 64x32, batched
   Program p;
   p.add_output("tc", matmul(t, c));
@@ -157,11 +163,12 @@ TEST_CASE("row planes (a fragment computes 4 rows of a matmul into 4 render targ
   p.add_output("h_mat", matmul(transpose(h), h));
   p.add_output("bt_sum", sum(bt, {0}));
   p.add_output("t_direct", matmul(a, b) * 1.0);         // a planed program output, read back interleaved
-  std::vector<float> as = randn(128 * 24, 61), bs = randn(24 * 128, 62), cs = randn(128 * 12, 63),
-                     xs = randn(256 * 32, 64), ws = randn(64 * 32, 65), biases = randn(64, 66),
-                     bas = randn(8 * 64 * 16, 67), bbs = randn(8 * 16 * 32, 68);
+  p.add_output("u", matmul(a, bu));                     // 256x256, a column-planed program output
+  std::vector<float> as = randn(256 * 24, 61), bs = randn(24 * 128, 62), cs = randn(128 * 12, 63),
+                     xs = randn(512 * 32, 64), ws = randn(64 * 32, 65), biases = randn(64, 66),
+                     bas = randn(8 * 64 * 16, 67), bbs = randn(8 * 16 * 32, 68), bus = randn(24 * 256, 69);
   std::vector<Feed> feeds = {{"a", &as}, {"b", &bs}, {"c", &cs}, {"x", &xs}, {"w", &ws}, {"bias", &biases},
-                             {"ba", &bas}, {"bb", &bbs}};
+                             {"ba", &bas}, {"bb", &bbs}, {"bu", &bus}};
   std::map<const Node*, std::vector<float>> seen[2];
   std::vector<std::vector<float>> res[2];
   std::vector<std::unique_ptr<Backend>> keep;
@@ -170,6 +177,7 @@ TEST_CASE("row planes (a fragment computes 4 rows of a matmul into 4 render targ
     BackendOptions bo;
     bo.kind = i == 0 ? "cpu" : "gles";
     bo.row_planes = 4;
+    bo.col_planes = col_planes;
     // the same schedule on every device: no split-K partial values (nodes the CPU backend does not have), no
     // row layouts, no unions (the next test runs the whole GPU schedule)
     bo.min_parallel_texels = 0;
@@ -183,16 +191,22 @@ TEST_CASE("row planes (a fragment computes 4 rows of a matmul into 4 render targ
   }
   const Plan* plan = exes[1]->plan();
   REQUIRE(plan != nullptr);
-  int planed = 0;
+  int planed = 0, col_planed = 0;
   for (auto& v : plan->values) {
     if (v.planes == 1) continue;
     ++planed;
+    col_planed += v.col_planes == 2;
     INFO(v.name << " " << v.node->describe());
     REQUIRE(seen[0].count(v.node.get()));
     REQUIRE(seen[1].count(v.node.get()));
     expect_close(seen[1][v.node.get()], seen[0][v.node.get()], 1e-4, 1e-4, "hook read of a planed value");
   }
-  CHECK(planed >= 4);  // t, h, bt and the output t_direct
+  CHECK(planed >= 5);  // t, h, bt and the outputs t_direct and u
+  CHECK(col_planed == (col_planes == 2 ? 2 : 0));  // h and u
+  if (col_planes == 2) {
+    CHECK(plan->value_of(h.node().get()).col_planes == 2);
+    CHECK(plan->value_of(t.node().get()).planes == 4);
+  }
   for (size_t i = 0; i < res[0].size(); ++i) {
     INFO(p.output_names[i]);
     expect_close(res[1][i], res[0][i], 1e-4, 1e-3, p.output_names[i]);
@@ -214,10 +228,28 @@ TEST_CASE("the GPU schedule (split-K, row layouts, row planes, union-domain kern
   }
 }
 
+TEST_CASE("the GPU schedule with column planes (a 4 x 8 tile per fragment) keeps MLP b=128 and CNN train steps "
+          "equal to the CPU backend", "[gles][backend]") {
+  BackendOptions gpu{.kind = "gles", .min_parallel_texels = 16384, .row_layout = 1, .row_planes = 4, .col_planes = 2,
+                     .union_domains = 1, .flush_draws = 1};
+  for (std::string model : {"mlp", "cnn"}) {
+    INFO(model);
+    const int64_t batch = model == "mlp" ? 128 : 64;
+    StepRun cpu = train_steps(model, batch, {.kind = "cpu"}, 5);
+    StepRun gl = train_steps(model, batch, gpu, 5);
+    if (model == "mlp") CHECK(gl.col_planed_values > 0);
+    expect_same_steps(gl, cpu);
+  }
+}
+
 TEST_CASE("GLES backend options out of range are ValueErrors naming the option", "[gles][backend]") {
   CHECK_THROWS_WITH(make_backend({.kind = "gles", .row_layout = 2}), Catch::Contains("row_layout"));
   CHECK_THROWS_WITH(make_backend({.kind = "gles", .row_planes = 0}), Catch::Contains("row_planes"));
   CHECK_THROWS_WITH(make_backend({.kind = "gles", .row_planes = 9}), Catch::Contains("row_planes"));
+  CHECK_THROWS_WITH(make_backend({.kind = "gles", .col_planes = 0}), Catch::Contains("col_planes"));
+  CHECK_THROWS_WITH(make_backend({.kind = "gles", .col_planes = 3}), Catch::Contains("col_planes"));
+  CHECK_THROWS_AS(make_backend({.kind = "gles", .col_planes = -2}), sg::ValueError);
+  CHECK_NOTHROW(make_backend({.kind = "gles", .col_planes = 2}));
   CHECK_THROWS_WITH(make_backend({.kind = "gles", .union_domains = -2}), Catch::Contains("union_domains"));
   CHECK_THROWS_WITH(make_backend({.kind = "gles", .flush_draws = 2}), Catch::Contains("flush_draws"));
   CHECK_THROWS_AS(make_backend({.kind = "gles", .flush_draws = -2}), sg::ValueError);

@@ -397,6 +397,77 @@ TEST_CASE("row planes: a matmul computes 4 rows per fragment into 4 render targe
   CHECK(schedule(p, so).value_of(t.node().get()).planes == 4);
 }
 
+TEST_CASE("column planes: a matmul computes a 4 x 8 tile per fragment into 8 render targets sharing A's and B's texels",
+          "[codegen]") {
+  Tensor a = input("a", {128, 64});
+  Tensor b = input("b", {64, 256});
+  Tensor c = input("c", {256, 8});
+  Tensor t = matmul(a, b);  // 128x256: 8192 texels, 1024 per plane of 4 x 2
+  Program p;
+  p.add_output("y", matmul(t, c));  // reads the planed t as its A operand
+  p.add_output("s", sum(t, {0}));
+  ScheduleOptions so;
+  so.max_outputs = 8;
+  so.row_planes = 4;
+  so.col_planes = 2;
+  Plan plan = schedule(p, so);
+  const Value& tv = plan.value_of(t.node().get());
+  REQUIRE(tv.planes == 8);
+  CHECK(tv.col_planes == 2);
+  CHECK(tv.row_planes() == 4);
+  CHECK(tv.stored_shape() == Shape{32, 128});
+  CHECK(tv.layout.numel == 128 * 256 / 8);
+  REQUIRE(tv.plane_buffers.size() == 8);
+  CHECK(std::set<int>(tv.plane_buffers.begin(), tv.plane_buffers.end()).size() == 8);  // one texture per plane
+  const Kernel& k = plan.kernels[tv.producer];
+  REQUIRE(k.exprs.size() == 8);
+  std::string src = emit_glsl450(plan, k, ShaderStage::Fragment);
+  INFO(src);
+  for (int j = 0; j < 8; ++j) CHECK(src.find(fmt::format("layout(location = {}) out vec4 out_{}_p{}", j, tv.name, j)) != std::string::npos);
+  CHECK(src.find("int jc = 2 * i1;") != std::string::npos);
+  CHECK(src.find("8 reductions in one loop") != std::string::npos);
+  size_t body = src.find("r0 += 4"), end = src.find("\n  }", body);
+  std::string loop = src.substr(body, end - body);
+  size_t fetches = 0;
+  for (size_t at = loop.find("load4_"); at != std::string::npos; at = loop.find("load4_", at + 1)) ++fetches;
+  CHECK(fetches == 12);  // 4 texels of B per column plane (8) shared by the 4 rows + 1 texel of A per row (4), for 128 multiply-adds
+  CHECK(loop.find("load_") == std::string::npos);  // no scalar fetches
+  CHECK_NOTHROW(compile_shader("col planes", src, ShaderStage::Fragment));
+  CHECK_NOTHROW(compile_shader("col planes", emit_glsl450(plan, k, ShaderStage::Compute), ShaderStage::Compute));
+  // readers pick the plane of each (row, column texel)
+  for (auto& r : plan.kernels) {
+    if (std::find(r.inputs.begin(), r.inputs.end(), tv.id) == r.inputs.end()) continue;
+    std::string rs = emit_glsl450(plan, r, ShaderStage::Fragment);
+    INFO(rs);
+    CHECK(rs.find(fmt::format("uniform sampler2D in_{}_p7", tv.name)) != std::string::npos);
+    CHECK(rs.find("int p = (r % 4) * 2 + (c >> 2) % 2;") != std::string::npos);
+    CHECK_NOTHROW(compile_shader("col planes reader", rs, ShaderStage::Fragment));
+    CHECK_NOTHROW(compile_shader("col planes reader", emit_glsl450(plan, r, ShaderStage::Compute), ShaderStage::Compute));
+  }
+  auto j = plan.to_json();
+  bool listed = false;
+  for (auto& kj : j["kernels"])
+    for (auto& o : kj["outputs"])
+      if (o["name"] == tv.name) listed = o["row_planes"] == 4 && o["col_planes"] == 2 && o["render_targets"].size() == 8;
+  CHECK(listed);
+  // off unless asked for; row planes only when the texels per plane, render targets or readers' samplers do not allow
+  so.col_planes = 1;
+  CHECK(schedule(p, so).value_of(t.node().get()).planes == 4);
+  so.col_planes = 2;
+  so.min_plane_texels = 2048;
+  CHECK(schedule(p, so).value_of(t.node().get()).planes == 4);
+  so.min_plane_texels = 1024;
+  so.max_outputs = 4;
+  CHECK(schedule(p, so).value_of(t.node().get()).planes == 4);
+  so.max_outputs = 8;
+  so.max_inputs = 8;  // matmul(t, c) would need 8 planes of t + c = 9 texture units
+  CHECK(schedule(p, so).value_of(t.node().get()).planes == 4);
+  so.max_inputs = 9;
+  CHECK(schedule(p, so).value_of(t.node().get()).planes == 8);
+  so.col_planes = 3;
+  CHECK_THROWS_AS(schedule(p, so), ValueError);
+}
+
 TEST_CASE("loops of a texel's 4 elements are jammed into one loop when the elements straddle rows (jam mode)",
           "[codegen]") {
   // a bias gradient: 10 outputs, each a sum over 128 rows. Before jam mode a fragment ran its 4 lanes' loops one

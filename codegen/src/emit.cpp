@@ -614,6 +614,9 @@ std::string header(const Plan& plan, const Kernel& k, ShaderStage stage) {
                      ni >= 0 ? fmt::format(" = n{} {}", ni, label) : std::string(),
                      shape_str(out.node->shape),
                      out.transposed ? ", stored transposed (rows are read in loops)"
+                     : out.col_planes > 1
+                         ? fmt::format(", in {0}x{1} planes: element (r, c) in plane (r % {0}) * {1} + (c / 4) % {1}; per plane",
+                                       out.row_planes(), out.col_planes)
                      : out.planes > 1 ? fmt::format(", in {0} row planes: row r in plane r % {0}; per plane", out.planes)
                                       : std::string(),
                      out.layout.numel,
@@ -702,6 +705,12 @@ BlockSource emit_block(const Plan& plan, const Kernel& kernel, ShaderStage stage
   //  - lane mode: the output's last axis is a multiple of 4 and some input is read along it: the four elements
   //    of a texel are computed together as vec4.
   Kernel k = kernel;
+  // column planes (Value::col_planes): the expressions read column kColumnVar + 4 q (+ lane) instead of the last
+  // coordinate; kColumnVar = Pc * (i_last - i_last % 4) + i_last % 4 (in lane mode i_last is a multiple of 4) is
+  // then the vectorised variable
+  const int Pc = out.col_planes;
+  const std::string last_var = shape.empty() ? std::string() : fmt::format("i{}", shape.size() - 1);
+  const std::string vector_var = Pc > 1 ? std::string(kColumnVar) : last_var;
   std::set<const KExpr*> unrolled;
   bool tile_mode = false;
   if (stage == ShaderStage::Fragment && !shape.empty() && shape.back() % 4 == 0) {
@@ -720,7 +729,7 @@ BlockSource emit_block(const Plan& plan, const Kernel& kernel, ShaderStage stage
       emp->set_vector_reduce(r);
     } else {
       if (!shape.empty() && shape.back() % 4 == 0)
-        for (auto& e : k.exprs) lane_mode |= emp->has_unit_load(e, fmt::format("i{}", shape.size() - 1));
+        for (auto& e : k.exprs) lane_mode |= emp->has_unit_load(e, vector_var);
       if (!lane_mode)
         for (auto& e : k.exprs) jam_mode |= kcontains_reduce(e);
     }
@@ -738,6 +747,11 @@ BlockSource emit_block(const Plan& plan, const Kernel& kernel, ShaderStage stage
     for (size_t i = 0; i < shape.size(); ++i) {
       KExprPtr q = kibin(KOp::IDiv, elemc, kint(st[i]));
       subs[fmt::format("i{}", i)] = i == 0 ? q : kibin(KOp::IMod, q, kint(shape[i]));
+    }
+    if (Pc > 1) {
+      const KExprPtr& l = subs.at(last_var);
+      KExprPtr m = kibin(KOp::IMod, l, kint(4));
+      subs[kColumnVar] = kibin(KOp::IAdd, kibin(KOp::IMul, kint(Pc), kibin(KOp::ISub, l, m)), m);
     }
     k.exprs = krewrite(k.exprs, [&](const KExprPtr& e) -> KExprPtr {
       if (e->op != KOp::Var) return nullptr;
@@ -760,10 +774,15 @@ BlockSource emit_block(const Plan& plan, const Kernel& kernel, ShaderStage stage
       std::string v = i == 0 ? q : fmt::format("{} % {}", q, shape[i]);
       coords += fmt::format("{}int i{} = {};\n", std::string(ind * 2, ' '), i, v);
     }
+    if (Pc > 1)
+      coords += lane_mode ? fmt::format("{}int {} = {} * {};  // column of lane 0 in column plane 0 (+ 4 q in plane q)\n",
+                                        std::string(ind * 2, ' '), kColumnVar, Pc, last_var)
+                          : fmt::format("{0}int {1} = {2} * ({3} - {3} % 4) + {3} % 4;  // column in column plane 0 (+ 4 q in plane q)\n",
+                                        std::string(ind * 2, ' '), kColumnVar, Pc, last_var);
   }
   if (lane_mode) {
     em.indent_ = 2;
-    em.set_vector_var(fmt::format("i{}", shape.size() - 1), fmt::format("i{}", shape.size() - 1));
+    em.set_vector_var(vector_var, vector_var);
   } else if (jam_mode) {
     em.indent_ = 2;
     em.set_vector_var("elem", "elem");
@@ -840,8 +859,12 @@ std::string emit_glsl450(const Plan& plan, const Kernel& k, ShaderStage stage) {
     for (int p = 0; p < ov.planes; ++p) {
       obase.push_back(ov.planes > 1 ? fmt::format("{}_p{}", ov.name, p) : ov.name);
       onames.push_back(nout == 1 ? std::string("out_texel") : "out_" + obase.back());
-      odesc.push_back(ov.planes > 1 ? fmt::format("{}: rows {} mod {} of {}", ov.name, p, ov.planes, shape_str(ov.node->shape))
-                                    : shape_str(ov.node->shape));
+      odesc.push_back(ov.col_planes > 1
+                          ? fmt::format("{}: rows {} mod {}, texels {} mod {} of each row, of {}", ov.name,
+                                        p / ov.col_planes, ov.row_planes(), p % ov.col_planes, ov.col_planes,
+                                        shape_str(ov.node->shape))
+                      : ov.planes > 1 ? fmt::format("{}: rows {} mod {} of {}", ov.name, p, ov.planes, shape_str(ov.node->shape))
+                                      : shape_str(ov.node->shape));
     }
   }
   // one domain block at a time: a sub-kernel with the block's outputs (and all inputs, so Load slots hold)
@@ -879,17 +902,27 @@ std::string emit_glsl450(const Plan& plan, const Kernel& k, ShaderStage stage) {
     const Value& v = plan.values[k.inputs[i]];
     std::string desc = fmt::format("{} {}", v.name, shape_str(v.node->shape));
     if (v.planes > 1) {
-      // row planes: row r of [numel / C, C] is row r / P of plane r % P (Value::planes)
+      // row planes: row r of [numel / C, C] is row r / P of plane r % P (Value::planes); with column planes element
+      // (r, c) is in plane (r % Pr) * Pc + (c / 4) % Pc, at its row r / Pr, column ((c / 4) / Pc) * 4 + c % 4
       const int P = v.planes;
       const int64_t C = v.node->shape.back();
       const bool frag = stage == ShaderStage::Fragment;
-      for (int p = 0; p < P; ++p)
-        decls += frag ? fmt::format("layout(set = 0, binding = {}) uniform sampler2D in_{}_p{};  // {}: rows {} mod {}, texture {}x{}\n",
-                                    binding++, v.name, p, desc, p, P, v.layout.width, v.layout.height)
-                      : fmt::format("layout(std430, set = 0, binding = {}) readonly buffer buf_{}_p{} {{ float data[]; }} in_{}_p{};  // {}: rows {} mod {}\n",
-                                    binding++, v.name, p, v.name, p, desc, p, P);
-      std::string locate = fmt::format("  int e = max(i, 0);\n  int r = e / {0};  // row of [rows, {0}]: plane r % {1}, its row r / {1}\n"
-                                       "  int j = (r / {1}) * {0} + (e - r * {0});\n  int p = r % {1};\n", C, P);
+      const int Pc = v.col_planes, Pr = v.row_planes();
+      for (int p = 0; p < P; ++p) {
+        const std::string which = Pc > 1 ? fmt::format("rows {} mod {}, texels {} mod {} of each row", p / Pc, Pr, p % Pc, Pc)
+                                         : fmt::format("rows {} mod {}", p, P);
+        decls += frag ? fmt::format("layout(set = 0, binding = {}) uniform sampler2D in_{}_p{};  // {}: {}, texture {}x{}\n",
+                                    binding++, v.name, p, desc, which, v.layout.width, v.layout.height)
+                      : fmt::format("layout(std430, set = 0, binding = {}) readonly buffer buf_{}_p{} {{ float data[]; }} in_{}_p{};  // {}: {}\n",
+                                    binding++, v.name, p, v.name, p, desc, which);
+      }
+      std::string locate =
+          Pc > 1 ? fmt::format("  int e = max(i, 0);\n  int r = e / {0};  // row of [rows, {0}]\n  int c = e - r * {0};  // its "
+                               "column: texel c >> 2 of the row is in plane (r % {1}) * {2} + (c >> 2) % {2}\n"
+                               "  int j = (r / {1}) * {3} + ((c >> 2) / {2}) * 4 + (c & 3);\n  int p = (r % {1}) * {2} + (c >> 2) % {2};\n",
+                               C, Pr, Pc, C / Pc)
+                 : fmt::format("  int e = max(i, 0);\n  int r = e / {0};  // row of [rows, {0}]: plane r % {1}, its row r / {1}\n"
+                               "  int j = (r / {1}) * {0} + (e - r * {0});\n  int p = r % {1};\n", C, P);
       if (frag) {
         std::string pick = fmt::format("  int t = j >> 2;\n  ivec2 xy = ivec2(t % {}, t / {});\n  vec4 v;\n", v.layout.width, v.layout.width);
         for (int p = 0; p < P; ++p)

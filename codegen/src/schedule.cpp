@@ -480,6 +480,8 @@ Plan schedule(const Program& program, const ScheduleOptions& opt) {
   plan.order = program.nodes();
   const auto& order = plan.order;
   const int64_t max_h = opt.max_texture_height ? opt.max_texture_height : opt.max_texture_width;
+  if (opt.col_planes != 1 && opt.col_planes != 2)
+    throw ValueError(fmt::format("ScheduleOptions::col_planes must be 1 (off) or 2, got {}", opt.col_planes));
 
   // consumers (with multiplicity) and external uses
   std::unordered_map<const Node*, std::vector<const Node*>> consumers;
@@ -1087,22 +1089,70 @@ Plan schedule(const Program& program, const ScheduleOptions& opt) {
         if (extra > 0 && samplers + extra > opt.max_inputs) ok = false;
       }
       if (!ok) continue;
-      const std::string row = fmt::format("i{}", st.size() - 2);
-      std::vector<KExprPtr> per_plane;  // output-major: exprs[j * P + p]
+      // column planes (Value::col_planes): each row's texels dealt out over Pc planes as well, when the render
+      // targets, the shape (whole texels per plane row, enough texels per plane) and every reader's samplers allow
+      int Pc = 1;
+      if (opt.col_planes == 2 && k.outputs.size() * P * 2 <= static_cast<size_t>(opt.max_outputs)) {
+        Shape rs = st;  // the row-planed stored shape
+        rs[rs.size() - 2] /= P;
+        bool col = rs.back() % 8 == 0 && (numel(rs) / 2 + 3) / 4 >= opt.min_plane_texels;
+        for (auto& r : plan.kernels) {
+          int samplers = 0, extra = 0;
+          for (int in : r.inputs) {
+            samplers += plan.values[in].planes;
+            if (std::find(k.outputs.begin(), k.outputs.end(), in) != k.outputs.end()) extra += 2 * P - 1;
+          }
+          if (extra > 0 && samplers + extra > opt.max_inputs) col = false;
+        }
+        if (col) Pc = 2;
+      }
+      const std::string row = fmt::format("i{}", st.size() - 2), last = fmt::format("i{}", st.size() - 1);
+      std::vector<KExprPtr> per_plane;  // output-major: exprs[j * P * Pc + p * Pc + q]
       for (size_t j = 0; j < k.outputs.size(); ++j) {
         Value& v = plan.values[k.outputs[j]];
-        v.planes = P;
+        v.planes = P * Pc;
+        v.col_planes = Pc;
         const Shape ps = v.stored_shape();
         v.layout = opt.row_aligned_layout
                        ? TextureLayout::for_shape(std::vector<int64_t>(ps.begin(), ps.end()), opt.max_texture_width,
                                                   opt.max_texture_height)
                        : TextureLayout::for_numel(numel(ps), opt.max_texture_width, opt.max_texture_height);
-        for (int p = 0; p < P; ++p)
+        for (int p = 0; Pc == 1 && p < P; ++p)
           per_plane.push_back(ksubstitute(k.exprs[j], {{row, kibin(KOp::IAdd, kibin(KOp::IMul, kint(P), kvar(row)), kint(p))}}));
+      }
+      if (Pc > 1) {
+        // column plane q: the plane's column c' is the tensor's column Pc * (c' - c' % 4) + 4 q + c' % 4, written
+        // jc + 4 q with jc (kColumnVar) declared by the emitter; in lane mode jc is the vectorised variable (a
+        // multiple of 4), so lane l reads column jc + 4 q + l and loads along it stay whole texels. One rewrite per
+        // column plane, then one per row plane over all of them: a subtree that depends on the row only (the A
+        // operand's load) or on the column only (B's) stays one node for the emitter to load once per step.
+        std::vector<std::vector<KExprPtr>> cols;  // [q][j]
+        for (int q = 0; q < Pc; ++q) {
+          const KExprPtr jc = kibin(KOp::IAdd, kvar(kColumnVar), kint(4 * q));
+          cols.push_back(krewrite(k.exprs, [&](const KExprPtr& x) -> KExprPtr {
+            return x->op == KOp::Var && x->name == last ? jc : nullptr;
+          }));
+        }
+        std::vector<KExprPtr> all;  // [q][j] flattened
+        for (auto& c : cols) all.insert(all.end(), c.begin(), c.end());
+        std::vector<std::vector<KExprPtr>> rows;  // [p][q * outputs + j]
+        for (int p = 0; p < P; ++p) {
+          const KExprPtr r = kibin(KOp::IAdd, kibin(KOp::IMul, kint(P), kvar(row)), kint(p));
+          rows.push_back(krewrite(all, [&](const KExprPtr& x) -> KExprPtr {
+            return x->op == KOp::Var && x->name == row ? r : nullptr;
+          }));
+        }
+        for (size_t j = 0; j < k.outputs.size(); ++j)
+          for (int p = 0; p < P; ++p)
+            for (int q = 0; q < Pc; ++q) per_plane.push_back(rows[p][q * k.outputs.size() + j]);
       }
       k.exprs = std::move(per_plane);
       k.notes += fmt::format("// row planes: each invocation computes rows {0}*{1}+0 .. {0}*{1}+{2} of its outputs, one "
                              "render target (or buffer) per row\n", P, row, P - 1);
+      if (Pc > 1)
+        k.notes += fmt::format("// column planes: and {0} texels of each row, columns {1} + 4*q + 0..3 (q < {0}, "
+                               "{1} = {0} * {2} - {3} * ({2} % 4)), one render target per (row, q); plane p * {0} + q\n",
+                               Pc, kColumnVar, last, Pc - 1);
     }
   }
 
@@ -1190,7 +1240,9 @@ nlohmann::json Plan::to_json() const {
     if (v.transposed) j["stored_transposed"] = true;
     if (v.planes > 1) {
       // "numel" and "texture" are one plane's; row r of the [rows, C] view of the tensor is in plane r % planes
-      j["row_planes"] = v.planes;
+      // (with column planes: element (r, c) in plane (r % row_planes) * col_planes + (c / 4) % col_planes)
+      j["row_planes"] = v.row_planes();
+      if (v.col_planes > 1) j["col_planes"] = v.col_planes;
       j["tensor_numel"] = v.node->numel();
       if (!v.plane_buffers.empty()) j["plane_buffers"] = v.plane_buffers;
     }

@@ -41,7 +41,7 @@ class GlesExecutable final : public Executable {
   struct Binding {
     std::string sampler;
     int value;
-    int plane;  // row plane (Value::planes), 0 otherwise
+    int plane;  // plane (Value::planes: row and column planes), 0 otherwise
   };
   std::vector<std::vector<Binding>> bindings_;  // per kernel: sampler -> value's texture
   std::vector<KernelTiming> timings_;
@@ -67,6 +67,9 @@ class GlesBackend final : public Backend {
     if (opt.row_planes < -1 || opt.row_planes == 0 || opt.row_planes > 8)
       throw ValueError(fmt::format("BackendOptions::row_planes must be -1 (auto) or 1..8, got {}", opt.row_planes));
     row_planes_ = opt.row_planes > 0 ? opt.row_planes : 4;  // auto: measured faster on the H200 and on llvmpipe
+    if (opt.col_planes != -1 && opt.col_planes != 1 && opt.col_planes != 2)
+      throw ValueError(fmt::format("BackendOptions::col_planes must be -1 (auto), 1 (off) or 2, got {}", opt.col_planes));
+    col_planes_ = opt.col_planes == 2 ? 2 : 1;  // auto: off (the generated 4x2 tile is not measured yet)
     if (opt.union_domains < -1 || opt.union_domains > 1)
       throw ValueError(fmt::format("BackendOptions::union_domains must be -1 (auto), 0 or 1, got {}", opt.union_domains));
     if (opt.flush_draws < -1 || opt.flush_draws > 1)
@@ -92,6 +95,7 @@ class GlesBackend final : public Backend {
     so.union_domains = opt_.union_domains >= 0 ? opt_.union_domains == 1 : !cpu_raster_;
     so.max_inputs = static_cast<int>(std::min<int64_t>(dev_->caps().max_texture_units, 16));
     so.row_planes = std::min(row_planes_, so.max_outputs);
+    so.col_planes = col_planes_;
     Plan plan = schedule(p, so);
     if (!dump_dir_.empty()) dump_plan(plan, fmt::format("{}/program{:02}", dump_dir_, dumps_++), cache_);
     return std::make_unique<GlesExecutable>(*this, std::move(plan));
@@ -173,6 +177,7 @@ class GlesBackend final : public Backend {
   bool flush_draws_ = false;
   bool row_layout_ = false;
   int row_planes_ = 1;
+  int col_planes_ = 1;
 };
 
 GlesExecutable::GlesExecutable(GlesBackend& be, Plan plan) : be_(be), plan_(std::move(plan)) {
@@ -220,12 +225,16 @@ std::vector<float> GlesExecutable::read_value(int id) {
   const Value& val = plan_.values[id];
   std::vector<float> v(val.node->numel());
   if (val.planes > 1) {  // row planes (Value::planes): interleave the planes' rows back
-    const int64_t P = val.planes, cols = val.node->shape.back(), per = val.layout.numel;
+    const int64_t P = val.row_planes(), Pc = val.col_planes, cols = val.node->shape.back(), per = val.layout.numel;
+    const int64_t pcols = cols / Pc;  // a plane's row: texel t of it is texel t * Pc + q of the tensor row
     std::vector<float> plane(per);
-    for (int p = 0; p < P; ++p) {
-      dev.download(texture_of(id, false, p), plane.data(), per);
-      for (int64_t r = 0; r < per / cols; ++r) std::copy_n(plane.data() + r * cols, cols, v.data() + (r * P + p) * cols);
-    }
+    for (int64_t p = 0; p < P; ++p)
+      for (int64_t q = 0; q < Pc; ++q) {
+        dev.download(texture_of(id, false, static_cast<int>(p * Pc + q)), plane.data(), per);
+        for (int64_t r = 0; r < per / pcols; ++r)
+          for (int64_t t = 0; t < pcols / 4; ++t)
+            std::copy_n(plane.data() + r * pcols + t * 4, 4, v.data() + (r * P + p) * cols + (t * Pc + q) * 4);
+      }
     return v;
   }
   dev.download(texture_of(id, false), v.data(), static_cast<int64_t>(v.size()));

@@ -55,6 +55,10 @@ struct Extent {
 };
 
 /// One materialised tensor.
+/// The column coordinate variable of kernels with column planes (Value::col_planes): plane q's expressions read
+/// the tensor column `jc + 4 * q + lane`; the emitter declares it from the last output coordinate.
+inline constexpr const char* kColumnVar = "jc";
+
 struct Value {
   int id = -1;
   NodePtr node;
@@ -75,7 +79,16 @@ struct Value {
   /// computes the same 4 columns of `planes` rows and writes them to `planes` render targets (a register tile:
   /// the shared operand's texels are fetched once for all rows). Readers' loads pick the plane; hooks and
   /// downloads interleave the rows back. Never set for inputs, persistent values or updates.
+  ///
+  /// With column planes (col_planes = Pc > 1, ScheduleOptions::col_planes) the texels of each row are dealt out
+  /// as well: `planes` = Pr * Pc textures in all (Pr = row_planes() row planes), element (r, c) of the [rows, C]
+  /// view lives in plane (r % Pr) * Pc + (c / 4) % Pc at that plane's row r / Pr, column ((c / 4) / Pc) * 4 + c % 4
+  /// (C a multiple of 4 * Pc). One fragment then computes a Pr x 4*Pc register tile (Pr * Pc render targets).
   int planes = 1;
+  /// Column planes (see `planes`): 1 (none) or the number Pc of column planes; `planes` is a multiple of it.
+  int col_planes = 1;
+  /// Row planes Pr (see `planes`): planes / col_planes.
+  int row_planes() const { return planes / col_planes; }
   std::vector<int> plane_buffers;  ///< Temp with planes > 1: the pooled buffer of each plane (buffer == [0])
   /// The extent every texture holding this value must be ALLOCATED at (>= layout's width x height; addressing
   /// always follows `layout`): a draw of a union-domain kernel renders its Kernel::extent, which GLES clips to
@@ -85,11 +98,13 @@ struct Value {
   /// Input/Constant: the layout's size. Set by the memory plan.
   Extent extent;
   /// The shape one texture holds (the producing kernel's iteration domain): the node's shape, reversed when
-  /// transposed; with row planes the second-to-last axis divided by `planes`.
+  /// transposed; with row planes the second-to-last axis divided by row_planes(), with column planes the last
+  /// axis divided by col_planes.
   Shape stored_shape() const {
     Shape s(node->shape.begin(), node->shape.end());
     if (transposed) std::reverse(s.begin(), s.end());
-    if (planes > 1 && s.size() >= 2) s[s.size() - 2] /= planes;
+    if (row_planes() > 1 && s.size() >= 2) s[s.size() - 2] /= row_planes();
+    if (col_planes > 1 && !s.empty()) s.back() /= col_planes;
     return s;
   }
 };
@@ -99,14 +114,16 @@ struct Value {
 /// layout, and output j is computed by exprs[j] at the same element (coordinates i0.. of the stored shape of the
 /// block's first output). A kernel whose outputs have row planes (Value::planes = P, then all of them; such a
 /// kernel has one block) has P exprs per output, one per plane and render target: exprs[j * P + p] is output j at
-/// row P * i + p of the coordinates i of the plane's shape. An output read by another output of the same block at
+/// row P * i + p of the coordinates i of the plane's shape; with column planes (Value::col_planes = Pc) P * Pc
+/// exprs per output, exprs[j * P * Pc + p * Pc + q] (plane p * Pc + q) reading the tensor column kColumnVar + 4 q in
+/// place of the last coordinate (kColumnVar is declared by the emitter). An output read by another output of the same block at
 /// the same element is computed once (the expression is shared), so e.g. an optimizer's m, v and parameter
 /// updates of one parameter are one pass. A union-domain kernel (ScheduleOptions::union_domains) has several
 /// blocks of different domains that do not read each other (e.g. db2+Adam(b2) [10], dh [128,128] and dW2+Adam(W2)
 /// [10,128] after dlogits): its draw covers `extent` and each block computes the fragments inside its own layout.
 struct Kernel {
   std::string name;                    ///< stable readable name: "k03_matmul_add_relu"
-  std::vector<int> outputs;            ///< value ids written; render target j = outputs[j] (with P row planes: j * P + p)
+  std::vector<int> outputs;            ///< value ids written; render target j = outputs[j] (with P planes: j * P + p)
   std::vector<KExprPtr> exprs;         ///< per output (and row plane): its value at element (i0, i1, ...) of its block's domain
   std::vector<int> inputs;             ///< value ids read, in sampler order (KExpr Load input index)
   std::vector<NodePtr> nodes;          ///< graph nodes this kernel computes (topological order)
@@ -160,6 +177,13 @@ struct ScheduleOptions {
   /// fetches per 64 multiply-adds with 4 planes instead of 5 per 16). 1 = off (the default); values above
   /// max_outputs are clamped to it.
   int row_planes = 1;
+  /// Column planes (Value::col_planes): 1 = off (the default), 2 = a kernel given row planes also gets 2 column
+  /// planes when its outputs x row planes x 2 <= max_outputs, the last axis of its (row-planed) stored shape is a
+  /// multiple of 8 and each of the row planes x 2 textures keeps at least `min_plane_texels` texels: a fragment
+  /// then computes a row_planes x 8 tile (two output texels per row), each texel of the row operand serving 8
+  /// columns instead of 4 (with 4 row planes: 12 texel fetches per 128 multiply-adds instead of 8 per 64). Other
+  /// values throw ValueError from schedule().
+  int col_planes = 1;
   /// Row planes: the fewest texels one plane may have (fewer fragments per draw would leave a GPU idle).
   int64_t min_plane_texels = 1024;
   /// Union-domain kernels: after multi-output grouping, groups of different iteration domains that do not read

@@ -98,6 +98,13 @@ struct BackendOptions {
   /// 24.3 -> 10.0 ms on llvmpipe; docs/PERFORMANCE.md Runs 5a, 6), else 1..8 (1 = off; capped by max_outputs,
   /// i.e. the device's draw buffers). make_backend throws ValueError for 0, values below -1 or above 8.
   int row_planes = -1;
+  /// ScheduleOptions::col_planes (column planes: a kernel given row planes also computes 2 texels of each row,
+  /// i.e. a row_planes x 8 tile per fragment into row_planes x 2 render targets, when the render targets, its
+  /// shape (the row-planed stored shape's last axis a multiple of 8, ScheduleOptions::min_plane_texels per plane)
+  /// and its readers' samplers allow; Value::col_planes gives the storage). -1 = auto (off for now: the 4x2
+  /// shape's gain for generated code is unmeasured), 1 = off, 2 = on. make_backend throws ValueError for other
+  /// values.
+  int col_planes = -1;
   /// ScheduleOptions::union_domains: independent kernels of different shapes become one draw (union-domain
   /// kernels). -1 = auto: on for GPUs, off for CPU rasterisers (on llvmpipe every fragment runs every block's
   /// code under a mask: the MLP b=32 step measured 16.9 ms with unions against 12.5 ms without); 0 = off, 1 = on.
