@@ -21,7 +21,7 @@
 //   --row-planes N  matmul-like kernels compute N rows per fragment into N render targets (1 = off)
 //                  (default: auto = 4)
 //   --col-planes N  1 = off, 2 = kernels with row planes also compute 2 texels per row (a 4 x 8 tile per fragment
-//                  with 4 row planes; BackendOptions::col_planes) (default: auto = off)
+//                  with 4 row planes; BackendOptions::col_planes) (default: auto = 2)
 //   --union-domains B  union-domain kernels (independent kernels of different shapes drawn as one) on (1) or off
 //                  (0) in the GLES backends (default: auto = on for GPUs, off on llvmpipe); the fusion table's
 //                  columns are on unless 0 is given
@@ -121,7 +121,7 @@ struct Options {
   int64_t min_parallel = -1;  // BackendOptions::min_parallel_texels (-1 = auto: on for GPUs, off for llvmpipe)
   int row_layout = -1;        // BackendOptions::row_layout (-1 = auto: on for GPUs, off for llvmpipe)
   int row_planes = -1;        // BackendOptions::row_planes (-1 = auto: 4)
-  int col_planes = -1;        // BackendOptions::col_planes (-1 = auto: off)
+  int col_planes = -1;        // BackendOptions::col_planes (-1 = auto: 2)
   int union_domains = -1;     // BackendOptions::union_domains (-1 = auto: on for GPUs, off for llvmpipe)
   int flush_draws = -1;       // BackendOptions::flush_draws (-1 = auto: on for GPUs, off for llvmpipe)
   bool wants(const std::string& c) const { return only.empty() || only.count(c) != 0; }
@@ -607,6 +607,7 @@ void bench_fusion(const Options& o) {
     gpu.max_outputs = 8;
     gpu.row_aligned_layout = true;
     gpu.row_planes = 4;
+    gpu.col_planes = 2;
     gpu.union_domains = o.union_domains != 0;
     const size_t split = sg::schedule(p, gpu).kernels.size();
     fmt::print("| {:<28} | {:>6} | {:>8} | {:>8} | {:>8} | {:>8} | {:>8} | {:>14} | {:>14} |\n", label,

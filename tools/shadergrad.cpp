@@ -82,9 +82,10 @@ int cmd_dump(const std::string& model_name, const std::string& target, const std
   sg::ScheduleOptions so;
   so.unfused = unfused;
   so.max_outputs = max_outputs;
-  // what the GLES backend schedules (BackendOptions auto settings): row planes on every device; on a hardware
-  // GPU also split-K, row-aligned layouts and union-domain kernels; on llvmpipe none of those three
+  // what the GLES backend schedules (BackendOptions auto settings): row and column planes on every device; on a
+  // hardware GPU also split-K, row-aligned layouts and union-domain kernels; on llvmpipe none of those three
   so.row_planes = 4;
+  so.col_planes = 2;
   so.union_domains = gpu && !no_union;
   if (gpu) {
     so.min_parallel_texels = 16384;
@@ -112,9 +113,9 @@ int cmd_dump(const std::string& model_name, const std::string& target, const std
   if (d.gles) files += d.compute ? ", *.comp" : ", *.frag";
   std::cout << fmt::format("wrote {} kernels of the {} train step (batch {}) to {}/ ({}); peak texture memory "
                            "{:.2f} MiB\nschedule: as the GLES backend on {}: {} render targets per kernel, row planes "
-                           "{}, split-K {}, row-aligned layouts {}, union-domain kernels {}{}\n",
+                           "{}, column planes {}, split-K {}, row-aligned layouts {}, union-domain kernels {}{}\n",
                            plan.kernels.size(), model_name, batch, out, files, plan.peak_bytes / 1048576.0,
-                           gpu ? "a hardware GPU" : "llvmpipe", so.max_outputs, so.row_planes,
+                           gpu ? "a hardware GPU" : "llvmpipe", so.max_outputs, so.row_planes, so.col_planes,
                            so.min_parallel_texels > 0 ? "on" : "off", so.row_aligned_layout ? "on" : "off",
                            so.union_domains ? "on" : "off", unfused ? " (unfused: one kernel per node)" : "");
   return 0;
