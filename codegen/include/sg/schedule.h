@@ -54,11 +54,11 @@ struct Extent {
   bool operator==(const Extent&) const = default;
 };
 
-/// One materialised tensor.
 /// The column coordinate variable of kernels with column planes (Value::col_planes): plane q's expressions read
 /// the tensor column `jc + 4 * q + lane`; the emitter declares it from the last output coordinate.
 inline constexpr const char* kColumnVar = "jc";
 
+/// One materialised tensor.
 struct Value {
   int id = -1;
   NodePtr node;
