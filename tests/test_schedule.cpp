@@ -26,6 +26,13 @@ using namespace sg;
 
 namespace {
 
+/// Occurrences of `needle` in `text` (e.g. texel fetches `load4_` in a generated loop body).
+size_t count_of(const std::string& text, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
 std::vector<float> ones(int64_t n) { return std::vector<float>(n, 0.01f); }
 
 struct MlpGraph {
@@ -332,8 +339,7 @@ TEST_CASE("matmul kernels read each texel once per 4 loop iterations (tile mode)
     CHECK(src.find("r0 += 4") != std::string::npos);
     size_t body = src.find("r0 += 4"), end = src.find(";\n", src.find("acc0 +=", body));
     std::string loop = src.substr(body, end - body);
-    size_t fetches = 0;
-    for (size_t at = loop.find("load4_"); at != std::string::npos; at = loop.find("load4_", at + 1)) ++fetches;
+    const size_t fetches = count_of(loop, "load4_");
     CHECK(fetches == 5);
     CHECK(loop.find("load_") == std::string::npos);  // no scalar texel fetches left in the loop
     CHECK_NOTHROW(compile_shader("tile", src, ShaderStage::Fragment));
@@ -366,8 +372,7 @@ TEST_CASE("row planes: a matmul computes 4 rows per fragment into 4 render targe
   CHECK(src.find("4 reductions in one loop") != std::string::npos);
   size_t body = src.find("r0 += 4"), end = src.find("\n  }", body);
   std::string loop = src.substr(body, end - body);
-  size_t fetches = 0;
-  for (size_t at = loop.find("load4_"); at != std::string::npos; at = loop.find("load4_", at + 1)) ++fetches;
+  const size_t fetches = count_of(loop, "load4_");
   CHECK(fetches == 8);  // 4 texels of B shared by the 4 rows + 1 texel of A per row, for 64 multiply-adds
   CHECK_NOTHROW(compile_shader("planes", src, ShaderStage::Fragment));
   // readers pick the plane of each row
@@ -428,8 +433,7 @@ TEST_CASE("column planes: a matmul computes a 4 x 8 tile per fragment into 8 ren
   CHECK(src.find("8 reductions in one loop") != std::string::npos);
   size_t body = src.find("r0 += 4"), end = src.find("\n  }", body);
   std::string loop = src.substr(body, end - body);
-  size_t fetches = 0;
-  for (size_t at = loop.find("load4_"); at != std::string::npos; at = loop.find("load4_", at + 1)) ++fetches;
+  const size_t fetches = count_of(loop, "load4_");
   CHECK(fetches == 12);  // 4 texels of B per column plane (8) shared by the 4 rows + 1 texel of A per row (4), for 128 multiply-adds
   CHECK(loop.find("load_") == std::string::npos);  // no scalar fetches
   CHECK_NOTHROW(compile_shader("col planes", src, ShaderStage::Fragment));

@@ -1079,32 +1079,26 @@ Plan schedule(const Program& program, const ScheduleOptions& opt) {
         st = v.stored_shape();
         if (!plane_shape_ok(st, P, opt)) ok = false;
       }
-      // every kernel reading these values takes P - 1 more samplers per value read; stay within max_inputs
-      for (auto& r : plan.kernels) {
-        int samplers = 0, extra = 0;
-        for (int in : r.inputs) {
-          samplers += plan.values[in].planes;
-          if (std::find(k.outputs.begin(), k.outputs.end(), in) != k.outputs.end()) extra += P - 1;
+      // every kernel reading these values takes `planes` - 1 more samplers per value read; stay within max_inputs
+      auto readers_fit = [&](int planes) {
+        for (auto& r : plan.kernels) {
+          int samplers = 0, extra = 0;
+          for (int in : r.inputs) {
+            samplers += plan.values[in].planes;
+            if (std::find(k.outputs.begin(), k.outputs.end(), in) != k.outputs.end()) extra += planes - 1;
+          }
+          if (extra > 0 && samplers + extra > opt.max_inputs) return false;
         }
-        if (extra > 0 && samplers + extra > opt.max_inputs) ok = false;
-      }
-      if (!ok) continue;
+        return true;
+      };
+      if (!ok || !readers_fit(P)) continue;
       // column planes (Value::col_planes): each row's texels dealt out over Pc planes as well, when the render
       // targets, the shape (whole texels per plane row, enough texels per plane) and every reader's samplers allow
       int Pc = 1;
       if (opt.col_planes == 2 && k.outputs.size() * P * 2 <= static_cast<size_t>(opt.max_outputs)) {
         Shape rs = st;  // the row-planed stored shape
         rs[rs.size() - 2] /= P;
-        bool col = rs.back() % 8 == 0 && (numel(rs) / 2 + 3) / 4 >= opt.min_plane_texels;
-        for (auto& r : plan.kernels) {
-          int samplers = 0, extra = 0;
-          for (int in : r.inputs) {
-            samplers += plan.values[in].planes;
-            if (std::find(k.outputs.begin(), k.outputs.end(), in) != k.outputs.end()) extra += 2 * P - 1;
-          }
-          if (extra > 0 && samplers + extra > opt.max_inputs) col = false;
-        }
-        if (col) Pc = 2;
+        if (rs.back() % 8 == 0 && (numel(rs) / 2 + 3) / 4 >= opt.min_plane_texels && readers_fit(2 * P)) Pc = 2;
       }
       const std::string row = fmt::format("i{}", st.size() - 2), last = fmt::format("i{}", st.size() - 1);
       std::vector<KExprPtr> per_plane;  // output-major: exprs[j * P * Pc + p * Pc + q]
