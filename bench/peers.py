@@ -15,6 +15,12 @@ Cases (torch eager, fp32; on CUDA TF32 is switched off for matmul and cuDNN):
     cnn_step_b64     seed 002's CNN: Conv2d(1,8,3,p1) ReLU MaxPool2d(2) Conv2d(8,16,3,p1) ReLU MaxPool2d(2) Flatten
                      Linear(64,32) ReLU Linear(32,10) on 1x8x8 inputs; Adam; batch 64.
     mlp_forward_b128 the MLP's logits, batch 128, under torch.no_grad().
+    On CUDA each train step is also measured as the fastest forms a PyTorch or JAX user has (the peers of
+    issue 15): "torch-cuda-graph" -- the whole step (forward, backward, Adam with capturable=True) captured once
+    into a CUDA graph over static input tensors and replayed, plus loss.item(); "jax-cuda" -- the same model,
+    loss and Adam (torch.optim.Adam's formulas, written with jax.numpy) as one jax.jit-compiled function with the
+    parameters and Adam state donated, plus float(loss). Both start from the torch model's initial weights and
+    are checked like the eager step (first loss against f64). --variants picks them.
     A train step is zero_grad, forward, loss, backward, optimizer.step() and loss.item() -- the item() reads the
     loss back, as bench_ops' run() does, so each timed step is synchronised. Train-step check: the first step's
     loss against an f64 copy of the model's forward pass (<= 1e-4 (1 + |ref|)).
@@ -167,6 +173,140 @@ def bench_step(torch, dev, model_name, batch, args):
             last_loss=last[0])
 
 
+def step_data(torch, dev, model_name, batch):
+    """The model (seed 0), a fixed batch and the f64 loss of its first step (the eager step's inputs)."""
+    torch.manual_seed(0)
+    model = (mlp(torch) if model_name == "mlp" else cnn(torch)).to(dev)
+    hw = 28 if model_name == "mlp" else 8
+    g = torch.Generator().manual_seed(42 + batch)
+    x = torch.rand(batch, 1, hw, hw, generator=g).to(dev)
+    y = torch.randint(0, 10, (batch,), generator=g).to(dev)
+    import copy
+    with torch.no_grad():
+        ref = float(torch.nn.functional.cross_entropy(copy.deepcopy(model).double()(x.double()), y))
+    return model, x, y, ref
+
+
+def step_label(model_name, batch):
+    return "%s train step (Adam) b=%d" % ("MLP 784-128-10" if model_name == "mlp" else "CNN 8-16-32", batch)
+
+
+def bench_step_graph(torch, dev, model_name, batch, args):
+    """The train step captured once as a CUDA graph (static inputs, Adam with capturable=True) and replayed."""
+    model, x, y, ref = step_data(torch, dev, model_name, batch)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3, capturable=True)
+    lossf = torch.nn.functional.cross_entropy
+    # first step eagerly (the check), then warm up on a side stream as torch.cuda.graphs requires, then capture
+    opt.zero_grad(set_to_none=False)
+    loss = lossf(model(x), y)
+    loss.backward()
+    opt.step()
+    first = float(loss.item())
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):
+            opt.zero_grad(set_to_none=False)
+            lossf(model(x), y).backward()
+            opt.step()
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    opt.zero_grad(set_to_none=False)
+    with torch.cuda.graph(graph):
+        static_loss = lossf(model(x), y)
+        static_loss.backward()
+        opt.step()
+    last = [0.0]
+
+    def step():
+        graph.replay()
+        last[0] = static_loss.item()
+
+    err = abs(first - ref)
+    ok = math.isfinite(first) and err <= 1e-4 * (1 + abs(ref))
+    st = measure(step, args, torch.cuda.synchronize)
+    ok = ok and math.isfinite(last[0])
+    add_row("%s_step_b%d" % (model_name, batch), step_label(model_name, batch), "torch-cuda-graph", st,
+            1000.0 / st["median"], "steps/s", ok, "%s (loss vs f64 %.1e)" % ("ok" if ok else "FAIL", err),
+            batch=batch, model=model_name, last_loss=last[0])
+
+
+def jax_model(jnp, lax, model_name):
+    """The forward pass of mlp()/cnn() in jax (NCHW, OIHW weights as torch stores them)."""
+    def dense(p, k, h):
+        return h @ p[k + ".weight"].T + p[k + ".bias"]
+
+    def conv(p, k, h):
+        o = lax.conv_general_dilated(h, p[k + ".weight"], (1, 1), ((1, 1), (1, 1)),
+                                     dimension_numbers=("NCHW", "OIHW", "NCHW"))
+        return o + p[k + ".bias"][None, :, None, None]
+
+    def pool(h):
+        return lax.reduce_window(h, -jnp.inf, lax.max, (1, 1, 2, 2), (1, 1, 2, 2), "VALID")
+
+    def forward(p, x):
+        if model_name == "mlp":
+            h = x.reshape(x.shape[0], -1)
+            return dense(p, "3", jnp.maximum(dense(p, "1", h), 0))
+        h = pool(jnp.maximum(conv(p, "0", x), 0))
+        h = pool(jnp.maximum(conv(p, "3", h), 0))
+        h = h.reshape(h.shape[0], -1)
+        return dense(p, "9", jnp.maximum(dense(p, "7", h), 0))
+    return forward
+
+
+def bench_step_jax(torch, model_name, batch, args):
+    """The train step as one jax.jit function (Adam by torch.optim.Adam's formulas), buffers donated."""
+    try:
+        import jax
+        import jax.numpy as jnp
+        from jax import lax
+    except ImportError as e:
+        print("peers.py: jax not importable (%s): no jax-cuda rows" % e, file=sys.stderr)
+        return
+    if not any(d.platform == "gpu" for d in jax.devices()):
+        print("peers.py: jax sees no GPU: no jax-cuda rows", file=sys.stderr)
+        return
+    model, x, y, ref = step_data(torch, torch.device("cpu"), model_name, batch)
+    params = {k: jnp.asarray(v.detach().numpy()) for k, v in model.state_dict().items()}
+    forward = jax_model(jnp, lax, model_name)
+    xj, yj = jnp.asarray(x.numpy()), jnp.asarray(y.numpy())
+    lr, b1, b2, eps = 1e-3, 0.9, 0.999, 1e-8
+
+    def loss_fn(p, xb, yb):
+        logp = jax.nn.log_softmax(forward(p, xb), axis=-1)
+        return -jnp.mean(jnp.take_along_axis(logp, yb[:, None], axis=1))
+
+    def step(p, m, v, t, xb, yb):
+        loss, g = jax.value_and_grad(loss_fn)(p, xb, yb)
+        t = t + 1
+        m = jax.tree_util.tree_map(lambda m_, g_: b1 * m_ + (1 - b1) * g_, m, g)
+        v = jax.tree_util.tree_map(lambda v_, g_: b2 * v_ + (1 - b2) * g_ * g_, v, g)
+        c1, c2 = 1 - b1 ** t, 1 - b2 ** t
+        p = jax.tree_util.tree_map(lambda p_, m_, v_: p_ - lr * (m_ / c1) / (jnp.sqrt(v_ / c2) + eps), p, m, v)
+        return p, m, v, t, loss
+
+    jstep = jax.jit(step, donate_argnums=(0, 1, 2, 3))
+    zeros = jax.tree_util.tree_map(jnp.zeros_like, params)
+    state = [params, zeros, jax.tree_util.tree_map(jnp.zeros_like, params), jnp.asarray(0.0, jnp.float32)]
+    last = [0.0]
+
+    def run():
+        p, m, v, t, loss = jstep(state[0], state[1], state[2], state[3], xj, yj)
+        state[:] = [p, m, v, t]
+        last[0] = float(loss)
+
+    run()
+    first = last[0]
+    err = abs(first - ref)
+    ok = math.isfinite(first) and err <= 1e-4 * (1 + abs(ref))
+    st = measure(run, args)
+    ok = ok and math.isfinite(last[0])
+    add_row("%s_step_b%d" % (model_name, batch), step_label(model_name, batch), "jax-cuda", st,
+            1000.0 / st["median"], "steps/s", ok, "%s (loss vs f64 %.1e)" % ("ok" if ok else "FAIL", err),
+            batch=batch, model=model_name, last_loss=last[0], jax=jax.__version__)
+
+
 def bench_forward(torch, dev, args):
     torch.manual_seed(0)
     model = mlp(torch).to(dev)
@@ -263,9 +403,14 @@ def run_measure(args):
         dev = torch.device(d)
         for n in sizes:
             bench_sgemm(torch, dev, n, args)
-        for b in (32, 128):
-            bench_step(torch, dev, "mlp", b, args)
-        bench_step(torch, dev, "cnn", 64, args)
+        steps = [("mlp", 32), ("mlp", 128), ("cnn", 64)]
+        for model_name, b in steps:
+            if "eager" in args.variants:
+                bench_step(torch, dev, model_name, b, args)
+            if d == "cuda" and "graph" in args.variants:
+                bench_step_graph(torch, dev, model_name, b, args)
+            if d == "cuda" and "jax" in args.variants:
+                bench_step_jax(torch, model_name, b, args)
         bench_forward(torch, dev, args)
     meta["loadavg_end"] = loadavg()
     print("\nload average at end: %s" % meta["loadavg_end"])
@@ -331,10 +476,17 @@ def main():
     ap.add_argument("--large", action="store_true", help="adds SGEMM N=2048")
     ap.add_argument("--sgemm", help="comma-separated SGEMM sizes (replaces the defaults)")
     ap.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: torch's default)")
+    ap.add_argument("--variants", default="eager,graph,jax",
+                    help="train-step peers, comma-separated: eager, graph (CUDA graph), jax (jax.jit); "
+                         "graph and jax run on CUDA only")
     ap.add_argument("--join", nargs=2, metavar=("OURS", "PEERS"), help="print ratios from two JSON files")
     args = ap.parse_args()
     if args.repeats < 1:
         ap.error("--repeats must be >= 1")
+    args.variants = set(v for v in args.variants.split(",") if v)
+    bad = args.variants - {"eager", "graph", "jax"}
+    if bad:
+        ap.error("--variants: unknown %s (eager, graph, jax)" % ",".join(sorted(bad)))
     if args.join:
         return run_join(args.join[0], args.join[1])
     return run_measure(args)
