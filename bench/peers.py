@@ -407,10 +407,16 @@ def run_measure(args):
         for model_name, b in steps:
             if "eager" in args.variants:
                 bench_step(torch, dev, model_name, b, args)
-            if d == "cuda" and "graph" in args.variants:
-                bench_step_graph(torch, dev, model_name, b, args)
-            if d == "cuda" and "jax" in args.variants:
-                bench_step_jax(torch, model_name, b, args)
+            for variant, fn in (("graph", lambda: bench_step_graph(torch, dev, model_name, b, args)),
+                                ("jax", lambda: bench_step_jax(torch, model_name, b, args))):
+                if d != "cuda" or variant not in args.variants:
+                    continue
+                try:  # a peer variant that breaks must not take the other rows with it
+                    fn()
+                except Exception as e:  # noqa: BLE001 -- reported and counted as a failed check
+                    FAILED[0] = True
+                    print("peers.py: %s step %s b=%d failed: %s: %s" % (variant, model_name, b,
+                                                                      type(e).__name__, e), file=sys.stderr)
         bench_forward(torch, dev, args)
     meta["loadavg_end"] = loadavg()
     print("\nload average at end: %s" % meta["loadavg_end"])
