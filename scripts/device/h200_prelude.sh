@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Sourced at the start of a device-tool command on the accelerator machine: installs the carried GL/Vulkan
+# loaders, unpacks .stage/sg.tar.xz (scripts/device/stage.sh) into /opt/sg, puts the datasets at their Debian
+# paths, and exports PATH/LD_LIBRARY_PATH/SG_SOURCE_DIR. Usage there: `. scripts/device/h200_prelude.sh`.
+for f in .gl/*.deb; do dpkg -x "$f" /; done
+ldconfig
+mkdir -p /opt/sg && tar -C /opt/sg -xJf .stage/sg.tar.xz
+mkdir -p /usr/share/datasets /usr/lib/python3/dist-packages/sklearn/datasets/data
+cp -r /opt/sg/pkg/data/fashion-mnist /usr/share/datasets/
+cp /opt/sg/pkg/data/digits.csv.gz /usr/lib/python3/dist-packages/sklearn/datasets/data/
+export PATH=/opt/sg/pkg/bin:$PATH LD_LIBRARY_PATH=/opt/sg/pkg/lib SG_SOURCE_DIR=$PWD
+if [ -z "${VK_DRIVER_FILES:-}" ] && [ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ] &&
+   ! ls /usr/share/vulkan/icd.d/*.json >/dev/null 2>&1 && ! ls /etc/vulkan/icd.d/*.json >/dev/null 2>&1; then
+  export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+fi
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader || true
