@@ -14,6 +14,8 @@
 #include <random>
 #include <sstream>
 
+#include <fmt/format.h>
+
 #include "sg/backend.h"
 #include "sg/nn.h"
 #include "sg/sg.h"
