@@ -5,8 +5,9 @@
 //   auto out = step->run({{"x", xs}, {"labels", ys}});   // one step: outputs read back, updates committed
 //
 // Persistent values (Param/State leaves) live in the backend, shared by every Executable compiled from it
-// (a train step and an eval program see the same parameters). On GLES they stay on the GPU: per step only the
-// program outputs are read back; updates are ping-ponged (front/back textures swapped after the step).
+// (a train step and an eval program see the same parameters). On GLES and Vulkan they stay on the GPU: per step
+// only the program outputs are read back; updates are ping-ponged (front/back textures or buffers swapped after
+// the step). Vulkan records each step once per ping-pong parity into a command buffer and replays it.
 #pragma once
 
 #include <functional>
@@ -33,7 +34,7 @@ struct Feed {
 struct KernelTiming {
   std::string kernel;
   double ms = 0;
-  bool gpu_timer = false;  ///< true: GL timer query; false: glFinish-bounded CPU time
+  bool gpu_timer = false;  ///< true: GL timer query or Vulkan timestamps; false: glFinish- or submit-bounded CPU time
 };
 
 /// What a kernel hook sees after each launch (GPU: one kernel; CPU: one graph node) of Executable::run.
