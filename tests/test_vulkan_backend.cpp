@@ -19,6 +19,7 @@
 #include "sg/backend.h"
 #include "sg/nn.h"
 #include "sg/sg.h"
+#include "sg/train.h"
 #include "sg/vulkan_device.h"
 
 using namespace sg;
@@ -334,4 +335,45 @@ TEST_CASE("vulkan: no leaks over 1000 steps, executables release what they own",
   std::vector<float> wv = be->read(w);
   for (int i = 0; i < 3; ++i) CHECK(wv[i] == Approx(std::vector<double>{0.5, -1, 2}[i] * std::pow(1 - 2 * lr * xs[i], 1001)).epsilon(1e-4));
   expect_no_validation_messages(dev);
+}
+
+TEST_CASE("vulkan: shadergrad's training driver with --backend vulkan equals the CPU backend", "[vulkan][backend]") {
+  // sg::train::run behind `shadergrad train --backend vulkan`: 200 digits samples in batches of 64 (a last batch of
+  // 8 gets its own program sharing the parameters), 2 epochs, the test split evaluated by a third program
+  sg::testing::pin_lavapipe();
+  sg::train::Config cfg;
+  cfg.model = "cnn";
+  cfg.dataset = "digits";
+  cfg.epochs = 2;
+  cfg.batch = 64;
+  cfg.train_limit = 200;
+  cfg.test_limit = 97;
+  cfg.progress = false;
+  std::ostringstream log_cpu, log_vk;
+  cfg.backend = "cpu";
+  sg::train::Result cpu = sg::train::run(cfg, log_cpu);
+  cfg.backend = "vulkan";
+  sg::train::Result vk = sg::train::run(cfg, log_vk);
+  CHECK(vk.backend == "vulkan");
+  CHECK(vk.fallback_note.empty());
+  REQUIRE(vk.history.size() == cpu.history.size());
+  for (size_t e = 0; e < cpu.history.size(); ++e) {
+    CHECK(vk.history[e].train_loss == Approx(cpu.history[e].train_loss).epsilon(1e-4));
+    CHECK(std::abs(vk.history[e].test_accuracy - cpu.history[e].test_accuracy) <= 1.0 / 97 + 1e-9);
+  }
+}
+
+TEST_CASE("vulkan: programs whose outputs are leaves (no kernel for them) read the leaves back", "[vulkan][backend]") {
+  Tensor x = input("x", {5});
+  Tensor w = param("w", {3}, {1.f, -2.f, 0.25f});
+  Program p;
+  p.add_output("x", x);
+  p.add_output("w", w);
+  auto be = make_backend(vulkan_options(0)).backend;
+  auto exe = be->compile(p);
+  std::vector<float> xs = {1, 2, 3, 4, 5};
+  auto out = exe->run({{"x", &xs}});
+  CHECK(out[0] == xs);
+  CHECK(out[1] == std::vector<float>{1.f, -2.f, 0.25f});
+  expect_no_validation_messages(vulkan_device(*be));
 }

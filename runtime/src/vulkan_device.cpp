@@ -364,6 +364,16 @@ bool has_layer(const char* name) {
   return false;
 }
 
+bool layer_has_extension(const char* layer, const char* ext) {
+  uint32_t n = 0;
+  vkEnumerateInstanceExtensionProperties(layer, &n, nullptr);
+  std::vector<VkExtensionProperties> exts(n);
+  vkEnumerateInstanceExtensionProperties(layer, &n, exts.data());
+  for (auto& e : exts)
+    if (std::strcmp(e.extensionName, ext) == 0) return true;
+  return false;
+}
+
 const char* type_name(VkPhysicalDeviceType t) {
   switch (t) {
     case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return "discrete";
@@ -436,7 +446,21 @@ void create_instance(detail::Context& ctx, bool validation) {
   ci.ppEnabledLayerNames = layers.data();
   ci.enabledExtensionCount = static_cast<uint32_t>(exts.size());
   ci.ppEnabledExtensionNames = exts.data();
-  if (validation) ci.pNext = &mi;  // also reports instance creation/destruction
+  // synchronization validation too: a missing barrier between dependent dispatches or copies is a message
+  VkValidationFeatureEnableEXT sync = VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT;
+  VkValidationFeaturesEXT features{VK_STRUCTURE_TYPE_VALIDATION_FEATURES_EXT};
+  features.enabledValidationFeatureCount = 1;
+  features.pEnabledValidationFeatures = &sync;
+  if (validation) {
+    ci.pNext = &mi;  // also reports instance creation/destruction
+    if (layer_has_extension("VK_LAYER_KHRONOS_validation", VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME)) {
+      exts.push_back(VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME);
+      ci.enabledExtensionCount = static_cast<uint32_t>(exts.size());
+      ci.ppEnabledExtensionNames = exts.data();
+      features.pNext = &mi;  // the instance chain: features -> messenger info (which itself stays unchained)
+      ci.pNext = &features;
+    }
+  }
   VkResult r = vkCreateInstance(&ci, nullptr, &ctx.instance);
   if (r == VK_ERROR_INCOMPATIBLE_DRIVER || r == VK_ERROR_INITIALIZATION_FAILED)
     throw BackendError(fmt::format("vulkan: no Vulkan driver (vkCreateInstance: {}); install a Vulkan ICD "

@@ -61,8 +61,8 @@ struct Allocation {
 
 /// Options for Device::create.
 struct DeviceOptions {
-  /// VK_LAYER_KHRONOS_validation + a VK_EXT_debug_utils messenger counting warnings and errors
-  /// (Device::validation_messages): -1 = env SG_VULKAN_VALIDATION ("1" = on), 0 = off, 1 = on. On and the layer is
+  /// VK_LAYER_KHRONOS_validation (with synchronization validation: missing barriers are reported) + a
+  /// VK_EXT_debug_utils messenger counting warnings and errors (Device::validation_messages): -1 = env SG_VULKAN_VALIDATION ("1" = on), 0 = off, 1 = on. On and the layer is
   /// not installed -> BackendError naming the Debian package (vulkan-validationlayers).
   int validation = -1;
   /// Which physical device: "" = env SG_VULKAN_DEVICE, and when that is unset the best by type (discrete >
