@@ -1,9 +1,11 @@
 // bench_ops — end-to-end benchmarks of shadergrad's backends (issue 8), printed as tables and optionally as JSON.
 //
-// Usage: bench_ops [--backend gles|cpu|both] [--json FILE] [--repeats N] [--warmup N] [--large]
+// Usage: bench_ops [--backend gles|vulkan|cpu|both|all|LIST] [--json FILE] [--repeats N] [--warmup N] [--large]
 //                  [--sgemm N,N,...] [--only CASE,CASE,...] [--max-seconds S] [--probe-side N]
 //
-//   --backend      which backends run the timed cases (default gles; "both" = gles then cpu)
+//   --backend      which backends run the timed cases (default gles; "both" = gles then cpu; "all" = gles, vulkan,
+//                  cpu; or a comma-separated list such as gles,vulkan). Vulkan steps are recorded once per parity
+//                  and replayed (env SG_VULKAN_DEVICE picks the device)
 //   --json FILE    also write every row (and the machine/date/load) as JSON (bench/run_all.sh joins it with
 //                  bench/peers.py's JSON)
 //   --repeats N    timed repeats per case (default 10); --warmup N untimed runs first (default 2)
@@ -129,7 +131,7 @@ struct Options {
 
 [[noreturn]] void usage(const std::string& why) {
   fmt::print(stderr,
-             "bench_ops: {}\nusage: bench_ops [--backend gles|cpu|both] [--json FILE] [--repeats N] [--warmup N]\n"
+             "bench_ops: {}\nusage: bench_ops [--backend gles|vulkan|cpu|both|all|LIST] [--json FILE] [--repeats N] [--warmup N]\n"
              "                 [--large] [--sgemm N,N,..] [--only sgemm,mlp,cnn,fusion,compile,cpuref,profile,probe]\n"
              "                 [--max-seconds S] [--probe-side N] [--probe-sgemm N] [--max-outputs N] [--min-parallel N]\n"
              "                 [--row-layout 0|1] [--row-planes N] [--col-planes 1|2] [--union-domains 0|1] [--flush-draws 0|1]\n",
@@ -176,8 +178,13 @@ Options parse(int argc, char** argv) {
     if (a == "--backend") {
       std::string b = value();
       if (b == "both") o.backends = {"gles", "cpu"};
-      else if (b == "gles" || b == "cpu") o.backends = {b};
-      else usage("--backend must be gles, cpu or both, got '" + b + "'");
+      else if (b == "all") o.backends = {"gles", "vulkan", "cpu"};
+      else {
+        o.backends = split(b);  // one backend or a comma-separated list ("gles,vulkan")
+        for (auto& x : o.backends)
+          if (x != "gles" && x != "vulkan" && x != "cpu")
+            usage("--backend must be gles, vulkan, cpu, a comma-separated list of them, both (gles,cpu) or all, got '" + b + "'");
+      }
     } else if (a == "--json") {
       o.json_path = value();
     } else if (a == "--repeats") {
@@ -335,7 +342,8 @@ std::string human_bytes(int64_t b) {
 
 struct Backends {
   std::unique_ptr<sg::Backend> gles, gles_profiled, cpu;
-  std::string renderer;
+  std::unique_ptr<sg::Backend> vulkan, vulkan_profiled;  // --backend vulkan: steps recorded once, replayed
+  std::string renderer, vulkan_device;
 };
 
 /// The backend a case runs on. The CPU backend is made fresh for every case: it keys parameter state by Node address
@@ -346,6 +354,7 @@ sg::Backend& backend_named(Backends& b, const std::string& name) {
     b.cpu = sg::make_cpu_backend();
     return *b.cpu;
   }
+  if (name == "vulkan") return *b.vulkan;
   return *b.gles;
 }
 
@@ -419,7 +428,7 @@ void bench_sgemm(Backends& bk, const std::string& backend, int64_t n, const Opti
   constexpr double kTol = 1e-4;
   GemmCheck sampled = check_sampled(a, b, c, n, 4096, 7 + n);
   double full_err = -1;
-  if (backend == "gles" && n <= 1024) {
+  if (backend != "cpu" && n <= 1024) {
     auto ref = sg::cpu::evaluate({tc.node()}, {})[0];
     full_err = 0;
     for (int64_t i = 0; i < n * n; ++i) {
@@ -444,11 +453,12 @@ void bench_sgemm(Backends& bk, const std::string& backend, int64_t n, const Opti
              {"full_ref_err", full_err}};
   if (const sg::Plan* plan = exe->plan()) r.extra["peak_bytes"] = plan->peak_bytes;
 
-  // Kernel-only time (GLES): the same program on the profiled backend.
+  // Kernel-only time (GLES, Vulkan): the same program on the profiled backend.
   // Skipped when one run takes over 5 s (llvmpipe at N >= 1024: there the wall time is the kernel time, and its
   // timer queries underreport).
-  if (backend == "gles" && bk.gles_profiled && first_ms <= 5000) {
-    auto pexe = bk.gles_profiled->compile(p);
+  sg::Backend* profiled = backend == "gles" ? bk.gles_profiled.get() : backend == "vulkan" ? bk.vulkan_profiled.get() : nullptr;
+  if (profiled && first_ms <= 5000) {
+    auto pexe = profiled->compile(p);
     std::vector<double> kms;
     bool gpu_timer = false;
     Options po = o;
@@ -469,7 +479,9 @@ void bench_sgemm(Backends& bk, const std::string& backend, int64_t n, const Opti
     Stat ks = summarize(kms);
     r.extra["kernel_ms"] = ks.median;
     r.extra["kernel_gflops"] = flop / (ks.median * 1e-3) / 1e9;
-    r.extra["kernel_timer"] = gpu_timer ? "GL timer query" : "glFinish-bounded";
+    r.extra["kernel_timer"] = backend == "vulkan" ? (gpu_timer ? "Vulkan timestamps" : "submit-bounded")
+                              : gpu_timer                                    ? "GL timer query"
+                                                                             : "glFinish-bounded";
     // A timer query that reports far less than the synchronised wall time of a one-kernel program is not
     // believable (seen on llvmpipe: 0.7 ms reported for a 300 ms draw).
     r.extra["kernel_time_plausible"] = ks.median >= 0.5 * r.ms.median;
@@ -1210,11 +1222,26 @@ int main(int argc, char** argv) {
       if (want_gles) return 1;
     }
   }
+  if (std::find(o.backends.begin(), o.backends.end(), "vulkan") != o.backends.end()) {
+    try {
+      sg::BackendOptions bo;
+      bo.kind = "vulkan";
+      bk.vulkan = sg::make_backend(bo).backend;
+      bo.profile = true;
+      bk.vulkan_profiled = sg::make_backend(bo).backend;
+      bk.vulkan_device = bk.vulkan->device();
+    } catch (const sg::Error& e) {
+      fmt::print(stderr, "bench_ops: Vulkan backend unavailable: {}\n", e.what());
+      return 1;
+    }
+  }
   meta["renderer"] = bk.renderer;
+  meta["vulkan_device"] = bk.vulkan_device;
   meta["cpu_backend"] = bk.cpu->device();
   fmt::print("bench_ops  {}  host {}  cpu {} x{}  load {}\n", meta["date"].get<std::string>(), host, cpu_model(),
              meta["cores"].get<long>(), meta["loadavg_start"].get<std::string>());
   fmt::print("GLES renderer: {}\n", bk.renderer.empty() ? "(none)" : bk.renderer);
+  if (!bk.vulkan_device.empty()) fmt::print("Vulkan device: {}\n", bk.vulkan_device);
   fmt::print("warm-up {} run(s), then up to {} timed repeats (stopping after {} s of timed runs, at least 3); "
              "each run() reads its outputs back (synchronised)\n\n",
              o.warmup, o.repeats, o.max_seconds);
@@ -1238,16 +1265,17 @@ int main(int argc, char** argv) {
       for (auto [R, C] : {std::pair{4, 1}, {4, 2}, {8, 1}}) bench_mrt_sgemm_probe(bk.renderer, o, R, C, true);
     }
 
-    // GLES SGEMM kernel-only times.
+    // GLES and Vulkan SGEMM kernel-only times.
     bool any_kernel = false;
     for (auto& r : g_rows)
       if (r.extra.contains("kernel_ms")) {
         if (!any_kernel)
-          fmt::print("\nSGEMM kernel-only time (profiled backend, {}; excludes the readback of C):\n\n"
-                     "| {:<14} | {:>10} | {:>12} | {:<12} |\n|{:-<16}|{:-<12}|{:-<14}|{:-<14}|\n",
-                     r.extra["kernel_timer"].get<std::string>(), "case", "kernel ms", "GFLOP/s", "note", "", "", "", "");
+          fmt::print("\nSGEMM kernel-only time (profiled backend; excludes the readback of C):\n\n"
+                     "| {:<14} | {:<7} | {:<17} | {:>10} | {:>12} | {:<12} |\n|{:-<16}|{:-<9}|{:-<19}|{:-<12}|{:-<14}|{:-<14}|\n",
+                     "case", "backend", "timer", "kernel ms", "GFLOP/s", "note", "", "", "", "", "", "");
         any_kernel = true;
-        fmt::print("| {:<14} | {:>10.3f} | {:>12.2f} | {:<12} |\n", r.label, r.extra["kernel_ms"].get<double>(),
+        fmt::print("| {:<14} | {:<7} | {:<17} | {:>10.3f} | {:>12.2f} | {:<12} |\n", r.label, r.backend,
+                   r.extra["kernel_timer"].get<std::string>(), r.extra["kernel_ms"].get<double>(),
                    r.extra["kernel_gflops"].get<double>(),
                    r.extra["kernel_time_plausible"].get<bool>() ? "" : "implausible: < 0.5x wall time");
       }

@@ -53,6 +53,10 @@ if(SG_WITH_GLES)
   sg_require(SG_GLES3_INCLUDE libgles-dev "GLES3 headers")
 endif()
 
+# Vulkan: the loader and headers (the Vulkan backend; lavapipe from mesa-vulkan-drivers runs it on CPUs).
+find_package(Vulkan QUIET)
+sg_require(Vulkan_FOUND libvulkan-dev "Vulkan loader and headers")
+
 if(SG_BUILD_TESTS)
   find_package(Catch2 2 CONFIG QUIET)
   sg_require(Catch2_FOUND catch2 "Catch2 2.x")

@@ -15,6 +15,8 @@ PKGS=(
   glslang-dev glslang-tools spirv-cross libspirv-cross-c-shared-dev spirv-tools
   # headless GL / Vulkan (Mesa llvmpipe / lavapipe)
   libegl-dev libgles-dev libegl-mesa0 libgl1-mesa-dri libgbm-dev mesa-vulkan-drivers libvulkan-dev
+  # Vulkan validation layer (tests assert zero messages) and vulkaninfo
+  vulkan-validationlayers vulkan-tools
   # data: Fashion-MNIST (IDX) and sklearn's 8x8 digits CSV
   dataset-fashion-mnist python3-sklearn
   # reference peer for golden files and benchmarks

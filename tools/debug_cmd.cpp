@@ -37,7 +37,8 @@ DebugCommand add_debug_command(CLI::App& app) {
   d->add_option("--model", cfg->model, "mlp | cnn")->check(CLI::IsMember({"mlp", "cnn", "cnn-large"}));
   d->add_option("--dataset", cfg->dataset, "fashion-mnist | digits (default: fashion-mnist for mlp, digits for cnn)")
       ->check(CLI::IsMember({"fashion-mnist", "digits"}));
-  d->add_option("--backend", cfg->backend, "auto | gles | cpu")->check(CLI::IsMember({"auto", "gles", "cpu"}));
+  d->add_option("--backend", cfg->backend, "auto | gles | vulkan | cpu")
+      ->check(CLI::IsMember({"auto", "gles", "vulkan", "cpu"}));
   d->add_option("--steps", cfg->steps, "train steps to run (default 3)")->check(kPositiveValue);
   d->add_option("--batch", cfg->batch, "batch size (default 16)")->check(kPositiveValue);
   d->add_option("--optimizer", cfg->optimizer, "sgd | momentum | adam")

@@ -12,6 +12,7 @@
 #include "sg/image.h"
 #include "sg/safetensors.h"
 #include "sg/train.h"
+#include "sg/vulkan_device.h"
 #include "debug_cmd.h"
 
 namespace {
@@ -40,12 +41,41 @@ DatasetGeometry geometry(const std::string& dataset) {
   throw sg::ValueError(fmt::format("unknown dataset '{}' (choose fashion-mnist or digits)", dataset));
 }
 
+/// The Vulkan device the Vulkan backend would pick (JSON: its caps, or available = false with the reason).
+nlohmann::json vulkan_info() {
+  try {
+    return sg::vk::caps_json(sg::vk::Device::create({})->caps());
+  } catch (const sg::Error& e) {
+    return {{"available", false}, {"reason", e.what()}};
+  }
+}
+
+std::string vulkan_info_text(const nlohmann::json& v) {
+  if (!v.at("available").get<bool>())
+    return "Vulkan backend: unavailable\n" + v.at("reason").get<std::string>() + "\n";
+  const auto& l = v.at("limits");
+  return fmt::format(
+      "Vulkan backend: available\n  device          {} ({}, Vulkan {})\n  driver          {}\n"
+      "  storage buffers {} per kernel\n  workgroup       {} invocations, size {}, {} groups per dimension\n"
+      "  shared memory   {} bytes\n  buffer range    {} bytes\n  subgroup size   {}\n  timestamps      {}\n"
+      "  memory          {}\n",
+      v.at("name").get<std::string>(), v.at("device_type").get<std::string>(), v.at("api_version").get<std::string>(),
+      v.at("driver").get<std::string>(), l.at("maxPerStageDescriptorStorageBuffers").get<int64_t>(),
+      l.at("maxComputeWorkGroupInvocations").get<int64_t>(), l.at("maxComputeWorkGroupSize").dump(),
+      l.at("maxComputeWorkGroupCount").get<int64_t>(), l.at("maxComputeSharedMemorySize").get<int64_t>(),
+      l.at("maxStorageBufferRange").get<int64_t>(), l.at("subgroupSize").get<int64_t>(),
+      v.at("timestamps").get<bool>() ? "yes" : "no",
+      v.at("direct_map").get<bool>() ? "device memory mapped directly" : "staging buffers");
+}
+
 int cmd_info(bool json) {
   sg::gles::DeviceOptions o;
   try {
     auto dev = sg::gles::Device::create(o);
     if (json) {
-      std::cout << dev->caps_json().dump(2) << "\n";
+      nlohmann::json j = dev->caps_json();
+      j["vulkan"] = vulkan_info();
+      std::cout << j.dump(2) << "\n";
     } else {
       const auto& c = dev->caps();
       std::cout << fmt::format(
@@ -55,13 +85,15 @@ int cmd_info(bool json) {
           c.renderer, c.version, c.glsl_version, c.egl_platform, c.max_texture_size, c.max_draw_buffers,
           c.color_buffer_float ? "yes" : "no", c.timer_query ? "yes" : "no", c.highp_float_precision,
           c.fp32_roundtrip_ok ? "ok" : "FAILED", c.roundtrip_detail);
+      std::cout << vulkan_info_text(vulkan_info());
     }
     return 0;
   } catch (const sg::Error& e) {
     if (json)
-      std::cout << nlohmann::json{{"available", false}, {"reason", e.what()}}.dump(2) << "\n";
+      std::cout << nlohmann::json{{"available", false}, {"reason", e.what()}, {"vulkan", vulkan_info()}}.dump(2) << "\n";
     else
-      std::cout << "GLES backend: unavailable (the CPU backend will be used)\n" << e.what() << "\n";
+      std::cout << "GLES backend: unavailable (the CPU backend will be used)\n" << e.what() << "\n"
+                << vulkan_info_text(vulkan_info());
     return 1;  // the same status with and without --json: GLES is not usable
   }
 }
@@ -167,7 +199,8 @@ int main(int argc, char** argv) {
   train->add_option("--model", cfg.model, "mlp | cnn | cnn-large")->check(CLI::IsMember({"mlp", "cnn", "cnn-large"}));
   train->add_option("--dataset", cfg.dataset, "fashion-mnist | digits")
       ->check(CLI::IsMember({"fashion-mnist", "digits"}));
-  train->add_option("--backend", cfg.backend, "auto | gles | cpu")->check(CLI::IsMember({"auto", "gles", "cpu"}));
+  train->add_option("--backend", cfg.backend, "auto | gles | vulkan | cpu")
+      ->check(CLI::IsMember({"auto", "gles", "vulkan", "cpu"}));
   train->add_option("--epochs", cfg.epochs, "epochs")->check(kPositive);
   train->add_option("--batch", cfg.batch, "batch size")->check(kPositive);
   train->add_option("--optimizer", cfg.optimizer, "sgd | momentum | adam")
@@ -191,11 +224,12 @@ int main(int argc, char** argv) {
   auto* predict = app.add_subcommand("predict", "classify an image (PNG or PGM) with a saved checkpoint");
   predict->add_option("--load", load, "checkpoint written by train --save")->required();
   predict->add_option("--input", image, "image file (PNG or binary PGM)")->required();
-  predict->add_option("--backend", pbackend, "auto | gles | cpu")->check(CLI::IsMember({"auto", "gles", "cpu"}));
+  predict->add_option("--backend", pbackend, "auto | gles | vulkan | cpu")
+      ->check(CLI::IsMember({"auto", "gles", "vulkan", "cpu"}));
   predict->add_flag("--invert", invert, "invert grey levels (dark strokes on white paper)");
 
   bool json = false;
-  auto* info = app.add_subcommand("info", "probe the GLES device (renderer, limits, fp32 round trip)");
+  auto* info = app.add_subcommand("info", "probe the GLES and Vulkan devices (renderer, limits, fp32 round trip)");
   info->add_flag("--json", json, "print JSON");
 
   std::string dmodel = "mlp", target = "all", out;

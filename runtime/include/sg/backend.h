@@ -5,17 +5,20 @@
 //   auto out = step->run({{"x", xs}, {"labels", ys}});   // one step: outputs read back, updates committed
 //
 // Persistent values (Param/State leaves) live in the backend, shared by every Executable compiled from it
-// (a train step and an eval program see the same parameters). On GLES they stay on the GPU: per step only the
-// program outputs are read back; updates are ping-ponged (front/back textures swapped after the step).
+// (a train step and an eval program see the same parameters). On GLES and Vulkan they stay on the GPU: per step
+// only the program outputs are read back; updates are ping-ponged (front/back textures or buffers swapped after
+// the step). Vulkan records each step once per ping-pong parity into a command buffer and replays it.
 #pragma once
 
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "sg/autodiff.h"
+#include "sg/compute_kernel.h"
 #include "sg/schedule.h"
 
 namespace sg {
@@ -31,7 +34,7 @@ struct Feed {
 struct KernelTiming {
   std::string kernel;
   double ms = 0;
-  bool gpu_timer = false;  ///< true: GL timer query; false: glFinish-bounded CPU time
+  bool gpu_timer = false;  ///< true: GL timer query or Vulkan timestamps; false: glFinish- or submit-bounded CPU time
 };
 
 /// What a kernel hook sees after each launch (GPU: one kernel; CPU: one graph node) of Executable::run.
@@ -73,8 +76,8 @@ class Executable {
 class Backend {
  public:
   virtual ~Backend() = default;
-  virtual std::string name() const = 0;    ///< "gles" or "cpu"
-  virtual std::string device() const = 0;  ///< GL_RENDERER or "CPU reference (f64 accumulate)"
+  virtual std::string name() const = 0;    ///< "gles", "vulkan" or "cpu"
+  virtual std::string device() const = 0;  ///< GL_RENDERER, the Vulkan device name, or "CPU reference (f64 accumulate)"
   /// Schedules and compiles a program. Throws CompileError (a codegen bug) or BackendError.
   virtual std::unique_ptr<Executable> compile(const Program& program) = 0;
   /// Current value of a Param/State leaf (its initial data until a run updates it).
@@ -83,8 +86,25 @@ class Backend {
   virtual void write(const Tensor& leaf, const std::vector<float>& data) = 0;
 };
 
+/// Options of the Vulkan backend (BackendOptions::vulkan; runtime/include/sg/vulkan_device.h for the device).
+struct VulkanOptions {
+  /// Validation layer + message counter: -1 = env SG_VULKAN_VALIDATION ("1" = on), 0 = off, 1 = on.
+  int validation = -1;
+  /// Physical device: "" = env SG_VULKAN_DEVICE, else the best (discrete > integrated > virtual > cpu); an index or
+  /// a case-insensitive part of the device name.
+  std::string device;
+  /// Buffer access: -1 = auto (direct map on integrated/cpu devices with host-visible device memory), 0 = staging
+  /// buffers + copies (the discrete-GPU path), 1 = direct map.
+  int direct_map = -1;
+  /// true: each step is recorded once into a command buffer per ping-pong parity and replayed (only the program
+  /// outputs are read back); false: recorded afresh every step (the same commands; for tests and debugging).
+  bool record_steps = true;
+  /// Clamps the device's limits (each field the smaller of the device's and this; tests simulate small devices).
+  std::optional<ComputeLimits> max_limits;
+};
+
 struct BackendOptions {
-  std::string kind = "auto";       ///< "auto" | "gles" | "cpu"
+  std::string kind = "auto";       ///< "auto" | "gles" | "vulkan" | "cpu" (auto: GLES, else CPU)
   int64_t max_texture_width = 0;   ///< 0 = device limit; smaller forces row wrapping (tests)
   bool unfused = false;            ///< one kernel per node (debug)
   int max_outputs = 0;             ///< render targets per kernel (multi-output fusion): 0 = device limit (<= 8), 1 = off
@@ -117,6 +137,7 @@ struct BackendOptions {
   int flush_draws = -1;
   bool profile = false;            ///< per-kernel timings (timer queries or glFinish-bounded)
   std::string dump_dir;            ///< dump every compiled plan here ("" = env SG_DUMP or none)
+  VulkanOptions vulkan;            ///< kind "vulkan" only
 };
 
 struct BackendChoice {
@@ -124,7 +145,7 @@ struct BackendChoice {
   std::string note;  ///< why auto fell back to the CPU ("" when the requested backend was used)
 };
 
-/// Creates a backend. kind "gles" that cannot work throws BackendError with the probe's reason;
+/// Creates a backend. kind "gles" or "vulkan" that cannot work throws BackendError with the probe's reason;
 /// "auto" falls back to "cpu" when GLES cannot work (BackendError) and gives the full reason in `note`;
 /// invalid options (ValueError, e.g. max_texture_width above the device limit) are thrown, never hidden by a
 /// fallback. Unknown kinds throw ValueError.
@@ -134,9 +155,19 @@ std::unique_ptr<Backend> make_cpu_backend();
 /// Throws BackendError when no EGL/GLES 3 context with float render targets can be made.
 std::unique_ptr<Backend> make_gles_backend(const BackendOptions& opt);
 
+/// Throws BackendError when no Vulkan loader, driver (ICD) or device with a compute queue exists (the reason
+/// names what is missing), or when the validation layer is asked for and not installed.
+std::unique_ptr<Backend> make_vulkan_backend(const BackendOptions& opt);
+
 namespace gles {
 struct LiveObjects;  // sg/gles_device.h
 }
+namespace vk {
+class Device;  // sg/vulkan_device.h
+}
+/// The Vulkan device of a Vulkan backend (limits, validation-message counter, live objects). Include
+/// sg/vulkan_device.h to use it. Throws ValueError when `backend` is not a Vulkan backend.
+vk::Device& vulkan_device(Backend& backend);
 /// GL objects (textures, programs, framebuffers) alive on a GLES backend's device, for leak tests.
 /// Include sg/gles_device.h to use the result. Throws ValueError when `backend` is not a GLES backend.
 gles::LiveObjects gles_live_objects(Backend& backend);

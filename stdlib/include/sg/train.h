@@ -21,7 +21,7 @@ namespace sg::train {
 struct Config {
   std::string model = "mlp";              ///< mlp | cnn | cnn-large
   std::string dataset = "fashion-mnist";  ///< fashion-mnist | digits
-  std::string backend = "auto";           ///< auto | gles | cpu
+  std::string backend = "auto";           ///< auto | gles | vulkan | cpu
   std::string optimizer = "adam";         ///< sgd | momentum | adam
   int64_t epochs = 4;
   int64_t batch = 128;

@@ -1,0 +1,467 @@
+// The Vulkan backend: executes Plans as compute dispatches over storage buffers (sg/compute_kernel.h's contract).
+//
+// A step is recorded once into a command buffer per assignment of front/back buffers of the persistent values it
+// touches (in practice two: the ping-pong parities) and replayed every step: uploads of the fed inputs (staging
+// path: copies recorded in the step), the dispatches with a barrier wherever a dispatch reads or overwrites a
+// buffer that an earlier dispatch since the last barrier wrote or read, then the readback of the program outputs.
+// One submit and one fence wait per step. With a kernel hook installed the kernels are submitted one at a time (the
+// hook reads values between them); with profiling on, timestamps surround every dispatch and every dispatch is
+// separated by a barrier (so a kernel's time is its own).
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <map>
+#include <set>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "sg/backend.h"
+#include "sg/compute_kernel.h"
+#include "sg/dump.h"
+#include "sg/kernel_cache.h"
+#include "sg/vulkan_device.h"
+
+namespace sg {
+
+namespace {
+
+/// A persistent value's two buffers; buf[front] holds the current value.
+struct Persistent {
+  vk::Buffer buf[2];
+  int front = 0;
+};
+
+/// The limits kernels are scheduled for: the device's, each clamped by VulkanOptions::max_limits when given.
+ComputeLimits clamp_limits(ComputeLimits d, const std::optional<ComputeLimits>& cap) {
+  if (!cap) return d;
+  d.max_storage_buffers = std::min(d.max_storage_buffers, cap->max_storage_buffers);
+  d.max_workgroup_invocations = std::min(d.max_workgroup_invocations, cap->max_workgroup_invocations);
+  d.max_shared_bytes = std::min(d.max_shared_bytes, cap->max_shared_bytes);
+  d.max_workgroup_count = std::min(d.max_workgroup_count, cap->max_workgroup_count);
+  d.max_buffer_bytes = std::min(d.max_buffer_bytes, cap->max_buffer_bytes);
+  return d;
+}
+
+class VulkanBackend;
+
+class VulkanExecutable final : public Executable {
+ public:
+  VulkanExecutable(VulkanBackend& be, Plan plan, std::vector<ComputeKernel> kernels,
+                   std::vector<const vk::Pipeline*> pipelines);
+  std::vector<std::vector<float>> run(const std::vector<Feed>& feeds) override;
+  int kernels_per_step() const override { return static_cast<int>(plan_.kernels.size()); }
+  const Plan* plan() const override { return &plan_; }
+  std::vector<KernelTiming> last_timings() const override { return timings_; }
+  std::vector<std::pair<std::string, double>> last_phases() const override { return phases_; }
+
+ private:
+  /// The descriptor sets of one assignment of front/back buffers, and the step recorded with them.
+  struct Variant {
+    vk::DescriptorPool pool;
+    std::vector<VkDescriptorSet> sets;  // per kernel
+    vk::CommandBuffer cmd;              // recorded on first use (VulkanOptions::record_steps)
+  };
+  vk::Device& dev();
+  const vk::Buffer& buffer_of(int value_id);
+  std::vector<uint8_t> parity_key() const;
+  Variant& variant();
+  void write_inputs(const std::vector<Feed>& feeds);
+  void record(vk::CommandBuffer& cmd, const Variant& var, size_t k0, size_t k1, bool timestamps);
+  void submit_per_kernel(Variant& var, bool timestamps);
+  std::vector<float> read_value(int value_id, bool after_step);
+  void collect_timestamps();
+
+  VulkanBackend& be_;
+  Plan plan_;
+  std::vector<ComputeKernel> kernels_;
+  std::vector<const vk::Pipeline*> pipelines_;
+  std::vector<vk::Buffer> pool_;                      // pooled temporaries
+  std::unordered_map<int, vk::Buffer> own_;           // inputs and constants, by value id
+  std::unordered_map<int, vk::Buffer> in_staging_;    // staging path: fed inputs, by value id
+  std::unordered_map<int, vk::Buffer> out_staging_;   // staging path: program outputs, by value id
+  std::vector<Persistent*> persistent_;               // every persistent value read or updated
+  std::map<std::vector<uint8_t>, Variant> variants_;  // by parity_key()
+  vk::CommandBuffer scratch_;                         // unrecorded steps, per-kernel submits
+  vk::QueryPool queries_;                             // 2 timestamps per kernel (profiling)
+  std::vector<KernelTiming> timings_;
+  std::vector<std::pair<std::string, double>> phases_;
+};
+
+class VulkanBackend final : public Backend {
+ public:
+  explicit VulkanBackend(const BackendOptions& opt) : opt_(opt) {
+    vk::DeviceOptions d;
+    d.validation = opt.vulkan.validation;
+    d.device = opt.vulkan.device;
+    d.direct_map = opt.vulkan.direct_map;
+    d.pipeline_cache_dir = cache_.disk_dir();  // the VkPipelineCache file lives next to the kernel cache
+    dev_ = vk::Device::create(d);
+    limits_ = clamp_limits(dev_->caps().limits, opt.vulkan.max_limits);
+    dump_dir_ = opt.dump_dir;
+    if (dump_dir_.empty())
+      if (const char* e = std::getenv("SG_DUMP")) dump_dir_ = e;
+  }
+  std::string name() const override { return "vulkan"; }
+  std::string device() const override { return dev_->caps().name; }
+  std::unique_ptr<Executable> compile(const Program& p) override;
+  std::vector<float> read(const Tensor& leaf) override {
+    Persistent& p = persistent(leaf.node());
+    std::vector<float> out(static_cast<size_t>(leaf.numel()));
+    dev_->download(p.buf[p.front], out.data(), leaf.numel() * 4);
+    return out;
+  }
+  void write(const Tensor& leaf, const std::vector<float>& data) override {
+    if (static_cast<int64_t>(data.size()) != leaf.numel())
+      throw ValueError(fmt::format("write: {} expects {} values, got {}", leaf.node()->describe(), leaf.numel(),
+                                   data.size()));
+    Persistent& p = persistent(leaf.node());
+    dev_->upload(p.buf[p.front], data.data(), leaf.numel() * 4);
+  }
+
+  /// The front/back buffers of a Param/State leaf, created (with its initial data) on first use.
+  Persistent& persistent(const NodePtr& n) {
+    auto it = state_.find(n.get());
+    if (it != state_.end()) return it->second;
+    if (!n->data) throw ValueError("vulkan: " + n->describe() + " is not a parameter or state");
+    Persistent p;
+    p.buf[0] = dev_->create_buffer(n->numel() * 4, n->name);
+    p.buf[1] = dev_->create_buffer(n->numel() * 4, n->name + ".back");
+    dev_->upload(p.buf[0], n->data->data(), n->numel() * 4);
+    keep_.push_back(n);
+    return state_.emplace(n.get(), std::move(p)).first->second;  // node-based map: the reference stays valid
+  }
+
+  vk::Device& dev() { return *dev_; }
+  const BackendOptions& options() const { return opt_; }
+
+ private:
+  const vk::Pipeline& pipeline_for(const Kernel& k, const ComputeKernel& ck);
+  std::vector<ComputeKernel> emit_kernels(const Plan& plan);
+
+  BackendOptions opt_;
+  KernelCache cache_;  // env SG_KERNEL_CACHE: SPIR-V on disk, and the VkPipelineCache file beside it
+  std::unique_ptr<vk::Device> dev_;
+  ComputeLimits limits_;
+  std::unordered_map<const CompiledShader*, vk::Pipeline> pipelines_;  // never evicted (as GLES programs)
+  std::unordered_map<const Node*, Persistent> state_;
+  std::vector<NodePtr> keep_;  // keeps persistent nodes alive while their buffers exist
+  std::string dump_dir_;
+  int dumps_ = 0;
+};
+
+/// The Vulkan name of the limit a ComputeLimits field stands for, with the device's value (for error messages).
+std::string limits_note(const vk::Caps& c, const ComputeLimits& l) {
+  return fmt::format("device {}: maxPerStageDescriptorStorageBuffers {}, maxComputeWorkGroupInvocations {}, "
+                     "maxComputeWorkGroupCount {}, maxComputeSharedMemorySize {}, maxStorageBufferRange {}",
+                     c.name, l.max_storage_buffers, l.max_workgroup_invocations, l.max_workgroup_count,
+                     l.max_shared_bytes, l.max_buffer_bytes);
+}
+
+/// Every kernel of the plan emitted for the device's limits; errors name the kernel and the Vulkan limit.
+std::vector<ComputeKernel> VulkanBackend::emit_kernels(const Plan& plan) {
+  std::vector<ComputeKernel> out;
+  for (auto& k : plan.kernels) {
+    ComputeKernel ck;
+    try {
+      ck = emit_compute_kernel(plan, k, limits_);
+    } catch (const UnsupportedError& e) {
+      throw UnsupportedError(fmt::format("vulkan: {} ({})", e.what(), limits_note(dev_->caps(), limits_)));
+    }
+    const int64_t inv = int64_t{ck.local_size[0]} * ck.local_size[1] * ck.local_size[2];
+    if (inv > limits_.max_workgroup_invocations)
+      throw UnsupportedError(fmt::format("vulkan: kernel {} runs {} invocations per workgroup; {} allows {} "
+                                         "(maxComputeWorkGroupInvocations)", k.name, inv, dev_->caps().name,
+                                         limits_.max_workgroup_invocations));
+    for (int d = 0; d < 3; ++d)
+      if (ck.workgroups[d] > limits_.max_workgroup_count)
+        throw UnsupportedError(fmt::format("vulkan: kernel {} dispatches {} workgroups in dimension {}; {} allows {} "
+                                           "(maxComputeWorkGroupCount)", k.name, ck.workgroups[d], d,
+                                           dev_->caps().name, limits_.max_workgroup_count));
+    if (ck.bindings.size() != k.inputs.size() + k.outputs.size())
+      throw CompileError(fmt::format("vulkan: kernel {}: {} bindings, expected inputs + outputs = {}", k.name,
+                                     ck.bindings.size(), k.inputs.size() + k.outputs.size()));
+    out.push_back(std::move(ck));
+  }
+  return out;
+}
+
+const vk::Pipeline& VulkanBackend::pipeline_for(const Kernel& k, const ComputeKernel& ck) {
+  try {
+    const CompiledShader& c = cache_.get_or_compile(k.name, ck.glsl450, ShaderStage::Compute);
+    auto it = pipelines_.find(&c);
+    if (it == pipelines_.end())
+      it = pipelines_
+               .emplace(&c, dev_->create_pipeline(c.spirv, static_cast<int>(ck.bindings.size()), ck.local_size, k.name))
+               .first;
+    return it->second;
+  } catch (const CompileError& e) {
+    // name the graph nodes (and the user's lines) the failing kernel computes
+    throw CompileError(fmt::format("{}\ngraph nodes in kernel {}:\n{}", e.what(), k.name, k.comment));
+  }
+}
+
+std::unique_ptr<Executable> VulkanBackend::compile(const Program& p) {
+  ScheduleOptions so;
+  try {
+    so = compute_schedule_options(limits_);
+  } catch (const ValueError& e) {
+    throw UnsupportedError(fmt::format("vulkan: {} ({}): the device cannot run compute kernels", e.what(),
+                                       limits_note(dev_->caps(), limits_)));
+  }
+  so.unfused = opt_.unfused;
+  Plan plan = schedule(p, so);
+  if (!dump_dir_.empty())
+    dump_plan(plan, fmt::format("{}/program{:02}", dump_dir_, dumps_++), cache_, {.fragment = false, .compute = true});
+  // every buffer must fit one storage-buffer binding
+  auto check_range = [&](int64_t floats, const std::string& what) {
+    const int64_t bytes = (floats * 4 + 15) / 16 * 16;
+    if (bytes > limits_.max_buffer_bytes)
+      throw UnsupportedError(fmt::format("vulkan: {} needs a storage buffer of {} bytes; {} allows {} bytes per binding "
+                                         "(maxStorageBufferRange)", what, bytes, dev_->caps().name, limits_.max_buffer_bytes));
+  };
+  for (auto& v : plan.values) {
+    if (v.planes > 1)
+      throw CompileError(fmt::format("vulkan: value {} has row planes, which compute targets do not use", v.name));
+    check_range(v.node->numel(), fmt::format("value {} ({} {})", v.name, v.node->describe(), shape_str(v.node->shape)));
+  }
+  for (size_t b = 0; b < plan.buffers.size(); ++b) check_range(plan.buffers[b].numel, fmt::format("pooled buffer {}", b));
+  std::vector<ComputeKernel> kernels = emit_kernels(plan);
+  std::vector<const vk::Pipeline*> pipes;
+  for (size_t k = 0; k < kernels.size(); ++k) pipes.push_back(&pipeline_for(plan.kernels[k], kernels[k]));
+  dev_->save_pipeline_cache();
+  return std::make_unique<VulkanExecutable>(*this, std::move(plan), std::move(kernels), std::move(pipes));
+}
+
+VulkanExecutable::VulkanExecutable(VulkanBackend& be, Plan plan, std::vector<ComputeKernel> kernels,
+                                   std::vector<const vk::Pipeline*> pipelines)
+    : be_(be), plan_(std::move(plan)), kernels_(std::move(kernels)), pipelines_(std::move(pipelines)) {
+  vk::Device& d = dev();
+  const bool staging = !d.caps().direct_map;
+  for (size_t b = 0; b < plan_.buffers.size(); ++b)
+    pool_.push_back(d.create_buffer(plan_.buffers[b].numel * 4, fmt::format("pool{}", b)));
+  std::set<Persistent*> seen;
+  for (auto& v : plan_.values) {
+    const int64_t bytes = v.node->numel() * 4;
+    if (v.kind == ValueKind::Input) {
+      own_.emplace(v.id, d.create_buffer(bytes, v.name));
+      if (staging) in_staging_.emplace(v.id, d.create_staging_buffer(bytes, v.name + ".staging", false));
+    }
+    if (v.kind == ValueKind::Constant) {
+      vk::Buffer b = d.create_buffer(bytes, v.name);
+      d.upload(b, v.node->data->data(), bytes);
+      own_.emplace(v.id, std::move(b));
+    }
+    if (v.kind == ValueKind::Persistent)
+      if (Persistent* p = &be_.persistent(v.node); seen.insert(p).second) persistent_.push_back(p);
+  }
+  if (staging)
+    for (int id : plan_.output_values)
+      if (!out_staging_.count(id))
+        out_staging_.emplace(id, d.create_staging_buffer(plan_.values[id].node->numel() * 4,
+                                                         plan_.values[id].name + ".readback", true));
+  scratch_ = d.create_command_buffer();
+  if (be_.options().profile && d.caps().timestamps)
+    queries_ = d.create_timestamp_pool(static_cast<uint32_t>(2 * std::max<size_t>(plan_.kernels.size(), 1)));
+}
+
+vk::Device& VulkanExecutable::dev() { return be_.dev(); }
+
+const vk::Buffer& VulkanExecutable::buffer_of(int id) {
+  const Value& v = plan_.values[id];
+  switch (v.kind) {
+    case ValueKind::Input:
+    case ValueKind::Constant: return own_.at(id);
+    case ValueKind::Persistent: {
+      Persistent& p = be_.persistent(v.node);
+      return p.buf[p.front];
+    }
+    case ValueKind::Temp:
+      if (v.update_of >= 0) {  // the next value of a persistent value: its back buffer
+        Persistent& p = be_.persistent(plan_.values[v.update_of].node);
+        return p.buf[1 - p.front];
+      }
+      return pool_.at(v.buffer);
+  }
+  throw BackendError("vulkan: unknown value kind");
+}
+
+std::vector<uint8_t> VulkanExecutable::parity_key() const {
+  std::vector<uint8_t> key;
+  for (const Persistent* p : persistent_) key.push_back(static_cast<uint8_t>(p->front));
+  return key;
+}
+
+VulkanExecutable::Variant& VulkanExecutable::variant() {
+  auto key = parity_key();
+  auto it = variants_.find(key);
+  if (it != variants_.end()) return it->second;
+  Variant var;
+  int descriptors = 0;
+  for (auto& ck : kernels_) descriptors += static_cast<int>(ck.bindings.size());
+  var.pool = dev().create_descriptor_pool(static_cast<int>(kernels_.size()), descriptors);
+  for (size_t k = 0; k < kernels_.size(); ++k) {
+    std::vector<const vk::Buffer*> bufs;
+    for (int id : kernels_[k].bindings) bufs.push_back(&buffer_of(id));
+    var.sets.push_back(dev().allocate_set(var.pool, *pipelines_[k], bufs));
+  }
+  return variants_.emplace(std::move(key), std::move(var)).first->second;
+}
+
+/// Records kernels [k0, k1) of the step: the inputs' staging copies first when k0 == 0, the outputs' readback copies
+/// last when k1 == all kernels, and a barrier wherever a dispatch reads or overwrites a buffer that an earlier one
+/// since the last barrier wrote or read (with timestamps: between all dispatches, each surrounded by two).
+void VulkanExecutable::record(vk::CommandBuffer& cmd, const Variant& var, size_t k0, size_t k1, bool timestamps) {
+  cmd.begin();
+  cmd.barrier();  // the previous step's (or transfer's) writes are visible
+  if (k0 == 0 && !in_staging_.empty()) {
+    for (auto& [id, st] : in_staging_) cmd.copy(st, own_.at(id), plan_.values[id].node->numel() * 4);
+    cmd.barrier();
+  }
+  if (timestamps) cmd.reset_queries(queries_, static_cast<uint32_t>(2 * k0), static_cast<uint32_t>(2 * (k1 - k0)));
+  std::set<VkBuffer> written, read;
+  for (size_t k = k0; k < k1; ++k) {
+    const ComputeKernel& ck = kernels_[k];
+    const size_t nin = plan_.kernels[k].inputs.size();
+    bool hazard = timestamps;
+    for (size_t b = 0; b < ck.bindings.size(); ++b) {
+      VkBuffer h = buffer_of(ck.bindings[b]).handle();
+      hazard |= written.count(h) > 0 || (b >= nin && read.count(h) > 0);
+    }
+    if (hazard && k > k0) {
+      cmd.barrier();
+      written.clear();
+      read.clear();
+    }
+    for (size_t b = 0; b < ck.bindings.size(); ++b)
+      (b < nin ? read : written).insert(buffer_of(ck.bindings[b]).handle());
+    if (timestamps) cmd.timestamp(queries_, static_cast<uint32_t>(2 * k));
+    cmd.dispatch(*pipelines_[k], var.sets[k], ck.workgroups);
+    if (timestamps) cmd.timestamp(queries_, static_cast<uint32_t>(2 * k + 1));
+  }
+  if (k1 == kernels_.size() && !out_staging_.empty()) {
+    cmd.barrier();
+    for (auto& [id, st] : out_staging_) cmd.copy(buffer_of(id), st, plan_.values[id].node->numel() * 4);
+  }
+  cmd.barrier_to_host();
+  cmd.end();
+}
+
+void VulkanExecutable::write_inputs(const std::vector<Feed>& feeds) {
+  for (auto& v : plan_.values) {
+    if (v.kind != ValueKind::Input) continue;
+    const Feed* f = nullptr;
+    for (auto& x : feeds)
+      if (x.name == v.node->name) f = &x;
+    if (!f) throw ValueError(fmt::format("run: input '{}' ({}) was not fed", v.node->name, shape_str(v.node->shape)));
+    if (static_cast<int64_t>(f->data->size()) != v.node->numel())
+      throw ValueError(fmt::format("run: input '{}' expects {} values ({}), got {}", v.node->name, v.node->numel(),
+                                   shape_str(v.node->shape), f->data->size()));
+    // the GPU is idle between steps (every submit is waited for), so host writes cannot race a dispatch
+    void* dst = in_staging_.count(v.id) ? in_staging_.at(v.id).mapped() : own_.at(v.id).mapped();
+    std::copy(f->data->begin(), f->data->end(), static_cast<float*>(dst));
+  }
+}
+
+/// Runs the step one kernel per submit, calling the hook after each (and timing each on the CPU without timestamps).
+void VulkanExecutable::submit_per_kernel(Variant& var, bool timestamps) {
+  using Clock = std::chrono::steady_clock;
+  for (size_t k = 0; k < kernels_.size(); ++k) {
+    const Kernel& kern = plan_.kernels[k];
+    record(scratch_, var, k, k + 1, timestamps);
+    const auto t0 = Clock::now();
+    dev().submit_and_wait(scratch_);
+    if (be_.options().profile && !timestamps)
+      timings_.push_back({kern.name, std::chrono::duration<double, std::milli>(Clock::now() - t0).count(), false});
+    if (!hook_) continue;
+    for (size_t j = 0; j < kern.outputs.size(); ++j) {  // one event per output value
+      const int out = kern.outputs[j];
+      KernelEvent ev;
+      ev.index = static_cast<int>(k);
+      ev.output = static_cast<int>(j);
+      ev.name = kern.name;
+      ev.kernel = &kern;
+      ev.node = plan_.values[out].node.get();
+      ev.read = [this, out] { return read_value(out, false); };
+      hook_(ev);
+    }
+  }
+}
+
+/// A value's current content, row-major (a transposed temporary is transposed back). `after_step`: a program output
+/// right after a whole step, already copied to its readback buffer on the staging path.
+std::vector<float> VulkanExecutable::read_value(int id, bool after_step) {
+  const Value& val = plan_.values[id];
+  std::vector<float> v(static_cast<size_t>(val.node->numel()));
+  const int64_t bytes = val.node->numel() * 4;
+  if (after_step && out_staging_.count(id)) {
+    const float* src = static_cast<const float*>(out_staging_.at(id).mapped());
+    std::copy(src, src + v.size(), v.data());
+  } else {
+    dev().download(buffer_of(id), v.data(), bytes);
+  }
+  if (val.transposed) {  // the buffer holds the transpose (Value::transposed): back to row-major
+    const int64_t rows = val.node->shape[0], cols = val.node->shape[1];
+    std::vector<float> t(v.size());
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j) t[i * cols + j] = v[j * rows + i];
+    v.swap(t);
+  }
+  return v;
+}
+
+void VulkanExecutable::collect_timestamps() {
+  const uint32_t n = static_cast<uint32_t>(2 * kernels_.size());
+  std::vector<double> ns = dev().read_timestamps_ns(queries_, 0, n);
+  for (size_t k = 0; k < kernels_.size(); ++k)
+    timings_.push_back({plan_.kernels[k].name, (ns[2 * k + 1] - ns[2 * k]) * 1e-6, true});
+}
+
+std::vector<std::vector<float>> VulkanExecutable::run(const std::vector<Feed>& feeds) {
+  using Clock = std::chrono::steady_clock;
+  auto ms_since = [](Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); };
+  phases_.clear();
+  timings_.clear();
+  Clock::time_point t0 = Clock::now();
+  write_inputs(feeds);
+  phases_.emplace_back("upload", ms_since(t0));
+  t0 = Clock::now();
+  Variant& var = variant();
+  const bool profile = be_.options().profile;
+  const bool timestamps = profile && queries_.handle() != VK_NULL_HANDLE;
+  if ((hook_ || (profile && !timestamps)) && !kernels_.empty()) {
+    submit_per_kernel(var, timestamps);  // the last kernel's command buffer also copies the outputs back
+  } else if (be_.options().vulkan.record_steps) {
+    if (!var.cmd.recorded()) {  // recorded once per parity, replayed every step
+      var.cmd = dev().create_command_buffer();
+      record(var.cmd, var, 0, kernels_.size(), timestamps);
+    }
+    dev().submit_and_wait(var.cmd);
+  } else {
+    record(scratch_, var, 0, kernels_.size(), timestamps);
+    dev().submit_and_wait(scratch_);
+  }
+  if (timestamps) collect_timestamps();
+  phases_.emplace_back("submit", ms_since(t0));
+  t0 = Clock::now();
+  std::vector<std::vector<float>> out;
+  for (int id : plan_.output_values) out.push_back(read_value(id, true));
+  phases_.emplace_back("readback", ms_since(t0));
+  for (auto& [target, value] : plan_.updates) {
+    Persistent& p = be_.persistent(plan_.values[target].node);
+    p.front = 1 - p.front;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::unique_ptr<Backend> make_vulkan_backend(const BackendOptions& opt) { return std::make_unique<VulkanBackend>(opt); }
+
+vk::Device& vulkan_device(Backend& backend) {
+  auto* v = dynamic_cast<VulkanBackend*>(&backend);
+  if (!v) throw ValueError("vulkan_device: backend '" + backend.name() + "' is not a Vulkan backend");
+  return v->dev();
+}
+
+}  // namespace sg
