@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "sg/autodiff.h"
+#include "sg/compute_kernel.h"
 #include "sg/schedule.h"
 
 namespace sg {
@@ -58,6 +59,8 @@ class Executable {
   virtual int kernels_per_step() const = 0;
   /// The schedule (GPU backends), or nullptr.
   virtual const Plan* plan() const { return nullptr; }
+  /// The compute kernels (compute backends: gles-compute), one per plan kernel in launch order, or nullptr.
+  virtual const std::vector<ComputeKernel>* compute_kernels() const { return nullptr; }
   /// Timings of the last run when profiling is on (BackendOptions::profile), else empty.
   virtual std::vector<KernelTiming> last_timings() const { return {}; }
   /// Host wall-clock milliseconds of the phases of the last run (GLES: "upload" of the fed inputs, "submit" of
@@ -84,7 +87,10 @@ class Backend {
 };
 
 struct BackendOptions {
-  std::string kind = "auto";       ///< "auto" | "gles" | "cpu"
+  /// "auto" | "gles" (fragment shaders) | "gles-compute" (GLES 3.1 compute shaders over storage buffers; the
+  /// texture options below — max_texture_width, row_layout, row/col planes, union_domains, flush_draws,
+  /// min_parallel_texels — do not apply to it) | "cpu"
+  std::string kind = "auto";
   int64_t max_texture_width = 0;   ///< 0 = device limit; smaller forces row wrapping (tests)
   bool unfused = false;            ///< one kernel per node (debug)
   int max_outputs = 0;             ///< render targets per kernel (multi-output fusion): 0 = device limit (<= 8), 1 = off
@@ -133,11 +139,16 @@ BackendChoice make_backend(const BackendOptions& opt = {});
 std::unique_ptr<Backend> make_cpu_backend();
 /// Throws BackendError when no EGL/GLES 3 context with float render targets can be made.
 std::unique_ptr<Backend> make_gles_backend(const BackendOptions& opt);
+/// GLES 3.1 compute backend (runtime/src/gles_compute_backend.cpp). Throws BackendError when no EGL context of
+/// ES 3.1 or later can be made (the message names the version the device gave) or the device allows fewer than
+/// 2 storage buffers per compute shader.
+std::unique_ptr<Backend> make_gles_compute_backend(const BackendOptions& opt);
 
 namespace gles {
 struct LiveObjects;  // sg/gles_device.h
 }
-/// GL objects (textures, programs, framebuffers) alive on a GLES backend's device, for leak tests.
+/// GL objects (textures, programs, framebuffers, storage buffers) alive on a GLES or GLES compute backend's
+/// device, for leak tests.
 /// Include sg/gles_device.h to use the result. Throws ValueError when `backend` is not a GLES backend.
 gles::LiveObjects gles_live_objects(Backend& backend);
 
