@@ -38,7 +38,7 @@ struct StepRun {
   std::vector<ComputeKernel> kernels;
   std::vector<std::string> names;
 };
-StepRun train_steps(const std::string& model, int64_t batch, const std::string& kind, uint64_t seed) {
+StepRun train_steps(const std::string& model, int64_t batch, const BackendOptions& bo, uint64_t seed) {
   nn::Rng rng(seed);
   const int64_t hw = model == "mlp" ? 28 : 8;
   auto net = nn::make_model(model, 1, hw, hw);
@@ -47,8 +47,8 @@ StepRun train_steps(const std::string& model, int64_t batch, const std::string& 
   Tensor y = input("labels", {batch}, DType::i32);
   auto opt = make_sgd({.lr = 0.05, .momentum = 0.9});
   Program p = make_train_step(cross_entropy((*net)(x), y), net->parameters(), *opt);
-  auto be = make_backend({.kind = kind}).backend;
-  REQUIRE(be->name() == kind);
+  auto be = make_backend(bo).backend;
+  REQUIRE(be->name() == bo.kind);
   auto exe = be->compile(p);
   StepRun r;
   if (auto* ck = exe->compute_kernels()) r.kernels = *ck;
@@ -73,10 +73,13 @@ TEST_CASE("gles-compute MLP and CNN train steps equal the CPU backend", "[gles-c
   for (std::string model : {"mlp", "cnn"}) {
     for (int64_t batch : {int64_t{3}, int64_t{37}}) {
       INFO(model << " batch " << batch);
-      StepRun cpu = train_steps(model, batch, "cpu", 5);
-      StepRun gpu = train_steps(model, batch, "gles-compute", 5);
-      expect_same_steps(gpu, cpu);
-      REQUIRE(gpu.kernels.size() == gpu.names.size());
+      StepRun cpu = train_steps(model, batch, {.kind = "cpu"}, 5);
+      for (int tiles : {-1, 1}) {  // the device's tile sizes (CPU ones on llvmpipe), the GPU ones
+        INFO("compute_tiles " << tiles);
+        StepRun gpu = train_steps(model, batch, {.kind = "gles-compute", .compute_tiles = tiles}, 5);
+        expect_same_steps(gpu, cpu);
+        REQUIRE(gpu.kernels.size() == gpu.names.size());
+      }
     }
   }
 }
@@ -197,6 +200,7 @@ TEST_CASE("compute kernels that exceed a device limit are refused with an error 
   ComputeLimits one = wide;
   one.max_storage_buffers = 1;
   CHECK_THROWS_AS(compute_schedule_options(one), ValueError);
+  CHECK_THROWS_WITH(make_backend({.kind = "gles-compute", .compute_tiles = 2}), Catch::Contains("compute_tiles"));
   // GLES 3.1's guaranteed minimum of 4 storage buffers fits this program's kernels. (The scheduler bounds the
   // inputs of multi-output kernels by max_inputs, not those of a kernel with prologues: with 3 buffers the
   // matmul + epilogue kernel above still reads 3 inputs, and is refused as tested.)
@@ -204,4 +208,36 @@ TEST_CASE("compute kernels that exceed a device limit are refused with an error 
   es31.max_storage_buffers = 4;
   Plan fitted = schedule(p, compute_schedule_options(es31));
   for (auto& k : fitted.kernels) CHECK_NOTHROW(emit_compute_kernel(fitted, k, es31));
+}
+
+TEST_CASE("gles-compute emits the MLP's and the CNN's matmul and conv kernels as tiled contractions",
+          "[gles-compute][backend]") {
+  // SGD-momentum steps at batch 64 on llvmpipe (16 storage buffers per kernel): the MLP's 10 kernels and the
+  // CNN's 22. Every matmul (forward, x.W^T, x^T.dh with the relu mask and the optimizer epilogue) and every conv
+  // (forward, grad-input, grad-weight) is tiled; a conv weight gradient of few outputs (the CNN's first layer: 72
+  // outputs over 64 x 8 x 8 products) may be a tree reduction instead; the bias gradient + loss kernels are not
+  // contractions.
+  for (std::string model : {"mlp", "cnn"}) {
+    INFO(model);
+    StepRun r = train_steps(model, 64, {.kind = "gles-compute"}, 1);
+    REQUIRE(r.kernels.size() == r.names.size());
+    CHECK(r.names.size() == (model == "mlp" ? 10u : 22u));
+    int tiled = 0;
+    for (size_t i = 0; i < r.names.size(); ++i) {
+      INFO(r.names[i] << ": " << r.kernels[i].strategy);
+      const std::string& s = r.kernels[i].strategy;
+      tiled += s == "tiled-contraction";
+      CHECK(r.kernels[i].glsl450.find("// shadergrad compute kernel " + r.names[i] + " (" + s + ")") != std::string::npos);
+      if (r.names[i].find("matmul") != std::string::npos) CHECK(s == "tiled-contraction");
+      if (r.names[i].find("conv2d_grad_weight") != std::string::npos)
+        CHECK((s == "tiled-contraction" || s == "tree-reduction"));
+      else if (r.names[i].find("conv2d") != std::string::npos)
+        CHECK(s == "tiled-contraction");
+      if (s == "tiled-contraction") {
+        CHECK(r.kernels[i].shared_bytes > 0);
+        CHECK(r.kernels[i].glsl450.find("barrier();") != std::string::npos);
+      }
+    }
+    CHECK(tiled >= (model == "mlp" ? 5 : 10));
+  }
 }

@@ -10,15 +10,24 @@ using namespace sg::op_cases;
 namespace {
 
 /// One backend of `kind` with default options.
-std::vector<BackendOptions> only(const char* kind) {
+[[maybe_unused]] std::vector<BackendOptions> only(const char* kind) {
   BackendOptions bo;
   bo.kind = kind;
   return {bo};
 }
 
+/// gles-compute with the device's tile sizes (CPU ones on llvmpipe), and with the GPU tile sizes (16x16
+/// invocations of 8x8 outputs), so that CI also runs the kernels a GPU gets.
+std::vector<BackendOptions> both_tile_sizes() {
+  BackendOptions cpu_tiles, gpu_tiles;
+  cpu_tiles.kind = gpu_tiles.kind = "gles-compute";
+  gpu_tiles.compute_tiles = 1;
+  return {cpu_tiles, gpu_tiles};
+}
+
 }  // namespace
 
-SG_OP_CASE_TESTS("gles-compute", "[gles-compute][ops]", only("gles-compute"), only("gles-compute"))
+SG_OP_CASE_TESTS("gles-compute", "[gles-compute][ops]", both_tile_sizes(), both_tile_sizes())
 
 TEST_CASE("gles-compute matmul and conv across tile and K-chunk boundaries equal the CPU backend",
           "[gles-compute][ops]") {
@@ -41,7 +50,7 @@ TEST_CASE("gles-compute matmul and conv across tile and K-chunk boundaries equal
   s.add("matmul batched 3x17x19 @ 3x19x23", matmul(ba, bb), {ba, bb}, kReduce);
   s.add("conv2d 5->7 3x3 padding 1 + bias + relu", relu(conv2d(x, k, kb, {.padding = {1, 1}})), {x, k, kb}, kReduce);
   s.add("conv2d stride 2", conv2d(x, k, Tensor(), {.stride = {2, 2}}), {x, k}, kReduce);
-  s.check(only("gles-compute"));
+  s.check(both_tile_sizes());
 }
 
 TEST_CASE("gles-compute run: a missing or mis-sized feed throws ValueError naming the input", "[gles-compute][ops]") {

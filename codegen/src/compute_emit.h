@@ -20,6 +20,12 @@ std::string coordinates(const Shape& shape, const std::string& flat, int indent)
 /// A grid of `groups` workgroups as x (<= max_workgroup_count) by y; UnsupportedError when it does not fit.
 std::array<uint32_t, 3> grid_for(const Kernel& k, int64_t groups, const ComputeLimits& limits);
 
+/// The shared-memory tiled kernel of a matmul-like contraction (emit_tiled.cpp), or nullopt when the kernel has
+/// none or its grid / tiles do not fit `limits`.
+std::optional<ComputeKernel> emit_tiled_contraction(const Plan& plan, const Kernel& k, const ComputeLimits& limits);
+/// A workgroup tree reduction per output element for kernels of few outputs (<= 1024) with a long (>= 128, >= the
+/// element count) sum/max/min reduction (emit_tiled.cpp), or nullopt.
+std::optional<ComputeKernel> emit_tree_reduction(const Plan& plan, const Kernel& k, const ComputeLimits& limits);
 /// One invocation per output element (always applicable).
 ComputeKernel emit_per_element(const Plan& plan, const Kernel& k, const ComputeLimits& limits);
 

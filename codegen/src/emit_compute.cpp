@@ -1,11 +1,13 @@
 // Buffer-storage compute emitter: kernel IR -> GLSL 4.50 compute kernels (Vulkan flavour, std430 storage buffers).
 //
 // Strategies, first match wins (ComputeKernel::strategy):
-//  - "tiled-contraction" (emit_tiled.cpp): a kernel whose value is a sum over r of (factor of some output coordinates
-//    M and r) x (factor of the other output coordinates N and r): matmul, x.W^T, x^T.dh, conv2d forward and both
-//    gradients in their lowered form. Shared-memory tiles, register blocking, epilogue on the register tile.
-//  - "tree-reduction" (emit_tiled.cpp): few outputs, each a long reduction: one workgroup per output element,
-//    a strided loop per invocation and a tree in shared memory.
+//  - "tree-reduction" (emit_tiled.cpp): few outputs (<= 1024), each a long reduction (>= 128 iterations and at least
+//    as many as outputs: row sums, bias gradients, the loss mean, a tiny conv weight gradient): one workgroup per
+//    output element, a strided loop per invocation and a tree in shared memory.
+//  - "tiled-contraction" (emit_tiled.cpp, analysis in contraction.cpp): a kernel whose value is a sum over r of
+//    (factor of some output coordinates M and r) x (factor of the other output coordinates N and r): matmul, x.W^T,
+//    x^T.dh, conv2d forward and both gradients in their lowered form. Shared-memory tiles, register blocking,
+//    the epilogue on the register tile.
 //  - "per-element" (here): one invocation per output element, every output stored, each store guarded; a 2-D
 //    grid of workgroups when one dimension would exceed the device's max_workgroup_count.
 // Invariants: binding b < inputs.size() is kernel.inputs[b] (readonly), then outputs (writeonly), all in set 0;
@@ -136,7 +138,9 @@ ComputeKernel emit_compute_kernel(const Plan& plan, const Kernel& k, const Compu
                                          "with compute_schedule_options",
                                          k.name, plan.values[i].name));
   ComputeKernel ck;
-  ck = compute::emit_per_element(plan, k, limits);
+  if (auto r = compute::emit_tree_reduction(plan, k, limits)) ck = std::move(*r);
+  else if (auto t = compute::emit_tiled_contraction(plan, k, limits)) ck = std::move(*t);
+  else ck = compute::emit_per_element(plan, k, limits);
   for (int v : k.inputs) ck.bindings.push_back(v);
   for (int v : k.outputs) ck.bindings.push_back(v);
   for (int d = 0; d < 3; ++d)

@@ -59,6 +59,9 @@ class GlesComputeBackend final : public Backend {
   explicit GlesComputeBackend(const BackendOptions& opt) : opt_(opt) {
     if (opt.max_outputs < 0)
       throw ValueError(fmt::format("BackendOptions::max_outputs must be >= 0 (0 = device limit), got {}", opt.max_outputs));
+    if (opt.compute_tiles < -1 || opt.compute_tiles > 1)
+      throw ValueError(fmt::format("BackendOptions::compute_tiles must be -1 (auto), 0 (CPU tiles) or 1 (GPU tiles), got {}",
+                                   opt.compute_tiles));
     dev_ = gles::Device::create({});
     const gles::Caps& c = dev_->caps();
     if (!c.compute)
@@ -66,6 +69,8 @@ class GlesComputeBackend final : public Backend {
                                      "(use --backend gles for the fragment-shader backend)",
                                      c.renderer, c.context_major, c.context_minor));
     limits_ = limits_from_caps(c);
+    emit_limits_ = limits_;
+    if (opt.compute_tiles >= 0) emit_limits_.cpu_device = opt.compute_tiles == 0;
     if (limits_.max_storage_buffers < 2)
       throw BackendError(fmt::format("gles-compute: GL_MAX_COMPUTE_SHADER_STORAGE_BLOCKS = {} on '{}'; a kernel needs "
                                      "at least 2 storage buffers",
@@ -144,13 +149,15 @@ class GlesComputeBackend final : public Backend {
   }
 
   gles::Device& dev() { return *dev_; }
-  const ComputeLimits& limits() const { return limits_; }
+  /// The limits kernels are emitted for (the device's, with BackendOptions::compute_tiles applied).
+  const ComputeLimits& emit_limits() const { return emit_limits_; }
   bool profile() const { return opt_.profile; }
 
  private:
   BackendOptions opt_;
   std::unique_ptr<gles::Device> dev_;
-  ComputeLimits limits_;
+  ComputeLimits limits_;       // the device's: the schedule's
+  ComputeLimits emit_limits_;  // the emitter's
   KernelCache cache_;
   std::unordered_map<std::string, gles::ComputeProgram> programs_;
   std::unordered_map<const Node*, PersistentBuffers> state_;
@@ -172,7 +179,7 @@ GlesComputeExecutable::GlesComputeExecutable(GlesComputeBackend& be, Plan plan) 
     if (v.kind == ValueKind::Persistent) be_.persistent(v.node);
   }
   for (auto& k : plan_.kernels) {
-    kernels_.push_back(emit_compute_kernel(plan_, k, be_.limits()));
+    kernels_.push_back(emit_compute_kernel(plan_, k, be_.emit_limits()));
     programs_.push_back(&be_.program_for(k, kernels_.back()));
   }
 }
