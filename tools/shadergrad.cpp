@@ -199,8 +199,8 @@ int main(int argc, char** argv) {
   train->add_option("--model", cfg.model, "mlp | cnn | cnn-large")->check(CLI::IsMember({"mlp", "cnn", "cnn-large"}));
   train->add_option("--dataset", cfg.dataset, "fashion-mnist | digits")
       ->check(CLI::IsMember({"fashion-mnist", "digits"}));
-  train->add_option("--backend", cfg.backend, "auto | gles | vulkan | cpu")
-      ->check(CLI::IsMember({"auto", "gles", "vulkan", "cpu"}));
+  train->add_option("--backend", cfg.backend, "auto | gles | gles-compute | vulkan | cpu")
+      ->check(CLI::IsMember({"auto", "gles", "gles-compute", "vulkan", "cpu"}));
   train->add_option("--epochs", cfg.epochs, "epochs")->check(kPositive);
   train->add_option("--batch", cfg.batch, "batch size")->check(kPositive);
   train->add_option("--optimizer", cfg.optimizer, "sgd | momentum | adam")
@@ -224,8 +224,8 @@ int main(int argc, char** argv) {
   auto* predict = app.add_subcommand("predict", "classify an image (PNG or PGM) with a saved checkpoint");
   predict->add_option("--load", load, "checkpoint written by train --save")->required();
   predict->add_option("--input", image, "image file (PNG or binary PGM)")->required();
-  predict->add_option("--backend", pbackend, "auto | gles | vulkan | cpu")
-      ->check(CLI::IsMember({"auto", "gles", "vulkan", "cpu"}));
+  predict->add_option("--backend", pbackend, "auto | gles | gles-compute | vulkan | cpu")
+      ->check(CLI::IsMember({"auto", "gles", "gles-compute", "vulkan", "cpu"}));
   predict->add_flag("--invert", invert, "invert grey levels (dark strokes on white paper)");
 
   bool json = false;

@@ -105,9 +105,10 @@ std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend
 BackendChoice make_backend(const BackendOptions& opt) {
   if (opt.kind == "cpu") return {make_cpu_backend(), ""};
   if (opt.kind == "gles") return {make_gles_backend(opt), ""};
+  if (opt.kind == "gles-compute") return {make_gles_compute_backend(opt), ""};
   if (opt.kind == "vulkan") return {make_vulkan_backend(opt), ""};
   if (opt.kind != "auto")
-    throw ValueError(fmt::format("unknown backend '{}' (choose auto, gles, vulkan or cpu)", opt.kind));
+    throw ValueError(fmt::format("unknown backend '{}' (choose auto, gles, gles-compute, vulkan or cpu)", opt.kind));
   try {
     return {make_gles_backend(opt), ""};
   } catch (const BackendError& e) {

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "gles_backends.h"
 #include "sg/backend.h"
 #include "sg/dump.h"
 #include "sg/emit.h"
@@ -320,7 +321,10 @@ std::unique_ptr<Backend> make_gles_backend(const BackendOptions& opt) { return s
 
 gles::LiveObjects gles_live_objects(Backend& backend) {
   auto* g = dynamic_cast<GlesBackend*>(&backend);
-  if (!g) throw ValueError("gles_live_objects: backend '" + backend.name() + "' is not a GLES backend");
+  if (!g) {
+    if (auto c = detail::gles_compute_live_objects(backend)) return *c;
+    throw ValueError("gles_live_objects: backend '" + backend.name() + "' is not a GLES backend");
+  }
   return g->dev().live_objects();
 }
 

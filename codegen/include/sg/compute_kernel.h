@@ -43,17 +43,28 @@ struct ComputeKernel {
   std::array<uint32_t, 3> local_size{64, 1, 1};
   std::array<uint32_t, 3> workgroups{1, 1, 1};
   std::vector<int> bindings;              ///< value id per binding: kernel.inputs, then kernel.outputs
+  /// How the emitter maps the kernel onto invocations (also named in the source's first comment line):
+  /// "per-element" (one invocation per output element), "tiled-contraction" (a workgroup computes a tile of a
+  /// matmul-like sum through shared memory, each invocation a register tile of outputs) or "tree-reduction"
+  /// (one workgroup per output element, partial results combined in shared memory).
+  std::string strategy;
+  /// Shared (workgroup) memory the kernel declares, bytes (<= ComputeLimits::max_shared_bytes).
+  int64_t shared_bytes = 0;
 };
 
 /// Schedule options for a buffer-storage target: multi-output fusion within the device's storage-buffer
 /// budget, no texture-specific passes (no row/column planes, union-domain draws or row-aligned layouts), no
-/// per-invocation loop budget beyond what the device's watchdog needs. Throws ValueError when the device allows
+/// per-invocation loop budget on GPUs (on cpu_device the fragment target's 32768: Mesa's gallivm stops loops after
+/// 65535 iterations per invocation, so longer reductions are split). Throws ValueError when the device allows
 /// fewer than 2 storage buffers per kernel.
 ScheduleOptions compute_schedule_options(const ComputeLimits& limits);
 
-/// The compute kernel for kernel `k` of a plan made with compute_schedule_options(limits). Throws
-/// UnsupportedError (naming the kernel and the limit) when the kernel needs more bindings or workgroups than
-/// `limits` allow.
+/// The compute kernel for kernel `k` of a plan made with compute_schedule_options(limits) (codegen/src/
+/// emit_compute.cpp: strategies per-element, tiled-contraction, tree-reduction; see ComputeKernel::strategy).
+/// Tile sizes and workgroup sizes follow `limits` (shared memory, invocations, cpu_device). Throws
+/// UnsupportedError (naming the kernel and the limit: max_storage_buffers, max_workgroup_count,
+/// max_workgroup_invocations, max_buffer_bytes) when the kernel cannot fit the device, and for plans whose values
+/// use texture-plane storage (row/column planes, transposed temporaries, union-domain kernels).
 ComputeKernel emit_compute_kernel(const Plan& plan, const Kernel& k, const ComputeLimits& limits);
 
 }  // namespace sg

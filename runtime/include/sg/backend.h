@@ -61,6 +61,8 @@ class Executable {
   virtual int kernels_per_step() const = 0;
   /// The schedule (GPU backends), or nullptr.
   virtual const Plan* plan() const { return nullptr; }
+  /// The compute kernels (compute backends: gles-compute), one per plan kernel in launch order, or nullptr.
+  virtual const std::vector<ComputeKernel>* compute_kernels() const { return nullptr; }
   /// Timings of the last run when profiling is on (BackendOptions::profile), else empty.
   virtual std::vector<KernelTiming> last_timings() const { return {}; }
   /// Host wall-clock milliseconds of the phases of the last run (GLES: "upload" of the fed inputs, "submit" of
@@ -104,7 +106,10 @@ struct VulkanOptions {
 };
 
 struct BackendOptions {
-  std::string kind = "auto";       ///< "auto" | "gles" | "vulkan" | "cpu" (auto: GLES, else CPU)
+  /// "auto" | "gles" (fragment shaders) | "gles-compute" (GLES 3.1 compute shaders over storage buffers) |
+  /// "vulkan" (SPIR-V compute) | "cpu". The texture options below — max_texture_width, row_layout, row/col
+  /// planes, union_domains, flush_draws, min_parallel_texels — apply to "gles" only.
+  std::string kind = "auto";
   int64_t max_texture_width = 0;   ///< 0 = device limit; smaller forces row wrapping (tests)
   bool unfused = false;            ///< one kernel per node (debug)
   int max_outputs = 0;             ///< render targets per kernel (multi-output fusion): 0 = device limit (<= 8), 1 = off
@@ -135,6 +140,11 @@ struct BackendOptions {
   /// is still submitting the later ones (drivers otherwise buffer the commands until the readback waits).
   /// -1 = auto: on for GPUs, off for CPU rasterisers; 0 = off, 1 = on. make_backend throws ValueError otherwise.
   int flush_draws = -1;
+  /// gles-compute: the tile sizes of tiled kernels. -1 = the device's class (ComputeLimits::cpu_device: small tiles
+  /// on CPU implementations such as llvmpipe), 0 = CPU tile sizes, 1 = GPU tile sizes (tests run the GPU kernels on
+  /// llvmpipe this way; the loop budget of the schedule still follows the device). make_backend throws ValueError
+  /// for other values.
+  int compute_tiles = -1;
   bool profile = false;            ///< per-kernel timings (timer queries or glFinish-bounded)
   std::string dump_dir;            ///< dump every compiled plan here ("" = env SG_DUMP or none)
   VulkanOptions vulkan;            ///< kind "vulkan" only
@@ -154,6 +164,10 @@ BackendChoice make_backend(const BackendOptions& opt = {});
 std::unique_ptr<Backend> make_cpu_backend();
 /// Throws BackendError when no EGL/GLES 3 context with float render targets can be made.
 std::unique_ptr<Backend> make_gles_backend(const BackendOptions& opt);
+/// GLES 3.1 compute backend (runtime/src/gles_compute_backend.cpp). Throws BackendError when no EGL context of
+/// ES 3.1 or later can be made (the message names the version the device gave) or the device allows fewer than
+/// 2 storage buffers per compute shader.
+std::unique_ptr<Backend> make_gles_compute_backend(const BackendOptions& opt);
 
 /// Throws BackendError when no Vulkan loader, driver (ICD) or device with a compute queue exists (the reason
 /// names what is missing), or when the validation layer is asked for and not installed.
@@ -168,7 +182,8 @@ class Device;  // sg/vulkan_device.h
 /// The Vulkan device of a Vulkan backend (limits, validation-message counter, live objects). Include
 /// sg/vulkan_device.h to use it. Throws ValueError when `backend` is not a Vulkan backend.
 vk::Device& vulkan_device(Backend& backend);
-/// GL objects (textures, programs, framebuffers) alive on a GLES backend's device, for leak tests.
+/// GL objects (textures, programs, framebuffers, storage buffers) alive on a GLES or GLES compute backend's
+/// device, for leak tests.
 /// Include sg/gles_device.h to use the result. Throws ValueError when `backend` is not a GLES backend.
 gles::LiveObjects gles_live_objects(Backend& backend);
 

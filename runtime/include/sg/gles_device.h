@@ -27,6 +27,7 @@
 // outlive the Device object; GL objects are deleted when the handles are destroyed.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -80,6 +81,14 @@ struct Caps {
   bool surfaceless_context = false; ///< context current with EGL_NO_SURFACE (false: a 1x1 pbuffer is bound)
   int context_major = 0, context_minor = 0;  ///< ES context version requested (3.2, 3.1 or 3.0)
   std::vector<std::string> extensions;       ///< GL extensions (glGetStringi)
+  // Compute (GLES 3.1 contexts only; all 0 / false on an ES 3.0 context):
+  bool compute = false;                        ///< compute shaders and shader storage buffers (ES >= 3.1)
+  int64_t max_compute_storage_blocks = 0;      ///< GL_MAX_COMPUTE_SHADER_STORAGE_BLOCKS (ES 3.1 guarantees 4)
+  int64_t max_compute_invocations = 0;         ///< GL_MAX_COMPUTE_WORK_GROUP_INVOCATIONS (>= 128)
+  int64_t max_compute_shared_bytes = 0;        ///< GL_MAX_COMPUTE_SHARED_MEMORY_SIZE, bytes (>= 16384)
+  std::array<int64_t, 3> max_compute_workgroup_count{};  ///< GL_MAX_COMPUTE_WORK_GROUP_COUNT per dimension (>= 65535)
+  std::array<int64_t, 3> max_compute_workgroup_size{};   ///< GL_MAX_COMPUTE_WORK_GROUP_SIZE per dimension
+  int64_t max_storage_block_bytes = 0;         ///< GL_MAX_SHADER_STORAGE_BLOCK_SIZE, bytes (>= 2^27)
 };
 
 /// Numbers of GL objects currently alive through handles of one Device (leak tests). `framebuffers`
@@ -89,6 +98,7 @@ struct LiveObjects {
   int64_t textures = 0;
   int64_t programs = 0;
   int64_t framebuffers = 0;
+  int64_t buffers = 0;  ///< shader storage buffers (Buffer)
   bool operator==(const LiveObjects&) const = default;
 };
 
@@ -187,6 +197,58 @@ class Program {
   std::vector<std::pair<std::string, int>> samplers_;
   std::vector<std::string> declared_samplers_;
   int fragment_outputs_ = 0;
+};
+
+/// A shader storage buffer of floats (GLES 3.1 compute), zero-filled when created, its size rounded up to a
+/// whole vec4 (16 bytes) so kernels may read 4 floats at a multiple-of-4 index below numel(). Move-only; deletes
+/// the GL buffer when destroyed.
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(Buffer&& o) noexcept;
+  Buffer& operator=(Buffer&& o) noexcept;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer();
+
+  bool valid() const { return id_ != 0; }
+  unsigned id() const { return id_; }                ///< GL buffer name
+  int64_t numel() const { return numel_; }           ///< floats it was sized for
+  int64_t bytes() const { return bytes_; }           ///< allocated bytes (numel rounded up to 4 floats, x 4)
+  const std::string& name() const { return name_; }  ///< debug name given at creation
+
+ private:
+  friend class Device;
+  void reset();
+  std::shared_ptr<detail::Context> ctx_;
+  unsigned id_ = 0;
+  int64_t numel_ = 0, bytes_ = 0;
+  std::string name_;
+};
+
+/// A linked GLSL ES 3.10 compute program. Move-only.
+class ComputeProgram {
+ public:
+  ComputeProgram() = default;
+  ComputeProgram(ComputeProgram&& o) noexcept;
+  ComputeProgram& operator=(ComputeProgram&& o) noexcept;
+  ComputeProgram(const ComputeProgram&) = delete;
+  ComputeProgram& operator=(const ComputeProgram&) = delete;
+  ~ComputeProgram();
+
+  bool valid() const { return id_ != 0; }
+  unsigned id() const { return id_; }
+  const std::string& name() const { return name_; }
+  /// GL_COMPUTE_WORK_GROUP_SIZE as the linker reports it.
+  const std::array<int64_t, 3>& local_size() const { return local_size_; }
+
+ private:
+  friend class Device;
+  void reset();
+  std::shared_ptr<detail::Context> ctx_;
+  unsigned id_ = 0;
+  std::string name_;
+  std::array<int64_t, 3> local_size_{};
 };
 
 /// An elapsed-time measurement started by Device::begin_timer. ns() waits for the result the first time.
@@ -327,6 +389,27 @@ class Device {
   /// until a buffer fills or something waits, e.g. the readback at the end of a step).
   void flush();
 
+  // --- compute (GLES 3.1; every call throws BackendError naming the missing support on an ES 3.0 context) --
+
+  /// A zero-filled shader storage buffer for `numel` floats (see Buffer). ValueError when numel < 0 or the
+  /// size exceeds caps().max_storage_block_bytes (naming GL_MAX_SHADER_STORAGE_BLOCK_SIZE).
+  Buffer create_buffer(int64_t numel, std::string_view name = "");
+  /// Writes data[0, numel) into the buffer and zeros the rest of it (numel <= buffer.numel(), ValueError
+  /// otherwise). glBufferSubData.
+  void upload(Buffer& buffer, const float* data, int64_t numel);
+  /// Reads the first numel floats (glMapBufferRange GL_MAP_READ_BIT; waits for pending dispatches).
+  void download(const Buffer& buffer, float* out, int64_t numel);
+  /// Compiles and links a GLSL ES 3.10 compute shader. CompileError with the kernel name, the driver's log and
+  /// the numbered source (blamed lines marked ">>").
+  ComputeProgram create_compute_program(const std::string& es310_source, const std::string& kernel_name);
+  /// Binds bindings[b] to GL_SHADER_STORAGE_BUFFER binding point b, glDispatchCompute(groups), then
+  /// glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT | GL_BUFFER_UPDATE_BARRIER_BIT) so later dispatches,
+  /// uploads and downloads see the writes. ValueError (naming the kernel) for a null or other-device buffer,
+  /// more bindings than GL_MAX_COMPUTE_SHADER_STORAGE_BLOCKS, or a group count of 0 or above
+  /// GL_MAX_COMPUTE_WORK_GROUP_COUNT; BackendError on GL errors. Timed with profiling on (last_draw_ms()).
+  void dispatch(const ComputeProgram& program, llvm::ArrayRef<const Buffer*> bindings,
+                const std::array<uint32_t, 3>& groups, const std::string& kernel_name);
+
   // --- timing (benchmarks and profiling only; never for pass/fail tests) --------------------------------
 
   /// Whether GL_EXT_disjoint_timer_query is usable (else timers are CPU time between two glFinish calls).
@@ -343,13 +426,15 @@ class Device {
   /// Times every draw() while enabled (adds a query or two glFinish per draw).
   void set_profiling(bool enabled);
   bool profiling() const { return profiling_; }
-  /// Milliseconds of the most recent draw() made with profiling on (waits for the GPU result); NaN if
+  /// Milliseconds of the most recent draw() or dispatch() made with profiling on (waits for the GPU result); NaN if
   /// there is none or the measurement was disjoint.
   double last_draw_ms();
 
  private:
   Device() = default;
   void probe_caps();
+  void probe_compute_caps();
+  void require_compute(std::string_view what) const;
   void check_gl(const char* step, std::string_view kernel) const;
   /// Shared body of the draw() overloads (validation included); check_declared_outputs: compare
   /// outputs.size() with program.fragment_outputs() (the multiple-output overloads only); viewport_width > 0: the

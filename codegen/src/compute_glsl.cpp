@@ -1,0 +1,256 @@
+// The compute emitter's scalar kernel-IR printer and its SOp -> GLSL table (see compute_glsl.h).
+#include "compute_glsl.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+namespace sg::compute {
+
+std::string glsl_float(double v) {
+  if (std::isnan(v)) return "uintBitsToFloat(0x7fc00000u)";
+  const float f = static_cast<float>(v);
+  if (std::isinf(f)) return f > 0 ? "uintBitsToFloat(0x7f800000u)" : "uintBitsToFloat(0xff800000u)";
+  std::string s = fmt::format("{:.9g}", f);
+  if (s.find_first_of(".e") == std::string::npos) s += ".0";
+  return s;
+}
+
+// Same semantics as the fragment emitter's emit_math (emit.cpp), scalar form. To be unified with it.
+std::string compute_glsl_math(SOp op, const std::string& a, const std::string& b, const std::string& c,
+                              bool& uses_pow) {
+  switch (op) {
+    case SOp::Neg: return fmt::format("(-{})", a);
+    case SOp::Abs: return fmt::format("abs({})", a);
+    case SOp::Exp: return fmt::format("exp({})", a);
+    case SOp::Log: return fmt::format("log({})", a);
+    case SOp::Sqrt: return fmt::format("sqrt({})", a);
+    case SOp::Rsqrt: return fmt::format("inversesqrt({})", a);
+    case SOp::Sin: return fmt::format("sin({})", a);
+    case SOp::Cos: return fmt::format("cos({})", a);
+    case SOp::Tanh: return fmt::format("tanh(clamp({}, -15.0, 15.0))", a);  // avoids exp overflow -> NaN
+    case SOp::Sigmoid: return fmt::format("(1.0 / (1.0 + exp(-{})))", a);
+    case SOp::Relu: return fmt::format("max({}, 0.0)", a);
+    case SOp::Sign: return fmt::format("sign({})", a);
+    case SOp::Floor: return fmt::format("floor({})", a);
+    case SOp::Round: return fmt::format("roundEven({})", a);
+    case SOp::Recip: return fmt::format("(1.0 / {})", a);
+    case SOp::Add: return fmt::format("({} + {})", a, b);
+    case SOp::Sub: return fmt::format("({} - {})", a, b);
+    case SOp::Mul: return fmt::format("({} * {})", a, b);
+    case SOp::Div: return fmt::format("({} / {})", a, b);
+    case SOp::Pow: uses_pow = true; return fmt::format("sg_pow({}, {})", a, b);
+    case SOp::Max: return fmt::format("max({}, {})", a, b);
+    case SOp::Min: return fmt::format("min({}, {})", a, b);
+    case SOp::Lt: return fmt::format("float({} < {})", a, b);
+    case SOp::Le: return fmt::format("float({} <= {})", a, b);
+    case SOp::Gt: return fmt::format("float({} > {})", a, b);
+    case SOp::Ge: return fmt::format("float({} >= {})", a, b);
+    case SOp::Eq: return fmt::format("float({} == {})", a, b);
+    case SOp::Ne: return fmt::format("float({} != {})", a, b);
+    case SOp::Select: return fmt::format("({} != 0.0 ? {} : {})", a, b, c);
+    case SOp::Const:
+    case SOp::Arg: break;
+  }
+  return "0.0";
+}
+
+const char* sg_pow_source() {
+  return "float sg_pow(float a, float b) {  // torch.pow: negative bases with integer exponents\n"
+         "  if (b == 0.0) return 1.0;\n"
+         "  float r = pow(abs(a), b);\n"
+         "  if (a < 0.0) return (floor(b) == b) ? ((mod(b, 2.0) == 1.0) ? -r : r) : uintBitsToFloat(0x7fc00000u);\n"
+         "  return r;\n}\n";
+}
+
+bool is_bool_op(KOp op) {
+  switch (op) {
+    case KOp::ILt:
+    case KOp::ILe:
+    case KOp::IEq:
+    case KOp::IGe:
+    case KOp::IAnd: return true;
+    default: return false;
+  }
+}
+
+std::set<std::string> kfree_vars(const KExprPtr& e) {
+  std::set<std::string> s;
+  if (!e) return s;
+  if (e->op == KOp::Var) s.insert(e->name);
+  for (auto* x : {&e->a, &e->b, &e->c}) {
+    auto f = kfree_vars(*x);
+    s.insert(f.begin(), f.end());
+  }
+  if (e->op == KOp::Reduce)
+    for (auto& v : e->loop_vars) s.erase(v);
+  return s;
+}
+
+KPrinter::KPrinter(const Plan& plan, const Kernel& k, const std::vector<KExprPtr>& roots, std::string prefix)
+    : plan_(plan), k_(k), prefix_(std::move(prefix)) {
+  for (auto& r : roots) count(r);
+}
+
+void KPrinter::count(const KExprPtr& e) {
+  if (!e) return;
+  if (refs_[e.get()]++ > 0) return;
+  count(e->a), count(e->b), count(e->c);
+}
+
+void KPrinter::new_scope() { scopes_.assign(1, {}); }
+
+std::string KPrinter::take_code() { return std::exchange(code_, std::string()); }
+
+void KPrinter::line(const std::string& s) { code_ += std::string(indent * 2, ' ') + s + "\n"; }
+
+const std::set<std::string>& KPrinter::free_vars(const KExprPtr& e) {
+  auto it = free_vars_.find(e.get());
+  if (it != free_vars_.end()) return it->second;
+  std::set<std::string> s;
+  if (e->op == KOp::Var) s.insert(e->name);
+  for (auto* x : {&e->a, &e->b, &e->c})
+    if (*x) {
+      auto& f = free_vars(*x);
+      s.insert(f.begin(), f.end());
+    }
+  if (e->op == KOp::Reduce)
+    for (auto& v : e->loop_vars) s.erase(v);
+  return free_vars_[e.get()] = std::move(s);
+}
+
+void KPrinter::collect_invariant(const KExprPtr& e, std::set<std::string> bound, std::vector<KExprPtr>& out) {
+  if (!e) return;
+  if (e->op == KOp::Reduce) {
+    const auto& fv = free_vars(e);
+    if (std::none_of(fv.begin(), fv.end(), [&](const std::string& v) { return bound.count(v) > 0; })) {
+      if (std::none_of(out.begin(), out.end(), [&](const KExprPtr& x) { return x.get() == e.get(); })) out.push_back(e);
+      return;
+    }
+    bound.insert(e->loop_vars.begin(), e->loop_vars.end());
+    collect_invariant(e->a, bound, out);
+    return;
+  }
+  collect_invariant(e->a, bound, out);
+  collect_invariant(e->b, bound, out);
+  collect_invariant(e->c, bound, out);
+}
+
+std::string KPrinter::print(const KExprPtr& e) {
+  if (auto b = bound_.find(e.get()); b != bound_.end()) return b->second;
+  for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it)
+    if (auto f = it->find(e.get()); f != it->end()) return f->second;
+  std::string s = raw(e);
+  const bool trivial = e->op == KOp::IntConst || e->op == KOp::FloatConst || e->op == KOp::Var;
+  if (!trivial && e->op != KOp::Reduce && refs_[e.get()] > 1) {
+    const bool b = is_bool_op(e->op);
+    std::string name = fmt::format("{}{}{}", prefix_, e->type == KType::Int ? (b ? "c" : "j") : "v", temp_++);
+    line(fmt::format("{} {} = {};", b ? "bool" : e->type == KType::Int ? "int" : "float", name, s));
+    s = name;
+  }
+  if (!trivial) scopes_.back()[e.get()] = s;
+  return s;
+}
+
+/// A condition as GLSL bool (integer 0/1 values compared with 0).
+std::string KPrinter::cond(const KExprPtr& e) {
+  if (e->op == KOp::IntConst) return e->ivalue ? "true" : "false";
+  std::string s = print(e);
+  return is_bool_op(e->op) ? s : fmt::format("({} != 0)", s);
+}
+
+std::string KPrinter::raw(const KExprPtr& e) {
+  switch (e->op) {
+    case KOp::IntConst: return std::to_string(e->ivalue);
+    case KOp::FloatConst: return glsl_float(e->fvalue);
+    case KOp::Var: {
+      auto it = subst_.find(e->name);
+      return it != subst_.end() ? it->second : e->name;
+    }
+    case KOp::Load: {
+      loaded_.insert(e->input);
+      return fmt::format("load_{}({})", plan_.values[k_.inputs[e->input]].name, print(e->a));
+    }
+    case KOp::FMath: {
+      std::string a = print(e->a), b = e->b ? print(e->b) : std::string(), c = e->c ? print(e->c) : std::string();
+      return compute_glsl_math(e->sop, a, b, c, uses_pow_);
+    }
+    case KOp::Reduce: return reduce(e);
+    case KOp::ISelect: {
+      std::string c = cond(e->a), t = print(e->b), f = print(e->c);
+      return fmt::format("({} ? {} : {})", c, t, f);
+    }
+    case KOp::IAnd: return fmt::format("({} && {})", cond(e->a), cond(e->b));
+    case KOp::ToFloat: return fmt::format("float({})", print(e->a));
+    case KOp::FToInt: return fmt::format("int({})", print(e->a));
+    default: break;
+  }
+  const std::string a = print(e->a), b = print(e->b);
+  switch (e->op) {
+    case KOp::IAdd: return fmt::format("({} + {})", a, b);
+    case KOp::ISub: return fmt::format("({} - {})", a, b);
+    case KOp::IMul: return fmt::format("({} * {})", a, b);
+    case KOp::IDiv: return fmt::format("({} / {})", a, b);
+    case KOp::IMod: return fmt::format("({} % {})", a, b);
+    case KOp::IMin: return fmt::format("min({}, {})", a, b);
+    case KOp::IMax: return fmt::format("max({}, {})", a, b);
+    case KOp::ILt: return fmt::format("({} < {})", a, b);
+    case KOp::ILe: return fmt::format("({} <= {})", a, b);
+    case KOp::IEq: return fmt::format("({} == {})", a, b);
+    case KOp::IGe: return fmt::format("({} >= {})", a, b);
+    default: break;
+  }
+  return "0.0";
+}
+
+std::string KPrinter::reduce(const KExprPtr& e) {
+  // reductions in the body that do not read this loop's variables: once, before the loop
+  std::vector<KExprPtr> invariant;
+  collect_invariant(e->a, std::set<std::string>(e->loop_vars.begin(), e->loop_vars.end()), invariant);
+  for (auto& r : invariant) print(r);
+  const int id = temp_++;
+  const std::string acc = fmt::format("{}acc{}", prefix_, id);
+  std::string loops;
+  for (size_t i = 0; i < e->loop_vars.size(); ++i)
+    loops += fmt::format("{}{}<{}", i ? ", " : "", e->loop_vars[i], e->extents[i]);
+  line(fmt::format("// {} over {}", reduce_name(e->reduce), loops));
+  const ReduceKind kind = e->reduce;
+  if (kind == ReduceKind::ArgMax) {
+    line(fmt::format("float {} = 0.0;", acc));
+    line(fmt::format("float {}best{} = {};", prefix_, id, glsl_float(-INFINITY)));
+    line(fmt::format("int {}it{} = 0;", prefix_, id));
+  } else {
+    line(fmt::format("float {} = {};", acc,
+                     kind == ReduceKind::Sum ? "0.0" : glsl_float(kind == ReduceKind::Min ? INFINITY : -INFINITY)));
+  }
+  std::map<std::string, std::string> saved;
+  for (size_t i = 0; i < e->loop_vars.size(); ++i) {
+    const std::string& v = e->loop_vars[i];
+    if (auto it = subst_.find(v); it != subst_.end()) saved[v] = it->second, subst_.erase(it);  // rebound here
+    line(fmt::format("for (int {0} = 0; {0} < {1}; ++{0}) {{", v, e->extents[i]));
+    ++indent;
+  }
+  scopes_.emplace_back();
+  const std::string x = print(e->a);
+  switch (kind) {
+    case ReduceKind::Sum: line(fmt::format("{} += {};", acc, x)); break;
+    case ReduceKind::Max: line(fmt::format("{0} = max({0}, {1});", acc, x)); break;
+    case ReduceKind::Min: line(fmt::format("{0} = min({0}, {1});", acc, x)); break;
+    case ReduceKind::ArgMax:
+      line(fmt::format("float {}x{} = {};", prefix_, id, x));
+      line(fmt::format("if ({0}it{1} == 0 || {0}x{1} > {0}best{1}) {{ {0}best{1} = {0}x{1}; {2} = float({0}it{1}); }}",
+                       prefix_, id, acc));
+      line(fmt::format("++{}it{};", prefix_, id));
+      break;
+  }
+  scopes_.pop_back();
+  for (size_t i = 0; i < e->loop_vars.size(); ++i) {
+    --indent;
+    line("}");
+  }
+  for (auto& [v, s] : saved) subst_[v] = s;
+  return acc;
+}
+
+}  // namespace sg::compute

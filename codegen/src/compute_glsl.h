@@ -1,0 +1,88 @@
+// Private to codegen: the scalar kernel-IR printer of the compute emitter (GLSL 4.50, buffer storage).
+//
+// KPrinter prints the KExpr DAG of a kernel as scalar GLSL statements: every subtree referenced more than once
+// (same pointer) becomes one local; a Reduce becomes a loop nest with an accumulator, and reductions inside a
+// loop body that do not read the loop's variables are computed once before the loop (a softmax's max inside its
+// sum of exps). Loads print as calls `load_<value>(flat index)` (the emitter defines them over std430 buffers).
+// Variables can be substituted by GLSL expressions (the tiled emitter evaluates a factor at a staged tile
+// coordinate) and subtrees pre-bound to a GLSL expression (the contraction's register accumulator).
+//
+// The SOp -> GLSL semantics live in compute_glsl_math(); they reproduce the fragment emitter's table in emit.cpp
+// (torch-style pow through sg_pow, tanh clamped to +-15, roundEven, GLSL max/min). The two tables should become
+// one when the fragment emitter is restructured.
+#pragma once
+
+#include <map>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "sg/schedule.h"
+
+namespace sg::compute {
+
+/// A float literal in GLSL (NaN and infinities as uintBitsToFloat bit patterns; always with '.' or 'e').
+std::string glsl_float(double v);
+
+/// The GLSL expression of float op `op` over operand expressions a, b, c (scalars), with the semantics of the
+/// CPU reference where GLSL allows (see the file comment). Sets `uses_pow` when the result calls sg_pow.
+std::string compute_glsl_math(SOp op, const std::string& a, const std::string& b, const std::string& c,
+                              bool& uses_pow);
+
+/// sg_pow's definition (torch.pow: negative bases with integer exponents), for kernels that call it.
+const char* sg_pow_source();
+
+/// Scalar printer of one kernel's expressions (see the file comment).
+class KPrinter {
+ public:
+  /// `roots`: every expression this printer will print (shared-subtree detection counts references in all of
+  /// them). `prefix` starts every local's name (printers whose code shares one GLSL scope use distinct ones).
+  KPrinter(const Plan& plan, const Kernel& k, const std::vector<KExprPtr>& roots, std::string prefix);
+
+  /// Emits the statements computing `e` (into code()) and returns the GLSL expression of its value.
+  std::string print(const KExprPtr& e);
+  /// Integer variable `name` prints as `glsl` (e.g. "(m0 + 3)").
+  void substitute(const std::string& name, std::string glsl) { subst_[name] = std::move(glsl); }
+  /// `e` (by identity) prints as `glsl` without evaluating it.
+  void bind(const KExpr* e, std::string glsl) { bound_[e] = std::move(glsl); }
+  /// Forgets every local (the next print() starts a new GLSL scope); substitutions and bindings stay.
+  void new_scope();
+
+  /// Statements emitted so far (each line indented by `indent` levels of 2 spaces), and clears them.
+  std::string take_code();
+  int indent = 1;
+  bool uses_pow() const { return uses_pow_; }
+  /// Inputs (kernel input slots) read through load_<value>.
+  const std::set<int>& loaded_inputs() const { return loaded_; }
+
+ private:
+  std::string raw(const KExprPtr& e);
+  std::string reduce(const KExprPtr& e);
+  std::string cond(const KExprPtr& e);
+  void line(const std::string& s);
+  const std::set<std::string>& free_vars(const KExprPtr& e);
+  void collect_invariant(const KExprPtr& e, std::set<std::string> bound, std::vector<KExprPtr>& out);
+  void count(const KExprPtr& e);
+
+  const Plan& plan_;
+  const Kernel& k_;
+  std::string prefix_;
+  std::string code_;
+  int temp_ = 0;
+  bool uses_pow_ = false;
+  std::set<int> loaded_;
+  std::map<std::string, std::string> subst_;
+  std::unordered_map<const KExpr*, int> refs_;
+  std::unordered_map<const KExpr*, std::string> bound_;
+  std::vector<std::unordered_map<const KExpr*, std::string>> scopes_{1};
+  std::unordered_map<const KExpr*, std::set<std::string>> free_vars_;
+};
+
+/// True for comparison / logical KOps (printed as GLSL bool).
+bool is_bool_op(KOp op);
+
+/// Integer variables `e` reads that it does not bind itself (a Reduce binds its loop variables).
+std::set<std::string> kfree_vars(const KExprPtr& e);
+
+}  // namespace sg::compute

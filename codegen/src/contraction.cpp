@@ -1,0 +1,201 @@
+// Recognising matmul-like contractions (see contraction.h).
+#include "contraction.h"
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <numeric>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "compute_glsl.h"
+
+namespace sg::compute {
+
+namespace {
+
+/// Top-level reductions (not inside another reduction) of the kernel's expressions, each once.
+std::vector<KExprPtr> top_reductions(const Kernel& k) {
+  std::vector<KExprPtr> out;
+  std::set<const KExpr*> seen;
+  std::function<void(const KExprPtr&)> walk = [&](const KExprPtr& e) {
+    if (!e || !seen.insert(e.get()).second) return;
+    if (e->op == KOp::Reduce) {
+      out.push_back(e);
+      return;
+    }
+    walk(e->a), walk(e->b), walk(e->c);
+  };
+  for (auto& e : k.exprs) walk(e);
+  return out;
+}
+
+struct Atom {
+  KExprPtr e;
+  bool mask = false;         ///< an Int condition (from ISelect(cond, x, 0)), else a float factor
+  std::set<int> dims;        ///< output coordinates it reads
+};
+
+/// Splits a product tree into atoms (see the file comment of contraction.h).
+void atoms_of(const KExprPtr& e, std::vector<Atom>& out) {
+  if (e->op == KOp::FMath && e->sop == SOp::Mul) {
+    atoms_of(e->a, out);
+    atoms_of(e->b, out);
+    return;
+  }
+  if (e->op == KOp::ISelect && e->c->op == KOp::FloatConst && e->c->fvalue == 0.0) {
+    out.push_back({e->a, true, {}});
+    atoms_of(e->b, out);
+    return;
+  }
+  out.push_back({e, false, {}});
+}
+
+/// Coefficient of integer variable `v` in a linear index expression (nullopt when not linear in v).
+std::optional<int64_t> coefficient(const KExprPtr& e, const std::string& v) {
+  switch (e->op) {
+    case KOp::IntConst: return 0;
+    case KOp::Var: return e->name == v ? 1 : 0;
+    case KOp::IAdd:
+    case KOp::ISub: {
+      auto a = coefficient(e->a, v), b = coefficient(e->b, v);
+      if (!a || !b) return std::nullopt;
+      return e->op == KOp::IAdd ? *a + *b : *a - *b;
+    }
+    case KOp::IMul: {
+      if (e->a->op == KOp::IntConst) {
+        auto b = coefficient(e->b, v);
+        return b ? std::optional<int64_t>(*b * e->a->ivalue) : std::nullopt;
+      }
+      if (e->b->op == KOp::IntConst) {
+        auto a = coefficient(e->a, v);
+        return a ? std::optional<int64_t>(*a * e->b->ivalue) : std::nullopt;
+      }
+      const auto fv = kfree_vars(e);
+      return fv.count(v) ? std::nullopt : std::optional<int64_t>(0);
+    }
+    default: {
+      const auto fv = kfree_vars(e);
+      return fv.count(v) ? std::nullopt : std::optional<int64_t>(0);
+    }
+  }
+}
+
+/// True when some load of `e` has unit stride along variable `v`.
+bool unit_stride(const KExprPtr& e, const std::string& v) {
+  if (!e) return false;
+  if (e->op == KOp::Load) {
+    auto c = coefficient(e->a, v);
+    if (c && *c == 1) return true;
+  }
+  return unit_stride(e->a, v) || unit_stride(e->b, v) || unit_stride(e->c, v);
+}
+
+int dim_of(const std::string& var) {
+  if (var.size() < 2 || var[0] != 'i') return -1;
+  for (size_t i = 1; i < var.size(); ++i)
+    if (var[i] < '0' || var[i] > '9') return -1;
+  return std::stoi(var.substr(1));
+}
+
+/// `atoms` of one side combined: the float factors multiplied in order, then the masks applied as selects.
+KExprPtr side_factor(const std::vector<const Atom*>& atoms) {
+  KExprPtr f;
+  for (const Atom* a : atoms)
+    if (!a->mask) f = f ? kmath(SOp::Mul, f, a->e) : a->e;
+  if (!f) f = kfloat(1.0);
+  for (const Atom* a : atoms)
+    if (a->mask) f = kselect(a->e, f, kfloat(0.0));
+  return f;
+}
+
+std::optional<Contraction> try_contraction(const KExprPtr& r, const Shape& shape) {
+  if (r->reduce != ReduceKind::Sum || kcontains_reduce(r->a)) return std::nullopt;
+  std::vector<Atom> atoms;
+  atoms_of(r->a, atoms);
+  const std::set<std::string> loop(r->loop_vars.begin(), r->loop_vars.end());
+  for (auto& a : atoms)
+    for (auto& v : kfree_vars(a.e)) {
+      if (loop.count(v)) continue;
+      const int d = dim_of(v);
+      if (d < 0 || d >= static_cast<int>(shape.size())) return std::nullopt;  // another variable (e.g. kColumnVar)
+      a.dims.insert(d);
+    }
+  // batch: coordinates read by every atom that reads any coordinate
+  std::set<int> batch;
+  bool first = true;
+  for (auto& a : atoms) {
+    if (a.dims.empty()) continue;
+    if (first) batch = a.dims, first = false;
+    else {
+      std::set<int> both;
+      std::set_intersection(batch.begin(), batch.end(), a.dims.begin(), a.dims.end(), std::inserter(both, both.end()));
+      batch = both;
+    }
+  }
+  // the other coordinates: connected components (linked by sharing an atom); two sides needed
+  std::map<int, int> comp;
+  std::function<int(int)> find = [&](int x) { return comp[x] == x ? x : comp[x] = find(comp[x]); };
+  for (auto& a : atoms)
+    for (int d : a.dims)
+      if (!batch.count(d) && !comp.count(d)) comp[d] = d;
+  for (auto& a : atoms) {
+    int root = -1;
+    for (int d : a.dims) {
+      if (batch.count(d)) continue;
+      if (root < 0) root = find(d);
+      else comp[find(d)] = root;
+    }
+  }
+  std::set<int> roots;
+  for (auto& [d, p] : comp) roots.insert(find(d));
+  if (roots.size() < 2) return std::nullopt;
+  const int root_a = *roots.begin();  // side A: the component of the lowest coordinate (rows); B: the others
+  Contraction c;
+  c.reduce = r;
+  std::vector<const Atom*> side_a, side_b;
+  for (auto& a : atoms) {
+    int side = 0;  // atoms reading no M/N coordinate go with A
+    for (int d : a.dims)
+      if (!batch.count(d)) side = find(d) == root_a ? 0 : 1;
+    (side == 0 ? side_a : side_b).push_back(&a);
+  }
+  for (size_t d = 0; d < shape.size(); ++d) {
+    const int di = static_cast<int>(d);
+    if (comp.count(di) && !batch.count(di)) (find(di) == root_a ? c.m_dims : c.n_dims).push_back(di);
+    else c.batch_dims.push_back(di);
+  }
+  for (int d : c.m_dims) c.M *= shape[d];
+  for (int d : c.n_dims) c.N *= shape[d];
+  for (int d : c.batch_dims) c.batch *= shape[d];
+  for (int64_t e : r->extents) c.K *= e;
+  c.factor_a = side_factor(side_a);
+  c.factor_b = side_factor(side_b);
+  const std::string& inner = r->loop_vars.back();
+  c.a_k_contiguous = unit_stride(c.factor_a, inner) || !unit_stride(c.factor_a, fmt::format("i{}", c.m_dims.back()));
+  c.b_k_contiguous = unit_stride(c.factor_b, inner) && !unit_stride(c.factor_b, fmt::format("i{}", c.n_dims.back()));
+  return c;
+}
+
+}  // namespace
+
+std::optional<Contraction> find_contraction(const Kernel& k, const Shape& shape) {
+  std::optional<Contraction> best;
+  for (auto& r : top_reductions(k)) {
+    auto c = try_contraction(r, shape);
+    if (c && (!best || kcost(c->reduce) > kcost(best->reduce))) best = std::move(c);
+  }
+  return best;
+}
+
+KExprPtr main_reduction(const Kernel& k) {
+  KExprPtr best;
+  for (auto& r : top_reductions(k)) {
+    if (r->reduce == ReduceKind::ArgMax || kcontains_reduce(r->a)) continue;
+    if (!best || kcost(r) > kcost(best)) best = r;
+  }
+  return best;
+}
+
+}  // namespace sg::compute

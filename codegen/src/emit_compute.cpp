@@ -1,0 +1,165 @@
+// Buffer-storage compute emitter: kernel IR -> GLSL 4.50 compute kernels (Vulkan flavour, std430 storage buffers).
+//
+// Strategies, first match wins (ComputeKernel::strategy):
+//  - "tree-reduction" (emit_tiled.cpp): few outputs (<= 1024), each a long reduction (>= 128 iterations and at least
+//    as many as outputs: row sums, bias gradients, the loss mean, a tiny conv weight gradient): one workgroup per
+//    output element, a strided loop per invocation and a tree in shared memory.
+//  - "tiled-contraction" (emit_tiled.cpp, analysis in contraction.cpp): a kernel whose value is a sum over r of
+//    (factor of some output coordinates M and r) x (factor of the other output coordinates N and r): matmul, x.W^T,
+//    x^T.dh, conv2d forward and both gradients in their lowered form. Shared-memory tiles, register blocking,
+//    the epilogue on the register tile.
+//  - "per-element" (here): one invocation per output element, every output stored, each store guarded; a 2-D
+//    grid of workgroups when one dimension would exceed the device's max_workgroup_count.
+// Invariants: binding b < inputs.size() is kernel.inputs[b] (readonly), then outputs (writeonly), all in set 0;
+// no push constants; every load index is clamped into its buffer; the source is a function of (plan, kernel,
+// limits) only (byte-stable).
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "compute_emit.h"
+#include "compute_glsl.h"
+#include "sg/compute_kernel.h"
+#include "sg/error.h"
+
+namespace sg {
+
+namespace compute {
+
+std::string kernel_header(const Plan& plan, const Kernel& k, const std::string& strategy) {
+  std::string s = "#version 450\n";
+  s += fmt::format("// shadergrad compute kernel {} ({})\n", k.name, strategy);
+  for (size_t j = 0; j < k.outputs.size(); ++j) {
+    const Value& out = plan.values[k.outputs[j]];
+    const int ni = plan.node_index(out.node.get());
+    std::string label = out.node->label();
+    if (label.size() > 40) label = label.substr(0, 40) + "...";
+    s += fmt::format("// output {}{}{}: {} ({} elements)\n", k.outputs.size() > 1 ? fmt::format("{} ", j) : std::string(),
+                     out.name, ni >= 0 ? fmt::format(" = n{} {}", ni, label) : std::string(), shape_str(out.node->shape),
+                     out.node->numel());
+  }
+  s += k.notes + "// graph nodes computed here (node, op, shape, user source):\n" + k.comment;
+  return s;
+}
+
+std::string buffer_declarations(const Plan& plan, const Kernel& k, const std::set<int>& loaded) {
+  std::string s = "// bindings (set 0): the kernel's inputs, then its outputs; std430 float buffers, row-major\n";
+  int binding = 0;
+  for (size_t i = 0; i < k.inputs.size(); ++i) {
+    const Value& v = plan.values[k.inputs[i]];
+    s += fmt::format("layout(std430, set = 0, binding = {0}) readonly buffer buf_{1} {{ float data[]; }} in_{1};  // {2} {3}\n",
+                     binding++, v.name, v.name, shape_str(v.node->shape));
+  }
+  for (int o : k.outputs) {
+    const Value& v = plan.values[o];
+    s += fmt::format("layout(std430, set = 0, binding = {0}) writeonly buffer buf_out_{1} {{ float data[]; }} out_{1};  // {2}\n",
+                     binding++, v.name, shape_str(v.node->shape));
+  }
+  for (size_t i = 0; i < k.inputs.size(); ++i) {
+    if (!loaded.count(static_cast<int>(i))) continue;
+    const Value& v = plan.values[k.inputs[i]];
+    const int64_t last = std::max<int64_t>(v.node->numel() - 1, 0);
+    s += fmt::format("float load_{0}(int i) {{ return in_{0}.data[clamp(i, 0, {1})]; }}\n", v.name, last);
+  }
+  return s;
+}
+
+std::string coordinates(const Shape& shape, const std::string& flat, int indent) {
+  const Shape st = contiguous_strides(shape);
+  std::string s;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    std::string q = st[i] == 1 ? flat : fmt::format("({} / {})", flat, st[i]);
+    s += fmt::format("{}int i{} = {};\n", std::string(indent * 2, ' '), i, i == 0 ? q : fmt::format("{} % {}", q, shape[i]));
+  }
+  return s;
+}
+
+std::array<uint32_t, 3> grid_for(const Kernel& k, int64_t groups, const ComputeLimits& limits) {
+  groups = std::max<int64_t>(groups, 1);
+  const int64_t gx = std::min(groups, limits.max_workgroup_count);
+  const int64_t gy = (groups + gx - 1) / gx;
+  if (gy > limits.max_workgroup_count)
+    throw UnsupportedError(fmt::format("kernel {}: {} workgroups exceed the device's max_workgroup_count {} x {}", k.name,
+                                       groups, limits.max_workgroup_count, limits.max_workgroup_count));
+  return {static_cast<uint32_t>(gx), static_cast<uint32_t>(gy), 1};
+}
+
+/// One invocation per output element.
+ComputeKernel emit_per_element(const Plan& plan, const Kernel& k, const ComputeLimits& limits) {
+  const Value& out = plan.values[k.output()];
+  const int64_t n = std::max<int64_t>(out.node->numel(), 1);
+  const int local = std::min(64, limits.max_workgroup_invocations);
+  ComputeKernel ck;
+  ck.strategy = "per-element";
+  ck.local_size = {static_cast<uint32_t>(local), 1, 1};
+  ck.workgroups = grid_for(k, (n + local - 1) / local, limits);
+  KPrinter p(plan, k, k.exprs, "");
+  p.indent = 1;
+  std::vector<std::string> values;
+  for (auto& e : k.exprs) values.push_back(p.print(e));
+  std::string body = coordinates(out.stored_shape(), "elem", 1) + p.take_code();
+  for (size_t j = 0; j < k.outputs.size(); ++j)
+    body += fmt::format("  out_{}.data[elem] = {};\n", plan.values[k.outputs[j]].name, values[j]);
+  std::string src = kernel_header(plan, k, ck.strategy);
+  src += fmt::format("// one invocation per element of {} ({} elements): {} x {} workgroups of {}\n", out.name, n,
+                     ck.workgroups[0], ck.workgroups[1], local);
+  src += fmt::format("layout(local_size_x = {}) in;\n", local);
+  src += buffer_declarations(plan, k, p.loaded_inputs());
+  if (p.uses_pow()) src += sg_pow_source();
+  src += "\nvoid main() {\n";
+  src += fmt::format("  int elem = int(gl_WorkGroupID.y) * {} + int(gl_GlobalInvocationID.x);\n",
+                     static_cast<int64_t>(ck.workgroups[0]) * local);
+  src += fmt::format("  if (elem >= {}) return;\n", out.node->numel());
+  src += body + "}\n";
+  ck.glsl450 = std::move(src);
+  return ck;
+}
+
+}  // namespace compute
+
+ComputeKernel emit_compute_kernel(const Plan& plan, const Kernel& k, const ComputeLimits& limits) {
+  const int nbind = static_cast<int>(k.inputs.size() + k.outputs.size());
+  if (nbind > limits.max_storage_buffers)
+    throw UnsupportedError(fmt::format(
+        "kernel {}: {} storage buffers, the device allows {} per kernel (max_storage_buffers, "
+        "GL_MAX_COMPUTE_SHADER_STORAGE_BLOCKS / maxPerStageDescriptorStorageBuffers); schedule the plan with "
+        "compute_schedule_options(limits)",
+        k.name, nbind, limits.max_storage_buffers));
+  for (size_t j = 0; j < k.outputs.size(); ++j) {
+    const Value& v = plan.values[k.outputs[j]];
+    if (v.planes > 1 || v.transposed || k.blocks() > 1)
+      throw UnsupportedError(fmt::format("kernel {}: output {} uses texture-plane storage (row/column planes, transposed or "
+                                         "union-domain); compute kernels need a plan made with compute_schedule_options",
+                                         k.name, v.name));
+  }
+  for (int i : k.inputs)
+    if (plan.values[i].planes > 1 || plan.values[i].transposed)
+      throw UnsupportedError(fmt::format("kernel {}: input {} uses texture-plane storage; compute kernels need a plan made "
+                                         "with compute_schedule_options",
+                                         k.name, plan.values[i].name));
+  ComputeKernel ck;
+  if (auto r = compute::emit_tree_reduction(plan, k, limits)) ck = std::move(*r);
+  else if (auto t = compute::emit_tiled_contraction(plan, k, limits)) ck = std::move(*t);
+  else ck = compute::emit_per_element(plan, k, limits);
+  for (int v : k.inputs) ck.bindings.push_back(v);
+  for (int v : k.outputs) ck.bindings.push_back(v);
+  for (int d = 0; d < 3; ++d)
+    if (ck.workgroups[d] > limits.max_workgroup_count)
+      throw UnsupportedError(fmt::format("kernel {}: {} workgroups in dimension {}, more than the device's max_workgroup_count {}",
+                                         k.name, ck.workgroups[d], d, limits.max_workgroup_count));
+  const int64_t inv = int64_t{ck.local_size[0]} * ck.local_size[1] * ck.local_size[2];
+  if (inv > limits.max_workgroup_invocations)
+    throw UnsupportedError(fmt::format("kernel {}: {} invocations per workgroup, more than the device's "
+                                       "max_workgroup_invocations {}",
+                                       k.name, inv, limits.max_workgroup_invocations));
+  for (int v : ck.bindings) {
+    const int64_t bytes = plan.values[v].node->numel() * 4;
+    if (bytes > limits.max_buffer_bytes)
+      throw UnsupportedError(fmt::format("kernel {}: value {} needs a {}-byte storage buffer, more than the device's "
+                                         "max_buffer_bytes {} (GL_MAX_SHADER_STORAGE_BLOCK_SIZE / maxStorageBufferRange)",
+                                         k.name, plan.values[v].name, bytes, limits.max_buffer_bytes));
+  }
+  return ck;
+}
+
+}  // namespace sg

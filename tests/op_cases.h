@@ -1,0 +1,566 @@
+// The op cases of the GPU backend tests: every DSL op forward and backward against the CPU reference backend.
+//
+// Each case builds loss_i = sum(op(inputs) * R_i) with a fixed random R_i, takes sg::grad w.r.t. every float
+// input, and puts the op's output and the gradients into one Program per case list. Suite::check compiles the same
+// Program on the CPU backend (f64 reference) and on every backend of a list of BackendOptions. Tolerances:
+// |gpu - cpu| <= atol + rtol*|cpu| with rtol 1e-5 for elementwise/movement ops, 1e-4 for reductions/matmul/conv/
+// pool/losses. A backend that cannot be created fails the test (make_backend throws BackendError).
+//
+// SG_OP_CASE_TESTS(NAME, TAG, TARGETS, LONG_TARGETS) defines one TEST_CASE per case list, named NAME + the list's
+// description; TARGETS (and, for reductions longer than 65535 iterations, LONG_TARGETS) are expressions giving the
+// std::vector<BackendOptions> to run on. tests/test_gles_ops.cpp uses it for the fragment backend, tests/
+// test_compute_ops.cpp for the compute backends (one line per backend kind).
+#pragma once
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <sstream>
+
+#include "sg/backend.h"
+#include "sg/sg.h"
+
+namespace sg::op_cases {
+
+
+struct Tol {
+  double rtol, atol;
+};
+inline constexpr Tol kElem{1e-5, 1e-6};    // elementwise and movement ops
+inline constexpr Tol kReduce{1e-4, 1e-5};  // reductions, matmul, conv, pools, softmax and losses
+inline constexpr Tol kExact{0, 0};         // integer-valued results (argmax, one_hot, comparisons of exact values)
+
+
+// ------------------------------------------------------------------------------------------------
+// Input data
+// ------------------------------------------------------------------------------------------------
+
+inline std::vector<float> uniform(int64_t n, uint32_t seed, double lo, double hi) {
+  std::mt19937 g(seed);
+  std::uniform_real_distribution<double> d(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = static_cast<float>(d(g));
+  return v;
+}
+
+/// |x| in [lo, hi] with a random sign: away from 0 (relu, abs, sign, division, leaky_relu kinks).
+inline std::vector<float> signed_away(int64_t n, uint32_t seed, double lo, double hi) {
+  std::mt19937 g(seed);
+  std::uniform_real_distribution<double> d(lo, hi);
+  std::bernoulli_distribution s(0.5);
+  std::vector<float> v(n);
+  for (auto& x : v) x = static_cast<float>(s(g) ? d(g) : -d(g));
+  return v;
+}
+
+/// Distinct values (a shuffled arithmetic sequence, exact in f32): no ties for max/min/argmax/max_pool.
+inline std::vector<float> distinct(int64_t n, uint32_t seed, double step = 0.0625) {
+  std::vector<float> v(n);
+  std::iota(v.begin(), v.end(), 0.f);
+  std::shuffle(v.begin(), v.end(), std::mt19937(seed));
+  for (auto& x : v) x = static_cast<float>((x - static_cast<double>(n) / 2) * step);
+  return v;
+}
+
+/// k + f with f in [0.1, 0.4] or [0.6, 0.9], and every 5th value an exact half (k + 0.5): floor is away
+/// from its jumps; round meets exact halves (ties to even on both backends).
+inline std::vector<float> fractional(int64_t n, uint32_t seed) {
+  std::mt19937 g(seed);
+  std::uniform_int_distribution<int> k(-4, 3);
+  std::uniform_real_distribution<double> f(0.1, 0.4);
+  std::bernoulli_distribution hi(0.5);
+  std::vector<float> v(n);
+  for (int64_t i = 0; i < n; ++i) {
+    double frac = i % 5 == 0 ? 0.5 : (hi(g) ? 0.5 + f(g) : f(g));
+    v[i] = static_cast<float>(k(g) + frac);
+  }
+  return v;
+}
+
+/// Multiples of 0.5 in [-2, 2]: exactly equal values occur often (comparisons, ties of maximum/minimum).
+inline std::vector<float> coarse(int64_t n, uint32_t seed) {
+  std::mt19937 g(seed);
+  std::uniform_int_distribution<int> k(-4, 4);
+  std::vector<float> v(n);
+  for (auto& x : v) x = static_cast<float>(k(g) * 0.5);
+  return v;
+}
+
+inline std::vector<float> labels(int64_t n, int64_t classes, uint32_t seed) {
+  std::mt19937 g(seed);
+  std::uniform_int_distribution<int64_t> d(0, classes - 1);
+  std::vector<float> v(n);
+  for (auto& x : v) x = static_cast<float>(d(g));
+  return v;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Comparison
+// ------------------------------------------------------------------------------------------------
+
+struct Diff {
+  bool ok = true;
+  int64_t worst = -1;
+  double ratio = 0;  ///< |a-b| / (atol + rtol*|b|) at the worst element (> 1 fails)
+  std::string why;
+};
+
+/// Elementwise |got - want| <= atol + rtol*|want|; NaN must meet NaN, infinities must match exactly.
+inline Diff compare(const std::vector<float>& got, const std::vector<float>& want, Tol tol) {
+  Diff d;
+  if (got.size() != want.size()) {
+    d.ok = false;
+    d.why = "size " + std::to_string(got.size()) + " != " + std::to_string(want.size());
+    return d;
+  }
+  for (size_t i = 0; i < got.size(); ++i) {
+    double a = got[i], b = want[i], r;
+    if (std::isnan(a) || std::isnan(b))
+      r = std::isnan(a) && std::isnan(b) ? 0 : INFINITY;
+    else if (std::isinf(a) || std::isinf(b))
+      r = a == b ? 0 : INFINITY;
+    else if (a == b)
+      r = 0;
+    else
+      r = std::fabs(a - b) / (tol.atol + tol.rtol * std::fabs(b));
+    if (r > d.ratio || (d.worst < 0 && r > 0)) d.ratio = r, d.worst = static_cast<int64_t>(i);
+  }
+  d.ok = d.ratio <= 1.0;
+  return d;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Suite: a Program of many op cases (outputs + gradients), fed inputs, compared GLES vs CPU
+// ------------------------------------------------------------------------------------------------
+
+class Suite {
+ public:
+  /// A fed Input leaf with its data (f32 inputs are differentiable, i32 inputs are labels).
+  Tensor in(const std::string& name, ShapeRef shape, std::vector<float> data, DType dtype = DType::f32) {
+    REQUIRE(static_cast<int64_t>(data.size()) == sg::numel(shape));
+    Tensor t = input(name, shape, dtype);
+    data_.push_back(std::move(data));
+    leaves_.push_back(t);
+    return t;
+  }
+
+  /// Adds op output `out` and the gradients of sum(out * R) w.r.t. each of `wrt` (R fixed, random).
+  void add(const std::string& name, const Tensor& out, const std::vector<Tensor>& wrt, Tol tol) {
+    output(name, out, tol);
+    if (wrt.empty()) return;
+    Tensor r = constant(out.shape(), uniform(out.numel(), seed_++, -1.0, 1.0));
+    Tensor loss = sum(out * r);
+    std::vector<Tensor> gs = grad(loss, wrt);
+    for (size_t i = 0; i < wrt.size(); ++i)
+      output(name + " d/d" + wrt[i].name(), gs[i], tol, true);
+  }
+  /// Adds a forward-only output.
+  void output(const std::string& name, const Tensor& out, Tol tol, bool is_grad = false) {
+    prog_.add_output(name, out);
+    tols_.push_back(tol);
+    grad_.push_back(is_grad);
+  }
+
+  const Program& program() const { return prog_; }
+
+  std::vector<Feed> feeds() const {
+    std::vector<Feed> f;
+    for (size_t i = 0; i < leaves_.size(); ++i) f.push_back({leaves_[i].name(), &data_[i]});
+    return f;
+  }
+
+  /// Runs the program on the CPU backend and on each backend of `targets`; compares every output.
+  void check(const std::vector<BackendOptions>& targets) const {
+    auto cpu = make_cpu_backend();
+    auto want = cpu->compile(prog_)->run(feeds());
+    REQUIRE(want.size() == prog_.outputs.size());
+    // the reference must be meaningful: finite everywhere, and not all zero unless the output is a gradient
+    // through a piecewise-constant op (exact tolerance)
+    for (size_t i = 0; i < want.size(); ++i) {
+      INFO("cpu output '" << prog_.output_names[i] << "'");
+      CHECK(std::all_of(want[i].begin(), want[i].end(), [](float v) { return std::isfinite(v); }));
+      if (!grad_[i] || tols_[i].rtol > 0)
+        CHECK(std::any_of(want[i].begin(), want[i].end(), [](float v) { return v != 0.f; }));
+    }
+    for (const BackendOptions& bo : targets) {
+      auto gpu = make_backend(bo).backend;  // BackendError here fails the test: CI has llvmpipe and lavapipe
+      REQUIRE(gpu->name() == bo.kind);
+      auto exe = gpu->compile(prog_);
+      auto got = exe->run(feeds());
+      REQUIRE(got.size() == want.size());
+      for (size_t i = 0; i < want.size(); ++i) {
+        Diff d = compare(got[i], want[i], tols_[i]);
+        std::ostringstream worst;
+        if (d.worst >= 0)
+          worst << "; worst element " << d.worst << ": " << bo.kind << " " << got[i][d.worst] << " cpu "
+                << want[i][d.worst] << " (error/tolerance " << d.ratio << ")";
+        INFO("output '" << prog_.output_names[i] << "' " << shape_str(prog_.outputs[i]->shape) << ", backend "
+                        << bo.kind << ", max_texture_width " << bo.max_texture_width << ", compute_tiles " << bo.compute_tiles
+                        << (d.why.empty() ? "" : ": " + d.why) << worst.str());
+        CHECK(d.ok);
+      }
+    }
+  }
+
+ private:
+  Program prog_;
+  std::vector<Tol> tols_;
+  std::vector<bool> grad_;
+  std::vector<Tensor> leaves_;
+  std::vector<std::vector<float>> data_;
+  uint32_t seed_ = 1000;
+};
+
+// ------------------------------------------------------------------------------------------------
+// The case lists
+// ------------------------------------------------------------------------------------------------
+
+inline void unary_cases(Suite& s) {
+  // 3x7x13 = 273 elements (not a multiple of 4), 1 element, 5 elements
+  const Shape sh = {3, 7, 13};
+  const int64_t n = sg::numel(sh);
+  Tensor a = s.in("a", sh, uniform(n, 1, -3, 3));
+  Tensor nz = s.in("nz", sh, signed_away(n, 2, 0.05, 3));
+  Tensor pos = s.in("pos", sh, uniform(n, 3, 0.05, 5));
+  Tensor fr = s.in("fr", sh, fractional(n, 4));
+  Tensor one = s.in("one", {1}, {0.7f});
+  Tensor five = s.in("five", {5}, {-1.3f, 0.2f, 2.5f, -0.4f, 1.1f});
+
+  s.add("neg", -a, {a}, kElem);
+  s.add("neg()", neg(a), {a}, kElem);
+  s.add("abs", abs(nz), {nz}, kElem);
+  s.add("exp", exp(a), {a}, kElem);
+  s.add("log", log(pos), {pos}, kElem);
+  s.add("sqrt", sqrt(pos), {pos}, kElem);
+  s.add("rsqrt", rsqrt(pos), {pos}, kElem);
+  s.add("sin", sin(a), {a}, kElem);
+  s.add("cos", cos(a), {a}, kElem);
+  s.add("tanh", tanh(a), {a}, kElem);
+  s.add("sigmoid", sigmoid(a * 2.0), {a}, kElem);
+  s.add("relu", relu(nz), {nz}, kElem);
+  s.add("leaky_relu", leaky_relu(nz, 0.1), {nz}, kElem);
+  s.add("softplus", softplus(a * 3.0), {a}, kElem);
+  s.add("sign", sign(nz), {nz}, kExact);
+  s.add("floor", floor(fr), {fr}, kExact);
+  s.add("round", round(fr), {fr}, kExact);
+  s.add("reciprocal", reciprocal(nz), {nz}, kElem);
+  s.add("one exp", exp(one), {one}, kElem);
+  s.add("five tanh", tanh(five), {five}, kElem);
+  s.add("five sigmoid chain", sigmoid(exp(five) - five * 0.5) * five, {five}, kElem);
+  // custom elementwise layers: SiLU; a lambda of two arguments with where/pow/max; broadcasting map
+  s.add("map silu", map([](auto x) { return x * sg::sigmoid(x); }, a), {a}, kElem);
+  s.add("map 2-arg",
+        map([](auto x, auto p) { return sg::where(x > 0.0, sg::pow(p, 1.5) * x, sg::max(x, -p) + 1.0); }, nz, pos),
+        {nz, pos}, kElem);
+  Tensor row = s.in("row", {13}, uniform(13, 5, -1, 1));
+  s.add("map broadcast", map([](auto x, auto y) { return sg::exp(x * 0.3) * y - sg::tanh(y); }, a, row), {a, row},
+        kElem);
+}
+
+inline void binary_cases(Suite& s) {
+  const Shape sh = {3, 7, 13};
+  const int64_t n = sg::numel(sh);
+  Tensor a = s.in("a", sh, uniform(n, 11, -2, 2));
+  Tensor b = s.in("b", sh, uniform(n, 12, -2, 2));
+  Tensor col = s.in("col", {7, 1}, signed_away(7, 13, 0.3, 2));    // broadcasts against (3,7,13)
+  Tensor c3 = s.in("c3", {3, 1, 13}, uniform(39, 14, -2, 2));      // (3,1,13) op (7,1) -> (3,7,13)
+  Tensor base = s.in("base", sh, uniform(n, 15, 0.1, 3));          // pow base > 0
+  Tensor ex = s.in("ex", {7, 13}, uniform(91, 16, -2, 2));         // pow exponent, broadcast
+  Tensor qa = s.in("qa", sh, coarse(n, 17));                       // many exact ties with qb
+  Tensor qb = s.in("qb", {7, 13}, coarse(91, 18));
+  Tensor cond = s.in("cond", {3, 1, 13}, coarse(39, 19));          // zero and non-zero conditions
+  Tensor s0 = s.in("s0", {}, {1.75f});                             // rank-0 tensor
+  Tensor s1 = s.in("s1", {1}, {-0.625f});                          // one element
+
+  s.add("add", a + b, {a, b}, kElem);
+  s.add("add broadcast (7,1)", a + col, {a, col}, kElem);
+  s.add("sub broadcast both sides", c3 - col, {c3, col}, kElem);
+  s.add("sub number", 3.0 - a, {a}, kElem);
+  s.add("mul", a * b, {a, b}, kElem);
+  s.add("mul rank-0", a * s0, {a, s0}, kElem);
+  s.add("mul (1)", s1 * c3, {s1, c3}, kElem);
+  s.add("div", a / col, {a, col}, kElem);
+  s.add("div number", 2.5 / col + a / 4.0, {col, a}, kElem);
+  s.add("pow", pow(base, ex), {base, ex}, kElem);
+  s.add("pow negative base, integer exponent", pow(a, 3.0), {a}, kElem);
+  s.add("pow number base", pow(2.0, a), {a}, kElem);
+  s.add("maximum (ties split the gradient)", maximum(qa, qb), {qa, qb}, kElem);
+  s.add("minimum (ties split the gradient)", minimum(qa, qb), {qa, qb}, kElem);
+  s.add("maximum", maximum(a, b), {a, b}, kElem);
+  s.add("minimum number", minimum(a, 0.3), {a}, kElem);
+  s.add("lt", lt(qa, qb), {qa, qb}, kExact);
+  s.add("le", le(qa, qb), {qa, qb}, kExact);
+  s.add("gt", gt(qa, qb), {qa, qb}, kExact);
+  s.add("ge", ge(qa, qb), {qa, qb}, kExact);
+  s.add("eq", eq(qa, qb), {qa, qb}, kExact);
+  s.add("ne", ne(qa, qb), {qa, qb}, kExact);
+  s.add("operators < <= > >=", (qa < qb) + (qa <= 0.5) * 2.0 + (qb > qa) * 4.0 + (qa >= qb) * 8.0, {qa, qb}, kExact);
+  s.add("where", where(cond, a, b), {a, b}, kElem);
+  s.add("where number", where(cond, a * col, 0.5), {a, col}, kElem);
+  s.add("where comparison", where(a > col, a * b, -a), {a, b}, kElem);
+}
+
+inline void reductions_cases(Suite& s) {
+  const Shape sh = {3, 7, 13};
+  const int64_t n = sg::numel(sh);
+  // distinct values (no ties) shifted positive so sums do not cancel, plus jitter so sums are not exact
+  std::vector<float> xv = distinct(n, 21), jit = uniform(n, 22, -0.02, 0.02);
+  for (int64_t i = 0; i < n; ++i) xv[i] += 9.f + jit[i];
+  Tensor x = s.in("x", sh, xv);
+  Tensor y = s.in("y", {1, 7, 1}, uniform(7, 23, 0.5, 2));
+  Tensor t = s.in("ties", {5, 11}, coarse(55, 24));  // ties in max/min: the gradient is split evenly
+  const std::vector<std::vector<int>> axes = {{}, {0}, {1}, {2}, {-1}, {0, 2}, {1, -1}, {0, 1, 2}};
+  for (auto& ax : axes)
+    for (bool keep : {false, true}) {
+      std::string suffix = " axes {";
+      for (int v : ax) suffix += std::to_string(v) + ",";
+      suffix += keep ? "} keepdims" : "}";
+      s.add("sum" + suffix, sum(x, ax, keep), {x}, kReduce);
+      s.add("mean" + suffix, mean(x, ax, keep), {x}, kReduce);
+      s.add("max" + suffix, max(x, ax, keep), {x}, kReduce);
+      s.add("min" + suffix, min(x, ax, keep), {x}, kReduce);
+    }
+  for (int axis : {0, 1, 2, -1})
+    for (bool keep : {false, true}) {
+      std::string suffix = " axis " + std::to_string(axis) + (keep ? " keepdims" : "");
+      s.output("argmax" + suffix, argmax(x, axis, keep), kExact);
+      s.output("argmax of -x" + suffix, argmax(-x, axis, keep), kExact);
+    }
+  s.add("sum over size-1 axes", sum(y, {0, 2}), {y}, kReduce);
+  s.add("sum with elementwise prologue", sum(exp(x * 0.1) * y, {1}), {x, y}, kReduce);
+  s.add("mean with epilogue", sqrt(mean(x * x, {2}, true)) + 1.0, {x}, kReduce);
+  s.add("max with ties", max(t, {1}), {t}, kReduce);
+  s.add("min with ties, keepdims", min(t, {0}, true), {t}, kReduce);
+  s.output("argmax with ties (first wins)", argmax(t, 1), kExact);
+}
+
+inline void matmul_cases(Suite& s) {
+  Tensor a = s.in("a", {7, 13}, uniform(91, 31, -1, 1));
+  Tensor b = s.in("b", {13, 5}, uniform(65, 32, -1, 1));
+  Tensor bias = s.in("bias", {5}, uniform(5, 33, -1, 1));
+  Tensor r1 = s.in("r1", {1, 3}, uniform(3, 34, -1, 1));
+  Tensor c1 = s.in("c1", {3, 1}, uniform(3, 35, -1, 1));
+  Tensor ba = s.in("ba", {2, 1, 7, 13}, uniform(182, 36, -1, 1));
+  Tensor bb = s.in("bb", {3, 13, 5}, uniform(195, 37, -1, 1));
+  Tensor p = s.in("p", {5, 3, 4}, uniform(60, 38, -1, 1));
+  Tensor q = s.in("q", {5, 4, 3}, uniform(60, 39, -1, 1));
+  Tensor longk_a = s.in("long_a", {3, 301}, uniform(903, 40, -1, 1));
+  Tensor longk_b = s.in("long_b", {301, 2}, uniform(602, 41, -1, 1));
+
+  s.add("matmul 7x13 @ 13x5", matmul(a, b), {a, b}, kReduce);
+  s.add("matmul 1x3 @ 3x1", matmul(r1, c1), {r1, c1}, kReduce);
+  s.add("matmul 3x1 @ 1x3", matmul(c1, r1), {c1, r1}, kReduce);
+  s.add("matmul batched broadcast 2x1x7x13 @ 3x13x5", matmul(ba, bb), {ba, bb}, kReduce);
+  s.add("matmul batched 5x3x4 @ 5x4x3", matmul(p, q), {p, q}, kReduce);
+  s.add("matmul batched @ 2-D", matmul(ba, b), {ba, b}, kReduce);
+  s.add("matmul K=301", matmul(longk_a, longk_b), {longk_a, longk_b}, kReduce);
+  s.add("matmul + bias + tanh epilogue", tanh(matmul(a, b) + bias), {a, b, bias}, kReduce);
+  s.add("matmul of transposes", matmul(transpose(b), transpose(a)), {a, b}, kReduce);
+  s.add("matmul with prologue", matmul(a * 2.0 - 1.0, sigmoid(b)), {a, b}, kReduce);
+  // tile mode (output row and loop length multiples of 4: 4 lanes x 4 iterations per step, shared texel
+  // fetches), including loads at offsets that are not multiples of 4 and padded (out-of-range) reads
+  Tensor t6 = s.in("t6", {6, 12}, uniform(72, 42, -1, 1));
+  Tensor t12 = s.in("t12", {12, 8}, uniform(96, 43, -1, 1));
+  Tensor w8 = s.in("w8", {8, 16}, uniform(128, 44, -1, 1));
+  Tensor x16 = s.in("x16", {5, 16}, uniform(80, 45, -1, 1));
+  Tensor bt = s.in("bt", {2, 3, 20}, uniform(120, 46, -1, 1));
+  Tensor bu = s.in("bu", {2, 20, 8}, uniform(320, 47, -1, 1));
+  Tensor a11 = s.in("a11", {6, 11}, uniform(66, 48, -1, 1));
+  Tensor b8 = s.in("b8", {8}, uniform(8, 49, -1, 1));
+  s.add("matmul tile 6x12 @ 12x8", matmul(t6, t12), {t6, t12}, kReduce);
+  s.add("matmul tile x.W^T + bias", matmul(x16, transpose(w8)) + b8, {x16, w8, b8}, kReduce);
+  s.add("matmul tile batched 2x3x20 @ 2x20x8", matmul(bt, bu), {bt, bu}, kReduce);
+  s.add("matmul tile of a slice at column offset 2", matmul(slice(x16, 1, 2, 14), t12), {x16, t12}, kReduce);
+  s.add("matmul tile of a left-padded operand", matmul(pad(a11, {0, 1}, {0, 0}), t12), {a11, t12}, kReduce);
+}
+
+inline void movement_cases(Suite& s) {
+  Tensor x = s.in("x", {3, 7, 13}, uniform(273, 51, -2, 2));
+  Tensor x4 = s.in("x4", {2, 3, 5, 7}, uniform(210, 52, -2, 2));
+  Tensor v = s.in("v", {7, 1}, uniform(7, 53, -2, 2));
+  Tensor one = s.in("one", {1}, {1.25f});
+  Tensor y = s.in("y", {3, 2, 13}, uniform(78, 54, -2, 2));
+  Tensor z = s.in("z", {3, 5, 13}, uniform(195, 55, -2, 2));
+  Tensor w = s.in("w", {1, 7, 13}, uniform(91, 56, -2, 2));
+  Tensor lab = s.in("lab", {11}, {0, 6, 3, 3, 1, 5, 2, 4, 7, -1, 6}, DType::i32);  // 7 and -1: out of range
+  Tensor m = s.in("m", {11, 7}, uniform(77, 57, -2, 2));
+
+  s.add("reshape 21x13", reshape(x, Shape{21, 13}), {x}, kElem);
+  s.add("reshape 13x-1", reshape(x, Shape{13, -1}), {x}, kElem);
+  s.add("reshape 1-D and back", reshape(reshape(x, Shape{273}) * 2.0, Shape{7, 39}), {x}, kElem);
+  s.add("flatten 1", flatten(x4, 1), {x4}, kElem);
+  s.add("flatten 0", flatten(x4, 0), {x4}, kElem);
+  s.add("flatten 2", flatten(x4, 2), {x4}, kElem);
+  s.add("transpose", transpose(x), {x}, kElem);
+  s.add("transpose 0 2", transpose(x, 0, 2), {x}, kElem);
+  s.add("permute 2 0 1", permute(x, {2, 0, 1}), {x}, kElem);
+  s.add("permute 3 1 0 2", permute(x4, {3, 1, 0, 2}), {x4}, kElem);
+  s.add("broadcast_to 7x1 -> 3x7x13", broadcast_to(v, Shape{3, 7, 13}), {v}, kElem);
+  s.add("broadcast_to 1 -> 5x3", broadcast_to(one, Shape{5, 3}), {one}, kElem);
+  s.add("slice step 3", slice(x, 2, 1, 12, 3), {x}, kElem);
+  s.add("slice negative bounds", slice(x, 1, -5, -1), {x}, kElem);
+  s.add("slice one row", slice(x, 0, 1, 2), {x}, kElem);
+  s.add("slice step 2 of 4-D", slice(x4, 3, 0, 7, 2), {x4}, kElem);
+  s.add("pad", pad(x, Shape{0, 1, 2}, Shape{1, 0, 3}, 0.5), {x}, kElem);
+  s.add("pad 4-D zero", pad(x4, Shape{1, 0, 2, 1}, Shape{0, 2, 1, 3}), {x4}, kElem);
+  s.add("concat axis 1", concat({x, y, z}, 1), {x, y, z}, kElem);
+  s.add("concat axis 0", concat({x, w, x * 0.5}, 0), {x, w}, kElem);
+  s.add("concat axis -1", concat({x, exp(x)}, -1), {x}, kElem);
+  s.output("one_hot (out-of-range labels give zeros)", one_hot(lab, 7), kExact);
+  s.output("one_hot 1 class", one_hot(lab, 1), kExact);
+  s.add("one_hot times x", one_hot(lab, 7) * m, {m}, kElem);
+  s.add("movement chain", slice(transpose(reshape(x, Shape{21, 13}) * 3.0), 0, 2, 11, 4), {x}, kElem);
+}
+
+inline void conv_cases(Suite& s) {
+  Tensor x = s.in("x", {2, 3, 9, 11}, uniform(594, 61, -1, 1));
+  Tensor w = s.in("w", {5, 3, 3, 3}, uniform(135, 62, -0.5, 0.5));
+  Tensor bias = s.in("bias", {5}, uniform(5, 63, -0.5, 0.5));
+  Tensor w1 = s.in("w1", {4, 3, 1, 1}, uniform(12, 64, -0.5, 0.5));
+  Tensor w25 = s.in("w25", {2, 3, 2, 5}, uniform(60, 65, -0.5, 0.5));
+  Tensor xd = s.in("xd", {2, 3, 9, 11}, distinct(594, 66));   // no ties for max pooling
+  Tensor xt = s.in("xt", {1, 2, 7, 5}, coarse(70, 67));        // ties: the first maximum gets the gradient
+  Tensor xs = s.in("xs", {1, 1, 1, 1}, {0.375f});
+  Tensor w5 = s.in("w5", {2, 5, 2, 2}, uniform(40, 68, -0.5, 0.5));
+
+  s.add("conv2d stride 2 padding 1 dilation 2 bias", conv2d(x, w, bias, {.stride = {2, 2}, .padding = {1, 1}, .dilation = {2, 2}}),
+        {x, w, bias}, kReduce);
+  s.add("conv2d stride (2,1) padding (0,2) dilation (1,2)",
+        conv2d(x, w, Tensor(), {.stride = {2, 1}, .padding = {0, 2}, .dilation = {1, 2}}), {x, w}, kReduce);
+  s.add("conv2d 1x1", conv2d(x, w1), {x, w1}, kReduce);
+  s.add("conv2d 2x5 stride 3 padding (1,2) + relu", relu(conv2d(x, w25, Tensor(), {.stride = {3, 3}, .padding = {1, 2}})),
+        {x, w25}, kReduce);
+  s.add("conv2d default + bias", conv2d(x, w, bias), {x, w, bias}, kReduce);
+  s.add("max_pool2d k3 s2 p1", max_pool2d(xd, {.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}}), {xd}, kReduce);
+  s.add("max_pool2d k(2,3) s(1,2) p(1,1)", max_pool2d(xd, {.kernel = {2, 3}, .stride = {1, 2}, .padding = {1, 1}}),
+        {xd}, kReduce);
+  s.add("max_pool2d default 2x2 (odd sizes drop the tail)", max_pool2d(xd), {xd}, kReduce);
+  s.add("max_pool2d with ties", max_pool2d(xt, {.kernel = {3, 2}, .stride = {2, 1}, .padding = {1, 0}}), {xt}, kReduce);
+  s.add("max_pool2d 1x1 input", max_pool2d(xs, {.kernel = {1, 1}}), {xs}, kReduce);
+  s.add("avg_pool2d k3 s2 p1", avg_pool2d(x, {.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}}), {x}, kReduce);
+  s.add("avg_pool2d k(2,3) s(3,1) p(0,1)", avg_pool2d(x, {.kernel = {2, 3}, .stride = {3, 1}, .padding = {0, 1}}),
+        {x}, kReduce);
+  s.add("avg_pool2d default", avg_pool2d(x), {x}, kReduce);
+  s.add("conv -> max_pool -> conv",
+        conv2d(max_pool2d(conv2d(xd, w, bias, {.padding = {1, 1}}), {.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}}),
+               w5, Tensor(), {.padding = {1, 0}}),
+        {xd, w, bias, w5}, kReduce);
+}
+
+inline void losses_cases(Suite& s) {
+  Tensor z = s.in("z", {7, 13}, uniform(91, 71, -3, 3));
+  Tensor z3 = s.in("z3", {3, 5, 2}, uniform(30, 72, -3, 3));
+  Tensor lab = s.in("labels", {7}, labels(7, 13, 73), DType::i32);
+  Tensor a = s.in("a", {3, 7, 13}, uniform(273, 74, -2, 2));
+  Tensor b = s.in("b", {3, 7, 13}, uniform(273, 75, -2, 2));
+  // target probabilities with exact zeros (0 * log 0 = 0)
+  std::vector<float> tv = uniform(91, 76, 0, 1);
+  for (int64_t i = 0; i < 7; ++i) {
+    tv[i * 13 + (i % 13)] = 0.f;
+    tv[i * 13 + ((i * 5 + 3) % 13)] = 0.f;
+    float total = 0;
+    for (int64_t j = 0; j < 13; ++j) total += tv[i * 13 + j];
+    for (int64_t j = 0; j < 13; ++j) tv[i * 13 + j] /= total;
+  }
+  Tensor target = s.in("target", {7, 13}, tv);
+  Tensor big = s.in("big", {2, 5}, {80.f, 79.f, -80.f, 0.f, 85.f, -3.f, 1e3f, 999.f, 0.5f, -1e3f});  // stability
+
+  s.add("softmax axis -1", softmax(z), {z}, kReduce);
+  s.add("softmax axis 0", softmax(z, 0), {z}, kReduce);
+  s.add("softmax 3-D axis 1", softmax(z3, 1), {z3}, kReduce);
+  s.add("log_softmax axis -1", log_softmax(z), {z}, kReduce);
+  s.add("log_softmax axis 0", log_softmax(z, 0), {z}, kReduce);
+  s.add("softmax large logits", softmax(big), {big}, kReduce);
+  s.add("log_softmax large logits", log_softmax(big), {big}, kReduce);
+  s.add("cross_entropy", cross_entropy(z, lab), {z}, kReduce);
+  s.add("mse_loss", mse_loss(a, b), {a, b}, kReduce);
+  s.add("kl_div", kl_div(log_softmax(z), target), {z, target}, kReduce);
+}
+
+inline void large_cases(Suite& s) {
+  // 3x137x163 = 66993 elements = 16749 texels: more than one row even at llvmpipe's MAX_TEXTURE_SIZE 16384,
+  // 2393 rows at width 7, 4188 at width 4; 66993 is odd so the last texel is partly padding.
+  const Shape sh = {3, 137, 163};
+  const int64_t n = sg::numel(sh);
+  REQUIRE((n + 3) / 4 > 16384);
+  Tensor x = s.in("x", sh, uniform(n, 81, -1, 1));
+  Tensor y = s.in("y", {137, 163}, uniform(137 * 163, 82, -1, 1));
+  Tensor w = s.in("w", {163, 5}, uniform(815, 83, -1, 1));
+  s.add("elementwise broadcast", exp(x * 0.5) * y - sin(x), {x, y}, kElem);
+  s.add("sum axis 1 keepdims", sum(x, {1}, true), {x}, kReduce);
+  s.add("max axis 2", max(x, {2}), {x}, kReduce);
+  s.add("mean axis 2", mean(x * y, {2}), {x, y}, kReduce);
+  s.add("matmul", matmul(x, w), {x, w}, kReduce);
+  s.add("transpose + slice", slice(transpose(x, 0, 2), 0, 5, 160, 7), {x}, kElem);
+}
+
+inline void long_cases(Suite& s) {
+  // llvmpipe stops every loop of a shader invocation after 65535 iterations in total (gallivm's
+  // LP_MAX_TGSI_LOOP_ITERATIONS, shared by all loops), silently truncating long reductions; a fragment
+  // computes 4 outputs, so 4 x the reduction length counts. The scheduler must split such reductions.
+  const Shape big = {3, 137, 163};  // 66993 elements in three nested loops
+  Tensor x = s.in("x", big, uniform(sg::numel(big), 101, -1, 1));
+  Tensor y = s.in("y", {137, 163}, uniform(137 * 163, 102, -1, 1));
+  Tensor rows = s.in("rows", {4, 70000}, uniform(280000, 103, 0, 1));
+  Tensor flat = s.in("flat", {70000}, distinct(70000, 104, 1.0 / 1024));
+  Tensor a = s.in("a", {4, 20000}, uniform(80000, 105, -1, 1));
+  Tensor b = s.in("b", {20000, 3}, uniform(60000, 106, -1, 1));
+  s.add("mean over 66993 elements (3 loops)", mean(x * y), {x, y}, kReduce);
+  s.add("sum over axis 1 of 4x70000", sum(rows, {1}), {rows}, kReduce);
+  s.add("max over 70000 elements", max(flat), {flat}, kReduce);
+  s.add("min over axis 1 of 4x70000", min(rows, {1}, true), {rows}, kReduce);
+  s.add("matmul K=20000", matmul(a, b), {a, b}, kReduce);
+  s.add("softmax over 70000", softmax(rows * 10.0), {rows}, kReduce);
+}
+
+}  // namespace sg::op_cases
+
+#define SG_OP_CASE_TESTS(NAME, TAG, TARGETS, LONG_TARGETS) \
+  TEST_CASE(NAME " unary elementwise ops and their gradients equal the CPU backend", TAG) { \
+    ::sg::op_cases::Suite s; \
+    ::sg::op_cases::unary_cases(s); \
+    s.check(TARGETS); \
+  } \
+  TEST_CASE(NAME " binary elementwise ops, comparisons and where (with broadcasting) equal the CPU backend", TAG) { \
+    ::sg::op_cases::Suite s; \
+    ::sg::op_cases::binary_cases(s); \
+    s.check(TARGETS); \
+  } \
+  TEST_CASE(NAME " reductions (sum/mean/max/min/argmax, axes, keepdims) equal the CPU backend", TAG) { \
+    ::sg::op_cases::Suite s; \
+    ::sg::op_cases::reductions_cases(s); \
+    s.check(TARGETS); \
+  } \
+  TEST_CASE(NAME " matmul (2-D, batched, broadcast batch dims, epilogues) equals the CPU backend", TAG) { \
+    ::sg::op_cases::Suite s; \
+    ::sg::op_cases::matmul_cases(s); \
+    s.check(TARGETS); \
+  } \
+  TEST_CASE(NAME " movement ops (reshape, flatten, transpose, permute, broadcast_to, slice, pad, concat, one_hot) equal the CPU backend", TAG) { \
+    ::sg::op_cases::Suite s; \
+    ::sg::op_cases::movement_cases(s); \
+    s.check(TARGETS); \
+  } \
+  TEST_CASE(NAME " conv2d (stride, padding, dilation, bias) and pools equal the CPU backend", TAG) { \
+    ::sg::op_cases::Suite s; \
+    ::sg::op_cases::conv_cases(s); \
+    s.check(TARGETS); \
+  } \
+  TEST_CASE(NAME " softmax, log_softmax, cross_entropy, mse_loss and kl_div equal the CPU backend", TAG) { \
+    ::sg::op_cases::Suite s; \
+    ::sg::op_cases::losses_cases(s); \
+    s.check(TARGETS); \
+  } \
+  TEST_CASE(NAME " ops on a tensor of more than 16384 texels (rows wrap at every width) equal the CPU backend", TAG) { \
+    ::sg::op_cases::Suite s; \
+    ::sg::op_cases::large_cases(s); \
+    s.check(TARGETS); \
+  } \
+  TEST_CASE(NAME " reductions longer than llvmpipe's 65535 loop iterations per fragment equal the CPU backend", TAG) { \
+    ::sg::op_cases::Suite s; \
+    ::sg::op_cases::long_cases(s); \
+    s.check(LONG_TARGETS); \
+  }

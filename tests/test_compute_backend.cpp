@@ -1,0 +1,243 @@
+// The GLES compute backend ("gles-compute", GLES 3.1 compute shaders over storage buffers; llvmpipe in CI) against
+// the CPU reference: whole MLP and CNN train steps, kernel counts, the tiled matmul/conv kernels, leaks over many
+// steps, and the errors of a device that lacks a limit a kernel needs.
+#include <catch2/catch.hpp>
+
+#include "test_models.h"
+#include "test_util.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "sg/backend.h"
+#include "sg/compute_kernel.h"
+#include "sg/gles_device.h"
+#include "sg/nn.h"
+#include "sg/sg.h"
+
+using namespace sg;
+
+namespace {
+
+using sg::testing::expect_close;
+using sg::testing::Mlp;
+using sg::testing::randn;
+
+std::unique_ptr<Backend> compute_backend() {
+  auto be = make_backend({.kind = "gles-compute"}).backend;  // BackendError fails the test: CI has llvmpipe
+  REQUIRE(be->name() == "gles-compute");
+  return be;
+}
+
+/// Three SGD-with-momentum steps of the MLP (28x28 inputs) or seed 002's CNN (8x8) on one backend: the losses and
+/// every parameter afterwards, plus the compute kernels of the step (compute backends).
+struct StepRun {
+  std::vector<float> losses;
+  std::vector<std::vector<float>> params;
+  std::vector<ComputeKernel> kernels;
+  std::vector<std::string> names;
+};
+StepRun train_steps(const std::string& model, int64_t batch, const BackendOptions& bo, uint64_t seed) {
+  nn::Rng rng(seed);
+  const int64_t hw = model == "mlp" ? 28 : 8;
+  auto net = nn::make_model(model, 1, hw, hw);
+  net->build(rng);
+  Tensor x = input("x", {batch, 1, hw, hw});
+  Tensor y = input("labels", {batch}, DType::i32);
+  auto opt = make_sgd({.lr = 0.05, .momentum = 0.9});
+  Program p = make_train_step(cross_entropy((*net)(x), y), net->parameters(), *opt);
+  auto be = make_backend(bo).backend;
+  REQUIRE(be->name() == bo.kind);
+  auto exe = be->compile(p);
+  StepRun r;
+  if (auto* ck = exe->compute_kernels()) r.kernels = *ck;
+  if (auto* plan = exe->plan())
+    for (auto& k : plan->kernels) r.names.push_back(k.name);
+  std::vector<float> xs = randn(batch * hw * hw, static_cast<uint32_t>(8 + seed)), ys(batch);
+  for (int64_t i = 0; i < batch; ++i) ys[i] = static_cast<float>((i * 7) % 10);
+  for (int step = 0; step < 3; ++step) r.losses.push_back(exe->run({{"x", &xs}, {"labels", &ys}})[0][0]);
+  for (auto& t : net->parameters()) r.params.push_back(be->read(t));
+  return r;
+}
+
+void expect_same_steps(const StepRun& gpu, const StepRun& cpu) {
+  expect_close(gpu.losses, cpu.losses, 1e-4, 1e-6, "losses");
+  REQUIRE(gpu.params.size() == cpu.params.size());
+  for (size_t i = 0; i < cpu.params.size(); ++i) expect_close(gpu.params[i], cpu.params[i], 1e-4, 1e-5, "param");
+}
+
+}  // namespace
+
+TEST_CASE("gles-compute MLP and CNN train steps equal the CPU backend", "[gles-compute][backend]") {
+  for (std::string model : {"mlp", "cnn"}) {
+    for (int64_t batch : {int64_t{3}, int64_t{37}}) {
+      INFO(model << " batch " << batch);
+      StepRun cpu = train_steps(model, batch, {.kind = "cpu"}, 5);
+      for (int tiles : {-1, 1}) {  // the device's tile sizes (CPU ones on llvmpipe), the GPU ones
+        INFO("compute_tiles " << tiles);
+        StepRun gpu = train_steps(model, batch, {.kind = "gles-compute", .compute_tiles = tiles}, 5);
+        expect_same_steps(gpu, cpu);
+        REQUIRE(gpu.kernels.size() == gpu.names.size());
+      }
+    }
+  }
+}
+
+TEST_CASE("gles-compute Adam train steps of an odd-sized MLP equal the CPU backend", "[gles-compute][backend]") {
+  const int64_t B = 7, I = 37, H = 13, O = 5;
+  auto run_steps = [&](const std::string& kind) {
+    Mlp m(B, I, H, O);
+    auto opt = make_adam({.lr = 0.01});
+    Program p = make_train_step(m.loss, m.params(), *opt);
+    auto be = make_backend({.kind = kind}).backend;
+    REQUIRE(be->name() == kind);
+    auto exe = be->compile(p);
+    std::vector<float> losses;
+    for (int step = 0; step < 4; ++step) {
+      std::vector<float> xs = randn(B * I, 100 + step), ys(B);
+      for (int64_t i = 0; i < B; ++i) ys[i] = static_cast<float>((i * 3 + step) % O);
+      losses.push_back(exe->run({{"x", &xs}, {"labels", &ys}})[0][0]);
+    }
+    std::vector<std::vector<float>> params;
+    for (auto& t : m.params()) params.push_back(be->read(t));
+    return std::make_pair(losses, params);
+  };
+  auto cpu = run_steps("cpu");
+  auto gpu = run_steps("gles-compute");
+  expect_close(gpu.first, cpu.first, 1e-4, 1e-6, "losses");
+  for (size_t i = 0; i < cpu.second.size(); ++i) expect_close(gpu.second[i], cpu.second[i], 1e-4, 1e-5, "param");
+}
+
+TEST_CASE("gles-compute kernel hooks read every output of every kernel, equal to the CPU backend's node values",
+          "[gles-compute][backend]") {
+  Mlp m(5, 11, 6, 3);
+  Program p;
+  p.add_output("loss", m.loss);
+  std::vector<float> xs = randn(55, 3), ys = {0, 2, 1, 1, 0};
+  std::map<const Node*, std::vector<float>> cpu_values;
+  auto cpu_backend = make_cpu_backend();
+  auto cpu = cpu_backend->compile(p);
+  cpu->set_kernel_hook([&](const KernelEvent& ev) { cpu_values[ev.node] = ev.read(); });
+  cpu->run({{"x", &xs}, {"labels", &ys}});
+  auto be = compute_backend();
+  auto exe = be->compile(p);
+  int events = 0, compared = 0;
+  exe->set_kernel_hook([&](const KernelEvent& ev) {
+    ++events;
+    REQUIRE(ev.kernel != nullptr);
+    auto it = cpu_values.find(ev.node);
+    if (it == cpu_values.end()) return;
+    expect_close(ev.read(), it->second, 1e-4, 1e-5, ev.name);
+    ++compared;
+  });
+  exe->run({{"x", &xs}, {"labels", &ys}});
+  int outputs = 0;
+  for (auto& k : exe->plan()->kernels) outputs += static_cast<int>(k.outputs.size());
+  CHECK(events == outputs);
+  CHECK(compared > 0);
+}
+
+TEST_CASE("gles-compute storage buffers and programs stay constant over 1000 Adam steps and are released",
+          "[gles-compute][leaks]") {
+  const int64_t B = 8, I = 19, H = 13, O = 5;
+  Mlp m(B, I, H, O);
+  auto opt = make_adam({.lr = 0.01});
+  Program p = make_train_step(m.loss, m.params(), *opt);
+  auto be = compute_backend();
+  const gles::LiveObjects base = gles_live_objects(*be);
+  auto exe = be->compile(p);
+  const Plan& plan = *exe->plan();
+  int64_t persistent = 0, owned = static_cast<int64_t>(plan.buffers.size());
+  for (auto& v : plan.values) {
+    persistent += v.kind == ValueKind::Persistent;
+    owned += v.kind == ValueKind::Input || v.kind == ValueKind::Constant;
+  }
+  CHECK(persistent == 4 * 3 + 1);  // params, Adam's m and v, the step counter
+  const gles::LiveObjects compiled = gles_live_objects(*be);
+  CHECK(compiled.buffers - base.buffers == 2 * persistent + owned);
+  CHECK(compiled.textures == base.textures);
+  CHECK(compiled.programs - base.programs >= 1);
+  CHECK(compiled.programs - base.programs <= exe->kernels_per_step());
+  std::vector<float> xs = randn(B * I, 10), ys(B);
+  for (int64_t i = 0; i < B; ++i) ys[i] = static_cast<float>(i % O);
+  const float first = exe->run({{"x", &xs}, {"labels", &ys}})[0][0];
+  float loss = first;
+  int mismatches = 0;
+  for (int step = 1; step < 1000; ++step) {
+    loss = exe->run({{"x", &xs}, {"labels", &ys}})[0][0];
+    if (gles_live_objects(*be) != compiled) ++mismatches;
+  }
+  CHECK(mismatches == 0);
+  INFO("loss " << first << " -> " << loss);
+  CHECK(loss < 0.1f * first);  // the steps really trained
+  exe.reset();
+  const gles::LiveObjects destroyed = gles_live_objects(*be);
+  CHECK(destroyed.buffers == base.buffers + 2 * persistent);  // the backend keeps the parameters' front/back
+  CHECK(destroyed.programs == compiled.programs);             // and its program cache
+  be.reset();
+}
+
+TEST_CASE("compute kernels that exceed a device limit are refused with an error naming the limit",
+          "[gles-compute][backend]") {
+  Tensor a = input("a", {9, 7}), b = input("b", {7, 5}), c = input("c", {9, 5});
+  Program p;
+  p.add_output("y", relu(matmul(a, b) + c) * c);
+  ComputeLimits wide;
+  wide.max_storage_buffers = 16;
+  Plan plan = schedule(p, compute_schedule_options(wide));
+  const Kernel* k3 = nullptr;  // the kernel reading a, b and c
+  for (auto& k : plan.kernels)
+    if (k.inputs.size() == 3) k3 = &k;
+  REQUIRE(k3 != nullptr);
+  ComputeLimits narrow = wide;
+  narrow.max_storage_buffers = 3;
+  CHECK_THROWS_AS(emit_compute_kernel(plan, *k3, narrow), UnsupportedError);
+  CHECK_THROWS_WITH(emit_compute_kernel(plan, *k3, narrow), Catch::Contains("max_storage_buffers"));
+  ComputeLimits tiny_buffers = wide;
+  tiny_buffers.max_buffer_bytes = 64;
+  CHECK_THROWS_WITH(emit_compute_kernel(plan, *k3, tiny_buffers), Catch::Contains("max_buffer_bytes"));
+  ComputeLimits one = wide;
+  one.max_storage_buffers = 1;
+  CHECK_THROWS_AS(compute_schedule_options(one), ValueError);
+  CHECK_THROWS_WITH(make_backend({.kind = "gles-compute", .compute_tiles = 2}), Catch::Contains("compute_tiles"));
+  // GLES 3.1's guaranteed minimum of 4 storage buffers fits this program's kernels. (The scheduler bounds the
+  // inputs of multi-output kernels by max_inputs, not those of a kernel with prologues: with 3 buffers the
+  // matmul + epilogue kernel above still reads 3 inputs, and is refused as tested.)
+  ComputeLimits es31 = wide;
+  es31.max_storage_buffers = 4;
+  Plan fitted = schedule(p, compute_schedule_options(es31));
+  for (auto& k : fitted.kernels) CHECK_NOTHROW(emit_compute_kernel(fitted, k, es31));
+}
+
+TEST_CASE("gles-compute emits the MLP's and the CNN's matmul and conv kernels as tiled contractions",
+          "[gles-compute][backend]") {
+  // SGD-momentum steps at batch 64 on llvmpipe (16 storage buffers per kernel): the MLP's 10 kernels and the
+  // CNN's 22. Every matmul (forward, x.W^T, x^T.dh with the relu mask and the optimizer epilogue) and every conv
+  // (forward, grad-input, grad-weight) is tiled; a conv weight gradient of few outputs (the CNN's first layer: 72
+  // outputs over 64 x 8 x 8 products) may be a tree reduction instead; the bias gradient + loss kernels are not
+  // contractions.
+  for (std::string model : {"mlp", "cnn"}) {
+    INFO(model);
+    StepRun r = train_steps(model, 64, {.kind = "gles-compute"}, 1);
+    REQUIRE(r.kernels.size() == r.names.size());
+    CHECK(r.names.size() == (model == "mlp" ? 10u : 22u));
+    int tiled = 0;
+    for (size_t i = 0; i < r.names.size(); ++i) {
+      INFO(r.names[i] << ": " << r.kernels[i].strategy);
+      const std::string& s = r.kernels[i].strategy;
+      tiled += s == "tiled-contraction";
+      CHECK(r.kernels[i].glsl450.find("// shadergrad compute kernel " + r.names[i] + " (" + s + ")") != std::string::npos);
+      if (r.names[i].find("matmul") != std::string::npos) CHECK(s == "tiled-contraction");
+      if (r.names[i].find("conv2d_grad_weight") != std::string::npos)
+        CHECK((s == "tiled-contraction" || s == "tree-reduction"));
+      else if (r.names[i].find("conv2d") != std::string::npos)
+        CHECK(s == "tiled-contraction");
+      if (s == "tiled-contraction") {
+        CHECK(r.kernels[i].shared_bytes > 0);
+        CHECK(r.kernels[i].glsl450.find("barrier();") != std::string::npos);
+      }
+    }
+    CHECK(tiled >= (model == "mlp" ? 5 : 10));
+  }
+}
