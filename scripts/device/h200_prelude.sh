@@ -14,3 +14,8 @@ if [ -z "${VK_DRIVER_FILES:-}" ] && [ -f /usr/local/nvidia/share/vulkan/icd.d/nv
   export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader || true
+# The Vulkan validation layer (Debian's vulkan-validationlayers, carried in .vvl/) unpacked aside, not into /.
+if ls .vvl/vulkan-validationlayers_*.deb >/dev/null 2>&1; then
+  dpkg -x .vvl/vulkan-validationlayers_*.deb /opt/vvl
+  export VK_LAYER_PATH=/opt/vvl/usr/share/vulkan/explicit_layer.d LD_LIBRARY_PATH=$LD_LIBRARY_PATH:/opt/vvl/usr/lib/x86_64-linux-gnu
+fi

@@ -15,9 +15,11 @@ cmake -S . -B build-dev -G Ninja -DCMAKE_BUILD_TYPE=Release -DSG_BUILD_EXAMPLES=
   -DCMAKE_EXE_LINKER_FLAGS="-static-libstdc++ -static-libgcc" > build-dev/configure.log 2>&1 ||
   { cat build-dev/configure.log; exit 1; }
 present=()
+known=$(ninja -C build-dev -t targets all 2>/dev/null)
 for t in "${targets[@]}"; do
-  if ninja -C build-dev -t targets all 2>/dev/null | grep -q "^$t:"; then present+=("$t"); else echo "stage: no target $t (skipped)"; fi
+  if grep -q "^$t: phony" <<<"$known"; then present+=("$t"); else echo "stage: no target $t (skipped)"; fi
 done
+[ ${#present[@]} -gt 0 ] || { echo "stage: none of the targets exists" >&2; exit 1; }
 cmake --build build-dev --target "${present[@]}"
 rm -rf .stage && mkdir -p .stage/pkg/bin .stage/pkg/lib .stage/pkg/data
 for t in "${present[@]}"; do strip -o ".stage/pkg/bin/$t" "build-dev/bin/$t"; done
