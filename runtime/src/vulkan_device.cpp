@@ -729,9 +729,10 @@ Buffer Device::make_buffer(const std::shared_ptr<detail::Context>& ctx, int64_t 
 
 Buffer Device::create_buffer(int64_t bytes, const std::string& name) {
   if (bytes < 0) throw ValueError(fmt::format("vulkan: buffer {} of {} bytes", name, bytes));
-  if (bytes > caps_.limits.max_buffer_bytes)
+  const int64_t alloc = std::max<int64_t>((bytes + 15) / 16 * 16, 16);  // as make_buffer rounds it
+  if (alloc > caps_.limits.max_buffer_bytes)
     throw UnsupportedError(fmt::format("vulkan: buffer {} needs {} bytes, more than {}'s maxStorageBufferRange ({} bytes)",
-                                       name, bytes, caps_.name, caps_.limits.max_buffer_bytes));
+                                       name, alloc, caps_.name, caps_.limits.max_buffer_bytes));
   const VkBufferUsageFlags usage =
       VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
   Buffer b = caps_.direct_map
