@@ -135,7 +135,7 @@ TEST_CASE("cli: bad options fail with a clear message and a non-zero exit code",
                                          {"train --epochs -3", "--epochs"},
                                          {"train --batch x", "--batch"},
                                          {"train --lr -1", "--lr"},
-                                         {"train --backend vulkan", "--backend"},
+                                         {"train --backend metal", "--backend"},
                                          {"train --optimizer lbfgs", "--optimizer"},
                                          {"train --train-limit -5", "--train-limit"},
                                          {"train --frobnicate", "--frobnicate"},
@@ -260,6 +260,11 @@ TEST_CASE("cli: info and info --json describe the GLES device", "[cli]") {
   CHECK(j.at("fp32_roundtrip_ok") == true);
   CHECK(j.at("max_texture_size").get<int64_t>() >= 4096);
   CHECK_THAT(text.out, Contains("renderer") && Contains(renderer));
+  // the Vulkan device (lavapipe in CI) and its compute limits
+  REQUIRE(j.contains("vulkan"));
+  CHECK(j.at("vulkan").at("available") == true);
+  CHECK(j.at("vulkan").at("limits").at("maxComputeWorkGroupInvocations").get<int64_t>() >= 128);
+  CHECK_THAT(text.out, Contains("Vulkan backend: available") && Contains(j.at("vulkan").at("name").get<std::string>()));
 }
 
 TEST_CASE("cli: dump writes plan.json and every kernel's GLSL 4.50 and SPIR-V and GLSL ES sources", "[cli]") {

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
+#include <climits>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -546,14 +548,16 @@ void probe(VkPhysicalDevice pd, Caps& caps) {
   caps.timestamps = q[caps.queue_family].timestampValidBits > 0 && l.timestampPeriod > 0;
 }
 
-/// The memory type for `bits` with all of `need` (and as many of `want` as possible); -1 if none.
+/// The memory type for `bits` with all of `need`, as many of `want` as possible and then as few other flags as
+/// possible (a discrete GPU's device buffers go to plain DEVICE_LOCAL memory, not to its small host-visible BAR
+/// window); -1 if none.
 int find_type(const VkPhysicalDeviceMemoryProperties& mp, uint32_t bits, VkMemoryPropertyFlags need,
               VkMemoryPropertyFlags want = 0) {
-  int best = -1, best_score = -1;
+  int best = -1, best_score = INT32_MIN;
   for (uint32_t i = 0; i < mp.memoryTypeCount; ++i) {
     const VkMemoryPropertyFlags f = mp.memoryTypes[i].propertyFlags;
     if (!(bits & (1u << i)) || (f & need) != need) continue;
-    const int score = __builtin_popcount(f & want);
+    const int score = 64 * __builtin_popcount(f & want) - __builtin_popcount(f & ~(need | want));
     if (score > best_score) best = static_cast<int>(i), best_score = score;
   }
   return best;
@@ -725,9 +729,10 @@ Buffer Device::make_buffer(const std::shared_ptr<detail::Context>& ctx, int64_t 
 
 Buffer Device::create_buffer(int64_t bytes, const std::string& name) {
   if (bytes < 0) throw ValueError(fmt::format("vulkan: buffer {} of {} bytes", name, bytes));
-  if (bytes > caps_.limits.max_buffer_bytes)
+  const int64_t alloc = std::max<int64_t>((bytes + 15) / 16 * 16, 16);  // as make_buffer rounds it
+  if (alloc > caps_.limits.max_buffer_bytes)
     throw UnsupportedError(fmt::format("vulkan: buffer {} needs {} bytes, more than {}'s maxStorageBufferRange ({} bytes)",
-                                       name, bytes, caps_.name, caps_.limits.max_buffer_bytes));
+                                       name, alloc, caps_.name, caps_.limits.max_buffer_bytes));
   const VkBufferUsageFlags usage =
       VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
   Buffer b = caps_.direct_map
