@@ -9,10 +9,12 @@ mkdir -p /usr/share/datasets /usr/lib/python3/dist-packages/sklearn/datasets/dat
 cp -r /opt/sg/pkg/data/fashion-mnist /usr/share/datasets/
 cp /opt/sg/pkg/data/digits.csv.gz /usr/lib/python3/dist-packages/sklearn/datasets/data/
 export PATH=/opt/sg/pkg/bin:$PATH LD_LIBRARY_PATH=/opt/sg/pkg/lib SG_SOURCE_DIR=$PWD
-if [ -z "${VK_DRIVER_FILES:-}" ] && [ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ] &&
-   ! ls /usr/share/vulkan/icd.d/*.json >/dev/null 2>&1 && ! ls /etc/vulkan/icd.d/*.json >/dev/null 2>&1; then
-  export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-fi
+# NVIDIA's Vulkan ICD, wherever the image put it (the tests pin lavapipe unless VK_DRIVER_FILES is set)
+for icd in /usr/share/vulkan/icd.d/nvidia_icd.json /etc/vulkan/icd.d/nvidia_icd.json \
+           /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json /usr/local/nvidia/icd.d/nvidia_icd.json; do
+  if [ -z "${VK_DRIVER_FILES:-}" ] && [ -f "$icd" ]; then export VK_DRIVER_FILES=$icd; fi
+done
+echo "VK_DRIVER_FILES=${VK_DRIVER_FILES:-unset}"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader || true
 # The Vulkan validation layer (Debian's vulkan-validationlayers, carried in .vvl/) unpacked aside, not into /.
 if ls .vvl/vulkan-validationlayers_*.deb >/dev/null 2>&1; then
