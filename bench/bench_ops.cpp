@@ -1,11 +1,13 @@
 // bench_ops — end-to-end benchmarks of shadergrad's backends (issue 8), printed as tables and optionally as JSON.
 //
-// Usage: bench_ops [--backend gles|vulkan|cpu|both|all|LIST] [--json FILE] [--repeats N] [--warmup N] [--large]
-//                  [--sgemm N,N,...] [--only CASE,CASE,...] [--max-seconds S] [--probe-side N]
+// Usage: bench_ops [--backend gles|gles-compute|vulkan|cpu|both|all|LIST] [--json FILE] [--repeats N] [--warmup N]
+//                  [--large] [--sgemm N,N,...] [--only CASE,CASE,...] [--max-seconds S] [--probe-side N]
 //
-//   --backend      which backends run the timed cases (default gles; "both" = gles then cpu; "all" = gles, vulkan,
-//                  cpu; or a comma-separated list such as gles,vulkan). Vulkan steps are recorded once per parity
-//                  and replayed (env SG_VULKAN_DEVICE picks the device)
+//   --backend      which backends run the timed cases (default gles; "both" = gles then cpu; "all" = gles,
+//                  gles-compute, vulkan, cpu; or a comma-separated list such as gles,vulkan). gles-compute rows run
+//                  the GLES 3.1 compute kernels (tiled matmul/conv) in the same EGL context, --compute-tiles picks
+//                  their tile sizes; Vulkan steps are recorded once per parity and replayed (env SG_VULKAN_DEVICE
+//                  picks the device)
 //   --json FILE    also write every row (and the machine/date/load) as JSON (bench/run_all.sh joins it with
 //                  bench/peers.py's JSON)
 //   --repeats N    timed repeats per case (default 10); --warmup N untimed runs first (default 2)
@@ -29,6 +31,7 @@
 //                  columns are on unless 0 is given
 //   --flush-draws B  glFlush after the uploads and every draw of a run (1) or not (0) (default: auto = on for GPUs,
 //                  off for llvmpipe)
+//   --compute-tiles T  gles-compute tile sizes: -1 = the device's class (default), 0 = CPU sizes, 1 = GPU sizes
 //
 // Cases (each timed with warm-up runs first, then median and min-max over the repeats; a run() reads the program
 // outputs back, which waits for the GPU, so every timing is synchronised):
@@ -126,15 +129,17 @@ struct Options {
   int col_planes = -1;        // BackendOptions::col_planes (-1 = auto: 2)
   int union_domains = -1;     // BackendOptions::union_domains (-1 = auto: on for GPUs, off for llvmpipe)
   int flush_draws = -1;       // BackendOptions::flush_draws (-1 = auto: on for GPUs, off for llvmpipe)
+  int compute_tiles = -1;     // BackendOptions::compute_tiles of gles-compute (-1 = the device's class)
   bool wants(const std::string& c) const { return only.empty() || only.count(c) != 0; }
 };
 
 [[noreturn]] void usage(const std::string& why) {
   fmt::print(stderr,
-             "bench_ops: {}\nusage: bench_ops [--backend gles|vulkan|cpu|both|all|LIST] [--json FILE] [--repeats N] [--warmup N]\n"
+             "bench_ops: {}\nusage: bench_ops [--backend gles|gles-compute|vulkan|cpu|both|all|LIST] [--json FILE] [--repeats N] [--warmup N]\n"
              "                 [--large] [--sgemm N,N,..] [--only sgemm,mlp,cnn,fusion,compile,cpuref,profile,probe]\n"
              "                 [--max-seconds S] [--probe-side N] [--probe-sgemm N] [--max-outputs N] [--min-parallel N]\n"
-             "                 [--row-layout 0|1] [--row-planes N] [--col-planes 1|2] [--union-domains 0|1] [--flush-draws 0|1]\n",
+             "                 [--row-layout 0|1] [--row-planes N] [--col-planes 1|2] [--union-domains 0|1] [--flush-draws 0|1]\n"
+             "                 [--compute-tiles -1|0|1]\n",
              why);
   std::exit(2);
 }
@@ -178,12 +183,12 @@ Options parse(int argc, char** argv) {
     if (a == "--backend") {
       std::string b = value();
       if (b == "both") o.backends = {"gles", "cpu"};
-      else if (b == "all") o.backends = {"gles", "vulkan", "cpu"};
+      else if (b == "all") o.backends = {"gles", "gles-compute", "vulkan", "cpu"};
       else {
         o.backends = split(b);  // one backend or a comma-separated list ("gles,vulkan")
         for (auto& x : o.backends)
-          if (x != "gles" && x != "vulkan" && x != "cpu")
-            usage("--backend must be gles, vulkan, cpu, a comma-separated list of them, both (gles,cpu) or all, got '" + b + "'");
+          if (x != "gles" && x != "gles-compute" && x != "vulkan" && x != "cpu")
+            usage("--backend must be gles, gles-compute, vulkan, cpu, a comma-separated list of them, both (gles,cpu) or all, got '" + b + "'");
       }
     } else if (a == "--json") {
       o.json_path = value();
@@ -230,6 +235,10 @@ Options parse(int argc, char** argv) {
       o.union_domains = parse_switch(value(), "--union-domains");
     } else if (a == "--flush-draws") {
       o.flush_draws = parse_switch(value(), "--flush-draws");
+    } else if (a == "--compute-tiles") {
+      const int64_t v = parse_int(value(), "--compute-tiles");
+      if (v < -1 || v > 1) usage(fmt::format("--compute-tiles must be -1, 0 or 1, got {}", v));
+      o.compute_tiles = static_cast<int>(v);
     } else if (a == "-h" || a == "--help") {
       usage("help");
     } else {
@@ -282,7 +291,7 @@ Stat measure(const std::function<void()>& f, const Options& o, double first_ms =
 struct Row {
   std::string key;      ///< join key with peers.py: "sgemm_1024", "mlp_step_b128", ...
   std::string label;    ///< human-readable case
-  std::string backend;  ///< "gles" | "cpu"
+  std::string backend;  ///< "gles" | "gles-compute" | "cpu"
   Stat ms;
   double throughput = 0;
   std::string unit;     ///< "GFLOP/s" | "steps/s" | "runs/s"
@@ -296,14 +305,14 @@ json g_tables = json::object();
 bool g_failed = false;
 
 void print_row_header() {
-  fmt::print("| {:<30} | {:<7} | {:>4} | {:>10} | {:>21} | {:>12} | {:<8} | {:<34} |\n", "case", "backend", "reps",
+  fmt::print("| {:<30} | {:<12} | {:>4} | {:>10} | {:>21} | {:>12} | {:<8} | {:<34} |\n", "case", "backend", "reps",
              "median ms", "min - max ms", "throughput", "unit", "check");
-  fmt::print("|{:-<32}|{:-<9}|{:-<6}|{:-<12}|{:-<23}|{:-<14}|{:-<10}|{:-<36}|\n", "", "", "", "", "", "", "", "");
+  fmt::print("|{:-<32}|{:-<14}|{:-<6}|{:-<12}|{:-<23}|{:-<14}|{:-<10}|{:-<36}|\n", "", "", "", "", "", "", "", "");
 }
 
 void add_row(Row r) {
   if (!r.ok) g_failed = true;
-  fmt::print("| {:<30} | {:<7} | {:>4} | {:>10.3f} | {:>10.3f} - {:>8.3f} | {:>12.2f} | {:<8} | {:<34} |\n", r.label,
+  fmt::print("| {:<30} | {:<12} | {:>4} | {:>10.3f} | {:>10.3f} - {:>8.3f} | {:>12.2f} | {:<8} | {:<34} |\n", r.label,
              r.backend, r.ms.n, r.ms.median, r.ms.min, r.ms.max, r.throughput, r.unit, r.check);
   if (r.extra.contains("phase_ms")) {
     std::string ph;
@@ -341,7 +350,7 @@ std::string human_bytes(int64_t b) {
 // ------------------------------------------------------------------------------------------------
 
 struct Backends {
-  std::unique_ptr<sg::Backend> gles, gles_profiled, cpu;
+  std::unique_ptr<sg::Backend> gles, gles_profiled, compute, compute_profiled, cpu;
   std::unique_ptr<sg::Backend> vulkan, vulkan_profiled;  // --backend vulkan: steps recorded once, replayed
   std::string renderer, vulkan_device;
 };
@@ -355,7 +364,7 @@ sg::Backend& backend_named(Backends& b, const std::string& name) {
     return *b.cpu;
   }
   if (name == "vulkan") return *b.vulkan;
-  return *b.gles;
+  return name == "gles-compute" ? *b.compute : *b.gles;
 }
 
 std::vector<float> uniform(std::mt19937_64& g, int64_t n, float lo, float hi) {
@@ -456,7 +465,11 @@ void bench_sgemm(Backends& bk, const std::string& backend, int64_t n, const Opti
   // Kernel-only time (GLES, Vulkan): the same program on the profiled backend.
   // Skipped when one run takes over 5 s (llvmpipe at N >= 1024: there the wall time is the kernel time, and its
   // timer queries underreport).
-  sg::Backend* profiled = backend == "gles" ? bk.gles_profiled.get() : backend == "vulkan" ? bk.vulkan_profiled.get() : nullptr;
+  if (const auto* ck = exe->compute_kernels()) r.extra["strategy"] = ck->empty() ? "" : ck->front().strategy;
+  sg::Backend* profiled = backend == "gles"           ? bk.gles_profiled.get()
+                          : backend == "gles-compute" ? bk.compute_profiled.get()
+                          : backend == "vulkan"       ? bk.vulkan_profiled.get()
+                                                      : nullptr;
   if (profiled && first_ms <= 5000) {
     auto pexe = profiled->compile(p);
     std::vector<double> kms;
@@ -572,6 +585,11 @@ void bench_step(Backends& bk, const std::string& backend, const std::string& mod
   r.throughput = 1000.0 / r.ms.median;
   r.unit = "steps/s";
   r.extra = {{"batch", b}, {"model", model}, {"kernels", exe->kernels_per_step()}, {"last_loss", last_loss}};
+  if (const auto* ck = exe->compute_kernels()) {  // gles-compute: how many kernels each strategy emitted
+    json counts = json::object();
+    for (auto& k : *ck) counts[k.strategy] = counts.value(k.strategy, 0) + 1;
+    r.extra["strategies"] = counts;
+  }
   // where a run's host time goes (GLES: upload / draw submission / readback, which waits for the GPU)
   std::map<std::string, std::vector<double>> phases;
   for (int i = 0; i < 7; ++i) {
@@ -1222,6 +1240,21 @@ int main(int argc, char** argv) {
       if (want_gles) return 1;
     }
   }
+  if (std::find(o.backends.begin(), o.backends.end(), "gles-compute") != o.backends.end()) {
+    try {
+      sg::BackendOptions bo;
+      bo.kind = "gles-compute";
+      bo.max_outputs = o.max_outputs;
+      bo.compute_tiles = o.compute_tiles;
+      bk.compute = sg::make_backend(bo).backend;
+      bo.profile = true;
+      bk.compute_profiled = sg::make_backend(bo).backend;
+      if (bk.renderer.empty()) bk.renderer = bk.compute->device();
+    } catch (const sg::Error& e) {
+      fmt::print(stderr, "bench_ops: GLES compute backend unavailable: {}\n", e.what());
+      return 1;
+    }
+  }
   if (std::find(o.backends.begin(), o.backends.end(), "vulkan") != o.backends.end()) {
     try {
       sg::BackendOptions bo;
@@ -1249,7 +1282,7 @@ int main(int argc, char** argv) {
   try {
     print_row_header();
     for (auto& backend : o.backends) {
-      if (backend == "gles" && !bk.gles) continue;
+      if ((backend == "gles" && !bk.gles) || (backend == "gles-compute" && !bk.compute)) continue;
       if (o.wants("sgemm"))
         for (int64_t n : o.sgemm) bench_sgemm(bk, backend, n, o);
       if (o.wants("mlp"))

@@ -241,3 +241,38 @@ TEST_CASE("gles-compute emits the MLP's and the CNN's matmul and conv kernels as
     CHECK(tiled >= (model == "mlp" ? 5 : 10));
   }
 }
+
+TEST_CASE("compute kernel sources are byte-stable and name the kernel, its graph nodes, user lines and bindings",
+          "[gles-compute][codegen]") {
+  auto emit_all = [] {
+    Mlp m(9, 23, 17, 5);
+    auto opt = make_adam({.lr = 0.01});
+    Program p = make_train_step(m.loss, m.params(), *opt);
+    ComputeLimits l;
+    l.max_storage_buffers = 16;
+    l.max_workgroup_invocations = 1024;
+    l.max_shared_bytes = 49152;
+    Plan plan = schedule(p, compute_schedule_options(l));
+    std::vector<std::string> names, sources;
+    for (auto& k : plan.kernels) {
+      names.push_back(k.name);
+      sources.push_back(emit_compute_kernel(plan, k, l).glsl450);
+    }
+    return std::make_pair(names, sources);
+  };
+  auto [names, a] = emit_all();
+  auto b = emit_all().second;  // a second program built the same way: new nodes, same text
+  REQUIRE(a.size() == b.size());
+  int tiled = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    INFO(names[i]);
+    CHECK(a[i] == b[i]);
+    CHECK(a[i].rfind("#version 450\n// shadergrad compute kernel " + names[i] + " (", 0) == 0);
+    CHECK(a[i].find("// graph nodes computed here") != std::string::npos);
+    CHECK(a[i].find("test_models.h:") != std::string::npos);  // the user's source line of the nodes
+    CHECK(a[i].find("// bindings (set 0)") != std::string::npos);
+    CHECK(a[i].find("push_constant") == std::string::npos);
+    tiled += a[i].find("(tiled-contraction)") != std::string::npos;
+  }
+  CHECK(tiled >= 4);  // x.W1, h.W2, dh = dlogits.W2^T, x^T.dh (+ Adam)
+}

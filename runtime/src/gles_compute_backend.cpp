@@ -9,14 +9,17 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <unordered_map>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "gles_backends.h"
 #include "sg/backend.h"
 #include "sg/compute_kernel.h"
 #include "sg/dump.h"
+#include "sg/error.h"
 #include "sg/gles_device.h"
 #include "sg/kernel_cache.h"
 
@@ -103,8 +106,9 @@ class GlesComputeBackend final : public Backend {
     so.unfused = opt_.unfused;
     if (opt_.max_outputs > 0) so.max_outputs = std::min(so.max_outputs, opt_.max_outputs);
     Plan plan = schedule(p, so);
-    if (!dump_dir_.empty()) dump_plan(plan, fmt::format("{}/program{:02}", dump_dir_, dumps_++), cache_);
-    return std::make_unique<GlesComputeExecutable>(*this, std::move(plan));
+    auto exe = std::make_unique<GlesComputeExecutable>(*this, std::move(plan));
+    if (!dump_dir_.empty()) dump(*exe, fmt::format("{}/program{:02}", dump_dir_, dumps_++));
+    return exe;
   }
   std::vector<float> read(const Tensor& leaf) override {
     PersistentBuffers& p = persistent(leaf.node());
@@ -146,6 +150,23 @@ class GlesComputeBackend final : public Backend {
     } catch (const CompileError& e) {
       throw CompileError(fmt::format("{}\ngraph nodes in kernel {}:\n{}", e.what(), k.name, k.comment));
     }
+  }
+
+  /// SG_DUMP / BackendOptions::dump_dir: the compute kernels that run, as NAME.glsl (GLSL 4.50), NAME.spvasm and
+  /// NAME.comp (GLSL ES 3.10 with the header comment), plus plan.json (sg/dump.h's writers).
+  void dump(const Executable& exe, const std::string& dir) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) throw IOError(fmt::format("cannot create dump directory {}: {}", dir, ec.message()));
+    const Plan& plan = *exe.plan();
+    for (size_t i = 0; i < plan.kernels.size(); ++i) {
+      const Kernel& k = plan.kernels[i];
+      const CompiledShader& c = cache_.get_or_compile(k.name, (*exe.compute_kernels())[i].glsl450, ShaderStage::Compute);
+      write_file_atomic(dir + "/" + k.name + ".glsl", c.glsl450);
+      write_file_atomic(dir + "/" + k.name + ".spvasm", c.spvasm);
+      write_file_atomic(dir + "/" + k.name + ".comp", with_header_comment(c.gles, c.glsl450));
+    }
+    write_file_atomic(dir + "/plan.json", plan.to_json().dump(2) + "\n");
   }
 
   gles::Device& dev() { return *dev_; }
