@@ -21,6 +21,7 @@
 #include <sstream>
 
 #include "sg/backend.h"
+#include "vulkan_test_util.h"
 #include "sg/sg.h"
 
 namespace sg::op_cases {
@@ -190,6 +191,7 @@ class Suite {
       REQUIRE(gpu->name() == bo.kind);
       auto exe = gpu->compile(prog_);
       auto got = exe->run(feeds());
+      if (bo.kind == "vulkan") sg::testing::expect_no_validation_messages(vulkan_device(*gpu));
       REQUIRE(got.size() == want.size());
       for (size_t i = 0; i < want.size(); ++i) {
         Diff d = compare(got[i], want[i], tols_[i]);

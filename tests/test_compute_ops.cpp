@@ -25,8 +25,17 @@ std::vector<BackendOptions> both_tile_sizes() {
   return {cpu_tiles, gpu_tiles};
 }
 
+/// Vulkan on lavapipe (pinned, validation layer on, zero messages asserted after every run) with the device's
+/// tile sizes on the direct-map path, and with the GPU tile sizes on the staging path a discrete GPU takes.
+std::vector<BackendOptions> vulkan_variants() {
+  BackendOptions direct = sg::testing::vulkan_options(-1), staged = sg::testing::vulkan_options(0);
+  staged.compute_tiles = 1;
+  return {direct, staged};
+}
+
 }  // namespace
 
+SG_OP_CASE_TESTS("vulkan", "[vulkan][ops]", vulkan_variants(), vulkan_variants())
 SG_OP_CASE_TESTS("gles-compute", "[gles-compute][ops]", both_tile_sizes(), both_tile_sizes())
 
 TEST_CASE("gles-compute matmul and conv across tile and K-chunk boundaries equal the CPU backend",

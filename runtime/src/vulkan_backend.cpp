@@ -54,6 +54,7 @@ class VulkanExecutable final : public Executable {
   const Plan* plan() const override { return &plan_; }
   std::vector<KernelTiming> last_timings() const override { return timings_; }
   std::vector<std::pair<std::string, double>> last_phases() const override { return phases_; }
+  const std::vector<ComputeKernel>* compute_kernels() const override { return &kernels_; }
 
  private:
   /// The descriptor sets of one assignment of front/back buffers, and the step recorded with them.
@@ -98,6 +99,11 @@ class VulkanBackend final : public Backend {
     d.pipeline_cache_dir = cache_.disk_dir();  // the VkPipelineCache file lives next to the kernel cache
     dev_ = vk::Device::create(d);
     limits_ = clamp_limits(dev_->caps().limits, opt.vulkan.max_limits);
+    if (opt.compute_tiles < -1 || opt.compute_tiles > 1)
+      throw ValueError(fmt::format("BackendOptions::compute_tiles must be -1 (auto), 0 (CPU tiles) or 1 (GPU tiles), got {}",
+                                   opt.compute_tiles));
+    emit_limits_ = limits_;  // the schedule's loop budget follows the device; the tile sizes may be forced (tests)
+    if (opt.compute_tiles >= 0) emit_limits_.cpu_device = opt.compute_tiles == 0;
     dump_dir_ = opt.dump_dir;
     if (dump_dir_.empty())
       if (const char* e = std::getenv("SG_DUMP")) dump_dir_ = e;
@@ -143,6 +149,7 @@ class VulkanBackend final : public Backend {
   KernelCache cache_;  // env SG_KERNEL_CACHE: SPIR-V on disk, and the VkPipelineCache file beside it
   std::unique_ptr<vk::Device> dev_;
   ComputeLimits limits_;
+  ComputeLimits emit_limits_;  ///< limits_ with BackendOptions::compute_tiles applied (what kernels are emitted for)
   std::unordered_map<const CompiledShader*, vk::Pipeline> pipelines_;  // never evicted (as GLES programs)
   std::unordered_map<const Node*, Persistent> state_;
   std::vector<NodePtr> keep_;  // keeps persistent nodes alive while their buffers exist
@@ -164,7 +171,7 @@ std::vector<ComputeKernel> VulkanBackend::emit_kernels(const Plan& plan) {
   for (auto& k : plan.kernels) {
     ComputeKernel ck;
     try {
-      ck = emit_compute_kernel(plan, k, limits_);
+      ck = emit_compute_kernel(plan, k, emit_limits_);
     } catch (const UnsupportedError& e) {
       throw UnsupportedError(fmt::format("vulkan: {} ({})", e.what(), limits_note(dev_->caps(), limits_)));
     }

@@ -140,7 +140,7 @@ struct BackendOptions {
   /// is still submitting the later ones (drivers otherwise buffer the commands until the readback waits).
   /// -1 = auto: on for GPUs, off for CPU rasterisers; 0 = off, 1 = on. make_backend throws ValueError otherwise.
   int flush_draws = -1;
-  /// gles-compute: the tile sizes of tiled kernels. -1 = the device's class (ComputeLimits::cpu_device: small tiles
+  /// gles-compute and vulkan: the tile sizes of tiled kernels. -1 = the device's class (ComputeLimits::cpu_device: small tiles
   /// on CPU implementations such as llvmpipe), 0 = CPU tile sizes, 1 = GPU tile sizes (tests run the GPU kernels on
   /// llvmpipe this way; the loop budget of the schedule still follows the device). make_backend throws ValueError
   /// for other values.
