@@ -212,7 +212,9 @@ def bench_step_graph(torch, dev, model_name, batch, args):
     torch.cuda.current_stream().wait_stream(s)
     graph = torch.cuda.CUDAGraph()
     opt.zero_grad(set_to_none=False)
-    with torch.cuda.graph(graph):
+    # capture on the warmed-up stream: a fresh capture stream would create its cuBLAS workspace during the capture
+    # (the process's first capture then fails with cudaErrorStreamCaptureInvalidated)
+    with torch.cuda.graph(graph, stream=s):
         static_loss = lossf(model(x), y)
         static_loss.backward()
         opt.step()
