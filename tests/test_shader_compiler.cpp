@@ -256,9 +256,11 @@ TEST_CASE("error_lines_from_log and mark_source_lines", "[shader]") {
       "ERROR: 0:3: '' : compilation terminated\n"
       "ERROR: 0:8: 'y' : syntax error\n"
       "0:5(12): error: `z' undeclared\n"  // Mesa's format
+      "0(10) : error C0000: syntax error, unexpected '*'\n"  // NVIDIA's format
+      "0(11) : warning C7050: \"w\" might be used before being initialized\n"
       "WARNING: 0:1: something\n"
       "ERROR: 2 compilation errors.  No code generated.\n";
-  CHECK(sg::error_lines_from_log(log) == std::vector<int>{3, 5, 8});
+  CHECK(sg::error_lines_from_log(log) == std::vector<int>{3, 5, 8, 10});
   const std::string src = "l1\nl2\nl3\nl4\nl5\nl6\nl7\nl8\nl9\nl10\nl11\nl12\n";
   const std::string marked = sg::mark_source_lines(src, "ERROR: 0:3: bad\n", 2);
   CHECK(marked ==

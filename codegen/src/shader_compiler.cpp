@@ -91,14 +91,18 @@ std::vector<int> error_lines_from_log(std::string_view log) {
       }
       continue;
     }
-    // Mesa's GLSL compiler: "0:12(5): error: ...".
-    size_t colon = line.find(':');
-    if (colon != std::string_view::npos && colon > 0 && line.find("error") != std::string_view::npos) {
-      size_t end0 = 0;
-      if (parse_int_at(line, 0, &end0) < 0 || end0 != colon) continue;
-      size_t end = 0;
-      int n = parse_int_at(line, colon + 1, &end);
+    if (line.find("error") == std::string_view::npos) continue;
+    size_t end0 = 0;
+    if (parse_int_at(line, 0, &end0) < 0 || end0 >= line.size()) continue;
+    size_t end = 0;
+    if (line[end0] == ':') {
+      // Mesa's GLSL compiler: "0:12(5): error: ...".
+      int n = parse_int_at(line, end0 + 1, &end);
       if (n > 0 && end < line.size() && line[end] == '(') found.insert(n);
+    } else if (line[end0] == '(') {
+      // NVIDIA: "0(12) : error C0000: ...".
+      int n = parse_int_at(line, end0 + 1, &end);
+      if (n > 0 && end < line.size() && line[end] == ')') found.insert(n);
     }
   }
   return {found.begin(), found.end()};

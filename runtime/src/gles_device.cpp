@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sg/error.h"
+#include "sg/shader_compiler.h"  // mark_source_lines: the one shader-log line marker
 
 namespace sg::gles {
 
@@ -167,43 +168,6 @@ void main() {
   o_color = texelFetch(u_src, ivec2(gl_FragCoord.xy), 0);
 }
 )";
-
-/// Source with 1-based line numbers; lines in `marked` get a ">>" prefix.
-std::string number_lines(const std::string& src, const std::set<int>& marked) {
-  std::string out;
-  std::istringstream in(src);
-  std::string line;
-  int n = 0;
-  while (std::getline(in, line)) {
-    ++n;
-    out += fmt::format("{} {:4} | {}\n", marked.count(n) ? ">>" : "  ", n, line);
-  }
-  return out;
-}
-
-/// Line numbers an info log blames, for the formats of Mesa ("0:12(5): error"), glslang/ANGLE
-/// ("ERROR: 0:12: ...") and NVIDIA ("0(12) : error C0000").
-std::set<int> blamed_lines(const std::string& log) {
-  static const std::regex mesa(R"(^\s*\d+:(\d+)\(\d+\)\s*:\s*(error|warning))", std::regex::icase);
-  static const std::regex glslang(R"(^\s*(ERROR|WARNING)\s*:\s*\d+:(\d+)\s*:)", std::regex::icase);
-  static const std::regex nvidia(R"(^\s*\d+\((\d+)\)\s*:\s*(error|warning))", std::regex::icase);
-  std::set<int> lines;
-  std::istringstream in(log);
-  std::string l;
-  std::smatch m;
-  while (std::getline(in, l)) {
-    auto is_error = [&](const std::string& kind) {
-      return kind.size() >= 5 && (kind[0] == 'e' || kind[0] == 'E');
-    };
-    if (std::regex_search(l, m, mesa) && is_error(m[2].str()))
-      lines.insert(std::stoi(m[1].str()));
-    else if (std::regex_search(l, m, glslang) && is_error(m[1].str()))
-      lines.insert(std::stoi(m[2].str()));
-    else if (std::regex_search(l, m, nvidia) && is_error(m[2].str()))
-      lines.insert(std::stoi(m[1].str()));
-  }
-  return lines;
-}
 
 std::vector<std::string> declared_sampler_names(const std::string& src) {
   static const std::regex decl(
@@ -806,7 +770,7 @@ void Device::probe_caps() {
     glGetShaderInfoLog(c.vertex_shader, len, nullptr, log.data());
     throw CompileError(fmt::format("GLES: the built-in full-screen vertex shader failed to compile on '{}':\n"
                                    "{}\n{}",
-                                   caps_.renderer, log.c_str(), number_lines(kVertexShader, blamed_lines(log))));
+                                   caps_.renderer, log.c_str(), mark_source_lines(kVertexShader, log, kAllSourceLines)));
   }
 
   // Float render targets: test, do not trust the extension string (TF.js webgl_util does the same).
@@ -1005,7 +969,7 @@ Program Device::create_program(const std::string& fragment_source, const std::st
     throw CompileError(fmt::format(
         "GLES: fragment shader of kernel '{}' failed to compile on '{}':\n{}\n--- source (>> marks lines the "
         "log blames) ---\n{}",
-        kernel_name, caps_.renderer, log, number_lines(fragment_source, blamed_lines(log))));
+        kernel_name, caps_.renderer, log, mark_source_lines(fragment_source, log, kAllSourceLines)));
   }
 
   Program p;
@@ -1035,7 +999,7 @@ Program Device::create_program(const std::string& fragment_source, const std::st
     drain_gl_errors();
     throw CompileError(fmt::format(
         "GLES: program of kernel '{}' failed to link on '{}':\n{}\n--- fragment source ---\n{}", kernel_name,
-        caps_.renderer, log, number_lines(fragment_source, blamed_lines(log))));
+        caps_.renderer, log, mark_source_lines(fragment_source, log, kAllSourceLines)));
   }
   gl_check("glLinkProgram", where);
 

@@ -29,7 +29,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "sg/autodiff.h"
+#include "sg/program.h"
 #include "sg/kernel_ir.h"
 #include "sg/texture_layout.h"
 

@@ -73,14 +73,18 @@ CompiledShader compile_shader(const std::string& name, const std::string& glsl45
 /// Throws sg::CompileError (kernel name, glslang's log, marked source) when it is not.
 void check_gles_compiles(const std::string& name, const std::string& gles_source, ShaderStage stage);
 
-/// Numbers the lines of `source` ("  12 | text") and marks with ">>" the lines named by
-/// "ERROR: <string>:<line>:" entries of a glslang info `log`, showing `context` lines around each marked line
-/// ("..." for skipped runs). When the log names no line, the whole source is numbered (nothing marked).
-/// Exposed for the runtime, which shows driver compile logs (same "ERROR: 0:LINE:" format on Mesa) this way.
+/// The one shader-log line marker of the code base (glslang's errors here, the GL driver's in the GLES runtime).
+/// Numbers the lines of `source` ("  12 | text") and marks with ">>" the lines error_lines_from_log finds in the
+/// info `log`, showing `context` lines around each marked line ("..." for skipped runs; kAllSourceLines shows the
+/// whole source). When the log names no line, the whole source is numbered (nothing marked).
 std::string mark_source_lines(std::string_view source, std::string_view log, int context = 2);
 
-/// The 1-based line numbers named by "ERROR: <string>:<line>:" entries of a glslang-style info log, sorted,
-/// without duplicates.
+/// mark_source_lines' context that shows every line of the source.
+inline constexpr int kAllSourceLines = 1 << 20;
+
+/// The 1-based line numbers named by the error entries of a shader info log, sorted, without duplicates. Formats:
+/// glslang and ANGLE "ERROR: <string>:<line>: ...", Mesa "<string>:<line>(<column>): error: ...", NVIDIA
+/// "<string>(<line>) : error C0000: ...". Warnings are not errors.
 std::vector<int> error_lines_from_log(std::string_view log);
 
 }  // namespace sg
