@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "sg/autodiff.h"
 #include "sg/dump.h"
 #include "sg/emit.h"
 #include "sg/nn.h"
