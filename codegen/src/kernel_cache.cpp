@@ -140,6 +140,11 @@ std::optional<CompiledShader> KernelCache::load_from_disk(uint64_t key, const st
   s.glsl450 = glsl450;
   s.gles = std::move(*gles);
   s.spvasm = std::move(*spvasm);
+  try {
+    s.declared = reflect_interface(s.spirv);  // not stored: read again from the (hash-checked) SPIR-V
+  } catch (const CompileError&) {
+    return corrupt();
+  }
   s.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return s;
 }

@@ -238,6 +238,7 @@ CompiledShader compile_shader(const std::string& name, const std::string& glsl45
     o.fragment.default_int_precision = spirv_cross::CompilerGLSL::Options::Highp;
     cross.set_common_options(o);
     result.gles = cross.compile();
+    result.declared = reflect_interface(result.spirv);
   } catch (const spirv_cross::CompilerError& e) {
     throw CompileError(fmt::format(
         "kernel '{}' ({} shader): SPIRV-Cross cannot express this SPIR-V as GLSL ES {}: {}\nGLSL 4.50 source:\n{}",
@@ -246,6 +247,28 @@ CompiledShader compile_shader(const std::string& name, const std::string& glsl45
 
   result.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return result;
+}
+
+ShaderInterface reflect_interface(const std::vector<uint32_t>& spirv) {
+  try {
+    spirv_cross::Compiler c(spirv);
+    const spirv_cross::ShaderResources res = c.get_shader_resources();
+    std::vector<std::pair<uint32_t, std::string>> samplers;
+    for (const auto& r : res.sampled_images)
+      samplers.emplace_back(c.get_decoration(r.id, spv::DecorationBinding), c.get_name(r.id));
+    std::sort(samplers.begin(), samplers.end());
+    ShaderInterface io;
+    for (auto& s : samplers) io.samplers.push_back(std::move(s.second));
+    if (c.get_execution_model() == spv::ExecutionModelFragment)
+      for (const auto& r : res.stage_outputs) {
+        const spirv_cross::SPIRType& t = c.get_type(r.type_id);
+        const int len = t.array.empty() ? 1 : static_cast<int>(t.array[0]);
+        io.outputs = std::max(io.outputs, static_cast<int>(c.get_decoration(r.id, spv::DecorationLocation)) + len);
+      }
+    return io;
+  } catch (const spirv_cross::CompilerError& e) {
+    throw CompileError(fmt::format("SPIRV-Cross cannot reflect this SPIR-V module: {}", e.what()));
+  }
 }
 
 void check_gles_compiles(const std::string& name, const std::string& gles_source, ShaderStage stage) {

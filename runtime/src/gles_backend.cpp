@@ -136,7 +136,8 @@ class GlesBackend final : public Backend {
     try {
       const CompiledShader& c = cache_.get_or_compile(k.name, src, ShaderStage::Fragment);
       auto it = programs_.find(c.gles);
-      if (it == programs_.end()) it = programs_.emplace(c.gles, dev_->create_program(c.gles, k.name)).first;
+      if (it == programs_.end())  // samplers and outputs as SPIRV-Cross reflected them (CompiledShader::declared)
+        it = programs_.emplace(c.gles, dev_->create_program(c.gles, k.name, c.declared)).first;
       return it->second;
     } catch (const CompileError& e) {
       // name the graph nodes (and the user's lines) the failing kernel computes

@@ -13,7 +13,6 @@
 #include <limits>
 #include <map>
 #include <mutex>
-#include <regex>
 #include <set>
 #include <sstream>
 
@@ -168,53 +167,6 @@ void main() {
   o_color = texelFetch(u_src, ivec2(gl_FragCoord.xy), 0);
 }
 )";
-
-std::vector<std::string> declared_sampler_names(const std::string& src) {
-  static const std::regex decl(
-      R"(\buniform\s+(?:(?:highp|mediump|lowp)\s+)?[iu]?sampler\w*\s+([A-Za-z_]\w*))");
-  std::vector<std::string> names;
-  for (auto it = std::sregex_iterator(src.begin(), src.end(), decl); it != std::sregex_iterator(); ++it)
-    names.push_back((*it)[1].str());
-  return names;
-}
-
-/// The source without // and /* */ comments (replaced by a space), so declarations are not matched inside
-/// comments.
-std::string strip_comments(const std::string& src) {
-  std::string out;
-  out.reserve(src.size());
-  for (size_t i = 0; i < src.size();) {
-    if (src.compare(i, 2, "//") == 0) {
-      while (i < src.size() && src[i] != '\n') ++i;
-      out += ' ';
-    } else if (src.compare(i, 2, "/*") == 0) {
-      size_t end = src.find("*/", i + 2);
-      i = end == std::string::npos ? src.size() : end + 2;
-      out += ' ';
-    } else {
-      out += src[i++];
-    }
-  }
-  return out;
-}
-
-/// 1 + the highest colour location of the global `out` declarations (arrays take one location per element;
-/// no layout = location 0); 0 when none is recognised. Function parameters (`out vec4 x)`) end in ')' or
-/// ',' and do not match.
-int declared_output_count(const std::string& src) {
-  static const std::regex decl(
-      R"((?:\blayout\s*\(\s*location\s*=\s*(\d+)\s*\)\s*)?\bout\s+(?:(?:highp|mediump|lowp)\s+)?\w+\s+)"
-      R"([A-Za-z_]\w*\s*(?:\[\s*(\d+)\s*\])?\s*;)");
-  const std::string text = strip_comments(src);
-  int count = 0;
-  for (auto it = std::sregex_iterator(text.begin(), text.end(), decl); it != std::sregex_iterator(); ++it) {
-    const auto& m = *it;
-    const int loc = m[1].matched ? std::stoi(m[1].str()) : 0;
-    const int len = m[2].matched ? std::stoi(m[2].str()) : 1;
-    count = std::max(count, loc + len);
-  }
-  return count;
-}
 
 bool is_sampler_type(GLenum t) {
   switch (t) {
@@ -802,7 +754,7 @@ void Device::probe_caps() {
       Texture src = create_texture(TextureLayout::for_numel(8, 2), "fp32 probe src");
       Texture dst = create_texture(TextureLayout::for_numel(8, 2), "fp32 probe dst");
       upload(src, pattern, 8);
-      Program copy = create_program(kCopyShader, "fp32_roundtrip_probe");
+      Program copy = create_program(kCopyShader, "fp32_roundtrip_probe", ShaderInterface{{"u_src"}, 1});
       std::pair<std::string, const Texture*> in[] = {{"u_src", &src}};
       draw(copy, in, dst, "fp32_roundtrip_probe");
       float got[8] = {};
@@ -945,7 +897,8 @@ Framebuffer Device::create_framebuffer(const Texture& texture, std::string_view 
   return f;
 }
 
-Program Device::create_program(const std::string& fragment_source, const std::string& kernel_name) {
+Program Device::create_program(const std::string& fragment_source, const std::string& kernel_name,
+                               const std::optional<ShaderInterface>& declared) {
   ctx_->make_current();
   const std::string where = kernel_where(kernel_name);
   GLuint fs = glCreateShader(GL_FRAGMENT_SHADER);
@@ -1017,8 +970,12 @@ Program Device::create_program(const std::string& fragment_source, const std::st
     std::string uname(name_buf.data(), static_cast<size_t>(len));
     p.samplers_.emplace_back(uname, glGetUniformLocation(p.id_, uname.c_str()));
   }
-  p.declared_samplers_ = declared_sampler_names(fragment_source);
-  p.fragment_outputs_ = declared_output_count(fragment_source);
+  if (declared) {
+    p.declared_samplers_ = declared->samplers;
+    p.fragment_outputs_ = declared->outputs;
+  } else {
+    for (const auto& sampler : p.samplers_) p.declared_samplers_.push_back(sampler.first);
+  }
   gl_check("querying active uniforms", where);
   return p;
 }

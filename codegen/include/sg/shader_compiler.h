@@ -43,6 +43,17 @@ struct ShaderCompileOptions {
   bool validate = true;
 };
 
+/// What a kernel's GLSL ES declares, read from its SPIR-V by SPIRV-Cross's reflection (never by scanning text).
+struct ShaderInterface {
+  std::vector<std::string> samplers;  ///< sampler uniforms, in binding order, named as in the GLSL ES
+  int outputs = 0;  ///< fragment colour outputs: 1 + the highest Location (an array takes one per element); compute: 0
+  bool operator==(const ShaderInterface&) const = default;
+};
+
+/// The ShaderInterface of a SPIR-V module (spirv_cross::Compiler::get_shader_resources: sampled images, stage
+/// outputs). Throws CompileError when SPIRV-Cross cannot parse the module.
+ShaderInterface reflect_interface(const std::vector<uint32_t>& spirv);
+
 /// Everything the toolchain produced for one kernel.
 struct CompiledShader {
   std::string glsl450;          ///< the input: Vulkan-flavoured GLSL 4.50
@@ -51,6 +62,9 @@ struct CompiledShader {
   /// GLSL ES: fragment -> `#version 300 es` with `precision highp float; precision highp int;`;
   /// compute -> `#version 310 es`. Names of samplers, buffers and outputs are those of the GLSL 4.50 source.
   std::string gles;
+  /// The samplers and colour outputs `gles` declares (reflect_interface of `spirv`); the GLES runtime binds and
+  /// checks a program's textures by it.
+  ShaderInterface declared;
   /// Wall time (ms) of the whole pipeline that produced this object (for a kernel-cache disk hit: the time to
   /// load it from disk).
   double compile_ms = 0;

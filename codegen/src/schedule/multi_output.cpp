@@ -18,6 +18,10 @@
 
 #include <algorithm>
 
+#include <range/v3/range/conversion.hpp>
+#include <range/v3/view/enumerate.hpp>
+#include <range/v3/view/filter.hpp>
+
 namespace sg::sched {
 
 namespace {
@@ -93,10 +97,11 @@ bool split_k_candidate(const ScheduleState& st, const NodePtr& n, const Lowered&
 }
 
 void group_multi_output(ScheduleState& st) {
-  for (auto& n : st.plan.order)
-    if (!n->is_leaf() && st.mat.count(n.get())) st.mat_nodes.push_back(n);
+  st.mat_nodes = st.plan.order |
+                 ranges::views::filter([&](const NodePtr& n) { return !n->is_leaf() && st.mat.count(n.get()) > 0; }) |
+                 ranges::to<std::vector>();
   st.trial_of = st.value_of;  // leaves: real ids
-  for (size_t i = 0; i < st.mat_nodes.size(); ++i) st.trial_of[st.mat_nodes[i].get()] = kPseudo + static_cast<int>(i);
+  for (auto&& [i, n] : ranges::views::enumerate(st.mat_nodes)) st.trial_of[n.get()] = kPseudo + static_cast<int>(i);
   st.max_out = st.opt.unfused ? 1 : std::max(1, st.opt.max_outputs);
   for (auto& n : st.mat_nodes) {
     Lowered solo = lower_group({n}, st.trial_of, nullptr, &st.transposed);

@@ -17,6 +17,10 @@
 
 #include <algorithm>
 
+#include <range/v3/view/filter.hpp>
+#include <range/v3/view/join.hpp>
+#include <range/v3/view/transform.hpp>
+
 namespace sg::sched {
 
 namespace {
@@ -69,11 +73,12 @@ void sink_reductions(ScheduleState& st) {
 }
 
 void mark_stored_members(ScheduleState& st) {
-  for (size_t gi = 0; gi < st.groups.size(); ++gi) {
-    if (st.groups[gi].dead) continue;
-    for (int id : st.groups[gi].lowered.inputs)
-      if (id >= kPseudo) st.read_elsewhere.insert(st.mat_nodes[id - kPseudo].get());
-  }
+  namespace views = ranges::views;
+  auto live_inputs = st.groups | views::filter([](const Group& g) { return !g.dead; }) |
+                     views::transform([](const Group& g) -> const std::vector<int>& { return g.lowered.inputs; }) |
+                     views::join;
+  for (int id : live_inputs | views::filter([](int id) { return id >= kPseudo; }))
+    st.read_elsewhere.insert(st.mat_nodes[id - kPseudo].get());
 }
 
 bool is_stored(const ScheduleState& st, const Group& g, const NodePtr& m) {

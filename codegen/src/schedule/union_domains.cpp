@@ -18,6 +18,8 @@
 #include <algorithm>
 #include <functional>
 
+#include <range/v3/view/zip.hpp>
+
 namespace sg::sched {
 
 namespace {
@@ -61,10 +63,9 @@ U single_group_union(const ScheduleState& st, const Group& g) {
   // path) stays alone as well: the same test on its stored members
   if (const int P = std::min(opt.row_planes, opt.max_outputs); P > 1 && !x.fixed && x.outputs * P <= opt.max_outputs) {
     bool plane = true, tiled = false;
-    for (size_t j = 0; j < g.members.size(); ++j) {
-      const NodePtr& m = g.members[j];
+    for (auto&& [m, expr] : ranges::views::zip(g.members, g.lowered.exprs)) {
       if (!is_stored(st, g, m)) continue;
-      tiled |= khas_unrollable_sum(g.lowered.exprs[j]);
+      tiled |= khas_unrollable_sum(expr);
       if (st.update_values.count(m.get()) || !row_planes_fit(st, m)) plane = false;
     }
     x.fixed = plane && tiled;
