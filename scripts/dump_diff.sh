@@ -37,15 +37,14 @@ commit=$(git -C "$repo" rev-parse --short "${1:-main}")
 root=${SG_DUMP_REF_ROOT:-$repo/build}
 ref="$root/dump-ref-$commit"
 if [[ ! -d $ref ]]; then
-  tmp=$(mktemp -d /tmp/sg-dump-ref-XXXXXX)
-  git -C "$repo" worktree add --detach "$tmp/src" "$commit" >/dev/null
-  export CCACHE_BASEDIR=${CCACHE_BASEDIR:-/work} CCACHE_DIR=${CCACHE_DIR:-/work/.ccache}
-  cmake -S "$tmp/src" -B "$tmp/src/build" -G Ninja >/dev/null
-  cmake --build "$tmp/src/build" --target shadergrad -j2 >/dev/null
-  dump_all "$tmp/src/build/bin/shadergrad" "$ref.tmp"
+  # beside this checkout (same path depth: with CCACHE_BASEDIR set, files unchanged since COMMIT are cache hits)
+  src="$repo-ref-$commit"
+  git -C "$repo" worktree add --detach "$src" "$commit" >/dev/null
+  cmake -S "$src" -B "$src/build" -G Ninja >/dev/null
+  cmake --build "$src/build" --target shadergrad -j2 >/dev/null
+  dump_all "$src/build/bin/shadergrad" "$ref.tmp"
   mv "$ref.tmp" "$ref"
-  git -C "$repo" worktree remove --force "$tmp/src"
-  rm -rf "$tmp"
+  git -C "$repo" worktree remove --force "$src"
 fi
 cur="$repo/build/dump-cur"
 dump_all "$repo/build/bin/shadergrad" "$cur"
