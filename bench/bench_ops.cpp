@@ -122,14 +122,10 @@ struct Options {
   std::set<std::string> only;
   int64_t probe_side = 0;
   int64_t probe_sgemm = 0;  // N of the hand-written MRT SGEMM probes (0 = 256 on llvmpipe, else 4096)
-  int max_outputs = 0;  // BackendOptions::max_outputs of the GLES backends (0 = device limit, 1 = no MRT fusion)
-  int64_t min_parallel = -1;  // BackendOptions::min_parallel_texels (-1 = auto: on for GPUs, off for llvmpipe)
-  int row_layout = -1;        // BackendOptions::row_layout (-1 = auto: on for GPUs, off for llvmpipe)
-  int row_planes = -1;        // BackendOptions::row_planes (-1 = auto: 4)
-  int col_planes = -1;        // BackendOptions::col_planes (-1 = auto: 2)
-  int union_domains = -1;     // BackendOptions::union_domains (-1 = auto: on for GPUs, off for llvmpipe)
-  int flush_draws = -1;       // BackendOptions::flush_draws (-1 = auto: on for GPUs, off for llvmpipe)
-  int compute_tiles = -1;     // BackendOptions::compute_tiles of gles-compute (-1 = the device's class)
+  /// The GLES backends' options (--max-outputs, --min-parallel, --row-layout, --row-planes, --col-planes,
+  /// --union-domains, --flush-draws); unset = auto (sg::schedule_options decides per device).
+  sg::BackendOptions gles{.kind = "gles"};
+  std::optional<bool> gpu_tiles;  // BackendOptions::gpu_tiles of the compute backends (--compute-tiles; unset = the device's class)
   bool wants(const std::string& c) const { return only.empty() || only.count(c) != 0; }
 };
 
@@ -165,10 +161,10 @@ int64_t parse_int(const std::string& s, const char* what) {
 }
 
 /// A 0|1 switch's value (exits with the usage message otherwise).
-int parse_switch(const std::string& s, const char* what) {
+bool parse_switch(const std::string& s, const char* what) {
   const int64_t v = parse_int(s, what);
   if (v > 1) usage(fmt::format("{} must be 0 or 1, got {}", what, v));
-  return static_cast<int>(v);
+  return v == 1;
 }
 
 Options parse(int argc, char** argv) {
@@ -218,27 +214,28 @@ Options parse(int argc, char** argv) {
       if (o.probe_sgemm % 32 != 0 || o.probe_sgemm == 0)
         usage(fmt::format("--probe-sgemm must be a positive multiple of 32, got {}", o.probe_sgemm));
     } else if (a == "--max-outputs") {
-      o.max_outputs = static_cast<int>(parse_int(value(), "--max-outputs"));
+      o.gles.max_outputs = static_cast<int>(parse_int(value(), "--max-outputs"));
+      if (*o.gles.max_outputs == 0) o.gles.max_outputs.reset();  // 0 = device limit
     } else if (a == "--min-parallel") {
-      o.min_parallel = parse_int(value(), "--min-parallel");
+      o.gles.min_parallel_texels = parse_int(value(), "--min-parallel");
     } else if (a == "--row-layout") {
-      o.row_layout = parse_switch(value(), "--row-layout");
+      o.gles.row_layout = parse_switch(value(), "--row-layout");
     } else if (a == "--row-planes") {
       const int64_t v = parse_int(value(), "--row-planes");
       if (v < 1 || v > 8) usage(fmt::format("--row-planes must be 1..8 (1 = off), got {}", v));
-      o.row_planes = static_cast<int>(v);
+      o.gles.row_planes = static_cast<int>(v);
     } else if (a == "--col-planes") {
       const int64_t v = parse_int(value(), "--col-planes");
       if (v < 1 || v > 2) usage(fmt::format("--col-planes must be 1 (off) or 2, got {}", v));
-      o.col_planes = static_cast<int>(v);
+      o.gles.col_planes = static_cast<int>(v);
     } else if (a == "--union-domains") {
-      o.union_domains = parse_switch(value(), "--union-domains");
+      o.gles.union_domains = parse_switch(value(), "--union-domains");
     } else if (a == "--flush-draws") {
-      o.flush_draws = parse_switch(value(), "--flush-draws");
+      o.gles.flush_draws = parse_switch(value(), "--flush-draws");
     } else if (a == "--compute-tiles") {
       const int64_t v = parse_int(value(), "--compute-tiles");
-      if (v < -1 || v > 1) usage(fmt::format("--compute-tiles must be -1, 0 or 1, got {}", v));
-      o.compute_tiles = static_cast<int>(v);
+      if (v < -1 || v > 1) usage(fmt::format("--compute-tiles must be -1 (the device's class), 0 (CPU tiles) or 1 (GPU tiles), got {}", v));
+      if (v >= 0) o.gpu_tiles = v == 1;
     } else if (a == "-h" || a == "--help") {
       usage("help");
     } else {
@@ -621,7 +618,7 @@ void bench_fusion(const Options& o) {
   json rows = json::array();
   auto one = [&](const std::string& label, const std::string& key, const sg::Program& p) {
     sg::ScheduleOptions fo;
-    fo.union_domains = o.union_domains != 0;
+    fo.union_domains = o.gles.union_domains.value_or(true);
     sg::Plan fused = sg::schedule(p, fo);
     sg::ScheduleOptions one_domain;
     one_domain.union_domains = false;
@@ -632,13 +629,11 @@ void bench_fusion(const Options& o) {
     sg::ScheduleOptions one_out;
     one_out.max_outputs = 1;
     const size_t single = sg::schedule(p, one_out).kernels.size();
-    sg::ScheduleOptions gpu;  // what the GLES backend runs on a hardware GPU with 8 draw buffers (the H200)
-    gpu.min_parallel_texels = 16384;
-    gpu.max_outputs = 8;
-    gpu.row_aligned_layout = true;
-    gpu.row_planes = 4;
-    gpu.col_planes = 2;
-    gpu.union_domains = o.union_domains != 0;
+    // what the GLES backend runs on a hardware GPU with 8 draw buffers (the H200): the one policy on that device
+    sg::BackendOptions gpu_opt;
+    gpu_opt.union_domains = o.gles.union_domains;
+    const sg::ScheduleOptions gpu =
+        sg::schedule_options(sg::make_target(sg::TargetName::GlslEsFragment, sg::preset_caps("gpu")), gpu_opt);
     const size_t split = sg::schedule(p, gpu).kernels.size();
     fmt::print("| {:<28} | {:>6} | {:>8} | {:>8} | {:>8} | {:>8} | {:>8} | {:>14} | {:>14} |\n", label,
                p.nodes().size(), fused.kernels.size(), split, single_domain, single, unf.kernels.size(),
@@ -717,15 +712,7 @@ void bench_compile_times(Backends& bk, const Options& o) {
   // Whole-step compile: fresh backend (cold cache) vs the same backend again (memory hits, GL programs reused).
   double step_cold_ms = -1, step_warm_ms = -1;
   if (bk.gles) {
-    sg::BackendOptions bo;
-    bo.kind = "gles";
-    bo.max_outputs = o.max_outputs;
-    bo.min_parallel_texels = o.min_parallel;
-    bo.row_layout = o.row_layout;
-    bo.row_planes = o.row_planes;
-    bo.col_planes = o.col_planes;
-    bo.union_domains = o.union_domains;
-    bo.flush_draws = o.flush_draws;
+    sg::BackendOptions bo = o.gles;
     auto fresh = sg::make_backend(bo).backend;
     auto t0 = Clock::now();
     auto e1 = fresh->compile(s.step);
@@ -1222,15 +1209,7 @@ int main(int argc, char** argv) {
   const bool need_gles = want_gles || o.wants("profile") || o.wants("probe");
   if (need_gles) {
     try {
-      sg::BackendOptions bo;
-      bo.kind = "gles";
-      bo.max_outputs = o.max_outputs;
-      bo.min_parallel_texels = o.min_parallel;
-      bo.row_layout = o.row_layout;
-      bo.row_planes = o.row_planes;
-      bo.col_planes = o.col_planes;
-      bo.union_domains = o.union_domains;
-      bo.flush_draws = o.flush_draws;
+      sg::BackendOptions bo = o.gles;
       bk.gles = sg::make_backend(bo).backend;
       bo.profile = true;
       bk.gles_profiled = sg::make_backend(bo).backend;
@@ -1244,8 +1223,8 @@ int main(int argc, char** argv) {
     try {
       sg::BackendOptions bo;
       bo.kind = "gles-compute";
-      bo.max_outputs = o.max_outputs;
-      bo.compute_tiles = o.compute_tiles;
+      bo.max_outputs = o.gles.max_outputs;
+      bo.gpu_tiles = o.gpu_tiles;
       bk.compute = sg::make_backend(bo).backend;
       bo.profile = true;
       bk.compute_profiled = sg::make_backend(bo).backend;
@@ -1259,6 +1238,8 @@ int main(int argc, char** argv) {
     try {
       sg::BackendOptions bo;
       bo.kind = "vulkan";
+      bo.max_outputs = o.gles.max_outputs;
+      bo.gpu_tiles = o.gpu_tiles;
       bk.vulkan = sg::make_backend(bo).backend;
       bo.profile = true;
       bk.vulkan_profiled = sg::make_backend(bo).backend;

@@ -200,7 +200,7 @@ class Suite {
           worst << "; worst element " << d.worst << ": " << bo.kind << " " << got[i][d.worst] << " cpu "
                 << want[i][d.worst] << " (error/tolerance " << d.ratio << ")";
         INFO("output '" << prog_.output_names[i] << "' " << shape_str(prog_.outputs[i]->shape) << ", backend "
-                        << bo.kind << ", max_texture_width " << bo.max_texture_width << ", compute_tiles " << bo.compute_tiles
+                        << bo.kind << ", max_texture_width " << bo.max_texture_width.value_or(0) << ", gpu_tiles " << (bo.gpu_tiles ? (*bo.gpu_tiles ? "yes" : "no") : "auto")
                         << (d.why.empty() ? "" : ": " + d.why) << worst.str());
         CHECK(d.ok);
       }

@@ -74,9 +74,9 @@ TEST_CASE("gles-compute MLP and CNN train steps equal the CPU backend", "[gles-c
     for (int64_t batch : {int64_t{3}, int64_t{37}}) {
       INFO(model << " batch " << batch);
       StepRun cpu = train_steps(model, batch, {.kind = "cpu"}, 5);
-      for (int tiles : {-1, 1}) {  // the device's tile sizes (CPU ones on llvmpipe), the GPU ones
-        INFO("compute_tiles " << tiles);
-        StepRun gpu = train_steps(model, batch, {.kind = "gles-compute", .compute_tiles = tiles}, 5);
+      for (std::optional<bool> tiles : {std::optional<bool>{}, std::optional<bool>{true}}) {  // the device's, the GPU ones
+        INFO("gpu_tiles " << (tiles ? "yes" : "auto"));
+        StepRun gpu = train_steps(model, batch, {.kind = "gles-compute", .gpu_tiles = tiles}, 5);
         expect_same_steps(gpu, cpu);
         REQUIRE(gpu.kernels.size() == gpu.names.size());
       }
@@ -200,7 +200,6 @@ TEST_CASE("compute kernels that exceed a device limit are refused with an error 
   ComputeLimits one = wide;
   one.max_storage_buffers = 1;
   CHECK_THROWS_AS(compute_schedule_options(one), ValueError);
-  CHECK_THROWS_WITH(make_backend({.kind = "gles-compute", .compute_tiles = 2}), Catch::Contains("compute_tiles"));
   // GLES 3.1's guaranteed minimum of 4 storage buffers fits this program's kernels. (The scheduler bounds the
   // inputs of multi-output kernels by max_inputs, not those of a kernel with prologues: with 3 buffers the
   // matmul + epilogue kernel above still reads 3 inputs, and is refused as tested.)

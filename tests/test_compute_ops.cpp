@@ -21,7 +21,7 @@ namespace {
 std::vector<BackendOptions> both_tile_sizes() {
   BackendOptions cpu_tiles, gpu_tiles;
   cpu_tiles.kind = gpu_tiles.kind = "gles-compute";
-  gpu_tiles.compute_tiles = 1;
+  gpu_tiles.gpu_tiles = true;
   return {cpu_tiles, gpu_tiles};
 }
 
@@ -29,7 +29,7 @@ std::vector<BackendOptions> both_tile_sizes() {
 /// tile sizes on the direct-map path, and with the GPU tile sizes on the staging path a discrete GPU takes.
 std::vector<BackendOptions> vulkan_variants() {
   BackendOptions direct = sg::testing::vulkan_options(-1), staged = sg::testing::vulkan_options(0);
-  staged.compute_tiles = 1;
+  staged.gpu_tiles = true;
   return {direct, staged};
 }
 

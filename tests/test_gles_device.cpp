@@ -376,7 +376,8 @@ uniform highp sampler2D u_unused;
 out vec4 o_color;
 void main() { o_color = texelFetch(u_a, ivec2(gl_FragCoord.xy), 0) + 2.0; }
 )";
-  auto p2 = dev->create_program(unused, "unused_sampler");
+  // (what the source declares, as the toolchain reflects it for generated kernels)
+  auto p2 = dev->create_program(unused, "unused_sampler", sg::ShaderInterface{{"u_a", "u_unused"}, 1});
   const float in[8] = {1, 2, 3, 4, 5, 6, 7, 8};
   dev->upload(a, in, 8);
   dev->draw(p2, {{"u_a", &a}, {"u_unused", &b}}, out, "unused_sampler");
@@ -504,6 +505,8 @@ void main() {
   o_diff = a - b;
 }
 )";
+/// What kSumProdDiffShader declares (the commented-out outputs do not count).
+const sg::ShaderInterface kSumProdDiffInterface{{"u_a", "u_b"}, 3};
 
 // out0 = a + b, out1 = a - b.
 const char* kSumDiffShader = R"(#version 300 es
@@ -569,7 +572,7 @@ TEST_CASE("GLES multiple render targets: one draw writes a+b, a*b, a-b", "[gles]
   std::vector<float> junk(static_cast<size_t>(full.numel), 12345.0f);
   for (Texture* t : {&sum, &prod, &diff}) dev->upload(*t, junk.data(), full.numel);
 
-  auto prog = dev->create_program(kSumProdDiffShader, "sum_prod_diff");
+  auto prog = dev->create_program(kSumProdDiffShader, "sum_prod_diff", kSumProdDiffInterface);
   CHECK(prog.fragment_outputs() == 3);
   const auto before = dev->live_objects();
   dev->draw(prog, {{"u_a", &ta}, {"u_b", &tb}}, {&sum, &prod, &diff}, "sum_prod_diff");
@@ -583,7 +586,7 @@ TEST_CASE("GLES multiple render targets: one draw writes a+b, a*b, a-b", "[gles]
 
   // Single-output draws afterwards use the texture's own framebuffer (one output of the last MRT draw
   // included) and must be unaffected by the scratch framebuffer's state.
-  auto mul_add = dev->create_program(kMulAddShader, "mul_add");
+  auto mul_add = dev->create_program(kMulAddShader, "mul_add", sg::ShaderInterface{{"u_a", "u_b"}, 1});
   CHECK(mul_add.fragment_outputs() == 1);
   Texture single = dev->create_texture(full, "single");
   dev->draw(mul_add, {{"u_a", &ta}, {"u_b", &tb}}, single, "mul_add");
@@ -628,7 +631,7 @@ TEST_CASE("GLES multiple render targets: ping-pong between target sets stays exa
   dev->upload(p0, x.data(), n);
   dev->upload(p1, y.data(), n);
   auto sd = dev->create_program(kSumDiffShader, "sum_diff");
-  auto spd = dev->create_program(kSumProdDiffShader, "sum_prod_diff");
+  auto spd = dev->create_program(kSumProdDiffShader, "sum_prod_diff", kSumProdDiffInterface);
 
   // CPU state follows the same steps in float.
   std::vector<float> cx = x, cy = y;
@@ -676,7 +679,7 @@ TEST_CASE("GLES multiple render targets: invalid output sets are ValueErrors", "
   Texture a = dev->create_texture(64, "a"), b = dev->create_texture(64, "b");
   Texture o0 = dev->create_texture(64, "o0"), o1 = dev->create_texture(64, "o1"), o2 = dev->create_texture(64, "o2");
   Texture wide = dev->create_texture(128, "wide");
-  auto prog = dev->create_program(kSumProdDiffShader, "spd_kernel");
+  auto prog = dev->create_program(kSumProdDiffShader, "spd_kernel", kSumProdDiffInterface);
   const std::pair<std::string, const Texture*> in[] = {{"u_a", &a}, {"u_b", &b}};
   using Catch::Contains;
 

@@ -39,7 +39,7 @@ using sg::testing::randn;
 std::unique_ptr<Backend> gles_backend(int64_t max_texture_width = 0) {
   BackendOptions bo;
   bo.kind = "gles";
-  bo.max_texture_width = max_texture_width;
+  if (max_texture_width > 0) bo.max_texture_width = max_texture_width;
   auto be = make_backend(bo).backend;  // BackendError fails the test: CI has Mesa llvmpipe
   REQUIRE(be->name() == "gles");
   return be;

@@ -17,7 +17,7 @@ std::vector<BackendOptions> gles_widths(std::vector<int64_t> widths) {
   for (int64_t w : widths) {
     BackendOptions bo;
     bo.kind = "gles";
-    bo.max_texture_width = w;
+    if (w > 0) bo.max_texture_width = w;  // 0: the device limit
     r.push_back(bo);
   }
   return r;

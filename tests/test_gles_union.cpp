@@ -2,6 +2,8 @@
 // texture allocated at the draw's extent while keeping its own layout. Checked against the CPU reference backend
 // (f64 accumulation) over several steps, so parameter updates written by union draws ping-pong between front and
 // back textures allocated larger than their layouts.
+#include <optional>
+
 #include <catch2/catch.hpp>
 
 #include "test_models.h"
@@ -26,7 +28,7 @@ namespace {
 std::unique_ptr<Backend> make(const std::string& kind, int64_t max_width = 0, bool union_domains = true) {
   BackendOptions bo;
   bo.kind = kind;
-  bo.max_texture_width = max_width;
+  if (max_width > 0) bo.max_texture_width = max_width;
   bo.union_domains = union_domains;
   auto be = make_backend(bo).backend;
   REQUIRE(be->name() == kind);
@@ -103,11 +105,11 @@ TEST_CASE("GLES MLP Adam steps with union-domain kernels equal the CPU backend",
   struct Variant {
     const char* label;
     int64_t width;
-    int row_layout;
-    int64_t min_parallel;
+    std::optional<bool> row_layout;       // empty: auto
+    std::optional<int64_t> min_parallel;  // empty: auto
   };
-  for (Variant v : {Variant{"llvmpipe schedule", 0, -1, -1}, Variant{"rows wrap at 8 texels", 8, -1, -1},
-                    Variant{"GPU schedule (row layouts, split-K)", 0, 1, 16384}}) {
+  for (Variant v : {Variant{"llvmpipe schedule", 0, {}, {}}, Variant{"rows wrap at 8 texels", 8, {}, {}},
+                    Variant{"GPU schedule (row layouts, split-K)", 0, true, 16384}}) {
     INFO(v.label);
     auto run = [&](const std::string& kind, bool union_domains, int* kernels, int* union_kernels) {
       Mlp m(B, I, H, O);
@@ -115,7 +117,7 @@ TEST_CASE("GLES MLP Adam steps with union-domain kernels equal the CPU backend",
       Program p = make_train_step(m.loss, m.params(), *adam);
       BackendOptions bo;
       bo.kind = kind;
-      bo.max_texture_width = v.width;
+      if (v.width > 0) bo.max_texture_width = v.width;
       bo.row_layout = v.row_layout;
       bo.min_parallel_texels = v.min_parallel;
       bo.union_domains = union_domains;

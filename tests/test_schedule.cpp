@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "sg/autodiff.h"
 #include "sg/dump.h"
 #include "sg/emit.h"
 #include "sg/nn.h"
@@ -612,4 +613,216 @@ TEST_CASE("reductions beyond the per-invocation loop budget split into partial a
   Program small;
   small.add_output("s", sum(input("y", {100})));
   CHECK(schedule(small).kernels.size() == 1);
+}
+
+// ------------------------------------------------------------------------------------------------------------------
+// One small test per scheduling rule (sg/schedule.h, codegen/src/schedule/*.cpp), named after the rule, so that a
+// failure names the rule that broke. Each builds the smallest program the rule applies to and checks what the rule
+// decides, against the same program scheduled with the rule's switch off or outside its conditions.
+// ------------------------------------------------------------------------------------------------------------------
+
+namespace {
+
+Program outputs(std::initializer_list<std::pair<const char*, Tensor>> outs) {
+  Program p;
+  for (auto& [name, t] : outs) p.add_output(name, t);
+  return p;
+}
+
+size_t kernel_count(const Program& p, const ScheduleOptions& so = {}) { return schedule(p, so).kernels.size(); }
+
+/// The kernel writing `t`'s value.
+const Kernel& producer_of(const Plan& plan, const Tensor& t) {
+  return plan.kernels.at(static_cast<size_t>(plan.value_of(t.node().get()).producer));
+}
+
+}  // namespace
+
+TEST_CASE("schedule rule elementwise-inline: a chain of maps is one kernel", "[schedule][rule]") {
+  Tensor x = input("x", {16, 8});
+  Tensor t1 = x * 0.5;  // four map nodes (one statement each)
+  Tensor t2 = exp(t1);
+  Tensor t3 = t2 * 2.0 + 1.0;
+  Tensor y = relu(t3);
+  CHECK(kernel_count(outputs({{"y", y}})) == 1);
+  CHECK(kernel_count(outputs({{"y", y}}), {.unfused = true}) == 4);
+}
+
+TEST_CASE("schedule rule movement-inline: reshape, permute, slice, pad and broadcast are read through", "[schedule][rule]") {
+  Tensor x = input("x", {4, 6});
+  Tensor v = input("v", {6});
+  Tensor y = pad(slice(transpose(reshape(x, {6, 4})), 0, 1, 3), {0, 1}, {0, 1}) * 2.0;  // [2, 8]
+  Tensor z = x + broadcast_to(v, {4, 6});
+  CHECK(kernel_count(outputs({{"y", y}})) == 1);
+  CHECK(kernel_count(outputs({{"z", z}})) == 1);
+}
+
+TEST_CASE("schedule rule prologue-inline: a cheap map feeding a matmul is computed in the matmul's loop",
+          "[schedule][rule]") {
+  Tensor a = input("a", {8, 16}), b = input("b", {16, 4});
+  CHECK(kernel_count(outputs({{"c", matmul(relu(a) * 0.5, b)}})) == 1);
+}
+
+TEST_CASE("schedule rule inline-cost-limit: a costly map with several readers is materialised once",
+          "[schedule][rule]") {
+  Tensor x = input("x", {8, 6});  // its row sums [8] and column sums [6] have different domains
+  Tensor cheap = x * 2.0;
+  Tensor costly = x;
+  for (int i = 0; i < 30; ++i) costly = costly * 1.01 + 0.5;  // 60 scalar ops > inline_cost_limit (24)
+  const ScheduleOptions so{.union_domains = false};
+  CHECK(kernel_count(outputs({{"r", sum(cheap, {0})}, {"c", sum(cheap, {1})}}), so) == 2);   // recomputed in both
+  CHECK(kernel_count(outputs({{"r", sum(costly, {0})}, {"c", sum(costly, {1})}}), so) == 3);  // stored once
+  CHECK(kernel_count(outputs({{"r", sum(costly, {0})}, {"c", sum(costly, {1})}}),
+                     {.inline_cost_limit = 1e9, .union_domains = false}) == 2);
+}
+
+TEST_CASE("schedule rule epilogue: a reduction is computed in its only same-shape elementwise consumer",
+          "[schedule][rule]") {
+  Tensor a = input("a", {8, 16}), b = input("b", {16, 4}), bias = input("bias", {4});
+  Tensor mm = matmul(a, b);
+  CHECK(kernel_count(outputs({{"y", relu(mm + bias)}})) == 1);
+  // read by two consumers, or by a non-elementwise one, the reduction ends its kernel
+  CHECK(kernel_count(outputs({{"y", relu(mm)}, {"z", exp(mm)}}), {.max_outputs = 1}) == 3);
+  CHECK(kernel_count(outputs({{"s", sum(mm, {1})}})) == 2);
+}
+
+TEST_CASE("schedule rule multi-output-vertical: values read at their own element share a kernel", "[schedule][rule]") {
+  Tensor x = input("x", {8, 8});
+  Tensor a = x * 2.0;
+  Tensor b = a + 1.0;  // reads the output a at its own element
+  const Program p = outputs({{"a", a}, {"b", b}});
+  const Plan plan = schedule(p, {.max_outputs = 4});
+  REQUIRE(plan.kernels.size() == 1);
+  CHECK(plan.kernels[0].outputs.size() == 2);
+  CHECK(kernel_count(p, {.max_outputs = 1}) == 2);
+}
+
+TEST_CASE("schedule rule multi-output-horizontal: values of one domain sharing an input share a kernel",
+          "[schedule][rule]") {
+  Tensor x = input("x", {8, 8});
+  const Program p = outputs({{"e", exp(x)}, {"s", sin(x)}});
+  CHECK(kernel_count(p, {.max_outputs = 4}) == 1);
+  CHECK(kernel_count(p, {.max_outputs = 1}) == 2);
+}
+
+TEST_CASE("schedule rule multi-output-identity: a value read at another element is not fused with its reader",
+          "[schedule][rule]") {
+  Tensor x = input("x", {8, 8});
+  Tensor a = x * 2.0;
+  const Program p = outputs({{"a", a}, {"t", transpose(a) + 1.0}});
+  CHECK(kernel_count(p, {.max_outputs = 8, .union_domains = false}) == 2);
+}
+
+TEST_CASE("schedule rule multi-output-budget: a kernel writes at most max_outputs values", "[schedule][rule]") {
+  Tensor x = input("x", {8, 8});
+  const Program p = outputs({{"a", exp(x)}, {"b", sin(x)}, {"c", cos(x)}, {"d", x * 3.0}, {"e", x + 3.0}});
+  CHECK(kernel_count(p, {.max_outputs = 8}) == 1);
+  CHECK(kernel_count(p, {.max_outputs = 2}) == 3);
+}
+
+namespace {
+
+/// m <- 0.9 m + g^T and w <- w - 0.1 g^T with g = a.b: the gradient g is read only by the update kernel, through
+/// a transpose (as an optimizer reads a weight gradient), so it cannot join that kernel as an output.
+struct UpdateGraph {
+  Tensor a = input("a", {64, 32}), b = input("b", {32, 64});
+  Tensor m = state("m", {64, 64}, std::vector<float>(64 * 64, 0.f));
+  Tensor w = param("w", {64, 64}, std::vector<float>(64 * 64, 1.f));
+  Tensor g = matmul(a, b);
+};
+
+}  // namespace
+
+TEST_CASE("schedule rule reduction-sinking: a reduction read by one kernel only is computed inside it",
+          "[schedule][rule]") {
+  UpdateGraph u;
+  Program p;
+  p.updates.push_back({u.m.node(), Tensor(u.m * 0.9 + transpose(u.g)).node()});
+  p.updates.push_back({u.w.node(), Tensor(u.w - transpose(u.g) * 0.1).node()});
+  const Plan plan = schedule(p, {.max_outputs = 4, .union_domains = false});
+  REQUIRE(plan.kernels.size() == 1);  // g is a local of the kernel writing m' and w'
+  CHECK(plan.kernels[0].outputs.size() == 2);
+  CHECK_THROWS_AS(plan.value_of(u.g.node().get()), ValueError);  // not stored
+  CHECK(kernel_count(p, {.max_outputs = 1}) == 3);               // without multi-output fusion: g, m', w'
+}
+
+TEST_CASE("schedule rule tiled-sums-stay-out-of-update-kernels: a sum the target tiles is not sunk into them",
+          "[schedule][rule]") {
+  UpdateGraph u;
+  Program p;
+  p.updates.push_back({u.m.node(), Tensor(u.m * 0.9 + transpose(u.g)).node()});
+  p.updates.push_back({u.w.node(), Tensor(u.w - transpose(u.g) * 0.1).node()});
+  const ScheduleOptions tiled{.max_outputs = 8, .row_planes = 4, .min_plane_texels = 1, .union_domains = false};
+  const Plan plan = schedule(p, tiled);
+  REQUIRE(plan.kernels.size() == 2);  // g (4 row planes), then the update kernel
+  CHECK(plan.value_of(u.g.node().get()).planes == 4);
+  ScheduleOptions small = tiled;
+  small.min_plane_texels = 1 << 20;  // planes would be too small: the tiling pass would not tile, g is sunk
+  CHECK(kernel_count(p, small) == 1);
+}
+
+TEST_CASE("schedule rule transposed-storage: a temporary every reader reduces over axis 0 is stored transposed",
+          "[schedule][rule]") {
+  Tensor a = input("a", {16, 8}), b = input("b", {8, 16}), c = input("c", {4, 16});
+  Tensor t = matmul(a, b);  // [16, 16], read as matmul's B operand and summed over rows
+  const Program p = outputs({{"ct", matmul(c, t)}, {"rows", sum(t, {0})}});
+  CHECK(schedule(p).value_of(t.node().get()).transposed);
+  CHECK_FALSE(schedule(p, {.transpose_row_reduced = false}).value_of(t.node().get()).transposed);
+  // a reader along axis 1 keeps it row-major
+  const Program q = outputs({{"ct", matmul(c, t)}, {"cols", sum(t, {1})}});
+  CHECK_FALSE(schedule(q).value_of(t.node().get()).transposed);
+}
+
+TEST_CASE("schedule rule split-k: a latency-bound reduction is split into partial and final kernels",
+          "[schedule][rule]") {
+  Tensor x = input("x", {8, 4096});
+  const Program p = outputs({{"s", sum(x, {1})}});  // 2 output texels, 4096 iterations each
+  const Plan split = schedule(p, {.min_parallel_texels = 16384});
+  REQUIRE(split.kernels.size() == 2);
+  CHECK(split.kernels[0].name.find("_partial") != std::string::npos);
+  CHECK(kernel_count(p) == 1);  // min_parallel_texels = 0: off
+}
+
+TEST_CASE("schedule rule loop-budget: a reduction longer than max_loop_iterations is split", "[schedule][rule]") {
+  Tensor x = input("x", {2, 4096});
+  const Program p = outputs({{"s", sum(x, {1})}});
+  CHECK(kernel_count(p, {.max_loop_iterations = 1024}) == 2);
+  CHECK(kernel_count(p) == 1);
+}
+
+TEST_CASE("schedule rule union-domains: independent kernels of different shapes share one draw", "[schedule][rule]") {
+  Tensor a = input("a", {3, 7}), b = input("b", {5, 8});
+  const Program p = outputs({{"s", sum(a, {1})}, {"e", exp(b)}});
+  const Plan plan = schedule(p, {.union_domains = true});
+  REQUIRE(plan.kernels.size() == 1);
+  CHECK(plan.kernels[0].blocks() == 2);
+  CHECK(kernel_count(p, {.union_domains = false}) == 2);
+  // a kernel that reads the other's value depends on it: never in one draw
+  Tensor s = sum(a, {1});
+  CHECK(kernel_count(outputs({{"s", s}, {"e", exp(b) + sum(s)}}), {.union_domains = true}) >= 2);
+}
+
+TEST_CASE("schedule rule row-planes: a matmul computes P rows per fragment into P render targets", "[schedule][rule]") {
+  Tensor a = input("a", {64, 32}), b = input("b", {32, 64});
+  Tensor c = matmul(a, b);
+  const Program p = outputs({{"c", c}});
+  const ScheduleOptions planed{.max_outputs = 8, .row_planes = 4, .min_plane_texels = 1};
+  const Plan plan = schedule(p, planed);
+  CHECK(plan.value_of(c.node().get()).planes == 4);
+  CHECK(producer_of(plan, c).exprs.size() == 4);
+  CHECK(schedule(p, {.max_outputs = 8, .row_planes = 1}).value_of(c.node().get()).planes == 1);
+  ScheduleOptions col = planed;
+  col.col_planes = 2;
+  const Value& v = schedule(p, col).value_of(c.node().get());
+  CHECK(v.planes == 8);
+  CHECK(v.col_planes == 2);
+}
+
+TEST_CASE("schedule rule unfused: one kernel per non-leaf node", "[schedule][rule]") {
+  Tensor a = input("a", {8, 16}), b = input("b", {16, 4});
+  Tensor mm = matmul(a, b);
+  Tensor s = mm + 1.0;
+  const Program p = outputs({{"y", relu(s)}});
+  CHECK(kernel_count(p) == 1);
+  CHECK(kernel_count(p, {.unfused = true}) == 3);  // matmul, add, relu
 }

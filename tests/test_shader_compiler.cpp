@@ -162,6 +162,40 @@ TEST_CASE("fragment kernel: GLSL 450 -> SPIR-V -> GLSL ES 3.00 (highp, names kep
   CHECK_NOTHROW(sg::check_gles_compiles("matmul_relu", s.gles, ShaderStage::Fragment));
 }
 
+TEST_CASE("the interface a shader declares comes from SPIRV-Cross reflection of its SPIR-V", "[shader]") {
+  // samplers in binding order (not name or text order), outputs = 1 + the highest location (an array counts each)
+  const std::string src = R"(#version 450
+layout(set = 0, binding = 1) uniform sampler2D in_a;
+layout(set = 0, binding = 0) uniform sampler2D in_z;
+// layout(location = 7) out vec4 o_commented;
+layout(location = 0) out vec4 o0;
+layout(location = 1) out vec4 o_pair[2];
+void main() {
+  ivec2 p = ivec2(gl_FragCoord.xy);
+  vec4 a = texelFetch(in_a, p, 0);
+  vec4 z = texelFetch(in_z, p, 0);
+  o0 = a;
+  o_pair[0] = z;
+  o_pair[1] = a + z;
+}
+)";
+  const CompiledShader s = sg::compile_shader("reflect", src, ShaderStage::Fragment);
+  CHECK(s.declared.samplers == std::vector<std::string>{"in_z", "in_a"});
+  CHECK(s.declared.outputs == 3);
+  CHECK(sg::reflect_interface(s.spirv) == s.declared);
+  const CompiledShader m = sg::compile_shader("matmul_relu", kMatmulRelu, ShaderStage::Fragment);
+  CHECK(m.declared == sg::ShaderInterface{{"in_a", "in_b"}, 1});
+  const CompiledShader c = sg::compile_shader("axpy", kAxpy, ShaderStage::Compute);
+  CHECK(c.declared == sg::ShaderInterface{});
+  // a kernel-cache disk hit reflects the stored SPIR-V again
+  TempDir dir;
+  { sg::KernelCache(dir.path).get_or_compile("reflect", src, ShaderStage::Fragment); }
+  sg::KernelCache again(dir.path);
+  CHECK(again.get_or_compile("reflect", src, ShaderStage::Fragment).declared == s.declared);
+  CHECK(again.stats().disk_hits == 1);
+  CHECK_THROWS_AS(sg::reflect_interface({0x07230203u, 1, 2}), sg::CompileError);
+}
+
 TEST_CASE("SPIR-V passes the spirv-val command-line validator too", "[shader]") {
   const CompiledShader s = sg::compile_shader("matmul_relu", kMatmulRelu, ShaderStage::Fragment);
   TempDir dir;
@@ -256,9 +290,11 @@ TEST_CASE("error_lines_from_log and mark_source_lines", "[shader]") {
       "ERROR: 0:3: '' : compilation terminated\n"
       "ERROR: 0:8: 'y' : syntax error\n"
       "0:5(12): error: `z' undeclared\n"  // Mesa's format
+      "0(10) : error C0000: syntax error, unexpected '*'\n"  // NVIDIA's format
+      "0(11) : warning C7050: \"w\" might be used before being initialized\n"
       "WARNING: 0:1: something\n"
       "ERROR: 2 compilation errors.  No code generated.\n";
-  CHECK(sg::error_lines_from_log(log) == std::vector<int>{3, 5, 8});
+  CHECK(sg::error_lines_from_log(log) == std::vector<int>{3, 5, 8, 10});
   const std::string src = "l1\nl2\nl3\nl4\nl5\nl6\nl7\nl8\nl9\nl10\nl11\nl12\n";
   const std::string marked = sg::mark_source_lines(src, "ERROR: 0:3: bad\n", 2);
   CHECK(marked ==

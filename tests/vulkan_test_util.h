@@ -24,8 +24,8 @@ inline BackendOptions vulkan_options(int direct_map = -1) {
   pin_lavapipe();
   BackendOptions bo;
   bo.kind = "vulkan";
-  bo.vulkan.validation = 1;
-  bo.vulkan.direct_map = direct_map;
+  bo.vulkan.validation = true;
+  if (direct_map >= 0) bo.vulkan.direct_map = direct_map == 1;
   return bo;
 }
 

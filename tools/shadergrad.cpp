@@ -111,18 +111,15 @@ int cmd_dump(const std::string& model_name, const std::string& target, const std
   sg::Tensor loss = sg::cross_entropy((*model)(x), y);
   auto opt = sg::make_adam({});
   sg::Program p = sg::make_train_step(loss, model->parameters(), *opt);
-  sg::ScheduleOptions so;
-  so.unfused = unfused;
-  so.max_outputs = max_outputs;
-  // what the GLES backend schedules (BackendOptions auto settings): row and column planes on every device; on a
-  // hardware GPU also split-K, row-aligned layouts and union-domain kernels; on llvmpipe none of those three
-  so.row_planes = 4;
-  so.col_planes = 2;
-  so.union_domains = gpu && !no_union;
-  if (gpu) {
-    so.min_parallel_texels = 16384;
-    so.row_aligned_layout = true;
-  }
+  // the GLES backend's schedule on the chosen device (the one policy, sg::schedule_options): llvmpipe, or a
+  // hardware GPU (split-K, row-aligned layouts and union-domain kernels besides row and column planes)
+  const sg::DeviceCaps caps = sg::preset_caps(gpu ? "gpu" : "llvmpipe");
+  const sg::Target tgt = sg::make_target(sg::TargetName::GlslEsFragment, caps);
+  sg::BackendOptions bo;
+  bo.unfused = unfused;
+  bo.max_outputs = max_outputs;
+  if (no_union) bo.union_domains = false;
+  const sg::ScheduleOptions so = sg::schedule_options(tgt, bo);
   sg::Plan plan = sg::schedule(p, so);
   sg::DumpOptions d;
   if (target == "glsl-es-compute") {
@@ -147,7 +144,7 @@ int cmd_dump(const std::string& model_name, const std::string& target, const std
                            "{:.2f} MiB\nschedule: as the GLES backend on {}: {} render targets per kernel, row planes "
                            "{}, column planes {}, split-K {}, row-aligned layouts {}, union-domain kernels {}{}\n",
                            plan.kernels.size(), model_name, batch, out, files, plan.peak_bytes / 1048576.0,
-                           gpu ? "a hardware GPU" : "llvmpipe", so.max_outputs, so.row_planes, so.col_planes,
+                           caps.renderer, so.max_outputs, so.row_planes, so.col_planes,
                            so.min_parallel_texels > 0 ? "on" : "off", so.row_aligned_layout ? "on" : "off",
                            so.union_domains ? "on" : "off", unfused ? " (unfused: one kernel per node)" : "");
   return 0;

@@ -1,22 +1,21 @@
 // shadergrad — kernel cache (see sg/kernel_cache.h).
 #include "sg/kernel_cache.h"
 
-#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 #include <system_error>
-#include <thread>
-
-#include <unistd.h>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <glslang/build_info.h>
 #include <spirv-tools/libspirv.h>
+
+#include "sg/atomic_file.h"
+#include "sg/error.h"
 
 namespace sg {
 
@@ -59,30 +58,15 @@ std::optional<std::string> read_file(const fs::path& p) {
   return std::move(ss).str();
 }
 
-// Writes `data` to a temporary file beside `dst`, then renames it over `dst` (atomic on POSIX file systems).
+// One cache file written with the code base's atomic writer; a failure (full disk, read-only directory) is
+// counted, not thrown: the cache is an optimisation.
 bool write_file_atomically(const fs::path& dst, std::string_view data) {
-  static std::atomic<uint64_t> counter{0};
-  const fs::path tmp =
-      dst.parent_path() / fmt::format(".{}.tmp-{}-{:x}-{}", dst.filename().string(), ::getpid(),
-                                      std::hash<std::thread::id>{}(std::this_thread::get_id()), counter++);
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return false;
-    out.write(data.data(), static_cast<std::streamsize>(data.size()));
-    out.close();
-    if (!out) {
-      std::error_code ec;
-      fs::remove(tmp, ec);
-      return false;
-    }
-  }
-  std::error_code ec;
-  fs::rename(tmp, dst, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
+  try {
+    write_file_atomic(dst.string(), data);
+    return true;
+  } catch (const IOError&) {
     return false;
   }
-  return true;
 }
 
 nlohmann::json file_record(std::string_view data) {
@@ -156,6 +140,11 @@ std::optional<CompiledShader> KernelCache::load_from_disk(uint64_t key, const st
   s.glsl450 = glsl450;
   s.gles = std::move(*gles);
   s.spvasm = std::move(*spvasm);
+  try {
+    s.declared = reflect_interface(s.spirv);  // not stored: read again from the (hash-checked) SPIR-V
+  } catch (const CompileError&) {
+    return corrupt();
+  }
   s.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return s;
 }

@@ -91,14 +91,18 @@ std::vector<int> error_lines_from_log(std::string_view log) {
       }
       continue;
     }
-    // Mesa's GLSL compiler: "0:12(5): error: ...".
-    size_t colon = line.find(':');
-    if (colon != std::string_view::npos && colon > 0 && line.find("error") != std::string_view::npos) {
-      size_t end0 = 0;
-      if (parse_int_at(line, 0, &end0) < 0 || end0 != colon) continue;
-      size_t end = 0;
-      int n = parse_int_at(line, colon + 1, &end);
+    if (line.find("error") == std::string_view::npos) continue;
+    size_t end0 = 0;
+    if (parse_int_at(line, 0, &end0) < 0 || end0 >= line.size()) continue;
+    size_t end = 0;
+    if (line[end0] == ':') {
+      // Mesa's GLSL compiler: "0:12(5): error: ...".
+      int n = parse_int_at(line, end0 + 1, &end);
       if (n > 0 && end < line.size() && line[end] == '(') found.insert(n);
+    } else if (line[end0] == '(') {
+      // NVIDIA: "0(12) : error C0000: ...".
+      int n = parse_int_at(line, end0 + 1, &end);
+      if (n > 0 && end < line.size() && line[end] == ')') found.insert(n);
     }
   }
   return {found.begin(), found.end()};
@@ -234,6 +238,7 @@ CompiledShader compile_shader(const std::string& name, const std::string& glsl45
     o.fragment.default_int_precision = spirv_cross::CompilerGLSL::Options::Highp;
     cross.set_common_options(o);
     result.gles = cross.compile();
+    result.declared = reflect_interface(result.spirv);
   } catch (const spirv_cross::CompilerError& e) {
     throw CompileError(fmt::format(
         "kernel '{}' ({} shader): SPIRV-Cross cannot express this SPIR-V as GLSL ES {}: {}\nGLSL 4.50 source:\n{}",
@@ -242,6 +247,28 @@ CompiledShader compile_shader(const std::string& name, const std::string& glsl45
 
   result.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return result;
+}
+
+ShaderInterface reflect_interface(const std::vector<uint32_t>& spirv) {
+  try {
+    spirv_cross::Compiler c(spirv);
+    const spirv_cross::ShaderResources res = c.get_shader_resources();
+    std::vector<std::pair<uint32_t, std::string>> samplers;
+    for (const auto& r : res.sampled_images)
+      samplers.emplace_back(c.get_decoration(r.id, spv::DecorationBinding), c.get_name(r.id));
+    std::sort(samplers.begin(), samplers.end());
+    ShaderInterface io;
+    for (auto& s : samplers) io.samplers.push_back(std::move(s.second));
+    if (c.get_execution_model() == spv::ExecutionModelFragment)
+      for (const auto& r : res.stage_outputs) {
+        const spirv_cross::SPIRType& t = c.get_type(r.type_id);
+        const int len = t.array.empty() ? 1 : static_cast<int>(t.array[0]);
+        io.outputs = std::max(io.outputs, static_cast<int>(c.get_decoration(r.id, spv::DecorationLocation)) + len);
+      }
+    return io;
+  } catch (const spirv_cross::CompilerError& e) {
+    throw CompileError(fmt::format("SPIRV-Cross cannot reflect this SPIR-V module: {}", e.what()));
+  }
 }
 
 void check_gles_compiles(const std::string& name, const std::string& gles_source, ShaderStage stage) {

@@ -55,49 +55,33 @@ class GlesBackend final : public Backend {
  public:
   explicit GlesBackend(const BackendOptions& opt) : opt_(opt) {
     gles::DeviceOptions d;
-    d.max_texture_width = opt.max_texture_width;
+    d.max_texture_width = opt.max_texture_width.value_or(0);
     dev_ = gles::Device::create(d);
     dev_->set_profiling(opt.profile);
-    // GPU-only schedule choices; CPU rasterisers run a few threads over linear textures and gain nothing
-    const std::string& r = dev_->caps().renderer;
-    cpu_raster_ = r.find("llvmpipe") != std::string::npos || r.find("softpipe") != std::string::npos ||
-                  r.find("SwiftShader") != std::string::npos;
-    if (opt.row_layout < -1 || opt.row_layout > 1)
-      throw ValueError(fmt::format("BackendOptions::row_layout must be -1 (auto), 0 or 1, got {}", opt.row_layout));
-    row_layout_ = opt.row_layout >= 0 ? opt.row_layout == 1 : !cpu_raster_;
-    if (opt.row_planes < -1 || opt.row_planes == 0 || opt.row_planes > 8)
-      throw ValueError(fmt::format("BackendOptions::row_planes must be -1 (auto) or 1..8, got {}", opt.row_planes));
-    row_planes_ = opt.row_planes > 0 ? opt.row_planes : 4;  // auto: measured faster on the H200 and on llvmpipe
-    if (opt.col_planes != -1 && opt.col_planes != 1 && opt.col_planes != 2)
-      throw ValueError(fmt::format("BackendOptions::col_planes must be -1 (auto), 1 (off) or 2, got {}", opt.col_planes));
-    col_planes_ = opt.col_planes == 1 ? 1 : 2;  // auto: on (measured faster on the H200 and on llvmpipe)
-    if (opt.union_domains < -1 || opt.union_domains > 1)
-      throw ValueError(fmt::format("BackendOptions::union_domains must be -1 (auto), 0 or 1, got {}", opt.union_domains));
-    if (opt.flush_draws < -1 || opt.flush_draws > 1)
-      throw ValueError(fmt::format("BackendOptions::flush_draws must be -1 (auto), 0 or 1, got {}", opt.flush_draws));
-    flush_draws_ = opt.flush_draws >= 0 ? opt.flush_draws == 1 : !cpu_raster_;
+    target_ = make_target(TargetName::GlslEsFragment, device_caps());
+    so_ = schedule_options(target_, opt);  // the one policy (sg/backend.h); throws ValueError for bad options
+    // GPU-only: CPU rasterisers run a few threads over the commands and gain nothing from early flushes
+    flush_draws_ = opt.flush_draws.value_or(!target_.cpu_device);
     dump_dir_ = opt.dump_dir;
     if (dump_dir_.empty())
       if (const char* e = std::getenv("SG_DUMP")) dump_dir_ = e;
   }
+  /// The device's capabilities as the target description reads them.
+  DeviceCaps device_caps() const {
+    const gles::Caps& c = dev_->caps();
+    DeviceCaps dc;
+    dc.renderer = c.renderer;
+    dc.cpu_device = is_cpu_renderer(c.renderer);
+    dc.max_texture_size = c.max_texture_size;
+    dc.max_texture_width = dev_->max_texture_width();
+    dc.max_draw_buffers = static_cast<int>(std::min<int64_t>(c.max_draw_buffers, 1 << 20));
+    dc.max_texture_units = static_cast<int>(std::min<int64_t>(c.max_texture_units, 1 << 20));
+    return dc;
+  }
   std::string name() const override { return "gles"; }
   std::string device() const override { return dev_->caps().renderer; }
   std::unique_ptr<Executable> compile(const Program& p) override {
-    ScheduleOptions so;
-    so.unfused = opt_.unfused;
-    so.max_texture_width = dev_->max_texture_width();
-    so.max_texture_height = dev_->caps().max_texture_size;
-    so.max_outputs = static_cast<int>(std::clamp<int64_t>(dev_->caps().max_draw_buffers, 1, 8));
-    if (opt_.max_outputs < 0)
-      throw ValueError(fmt::format("BackendOptions::max_outputs must be >= 0 (0 = device limit), got {}", opt_.max_outputs));
-    if (opt_.max_outputs > 0) so.max_outputs = std::min(so.max_outputs, opt_.max_outputs);
-    so.min_parallel_texels = opt_.min_parallel_texels >= 0 ? opt_.min_parallel_texels : cpu_raster_ ? 0 : 16384;
-    so.row_aligned_layout = row_layout_;
-    so.union_domains = opt_.union_domains >= 0 ? opt_.union_domains == 1 : !cpu_raster_;
-    so.max_inputs = static_cast<int>(std::min<int64_t>(dev_->caps().max_texture_units, 16));
-    so.row_planes = std::min(row_planes_, so.max_outputs);
-    so.col_planes = col_planes_;
-    Plan plan = schedule(p, so);
+    Plan plan = schedule(p, so_);
     if (!dump_dir_.empty()) dump_plan(plan, fmt::format("{}/program{:02}", dump_dir_, dumps_++), cache_);
     return std::make_unique<GlesExecutable>(*this, std::move(plan));
   }
@@ -137,9 +121,9 @@ class GlesBackend final : public Backend {
     Persistent p;
     // the plan's layout for this shape (TextureLayout::for_shape with the limits compile() passes to schedule)
     const TextureLayout layout =
-        row_layout_ ? TextureLayout::for_shape(std::vector<int64_t>(n->shape.begin(), n->shape.end()),
-                                               dev_->max_texture_width(), dev_->caps().max_texture_size)
-                    : dev_->layout_for(n->numel());
+        so_.row_aligned_layout ? TextureLayout::for_shape(std::vector<int64_t>(n->shape.begin(), n->shape.end()),
+                                                          so_.max_texture_width, so_.max_texture_height)
+                               : dev_->layout_for(n->numel());
     const Extent e = alloc.cover({layout.width, layout.height});
     p.front = dev_->create_texture(layout, n->name, e.width, e.height);
     p.back = dev_->create_texture(layout, n->name + ".back", e.width, e.height);
@@ -153,7 +137,8 @@ class GlesBackend final : public Backend {
     try {
       const CompiledShader& c = cache_.get_or_compile(k.name, src, ShaderStage::Fragment);
       auto it = programs_.find(c.gles);
-      if (it == programs_.end()) it = programs_.emplace(c.gles, dev_->create_program(c.gles, k.name)).first;
+      if (it == programs_.end())  // samplers and outputs as SPIRV-Cross reflected them (CompiledShader::declared)
+        it = programs_.emplace(c.gles, dev_->create_program(c.gles, k.name, c.declared)).first;
       return it->second;
     } catch (const CompileError& e) {
       // name the graph nodes (and the user's lines) the failing kernel computes
@@ -174,11 +159,9 @@ class GlesBackend final : public Backend {
   std::vector<NodePtr> keep_;  // keeps persistent nodes alive while their textures exist
   std::string dump_dir_;
   int dumps_ = 0;
-  bool cpu_raster_ = false;
+  Target target_;
+  ScheduleOptions so_;
   bool flush_draws_ = false;
-  bool row_layout_ = false;
-  int row_planes_ = 1;
-  int col_planes_ = 1;
 };
 
 GlesExecutable::GlesExecutable(GlesBackend& be, Plan plan) : be_(be), plan_(std::move(plan)) {

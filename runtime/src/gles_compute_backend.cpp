@@ -60,11 +60,6 @@ class GlesComputeExecutable final : public Executable {
 class GlesComputeBackend final : public Backend {
  public:
   explicit GlesComputeBackend(const BackendOptions& opt) : opt_(opt) {
-    if (opt.max_outputs < 0)
-      throw ValueError(fmt::format("BackendOptions::max_outputs must be >= 0 (0 = device limit), got {}", opt.max_outputs));
-    if (opt.compute_tiles < -1 || opt.compute_tiles > 1)
-      throw ValueError(fmt::format("BackendOptions::compute_tiles must be -1 (auto), 0 (CPU tiles) or 1 (GPU tiles), got {}",
-                                   opt.compute_tiles));
     dev_ = gles::Device::create({});
     const gles::Caps& c = dev_->caps();
     if (!c.compute)
@@ -73,7 +68,7 @@ class GlesComputeBackend final : public Backend {
                                      c.renderer, c.context_major, c.context_minor));
     limits_ = limits_from_caps(c);
     emit_limits_ = limits_;
-    if (opt.compute_tiles >= 0) emit_limits_.cpu_device = opt.compute_tiles == 0;
+    if (opt.gpu_tiles) emit_limits_.cpu_device = !*opt.gpu_tiles;
     if (limits_.max_storage_buffers < 2)
       throw BackendError(fmt::format("gles-compute: GL_MAX_COMPUTE_SHADER_STORAGE_BLOCKS = {} on '{}'; a kernel needs "
                                      "at least 2 storage buffers",
@@ -101,11 +96,16 @@ class GlesComputeBackend final : public Backend {
 
   std::string name() const override { return "gles-compute"; }
   std::string device() const override { return dev_->caps().renderer; }
+  /// The glsl-es-compute target of this device (its limits; the one schedule policy reads it).
+  Target target() const {
+    DeviceCaps caps;
+    caps.renderer = dev_->caps().renderer;
+    caps.cpu_device = limits_.cpu_device;
+    caps.compute = limits_;
+    return make_target(TargetName::GlslEsCompute, caps);
+  }
   std::unique_ptr<Executable> compile(const Program& p) override {
-    ScheduleOptions so = compute_schedule_options(limits_);
-    so.unfused = opt_.unfused;
-    if (opt_.max_outputs > 0) so.max_outputs = std::min(so.max_outputs, opt_.max_outputs);
-    Plan plan = schedule(p, so);
+    Plan plan = schedule(p, schedule_options(target(), opt_));
     auto exe = std::make_unique<GlesComputeExecutable>(*this, std::move(plan));
     if (!dump_dir_.empty()) dump(*exe, fmt::format("{}/program{:02}", dump_dir_, dumps_++));
     return exe;
@@ -170,7 +170,7 @@ class GlesComputeBackend final : public Backend {
   }
 
   gles::Device& dev() { return *dev_; }
-  /// The limits kernels are emitted for (the device's, with BackendOptions::compute_tiles applied).
+  /// The limits kernels are emitted for (the device's, with BackendOptions::gpu_tiles applied).
   const ComputeLimits& emit_limits() const { return emit_limits_; }
   bool profile() const { return opt_.profile; }
 

@@ -13,7 +13,6 @@
 #include <limits>
 #include <map>
 #include <mutex>
-#include <regex>
 #include <set>
 #include <sstream>
 
@@ -22,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sg/error.h"
+#include "sg/shader_compiler.h"  // mark_source_lines: the one shader-log line marker
 
 namespace sg::gles {
 
@@ -167,90 +167,6 @@ void main() {
   o_color = texelFetch(u_src, ivec2(gl_FragCoord.xy), 0);
 }
 )";
-
-/// Source with 1-based line numbers; lines in `marked` get a ">>" prefix.
-std::string number_lines(const std::string& src, const std::set<int>& marked) {
-  std::string out;
-  std::istringstream in(src);
-  std::string line;
-  int n = 0;
-  while (std::getline(in, line)) {
-    ++n;
-    out += fmt::format("{} {:4} | {}\n", marked.count(n) ? ">>" : "  ", n, line);
-  }
-  return out;
-}
-
-/// Line numbers an info log blames, for the formats of Mesa ("0:12(5): error"), glslang/ANGLE
-/// ("ERROR: 0:12: ...") and NVIDIA ("0(12) : error C0000").
-std::set<int> blamed_lines(const std::string& log) {
-  static const std::regex mesa(R"(^\s*\d+:(\d+)\(\d+\)\s*:\s*(error|warning))", std::regex::icase);
-  static const std::regex glslang(R"(^\s*(ERROR|WARNING)\s*:\s*\d+:(\d+)\s*:)", std::regex::icase);
-  static const std::regex nvidia(R"(^\s*\d+\((\d+)\)\s*:\s*(error|warning))", std::regex::icase);
-  std::set<int> lines;
-  std::istringstream in(log);
-  std::string l;
-  std::smatch m;
-  while (std::getline(in, l)) {
-    auto is_error = [&](const std::string& kind) {
-      return kind.size() >= 5 && (kind[0] == 'e' || kind[0] == 'E');
-    };
-    if (std::regex_search(l, m, mesa) && is_error(m[2].str()))
-      lines.insert(std::stoi(m[1].str()));
-    else if (std::regex_search(l, m, glslang) && is_error(m[1].str()))
-      lines.insert(std::stoi(m[2].str()));
-    else if (std::regex_search(l, m, nvidia) && is_error(m[2].str()))
-      lines.insert(std::stoi(m[1].str()));
-  }
-  return lines;
-}
-
-std::vector<std::string> declared_sampler_names(const std::string& src) {
-  static const std::regex decl(
-      R"(\buniform\s+(?:(?:highp|mediump|lowp)\s+)?[iu]?sampler\w*\s+([A-Za-z_]\w*))");
-  std::vector<std::string> names;
-  for (auto it = std::sregex_iterator(src.begin(), src.end(), decl); it != std::sregex_iterator(); ++it)
-    names.push_back((*it)[1].str());
-  return names;
-}
-
-/// The source without // and /* */ comments (replaced by a space), so declarations are not matched inside
-/// comments.
-std::string strip_comments(const std::string& src) {
-  std::string out;
-  out.reserve(src.size());
-  for (size_t i = 0; i < src.size();) {
-    if (src.compare(i, 2, "//") == 0) {
-      while (i < src.size() && src[i] != '\n') ++i;
-      out += ' ';
-    } else if (src.compare(i, 2, "/*") == 0) {
-      size_t end = src.find("*/", i + 2);
-      i = end == std::string::npos ? src.size() : end + 2;
-      out += ' ';
-    } else {
-      out += src[i++];
-    }
-  }
-  return out;
-}
-
-/// 1 + the highest colour location of the global `out` declarations (arrays take one location per element;
-/// no layout = location 0); 0 when none is recognised. Function parameters (`out vec4 x)`) end in ')' or
-/// ',' and do not match.
-int declared_output_count(const std::string& src) {
-  static const std::regex decl(
-      R"((?:\blayout\s*\(\s*location\s*=\s*(\d+)\s*\)\s*)?\bout\s+(?:(?:highp|mediump|lowp)\s+)?\w+\s+)"
-      R"([A-Za-z_]\w*\s*(?:\[\s*(\d+)\s*\])?\s*;)");
-  const std::string text = strip_comments(src);
-  int count = 0;
-  for (auto it = std::sregex_iterator(text.begin(), text.end(), decl); it != std::sregex_iterator(); ++it) {
-    const auto& m = *it;
-    const int loc = m[1].matched ? std::stoi(m[1].str()) : 0;
-    const int len = m[2].matched ? std::stoi(m[2].str()) : 1;
-    count = std::max(count, loc + len);
-  }
-  return count;
-}
 
 bool is_sampler_type(GLenum t) {
   switch (t) {
@@ -808,7 +724,7 @@ void Device::probe_caps() {
     glGetShaderInfoLog(c.vertex_shader, len, nullptr, log.data());
     throw CompileError(fmt::format("GLES: the built-in full-screen vertex shader failed to compile on '{}':\n"
                                    "{}\n{}",
-                                   caps_.renderer, log.c_str(), number_lines(kVertexShader, blamed_lines(log))));
+                                   caps_.renderer, log.c_str(), mark_source_lines(kVertexShader, log, kAllSourceLines)));
   }
 
   // Float render targets: test, do not trust the extension string (TF.js webgl_util does the same).
@@ -840,7 +756,7 @@ void Device::probe_caps() {
       Texture src = create_texture(TextureLayout::for_numel(8, 2), "fp32 probe src");
       Texture dst = create_texture(TextureLayout::for_numel(8, 2), "fp32 probe dst");
       upload(src, pattern, 8);
-      Program copy = create_program(kCopyShader, "fp32_roundtrip_probe");
+      Program copy = create_program(kCopyShader, "fp32_roundtrip_probe", ShaderInterface{{"u_src"}, 1});
       std::pair<std::string, const Texture*> in[] = {{"u_src", &src}};
       draw(copy, in, dst, "fp32_roundtrip_probe");
       float got[8] = {};
@@ -992,7 +908,8 @@ Framebuffer Device::create_framebuffer(const Texture& texture, std::string_view 
   return f;
 }
 
-Program Device::create_program(const std::string& fragment_source, const std::string& kernel_name) {
+Program Device::create_program(const std::string& fragment_source, const std::string& kernel_name,
+                               const std::optional<ShaderInterface>& declared) {
   ctx_->make_current();
   const std::string where = kernel_where(kernel_name);
   GLuint fs = glCreateShader(GL_FRAGMENT_SHADER);
@@ -1016,7 +933,7 @@ Program Device::create_program(const std::string& fragment_source, const std::st
     throw CompileError(fmt::format(
         "GLES: fragment shader of kernel '{}' failed to compile on '{}':\n{}\n--- source (>> marks lines the "
         "log blames) ---\n{}",
-        kernel_name, caps_.renderer, log, number_lines(fragment_source, blamed_lines(log))));
+        kernel_name, caps_.renderer, log, mark_source_lines(fragment_source, log, kAllSourceLines)));
   }
 
   Program p;
@@ -1046,7 +963,7 @@ Program Device::create_program(const std::string& fragment_source, const std::st
     drain_gl_errors();
     throw CompileError(fmt::format(
         "GLES: program of kernel '{}' failed to link on '{}':\n{}\n--- fragment source ---\n{}", kernel_name,
-        caps_.renderer, log, number_lines(fragment_source, blamed_lines(log))));
+        caps_.renderer, log, mark_source_lines(fragment_source, log, kAllSourceLines)));
   }
   gl_check("glLinkProgram", where);
 
@@ -1064,8 +981,12 @@ Program Device::create_program(const std::string& fragment_source, const std::st
     std::string uname(name_buf.data(), static_cast<size_t>(len));
     p.samplers_.emplace_back(uname, glGetUniformLocation(p.id_, uname.c_str()));
   }
-  p.declared_samplers_ = declared_sampler_names(fragment_source);
-  p.fragment_outputs_ = declared_output_count(fragment_source);
+  if (declared) {
+    p.declared_samplers_ = declared->samplers;
+    p.fragment_outputs_ = declared->outputs;
+  } else {
+    for (const auto& sampler : p.samplers_) p.declared_samplers_.push_back(sampler.first);
+  }
   gl_check("querying active uniforms", where);
   return p;
 }

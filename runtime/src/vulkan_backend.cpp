@@ -93,17 +93,14 @@ class VulkanBackend final : public Backend {
  public:
   explicit VulkanBackend(const BackendOptions& opt) : opt_(opt) {
     vk::DeviceOptions d;
-    d.validation = opt.vulkan.validation;
+    d.validation = opt.vulkan.validation ? int{*opt.vulkan.validation} : -1;
     d.device = opt.vulkan.device;
-    d.direct_map = opt.vulkan.direct_map;
+    d.direct_map = opt.vulkan.direct_map ? int{*opt.vulkan.direct_map} : -1;
     d.pipeline_cache_dir = cache_.disk_dir();  // the VkPipelineCache file lives next to the kernel cache
     dev_ = vk::Device::create(d);
     limits_ = clamp_limits(dev_->caps().limits, opt.vulkan.max_limits);
-    if (opt.compute_tiles < -1 || opt.compute_tiles > 1)
-      throw ValueError(fmt::format("BackendOptions::compute_tiles must be -1 (auto), 0 (CPU tiles) or 1 (GPU tiles), got {}",
-                                   opt.compute_tiles));
     emit_limits_ = limits_;  // the schedule's loop budget follows the device; the tile sizes may be forced (tests)
-    if (opt.compute_tiles >= 0) emit_limits_.cpu_device = opt.compute_tiles == 0;
+    if (opt.gpu_tiles) emit_limits_.cpu_device = !*opt.gpu_tiles;
     dump_dir_ = opt.dump_dir;
     if (dump_dir_.empty())
       if (const char* e = std::getenv("SG_DUMP")) dump_dir_ = e;
@@ -149,7 +146,7 @@ class VulkanBackend final : public Backend {
   KernelCache cache_;  // env SG_KERNEL_CACHE: SPIR-V on disk, and the VkPipelineCache file beside it
   std::unique_ptr<vk::Device> dev_;
   ComputeLimits limits_;
-  ComputeLimits emit_limits_;  ///< limits_ with BackendOptions::compute_tiles applied (what kernels are emitted for)
+  ComputeLimits emit_limits_;  ///< limits_ with BackendOptions::gpu_tiles applied (what kernels are emitted for)
   std::unordered_map<const CompiledShader*, vk::Pipeline> pipelines_;  // never evicted (as GLES programs)
   std::unordered_map<const Node*, Persistent> state_;
   std::vector<NodePtr> keep_;  // keeps persistent nodes alive while their buffers exist
@@ -211,12 +208,15 @@ const vk::Pipeline& VulkanBackend::pipeline_for(const Kernel& k, const ComputeKe
 std::unique_ptr<Executable> VulkanBackend::compile(const Program& p) {
   ScheduleOptions so;
   try {
-    so = compute_schedule_options(limits_);
+    DeviceCaps caps;  // the spirv-vulkan target of this device; the one schedule policy turns it into options
+    caps.renderer = dev_->caps().name;
+    caps.cpu_device = limits_.cpu_device;
+    caps.compute = limits_;
+    so = schedule_options(make_target(TargetName::SpirvVulkan, caps), opt_);
   } catch (const ValueError& e) {
     throw UnsupportedError(fmt::format("vulkan: {} ({}): the device cannot run compute kernels", e.what(),
                                        limits_note(dev_->caps(), limits_)));
   }
-  so.unfused = opt_.unfused;
   Plan plan = schedule(p, so);
   if (!dump_dir_.empty())
     dump_plan(plan, fmt::format("{}/program{:02}", dump_dir_, dumps_++), cache_, {.fragment = false, .compute = true});

@@ -17,7 +17,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "sg/backend.h"
 #include "sg/cpu_reference.h"
+#include "sg/dump.h"
 #include "sg/emit.h"
 #include "sg/kernel_cache.h"
 #include "sg/safetensors.h"
@@ -1308,9 +1310,10 @@ struct Session::Impl {
     if (shaders_done) return;
     const Plan* plan = exe ? exe->plan() : nullptr;
     if (!plan) {
-      ScheduleOptions so;
-      so.unfused = true;
-      ref_plan = schedule(program, so);
+      // the CPU reference runs node by node: show one kernel per node (the cpu target's policy, unfused)
+      BackendOptions bo;
+      bo.unfused = true;
+      ref_plan = schedule(program, schedule_options(make_target(TargetName::Cpu, {}), bo));
       plan = &*ref_plan;
     }
     shader_info.clear();
@@ -1320,12 +1323,7 @@ struct Session::Impl {
       const CompiledShader& c = cache.get_or_compile(k.name, src, ShaderStage::Fragment);
       // SPIRV-Cross drops comments: carry the GLSL 4.50 header (kernel, output, nodes with source lines) over,
       // right after the #version line so the file stays valid GLSL ES.
-      std::string header, line, gles = c.gles;
-      std::istringstream ss(src);
-      std::getline(ss, line);
-      while (std::getline(ss, line) && line.rfind("//", 0) == 0) header += line + "\n";
-      size_t nl = gles.find('\n');
-      if (nl != std::string::npos) gles.insert(nl + 1, header);
+      const std::string gles = with_header_comment(c.gles, c.glsl450);
       ShaderInfo si{k.name, {}, gles};
       for (auto& n : k.nodes) si.nodes.push_back(num(n.get()));
       shader_info.push_back(si);

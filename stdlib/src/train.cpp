@@ -152,7 +152,7 @@ Result run(const Config& cfg, std::ostream& log) {
 
   BackendOptions bo;
   bo.kind = cfg.backend;
-  bo.max_texture_width = cfg.max_texture_width;
+  if (cfg.max_texture_width > 0) bo.max_texture_width = cfg.max_texture_width;
   bo.unfused = cfg.unfused;
   bo.profile = cfg.profile;
   BackendChoice choice = make_backend(bo);

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "sg/program.h"
 #include "sg/tensor.h"
 
 namespace sg {
@@ -36,34 +37,6 @@ Tensor custom_vjp(const Tensor& y, CustomVJP rule, loc_t loc = loc_t::current())
 /// gradient = adjoint where qmin <= round(x/scale) + zero_point <= qmax, else 0.
 Tensor fake_quant(const Tensor& x, double scale, int64_t zero_point, int64_t qmin, int64_t qmax,
                   loc_t loc = loc_t::current());
-
-/// A persistent value's next value after one step (parameter update, optimizer state update).
-struct Update {
-  NodePtr target;  ///< a Param or State leaf
-  NodePtr value;   ///< its value after the step (same shape)
-};
-
-/// What a backend runs: forward + backward + updates as one graph.
-/// Each run feeds the Input leaves, evaluates `outputs` (read back) and all `updates` (kept on the device),
-/// then commits every update at once (reads see pre-step values: ping-pong).
-struct Program {
-  std::vector<std::string> output_names;
-  std::vector<NodePtr> outputs;
-  std::vector<Update> updates;
-
-  void add_output(const std::string& name, const Tensor& t) {
-    output_names.push_back(name);
-    outputs.push_back(t.node());
-  }
-  /// Roots of the graph: outputs, then update values.
-  std::vector<NodePtr> roots() const;
-  /// Every node the program evaluates, in deterministic topological order.
-  std::vector<NodePtr> nodes() const;
-  /// The Input leaves (sorted by name).
-  std::vector<NodePtr> inputs() const;
-  /// Param and State leaves read by the program (persistent values), in topological order.
-  std::vector<NodePtr> persistent() const;
-};
 
 /// An optimizer turns (params, grads) into update nodes (and creates its own State leaves, once per parameter:
 /// several programs built by one optimizer share its state).

@@ -4,13 +4,14 @@
 // disassembly), NAME.frag (GLSL ES 3.00, fragment) and/or NAME.comp (GLSL ES 3.10, compute); plus plan.json
 // (Plan::to_json: kernels in launch order, inputs/outputs, shapes, texture layouts, graph nodes).
 // Compute sources are written with a "_cs" suffix in their NAME (NAME_cs.glsl ...) when both stages are dumped.
-// Files are written atomically (temporary file + rename). Kernel files of an earlier dump in `dir` (k*.glsl, .spv,
+// Files are written atomically (sg/atomic_file.h). Kernel files of an earlier dump in `dir` (k*.glsl, .spv,
 // .spvasm, .frag, .comp) are removed first so the directory matches plan.json. Throws IOError naming the path.
 #pragma once
 
 #include <string>
 #include <string_view>
 
+#include "sg/atomic_file.h"  // write_file_atomic, used by every writer
 #include "sg/kernel_cache.h"
 #include "sg/schedule.h"
 
@@ -30,11 +31,5 @@ void dump_plan(const Plan& plan, const std::string& dir, KernelCache& cache, con
 /// `gles` with the comment block of `glsl450` (kernel name, graph nodes, user source lines) inserted after its
 /// #version line: SPIRV-Cross drops comments, and a reader of the .frag wants them.
 std::string with_header_comment(const std::string& gles, const std::string& glsl450);
-
-/// Writes `bytes` to `path` atomically: a mkstemp temporary in the same directory, fsync, rename over `path`,
-/// then fsync of the directory (best effort). On any failure the temporary is removed, the previous content of
-/// `path` is untouched, and IOError says which step failed. Used by every writer in shadergrad (dumps,
-/// checkpoints, PNGs, metrics).
-void write_file_atomic(const std::string& path, std::string_view bytes);
 
 }  // namespace sg

@@ -1,4 +1,6 @@
-// shadergrad — kernel IR -> Vulkan-flavoured GLSL 4.50 (the input of glslang), per target stage.
+// shadergrad — kernel IR -> Vulkan-flavoured GLSL 4.50 (the input of glslang), per target stage: one emitter per
+// stage (codegen/src/emit_fragment.cpp; codegen/src/emit_compute_legacy.cpp until emit_compute_kernel of
+// sg/compute_kernel.h serves every compute caller) over the shared expression printer (codegen/src/glsl_expr.h).
 //
 // Fragment (for GLSL ES 3.00 / WebGL2): each fragment renders one RGBA32F texel = 4 consecutive output
 // elements; inputs are `uniform sampler2D in_<value>` read with texelFetch at integer coordinates

@@ -10,7 +10,7 @@
 //   DIR/HASH.spvasm  SPIRV-Tools disassembly
 //   DIR/HASH.json    manifest: format version, stage, options, the source's length and second hash, and the size
 //                    and FNV-1a 64 of each file above; written last, so an entry is complete once it exists.
-// Every file is written atomically (temporary file in DIR, then std::filesystem::rename). A manifest or file that is
+// Every file is written atomically (sg/atomic_file.h: temporary file in DIR, fsync, rename). A manifest or file that is
 // missing, truncated, corrupted, or describes another source (hash collision) makes the entry a miss: the kernel is
 // recompiled and the entry rewritten. Disk I/O failures never throw (they are counted in Stats::disk_errors);
 // compile failures throw sg::CompileError as compile_shader() does.

@@ -1,9 +1,13 @@
 // shadergrad — the fusion scheduler and the Plan (kernels + memory plan) it produces.
 //
-// schedule() partitions a Program into Kernels (fusion groups). Every node is either *materialised* (it owns
+// schedule() is a pipeline of named passes (codegen/src/schedule.cpp; one file per pass in codegen/src/schedule/,
+// listed in schedule/state.h, each with its invariants): target-neutral materialisation and fusion, the fragment
+// target's storage and launch passes (transposed storage, union domains, row/column planes) when the options ask
+// for them, then the memory plan. The options come from sg::schedule_options (sg/backend.h) for a Target
+// (sg/target.h). It partitions a Program into Kernels (fusion groups). Every node is either *materialised* (it owns
 // a texture: leaves, program outputs, update values, reductions/matmul/conv/pool that cannot be fused into
 // their consumer, elementwise values too costly to recompute) or *inlined* into its consumers' expressions.
-// Rules (asserted by tests/test_schedule.cpp kernel counts):
+// Rules (each has a "schedule rule <name>" test in tests/test_schedule.cpp, besides the kernel counts there):
 //  - Map and movement ops (reshape, permute, expand, slice, pad, one_hot) are inlined into every consumer
 //    when their expression is cheap (no reduction inside, few ops) — into a matmul/reduce/conv consumer this is
 //    the prologue; otherwise materialised.
@@ -29,7 +33,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "sg/autodiff.h"
+#include "sg/program.h"
 #include "sg/kernel_ir.h"
 #include "sg/texture_layout.h"
 
@@ -158,8 +162,8 @@ struct ScheduleOptions {
   /// Split-K for parallelism: a single-output kernel with fewer output texels than this whose loops run 256 or
   /// more iterations per element is split into partial sums over chunks of its longest loop (each chunk at least
   /// 64 iterations) plus a final sum, so that about this many fragments run in parallel; such a reduction is
-  /// also kept out of multi-output kernels (which are not split). Measured on the H200: a conv weight gradient of
-  /// 18 texels x 4096 iterations took 4.3 ms in one pass. 0 = off (the default; the GLES backend turns it on
+  /// also kept out of multi-output kernels (which are not split); docs/PERFORMANCE.md has the case that motivated
+  /// it. 0 = off (the default; the GLES backend turns it on
   /// for hardware GPUs, not for CPU rasterisers such as llvmpipe, where more fragments buy nothing).
   int64_t min_parallel_texels = 0;
   /// Store 2-D temporaries whose every reader reduces over their axis 0 transposed (Value::transposed): the

@@ -43,6 +43,17 @@ struct ShaderCompileOptions {
   bool validate = true;
 };
 
+/// What a kernel's GLSL ES declares, read from its SPIR-V by SPIRV-Cross's reflection (never by scanning text).
+struct ShaderInterface {
+  std::vector<std::string> samplers;  ///< sampler uniforms, in binding order, named as in the GLSL ES
+  int outputs = 0;  ///< fragment colour outputs: 1 + the highest Location (an array takes one per element); compute: 0
+  bool operator==(const ShaderInterface&) const = default;
+};
+
+/// The ShaderInterface of a SPIR-V module (spirv_cross::Compiler::get_shader_resources: sampled images, stage
+/// outputs). Throws CompileError when SPIRV-Cross cannot parse the module.
+ShaderInterface reflect_interface(const std::vector<uint32_t>& spirv);
+
 /// Everything the toolchain produced for one kernel.
 struct CompiledShader {
   std::string glsl450;          ///< the input: Vulkan-flavoured GLSL 4.50
@@ -51,6 +62,9 @@ struct CompiledShader {
   /// GLSL ES: fragment -> `#version 300 es` with `precision highp float; precision highp int;`;
   /// compute -> `#version 310 es`. Names of samplers, buffers and outputs are those of the GLSL 4.50 source.
   std::string gles;
+  /// The samplers and colour outputs `gles` declares (reflect_interface of `spirv`); the GLES runtime binds and
+  /// checks a program's textures by it.
+  ShaderInterface declared;
   /// Wall time (ms) of the whole pipeline that produced this object (for a kernel-cache disk hit: the time to
   /// load it from disk).
   double compile_ms = 0;
@@ -73,14 +87,18 @@ CompiledShader compile_shader(const std::string& name, const std::string& glsl45
 /// Throws sg::CompileError (kernel name, glslang's log, marked source) when it is not.
 void check_gles_compiles(const std::string& name, const std::string& gles_source, ShaderStage stage);
 
-/// Numbers the lines of `source` ("  12 | text") and marks with ">>" the lines named by
-/// "ERROR: <string>:<line>:" entries of a glslang info `log`, showing `context` lines around each marked line
-/// ("..." for skipped runs). When the log names no line, the whole source is numbered (nothing marked).
-/// Exposed for the runtime, which shows driver compile logs (same "ERROR: 0:LINE:" format on Mesa) this way.
+/// The one shader-log line marker of the code base (glslang's errors here, the GL driver's in the GLES runtime).
+/// Numbers the lines of `source` ("  12 | text") and marks with ">>" the lines error_lines_from_log finds in the
+/// info `log`, showing `context` lines around each marked line ("..." for skipped runs; kAllSourceLines shows the
+/// whole source). When the log names no line, the whole source is numbered (nothing marked).
 std::string mark_source_lines(std::string_view source, std::string_view log, int context = 2);
 
-/// The 1-based line numbers named by "ERROR: <string>:<line>:" entries of a glslang-style info log, sorted,
-/// without duplicates.
+/// mark_source_lines' context that shows every line of the source.
+inline constexpr int kAllSourceLines = 1 << 20;
+
+/// The 1-based line numbers named by the error entries of a shader info log, sorted, without duplicates. Formats:
+/// glslang and ANGLE "ERROR: <string>:<line>: ...", Mesa "<string>:<line>(<column>): error: ...", NVIDIA
+/// "<string>(<line>) : error C0000: ...". Warnings are not errors.
 std::vector<int> error_lines_from_log(std::string_view log);
 
 }  // namespace sg

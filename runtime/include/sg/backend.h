@@ -20,6 +20,7 @@
 #include "sg/autodiff.h"
 #include "sg/compute_kernel.h"
 #include "sg/schedule.h"
+#include "sg/target.h"
 
 namespace sg {
 
@@ -90,14 +91,14 @@ class Backend {
 
 /// Options of the Vulkan backend (BackendOptions::vulkan; runtime/include/sg/vulkan_device.h for the device).
 struct VulkanOptions {
-  /// Validation layer + message counter: -1 = env SG_VULKAN_VALIDATION ("1" = on), 0 = off, 1 = on.
-  int validation = -1;
+  /// Validation layer + message counter: empty = env SG_VULKAN_VALIDATION ("1" = on), else on/off.
+  std::optional<bool> validation;
   /// Physical device: "" = env SG_VULKAN_DEVICE, else the best (discrete > integrated > virtual > cpu); an index or
   /// a case-insensitive part of the device name.
   std::string device;
-  /// Buffer access: -1 = auto (direct map on integrated/cpu devices with host-visible device memory), 0 = staging
-  /// buffers + copies (the discrete-GPU path), 1 = direct map.
-  int direct_map = -1;
+  /// Buffer access: empty = auto (direct map on integrated/cpu devices with host-visible device memory); false =
+  /// staging buffers + copies (the discrete-GPU path); true = direct map.
+  std::optional<bool> direct_map;
   /// true: each step is recorded once into a command buffer per ping-pong parity and replayed (only the program
   /// outputs are read back); false: recorded afresh every step (the same commands; for tests and debugging).
   bool record_steps = true;
@@ -105,50 +106,61 @@ struct VulkanOptions {
   std::optional<ComputeLimits> max_limits;
 };
 
+/// How a backend is made and what it may choose. Every std::optional left empty means "auto": the backend
+/// decides from its device through sg::schedule_options (below), the one place where the auto policy lives.
 struct BackendOptions {
   /// "auto" | "gles" (fragment shaders) | "gles-compute" (GLES 3.1 compute shaders over storage buffers) |
   /// "vulkan" (SPIR-V compute) | "cpu". The texture options below — max_texture_width, row_layout, row/col
   /// planes, union_domains, flush_draws, min_parallel_texels — apply to "gles" only.
   std::string kind = "auto";
-  int64_t max_texture_width = 0;   ///< 0 = device limit; smaller forces row wrapping (tests)
-  bool unfused = false;            ///< one kernel per node (debug)
-  int max_outputs = 0;             ///< render targets per kernel (multi-output fusion): 0 = device limit (<= 8), 1 = off
-  /// ScheduleOptions::min_parallel_texels (split-K for parallelism): -1 = auto (16384 on GPUs, 0 = off on CPU
-  /// rasterisers such as llvmpipe), else the value.
-  int64_t min_parallel_texels = -1;
-  /// ScheduleOptions::row_aligned_layout: -1 = auto (on for GPUs, off for CPU rasterisers), 0 = off, 1 = on.
-  int row_layout = -1;
+  std::optional<int64_t> max_texture_width;   ///< texels; empty = device limit; smaller forces row wrapping (tests)
+  bool unfused = false;                       ///< one kernel per node (debug)
+  /// Render targets (outputs) per kernel, i.e. multi-output fusion: empty = device limit (<= 8), 1 = off; capped by
+  /// the device. schedule_options throws ValueError below 1.
+  std::optional<int> max_outputs;
+  /// ScheduleOptions::min_parallel_texels (split-K for parallelism): empty = auto (16384 on GPUs, 0 = off on CPU
+  /// rasterisers such as llvmpipe), else the value (>= 0).
+  std::optional<int64_t> min_parallel_texels;
+  /// ScheduleOptions::row_aligned_layout: empty = auto (on for GPUs, off for CPU rasterisers).
+  std::optional<bool> row_layout;
   /// ScheduleOptions::row_planes (matmul-like kernels compute this many rows per fragment into as many render
-  /// targets): -1 = auto (4 on every device: SGEMM 186 -> 471 GFLOP/s kernel-only on the H200, SGEMM N=256
-  /// 24.3 -> 10.0 ms on llvmpipe; docs/PERFORMANCE.md Runs 5a, 6), else 1..8 (1 = off; capped by max_outputs,
-  /// i.e. the device's draw buffers). make_backend throws ValueError for 0, values below -1 or above 8.
-  int row_planes = -1;
+  /// targets): empty = auto (4 on every device; docs/PERFORMANCE.md Runs 5a, 6), else 1..8 (1 = off; capped by
+  /// max_outputs, i.e. the device's draw buffers). schedule_options throws ValueError for other values.
+  std::optional<int> row_planes;
   /// ScheduleOptions::col_planes (column planes: a kernel given row planes also computes 2 texels of each row,
   /// i.e. a row_planes x 8 tile per fragment into row_planes x 2 render targets, when the render targets, its
-  /// shape (the row-planed stored shape's last axis a multiple of 8, ScheduleOptions::min_plane_texels per plane)
-  /// and its readers' samplers allow; Value::col_planes gives the storage). -1 = auto (2 on every device: SGEMM
-  /// N=4096 kernel-only 470 -> 585 GFLOP/s on the H200, N=512 80-84 -> 52-53 ms on llvmpipe; docs/PERFORMANCE.md
-  /// Run 7d), 1 = off, 2 = on. make_backend throws ValueError for other
-  /// values.
-  int col_planes = -1;
+  /// shape and its readers' samplers allow; Value::col_planes gives the storage). empty = auto (2 on every device;
+  /// docs/PERFORMANCE.md Run 7d), 1 = off, 2 = on. schedule_options throws ValueError for other values.
+  std::optional<int> col_planes;
   /// ScheduleOptions::union_domains: independent kernels of different shapes become one draw (union-domain
-  /// kernels). -1 = auto: on for GPUs, off for CPU rasterisers (on llvmpipe every fragment runs every block's
-  /// code under a mask: the MLP b=32 step measured 16.9 ms with unions against 12.5 ms without); 0 = off, 1 = on.
-  /// make_backend throws ValueError for other values.
-  int union_domains = -1;
+  /// kernels). empty = auto: on for GPUs, off for CPU rasterisers (on llvmpipe every fragment runs every block's
+  /// code under a mask; docs/PERFORMANCE.md).
+  std::optional<bool> union_domains;
   /// glFlush after the uploads and after every draw of a run, so the GPU starts on a step's kernels while the CPU
   /// is still submitting the later ones (drivers otherwise buffer the commands until the readback waits).
-  /// -1 = auto: on for GPUs, off for CPU rasterisers; 0 = off, 1 = on. make_backend throws ValueError otherwise.
-  int flush_draws = -1;
-  /// gles-compute and vulkan: the tile sizes of tiled kernels. -1 = the device's class (ComputeLimits::cpu_device: small tiles
-  /// on CPU implementations such as llvmpipe), 0 = CPU tile sizes, 1 = GPU tile sizes (tests run the GPU kernels on
-  /// llvmpipe this way; the loop budget of the schedule still follows the device). make_backend throws ValueError
-  /// for other values.
-  int compute_tiles = -1;
+  /// empty = auto: on for GPUs, off for CPU rasterisers.
+  std::optional<bool> flush_draws;
+  /// gles-compute and vulkan: the tile sizes of tiled kernels. empty = the device's class (ComputeLimits::cpu_device:
+  /// small tiles on CPU implementations such as llvmpipe), true = GPU tile sizes, false = CPU tile sizes (tests run
+  /// the GPU kernels on llvmpipe this way; the loop budget of the schedule still follows the device).
+  std::optional<bool> gpu_tiles;
   bool profile = false;            ///< per-kernel timings (timer queries or glFinish-bounded)
   std::string dump_dir;            ///< dump every compiled plan here ("" = env SG_DUMP or none)
   VulkanOptions vulkan;            ///< kind "vulkan" only
 };
+
+/// The one schedule policy: the ScheduleOptions a backend of `target` uses under `opt` (the GLES backend,
+/// `shadergrad dump`, the benchmarks and the debug session all call it).
+///  - textures (glsl-es-fragment): the target's texture, render-target and sampler limits; row planes 4 and column
+///    planes 2 on every device; split-K (16384 texels), row-aligned layouts and union-domain kernels on GPUs, off
+///    on CPU devices; each overridable by `opt`;
+///  - buffers (compute targets): compute_schedule_options(target.compute) (sg/compute_kernel.h), with `unfused`
+///    and a max_outputs cap from `opt`; the texture-only options are ignored;
+///  - host (cpu): ScheduleOptions defaults with `unfused` (the schedule the debug session shows for the CPU
+///    reference, which itself runs node by node).
+/// Throws ValueError naming the field for out-of-range values (max_outputs < 1, min_parallel_texels < 0,
+/// row_planes outside 1..8, col_planes other than 1 or 2).
+ScheduleOptions schedule_options(const Target& target, const BackendOptions& opt);
 
 struct BackendChoice {
   std::unique_ptr<Backend> backend;

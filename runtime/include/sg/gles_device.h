@@ -30,6 +30,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -38,6 +39,7 @@
 #include <llvm/ADT/ArrayRef.h>
 #include <nlohmann/json_fwd.hpp>
 
+#include "sg/shader_compiler.h"  // ShaderInterface
 #include "sg/texture_layout.h"
 
 namespace sg::gles {
@@ -181,11 +183,11 @@ class Program {
   const std::string& name() const { return name_; }  ///< kernel name
   /// Active sampler uniforms (name, location) as the linker reports them.
   const std::vector<std::pair<std::string, int>>& samplers() const { return samplers_; }
-  /// Sampler uniforms declared in the fragment source text (active or optimised out).
+  /// Sampler uniforms the program declares (active or optimised out): the ShaderInterface given to
+  /// create_program (from the emitter's SPIR-V by SPIRV-Cross reflection), else the active ones.
   const std::vector<std::string>& declared_samplers() const { return declared_samplers_; }
-  /// Colour outputs the fragment source declares: 1 + the highest `layout(location = N)` of its global
-  /// `out` variables (an `out` without a location counts as location 0; an array `out vec4 o[k]` takes k
-  /// locations). 0 when the source text declares none that this scan recognises (then not checked).
+  /// Colour outputs the program declares (ShaderInterface::outputs given to create_program); 0 when not given
+  /// (then draws do not check their number of output textures).
   int fragment_outputs() const { return fragment_outputs_; }
 
  private:
@@ -323,10 +325,13 @@ class Device {
   /// larger draw (union-domain kernels) render into it. Texture::alloc_width()/alloc_height() report it.
   Texture create_texture(const TextureLayout& layout, std::string_view name, int64_t alloc_width,
                          int64_t alloc_height);
-  /// Compiles `fragment_source` (GLSL ES 3.00) with vertex_shader_source() and links them.
-  /// Throws sg::CompileError with the kernel name, the info log and the source with line numbers, lines the
-  /// log blames marked ">>".
-  Program create_program(const std::string& fragment_source, const std::string& kernel_name);
+  /// Compiles `fragment_source` (GLSL ES 3.00) with vertex_shader_source() and links them. `declared`: what the
+  /// source declares (CompiledShader::declared for generated kernels; hand-written shaders may state it), used to
+  /// accept inputs for samplers the driver optimised out and to check draws' output counts; without it only the
+  /// linker's active samplers are known. Throws sg::CompileError with the kernel name, the info log and the source
+  /// with line numbers, lines the log blames marked ">>" (sg::mark_source_lines).
+  Program create_program(const std::string& fragment_source, const std::string& kernel_name,
+                         const std::optional<ShaderInterface>& declared = std::nullopt);
   /// A framebuffer with `texture` as COLOR_ATTACHMENT0. Throws BackendError naming the completeness status
   /// and `kernel_name` if incomplete. (Textures already own one; this is for callers that want their own.)
   Framebuffer create_framebuffer(const Texture& texture, std::string_view kernel_name = "");

@@ -1,0 +1,17 @@
+// shadergrad — the one atomic file writer of the code base (dumps, the kernel cache, checkpoints, PNGs, metrics,
+// debug reports).
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace sg {
+
+/// Writes `bytes` to `path` atomically: a mkstemp temporary in the same directory (mode 0644), fsync, rename
+/// over `path`, then fsync of the directory (best effort). A reader sees the old content or the new one, never
+/// a part; concurrent writers of one path (processes sharing SG_KERNEL_CACHE) each rename a complete file. On any
+/// failure the temporary is removed, the previous content of `path` is untouched, and IOError (sg/error.h) names
+/// the path, the step that failed (creating the temporary, writing, fsync, rename) and the OS error.
+void write_file_atomic(const std::string& path, std::string_view bytes);
+
+}  // namespace sg

@@ -1,0 +1,92 @@
+// shadergrad — Target: what the scheduler and the emitters know of the machine a Plan is made for.
+//
+// A Target is built from a device's capabilities (DeviceCaps: what GL, Vulkan or WebGPU report) by make_target.
+// It names the code the emitter writes (TargetName), the pipeline stage, the storage model (textures or buffers)
+// and the limits every kernel must respect. Backends turn (Target, BackendOptions) into ScheduleOptions with the
+// one policy function sg::schedule_options (sg/backend.h); `shadergrad dump` uses the same function over the
+// DeviceCaps presets below, so a dump shows what a backend runs.
+//
+//   target            stage     storage   emitter                               backend
+//   glsl-es-fragment  fragment  textures  emit_glsl450(.., Fragment) -> ES 3.00  GLES (runtime/src/gles_*)
+//   glsl-es-compute   compute   buffers   emit_compute_kernel (sg/compute_kernel.h) -> ES 3.10
+//   spirv-vulkan      compute   buffers   emit_compute_kernel -> SPIR-V          Vulkan
+//   wgsl              compute   buffers   (not yet)                              WebGPU
+//   cpu               host      host      none: the f64 reference runs the graph
+// docs/ARCHITECTURE.md ("Adding a target") lists what a new target needs.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "sg/compute_kernel.h"
+#include "sg/schedule.h"
+
+namespace sg {
+
+enum class TargetName { GlslEsFragment, GlslEsCompute, SpirvVulkan, Wgsl, Cpu };
+
+/// "glsl-es-fragment", "glsl-es-compute", "spirv-vulkan", "wgsl", "cpu".
+std::string_view target_name(TargetName name);
+/// The TargetName spelled `s` (as target_name writes it); ValueError listing the names otherwise.
+TargetName parse_target_name(std::string_view s);
+
+/// Where a kernel runs: a fragment shader (one texel per invocation), a compute shader, or the host (CPU).
+enum class TargetStage { Fragment, Compute, Host };
+/// How materialised values are stored: RGBA32F textures (Plan layouts are texture layouts; Value::planes,
+/// union-domain extents apply), storage buffers of floats (row-major, numel floats), or host memory.
+enum class StorageModel { Textures, Buffers, Host };
+
+/// What a device reports (GL: glGetIntegerv and GL_RENDERER; Vulkan: VkPhysicalDeviceLimits).
+struct DeviceCaps {
+  std::string renderer;            ///< GL_RENDERER / VkPhysicalDeviceProperties::deviceName
+  bool cpu_device = false;         ///< a CPU implementation (llvmpipe, softpipe, SwiftShader, lavapipe)
+  int64_t max_texture_size = 16384;  ///< GL_MAX_TEXTURE_SIZE (texels per dimension)
+  /// The texture width layouts may use (<= max_texture_size; a smaller value forces row wrapping); 0 = the size.
+  int64_t max_texture_width = 0;
+  int max_draw_buffers = 4;        ///< GL_MAX_DRAW_BUFFERS (GLES 3.0 guarantees 4)
+  int max_texture_units = 16;      ///< GL_MAX_TEXTURE_IMAGE_UNITS (GLES 3.0 guarantees 16)
+  ComputeLimits compute;           ///< compute and buffer limits (compute targets)
+};
+
+/// True when a GL_RENDERER string names a CPU rasteriser (llvmpipe, softpipe, SwiftShader).
+bool is_cpu_renderer(std::string_view renderer);
+
+/// DeviceCaps of a device shadergrad dumps for without opening it: "llvmpipe" (Mesa llvmpipe: a CPU rasteriser,
+/// 16384-texel textures, 8 draw buffers, 16 samplers) and "gpu" (a hardware GPU such as NVIDIA's, with the same
+/// texture, draw-buffer and sampler limits). ValueError for other names.
+DeviceCaps preset_caps(std::string_view preset);
+
+/// The limits a kernel of a target must respect.
+struct TargetLimits {
+  int max_bindings = 16;     ///< samplers (textures) or input storage buffers (buffers) per kernel
+  int max_outputs = 4;       ///< render targets (textures) or output buffers (buffers) per kernel
+  /// Loop iterations per invocation (4 elements counted per fragment): llvmpipe silently stops a loop after 65535.
+  double max_loop_iterations = 32768;
+  int64_t max_texture_width = 16384;   ///< textures: layout width limit
+  int64_t max_texture_height = 16384;  ///< textures: height limit
+  int64_t max_shared_bytes = 0;        ///< buffers: shared (workgroup) memory per workgroup; 0 = none
+  int max_workgroup_invocations = 0;   ///< buffers: local_size x*y*z; 0 = no workgroups
+  int64_t max_workgroup_count = 0;     ///< buffers: workgroups per dispatch dimension
+};
+
+/// A code-generation target built from a device's capabilities.
+struct Target {
+  TargetName name = TargetName::GlslEsFragment;
+  TargetStage stage = TargetStage::Fragment;
+  StorageModel storage = StorageModel::Textures;
+  TargetLimits limits;
+  bool cpu_device = false;  ///< runs on a CPU (the schedule policy skips GPU-only choices)
+  ComputeLimits compute;    ///< buffer targets: the limits compute_schedule_options and emit_compute_kernel see
+  std::string renderer;     ///< the device, for messages
+  /// One line: name, stage, storage and the main limits.
+  std::string describe() const;
+};
+
+/// The target `name` on a device with capabilities `caps`: fragment targets take the texture, draw-buffer (at
+/// most 8) and sampler (at most 16) limits; buffer targets carry caps.compute (bindings split between inputs and
+/// outputs as compute_schedule_options does). Throws ValueError for limits no kernel fits (fewer than 1 draw
+/// buffer or sampler, fewer than 2 storage buffers).
+Target make_target(TargetName name, const DeviceCaps& caps);
+
+}  // namespace sg

@@ -1,0 +1,615 @@
+// shadergrad — the GLSL expression printer both emitters share (private to codegen/src/emit*).
+//
+// ExprEmitter prints kernel IR (sg/kernel_ir.h) as GLSL 4.50 statements and expressions: common subexpressions
+// become named locals (v<N>, j<N>, c<N>), reductions become loops with accumulators (acc<N>; sibling loops of the
+// same shape fused into one, loop-invariant reductions hoisted), loads become load_<value>(index) calls (or
+// load4_<value> for a whole texel), and one integer variable may be vectorised over 4 consecutive values (lane,
+// reduce and jam modes of the fragment emitter). What a load means (texel fetch, buffer read) is the stage
+// emitter's business: it defines load_/load4_ for every input the printer used (ExprEmitter::texel_loads_).
+// Output is deterministic: the same kernel prints the same text.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "sg/kernel_ir.h"
+#include "sg/schedule.h"
+
+namespace sg::glsl {
+
+/// A float literal GLSL reads back exactly (9 significant digits; NaN and infinities as uintBitsToFloat).
+std::string flit(double v);
+
+/// values (the output's last coordinate across the 4 elements of a texel: "lane mode"; or the innermost loop
+/// variable of a sum reduction stepped by 4: "reduce mode"). Values depending on that variable become vec4;
+/// a load whose index is var + (multiple of 4) reads one whole texel instead of 4 scalars.
+class ExprEmitter {
+ public:
+  struct Code {
+    std::string s;
+    bool vec = false;
+  };
+
+  ExprEmitter(const Plan& plan, const Kernel& k) : plan_(plan), k_(k) {
+    for (auto& e : k.exprs) count_refs(e);
+  }
+
+  /// Emits statements for `e` into body_ at the current indentation; returns a GLSL expression.
+  Code emit(const KExprPtr& e) {
+    bool gathering = !subst_.empty();
+    bool var_dep = !vvar_.empty() && varies(e);
+    if (!(gathering && var_dep)) {
+      for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it) {
+        auto f = it->find(e.get());
+        if (f != it->end()) return f->second;
+      }
+    }
+    Code c = emit_raw(e);
+    bool trivial = e->op == KOp::IntConst || e->op == KOp::FloatConst || e->op == KOp::Var;
+    if (!trivial && refs_[e.get()] > 1 && !(gathering && var_dep)) {
+      std::string name = fmt::format("{}{}", e->type == KType::Int ? (is_bool(e) ? "c" : "j") : "v", temp_++);
+      line(fmt::format("{} {} = {};", type_name(e, c.vec), name, c.s));
+      c.s = name;
+      scopes_.back()[e.get()] = c;
+    }
+    return c;
+  }
+
+  void line(const std::string& s) { body_ += std::string(indent_ * 2, ' ') + s + "\n"; }
+
+  /// Lane mode: vectorise output coordinate `var` (whose lane-0 value is `base`, a multiple of 4).
+  void set_vector_var(const std::string& var, const std::string& base) {
+    vvar_ = var;
+    vbase_ = base;
+    varies_.clear();
+  }
+  /// True when some load of `e` reads 4 consecutive elements along `var` (worth vectorising).
+  bool has_unit_load(const KExprPtr& e, const std::string& var) {
+    std::string saved = vvar_;
+    vvar_ = var;
+    varies_.clear();
+    bool r = find_unit_load(e);
+    vvar_ = saved;
+    varies_.clear();
+    return r;
+  }
+  /// The outermost sum reduction whose innermost loop variable can be vectorised (or nullptr).
+  const KExpr* pick_vector_reduce(const KExprPtr& e) {
+    if (!e) return nullptr;
+    if (e->op == KOp::Reduce) {
+      if (e->reduce == ReduceKind::Sum && e->extents.back() % 4 == 0 && !kcontains_reduce(e->a) &&
+          has_unit_load(e->a, e->loop_vars.back()))
+        return e.get();
+      return nullptr;  // do not look inside other reductions
+    }
+    for (auto* x : {&e->a, &e->b, &e->c})
+      if (auto* r = pick_vector_reduce(*x)) return r;
+    return nullptr;
+  }
+  void set_vector_reduce(const KExpr* r) { vreduce_ = r; }
+  /// Reductions whose innermost loop steps by 4 (their body already sums the 4 iterations v, v+1, v+2, v+3):
+  /// the loop variable is then a multiple of 4, which lets loads of v + d share one texel fetch.
+  void set_step4_reduces(std::set<const KExpr*> r) { step4_ = std::move(r); }
+
+  std::string body_;
+  int indent_ = 2;
+  bool uses_pow_ = false;
+  std::set<std::string> texel_loads_;  // inputs read as whole texels
+
+ private:
+  const Plan& plan_;
+  const Kernel& k_;
+  std::unordered_map<const KExpr*, int> refs_;
+  std::vector<std::unordered_map<const KExpr*, Code>> scopes_{1};
+  int temp_ = 0;
+  std::string vvar_, vbase_;                       // vectorised variable and its lane-0 value
+  std::map<std::string, std::string> subst_;       // scalar gather: variable -> replacement
+  std::unordered_map<const KExpr*, bool> varies_;  // depends on vvar_
+  const KExpr* vreduce_ = nullptr;
+  std::set<const KExpr*> step4_;
+  std::set<std::string> aligned_vars_;                         // integer variables known to be multiples of 4
+  std::vector<std::map<std::string, std::string>> texels_{1};  // per scope: "input|texel index" -> vec4 local
+
+  /// Integer variables `e` reads that it does not bind itself (a Reduce binds its loop variables).
+  const std::set<std::string>& free_vars(const KExprPtr& e) {
+    auto it = free_vars_.find(e.get());
+    if (it != free_vars_.end()) return it->second;
+    std::set<std::string> s;
+    if (e->op == KOp::Var) s.insert(e->name);
+    for (auto* x : {&e->a, &e->b, &e->c})
+      if (*x) {
+        auto& f = free_vars(*x);
+        s.insert(f.begin(), f.end());
+      }
+    if (e->op == KOp::Reduce)
+      for (auto& v : e->loop_vars) s.erase(v);
+    return free_vars_[e.get()] = std::move(s);
+  }
+  /// Reductions inside `e` that read none of the loop variables `bound` (those of the loop being opened and of
+  /// any reduction between it and them), outermost first; each once.
+  void collect_invariant(const KExprPtr& e, std::set<std::string> bound, std::vector<KExprPtr>& out) {
+    if (!e) return;
+    if (e->op == KOp::Reduce) {
+      const auto& fv = free_vars(e);
+      bool invariant = std::none_of(fv.begin(), fv.end(), [&](const std::string& v) { return bound.count(v) > 0; });
+      if (invariant) {
+        if (std::none_of(out.begin(), out.end(), [&](const KExprPtr& x) { return x.get() == e.get(); })) out.push_back(e);
+        return;
+      }
+      bound.insert(e->loop_vars.begin(), e->loop_vars.end());
+      collect_invariant(e->a, bound, out);
+      return;
+    }
+    collect_invariant(e->a, bound, out);
+    collect_invariant(e->b, bound, out);
+    collect_invariant(e->c, bound, out);
+  }
+  std::unordered_map<const KExpr*, std::set<std::string>> free_vars_;
+
+  void count_refs(const KExprPtr& e) {
+    if (!e) return;
+    if (refs_[e.get()]++ > 0) return;
+    count_refs(e->a), count_refs(e->b), count_refs(e->c);
+  }
+
+  bool varies(const KExprPtr& e) {
+    if (!e || vvar_.empty()) return false;
+    auto it = varies_.find(e.get());
+    if (it != varies_.end()) return it->second;
+    bool v = (e->op == KOp::Var && e->name == vvar_) || varies(e->a) || varies(e->b) || varies(e->c);
+    varies_[e.get()] = v;
+    return v;
+  }
+
+  struct Lin {
+    bool ok = false;
+    int64_t coeff = 0;     // of the vectorised variable
+    bool aligned = false;  // the rest is a multiple of 4
+  };
+  Lin linear(const KExprPtr& e) {
+    if (!varies(e)) return {true, 0, e->op == KOp::IntConst && e->ivalue % 4 == 0};
+    switch (e->op) {
+      case KOp::Var: return {true, 1, true};
+      case KOp::IAdd:
+      case KOp::ISub: {
+        Lin a = linear(e->a), b = linear(e->b);
+        if (!a.ok || !b.ok) return {};
+        return {true, e->op == KOp::IAdd ? a.coeff + b.coeff : a.coeff - b.coeff, a.aligned && b.aligned};
+      }
+      case KOp::IMul: {
+        const KExprPtr& k = e->a->op == KOp::IntConst ? e->a : e->b;
+        const KExprPtr& x = e->a->op == KOp::IntConst ? e->b : e->a;
+        if (k->op != KOp::IntConst) return {};
+        Lin a = linear(x);
+        if (!a.ok) return {};
+        return {true, a.coeff * k->ivalue, a.aligned || k->ivalue % 4 == 0};
+      }
+      default: return {};
+    }
+  }
+  // Lin for terms that do not vary: aligned only if provably a multiple of 4
+  Lin linear_rest(const KExprPtr& e) {
+    if (varies(e)) return linear(e);
+    switch (e->op) {
+      case KOp::IntConst: return {true, 0, e->ivalue % 4 == 0};
+      case KOp::IAdd:
+      case KOp::ISub: {
+        Lin a = linear_rest(e->a), b = linear_rest(e->b);
+        return {a.ok && b.ok, 0, a.aligned && b.aligned};
+      }
+      case KOp::IMul: {
+        Lin a = linear_rest(e->a), b = linear_rest(e->b);
+        bool k4 = (e->a->op == KOp::IntConst && e->a->ivalue % 4 == 0) ||
+                  (e->b->op == KOp::IntConst && e->b->ivalue % 4 == 0);
+        return {true, 0, k4 || a.aligned || b.aligned};
+      }
+      default: return {true, 0, false};
+    }
+  }
+  Lin analyse_index(const KExprPtr& e) {
+    // split into varying part (linear) and invariant part (alignment)
+    if (!varies(e)) return {true, 0, false};
+    if (e->op == KOp::Var) return {true, 1, true};
+    if (e->op == KOp::IAdd || e->op == KOp::ISub) {
+      Lin a = analyse_index(e->a), b = analyse_index(e->b);
+      if (!varies(e->a)) a = linear_rest(e->a);
+      if (!varies(e->b)) b = linear_rest(e->b);
+      if (!a.ok || !b.ok) return {};
+      return {true, e->op == KOp::IAdd ? a.coeff + b.coeff : a.coeff - b.coeff, a.aligned && b.aligned};
+    }
+    if (e->op == KOp::IMul) {
+      const KExprPtr& k = e->a->op == KOp::IntConst ? e->a : e->b;
+      const KExprPtr& x = e->a->op == KOp::IntConst ? e->b : e->a;
+      if (k->op != KOp::IntConst) return {};
+      Lin a = analyse_index(x);
+      if (!a.ok) return {};
+      return {true, a.coeff * k->ivalue, a.aligned || k->ivalue % 4 == 0};
+    }
+    return {};
+  }
+
+  bool find_unit_load(const KExprPtr& e) {
+    if (!e) return false;
+    if (e->op == KOp::Load && varies(e->a)) {
+      Lin l = analyse_index(e->a);
+      if (l.ok && l.coeff == 1 && l.aligned) return true;
+    }
+    return find_unit_load(e->a) || find_unit_load(e->b) || find_unit_load(e->c);
+  }
+
+  static bool is_bool(const KExprPtr& e) {
+    switch (e->op) {
+      case KOp::ILt:
+      case KOp::ILe:
+      case KOp::IEq:
+      case KOp::IGe:
+      case KOp::IAnd: return true;
+      default: return false;
+    }
+  }
+  static std::string type_name(const KExprPtr& e, bool vec) {
+    if (is_bool(e)) return vec ? "bvec4" : "bool";
+    if (e->type == KType::Int) return vec ? "ivec4" : "int";
+    return vec ? "vec4" : "float";
+  }
+  static std::string fvec(const Code& c) { return c.vec ? c.s : fmt::format("vec4({})", c.s); }
+  static std::string ivec(const Code& c) { return c.vec ? c.s : fmt::format("ivec4({})", c.s); }
+
+  /// Emits `e` as scalar code with the vectorised variable replaced by base + lane.
+  std::string emit_lane(const KExprPtr& e, int lane) {
+    auto saved = subst_;
+    subst_[vvar_] = lane ? fmt::format("({} + {})", vbase_, lane) : vbase_;
+    std::string saved_var = vvar_;
+    Code c = emit(e);
+    subst_ = saved;
+    vvar_ = saved_var;
+    return c.s;
+  }
+
+  Code emit_raw(const KExprPtr& e) {
+    auto E = [&](const KExprPtr& x) { return emit(x); };
+    auto S = [](std::string s) { return Code{std::move(s), false}; };
+    switch (e->op) {
+      case KOp::IntConst: return S(std::to_string(e->ivalue));
+      case KOp::FloatConst: return S(flit(e->fvalue));
+      case KOp::Var: {
+        auto it = subst_.find(e->name);
+        if (it != subst_.end()) return S(it->second);
+        if (e->name == vvar_) return {fmt::format("(ivec4({}) + ivec4(0, 1, 2, 3))", vbase_), true};
+        return S(e->name);
+      }
+      default: break;
+    }
+    if (e->op == KOp::Load) return emit_load(e);
+    if (e->op == KOp::FMath) return emit_math(e);
+    if (e->op == KOp::Reduce) return emit_reduce(e);
+    Code a = E(e->a);
+    Code b = e->b ? E(e->b) : Code{};
+    bool v = a.vec || b.vec;
+    auto bin = [&](const char* op) {
+      return Code{fmt::format("({} {} {})", a.s, op, b.s), v};
+    };
+    auto cmp = [&](const char* op, const char* fn) {
+      if (!v) return bin(op);
+      return Code{fmt::format("{}({}, {})", fn, ivec(a), ivec(b)), true};
+    };
+    switch (e->op) {
+      case KOp::IAdd: return bin("+");
+      case KOp::ISub: return bin("-");
+      case KOp::IMul: return bin("*");
+      case KOp::IDiv: return bin("/");
+      case KOp::IMod: return bin("%");
+      case KOp::IMin: return {fmt::format("min({}, {})", v ? ivec(a) : a.s, v ? ivec(b) : b.s), v};
+      case KOp::IMax: return {fmt::format("max({}, {})", v ? ivec(a) : a.s, v ? ivec(b) : b.s), v};
+      case KOp::ILt: return cmp("<", "lessThan");
+      case KOp::ILe: return cmp("<=", "lessThanEqual");
+      case KOp::IEq: return cmp("==", "equal");
+      case KOp::IGe: return cmp(">=", "greaterThanEqual");
+      case KOp::IAnd:
+        if (!v) return bin("&&");
+        return {fmt::format("notEqual(ivec4({}) * ivec4({}), ivec4(0))", a.s, b.s), true};
+      case KOp::ToFloat: return {fmt::format("{}({})", a.vec ? "vec4" : "float", a.s), a.vec};
+      case KOp::FToInt: return {fmt::format("{}({})", a.vec ? "ivec4" : "int", a.s), a.vec};
+      case KOp::ISelect: {
+        // scalar: only the chosen branch is evaluated; vector: both, then a per-lane select
+        Code t = E(e->b), f = E(e->c);
+        if (!(a.vec || t.vec || f.vec)) return S(fmt::format("({} ? {} : {})", a.s, t.s, f.s));
+        std::string cond = a.vec ? a.s : fmt::format("bvec4({})", a.s);
+        return {fmt::format("mix({}, {}, {})", fvec(f), fvec(t), cond), true};
+      }
+      default: break;
+    }
+    return S("0.0");
+  }
+
+  /// Splits an index into (base, constant offset) over its top-level additions.
+  static std::pair<KExprPtr, int64_t> split_offset(const KExprPtr& e) {
+    if (e->op == KOp::IntConst) return {nullptr, e->ivalue};
+    if (e->op == KOp::IAdd) {
+      auto [ba, oa] = split_offset(e->a);
+      auto [bb, ob] = split_offset(e->b);
+      KExprPtr base = !ba ? bb : !bb ? ba : kibin(KOp::IAdd, ba, bb);
+      return {base, oa + ob};
+    }
+    return {e, 0};
+  }
+  /// True when the (scalar) value of `e` is provably a multiple of 4.
+  bool aligned(const KExprPtr& e) const {
+    if (!e) return true;
+    switch (e->op) {
+      case KOp::IntConst: return e->ivalue % 4 == 0;
+      case KOp::Var: return subst_.count(e->name) == 0 && e->name != vvar_ && aligned_vars_.count(e->name) > 0;
+      case KOp::IAdd:
+      case KOp::ISub: return aligned(e->a) && aligned(e->b);
+      case KOp::IMul:
+        return (e->a->op == KOp::IntConst && e->a->ivalue % 4 == 0) || (e->b->op == KOp::IntConst && e->b->ivalue % 4 == 0) ||
+               aligned(e->a) || aligned(e->b);
+      default: return false;
+    }
+  }
+  /// A scalar load. When the index is (multiple of 4) + constant, the texel is fetched once per scope and
+  /// shared by the loads of its 4 elements (an unrolled loop reads v, v+1, v+2, v+3 from one texel).
+  Code scalar_load(const KExprPtr& e, const std::string& name) {
+    auto [base, off] = split_offset(e->a);
+    if (base && aligned(base)) {
+      int64_t comp = ((off % 4) + 4) % 4;
+      KExprPtr tb = off - comp == 0 ? base : kibin(KOp::IAdd, base, kint(off - comp));
+      std::string idx = emit(tb).s;
+      std::string key = name + "|" + idx;
+      for (auto it = texels_.rbegin(); it != texels_.rend(); ++it)
+        if (auto f = it->find(key); f != it->end()) return {fmt::format("{}[{}]", f->second, comp), false};
+      std::string var = fmt::format("tx{}", temp_++);
+      texel_loads_.insert(name);
+      line(fmt::format("vec4 {} = load4_{}({});", var, name, idx));
+      texels_.back()[key] = var;
+      return {fmt::format("{}[{}]", var, comp), false};
+    }
+    return {fmt::format("load_{}({})", name, emit(e->a).s), false};
+  }
+
+  Code emit_load(const KExprPtr& e) {
+    const std::string& name = plan_.values[k_.inputs[e->input]].name;
+    if (!subst_.empty() || !varies(e->a)) return scalar_load(e, name);
+    Lin l = analyse_index(e->a);
+    if (l.ok && l.coeff == 1 && l.aligned) {
+      texel_loads_.insert(name);
+      return {fmt::format("load4_{}({})", name, emit_lane(e->a, 0)), true};
+    }
+    std::string g = "vec4(";
+    for (int lane = 0; lane < 4; ++lane) g += fmt::format("{}{}", lane ? ", " : "", emit_lane(e, lane));
+    return {g + ")", true};
+  }
+
+  Code emit_math(const KExprPtr& e) {
+    Code A = emit(e->a);
+    Code B = e->b ? emit(e->b) : Code{};
+    Code C = e->c ? emit(e->c) : Code{};
+    bool v = A.vec || B.vec || C.vec;
+    std::string a = A.s, b = B.s;
+    auto R = [&](std::string s) { return Code{std::move(s), v}; };
+    auto both = [&](const char* fn) {  // functions that need matching operand types
+      return R(v ? fmt::format("{}({}, {})", fn, fvec(A), fvec(B)) : fmt::format("{}({}, {})", fn, a, b));
+    };
+    auto cmp = [&](const char* op, const char* fn) {
+      return R(v ? fmt::format("vec4({}({}, {}))", fn, fvec(A), fvec(B)) : fmt::format("float({} {} {})", a, op, b));
+    };
+    switch (e->sop) {
+      case SOp::Neg: return R(fmt::format("(-{})", a));
+      case SOp::Abs: return R(fmt::format("abs({})", a));
+      case SOp::Exp: return R(fmt::format("exp({})", a));
+      case SOp::Log: return R(fmt::format("log({})", a));
+      case SOp::Sqrt: return R(fmt::format("sqrt({})", a));
+      case SOp::Rsqrt: return R(fmt::format("inversesqrt({})", a));
+      case SOp::Sin: return R(fmt::format("sin({})", a));
+      case SOp::Cos: return R(fmt::format("cos({})", a));
+      case SOp::Tanh: return R(fmt::format("tanh(clamp({}, -15.0, 15.0))", a));  // avoids exp overflow -> NaN
+      case SOp::Sigmoid: return R(fmt::format("(1.0 / (1.0 + exp(-{})))", a));
+      case SOp::Relu: return R(fmt::format("max({}, 0.0)", a));
+      case SOp::Sign: return R(fmt::format("sign({})", a));
+      case SOp::Floor: return R(fmt::format("floor({})", a));
+      case SOp::Round: return R(fmt::format("roundEven({})", a));
+      case SOp::Recip: return R(fmt::format("(1.0 / {})", a));
+      case SOp::Add: return R(fmt::format("({} + {})", a, b));
+      case SOp::Sub: return R(fmt::format("({} - {})", a, b));
+      case SOp::Mul: return R(fmt::format("({} * {})", a, b));
+      case SOp::Div: return R(fmt::format("({} / {})", a, b));
+      case SOp::Pow: uses_pow_ = true; return both("sg_pow");
+      case SOp::Max: return R(fmt::format("max({}, {})", A.vec || !v ? a : fvec(A), b));
+      case SOp::Min: return R(fmt::format("min({}, {})", A.vec || !v ? a : fvec(A), b));
+      case SOp::Lt: return cmp("<", "lessThan");
+      case SOp::Le: return cmp("<=", "lessThanEqual");
+      case SOp::Gt: return cmp(">", "greaterThan");
+      case SOp::Ge: return cmp(">=", "greaterThanEqual");
+      case SOp::Eq: return cmp("==", "equal");
+      case SOp::Ne: return cmp("!=", "notEqual");
+      case SOp::Select:
+        if (!v) return R(fmt::format("({} != 0.0 ? {} : {})", a, b, C.s));
+        return R(fmt::format("mix({}, {}, notEqual({}, vec4(0.0)))", fvec(C), fvec(B), fvec(A)));
+      default: break;
+    }
+    return R("0.0");
+  }
+
+  Code emit_reduce(const KExprPtr& e) {
+    auto g = fused_.find(e.get());
+    if (g == fused_.end()) return emit_reduces({e}).front();
+    // one loop nest for the whole group of sibling reductions; every member's result is known from here on
+    std::vector<KExprPtr> members = g->second;
+    std::vector<Code> codes = emit_reduces(members);
+    Code mine;
+    for (size_t i = 0; i < members.size(); ++i) {
+      scopes_.back()[members[i].get()] = codes[i];
+      fused_.erase(members[i].get());
+      if (members[i].get() == e.get()) mine = codes[i];
+    }
+    return mine;
+  }
+
+  /// Emits reductions that share one loop nest (same loop variables and extents; one member unless sibling
+  /// loops are fused) as one set of loops with one accumulator each; returns each member's result.
+  std::vector<Code> emit_reduces(const std::vector<KExprPtr>& rs) {
+    const KExprPtr& e0 = rs.front();
+    const bool vreduce = rs.size() == 1 && e0.get() == vreduce_;
+    const bool unrolled = step4_.count(e0.get()) > 0;
+    std::string saved_var = vvar_, saved_base = vbase_;
+    if (vreduce) set_vector_var(e0->loop_vars.back(), e0->loop_vars.back());
+    // loop-invariant reductions inside the bodies (e.g. a softmax's sum of exps read in a loss loop) are computed
+    // once, before the loop, instead of once per iteration
+    std::vector<KExprPtr> invariant;
+    for (auto& e : rs) collect_invariant(e->a, std::set<std::string>(e->loop_vars.begin(), e->loop_vars.end()), invariant);
+    for (auto& r : invariant) {
+      Code c = emit(r);
+      scopes_.back()[r.get()] = c;
+    }
+    std::string loops;
+    for (size_t i = 0; i < e0->loop_vars.size(); ++i)
+      loops += fmt::format("{}{}<{}", i ? ", " : "", e0->loop_vars[i], e0->extents[i]);
+    struct Acc {
+      int id;
+      std::string name, ty;
+      bool v;  // lane mode: per-lane accumulators
+    };
+    std::vector<Acc> accs;
+    for (auto& e : rs) {
+      Acc a;
+      a.id = temp_++;
+      a.name = fmt::format("acc{}", a.id);
+      a.v = !vreduce && varies(e->a);
+      a.ty = a.v || vreduce ? "vec4" : "float";
+      accs.push_back(a);
+    }
+    std::string what;
+    for (size_t i = 0; i < rs.size(); ++i) what += fmt::format("{}{}", i ? ", " : "", reduce_name(rs[i]->reduce));
+    line(fmt::format("// {} over {}{}{}", what, loops,
+                     vreduce ? " (4 at a time)"
+                     : unrolled ? (vvar_ == "elem" ? " (unrolled by 4)" : " (unrolled by 4: one texel serves 4 iterations)")
+                                : "",
+                     rs.size() > 1 ? fmt::format(" -- {} reductions in one loop (register tile: loads shared)", rs.size())
+                                   : std::string()));
+    for (size_t i = 0; i < rs.size(); ++i) {
+      const Acc& a = accs[i];
+      ReduceKind k = rs[i]->reduce;
+      std::string init = k == ReduceKind::Sum ? "0.0" : k == ReduceKind::Min ? flit(INFINITY) : flit(-INFINITY);
+      if (k == ReduceKind::ArgMax) {
+        line(fmt::format("{0} {1} = {0}(0.0);", a.ty, a.name));
+        line(fmt::format("{0} best{1} = {0}({2});", a.ty, a.id, flit(-INFINITY)));
+        line(fmt::format("int it{} = 0;", a.id));
+      } else {
+        line(fmt::format("{0} {1} = {0}({2});", a.ty, a.name, init));
+      }
+    }
+    for (size_t i = 0; i < e0->loop_vars.size(); ++i) {
+      bool step4 = (vreduce || unrolled) && i + 1 == e0->loop_vars.size();
+      if (unrolled && step4) aligned_vars_.insert(e0->loop_vars[i]);
+      line(fmt::format("for (int {0} = 0; {0} < {1}; {0} += {2}) {{", e0->loop_vars[i], e0->extents[i], step4 ? 4 : 1));
+      ++indent_;
+    }
+    scopes_.emplace_back();
+    texels_.emplace_back();
+    for (size_t i = 0; i < rs.size(); ++i) {
+      const Acc& a = accs[i];
+      Code body = emit(rs[i]->a);
+      std::string x = (a.v || vreduce) ? fvec(body) : body.s;
+      switch (rs[i]->reduce) {
+        case ReduceKind::Sum: line(fmt::format("{} += {};", a.name, x)); break;
+        case ReduceKind::Max: line(fmt::format("{0} = max({0}, {1});", a.name, x)); break;
+        case ReduceKind::Min: line(fmt::format("{0} = min({0}, {1});", a.name, x)); break;
+        case ReduceKind::ArgMax:
+          line(fmt::format("{} x{} = {};", a.ty, a.id, x));
+          if (a.v) {
+            line(fmt::format("bvec4 better{0} = bvec4(ivec4(greaterThan(x{0}, best{0})) + ivec4(it{0} == 0));", a.id));
+            line(fmt::format("best{0} = mix(best{0}, x{0}, better{0}); {1} = mix({1}, vec4(float(it{0})), better{0});",
+                             a.id, a.name));
+          } else {
+            line(fmt::format("if (it{0} == 0 || x{0} > best{0}) {{ best{0} = x{0}; {1} = float(it{0}); }}", a.id, a.name));
+          }
+          line(fmt::format("++it{};", a.id));
+          break;
+      }
+    }
+    scopes_.pop_back();
+    texels_.pop_back();
+    if (unrolled) aligned_vars_.erase(e0->loop_vars.back());
+    for (size_t i = 0; i < e0->loop_vars.size(); ++i) {
+      --indent_;
+      line("}");
+    }
+    std::vector<Code> out;
+    if (vreduce) {
+      vvar_ = saved_var;
+      vbase_ = saved_base;
+      varies_.clear();
+      out.push_back({fmt::format("dot({}, vec4(1.0))", accs[0].name), false});
+      return out;
+    }
+    for (auto& a : accs) out.push_back({a.name, a.v});
+    return out;
+  }
+
+ public:
+  /// Sibling loop fusion: top-level reductions of `roots` (not inside another loop) with the same loop variables,
+  /// extents and unrolling, none containing another, are emitted as one loop nest with one accumulator each.
+  /// A kernel computing several rows of a matmul per fragment (row planes) then loads each texel of the shared
+  /// operand once per loop step for all rows: a register tile.
+  void fuse_sibling_loops(const std::vector<KExprPtr>& roots) {
+    std::vector<KExprPtr> tops;
+    std::set<const KExpr*> seen;
+    std::function<void(const KExprPtr&)> walk = [&](const KExprPtr& e) {
+      if (!e || !seen.insert(e.get()).second) return;
+      if (e->op == KOp::Reduce) {
+        if (e.get() != vreduce_) tops.push_back(e);
+        return;
+      }
+      walk(e->a), walk(e->b), walk(e->c);
+    };
+    for (auto& r : roots) walk(r);
+    auto contains = [](const KExprPtr& hay, const KExpr* needle) {
+      std::set<const KExpr*> vis;
+      std::function<bool(const KExprPtr&)> f = [&](const KExprPtr& x) -> bool {
+        if (!x || !vis.insert(x.get()).second) return false;
+        return x.get() == needle || f(x->a) || f(x->b) || f(x->c);
+      };
+      return f(hay->a);
+    };
+    std::vector<bool> used(tops.size(), false);
+    for (size_t i = 0; i < tops.size(); ++i) {
+      if (used[i]) continue;
+      std::vector<KExprPtr> group{tops[i]};
+      for (size_t j = i + 1; j < tops.size(); ++j) {
+        if (used[j] || tops[j]->loop_vars != tops[i]->loop_vars || tops[j]->extents != tops[i]->extents ||
+            step4_.count(tops[j].get()) != step4_.count(tops[i].get()))
+          continue;
+        bool independent = true;
+        for (auto& m : group) independent = independent && !contains(m, tops[j].get()) && !contains(tops[j], m.get());
+        if (!independent) continue;
+        group.push_back(tops[j]);
+        used[j] = true;
+      }
+      if (group.size() > 1)
+        for (auto& m : group) fused_[m.get()] = group;
+    }
+  }
+
+ private:
+  std::unordered_map<const KExpr*, std::vector<KExprPtr>> fused_;
+};
+
+/// Tile mode rewrite: every top-level unrollable sum reduction's innermost loop sums 4 iterations per step
+/// (v, v+1, v+2, v+3; the emitter steps v by 4). Shared subtrees stay shared across `roots`. The rewritten
+/// reductions are added to `unrolled`.
+std::vector<KExprPtr> unroll_reductions(const std::vector<KExprPtr>& roots, std::set<const KExpr*>& unrolled);
+
+/// `text` with two more spaces at the start of every line.
+std::string indent2(const std::string& text);
+
+}  // namespace sg::glsl

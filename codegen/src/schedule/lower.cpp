@@ -1,0 +1,411 @@
+// Lowering of graph nodes to kernel IR (see schedule/lower.h).
+#include "schedule/lower.h"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <string>
+
+#include <fmt/format.h>
+
+namespace sg::sched {
+
+KExprPtr linearize(const std::vector<KExprPtr>& idx, ShapeRef shape) {
+  KExprPtr flat = kint(0);
+  Shape st = contiguous_strides(shape);
+  for (size_t i = 0; i < idx.size(); ++i)
+    if (shape[i] != 1) flat = kibin(KOp::IAdd, flat, kibin(KOp::IMul, idx[i], kint(st[i])));
+  return flat;
+}
+
+std::vector<KExprPtr> delinearize(const KExprPtr& flat, ShapeRef shape) {
+  std::vector<KExprPtr> idx(shape.size());
+  Shape st = contiguous_strides(shape);
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == 1) {
+      idx[i] = kint(0);
+      continue;
+    }
+    KExprPtr q = kibin(KOp::IDiv, flat, kint(st[i]));
+    idx[i] = i == 0 ? q : kibin(KOp::IMod, q, kint(shape[i]));
+  }
+  return idx;
+}
+
+namespace {
+
+/// Index into an input of shape `in` broadcast to `out` (NumPy rules).
+std::vector<KExprPtr> broadcast_index(const std::vector<KExprPtr>& idx, ShapeRef in, ShapeRef out) {
+  std::vector<KExprPtr> r(in.size());
+  size_t off = out.size() - in.size();
+  for (size_t i = 0; i < in.size(); ++i) r[i] = in[i] == 1 ? kint(0) : idx[off + i];
+  return r;
+}
+
+KExprPtr band(KExprPtr a, KExprPtr b) { return kibin(KOp::IAnd, std::move(a), std::move(b)); }
+KExprPtr in_range(const KExprPtr& v, int64_t hi) {
+  return band(kibin(KOp::IGe, v, kint(0)), kibin(KOp::ILt, v, kint(hi)));
+}
+
+/// Loop iterations per output element from which a kernel with few output texels counts as latency-bound
+
+/// Lowers nodes to kernel IR for one kernel; reads of materialised values become Loads.
+class Lowerer {
+ public:
+  Lowerer(const std::unordered_map<const Node*, int>& value_of, Kernel& k, std::vector<NodePtr>& inlined,
+          const std::unordered_set<const Node*>* transposed = nullptr)
+      : value_of_(value_of), k_(k), inlined_(inlined), transposed_(transposed) {}
+
+  /// The value of node `n` itself (not a load of it) at coordinates idx.
+  KExprPtr root_at(const NodePtr& n, const std::vector<KExprPtr>& idx) { return lower(n, idx); }
+  /// Registers `n` as an output of this kernel whose value at coordinates idx is `root`: a read of n at the
+  /// same element returns `root` (computed once); a read at another element throws NotIdentity.
+  void add_member(const NodePtr& n, const std::vector<KExprPtr>& idx, KExprPtr root) {
+    members_[n.get()] = {linearize(idx, n->shape), std::move(root)};
+  }
+
+ private:
+  struct Member {
+    KExprPtr flat;  // the member's own element index
+    KExprPtr root;
+  };
+  std::unordered_map<const Node*, Member> members_;
+
+  KExprPtr member_read(const Node* n, const KExprPtr& flat) {
+    const Member& m = members_.at(n);
+    if (kequal(flat, m.flat)) return m.root;
+    throw NotIdentity{};
+  }
+
+  const std::unordered_map<const Node*, int>& value_of_;
+  Kernel& k_;
+  std::vector<NodePtr>& inlined_;
+  std::unordered_set<const Node*> seen_;
+  std::map<std::pair<const Node*, std::vector<const KExpr*>>, KExprPtr> memo_;
+  int loop_counter_ = 0;
+
+  std::string fresh() { return fmt::format("r{}", loop_counter_++); }
+
+  int input_slot(int value_id) {
+    auto it = std::find(k_.inputs.begin(), k_.inputs.end(), value_id);
+    if (it != k_.inputs.end()) return static_cast<int>(it - k_.inputs.begin());
+    k_.inputs.push_back(value_id);
+    return static_cast<int>(k_.inputs.size()) - 1;
+  }
+
+  bool materialized(const Node* n) const { return value_of_.count(n) > 0; }
+  const std::unordered_set<const Node*>* transposed_;
+  bool stored_transposed(const Node* n) const { return transposed_ && transposed_->count(n) > 0; }
+  /// A Load of materialised n at coordinates idx (of n's shape), through its transposed storage if any.
+  KExprPtr load(const NodePtr& n, const std::vector<KExprPtr>& idx) {
+    int slot = input_slot(value_of_.at(n.get()));
+    if (!stored_transposed(n.get())) return kload(slot, linearize(idx, n->shape));
+    return kload(slot, linearize({idx[1], idx[0]}, Shape{n->shape[1], n->shape[0]}));
+  }
+
+  KExprPtr read_flat(const NodePtr& n, const KExprPtr& flat) {
+    if (members_.count(n.get())) return member_read(n.get(), flat);
+    if (materialized(n.get()))
+      return stored_transposed(n.get()) ? load(n, delinearize(flat, n->shape)) : kload(input_slot(value_of_.at(n.get())), flat);
+    if (n->op == Op::Reshape) {
+      note(n);
+      return read_flat(n->inputs[0], flat);
+    }
+    return lower(n, delinearize(flat, n->shape));
+  }
+
+  KExprPtr read(const NodePtr& n, const std::vector<KExprPtr>& idx) {
+    if (members_.count(n.get())) return member_read(n.get(), linearize(idx, n->shape));
+    if (materialized(n.get())) return load(n, idx);
+    return lower(n, idx);
+  }
+
+  void note(const NodePtr& n) {
+    if (seen_.insert(n.get()).second) inlined_.push_back(n);
+  }
+
+  KExprPtr lower(const NodePtr& n, const std::vector<KExprPtr>& idx) {
+    std::vector<const KExpr*> key;
+    for (auto& e : idx) key.push_back(e.get());
+    auto mk = std::make_pair(n.get(), key);
+    auto it = memo_.find(mk);
+    if (it != memo_.end()) return it->second;
+    note(n);
+    KExprPtr r = lower_uncached(n, idx);
+    memo_[mk] = r;
+    return r;
+  }
+
+  KExprPtr to_kexpr(const SExprPtr& e, const std::vector<KExprPtr>& args) {
+    switch (e->op) {
+      case SOp::Const: return kfloat(e->value);
+      case SOp::Arg: return args[e->arg];
+      default: break;
+    }
+    return kmath(e->op, to_kexpr(e->a, args), e->b ? to_kexpr(e->b, args) : nullptr,
+                 e->c ? to_kexpr(e->c, args) : nullptr);
+  }
+
+  KExprPtr lower_reduce(const Node& n, const std::vector<KExprPtr>& idx) {
+    const Attrs& a = n.attrs;
+    auto in = [&](size_t i) { return n.inputs[i]; };
+    auto ishape = [&](size_t i) -> ShapeRef { return n.inputs[i]->shape; };
+    std::vector<std::string> vars;
+    std::vector<int64_t> ext;
+    std::vector<KExprPtr> j;
+    size_t pos = 0;
+    for (size_t i = 0; i < ishape(0).size(); ++i) {
+      bool red = std::find(a.axes.begin(), a.axes.end(), static_cast<int>(i)) != a.axes.end();
+      if (red) {
+        vars.push_back(fresh());
+        ext.push_back(ishape(0)[i]);
+        j.push_back(kvar(vars.back()));
+        if (a.keepdims) ++pos;
+      } else {
+        j.push_back(idx[pos++]);
+      }
+    }
+    return kreduce(a.reduce, vars, ext, read(in(0), j));
+  }
+
+  KExprPtr lower_matmul(const Node& n, const std::vector<KExprPtr>& idx) {
+    auto in = [&](size_t i) { return n.inputs[i]; };
+    auto ishape = [&](size_t i) -> ShapeRef { return n.inputs[i]->shape; };
+    ShapeRef as = ishape(0), bs = ishape(1);
+    size_t r = idx.size();
+    std::vector<KExprPtr> batch(idx.begin(), idx.end() - 2);
+    Shape obatch(n.shape.begin(), n.shape.end() - 2);
+    std::string kv = fresh();
+    auto ai = broadcast_index(batch, as.drop_back(2), obatch);
+    auto bi = broadcast_index(batch, bs.drop_back(2), obatch);
+    ai.push_back(idx[r - 2]);
+    ai.push_back(kvar(kv));
+    bi.push_back(kvar(kv));
+    bi.push_back(idx[r - 1]);
+    return kreduce(ReduceKind::Sum, {kv}, {as.back()}, kmath(SOp::Mul, read(in(0), ai), read(in(1), bi)));
+  }
+
+  KExprPtr lower_conv2d(const Node& n, const std::vector<KExprPtr>& idx) {
+    const Attrs& a = n.attrs;
+    auto in = [&](size_t i) { return n.inputs[i]; };
+    auto ishape = [&](size_t i) -> ShapeRef { return n.inputs[i]->shape; };
+    ShapeRef xs = ishape(0), ws = ishape(1);
+    std::string c = fresh(), kh = fresh(), kw = fresh();
+    KExprPtr ih = kibin(KOp::IAdd, kibin(KOp::ISub, kibin(KOp::IMul, idx[2], kint(a.stride[0])), kint(a.padding[0])),
+                        kibin(KOp::IMul, kvar(kh), kint(a.dilation[0])));
+    KExprPtr iw = kibin(KOp::IAdd, kibin(KOp::ISub, kibin(KOp::IMul, idx[3], kint(a.stride[1])), kint(a.padding[1])),
+                        kibin(KOp::IMul, kvar(kw), kint(a.dilation[1])));
+    KExprPtr valid = kint(1);
+    if (a.padding[0]) valid = band(valid, in_range(ih, xs[2]));
+    if (a.padding[1]) valid = band(valid, in_range(iw, xs[3]));
+    KExprPtr xv = kselect(valid, read(in(0), {idx[0], kvar(c), ih, iw}), kfloat(0));
+    KExprPtr wv = read(in(1), {idx[1], kvar(c), kvar(kh), kvar(kw)});
+    return kreduce(ReduceKind::Sum, {c, kh, kw}, {ws[1], ws[2], ws[3]}, kmath(SOp::Mul, xv, wv));
+  }
+
+  KExprPtr lower_conv2d_grad_input(const Node& n, const std::vector<KExprPtr>& idx) {
+    const Attrs& a = n.attrs;
+    auto in = [&](size_t i) { return n.inputs[i]; };
+    auto ishape = [&](size_t i) -> ShapeRef { return n.inputs[i]->shape; };
+    // dx[b,c,h,w] = sum_{o,kh,kw} dy[b,o,(h+p-kh*d)/s,(w+p-kw*d)/s] * w[o,c,kh,kw] where divisible, in range
+    ShapeRef ys = ishape(0), ws = ishape(1);
+    std::string o = fresh(), kh = fresh(), kw = fresh();
+    KExprPtr valid = kint(1);
+    KExprPtr pos[2];
+    std::string kvars[2] = {kh, kw};
+    for (int d = 0; d < 2; ++d) {
+      KExprPtr t = kibin(KOp::ISub, kibin(KOp::IAdd, idx[2 + d], kint(a.padding[d])),
+                         kibin(KOp::IMul, kvar(kvars[d]), kint(a.dilation[d])));
+      KExprPtr q = kibin(KOp::IDiv, t, kint(a.stride[d]));
+      valid = band(valid, kibin(KOp::IGe, t, kint(0)));
+      if (a.stride[d] != 1) valid = band(valid, kibin(KOp::IEq, kibin(KOp::IMod, t, kint(a.stride[d])), kint(0)));
+      valid = band(valid, kibin(KOp::ILt, q, kint(ys[2 + d])));
+      pos[d] = q;
+    }
+    KExprPtr prod = kmath(SOp::Mul, read(in(0), {idx[0], kvar(o), pos[0], pos[1]}),
+                          read(in(1), {kvar(o), idx[1], kvar(kh), kvar(kw)}));
+    return kreduce(ReduceKind::Sum, {o, kh, kw}, {ys[1], ws[2], ws[3]}, kselect(valid, prod, kfloat(0)));
+  }
+
+  KExprPtr lower_conv2d_grad_weight(const Node& n, const std::vector<KExprPtr>& idx) {
+    const Attrs& a = n.attrs;
+    auto in = [&](size_t i) { return n.inputs[i]; };
+    auto ishape = [&](size_t i) -> ShapeRef { return n.inputs[i]->shape; };
+    // dw[o,c,kh,kw] = sum_{b,oh,ow} dy[b,o,oh,ow] * x[b,c,oh*s-p+kh*d,ow*s-p+kw*d]
+    ShapeRef ys = ishape(0), xs = ishape(1);
+    std::string b = fresh(), oh = fresh(), ow = fresh();
+    KExprPtr ih = kibin(KOp::IAdd, kibin(KOp::ISub, kibin(KOp::IMul, kvar(oh), kint(a.stride[0])), kint(a.padding[0])),
+                        kibin(KOp::IMul, idx[2], kint(a.dilation[0])));
+    KExprPtr iw = kibin(KOp::IAdd, kibin(KOp::ISub, kibin(KOp::IMul, kvar(ow), kint(a.stride[1])), kint(a.padding[1])),
+                        kibin(KOp::IMul, idx[3], kint(a.dilation[1])));
+    KExprPtr valid = kint(1);
+    if (a.padding[0]) valid = band(valid, in_range(ih, xs[2]));
+    if (a.padding[1]) valid = band(valid, in_range(iw, xs[3]));
+    KExprPtr xv = kselect(valid, read(in(1), {kvar(b), idx[1], ih, iw}), kfloat(0));
+    KExprPtr dy = read(in(0), {kvar(b), idx[0], kvar(oh), kvar(ow)});
+    return kreduce(ReduceKind::Sum, {b, oh, ow}, {ys[0], ys[2], ys[3]}, kmath(SOp::Mul, dy, xv));
+  }
+
+  KExprPtr lower_pool(const Node& n, const std::vector<KExprPtr>& idx) {
+    const Attrs& a = n.attrs;
+    auto in = [&](size_t i) { return n.inputs[i]; };
+    auto ishape = [&](size_t i) -> ShapeRef { return n.inputs[i]->shape; };
+    ShapeRef xs = ishape(0);
+    std::string kh = fresh(), kw = fresh();
+    KExprPtr ih = kibin(KOp::IAdd, kibin(KOp::ISub, kibin(KOp::IMul, idx[2], kint(a.stride[0])), kint(a.padding[0])), kvar(kh));
+    KExprPtr iw = kibin(KOp::IAdd, kibin(KOp::ISub, kibin(KOp::IMul, idx[3], kint(a.stride[1])), kint(a.padding[1])), kvar(kw));
+    KExprPtr valid = kint(1);
+    if (a.padding[0]) valid = band(valid, in_range(ih, xs[2]));
+    if (a.padding[1]) valid = band(valid, in_range(iw, xs[3]));
+    bool mx = n.op == Op::MaxPool2d;
+    KExprPtr v = kselect(valid, read(in(0), {idx[0], idx[1], ih, iw}),
+                         kfloat(mx ? -std::numeric_limits<double>::infinity() : 0.0));
+    KExprPtr r = kreduce(mx ? ReduceKind::Max : ReduceKind::Sum, {kh, kw}, {a.kernel[0], a.kernel[1]}, v);
+    return mx ? r : kmath(SOp::Mul, r, kfloat(1.0 / static_cast<double>(a.kernel[0] * a.kernel[1])));
+  }
+
+  KExprPtr lower_pool_grad(const Node& n, const std::vector<KExprPtr>& idx) {
+    const Attrs& a = n.attrs;
+    auto in = [&](size_t i) { return n.inputs[i]; };
+    auto ishape = [&](size_t i) -> ShapeRef { return n.inputs[i]->shape; };
+    // dx[b,c,h,w] = sum over windows (oh,ow) that contain (h,w) at window position (kh,kw)
+    ShapeRef ys = ishape(0);
+    Shape xs = n.shape;
+    std::string kh = fresh(), kw = fresh();
+    std::string kvars[2] = {kh, kw};
+    KExprPtr valid = kint(1);
+    KExprPtr pos[2];
+    for (int d = 0; d < 2; ++d) {
+      KExprPtr t = kibin(KOp::ISub, kibin(KOp::IAdd, idx[2 + d], kint(a.padding[d])), kvar(kvars[d]));
+      KExprPtr q = kibin(KOp::IDiv, t, kint(a.stride[d]));
+      valid = band(valid, kibin(KOp::IGe, t, kint(0)));
+      if (a.stride[d] != 1) valid = band(valid, kibin(KOp::IEq, kibin(KOp::IMod, t, kint(a.stride[d])), kint(0)));
+      valid = band(valid, kibin(KOp::ILt, q, kint(ys[2 + d])));
+      pos[d] = q;
+    }
+    KExprPtr dy = read(in(0), {idx[0], idx[1], pos[0], pos[1]});
+    if (n.op == Op::AvgPool2dGrad) {
+      KExprPtr r = kreduce(ReduceKind::Sum, {kh, kw}, {a.kernel[0], a.kernel[1]}, kselect(valid, dy, kfloat(0)));
+      return kmath(SOp::Mul, r, kfloat(1.0 / static_cast<double>(a.kernel[0] * a.kernel[1])));
+    }
+    // the window's first maximum (row-major window order), as PyTorch picks it
+    std::string kh2 = fresh(), kw2 = fresh();
+    KExprPtr ih2 = kibin(KOp::IAdd, kibin(KOp::ISub, kibin(KOp::IMul, pos[0], kint(a.stride[0])), kint(a.padding[0])), kvar(kh2));
+    KExprPtr iw2 = kibin(KOp::IAdd, kibin(KOp::ISub, kibin(KOp::IMul, pos[1], kint(a.stride[1])), kint(a.padding[1])), kvar(kw2));
+    KExprPtr valid2 = kint(1);
+    if (a.padding[0]) valid2 = band(valid2, in_range(ih2, xs[2]));
+    if (a.padding[1]) valid2 = band(valid2, in_range(iw2, xs[3]));
+    KExprPtr xv = kselect(valid2, read(in(1), {idx[0], idx[1], ih2, iw2}),
+                          kfloat(-std::numeric_limits<double>::infinity()));
+    KExprPtr am = kreduce(ReduceKind::ArgMax, {kh2, kw2}, {a.kernel[0], a.kernel[1]}, xv);
+    KExprPtr here = kto_float(kibin(KOp::IAdd, kibin(KOp::IMul, kvar(kh), kint(a.kernel[1])), kvar(kw)));
+    KExprPtr is_max = kmath(SOp::Eq, am, here);
+    KExprPtr contrib = kselect(valid, kmath(SOp::Mul, dy, is_max), kfloat(0));
+    return kreduce(ReduceKind::Sum, {kh, kw}, {a.kernel[0], a.kernel[1]}, contrib);
+  }
+
+  KExprPtr lower_uncached(const NodePtr& np, const std::vector<KExprPtr>& idx) {
+    const Node& n = *np;
+    const Attrs& a = n.attrs;
+    auto in = [&](size_t i) { return n.inputs[i]; };
+    auto ishape = [&](size_t i) -> ShapeRef { return n.inputs[i]->shape; };
+    switch (n.op) {
+      case Op::Input:
+      case Op::Param:
+      case Op::State:
+      case Op::Const:
+        throw ValueError("schedule: leaf " + n.describe() + " must be materialised");
+      case Op::Map: {
+        std::vector<KExprPtr> args;
+        for (size_t i = 0; i < n.inputs.size(); ++i)
+          args.push_back(read(in(i), broadcast_index(idx, ishape(i), n.shape)));
+        return to_kexpr(n.body, args);
+      }
+      case Op::Reshape: return read_flat(in(0), linearize(idx, n.shape));
+      case Op::Permute: {
+        std::vector<KExprPtr> j(idx.size());
+        for (size_t i = 0; i < idx.size(); ++i) j[a.perm[i]] = idx[i];
+        return read(in(0), j);
+      }
+      case Op::Expand: return read(in(0), broadcast_index(idx, ishape(0), n.shape));
+      case Op::Slice: {
+        std::vector<KExprPtr> j(idx.size());
+        for (size_t i = 0; i < idx.size(); ++i)
+          j[i] = kibin(KOp::IAdd, kint(a.starts[i]), kibin(KOp::IMul, idx[i], kint(a.steps[i])));
+        return read(in(0), j);
+      }
+      case Op::Pad: {
+        std::vector<KExprPtr> j(idx.size());
+        KExprPtr valid = kint(1);
+        for (size_t i = 0; i < idx.size(); ++i) {
+          j[i] = kibin(KOp::ISub, idx[i], kint(a.pads_before[i]));
+          if (a.pads_before[i] || a.pads_after[i]) valid = band(valid, in_range(j[i], ishape(0)[i]));
+        }
+        return kselect(valid, read(in(0), j), kfloat(a.value));
+      }
+      case Op::OneHot: {
+        std::vector<KExprPtr> j(idx.begin(), idx.end() - 1);
+        return kmath(SOp::Eq, read(in(0), j), kto_float(idx.back()));
+      }
+      case Op::Reduce: return lower_reduce(n, idx);
+      case Op::MatMul: return lower_matmul(n, idx);
+      case Op::Conv2d: return lower_conv2d(n, idx);
+      case Op::Conv2dGradInput: return lower_conv2d_grad_input(n, idx);
+      case Op::Conv2dGradWeight: return lower_conv2d_grad_weight(n, idx);
+      case Op::MaxPool2d:
+      case Op::AvgPool2d: return lower_pool(n, idx);
+      case Op::MaxPool2dGrad:
+      case Op::AvgPool2dGrad: return lower_pool_grad(n, idx);
+    }
+    throw ValueError("schedule: cannot lower " + n.describe());
+  }
+};
+
+Shape squeezed(ShapeRef s) {
+  Shape r;
+  for (int64_t d : s)
+    if (d != 1) r.push_back(d);
+  return r;
+}
+
+
+
+/// Coordinates of `shape` for the element at domain coordinates `vars` (same_domain(domain, shape)).
+std::vector<KExprPtr> domain_coords(const std::vector<KExprPtr>& vars, ShapeRef domain, ShapeRef shape) {
+  std::vector<KExprPtr> nonunit;
+  for (size_t i = 0; i < domain.size(); ++i)
+    if (domain[i] != 1) nonunit.push_back(vars[i]);
+  std::vector<KExprPtr> idx;
+  size_t k = 0;
+  for (int64_t d : shape) idx.push_back(d == 1 ? kint(0) : nonunit[k++]);
+  return idx;
+}
+
+}  // namespace
+
+bool same_domain(ShapeRef a, ShapeRef b) { return squeezed(a) == squeezed(b); }
+
+Lowered lower_group(const std::vector<NodePtr>& members, const std::unordered_map<const Node*, int>& value_of,
+                    const Node* domain, const std::unordered_set<const Node*>* transposed,
+                    std::vector<int> inputs) {
+  Kernel k;
+  k.inputs = std::move(inputs);  // a later domain block of a union-domain kernel appends to the earlier blocks' inputs
+  Lowered r;
+  Lowerer low(value_of, k, r.inlined, transposed);
+  // a value stored transposed is a kernel of its own whose coordinates are those of the stored (reversed) shape
+  const bool swap = members.size() == 1 && transposed && transposed->count(members[0].get());
+  Shape dom((domain ? domain : members[0].get())->shape.begin(), (domain ? domain : members[0].get())->shape.end());
+  if (swap) std::reverse(dom.begin(), dom.end());
+  std::vector<KExprPtr> vars;
+  for (size_t i = 0; i < dom.size(); ++i) vars.push_back(kvar(fmt::format("i{}", i)));
+  for (auto& m : members) {
+    std::vector<KExprPtr> idx = swap ? std::vector<KExprPtr>{vars[1], vars[0]} : domain_coords(vars, dom, m->shape);
+    KExprPtr e = low.root_at(m, idx);
+    low.add_member(m, idx, e);
+    r.exprs.push_back(e);
+  }
+  r.inputs = k.inputs;
+  return r;
+}
+
+}  // namespace sg::sched

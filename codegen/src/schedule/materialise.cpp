@@ -1,0 +1,74 @@
+// Target-neutral fusion, pass 1: which nodes are materialised (own a texture or buffer) and which are inlined
+// into their consumers' expressions.
+//
+// analyse_uses: ScheduleState::consumers (every reader of a node, with multiplicity), external (program outputs
+// and update values) and update_values.
+// decide_materialisation, in topological order (rules of sg/schedule.h, tests/test_schedule.cpp names each):
+//  - leaves, program outputs and update values are materialised; with ScheduleOptions::unfused every node is;
+//  - a node with a reduction inside (a heavy op, or an inlined producer that has one) is inlined only into a
+//    single consumer that is a Map of the same shape (the epilogue: matmul + bias + relu is one kernel);
+//  - any other node (elementwise and movement ops) is inlined into every consumer unless it has several
+//    consumers or feeds a heavy op and recomputing it costs more than ScheduleOptions::inline_cost_limit scalar
+//    ops (the prologue of a matmul/reduce/conv stays inlined while cheap).
+// Invariant left: ScheduleState::mat holds exactly the materialised nodes; a node's inlining cost counts the
+// scalar ops of its inlined producers, which are recomputed wherever it is read.
+#include "schedule/state.h"
+
+#include <algorithm>
+
+namespace sg::sched {
+
+bool is_heavy(Op op) {
+  switch (op) {
+    case Op::Reduce:
+    case Op::MatMul:
+    case Op::Conv2d:
+    case Op::Conv2dGradInput:
+    case Op::Conv2dGradWeight:
+    case Op::MaxPool2d:
+    case Op::MaxPool2dGrad:
+    case Op::AvgPool2d:
+    case Op::AvgPool2dGrad: return true;
+    default: return false;
+  }
+}
+
+void analyse_uses(ScheduleState& st) {
+  for (auto& u : st.program.updates) st.update_values.insert(u.value.get());
+  for (auto& n : st.plan.order)
+    for (auto& i : n->inputs) st.consumers[i.get()].push_back(n.get());
+  for (auto& o : st.program.outputs) st.external.insert(o.get());
+  for (auto& u : st.program.updates) st.external.insert(u.value.get());
+}
+
+void decide_materialisation(ScheduleState& st) {
+  const ScheduleOptions& opt = st.opt;
+  std::unordered_map<const Node*, double> cost;  // scalar ops to recompute one element when inlined
+  std::unordered_map<const Node*, bool> has_reduce;
+  for (auto& np : st.plan.order) {
+    const Node* n = np.get();
+    double c = 1;
+    bool red = is_heavy(n->op);
+    if (n->op == Op::Map) c = sexpr_size(n->body);
+    for (auto& i : n->inputs) {
+      if (st.mat.count(i.get())) continue;
+      c += cost[i.get()];
+      red |= has_reduce[i.get()];
+    }
+    cost[n] = c;
+    has_reduce[n] = red;
+    const auto& cons = st.consumers[n];
+    bool m = n->is_leaf() || st.external.count(n) || opt.unfused;
+    if (!m && red) {
+      // a reduction may only be the prologue-free epilogue input of one same-shape elementwise consumer
+      bool single = cons.size() == 1 && cons[0]->op == Op::Map && cons[0]->shape == n->shape;
+      m = !single;
+    } else if (!m) {
+      bool into_heavy = std::any_of(cons.begin(), cons.end(), [](const Node* u) { return is_heavy(u->op); });
+      if (cons.size() > 1 || into_heavy) m = c > opt.inline_cost_limit;
+    }
+    if (m) st.mat.insert(n);
+  }
+}
+
+}  // namespace sg::sched

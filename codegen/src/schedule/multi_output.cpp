@@ -1,0 +1,131 @@
+// Target-neutral fusion: multi-output grouping (ScheduleOptions::max_outputs > 1).
+//
+// Every materialised non-leaf node, in topological order, either starts a fusion group or joins an earlier one;
+// a group is one kernel writing several values at the same element (render targets on the fragment target,
+// buffers on a compute target). A node joins a group when
+//  - the group has fewer than max_outputs members and the same iteration domain (shapes equal up to size-1 axes),
+//    neither is stored transposed (a transposed value is a kernel of its own over the reversed shape);
+//  - lowering the group with the node reads every member only at its own element (vertical fusion: Adam's
+//    parameter update reads the m and v it computes), within max_inputs bindings and the loop budget, and
+//    without a dependency cycle between groups;
+//  - the node is not latency-bound (split-K would split it; multi-output kernels are never split).
+// Candidates are tried related first (the node reads a member, or they share an input: horizontal fusion, m and
+// v both read the gradient), latest group first, then the others. Groups are decided on trial lowerings in which
+// each materialised node has a pseudo value id (kPseudo + its index in mat_nodes).
+// Invariants left: every mat_node is a member of exactly one group (group_of); Group::deps are the groups whose
+// values a group reads; the groups form a DAG.
+#include "schedule/state.h"
+
+#include <algorithm>
+
+#include <range/v3/range/conversion.hpp>
+#include <range/v3/view/enumerate.hpp>
+#include <range/v3/view/filter.hpp>
+
+namespace sg::sched {
+
+namespace {
+
+int producer_group(const ScheduleState& st, int id) {
+  return id < kPseudo ? -1 : st.group_of.at(st.mat_nodes[id - kPseudo].get());
+}
+
+/// True when group `to` depends (transitively) on group `from`.
+bool depends(const ScheduleState& st, int to, int from) {
+  std::vector<int> stack = {to};
+  std::set<int> seen;
+  while (!stack.empty()) {
+    int g = stack.back();
+    stack.pop_back();
+    if (g == from) return true;
+    if (!seen.insert(g).second) continue;
+    for (int d : st.groups[g].deps) stack.push_back(d);
+  }
+  return false;
+}
+
+/// Lowered as group gi's kernel: inputs within the binding limit, loops within budget, no dependency cycle.
+bool fits(const ScheduleState& st, const Lowered& l, int gi) {
+  if (static_cast<int>(l.inputs.size()) > st.opt.max_inputs) return false;
+  if (4 * (1 + kloop_iterations(l.exprs)) > st.opt.max_loop_iterations) return false;
+  for (int d : deps_of(st, l, gi))
+    if (depends(st, d, gi)) return false;
+  return true;
+}
+
+/// The groups node n may join, in the order they are tried: related ones (n reads a member, or they share an
+/// input) first, latest first; then the others.
+std::vector<int> join_candidates(const ScheduleState& st, const NodePtr& n, const Lowered& solo) {
+  std::vector<int> related, others;
+  for (int gi = static_cast<int>(st.groups.size()) - 1; st.max_out > 1 && gi >= 0 && !st.transposed.count(n.get());
+       --gi) {
+    const Group& g = st.groups[gi];
+    if (g.dead || static_cast<int>(g.members.size()) >= st.max_out || !same_domain(g.members[0]->shape, n->shape) ||
+        st.transposed.count(g.members[0].get()))
+      continue;
+    bool rel = false;
+    for (auto& m : g.members) rel |= reads(solo, st.trial_of.at(m.get()));
+    for (int id : solo.inputs) rel |= reads(g.lowered, id);
+    (rel ? related : others).push_back(gi);
+  }
+  related.insert(related.end(), others.begin(), others.end());
+  return related;
+}
+
+}  // namespace
+
+bool reads(const Lowered& l, int id) { return std::find(l.inputs.begin(), l.inputs.end(), id) != l.inputs.end(); }
+
+std::set<int> deps_of(const ScheduleState& st, const Lowered& l, int self) {
+  std::set<int> d;
+  for (int id : l.inputs)
+    if (int g = producer_group(st, id); g >= 0 && g != self) d.insert(g);
+  return d;
+}
+
+std::optional<Lowered> try_lower(const ScheduleState& st, const std::vector<NodePtr>& members,
+                                 const std::unordered_map<const Node*, int>& vo) {
+  try {
+    return lower_group(members, vo, nullptr, &st.transposed);
+  } catch (const NotIdentity&) {
+    return std::nullopt;
+  }
+}
+
+bool split_k_candidate(const ScheduleState& st, const NodePtr& n, const Lowered& l) {
+  return latency_bound(n->numel(), kloop_iterations(l.exprs), st.opt);
+}
+
+void group_multi_output(ScheduleState& st) {
+  st.mat_nodes = st.plan.order |
+                 ranges::views::filter([&](const NodePtr& n) { return !n->is_leaf() && st.mat.count(n.get()) > 0; }) |
+                 ranges::to<std::vector>();
+  st.trial_of = st.value_of;  // leaves: real ids
+  for (auto&& [i, n] : ranges::views::enumerate(st.mat_nodes)) st.trial_of[n.get()] = kPseudo + static_cast<int>(i);
+  st.max_out = st.opt.unfused ? 1 : std::max(1, st.opt.max_outputs);
+  for (auto& n : st.mat_nodes) {
+    Lowered solo = lower_group({n}, st.trial_of, nullptr, &st.transposed);
+    int joined = -1;
+    for (int gi : join_candidates(st, n, solo)) {
+      Group& g = st.groups[gi];
+      std::vector<NodePtr> members = g.members;
+      members.push_back(n);
+      auto l = try_lower(st, members, st.trial_of);
+      if (!l || !fits(st, *l, gi) || split_k_candidate(st, n, *l)) continue;
+      g.members = std::move(members);
+      g.lowered = std::move(*l);
+      g.deps = deps_of(st, g.lowered, gi);
+      joined = gi;
+      break;
+    }
+    if (joined < 0) {
+      joined = static_cast<int>(st.groups.size());
+      st.groups.push_back({{n}, std::move(solo), {}, false});
+      st.group_of[n.get()] = joined;
+      st.groups[joined].deps = deps_of(st, st.groups[joined].lowered, joined);
+    }
+    st.group_of[n.get()] = joined;
+  }
+}
+
+}  // namespace sg::sched

@@ -1,0 +1,186 @@
+// Target-neutral fusion, the loop-budget and split-K rules: how one kernel's reductions are split when its loops are
+// too long for one invocation or leave the device idle.
+//
+// append_kernel appends a kernel to the plan; a single-output kernel is first split while (at most 8 times)
+//  - loop budget: its loops run more than ScheduleOptions::max_loop_iterations per invocation (4 elements each);
+//    llvmpipe silently stops a loop after 65535 iterations, a GPU watchdog kills long ones, or
+//  - split-K (first round only): it is latency-bound (fewer than min_parallel_texels output texels, loops of
+//    kLongLoop or more iterations per element): too few invocations to fill the device.
+// A split takes the costliest top-level reduction (not argmax, not nested) and its longest loop: a partial kernel
+// over (P, domain...) reduces chunk p of that loop (chunks a multiple of 4 iterations of an innermost loop, so
+// the fragment emitter's tile mode still applies), appended first (and split again if need be), and the kernel
+// reduces the P partial results instead. A kernel whose loops still exceed the budget throws UnsupportedError.
+// Multi-output kernels are formed within the budget (multi_output.cpp) and never split.
+// Invariants left: kernels in launch order; every output's Value::producer is its kernel's index; Kernel::extent
+// covers every output's layout (row planes may narrow layouts later: plan_memory recomputes it); kernel names
+// k<index>_<ops> (+ "_partial") are stable.
+#include "schedule/state.h"
+
+#include <cmath>
+#include <limits>
+#include <map>
+
+#include <fmt/format.h>
+
+namespace sg::sched {
+
+namespace {
+
+std::string kernel_name(int index, const std::vector<NodePtr>& nodes) {
+  std::vector<std::string> parts;
+  auto add = [&](const std::string& p) {
+    if (std::find(parts.begin(), parts.end(), p) == parts.end()) parts.push_back(p);
+  };
+  std::function<void(const SExprPtr&)> walk = [&](const SExprPtr& e) {
+    if (!e || e->op == SOp::Const || e->op == SOp::Arg) return;
+    walk(e->a), walk(e->b), walk(e->c);
+    add(sop_name(e->op));
+  };
+  for (auto& n : nodes) {
+    if (n->op == Op::Map)
+      walk(n->body);
+    else if (n->op == Op::Reduce)
+      add(reduce_name(n->attrs.reduce));
+    else if (n->op != Op::Reshape)
+      add(op_name(n->op));
+  }
+  if (parts.empty()) parts.push_back("copy");
+  if (parts.size() > 4) parts.resize(4);
+  std::string name = fmt::format("k{:02}", index);
+  for (auto& p : parts) name += "_" + p;
+  return name;
+}
+
+/// The costliest top-level reduction of `e` (argmax and reductions nested in another are never split) and its
+/// loop iterations; nullptr when there is none.
+std::pair<const KExpr*, double> costliest_reduction(const KExprPtr& root) {
+  const KExpr* best = nullptr;
+  double best_cost = 0;
+  std::function<void(const KExprPtr&)> find = [&](const KExprPtr& e) {
+    if (!e) return;
+    if (e->op == KOp::Reduce) {
+      double c = kloop_iterations(e);
+      if (e->reduce != ReduceKind::ArgMax && c > best_cost) best = e.get(), best_cost = c;
+      return;  // nested reductions are not split
+    }
+    find(e->a), find(e->b), find(e->c);
+  };
+  find(root);
+  return {best, best_cost};
+}
+
+/// Splits the costliest reduction of single-output kernel `k` (round `guard`) into a partial kernel, appended to
+/// the plan, and a final reduction in k. False when nothing can be split.
+bool split_once(ScheduleState& st, Kernel& k, const std::vector<NodePtr>& name_nodes, const std::string& suffix,
+                int guard, bool over_budget) {
+  const ScheduleOptions& opt = st.opt;
+  const NodePtr out_node = st.plan.values[k.output()].node;  // copies: add_value below grows plan.values
+  const std::string out_name = st.plan.values[k.output()].name;
+  const Shape oshape = st.plan.values[k.output()].stored_shape();  // the kernel's iteration domain
+  const int64_t texels = (numel(oshape) + 3) / 4;
+  auto [best, best_cost] = costliest_reduction(k.exprs[0]);
+  if (!best) return false;
+  size_t vi = std::max_element(best->extents.begin(), best->extents.end()) - best->extents.begin();
+  int64_t E = best->extents[vi];
+  int64_t P = static_cast<int64_t>(std::ceil(4 * (1 + best_cost) / (opt.max_loop_iterations / 2)));
+  if (!over_budget) {
+    // split-K for parallelism: enough chunks to give min_parallel_texels fragments, each chunk still running
+    // kLongLoop / 4 iterations or more
+    P = std::min<int64_t>((opt.min_parallel_texels + texels - 1) / texels,
+                          static_cast<int64_t>(best_cost / (kLongLoop / 4)));
+  }
+  P = std::clamp<int64_t>(P, 2, E);
+  int64_t C = (E + P - 1) / P;
+  // chunks of a multiple of 4 iterations of the innermost loop keep the emitter's tile mode (unroll by 4)
+  if (E >= 16 && vi + 1 == best->extents.size()) C = (C + 3) / 4 * 4;
+  P = (E + C - 1) / C;
+  if (P < 2) return false;
+  // partial kernel: coordinates (p, i0..in) -> reduce over chunk p of loop variable vi
+  std::map<std::string, KExprPtr> subs;
+  for (size_t i = 0; i < oshape.size(); ++i) subs[fmt::format("i{}", i)] = kvar(fmt::format("i{}", i + 1));
+  const std::string& v = best->loop_vars[vi];
+  KExprPtr pos = kibin(KOp::IAdd, kibin(KOp::IMul, kvar("i0"), kint(C)), kvar(v));
+  subs[v] = pos;
+  KExprPtr body = ksubstitute(best->a, subs);
+  double identity = best->reduce == ReduceKind::Sum ? 0.0
+                    : best->reduce == ReduceKind::Max ? -std::numeric_limits<double>::infinity()
+                                                      : std::numeric_limits<double>::infinity();
+  if (P * C != E) body = kselect(kibin(KOp::ILt, pos, kint(E)), body, kfloat(identity));
+  std::vector<int64_t> ext = best->extents;
+  ext[vi] = C;
+  Kernel part;
+  part.inputs = k.inputs;
+  part.nodes = k.nodes;
+  part.exprs = {kreduce(best->reduce, best->loop_vars, ext, body)};
+  Shape pshape = {P};
+  pshape.append(oshape.begin(), oshape.end());
+  Node pn;
+  pn.op = Op::Reduce;
+  pn.shape = pshape;
+  pn.attrs.reduce = best->reduce;
+  pn.name = fmt::format("partial {} of {}", reduce_name(best->reduce), out_name);
+  pn.loc = out_node->loc;
+  int pid = add_value(st, make_node(std::move(pn)), ValueKind::Temp, out_name + "_partial", false);
+  part.outputs = {pid};
+  part.comment = k.comment;
+  part.notes = fmt::format("// partial {}s: {} chunks of {} iterations of loop {} (of {})\n", reduce_name(best->reduce),
+                           P, C, v, E) + k.notes;
+  append_kernel(st, std::move(part), name_nodes, suffix + "_partial");
+  // the consumer reduces the P partial results
+  int slot = static_cast<int>(k.inputs.size());
+  k.inputs.push_back(pid);
+  std::vector<KExprPtr> idx;
+  for (size_t i = 0; i < oshape.size(); ++i) idx.push_back(kvar(fmt::format("i{}", i)));
+  std::string pv = fmt::format("p{}", guard);
+  KExprPtr flat = kibin(KOp::IAdd, kibin(KOp::IMul, kvar(pv), kint(numel(oshape))), linearize(idx, oshape));
+  k.exprs[0] = kreplace(k.exprs[0], best, kreduce(best->reduce, {pv}, {P}, kload(slot, flat)));
+  k.notes = fmt::format("// final {} over {} partial results\n", reduce_name(best->reduce), P) + k.notes;
+  return true;
+}
+
+}  // namespace
+
+void append_kernel(ScheduleState& st, Kernel&& k, const std::vector<NodePtr>& name_nodes, const std::string& suffix) {
+  const ScheduleOptions& opt = st.opt;
+  const NodePtr out_node = st.plan.values[k.output()].node;
+  const int64_t n = numel(st.plan.values[k.output()].stored_shape());
+  for (int guard = 0; guard < 8 && k.exprs.size() == 1; ++guard) {
+    const bool over_budget = 4 * (1 + kloop_iterations(k.exprs[0])) > opt.max_loop_iterations;
+    const bool too_serial = guard == 0 && latency_bound(n, kloop_iterations(k.exprs[0]), opt);
+    if (!over_budget && !too_serial) break;
+    if (!split_once(st, k, name_nodes, suffix, guard, over_budget)) break;
+  }
+  double iters = kloop_iterations(k.exprs);
+  if (4 * (1 + iters) > opt.max_loop_iterations)
+    throw UnsupportedError(fmt::format(
+        "schedule: kernel computing {} needs {:.0f} loop iterations per invocation (limit {:.0f}) and its loops "
+        "cannot be split (argmax and nested reductions are not split); GPUs such as llvmpipe silently stop long "
+        "loops. Reduce the axis length (e.g. argmax over at most {} elements) or reshape first.",
+        out_node->describe(), 4 * (1 + iters), opt.max_loop_iterations,
+        static_cast<int64_t>(opt.max_loop_iterations / 4)));
+  Plan& plan = st.plan;
+  k.extent = {};  // the draw covers every output's layout
+  for (int o : k.outputs) k.extent = k.extent.cover({plan.values[o].layout.width, plan.values[o].layout.height});
+  k.name = kernel_name(static_cast<int>(plan.kernels.size()), name_nodes) + suffix;
+  for (int o : k.outputs) plan.values[o].producer = static_cast<int>(plan.kernels.size());
+  plan.kernels.push_back(std::move(k));
+}
+
+int append_copy_kernel(ScheduleState& st, const NodePtr& n, const NodePtr& source) {
+  Kernel k;
+  int vid = add_value(st, n, ValueKind::Temp, fmt::format("t{}", st.plan.kernels.size()), false);
+  k.inputs.push_back(st.value_of.at(source.get()));
+  std::vector<KExprPtr> idx;
+  for (size_t i = 0; i < n->shape.size(); ++i) idx.push_back(kvar(fmt::format("i{}", i)));
+  k.exprs = {kload(0, linearize(idx, n->shape))};
+  k.outputs = {vid};
+  append_kernel(st, std::move(k), {}, "");
+  return vid;
+}
+
+bool latency_bound(int64_t numel, double loop_iterations, const ScheduleOptions& opt) {
+  return !opt.unfused && opt.min_parallel_texels > 0 && (numel + 3) / 4 < opt.min_parallel_texels &&
+         loop_iterations >= kLongLoop;
+}
+
+}  // namespace sg::sched

@@ -1,0 +1,138 @@
+// Targets: names, DeviceCaps presets, make_target (see sg/target.h).
+#include "sg/target.h"
+
+#include <algorithm>
+#include <array>
+
+#include <fmt/format.h>
+
+#include "sg/error.h"
+
+namespace sg {
+
+namespace {
+
+constexpr std::array<std::pair<TargetName, std::string_view>, 5> kNames{{
+    {TargetName::GlslEsFragment, "glsl-es-fragment"},
+    {TargetName::GlslEsCompute, "glsl-es-compute"},
+    {TargetName::SpirvVulkan, "spirv-vulkan"},
+    {TargetName::Wgsl, "wgsl"},
+    {TargetName::Cpu, "cpu"},
+}};
+
+std::string_view stage_word(TargetStage s) {
+  switch (s) {
+    case TargetStage::Fragment: return "fragment";
+    case TargetStage::Compute: return "compute";
+    case TargetStage::Host: return "host";
+  }
+  return "?";
+}
+
+std::string_view storage_word(StorageModel s) {
+  switch (s) {
+    case StorageModel::Textures: return "textures";
+    case StorageModel::Buffers: return "buffers";
+    case StorageModel::Host: return "host memory";
+  }
+  return "?";
+}
+
+Target fragment_target(const DeviceCaps& caps) {
+  if (caps.max_draw_buffers < 1 || caps.max_texture_units < 1 || caps.max_texture_size < 1)
+    throw ValueError(fmt::format("fragment target on '{}': {} draw buffers, {} texture units, {} texels per texture "
+                                 "side; a kernel needs at least 1 of each",
+                                 caps.renderer, caps.max_draw_buffers, caps.max_texture_units, caps.max_texture_size));
+  Target t;
+  t.stage = TargetStage::Fragment;
+  t.storage = StorageModel::Textures;
+  t.limits.max_outputs = std::clamp(caps.max_draw_buffers, 1, 8);
+  t.limits.max_bindings = std::min(caps.max_texture_units, 16);
+  t.limits.max_texture_width = caps.max_texture_width > 0 ? caps.max_texture_width : caps.max_texture_size;
+  t.limits.max_texture_height = caps.max_texture_size;
+  return t;
+}
+
+Target buffer_target(const DeviceCaps& caps) {
+  const ScheduleOptions so = compute_schedule_options(caps.compute);  // validates the storage-buffer budget
+  Target t;
+  t.stage = TargetStage::Compute;
+  t.storage = StorageModel::Buffers;
+  t.compute = caps.compute;
+  t.limits.max_outputs = so.max_outputs;
+  t.limits.max_bindings = so.max_inputs;
+  t.limits.max_loop_iterations = so.max_loop_iterations;
+  t.limits.max_texture_width = so.max_texture_width;
+  t.limits.max_texture_height = so.max_texture_height;
+  t.limits.max_shared_bytes = caps.compute.max_shared_bytes;
+  t.limits.max_workgroup_invocations = caps.compute.max_workgroup_invocations;
+  t.limits.max_workgroup_count = caps.compute.max_workgroup_count;
+  return t;
+}
+
+}  // namespace
+
+std::string_view target_name(TargetName name) {
+  for (auto& [n, s] : kNames)
+    if (n == name) return s;
+  return "?";
+}
+
+TargetName parse_target_name(std::string_view s) {
+  for (auto& [n, str] : kNames)
+    if (str == s) return n;
+  throw ValueError(fmt::format("unknown target '{}' (glsl-es-fragment, glsl-es-compute, spirv-vulkan, wgsl or cpu)", s));
+}
+
+bool is_cpu_renderer(std::string_view r) {
+  return r.find("llvmpipe") != std::string_view::npos || r.find("softpipe") != std::string_view::npos ||
+         r.find("SwiftShader") != std::string_view::npos;
+}
+
+DeviceCaps preset_caps(std::string_view preset) {
+  DeviceCaps c;
+  c.max_texture_size = 16384;
+  c.max_draw_buffers = 8;
+  c.max_texture_units = 16;
+  if (preset == "llvmpipe") {
+    c.renderer = "llvmpipe";
+    c.cpu_device = true;
+    c.compute.cpu_device = true;
+  } else if (preset == "gpu") {
+    c.renderer = "a hardware GPU";
+  } else {
+    throw ValueError(fmt::format("unknown device preset '{}' (llvmpipe or gpu)", preset));
+  }
+  return c;
+}
+
+Target make_target(TargetName name, const DeviceCaps& caps) {
+  Target t;
+  switch (name) {
+    case TargetName::GlslEsFragment: t = fragment_target(caps); break;
+    case TargetName::GlslEsCompute:
+    case TargetName::SpirvVulkan:
+    case TargetName::Wgsl: t = buffer_target(caps); break;
+    case TargetName::Cpu:
+      t.stage = TargetStage::Host;
+      t.storage = StorageModel::Host;
+      break;
+  }
+  t.name = name;
+  t.cpu_device = caps.cpu_device;
+  t.renderer = caps.renderer;
+  return t;
+}
+
+std::string Target::describe() const {
+  std::string s = fmt::format("{} ({} stage, {}", target_name(name), stage_word(stage), storage_word(storage));
+  if (storage == StorageModel::Textures)
+    s += fmt::format("; {} render targets, {} samplers, textures up to {}x{}", limits.max_outputs, limits.max_bindings,
+                     limits.max_texture_width, limits.max_texture_height);
+  else if (storage == StorageModel::Buffers)
+    s += fmt::format("; {} output and {} input buffers, workgroups of up to {} invocations", limits.max_outputs,
+                     limits.max_bindings, limits.max_workgroup_invocations);
+  return s + (cpu_device ? "; a CPU device)" : ")");
+}
+
+}  // namespace sg

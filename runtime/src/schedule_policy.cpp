@@ -1,0 +1,63 @@
+// The schedule policy: (Target, BackendOptions) -> ScheduleOptions (see sg/backend.h).
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "sg/backend.h"
+#include "sg/compute_kernel.h"
+
+namespace sg {
+
+namespace {
+
+void validate(const BackendOptions& opt) {
+  if (opt.max_outputs && *opt.max_outputs < 1)
+    throw ValueError(fmt::format("BackendOptions::max_outputs must be >= 1 (empty = device limit), got {}", *opt.max_outputs));
+  if (opt.min_parallel_texels && *opt.min_parallel_texels < 0)
+    throw ValueError(fmt::format("BackendOptions::min_parallel_texels must be >= 0 (0 = off, empty = auto), got {}",
+                                 *opt.min_parallel_texels));
+  if (opt.row_planes && (*opt.row_planes < 1 || *opt.row_planes > 8))
+    throw ValueError(fmt::format("BackendOptions::row_planes must be 1..8 (empty = auto), got {}", *opt.row_planes));
+  if (opt.col_planes && *opt.col_planes != 1 && *opt.col_planes != 2)
+    throw ValueError(fmt::format("BackendOptions::col_planes must be 1 (off) or 2 (empty = auto), got {}", *opt.col_planes));
+}
+
+/// The fragment target's policy; the auto values were measured (docs/PERFORMANCE.md): row and column planes pay on
+/// the H200 and on llvmpipe; split-K, row-aligned layouts and union-domain draws only on GPUs.
+ScheduleOptions texture_policy(const Target& t, const BackendOptions& opt) {
+  ScheduleOptions so;
+  so.unfused = opt.unfused;
+  so.max_texture_width = t.limits.max_texture_width;
+  so.max_texture_height = t.limits.max_texture_height;
+  so.max_outputs = t.limits.max_outputs;
+  if (opt.max_outputs) so.max_outputs = std::min(so.max_outputs, *opt.max_outputs);
+  so.max_inputs = t.limits.max_bindings;
+  so.max_loop_iterations = t.limits.max_loop_iterations;
+  so.min_parallel_texels = opt.min_parallel_texels.value_or(t.cpu_device ? 0 : 16384);
+  so.row_aligned_layout = opt.row_layout.value_or(!t.cpu_device);
+  so.union_domains = opt.union_domains.value_or(!t.cpu_device);
+  so.row_planes = std::min(opt.row_planes.value_or(4), so.max_outputs);
+  so.col_planes = opt.col_planes.value_or(2);
+  return so;
+}
+
+}  // namespace
+
+ScheduleOptions schedule_options(const Target& target, const BackendOptions& opt) {
+  validate(opt);
+  switch (target.storage) {
+    case StorageModel::Textures: return texture_policy(target, opt);
+    case StorageModel::Buffers: {
+      ScheduleOptions so = compute_schedule_options(target.compute);
+      so.unfused = opt.unfused;
+      if (opt.max_outputs) so.max_outputs = std::min(so.max_outputs, *opt.max_outputs);
+      return so;
+    }
+    case StorageModel::Host: break;
+  }
+  ScheduleOptions so;
+  so.unfused = opt.unfused;
+  return so;
+}
+
+}  // namespace sg
