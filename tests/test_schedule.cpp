@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sg/autodiff.h"
+#include "sg/compute_kernel.h"
 #include "sg/dump.h"
 #include "sg/emit.h"
 #include "sg/nn.h"
@@ -383,7 +384,6 @@ TEST_CASE("row planes: a matmul computes 4 rows per fragment into 4 render targe
     INFO(rs);
     CHECK(rs.find(fmt::format("uniform sampler2D in_{}_p3", tv.name)) != std::string::npos);
     CHECK_NOTHROW(compile_shader("planes reader", rs, ShaderStage::Fragment));
-    CHECK_NOTHROW(compile_shader("planes reader", emit_glsl450(plan, r, ShaderStage::Compute), ShaderStage::Compute));
   }
   auto j = plan.to_json();
   bool listed = false;
@@ -438,7 +438,6 @@ TEST_CASE("column planes: a matmul computes a 4 x 8 tile per fragment into 8 ren
   CHECK(fetches == 12);  // 4 texels of B per column plane (8) shared by the 4 rows + 1 texel of A per row (4), for 128 multiply-adds
   CHECK(loop.find("load_") == std::string::npos);  // no scalar fetches
   CHECK_NOTHROW(compile_shader("col planes", src, ShaderStage::Fragment));
-  CHECK_NOTHROW(compile_shader("col planes", emit_glsl450(plan, k, ShaderStage::Compute), ShaderStage::Compute));
   // readers pick the plane of each (row, column texel)
   for (auto& r : plan.kernels) {
     if (std::find(r.inputs.begin(), r.inputs.end(), tv.id) == r.inputs.end()) continue;
@@ -447,7 +446,6 @@ TEST_CASE("column planes: a matmul computes a 4 x 8 tile per fragment into 8 ren
     CHECK(rs.find(fmt::format("uniform sampler2D in_{}_p7", tv.name)) != std::string::npos);
     CHECK(rs.find("int p = (r % 4) * 2 + (c >> 2) % 2;") != std::string::npos);
     CHECK_NOTHROW(compile_shader("col planes reader", rs, ShaderStage::Fragment));
-    CHECK_NOTHROW(compile_shader("col planes reader", emit_glsl450(plan, r, ShaderStage::Compute), ShaderStage::Compute));
   }
   auto j = plan.to_json();
   bool listed = false;
@@ -521,27 +519,40 @@ TEST_CASE("a reduction that does not depend on an enclosing loop is computed onc
 }
 
 TEST_CASE("every kernel of the MLP and CNN train steps compiles to valid SPIR-V and valid GLSL ES", "[codegen]") {
+  // fragment kernels of the llvmpipe and the GPU texture schedules
   const ScheduleOptions gpu{.max_outputs = 8, .min_parallel_texels = 16384, .row_aligned_layout = true, .row_planes = 4};
   for (auto [model, opt] : {std::pair{"mlp", ScheduleOptions{}}, std::pair{"cnn", ScheduleOptions{}},
                             std::pair{"mlp", gpu}, std::pair{"cnn", gpu}}) {
     Plan plan = schedule(train_program(model, make_adam({}), model == std::string("mlp") ? 16 : 6), opt);
     for (auto& k : plan.kernels) {
-      for (ShaderStage st : {ShaderStage::Fragment, ShaderStage::Compute}) {
-        INFO(model << " " << k.name << " " << stage_name(st));
-        std::string src = emit_glsl450(plan, k, st);
-        CompiledShader c = compile_shader(k.name, src, st);  // validates the SPIR-V
+      INFO(model << " " << k.name << " fragment");
+      CompiledShader c = compile_shader(k.name, emit_glsl450(plan, k, ShaderStage::Fragment), ShaderStage::Fragment);
+      CHECK(!c.spirv.empty());  // compile_shader validates the SPIR-V
+      CHECK_NOTHROW(check_gles_compiles(k.name, c.gles, ShaderStage::Fragment));
+      CHECK(c.gles.rfind("#version 300 es", 0) == 0);
+      CHECK(c.gles.find("precision highp float;") != std::string::npos);
+      CHECK(c.gles.find("mediump") == std::string::npos);
+    }
+  }
+  // compute kernels of the buffer schedule, with CPU-device and GPU tile sizes
+  for (bool cpu_device : {true, false}) {
+    ComputeLimits limits{.max_storage_buffers = 16, .max_workgroup_invocations = 1024, .max_shared_bytes = 32768,
+                         .cpu_device = cpu_device};
+    for (const char* model : {"mlp", "cnn"}) {
+      Plan plan = schedule(train_program(model, make_adam({}), model == std::string("mlp") ? 16 : 6),
+                           compute_schedule_options(limits));
+      for (auto& k : plan.kernels) {
+        INFO(model << " " << k.name << " compute, cpu_device " << cpu_device);
+        CompiledShader c = compile_shader(k.name, emit_compute_kernel(plan, k, limits).glsl450, ShaderStage::Compute);
         CHECK(!c.spirv.empty());
-        CHECK_NOTHROW(check_gles_compiles(k.name, c.gles, st));
-        if (st == ShaderStage::Fragment) {
-          CHECK(c.gles.rfind("#version 300 es", 0) == 0);
-          CHECK(c.gles.find("precision highp float;") != std::string::npos);
-          CHECK(c.gles.find("mediump") == std::string::npos);
-        } else {
-          CHECK(c.gles.rfind("#version 310 es", 0) == 0);
-        }
+        CHECK_NOTHROW(check_gles_compiles(k.name, c.gles, ShaderStage::Compute));
+        CHECK(c.gles.rfind("#version 310 es", 0) == 0);
       }
     }
   }
+  // the fragment emitter refuses the compute stage instead of emulating it
+  Plan plan = schedule(train_program("mlp", make_adam({}), 16));
+  CHECK_THROWS_AS(emit_glsl450(plan, plan.kernels.front(), ShaderStage::Compute), UnsupportedError);
 }
 
 TEST_CASE("generated sources are stable and name graph nodes and the user's source line", "[codegen]") {

@@ -111,10 +111,18 @@ int cmd_dump(const std::string& model_name, const std::string& target, const std
   sg::Tensor loss = sg::cross_entropy((*model)(x), y);
   auto opt = sg::make_adam({});
   sg::Program p = sg::make_train_step(loss, model->parameters(), *opt);
-  // the GLES backend's schedule on the chosen device (the one policy, sg::schedule_options): llvmpipe, or a
-  // hardware GPU (split-K, row-aligned layouts and union-domain kernels besides row and column planes)
+  // the schedule a backend of the chosen target runs on the chosen device (the one policy, sg::schedule_options):
+  // llvmpipe/lavapipe, or a hardware GPU (split-K, row-aligned layouts and union-domain kernels besides row and
+  // column planes for the fragment target; GPU tile sizes for the compute targets)
+  const bool compute = target == "glsl-es-compute" || target == "spirv-vulkan";
+  if (!compute && target != "all" && target != "glsl450" && target != "spirv" && target != "glsl-es")
+    throw sg::ValueError(fmt::format(
+        "unknown --target '{}' (all, glsl450, spirv, glsl-es, glsl-es-compute or spirv-vulkan)", target));
   const sg::DeviceCaps caps = sg::preset_caps(gpu ? "gpu" : "llvmpipe");
-  const sg::Target tgt = sg::make_target(sg::TargetName::GlslEsFragment, caps);
+  const sg::Target tgt = sg::make_target(compute ? (target == "spirv-vulkan" ? sg::TargetName::SpirvVulkan
+                                                                             : sg::TargetName::GlslEsCompute)
+                                                 : sg::TargetName::GlslEsFragment,
+                                         caps);
   sg::BackendOptions bo;
   bo.unfused = unfused;
   bo.max_outputs = max_outputs;
@@ -122,16 +130,14 @@ int cmd_dump(const std::string& model_name, const std::string& target, const std
   const sg::ScheduleOptions so = sg::schedule_options(tgt, bo);
   sg::Plan plan = sg::schedule(p, so);
   sg::DumpOptions d;
-  if (target == "glsl-es-compute") {
+  if (compute) {
     d.fragment = false;
     d.compute = true;
-  } else if (target != "all" && target != "glsl450" && target != "spirv" && target != "glsl-es") {
-    throw sg::ValueError(
-        fmt::format("unknown --target '{}' (all, glsl450, spirv, glsl-es or glsl-es-compute)", target));
+    d.compute_limits = tgt.compute;
   }
   if (target != "all") {  // one format: the GLSL 4.50 input, the SPIR-V (+ disassembly), or the GLSL ES output
-    d.glsl450 = target == "glsl450";
-    d.spirv = target == "spirv";
+    d.glsl450 = target == "glsl450" || target == "spirv-vulkan";
+    d.spirv = target == "spirv" || target == "spirv-vulkan";
     d.gles = target == "glsl-es" || target == "glsl-es-compute";
   }
   sg::KernelCache cache;
@@ -140,11 +146,11 @@ int cmd_dump(const std::string& model_name, const std::string& target, const std
   if (d.glsl450) files += ", *.glsl";
   if (d.spirv) files += ", *.spv, *.spvasm";
   if (d.gles) files += d.compute ? ", *.comp" : ", *.frag";
-  std::cout << fmt::format("wrote {} kernels of the {} train step (batch {}) to {}/ ({}); peak texture memory "
-                           "{:.2f} MiB\nschedule: as the GLES backend on {}: {} render targets per kernel, row planes "
+  std::cout << fmt::format("wrote {} kernels of the {} train step (batch {}) to {}/ ({}); peak memory "
+                           "{:.2f} MiB\nschedule: target {} on {}: {} outputs per kernel, row planes "
                            "{}, column planes {}, split-K {}, row-aligned layouts {}, union-domain kernels {}{}\n",
                            plan.kernels.size(), model_name, batch, out, files, plan.peak_bytes / 1048576.0,
-                           caps.renderer, so.max_outputs, so.row_planes, so.col_planes,
+                           sg::target_name(tgt.name), caps.renderer, so.max_outputs, so.row_planes, so.col_planes,
                            so.min_parallel_texels > 0 ? "on" : "off", so.row_aligned_layout ? "on" : "off",
                            so.union_domains ? "on" : "off", unfused ? " (unfused: one kernel per node)" : "");
   return 0;
@@ -236,7 +242,8 @@ int main(int argc, char** argv) {
   auto* dump = app.add_subcommand("dump", "write a model's generated kernels (GLSL, SPIR-V, GLSL ES) and plan.json");
   dump->add_option("--model", dmodel, "mlp | cnn | cnn-large")->check(CLI::IsMember({"mlp", "cnn", "cnn-large"}));
   dump->add_option("--target", target,
-                   "all (default: .glsl, .spv, .spvasm, .frag) | glsl450 | spirv | glsl-es | glsl-es-compute (.comp)");
+                   "all (default: .glsl, .spv, .spvasm, .frag) | glsl450 | spirv | glsl-es | glsl-es-compute (.comp) | "
+                   "spirv-vulkan (.glsl, .spv, .spvasm of the compute kernels)");
   dump->add_option("--out", out, "output directory")->required();
   dump->add_option("--batch", dbatch, "batch size (0 = default: 128 mlp, 64 cnn)")->check(kNonNegative);
   dump->add_flag("--unfused", dunfused, "one kernel per graph node");

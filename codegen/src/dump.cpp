@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "sg/compute_kernel.h"
 #include "sg/emit.h"
 
 namespace sg {
@@ -38,7 +39,8 @@ void dump_plan(const Plan& plan, const std::string& dir, KernelCache& cache, con
     if (kernel_file) std::filesystem::remove(e.path(), ec);
   }
   auto dump_stage = [&](const Kernel& k, ShaderStage stage, const std::string& base) {
-    std::string src = emit_glsl450(plan, k, stage);
+    std::string src = stage == ShaderStage::Fragment ? emit_glsl450(plan, k, stage)
+                                                     : emit_compute_kernel(plan, k, opt.compute_limits).glsl450;
     const CompiledShader& c = cache.get_or_compile(k.name, src, stage);
     std::string p = dir + "/" + base;
     if (opt.glsl450) write_file_atomic(p + ".glsl", c.glsl450);

@@ -1,17 +1,22 @@
-// emit_glsl450: one emitter per stage (emit_fragment.cpp; emit_compute_legacy.cpp until the buffer-storage compute
-// emitter of sg/compute_kernel.h serves every compute caller). The expression printer both share is glsl_expr.h.
+// emit_glsl450: the fragment stage's emitter (emit_fragment.cpp). Compute kernels come from the buffer-storage
+// emitter, emit_compute_kernel (sg/compute_kernel.h, emit_compute.cpp), over a plan made for a compute target.
 #include "sg/emit.h"
 
+#include <fmt/format.h>
+
 #include "emit_stages.h"
+#include "sg/error.h"
 
 namespace sg {
 
 std::string emit_glsl450(const Plan& plan, const Kernel& k, ShaderStage stage) {
   switch (stage) {
     case ShaderStage::Fragment: return emit_fragment(plan, k);
-    case ShaderStage::Compute: return emit_compute_legacy(plan, k);
+    case ShaderStage::Compute: break;
   }
-  return emit_fragment(plan, k);
+  throw UnsupportedError(fmt::format("kernel {}: emit_glsl450 writes fragment shaders; compute kernels come from "
+                                     "emit_compute_kernel (sg/compute_kernel.h) over a plan scheduled for a compute "
+                                     "target", k.name));
 }
 
 }  // namespace sg

@@ -94,12 +94,17 @@ DeviceCaps preset_caps(std::string_view preset) {
   c.max_texture_size = 16384;
   c.max_draw_buffers = 8;
   c.max_texture_units = 16;
+  // compute limits as Mesa's llvmpipe/lavapipe and a desktop GPU (the H200's NVIDIA driver) report them
+  c.compute.max_storage_buffers = 16;
+  c.compute.max_workgroup_invocations = 1024;
   if (preset == "llvmpipe") {
     c.renderer = "llvmpipe";
     c.cpu_device = true;
     c.compute.cpu_device = true;
+    c.compute.max_shared_bytes = 32768;
   } else if (preset == "gpu") {
     c.renderer = "a hardware GPU";
+    c.compute.max_shared_bytes = 49152;
   } else {
     throw ValueError(fmt::format("unknown device preset '{}' (llvmpipe or gpu)", preset));
   }

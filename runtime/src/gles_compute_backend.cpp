@@ -152,21 +152,10 @@ class GlesComputeBackend final : public Backend {
     }
   }
 
-  /// SG_DUMP / BackendOptions::dump_dir: the compute kernels that run, as NAME.glsl (GLSL 4.50), NAME.spvasm and
-  /// NAME.comp (GLSL ES 3.10 with the header comment), plus plan.json (sg/dump.h's writers).
+  /// SG_DUMP / BackendOptions::dump_dir: the compute kernels that run (sg/dump.h: NAME.glsl, .spv, .spvasm, .comp
+  /// and plan.json), emitted for the limits the backend emits for.
   void dump(const Executable& exe, const std::string& dir) {
-    std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-    if (ec) throw IOError(fmt::format("cannot create dump directory {}: {}", dir, ec.message()));
-    const Plan& plan = *exe.plan();
-    for (size_t i = 0; i < plan.kernels.size(); ++i) {
-      const Kernel& k = plan.kernels[i];
-      const CompiledShader& c = cache_.get_or_compile(k.name, (*exe.compute_kernels())[i].glsl450, ShaderStage::Compute);
-      write_file_atomic(dir + "/" + k.name + ".glsl", c.glsl450);
-      write_file_atomic(dir + "/" + k.name + ".spvasm", c.spvasm);
-      write_file_atomic(dir + "/" + k.name + ".comp", with_header_comment(c.gles, c.glsl450));
-    }
-    write_file_atomic(dir + "/plan.json", plan.to_json().dump(2) + "\n");
+    dump_plan(*exe.plan(), dir, cache_, {.fragment = false, .compute = true, .compute_limits = emit_limits_});
   }
 
   gles::Device& dev() { return *dev_; }

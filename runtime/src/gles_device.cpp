@@ -1507,7 +1507,7 @@ ComputeProgram Device::create_compute_program(const std::string& es310_source, c
     drain_gl_errors();
     throw CompileError(fmt::format("GLES: compute shader of kernel '{}' failed to compile on '{}':\n{}\n--- source (>> "
                                    "marks lines the log blames) ---\n{}",
-                                   kernel_name, caps_.renderer, log, number_lines(es310_source, blamed_lines(log))));
+                                   kernel_name, caps_.renderer, log, mark_source_lines(es310_source, log, kAllSourceLines)));
   }
   ComputeProgram p;
   p.ctx_ = ctx_;
@@ -1529,7 +1529,7 @@ ComputeProgram Device::create_compute_program(const std::string& es310_source, c
     std::string log = info_log(p.id_, true);
     drain_gl_errors();
     throw CompileError(fmt::format("GLES: compute program of kernel '{}' failed to link on '{}':\n{}\n--- source ---\n{}",
-                                   kernel_name, caps_.renderer, log, number_lines(es310_source, blamed_lines(log))));
+                                   kernel_name, caps_.renderer, log, mark_source_lines(es310_source, log, kAllSourceLines)));
   }
   GLint ls[3] = {0, 0, 0};
   glGetProgramiv(p.id_, GL_COMPUTE_WORK_GROUP_SIZE, ls);

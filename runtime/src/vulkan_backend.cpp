@@ -219,7 +219,7 @@ std::unique_ptr<Executable> VulkanBackend::compile(const Program& p) {
   }
   Plan plan = schedule(p, so);
   if (!dump_dir_.empty())
-    dump_plan(plan, fmt::format("{}/program{:02}", dump_dir_, dumps_++), cache_, {.fragment = false, .compute = true});
+    dump_plan(plan, fmt::format("{}/program{:02}", dump_dir_, dumps_++), cache_, {.fragment = false, .compute = true, .compute_limits = emit_limits_});
   // every buffer must fit one storage-buffer binding
   auto check_range = [&](int64_t floats, const std::string& what) {
     const int64_t bytes = (floats * 4 + 15) / 16 * 16;

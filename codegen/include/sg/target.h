@@ -53,8 +53,9 @@ struct DeviceCaps {
 bool is_cpu_renderer(std::string_view renderer);
 
 /// DeviceCaps of a device shadergrad dumps for without opening it: "llvmpipe" (Mesa llvmpipe: a CPU rasteriser,
-/// 16384-texel textures, 8 draw buffers, 16 samplers) and "gpu" (a hardware GPU such as NVIDIA's, with the same
-/// texture, draw-buffer and sampler limits). ValueError for other names.
+/// 16384-texel textures, 8 draw buffers, 16 samplers; compute: 16 storage buffers, 1024 invocations, 32 KiB shared
+/// memory, CPU tile sizes) and "gpu" (a hardware GPU such as NVIDIA's: the same texture, draw-buffer, sampler,
+/// storage-buffer and invocation limits, 48 KiB shared memory, GPU tile sizes). ValueError for other names.
 DeviceCaps preset_caps(std::string_view preset);
 
 /// The limits a kernel of a target must respect.
