@@ -208,14 +208,33 @@ TEST_CASE("web bundles run in headless Chromium on WebGL2 like the native CPU ba
   const std::vector<std::pair<std::string, std::string>> bundles = {
       {"mlp", "--model mlp --batch 32"},
       {"cnn", "--model cnn --batch 16"},
-      // every storage feature the runtime supports: column planes, unions, allocated extents, row layouts
-      {"mlp8", "--model mlp --batch 64 --max-draw-buffers 8 --col-planes 2 --union --row-aligned"},
+      // every storage feature the runtime supports: column planes, unions, allocated extents
+      {"mlp8", "--model mlp --batch 64 --max-draw-buffers 8 --col-planes 2 --union"},
+      {"cnn_linear", "--model cnn --batch 8 --linear-layout"},  // one-row textures (the layouts' other mode)
   };
   for (auto& [name, args] : bundles) {
     int rc = shell(fmt::format("'{}' export {} --check-steps {} --out '{}'", SG_CLI, args, steps, root / name), out);
     INFO(out);
     REQUIRE(rc == 0);
     CHECK_THAT(out, Contains("kernels per run: infer"));
+  }
+  {
+    // a program output stored in row and column planes: the runtime interleaves the 8 planes back on readback
+    sg::web::BundleSpec spec;
+    sg::Tensor x = sg::input("x", {512, 64});
+    sg::Tensor w = sg::param("w", {64, 128}, sg::testing::randn(64 * 128, 7));
+    sg::Program p;
+    p.add_output("y", sg::matmul(x, w));
+    spec.programs.push_back({"mm", std::move(p)});
+    spec.checks.push_back({"mm", {{"x", sg::testing::randn(512 * 64, 8)}}});
+    sg::web::WebGL2Target t;
+    t.max_draw_buffers = 8;
+    t.col_planes = 2;
+    sg::web::write_bundle(spec, t, root / "planes");
+    const json pb = read_json(root.path / "planes/bundle.json");
+    const json& out = pb["programs"]["mm"]["values"][pb["programs"]["mm"]["outputs"][0]["value"].get<int>()];
+    CHECK(out["storage"]["planes"] == 8);
+    CHECK(out["storage"]["col_planes"] == 2);
   }
   CHECK_THAT(read_json(root.path / "mlp8/bundle.json")["features"].dump(), Contains("union_domains"));
   CHECK_THAT(read_json(root.path / "mlp8/bundle.json")["features"].dump(), Contains("col_planes"));
@@ -245,6 +264,7 @@ TEST_CASE("web bundles run in headless Chromium on WebGL2 like the native CPU ba
 
   std::string tasks;
   for (auto& [name, args] : bundles) tasks += fmt::format(" check:{0}:main check:{0}:worker", name);
+  tasks += " check:planes:main check:planes:worker";
   tasks += " check:bad_version:main check:missing_shader:main check:truncated_weights:worker check:bad_shader:main"
            " check:bad_shader:worker lost:mlp:main lost:cnn:worker webgpu:mlp";
   int rc = shell(fmt::format("node '{}/web_runtime_check.mjs' '{}' {}", tests, root.path.string(), tasks), out);
@@ -285,6 +305,15 @@ TEST_CASE("web bundles run in headless Chromium on WebGL2 like the native CPU ba
       CHECK(rep["attempts"][0]["ok"] == false);
       CHECK(rep["attempts"][1]["ok"] == true);
     }
+  }
+
+  for (const char* mode : {"main", "worker"}) {
+    const json& t = r[fmt::format("check:planes:{}", mode)];
+    INFO("planes on the " << mode << " thread: " << t.dump().substr(0, 2000));
+    REQUIRE(t["ok"] == true);
+    CHECK(t["report"]["ok"] == true);
+    CHECK(t["report"]["runs"][0]["outputs"]["y"]["n"] == 512 * 128);
+    CHECK(t["report"]["runs"][0]["outputs"]["y"]["max_rel"].get<double>() <= 1e-4);
   }
 
   auto error_of = [&](const std::string& task) {

@@ -46,24 +46,27 @@ ExportCommand add_export_command(CLI::App& app) {
       ->check(CLI::Range(1, 2));
   e->add_flag("--union", target->union_domains, "union-domain kernels (independent kernels of different shapes in "
                                                 "one draw; off by default: CPU rasterisers run them masked)");
-  e->add_flag("--row-aligned", target->row_aligned_layout, "row-aligned texture layouts (as on hardware GPUs)");
+  auto linear = std::make_shared<bool>(false);
+  e->add_flag("--linear-layout", *linear, "texture rows wrap at --max-texture-size (one long row per small tensor) "
+                                         "instead of the default 2-D row-aligned layouts");
   e->add_option("--split-k", target->min_parallel_texels, "split-K below this many output texels (0 = off)")
       ->check(CLI::NonNegativeNumber);
   ExportCommand cmd;
   cmd.sub = e;
-  cmd.run = [mo, target, out]() {
+  cmd.run = [mo, target, out, linear]() {
+    target->row_aligned_layout = !*linear;
     web::ExportSummary s = web::write_bundle(web::model_bundle_spec(*mo), *target, *out);
     std::string kernels;
     for (auto& [p, n] : s.kernels) kernels += fmt::format("{}{} {}", kernels.empty() ? "" : ", ", p, n);
     std::cout << fmt::format("wrote the {} bundle to {}/ ({} files): kernels per run: {}; {} persistent values, "
                              "weights.safetensors {:.2f} MiB\ntarget webgl2: {} draw buffers, {} texture units, "
-                             "textures up to {}, row planes {}, column planes {}, union-domain kernels {}\n"
+                             "textures up to {}, row planes {}, column planes {}, union-domain kernels {}, {} layouts\n"
                              "serve the directory over http(s) and load bundle.json with runtime/shadergrad.js "
                              "(docs/BUNDLE.md)\n",
                              mo->model, *out, s.files.size(), kernels, s.persistent_values,
                              s.weight_bytes / 1048576.0, target->max_draw_buffers, target->max_texture_units,
                              target->max_texture_size, target->row_planes, target->col_planes,
-                             target->union_domains ? "on" : "off");
+                             target->union_domains ? "on" : "off", *linear ? "linear" : "row-aligned 2-D");
     return 0;
   };
   return cmd;

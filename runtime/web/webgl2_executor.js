@@ -150,6 +150,7 @@ class ProgramRun {
   /** Draws every kernel in launch order; with `profile`, each inside a timer query (or bounded by a readback). */
   draw(profile) {
     const dev = this.device;
+    for (const t of this.timings || []) if (t.query) dev.gl.deleteQuery(t.query);  // never collected by timings()
     this.timings = [];
     for (const k of this.kernels) {
       const ins = k.units.map((s) => this.texture(s.value, s.plane));

@@ -47,7 +47,12 @@ struct WebGL2Target {
   int row_planes = 4;               ///< ScheduleOptions::row_planes (1 = off)
   int col_planes = 1;               ///< ScheduleOptions::col_planes (1 = off, 2 = on; needs 8 draw buffers with 4 row planes)
   bool union_domains = false;       ///< ScheduleOptions::union_domains (off: CPU rasterisers run every block masked)
-  bool row_aligned_layout = false;  ///< ScheduleOptions::row_aligned_layout
+  /// ScheduleOptions::row_aligned_layout: 2-D textures (tensor rows kept whole in texture rows, 64 texels wide
+  /// for the rest) instead of one long texture row per small tensor. On by default: SwiftShader shades 2x2 quads
+  /// and splits the viewport into bands of rows across threads, so a 1-texel-high draw wastes half its lanes and
+  /// all but one thread (MLP b=128 step, GPU time: 244 -> 100..162 ms; CNN b=64: 1286 -> 659 ms, 2026-12-01,
+  /// docs/PERFORMANCE.md Run W1); hardware GPUs gain from 2-D locality too (Runs 3 and 7).
+  bool row_aligned_layout = true;
   int64_t min_parallel_texels = 0;  ///< ScheduleOptions::min_parallel_texels (split-K; 0 = off)
 
   /// The ScheduleOptions these settings stand for. Throws ValueError for values out of range (the message names
