@@ -50,8 +50,7 @@ struct WebGL2Target {
   /// ScheduleOptions::row_aligned_layout: 2-D textures (tensor rows kept whole in texture rows, 64 texels wide
   /// for the rest) instead of one long texture row per small tensor. On by default: SwiftShader shades 2x2 quads
   /// and splits the viewport into bands of rows across threads, so a 1-texel-high draw wastes half its lanes and
-  /// all but one thread (MLP b=128 step, GPU time: 244 -> 100..162 ms; CNN b=64: 1286 -> 659 ms, 2026-12-01,
-  /// docs/PERFORMANCE.md Run W1); hardware GPUs gain from 2-D locality too (Runs 3 and 7).
+  /// all but one thread (measured in docs/PERFORMANCE.md, Run W1); hardware GPUs gain from 2-D locality too.
   bool row_aligned_layout = true;
   int64_t min_parallel_texels = 0;  ///< ScheduleOptions::min_parallel_texels (split-K; 0 = off)
 
