@@ -23,6 +23,7 @@
 #include "golden_util.h"
 #include "sg/nn.h"
 #include "sg/safetensors.h"
+#include "sg/train.h"
 #include "sg/sg.h"
 #include "sg/web_export.h"
 #include "test_util.h"
@@ -157,6 +158,28 @@ TEST_CASE("export: bundle.json describes the WebGL2 plan, its data offsets and c
   }
   CHECK(ref(runs[1]["outputs"]["loss"])[0] == Approx(loss).epsilon(1e-5));
   CHECK(b["checks"]["persistent_after"].size() == 13);
+}
+
+TEST_CASE("export --load: the bundle's initial parameters are the checkpoint's", "[web]") {
+  TempDir dir("sg_web_load");
+  auto model = sg::nn::make_model("cnn", 1, 8, 8, 10);
+  sg::nn::Rng rng(5);  // another init than the export's seed 0
+  model->build(rng);
+  auto cpu = sg::make_cpu_backend();
+  sg::train::save_checkpoint(dir / "ckpt.safetensors", *model, *cpu, "cnn");
+  sg::web::ModelExportOptions mo;
+  mo.model = "cnn";
+  mo.batch = 4;
+  mo.check_steps = 0;
+  mo.load = dir / "ckpt.safetensors";
+  sg::web::write_bundle(sg::web::model_bundle_spec(mo), {}, dir / "bundle");
+  sg::io::SafetensorsFile w = sg::io::load_safetensors(dir / "bundle/weights.safetensors");
+  for (auto& [name, t] : model->named_parameters()) {
+    INFO(name);
+    CHECK(tensor(w, name).data == *t.node()->data);
+  }
+  mo.load = dir / "missing.safetensors";
+  CHECK_THROWS_AS(sg::web::write_bundle(sg::web::model_bundle_spec(mo), {}, dir / "bundle2"), sg::IOError);
 }
 
 TEST_CASE("export refuses programs it cannot describe", "[web]") {

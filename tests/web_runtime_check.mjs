@@ -83,7 +83,11 @@ try {
     const [kind, name, mode] = task.split(':');
     const fn = { check: 'sgCheck', lost: 'sgLostContext', webgpu: 'sgSelectWebGPU' }[kind];
     if (!fn) throw new Error(`unknown task '${task}'`);
-    results[task] = await page.evaluate(([f, n, m]) => window[f](n, m), [fn, name, mode]);
+    // a hang guard, not a timing check: no task here takes more than a minute even on a busy 2-core machine
+    let timer;
+    const hang = new Promise((_, reject) => { timer = setTimeout(() => reject(new Error(`task ${task} hung (300 s)`)), 300000); });
+    results[task] = await Promise.race([page.evaluate(([f, n, m]) => window[f](n, m), [fn, name, mode]), hang]);
+    clearTimeout(timer);
   }
 } catch (e) {
   results.harness_error = e.message;
