@@ -289,7 +289,7 @@ TEST_CASE("web bundles run in headless Chromium on WebGL2 like the native CPU ba
   for (auto& [name, args] : bundles) tasks += fmt::format(" check:{0}:main check:{0}:worker", name);
   tasks += " check:planes:main check:planes:worker";
   tasks += " check:bad_version:main check:missing_shader:main check:truncated_weights:worker check:bad_shader:main"
-           " check:bad_shader:worker lost:mlp:main lost:cnn:worker webgpu:mlp";
+           " check:bad_shader:worker lost:mlp:main lost:cnn:worker webgpu:mlp demo:cnn:worker";
   int rc = shell(fmt::format("node '{}/web_runtime_check.mjs' '{}' {}", tests, root.path.string(), tasks), out);
   INFO(out.substr(0, 4000));
   REQUIRE(rc == 0);
@@ -375,6 +375,13 @@ TEST_CASE("web bundles run in headless Chromium on WebGL2 like the native CPU ba
       CHECK(t[what]["name"] == "ContextLostError");
       CHECK_THAT(t[what]["message"].get<std::string>(), Contains("WebGL2 context was lost"));
     }
+  }
+  {
+    const json& t = r["demo:cnn:worker"];  // the self-check page every bundle carries (runtime/demo.html)
+    INFO(t.dump());
+    CHECK(t["ok"] == true);
+    CHECK(t["backend"] == "webgl2");
+    CHECK_THAT(t["text"].get<std::string>(), Contains("run 1 train.loss: max rel error") && Contains("ok"));
   }
   {
     const json& t = r["webgpu:mlp"];

@@ -7,6 +7,7 @@
 //   TASK      check:NAME:MODE   replay NAME's checks (MODE main | worker): the report, or the error thrown
 //             lost:NAME:MODE    one run, then WEBGL_lose_context: what the next run and read throw
 //             webgpu:NAME       createRuntime with backend 'webgpu' forced: the error and its reasons
+//             demo:NAME:MODE    opens NAME/runtime/demo.html (the bundle's self-check page): its sgDemoResult
 // Serves ROOT and tests/web/ (at /_test/) from 127.0.0.1 on an ephemeral port with COOP/COEP headers (a
 // cross-origin isolated page). Exit status 0 = every task ran (whatever it returned), 1 = the page broke,
 // 2 = the environment is missing something (the message names it). No timing is asserted anywhere.
@@ -81,6 +82,16 @@ try {
   results.crossOriginIsolated = await page.evaluate(() => self.crossOriginIsolated);
   for (const task of tasks) {
     const [kind, name, mode] = task.split(':');
+    if (kind === 'demo') {
+      const demo = await context.newPage();
+      demo.on('pageerror', (e) => console_.push(`demo pageerror: ${e.message}`));
+      await demo.goto(`${origin}/${name}/runtime/demo.html?mode=${mode}`, { waitUntil: 'load' });
+      await demo.waitForFunction(() => window.sgDemoResult !== undefined, null, { timeout: 300000 });
+      results[task] = await demo.evaluate(() => ({ ...window.sgDemoResult,
+                                                   text: document.getElementById('out').textContent }));
+      await demo.close();
+      continue;
+    }
     const fn = { check: 'sgCheck', lost: 'sgLostContext', webgpu: 'sgSelectWebGPU' }[kind];
     if (!fn) throw new Error(`unknown task '${task}'`);
     // a hang guard, not a timing check: no task here takes more than a minute even on a busy 2-core machine
