@@ -289,7 +289,8 @@ TEST_CASE("web bundles run in headless Chromium on WebGL2 like the native CPU ba
   for (auto& [name, args] : bundles) tasks += fmt::format(" check:{0}:main check:{0}:worker", name);
   tasks += " check:planes:main check:planes:worker";
   tasks += " check:bad_version:main check:missing_shader:main check:truncated_weights:worker check:bad_shader:main"
-           " check:bad_shader:worker lost:mlp:main lost:cnn:worker webgpu:mlp demo:cnn:worker";
+           " check:bad_shader:worker lost:mlp:main lost:cnn:worker webgpu:mlp demo:cnn:worker"
+           " profile:mlp:main profile:cnn:worker";
   int rc = shell(fmt::format("node '{}/web_runtime_check.mjs' '{}' {}", tests, root.path.string(), tasks), out);
   INFO(out.substr(0, 4000));
   REQUIRE(rc == 0);
@@ -382,6 +383,17 @@ TEST_CASE("web bundles run in headless Chromium on WebGL2 like the native CPU ba
     CHECK(t["ok"] == true);
     CHECK(t["backend"] == "webgl2");
     CHECK_THAT(t["text"].get<std::string>(), Contains("run 1 train.loss: max rel error") && Contains("ok"));
+  }
+  for (const char* task : {"profile:mlp:main", "profile:cnn:worker"}) {
+    // one entry per kernel in launch order, from timer queries where the device has them (times not judged)
+    const json& t = r[task];
+    INFO(task << ": " << t.dump().substr(0, 2000));
+    REQUIRE(t["timings"].size() == t["kernels"].size());
+    for (size_t k = 0; k < t["kernels"].size(); ++k) {
+      CHECK(t["timings"][k]["kernel"] == t["kernels"][k]);
+      CHECK(t["timings"][k]["gpu_timer"] == t["timer_query"]);
+      CHECK(t["timings"][k]["ms"].is_number());
+    }
   }
   {
     const json& t = r["webgpu:mlp"];

@@ -7,6 +7,7 @@
 //   TASK      check:NAME:MODE   replay NAME's checks (MODE main | worker): the report, or the error thrown
 //             lost:NAME:MODE    one run, then WEBGL_lose_context: what the next run and read throw
 //             webgpu:NAME       createRuntime with backend 'webgpu' forced: the error and its reasons
+//             profile:NAME:MODE one train step with profile: true: kernel names and timings()
 //             demo:NAME:MODE    opens NAME/runtime/demo.html (the bundle's self-check page): its sgDemoResult
 // Serves ROOT and tests/web/ (at /_test/) from 127.0.0.1 on an ephemeral port with COOP/COEP headers (a
 // cross-origin isolated page). Exit status 0 = every task ran (whatever it returned), 1 = the page broke,
@@ -92,7 +93,7 @@ try {
       await demo.close();
       continue;
     }
-    const fn = { check: 'sgCheck', lost: 'sgLostContext', webgpu: 'sgSelectWebGPU' }[kind];
+    const fn = { check: 'sgCheck', lost: 'sgLostContext', webgpu: 'sgSelectWebGPU', profile: 'sgProfile' }[kind];
     if (!fn) throw new Error(`unknown task '${task}'`);
     // a hang guard, not a timing check: no task here takes more than a minute even on a busy 2-core machine
     let timer;

@@ -69,4 +69,22 @@ window.sgSelectWebGPU = async (name) => {
     return { threw: true, ...plainError(e) };
   }
 };
+/** One profiled train step: the kernel names and whether each time came from a GPU timer query (the values are
+ * reported, never judged: no timing is asserted). */
+window.sgProfile = async (name, mode) => {
+  const mod = await import(`/${name}/runtime/shadergrad.js`);
+  const rt = await runtimeFor(mod, name, mode, { profile: true });
+  try {
+    const b = await mod.loadBundle(`/${name}/bundle.json`);
+    const checks = await b.loadChecks();
+    const run = checks.runs.find((r) => r.program === 'train');
+    const feeds = {};
+    for (const [k, ref] of Object.entries(run.feeds)) feeds[k] = b.data(ref);
+    await rt.run('train', feeds);
+    const timings = await rt.timings();
+    return { kernels: b.program('train').kernels.map((k) => k.name), timings, timer_query: rt.caps.timer_query };
+  } finally {
+    await rt.dispose();
+  }
+};
 window.sgReady = true;
