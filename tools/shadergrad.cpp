@@ -1,4 +1,4 @@
-// shadergrad — command-line interface: train, predict, info, dump.
+// shadergrad — command-line interface: train, predict, info, dump (debug and export in their own files).
 #include <cstdio>
 #include <iostream>
 
@@ -14,6 +14,7 @@
 #include "sg/train.h"
 #include "sg/vulkan_device.h"
 #include "debug_cmd.h"
+#include "export_cmd.h"
 
 namespace {
 
@@ -259,9 +260,11 @@ int main(int argc, char** argv) {
                  "different shapes at once; llvmpipe's schedule has none)");
 
   auto debug_run = sg::cli::add_debug_command(app);
+  auto export_run = sg::cli::add_export_command(app);
   CLI11_PARSE(app, argc, argv);
   try {
     if (debug_run) return debug_run();
+    if (export_run) return export_run();
     if (*predict) return cmd_predict(load, image, pbackend, invert);
     if (*info) return cmd_info(json);
     if (*dump) return cmd_dump(dmodel, target, out, dbatch, dunfused, dgpu, dmax_outputs, dno_union);

@@ -1,0 +1,256 @@
+// shadergrad web runtime — loading a bundle written by `shadergrad export` (docs/BUNDLE.md): bundle.json, every
+// kernel's shader source, and the weight files, checked before anything reaches a GPU. A bundle of another
+// format version, a missing shader, truncated weights or an inconsistent description is refused with a
+// BundleError naming the file (and the program, kernel or tensor).
+import { BundleError, UnsupportedError } from './errors.js';
+import { parseSafetensors } from './safetensors.js';
+
+/** The bundle format this runtime reads (bundle.json `format`). */
+export const BUNDLE_FORMAT = 'shadergrad-bundle/1';
+
+/** Storage features (bundle.json `features`) this runtime knows how to run. */
+export const KNOWN_FEATURES = ['transposed', 'row_planes', 'col_planes', 'union_domains', 'allocated_extents'];
+
+/** Shader languages a kernel may carry: `glsl_es` (WebGL2 fragment) and, reserved for the WebGPU path, `wgsl`. */
+const SOURCE_FIELDS = ['glsl_es', 'wgsl'];
+
+/**
+ * @param {string|URL} url
+ * @param {typeof fetch} fetchImpl
+ * @param {string} file the name in the bundle, for messages
+ * @param {Record<string, unknown>} where program/kernel/tensor for messages
+ * @returns {Promise<Response>}
+ */
+async function fetchFile(url, fetchImpl, file, where, what) {
+  let res;
+  try {
+    res = await fetchImpl(url);
+  } catch (e) {
+    throw new BundleError(`${what} '${file}' could not be fetched from ${url}: ${e.message}`, { file, ...where });
+  }
+  if (!res.ok)
+    throw new BundleError(`${what} '${file}' is missing: HTTP ${res.status} for ${url}${describeWhere(where)}. ` +
+                          `The bundle directory is incomplete: export it again (shadergrad export) and serve the ` +
+                          `whole directory`, { file, status: res.status, ...where });
+  return res;
+}
+
+function describeWhere(where) {
+  const parts = [];
+  if (where.kernel) parts.push(`kernel '${where.kernel}'`);
+  if (where.program) parts.push(`program '${where.program}'`);
+  if (where.tensor) parts.push(`tensor '${where.tensor}'`);
+  return parts.length ? ` (${parts.join(', ')})` : '';
+}
+
+/** A loaded bundle: its description, shader sources and weight files, all checked. */
+export class Bundle {
+  /**
+   * @param {URL} url of bundle.json
+   * @param {any} json bundle.json
+   * @param {Map<string, string>} sources path -> shader source
+   * @param {Map<string, ArrayBuffer>} files path -> bytes (weights)
+   * @param {typeof fetch} fetchImpl
+   */
+  constructor(url, json, sources, files, fetchImpl) {
+    this.url = url;
+    this.json = json;
+    this.sources = sources;
+    this.files = files;
+    this._fetch = fetchImpl;
+    this._expected = null;
+  }
+  get format() { return this.json.format; }
+  get model() { return this.json.model; }
+  get target() { return this.json.target; }
+  get requires() { return this.json.requires; }
+  get features() { return this.json.features || []; }
+  /** @returns {string[]} */
+  get programNames() { return Object.keys(this.json.programs); }
+  /** @returns {any[]} bundle.json `persistent` */
+  get persistent() { return this.json.persistent; }
+
+  /** The description of program `name`; BundleError listing the programs when there is none. */
+  program(name) {
+    const p = this.json.programs[name];
+    if (!p) throw new BundleError(`the bundle has no program '${name}' (it has ${this.programNames.join(', ')})`,
+                                  { program: name });
+    return p;
+  }
+
+  /** The source text of a kernel's shader file (a path from `kernels[].glsl_es`). */
+  source(path) {
+    const s = this.sources.get(path);
+    if (s === undefined) throw new BundleError(`shader file '${path}' was not loaded with the bundle`, { file: path });
+    return s;
+  }
+
+  /**
+   * The f32 values a data reference ({file, tensor, offset, bytes}) points at, copied into a new array.
+   * @returns {Float32Array}
+   */
+  data(ref) {
+    const bytes = this.files.get(ref.file) || (this._expected && this._expected.get(ref.file));
+    if (!bytes) throw new BundleError(`data file '${ref.file}' was not loaded with the bundle`, { file: ref.file });
+    return new Float32Array(bytes.slice(ref.offset, ref.offset + ref.bytes));
+  }
+
+  /** Fetches (once) and checks the checks' file (expected.safetensors); resolves to the `checks` description. */
+  async loadChecks() {
+    const c = this.json.checks;
+    if (!c) throw new BundleError('the bundle has no checks (bundle.json `checks` is null)', {});
+    if (!this._expected) {
+      const refs = [...c.runs.flatMap((r) => [...Object.values(r.feeds), ...Object.values(r.outputs)]),
+                    ...Object.values(c.persistent_after)];
+      this._expected = await fetchDataFiles(this.url, refs, this._fetch, 'expected outputs file');
+    }
+    return c;
+  }
+}
+
+/**
+ * Fetches every file a list of data references names and checks each reference against the file's size and its
+ * safetensors header (same dtype F32, shape, byte range).
+ * @returns {Promise<Map<string, ArrayBuffer>>}
+ */
+async function fetchDataFiles(base, refs, fetchImpl, what) {
+  const names = [...new Set(refs.map((r) => r.file))];
+  const files = new Map();
+  await Promise.all(names.map(async (file) => {
+    const res = await fetchFile(new URL(file, base), fetchImpl, file, {}, what);
+    files.set(file, await res.arrayBuffer());
+  }));
+  const headers = new Map([...files].map(([f, b]) => [f, parseSafetensors(b, f)]));
+  for (const r of refs) {
+    const bytes = files.get(r.file);
+    const end = r.offset + r.bytes;
+    if (end > bytes.byteLength)
+      throw new BundleError(`${r.file} is truncated: tensor '${r.tensor}' needs bytes [${r.offset}, ${end}) but ` +
+                            `the file has ${bytes.byteLength} bytes; export the bundle again`,
+                            { file: r.file, tensor: r.tensor, offset: r.offset });
+    const e = headers.get(r.file).tensors.get(r.tensor);
+    if (!e || e.dtype !== 'F32' || e.begin !== r.offset || e.end !== end)
+      throw new BundleError(`${r.file}: tensor '${r.tensor}' is ${e ? `${e.dtype} at bytes [${e.begin}, ${e.end})`
+                            : 'absent'} but bundle.json expects F32 at bytes [${r.offset}, ${end}): the file does ` +
+                            `not belong to this bundle.json; export the bundle again`,
+                            { file: r.file, tensor: r.tensor, offset: r.offset });
+  }
+  return files;
+}
+
+/** @param {number[]} shape */
+export function numel(shape) { return shape.reduce((a, b) => a * b, 1); }
+
+/** Checks bundle.json's structure and cross references; BundleError naming the program/kernel/value at fault. */
+function validate(json, file) {
+  const fail = (msg, where = {}) => { throw new BundleError(`${file}: ${msg}`, { file, ...where }); };
+  if (!json || typeof json !== 'object') fail('is not a JSON object');
+  if (json.format !== BUNDLE_FORMAT)
+    fail(`bundle format '${json.format}' is not supported by this runtime, which reads '${BUNDLE_FORMAT}'. Export ` +
+         `the bundle again with the shadergrad release that matches this runtime, or load it with the runtime ` +
+         `copy inside the bundle (runtime/shadergrad.js)`, { format: json.format });
+  for (const f of json.features || [])
+    if (!KNOWN_FEATURES.includes(f))
+      throw new UnsupportedError(`${file}: the bundle uses storage feature '${f}', which this runtime does not know ` +
+                                 `(it knows ${KNOWN_FEATURES.join(', ')}); use the runtime copy inside the bundle`,
+                                 { file, feature: f });
+  if (!json.programs || typeof json.programs !== 'object' || !Object.keys(json.programs).length)
+    fail('has no programs');
+  const persistent = new Map((json.persistent || []).map((p) => [p.name, p]));
+  for (const p of persistent.values())
+    if (!p.data || p.data.bytes !== 4 * numel(p.shape) || p.layout?.numel !== numel(p.shape))
+      fail(`persistent value '${p.name}' ${JSON.stringify(p.shape)} has ${p.data?.bytes} bytes of initial data ` +
+           `and layout numel ${p.layout?.numel}; expected ${4 * numel(p.shape)} bytes`, { tensor: p.name });
+  for (const [name, p] of Object.entries(json.programs)) validateProgram(name, p, persistent, fail);
+}
+
+function validateProgram(program, p, persistent, fail) {
+  const where = { program };
+  for (const key of ['values', 'kernels', 'inputs', 'outputs', 'updates', 'buffers'])
+    if (!Array.isArray(p[key])) fail(`program '${program}' has no '${key}' array`, where);
+  const value = (id, what, w) => {
+    const v = p.values[id];
+    if (!Number.isInteger(id) || !v || v.id !== id) fail(`${what} refers to value ${id}, which program '${program}' ` +
+                                                         `does not have`, { ...where, ...w });
+    return v;
+  };
+  p.values.forEach((v, i) => {
+    if (v.id !== i) fail(`program '${program}': values[${i}] has id ${v.id}`, where);
+    const w = { ...where, value: v.name };
+    if (v.kind === 'persistent') {
+      const e = persistent.get(v.tensor);
+      if (!e) fail(`program '${program}': persistent value '${v.name}' refers to '${v.tensor}', which is not in ` +
+                   '`persistent`', w);
+      if (JSON.stringify(e.layout) !== JSON.stringify(v.layout))
+        fail(`program '${program}': persistent value '${v.tensor}' has layout ${JSON.stringify(v.layout)} but ` +
+             `\`persistent\` says ${JSON.stringify(e.layout)}`, w);
+    }
+    if (v.update_of !== undefined && !persistent.has(v.update_of))
+      fail(`program '${program}': value '${v.name}' updates '${v.update_of}', which is not in \`persistent\``, w);
+    if (v.buffer !== undefined && !p.buffers[v.buffer])
+      fail(`program '${program}': value '${v.name}' lives in buffer ${v.buffer}, which does not exist`, w);
+    const planes = v.storage?.planes ?? 1;
+    if (planes > 1 && (!Array.isArray(v.plane_buffers) || v.plane_buffers.length !== planes) && v.kind === 'temp')
+      fail(`program '${program}': value '${v.name}' has ${planes} planes but ${v.plane_buffers?.length ?? 0} ` +
+           'plane_buffers', w);
+  });
+  for (const k of p.kernels) {
+    const w = { ...where, kernel: k.name };
+    if (!k.name || !SOURCE_FIELDS.some((f) => typeof k[f] === 'string'))
+      fail(`program '${program}': kernel '${k.name}' names no shader file (${SOURCE_FIELDS.join(' or ')})`, w);
+    for (const s of k.samplers || []) {
+      const v = value(s.value, `kernel '${k.name}' sampler '${s.name}'`, w);
+      if (!(s.plane >= 0 && s.plane < (v.storage?.planes ?? 1)))
+        fail(`kernel '${k.name}' sampler '${s.name}' reads plane ${s.plane} of '${v.name}', which has ` +
+             `${v.storage?.planes ?? 1}`, w);
+    }
+    (k.render_targets || []).forEach((t, i) => {
+      if (t.location !== i) fail(`kernel '${k.name}': render_targets[${i}] has location ${t.location}`, w);
+      value(t.value, `kernel '${k.name}' render target ${i}`, w);
+    });
+    if (!(k.render_targets || []).length) fail(`kernel '${k.name}' has no render targets`, w);
+  }
+  for (const io of [...p.inputs, ...p.outputs]) value(io.value, `input/output '${io.name}'`, where);
+  for (const u of p.updates) {
+    if (!persistent.has(u.target)) fail(`program '${program}' updates '${u.target}', which is not in \`persistent\``,
+                                        where);
+    value(u.value, `the update of '${u.target}'`, where);
+  }
+}
+
+/**
+ * Loads a bundle: bundle.json, every kernel's shader source and the weight files (checked against bundle.json).
+ * Works in a page and in a Worker (relative URLs resolve against the current location).
+ * @param {string|URL} url of bundle.json
+ * @param {{fetch?: typeof fetch}} [options]
+ * @returns {Promise<Bundle>}
+ * @throws {BundleError} another format version, a missing file, truncated weights, an inconsistent description
+ * @throws {UnsupportedError} storage features this runtime does not know
+ */
+export async function loadBundle(url, options = {}) {
+  const fetchImpl = options.fetch || globalThis.fetch.bind(globalThis);
+  const base = new URL(url, globalThis.location?.href);
+  const file = base.pathname.split('/').pop() || 'bundle.json';
+  const res = await fetchFile(base, fetchImpl, file, {}, 'bundle description');
+  let json;
+  try {
+    json = JSON.parse(await res.text());
+  } catch (e) {
+    throw new BundleError(`${file}: not valid JSON (${e.message})`, { file });
+  }
+  validate(json, file);
+  // every shader file, in parallel; a missing one names its kernel and program
+  const wanted = new Map();
+  for (const [program, p] of Object.entries(json.programs))
+    for (const k of p.kernels)
+      for (const f of SOURCE_FIELDS) if (typeof k[f] === 'string' && !wanted.has(k[f])) wanted.set(k[f], { program, kernel: k.name });
+  const sources = new Map();
+  await Promise.all([...wanted].map(async ([path, where]) => {
+    const r = await fetchFile(new URL(path, base), fetchImpl, path, where, 'shader file');
+    sources.set(path, await r.text());
+  }));
+  const refs = [...json.persistent.map((p) => p.data),
+                ...Object.values(json.programs).flatMap((p) => p.values.filter((v) => v.data).map((v) => v.data))];
+  const files = await fetchDataFiles(base, refs, fetchImpl, 'weights file');
+  return new Bundle(base, json, sources, files, fetchImpl);
+}

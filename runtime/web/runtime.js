@@ -1,0 +1,106 @@
+// shadergrad web runtime — a Runtime: one bundle on one backend (today WebGL2), with its persistent values on the
+// GPU. run() is one step of a program (inputs uploaded, every kernel drawn, only the outputs read back, updates
+// committed by swapping textures); read() reads a persistent value back; timings() gives per-kernel times.
+import { Bundle, loadBundle } from './bundle.js';
+import { ShadergradError } from './errors.js';
+import { runChecks } from './checks.js';
+import { selectBackend } from './select.js';
+import { WebGL2Executor } from './webgl2_executor.js';
+
+const now = () => (globalThis.performance ? performance.now() : Date.now());
+
+/** A bundle loaded on a backend. Create with createRuntime(). */
+export class Runtime {
+  constructor(bundle, selection, executor, stats) {
+    /** @type {Bundle} */
+    this.bundle = bundle;
+    /** @type {string} 'webgl2' */
+    this.backend = selection.backend;
+    /** @type {{backend: string, ok: boolean, reason: string}[]} every backend tried, with the reason in words */
+    this.attempts = selection.attempts;
+    this.device = selection.device;
+    this._exec = executor;
+    /** @type {{load_ms: number, setup_ms: number}} bundle fetch, and context + uploads + shader compile/link */
+    this.stats = stats;
+    this._disposed = false;
+  }
+
+  /** Device capabilities (renderer, limits, timer_query). */
+  get caps() { return this.device.caps; }
+  /** Program names of the bundle. */
+  get programs() { return this.bundle.programNames; }
+
+  _live(what) {
+    if (this._disposed) throw new ShadergradError(`${what}: the runtime was disposed`);
+  }
+
+  /**
+   * One step of `program`. Feeds are keyed by input name (Float32Array, Int32Array or number arrays of numel
+   * values, row-major; i32 inputs as integers). Resolves to the outputs by name (Float32Array; Int32Array for i32).
+   * @param {string} program
+   * @param {Record<string, ArrayLike<number>>} feeds
+   */
+  async run(program, feeds) {
+    this._live(`run('${program}')`);
+    return this._exec.run(program, feeds);
+  }
+
+  /** The current value of persistent value `name` (row-major Float32Array). */
+  async read(name) {
+    this._live(`read('${name}')`);
+    return this._exec.read(name);
+  }
+
+  /** Per-kernel times of the last run when created with `profile: true`, else []. */
+  async timings() {
+    this._live('timings()');
+    return this._exec.timings();
+  }
+
+  /** Replays the bundle's checks (expected outputs of the native CPU backend); see checks.js. */
+  async runChecks(options) {
+    this._live('runChecks()');
+    return runChecks(this, options);
+  }
+
+  /** Loses the WebGL context on purpose (WEBGL_lose_context), to test lost-context handling; returns false where
+   * the extension is missing. */
+  loseContextForTesting() {
+    const ext = this.device.loseContextExt;
+    if (!ext) return false;
+    ext.loseContext();
+    return true;
+  }
+
+  /** Frees every GPU object of the runtime. */
+  dispose() {
+    if (this._disposed) return;
+    this._disposed = true;
+    this._exec.dispose();
+    this.device.dispose();
+  }
+}
+
+/**
+ * Loads a bundle (unless given one), picks a backend, uploads the weights and compiles every kernel.
+ * @param {string|URL|Bundle} bundle URL of bundle.json, or a loaded Bundle
+ * @param {{backend?: 'auto'|'webgpu'|'webgl2', canvas?: HTMLCanvasElement|OffscreenCanvas, profile?: boolean,
+ *          fetch?: typeof fetch, contextAttributes?: WebGLContextAttributes}} [options]
+ * @returns {Promise<Runtime>}
+ */
+export async function createRuntime(bundle, options = {}) {
+  const t0 = now();
+  const b = bundle instanceof Bundle ? bundle : await loadBundle(bundle, options);
+  const t1 = now();
+  const selection = await selectBackend(b, options);
+  let exec;
+  try {
+    exec = new WebGL2Executor(b, selection.device, options);
+    await exec.link();
+  } catch (e) {
+    exec?.dispose();
+    selection.device.dispose();
+    throw e;
+  }
+  return new Runtime(b, selection, exec, { load_ms: t1 - t0, setup_ms: now() - t1 });
+}

@@ -1,0 +1,156 @@
+// shadergrad web runtime — TypeScript declarations of the public API (shadergrad.js and what it re-exports).
+// The bundle format is docs/BUNDLE.md; the JSDoc in each module says the same in more words.
+
+/** The bundle format this runtime reads: "shadergrad-bundle/1". */
+export const BUNDLE_FORMAT: string;
+/** Storage features (bundle.json `features`) this runtime can run. */
+export const KNOWN_FEATURES: readonly string[];
+/** Backends in the order `backend: 'auto'` tries them: ['webgpu', 'webgl2']. */
+export const BACKENDS: readonly BackendName[];
+export const VERSION: string;
+
+export type BackendName = 'webgpu' | 'webgl2';
+
+/** A reference to f32 data in a bundle file: absolute byte offset and length. */
+export interface DataRef { file: string; tensor: string; offset: number; bytes: number; }
+
+export interface TextureLayout { numel: number; texels: number; width: number; height: number; }
+
+/** A loaded, checked bundle. */
+export class Bundle {
+  readonly url: URL;
+  /** bundle.json as parsed (see docs/BUNDLE.md for its schema). */
+  readonly json: any;
+  readonly format: string;
+  readonly model: string;
+  readonly target: Record<string, unknown>;
+  readonly requires: { max_draw_buffers: number; max_texture_image_units: number; max_texture_size: number;
+                       extensions: string[]; };
+  readonly features: string[];
+  readonly programNames: string[];
+  readonly persistent: { name: string; kind: 'param' | 'state'; shape: number[]; dtype: 'f32' | 'i32';
+                         layout: TextureLayout; allocated: [number, number]; data: DataRef; }[];
+  /** The description of a program; throws BundleError for an unknown name. */
+  program(name: string): any;
+  /** A kernel's shader source (path as in `kernels[].glsl_es`). */
+  source(path: string): string;
+  /** The f32 values a data reference points at (a copy). */
+  data(ref: DataRef): Float32Array;
+  /** Fetches expected.safetensors (once) and resolves to bundle.json `checks`. */
+  loadChecks(): Promise<any>;
+}
+
+export interface LoadOptions { fetch?: typeof fetch; }
+
+/** Loads bundle.json, every shader and the weights; BundleError / UnsupportedError when it cannot be used. */
+export function loadBundle(url: string | URL, options?: LoadOptions): Promise<Bundle>;
+
+export interface RuntimeOptions extends LoadOptions {
+  /** 'auto' (default) tries BACKENDS in order. */
+  backend?: 'auto' | BackendName;
+  /** A canvas to draw with; default: a new OffscreenCanvas (or a <canvas> where there is none). */
+  canvas?: HTMLCanvasElement | OffscreenCanvas;
+  /** Per-kernel timings of each run (timings()). */
+  profile?: boolean;
+  contextAttributes?: WebGLContextAttributes;
+}
+
+export interface BackendAttempt { backend: BackendName; ok: boolean; reason: string; }
+
+export interface KernelTiming {
+  kernel: string;
+  ms: number;
+  /** true: EXT_disjoint_timer_query_webgl2; false: host time between readbacks around the draw. */
+  gpu_timer: boolean;
+}
+
+export interface DeviceCaps {
+  api: 'webgl2'; renderer: string; max_texture_size: number; max_viewport: number; max_draw_buffers: number;
+  max_texture_image_units: number; timer_query: boolean; parallel_shader_compile: boolean;
+}
+
+export type Feeds = Record<string, ArrayLike<number>>;
+export type Outputs = Record<string, Float32Array | Int32Array>;
+
+export interface Comparison {
+  n: number; max_abs: number; max_rel: number; norm_rel: number; scale: number; worst: number;
+  worst_actual: number; worst_expected: number; metric: 'elementwise' | 'norm'; ok: boolean;
+  actual?: number[]; expected?: number[];
+}
+
+export interface Tolerance { metric?: 'elementwise' | 'norm'; rel: number; floor?: number; }
+
+export interface CheckReport {
+  ok: boolean;
+  tolerance: { outputs: Tolerance; persistent: Tolerance };
+  computed_by: string;
+  backend: BackendName;
+  runs: { program: string; outputs: Record<string, Comparison> }[];
+  persistent: Record<string, Comparison>;
+}
+
+/** A bundle on a backend, its persistent values on the GPU. */
+export class Runtime {
+  readonly bundle: Bundle;
+  readonly backend: BackendName;
+  readonly attempts: BackendAttempt[];
+  readonly caps: DeviceCaps;
+  readonly programs: string[];
+  /** load_ms: fetching the bundle; setup_ms: context, uploads, shader compile and link. */
+  readonly stats: { load_ms: number; setup_ms: number };
+  /** One step: inputs uploaded, every kernel drawn, outputs read back, updates committed. */
+  run(program: string, feeds: Feeds): Promise<Outputs>;
+  /** A persistent value's current value. */
+  read(name: string): Promise<Float32Array>;
+  timings(): Promise<KernelTiming[]>;
+  runChecks(options?: { outputs?: Tolerance; persistent?: Tolerance }): Promise<CheckReport>;
+  loseContextForTesting(): boolean;
+  dispose(): void;
+}
+
+export function createRuntime(bundle: string | URL | Bundle, options?: RuntimeOptions): Promise<Runtime>;
+
+/** The same API as Runtime, in a module Worker (OffscreenCanvas). */
+export class WorkerRuntime {
+  readonly worker: Worker;
+  backend: BackendName | null;
+  attempts: BackendAttempt[];
+  caps: DeviceCaps | null;
+  programs: string[];
+  stats: { load_ms: number; setup_ms: number } | null;
+  /** `transfer: true` moves the feeds' buffers to the worker instead of copying them. */
+  run(program: string, feeds: Feeds, options?: { transfer?: boolean }): Promise<Outputs>;
+  read(name: string): Promise<Float32Array>;
+  timings(): Promise<KernelTiming[]>;
+  runChecks(options?: { outputs?: Tolerance; persistent?: Tolerance }): Promise<CheckReport>;
+  loseContextForTesting(): Promise<boolean>;
+  /** Frees the GPU objects and terminates the worker. */
+  dispose(): Promise<void>;
+}
+
+export function createWorkerRuntime(bundleUrl: string | URL,
+                                    options?: Omit<RuntimeOptions, 'canvas' | 'fetch'>): Promise<WorkerRuntime>;
+
+export function selectBackend(bundle: Bundle, options?: RuntimeOptions):
+  Promise<{ backend: BackendName; device: unknown; attempts: BackendAttempt[] }>;
+
+export function compare(actual: ArrayLike<number>, expected: ArrayLike<number>, tol: Tolerance): Comparison;
+export function runChecks(runtime: Runtime, options?: { outputs?: Tolerance; persistent?: Tolerance }):
+  Promise<CheckReport>;
+
+export class ShadergradError extends Error { details: Record<string, unknown>; }
+/** Another format version, a missing file, truncated weights (details.file, .kernel, .program, .tensor). */
+export class BundleError extends ShadergradError {}
+/** The bundle needs a limit, feature or shader language this backend/device lacks. */
+export class UnsupportedError extends ShadergradError {}
+/** No backend can run here; details.attempts has the reasons. */
+export class BackendUnavailableError extends ShadergradError {}
+/** A kernel failed to compile/link; the message marks the blamed lines (details.kernel, .file, .log, .lines). */
+export class ShaderCompileError extends ShadergradError {}
+export class ContextLostError extends ShadergradError {}
+export class FeedError extends ShadergradError {}
+export class DeviceError extends ShadergradError {}
+export const ERROR_CLASSES: Record<string, typeof ShadergradError>;
+export function errorFromJSON(e: { name?: string; message?: string; details?: Record<string, unknown> }):
+  ShadergradError;
+export function errorToJSON(e: unknown): { name: string; message: string; details: Record<string, unknown> };

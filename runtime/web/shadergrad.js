@@ -1,0 +1,19 @@
+// shadergrad web runtime — the entry module. Runs bundles written by `shadergrad export` (docs/BUNDLE.md) in a
+// browser page or a Worker: plain ES modules, no dependencies.
+//
+//   import { createRuntime } from './runtime/shadergrad.js';
+//   const rt = await createRuntime('bundle.json');            // WebGPU, else WebGL2, else the reasons in words
+//   const { probs } = await rt.run('infer', { x });           // Float32Array [batch * 10]
+//   const { loss } = await rt.run('train', { x, labels });    // one Adam step; only the loss is read back
+//
+//   import { createWorkerRuntime } from './runtime/shadergrad.js';
+//   const wrt = await createWorkerRuntime('bundle.json');     // the same API, running in a module Worker
+export { BUNDLE_FORMAT, KNOWN_FEATURES, Bundle, loadBundle } from './bundle.js';
+export { Runtime, createRuntime } from './runtime.js';
+export { BACKENDS, selectBackend } from './select.js';
+export { compare, runChecks } from './checks.js';
+export { createWorkerRuntime, WorkerRuntime } from './worker_client.js';
+export * from './errors.js';
+
+/** Version of this runtime (the bundle format it reads is BUNDLE_FORMAT). */
+export const VERSION = '0.1.0';

@@ -1,0 +1,269 @@
+// shadergrad web runtime — running a bundle's programs on a WebGL2Device: the memory plan of bundle.json made
+// real (persistent values as front/back texture pairs shared by every program and swapped after each run, pooled
+// buffers, inputs, constants), kernels drawn in launch order with their samplers and render targets, only the
+// program outputs read back, per-kernel timings with EXT_disjoint_timer_query_webgl2 where it exists.
+import { BundleError, DeviceError, FeedError, UnsupportedError } from './errors.js';
+import { unpack } from './layout.js';
+import { numel } from './bundle.js';
+
+const fmtShape = (s) => `[${s.join(',')}]`;
+
+/** Persistent values (bundle.json `persistent`): two textures each, `front` holding the current value. */
+class PersistentStore {
+  constructor(device, bundle) {
+    this.entries = new Map();
+    for (const p of bundle.persistent) {
+      const [w, h] = p.allocated;
+      const front = device.createTexture(p.name, p.layout, w, h);
+      const back = device.createTexture(`${p.name} (back)`, p.layout, w, h);
+      device.upload(front, bundle.data(p.data));
+      this.entries.set(p.name, { desc: p, front, back });
+    }
+  }
+  get(name) {
+    const e = this.entries.get(name);
+    if (!e) throw new BundleError(`no persistent value '${name}' in the bundle (it has ` +
+                                  `${[...this.entries.keys()].join(', ')})`, { tensor: name });
+    return e;
+  }
+  swap(name) {
+    const e = this.get(name);
+    [e.front, e.back] = [e.back, e.front];
+  }
+}
+
+/** One program of the bundle, ready to run. */
+class ProgramRun {
+  constructor(device, bundle, name, store) {
+    this.device = device;
+    this.name = name;
+    this.desc = bundle.program(name);
+    this.store = store;
+    const d = this.desc;
+    this.buffers = d.buffers.map((b, i) => device.createTexture(`${name} buffer ${i}`, b.layout, b.allocated[0],
+                                                                b.allocated[1]));
+    this.own = new Map();  // inputs and constants
+    for (const v of d.values) {
+      if (v.kind === 'input' || v.kind === 'constant') {
+        const t = device.createTexture(v.name, v.layout, v.allocated[0], v.allocated[1]);
+        if (v.kind === 'constant') device.upload(t, bundle.data(v.data));
+        this.own.set(v.id, t);
+      }
+    }
+    for (const k of d.kernels)
+      if (typeof k.glsl_es !== 'string')
+        throw new UnsupportedError(`kernel '${k.name}' of program '${name}' has no GLSL ES fragment shader (only ` +
+                                   `${Object.keys(k).filter((f) => f === 'wgsl').join(', ') || 'no source'}): ` +
+                                   'WebGL2 cannot run it; run this bundle on WebGPU or export it for webgl2',
+                                   { program: name, kernel: k.name });
+    this.handles = d.kernels.map((k) => device.beginProgram(k.name, k.glsl_es, bundle.source(k.glsl_es)));
+    this.kernels = null;
+    this.queries = [];
+  }
+
+  /** Waits for the kernels' programs, checks them against the bundle and fixes each sampler's texture unit. */
+  async link() {
+    const gl = this.device.gl;
+    this.kernels = [];
+    for (let i = 0; i < this.desc.kernels.length; ++i) {
+      const k = this.desc.kernels[i];
+      await this.device.waitProgram(this.handles[i]);
+      const nodes = k.nodes.map((n) => `  n${n.node} ${n.op} ${n.shape} ${n.source}`).join('\n');
+      const p = this.device.finishProgram(this.handles[i], { nodes });
+      const where = { program: this.name, kernel: k.name, file: k.glsl_es };
+      const units = [];
+      gl.useProgram(p.program);
+      for (const s of k.samplers) {
+        const loc = p.samplers.get(s.name);
+        if (loc === undefined) {
+          if (p.declared.includes(s.name)) continue;  // declared, optimised out by the driver
+          throw new BundleError(`kernel '${k.name}' (${k.glsl_es}): bundle.json binds sampler '${s.name}' but the ` +
+                                `shader declares ${p.declared.join(', ') || 'no samplers'}`, where);
+        }
+        gl.uniform1i(loc, units.length);
+        units.push(s);
+      }
+      for (const name of p.samplers.keys())
+        if (!k.samplers.some((s) => s.name === name))
+          throw new BundleError(`kernel '${k.name}' (${k.glsl_es}): the shader samples '${name}', which bundle.json ` +
+                                'does not bind', where);
+      if (p.outputs !== k.render_targets.length)
+        throw new BundleError(`kernel '${k.name}' (${k.glsl_es}): the shader writes ${p.outputs} render targets but ` +
+                              `bundle.json lists ${k.render_targets.length}`, where);
+      if (units.length > this.device.limits.max_texture_image_units || k.render_targets.length >
+          this.device.limits.max_draw_buffers)
+        throw new UnsupportedError(`kernel '${k.name}' needs ${units.length} texture units and ` +
+                                   `${k.render_targets.length} render targets; ${this.device.renderer} has ` +
+                                   `${this.device.limits.max_texture_image_units} and ` +
+                                   `${this.device.limits.max_draw_buffers}`, where);
+      this.kernels.push({ desc: k, program: p, units });
+    }
+    this.handles = null;
+    this.device.checkError(`linking the kernels of program '${this.name}'`, { program: this.name });
+  }
+
+  /** The texture holding plane `plane` of value `id` now (persistent values: the current front or back). */
+  texture(id, plane = 0) {
+    const v = this.desc.values[id];
+    if (plane > 0) return this.buffers[v.plane_buffers[plane]];
+    switch (v.kind) {
+      case 'input':
+      case 'constant': return this.own.get(id);
+      case 'persistent': return this.store.get(v.tensor).front;
+      case 'temp':
+        if (v.update_of !== undefined) return this.store.get(v.update_of).back;
+        if (v.buffer !== undefined) return this.buffers[v.buffer];
+    }
+    throw new BundleError(`program '${this.name}': value '${v.name}' (${v.kind}) has no storage (no buffer, no ` +
+                          'update_of)', { program: this.name, value: v.name });
+  }
+
+  /** Checks and converts the feeds; uploads them. */
+  upload(feeds) {
+    const d = this.desc;
+    const list = () => d.inputs.map((i) => `${i.name} ${fmtShape(i.shape)} ${i.dtype}`).join(', ');
+    for (const k of Object.keys(feeds))
+      if (!d.inputs.some((i) => i.name === k))
+        throw new FeedError(`run('${this.name}'): '${k}' is not an input of the program (its inputs: ${list()})`,
+                            { program: this.name, input: k });
+    for (const i of d.inputs) {
+      const f = feeds[i.name];
+      if (f === undefined)
+        throw new FeedError(`run('${this.name}'): input '${i.name}' ${fmtShape(i.shape)} (${i.dtype}) was not fed ` +
+                            `(the program's inputs: ${list()})`, { program: this.name, input: i.name });
+      const n = numel(i.shape);
+      if (f.length !== n)
+        throw new FeedError(`run('${this.name}'): input '${i.name}' ${fmtShape(i.shape)} needs ${n} values, got ` +
+                            `${f.length}`, { program: this.name, input: i.name });
+      let data = f instanceof Float32Array ? f : Float32Array.from(f);
+      if (i.dtype === 'i32') {
+        for (let e = 0; e < n; ++e)
+          if (!Number.isInteger(data[e]) || Math.abs(data[e]) > 16777216)
+            throw new FeedError(`run('${this.name}'): input '${i.name}' is i32 but element ${e} is ${data[e]} (an ` +
+                                'integer of magnitude <= 2^24 is needed: textures hold integers as exact floats)',
+                                { program: this.name, input: i.name, index: e });
+      }
+      this.device.upload(this.own.get(i.value), data);
+    }
+  }
+
+  /** Draws every kernel in launch order; with `profile`, each inside a timer query (or bounded by a readback). */
+  draw(profile) {
+    const dev = this.device;
+    for (const t of this.timings || []) if (t.query) dev.gl.deleteQuery(t.query);  // never collected by timings()
+    this.timings = [];
+    for (const k of this.kernels) {
+      const ins = k.units.map((s) => this.texture(s.value, s.plane));
+      const outs = k.desc.render_targets.map((t) => this.texture(t.value, t.plane));
+      const fb = dev.framebuffer(outs, k.desc.name);
+      let query = null, t0 = 0;
+      if (profile && dev.timer) query = dev.gl.createQuery();
+      else if (profile) { dev.read(outs[0], 4); t0 = performance.now(); }
+      dev.draw(k.program, ins, fb, k.desc.extent, query);
+      if (query) this.timings.push({ kernel: k.desc.name, query });
+      else if (profile) { dev.read(outs[0], 4); this.timings.push({ kernel: k.desc.name, ms: performance.now() - t0 }); }
+      dev.unbindInputs(ins.length);
+    }
+  }
+
+  /** The program outputs, row-major, as their dtype. */
+  readOutputs() {
+    const out = {};
+    for (const o of this.desc.outputs) {
+      const v = this.desc.values[o.value];
+      const planes = [];
+      for (let p = 0; p < (v.storage?.planes ?? 1); ++p) planes.push(this.device.read(this.texture(o.value, p),
+                                                                                        v.layout.numel));
+      const f = unpack(planes, v.layout, v.shape, v.storage || {});
+      out[o.name] = o.dtype === 'i32' ? Int32Array.from(f) : f;
+    }
+    return out;
+  }
+
+  run(feeds, profile) {
+    this.device.checkLost(`before running program '${this.name}'`);
+    this.upload(feeds);
+    this.draw(profile);
+    const out = this.readOutputs();
+    this.device.checkError(`while running program '${this.name}'`, { program: this.name });
+    for (const u of this.desc.updates) this.store.swap(u.target);
+    return out;
+  }
+
+  dispose() {
+    for (const t of [...this.buffers, ...this.own.values()]) this.device.deleteTexture(t);
+  }
+}
+
+/** Runs a bundle's programs on a WebGL2 device (the `webgl2` backend of a Runtime). */
+export class WebGL2Executor {
+  /** Allocates every texture, uploads the weights and starts compiling every kernel (link() finishes). */
+  constructor(bundle, device, options = {}) {
+    this.bundle = bundle;
+    this.device = device;
+    this.profile = !!options.profile;
+    this.store = new PersistentStore(device, bundle);
+    this.programs = new Map(bundle.programNames.map((n) => [n, new ProgramRun(device, bundle, n, this.store)]));
+    this.last = null;
+  }
+
+  async link() {
+    for (const p of this.programs.values()) await p.link();
+  }
+
+  /**
+   * Runs one step of `program`: uploads `feeds`, draws every kernel, reads back the outputs, then commits the
+   * updates (swaps the persistent values' textures).
+   * @returns {Record<string, Float32Array|Int32Array>}
+   */
+  run(program, feeds) {
+    const p = this.programs.get(program);
+    if (!p) throw new BundleError(`the bundle has no program '${program}' (it has ` +
+                                  `${[...this.programs.keys()].join(', ')})`, { program });
+    const out = p.run(feeds, this.profile);
+    this.last = p;
+    return out;
+  }
+
+  /** The current value of a persistent value (row-major). */
+  read(name) {
+    const e = this.store.get(name);
+    this.device.checkLost(`before reading '${name}'`);
+    return unpack([this.device.read(e.front, e.desc.layout.numel)], e.desc.layout, e.desc.shape, {});
+  }
+
+  /**
+   * Per-kernel times of the last run (profile on): GPU timer queries where EXT_disjoint_timer_query_webgl2 exists
+   * (waits for their results), else host time between readbacks bracketing each draw.
+   * @returns {Promise<{kernel: string, ms: number, gpu_timer: boolean}[]>}
+   */
+  async timings() {
+    if (!this.last || !this.last.timings) return [];
+    const dev = this.device, gl = dev.gl, list = this.last.timings;
+    const out = [];
+    for (const t of list) {
+      if (!t.query) { out.push({ kernel: t.kernel, ms: t.ms, gpu_timer: !!t.gpu_timer }); continue; }
+      const start = performance.now();
+      while (!gl.getQueryParameter(t.query, gl.QUERY_RESULT_AVAILABLE)) {
+        dev.checkLost('while waiting for timer queries');
+        if (performance.now() - start > 10000)
+          throw new DeviceError(`the timer query of kernel '${t.kernel}' gave no result within 10 s`, { kernel: t.kernel });
+        await new Promise((r) => setTimeout(r, 1));
+      }
+      const ns = gl.getQueryParameter(t.query, gl.QUERY_RESULT);
+      gl.deleteQuery(t.query);
+      t.query = null;
+      t.ms = ns / 1e6;
+      t.gpu_timer = true;
+      out.push({ kernel: t.kernel, ms: t.ms, gpu_timer: true });
+    }
+    if (list.length && dev.timer && gl.getParameter(dev.timer.GPU_DISJOINT_EXT))
+      throw new DeviceError('the GPU timer was disjoint during the profiled run (the GPU clock changed or was ' +
+                            'reset): its kernel times are meaningless; run again', {});
+    return out;
+  }
+
+  dispose() {
+    for (const p of this.programs.values()) p.dispose();
+  }
+}

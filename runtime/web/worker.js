@@ -1,0 +1,48 @@
+// shadergrad web runtime — the module Worker that hosts a Runtime for createWorkerRuntime() (worker_client.js).
+// WebGL2 runs on an OffscreenCanvas here (seed article 003 §2.2: the main thread stays free). Messages:
+//   {id, op: 'create', args: [bundleUrl, options]} -> {backend, attempts, caps, programs, stats}
+//   {id, op: 'run', args: [program, feeds]}        -> outputs (their buffers transferred, not copied)
+//   {id, op: 'read' | 'timings' | 'runChecks' | 'loseContextForTesting' | 'dispose', args}
+// Replies {id, ok: true, result} or {id, ok: false, error: {name, message, details}}.
+import { createRuntime } from './runtime.js';
+import { errorToJSON } from './errors.js';
+
+let runtime = null;
+
+const ops = {
+  async create(url, options) {
+    if (runtime) runtime.dispose();
+    runtime = await createRuntime(url, options || {});
+    return { backend: runtime.backend, attempts: runtime.attempts, caps: runtime.caps, programs: runtime.programs,
+             stats: runtime.stats };
+  },
+  run: (program, feeds) => need().run(program, feeds),
+  read: (name) => need().read(name),
+  timings: () => need().timings(),
+  runChecks: (options) => need().runChecks(options),
+  loseContextForTesting: () => need().loseContextForTesting(),
+  dispose() { runtime?.dispose(); runtime = null; return true; },
+};
+
+function need() {
+  if (!runtime) throw new Error('the worker has no runtime: call create first');
+  return runtime;
+}
+
+/** ArrayBuffers of typed arrays in a result (transferred back instead of copied). */
+function transferables(result) {
+  if (ArrayBuffer.isView(result)) return [result.buffer];
+  if (result && typeof result === 'object') return Object.values(result).filter(ArrayBuffer.isView).map((a) => a.buffer);
+  return [];
+}
+
+self.onmessage = async (e) => {
+  const { id, op, args } = e.data;
+  try {
+    if (!ops[op]) throw new Error(`unknown worker operation '${op}'`);
+    const result = await ops[op](...(args || []));
+    self.postMessage({ id, ok: true, result }, transferables(result));
+  } catch (err) {
+    self.postMessage({ id, ok: false, error: errorToJSON(err) });
+  }
+};

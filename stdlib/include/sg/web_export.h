@@ -1,0 +1,137 @@
+// shadergrad — exporting programs as a web bundle: a directory the JavaScript runtime (runtime/web/) loads and
+// runs in a browser on WebGL2 (fragment shaders over RGBA32F textures); docs/BUNDLE.md is the format's schema.
+//
+//   DIR/bundle.json                 format "shadergrad-bundle/1": target, persistent values, programs (values with
+//                                   their texture layouts, pooled buffers, kernels in launch order with their
+//                                   samplers, render targets and draw extents), inputs/outputs, checks
+//   DIR/weights.safetensors         initial values of every persistent value (parameters and optimizer state)
+//                                   and every constant, F32; bundle.json gives each one's absolute byte offset
+//   DIR/expected.safetensors        the checks: fixed inputs and the outputs the native CPU reference backend
+//                                   computed for them (a sequence of runs), and the persistent values after it
+//   DIR/shaders/PROGRAM/*.frag      GLSL ES 3.00 fragment shaders, one per kernel, as `shadergrad dump` writes
+//                                   them (header comment naming the graph nodes and user source lines)
+//   DIR/shaders/PROGRAM/plan.json   Plan::to_json of the program (for people; the runtime reads bundle.json)
+//   DIR/runtime/                    a copy of the JavaScript runtime (ES modules + shadergrad.d.ts)
+//
+// The bundle description is built here from the public Plan/Value/Kernel structs (sg/schedule.h); the shader
+// sources come from the same emitter and compiler pipeline as the GLES backend (emit_glsl450 -> glslang ->
+// SPIRV-Cross), so a bundle runs exactly the kernels the native GLES backend would run for its schedule.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "sg/backend.h"
+#include "sg/schedule.h"
+
+namespace sg::web {
+
+/// The format tag of bundle.json; the JavaScript runtime refuses any other.
+inline constexpr const char* kBundleFormat = "shadergrad-bundle/1";
+
+/// The schedule a WebGL2 bundle is made for. The defaults stay within what every WebGL2 implementation
+/// guarantees except the texture size (WebGL2 guarantees MAX_DRAW_BUFFERS >= 4, MAX_TEXTURE_IMAGE_UNITS >= 16,
+/// MAX_TEXTURE_SIZE >= 2048; 4096 is what nearly every device offers, SwiftShader gives 8192). The runtime checks
+/// the device's limits against the bundle's `requires` and refuses with the limit named.
+struct WebGL2Target {
+  int64_t max_texture_size = 4096;  ///< texels per texture side (layouts wrap rows at this width)
+  int max_draw_buffers = 4;         ///< render targets per kernel (ScheduleOptions::max_outputs)
+  int max_texture_units = 16;       ///< samplers per kernel (ScheduleOptions::max_inputs)
+  int row_planes = 4;               ///< ScheduleOptions::row_planes (1 = off)
+  int col_planes = 1;               ///< ScheduleOptions::col_planes (1 = off, 2 = on; needs 8 draw buffers with 4 row planes)
+  bool union_domains = false;       ///< ScheduleOptions::union_domains (off: CPU rasterisers run every block masked)
+  /// ScheduleOptions::row_aligned_layout: 2-D textures (tensor rows kept whole in texture rows, 64 texels wide
+  /// for the rest) instead of one long texture row per small tensor. On by default: SwiftShader shades 2x2 quads
+  /// and splits the viewport into bands of rows across threads, so a 1-texel-high draw wastes half its lanes and
+  /// all but one thread (measured in docs/PERFORMANCE.md, Run W1); hardware GPUs gain from 2-D locality too.
+  bool row_aligned_layout = true;
+  int64_t min_parallel_texels = 0;  ///< ScheduleOptions::min_parallel_texels (split-K; 0 = off)
+
+  /// The ScheduleOptions these settings stand for. Throws ValueError for values out of range (the message names
+  /// the field and the allowed range).
+  ScheduleOptions schedule_options() const;
+  /// {"name": "webgl2", "stage": "fragment", "language": "glsl-es-3.00", ...the fields above}.
+  nlohmann::json to_json() const;
+};
+
+/// One program of a bundle ("infer", "train"): its name is the key in bundle.json's `programs` and the folder of
+/// its shaders. Persistent values (Param/State leaves) are shared between the programs of a bundle by node name.
+struct BundleProgram {
+  std::string name;
+  Program program;
+};
+
+/// One run of the checks sequence: `program` fed with `feeds` (Input leaf name -> row-major values; integer inputs
+/// as exact floats). The runs are replayed in order on the CPU reference backend; each run's outputs are recorded,
+/// and the persistent values after the last run.
+struct CheckRun {
+  std::string program;
+  std::vector<std::pair<std::string, std::vector<float>>> feeds;
+};
+
+struct BundleSpec {
+  std::string model;                                ///< for bundle.json's `model` (free text)
+  std::vector<BundleProgram> programs;
+  std::vector<CheckRun> checks;                     ///< may be empty (no expected.safetensors then)
+  std::map<std::string, std::string> metadata;      ///< extra strings for bundle.json's `metadata`
+  /// Called on the CPU backend before the initial persistent values are read (e.g. loading a checkpoint);
+  /// may be empty.
+  std::function<void(Backend&)> prepare;
+};
+
+/// What write_bundle wrote.
+struct ExportSummary {
+  std::vector<std::pair<std::string, int>> kernels;  ///< per program: kernels per run
+  int64_t weight_bytes = 0;                          ///< size of weights.safetensors
+  int64_t persistent_values = 0;
+  std::vector<std::string> files;                    ///< every file written, relative to the bundle directory
+};
+
+/// Schedules every program for `target`, compiles its kernels to GLSL ES 3.00 and writes the bundle into `dir`
+/// (created if missing; an earlier bundle's shaders and runtime files there are replaced). Throws ValueError when
+/// two persistent values share a node name or a name is empty, when a persistent value gets different texture
+/// layouts in two programs, or when a check names an unknown program or input; CompileError for a kernel that does
+/// not compile; IOError naming the path when a file cannot be written.
+ExportSummary write_bundle(const BundleSpec& spec, const WebGL2Target& target, const std::string& dir);
+
+/// The bundle description of one scheduled program (bundle.json's `programs.NAME`: values, buffers, kernels,
+/// inputs, outputs, updates), given where its shaders live (`shader_dir`, relative to the bundle). Persistent
+/// values are named by their node name; constants get no `data` here (write_bundle adds it). Exposed for tests.
+nlohmann::json describe_program(const Plan& plan, const std::string& shader_dir);
+
+/// Options of `shadergrad export` for the built-in models.
+struct ModelExportOptions {
+  std::string model = "mlp";     ///< mlp | cnn | cnn-large (sg::nn::make_model)
+  std::string dataset;           ///< geometry: fashion-mnist (1x28x28) | digits (1x8x8); "" = mlp: fashion-mnist, else digits
+  int64_t batch = 0;             ///< train step batch; 0 = 128 for mlp, 64 otherwise
+  int64_t infer_batch = 0;       ///< inference batch; 0 = the train batch
+  double lr = 0;                 ///< Adam learning rate; 0 = 1e-3 for mlp, 2e-3 otherwise (PEERS.md's models)
+  std::string load;              ///< checkpoint (shadergrad train --save) for the initial parameters; "" = fresh init
+  uint64_t seed = 0;             ///< parameter init (when no checkpoint) and the fixed check inputs
+  int check_steps = 3;           ///< train steps in the checks (inference, N train steps, inference again)
+};
+
+/// The bundle of a built-in model: programs "infer" (output "probs" = softmax of the logits, [infer_batch, 10])
+/// and "train" (output "loss", one Adam step); checks: infer, check_steps train steps on one fixed batch, infer.
+/// The fixed inputs are uniform in [0, 1) (labels uniform in 0..9) from a 32-bit Mersenne twister seeded with
+/// `seed` (bit-exact on every platform). Throws ValueError for unknown models/datasets, IOError for a bad
+/// checkpoint (naming the file).
+BundleSpec model_bundle_spec(const ModelExportOptions& opt);
+
+/// One file of the JavaScript runtime embedded at build time (runtime/web/): its path relative to runtime/web
+/// and its bytes.
+struct EmbeddedFile {
+  std::string_view path;
+  std::string_view bytes;
+};
+/// The runtime files write_bundle copies into DIR/runtime/.
+const std::vector<EmbeddedFile>& runtime_files();
+
+}  // namespace sg::web

@@ -1,0 +1,159 @@
+// The bundle description of a scheduled program (bundle.json `programs.NAME`, docs/BUNDLE.md) and the WebGL2
+// target's schedule. Built only from the public Plan/Value/Kernel structs (sg/schedule.h); Plan::to_json stays
+// the dump format, this is the contract with the JavaScript runtime: every field the runtime needs to allocate
+// textures, bind samplers and render targets, draw, read back and ping-pong, and nothing it has to infer.
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "sg/web_export.h"
+
+namespace sg::web {
+
+using nlohmann::json;
+
+ScheduleOptions WebGL2Target::schedule_options() const {
+  auto range = [](const char* field, int64_t v, int64_t lo, int64_t hi) {
+    if (v < lo || v > hi)
+      throw ValueError(fmt::format("WebGL2Target::{} must be in {}..{}, got {}", field, lo, hi, v));
+  };
+  range("max_texture_size", max_texture_size, 64, 65536);
+  range("max_draw_buffers", max_draw_buffers, 1, 8);
+  range("max_texture_units", max_texture_units, 1, 32);
+  range("row_planes", row_planes, 1, 8);
+  range("col_planes", col_planes, 1, 2);
+  range("min_parallel_texels", min_parallel_texels, 0, int64_t{1} << 30);
+  ScheduleOptions so;
+  so.max_texture_width = max_texture_size;
+  so.max_texture_height = max_texture_size;
+  so.max_outputs = max_draw_buffers;
+  so.max_inputs = max_texture_units;
+  so.row_planes = std::min(row_planes, max_draw_buffers);
+  so.col_planes = col_planes;
+  so.union_domains = union_domains;
+  so.row_aligned_layout = row_aligned_layout;
+  so.min_parallel_texels = min_parallel_texels;
+  return so;
+}
+
+json WebGL2Target::to_json() const {
+  return {{"name", "webgl2"},
+          {"stage", "fragment"},
+          {"language", "glsl-es-3.00"},
+          {"texel_format", "RGBA32F"},
+          {"max_texture_size", max_texture_size},
+          {"max_draw_buffers", max_draw_buffers},
+          {"max_texture_units", max_texture_units},
+          {"row_planes", row_planes},
+          {"col_planes", col_planes},
+          {"union_domains", union_domains},
+          {"row_aligned_layout", row_aligned_layout},
+          {"min_parallel_texels", min_parallel_texels}};
+}
+
+namespace {
+
+const char* kind_name(ValueKind k) {
+  switch (k) {
+    case ValueKind::Input: return "input";
+    case ValueKind::Persistent: return "persistent";
+    case ValueKind::Constant: return "constant";
+    case ValueKind::Temp: return "temp";
+  }
+  return "?";
+}
+
+json layout_json(const TextureLayout& l) {
+  return {{"numel", l.numel}, {"texels", l.texels}, {"width", l.width}, {"height", l.height}};
+}
+
+json shape_json(const Node& n) { return json(std::vector<int64_t>(n.shape.begin(), n.shape.end())); }
+
+/// Where a value lives and how its elements are arranged there.
+json value_json(const Plan& plan, const Value& v) {
+  json j = {{"id", v.id},
+            {"name", v.name},
+            {"kind", kind_name(v.kind)},
+            {"op", v.node->label()},
+            {"node", plan.node_index(v.node.get())},
+            {"shape", shape_json(*v.node)},
+            {"dtype", dtype_name(v.node->dtype)},
+            {"layout", layout_json(v.layout)},
+            {"allocated", {v.extent.width, v.extent.height}},
+            {"storage",
+             {{"transposed", v.transposed},
+              {"planes", v.planes},
+              {"row_planes", v.row_planes()},
+              {"col_planes", v.col_planes}}}};
+  if (v.node->loc.known()) j["source"] = v.node->loc.str();
+  if (v.kind == ValueKind::Persistent || v.kind == ValueKind::Input) j["tensor"] = v.node->name;
+  if (v.kind == ValueKind::Temp) {
+    if (v.update_of >= 0) {
+      j["update_of"] = plan.values[v.update_of].node->name;  // lives in that persistent value's back texture
+    } else if (v.buffer >= 0) {
+      j["buffer"] = v.buffer;
+      if (v.planes > 1) j["plane_buffers"] = v.plane_buffers;
+    }
+  }
+  return j;
+}
+
+json kernel_json(const Plan& plan, const Kernel& k, const std::string& shader_dir) {
+  json samplers = json::array();
+  for (int in : k.inputs) {
+    const Value& v = plan.values[in];
+    if (v.planes == 1) samplers.push_back({{"name", "in_" + v.name}, {"value", in}, {"plane", 0}});
+    for (int p = 0; v.planes > 1 && p < v.planes; ++p)
+      samplers.push_back({{"name", fmt::format("in_{}_p{}", v.name, p)}, {"value", in}, {"plane", p}});
+  }
+  // render target j * P + p for plane p of output j (the order of the fragment shader's out locations)
+  json targets = json::array();
+  int location = 0;
+  for (size_t j = 0; j < k.outputs.size(); ++j) {
+    const Value& v = plan.values[k.outputs[j]];
+    for (int p = 0; p < v.planes; ++p)
+      targets.push_back({{"location", location++}, {"value", v.id}, {"plane", p}, {"block", k.block_of(j)}});
+  }
+  json nodes = json::array();
+  for (const NodePtr& n : k.nodes)
+    nodes.push_back({{"node", plan.node_index(n.get())}, {"op", n->label()}, {"shape", shape_str(n->shape)},
+                     {"source", n->loc.known() ? n->loc.str() : ""}});
+  return {{"name", k.name},
+          {"glsl_es", shader_dir + "/" + k.name + ".frag"},
+          {"extent", {k.extent.width, k.extent.height}},
+          {"blocks", k.blocks()},
+          {"samplers", samplers},
+          {"render_targets", targets},
+          {"nodes", nodes}};
+}
+
+}  // namespace
+
+json describe_program(const Plan& plan, const std::string& shader_dir) {
+  json values = json::array();
+  json inputs = json::array();
+  for (const Value& v : plan.values) {
+    values.push_back(value_json(plan, v));
+    if (v.kind == ValueKind::Input)
+      inputs.push_back({{"name", v.node->name}, {"value", v.id}, {"shape", shape_json(*v.node)},
+                        {"dtype", dtype_name(v.node->dtype)}});
+  }
+  json outputs = json::array();
+  for (size_t i = 0; i < plan.output_values.size(); ++i) {
+    const Value& v = plan.values[plan.output_values[i]];
+    outputs.push_back({{"name", plan.program.output_names[i]}, {"value", v.id}, {"shape", shape_json(*v.node)},
+                       {"dtype", dtype_name(v.node->dtype)}});
+  }
+  json updates = json::array();
+  for (auto& [target, value] : plan.updates)
+    updates.push_back({{"target", plan.values[target].node->name}, {"target_value", target}, {"value", value}});
+  json buffers = json::array();
+  for (size_t b = 0; b < plan.buffers.size(); ++b)
+    buffers.push_back({{"layout", layout_json(plan.buffers[b])},
+                       {"allocated", {plan.buffer_extents[b].width, plan.buffer_extents[b].height}}});
+  json kernels = json::array();
+  for (const Kernel& k : plan.kernels) kernels.push_back(kernel_json(plan, k, shader_dir));
+  return {{"inputs", inputs},   {"outputs", outputs}, {"updates", updates},   {"values", values},
+          {"buffers", buffers}, {"kernels", kernels}, {"peak_bytes", plan.peak_bytes}};
+}
+
+}  // namespace sg::web

@@ -1,0 +1,370 @@
+// Writing a web bundle (docs/BUNDLE.md): schedule every program for the WebGL2 target, dump its GLSL ES shaders,
+// write the initial persistent values and constants as safetensors (recording each tensor's absolute byte range),
+// replay the checks on the CPU reference backend for the expected outputs, copy the JavaScript runtime, and write
+// bundle.json last (so a bundle.json on disk always refers to files that were written before it).
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "sg/dump.h"
+#include "sg/nn.h"
+#include "sg/safetensors.h"
+#include "sg/train.h"
+#include "sg/web_export.h"
+
+namespace sg::web {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+/// A persistent value shared by the programs of a bundle (keyed by node name).
+struct PersistentEntry {
+  NodePtr node;
+  TextureLayout layout;
+  Extent alloc;
+  std::string first_program;
+};
+
+/// Absolute byte ranges [begin, end) of every tensor in a safetensors file, from its own header (so the offsets
+/// in bundle.json are what is on disk, whatever padding or metadata the writer chose).
+std::map<std::string, std::pair<int64_t, int64_t>> tensor_ranges(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  uint64_t n = 0;
+  if (!f.read(reinterpret_cast<char*>(&n), 8))
+    throw IOError(fmt::format("{}: cannot read the safetensors header length it was just written with", path));
+  std::string header(n, '\0');
+  if (!f.read(header.data(), static_cast<std::streamsize>(n)))
+    throw IOError(fmt::format("{}: the safetensors header ({} bytes) is truncated", path, n));
+  json h = json::parse(header);
+  std::map<std::string, std::pair<int64_t, int64_t>> out;
+  const int64_t base = 8 + static_cast<int64_t>(n);
+  for (auto& [name, e] : h.items()) {
+    if (name == "__metadata__") continue;
+    out[name] = {base + e["data_offsets"][0].get<int64_t>(), base + e["data_offsets"][1].get<int64_t>()};
+  }
+  return out;
+}
+
+json data_ref(const std::string& file, const std::string& tensor,
+              const std::map<std::string, std::pair<int64_t, int64_t>>& ranges) {
+  const auto& r = ranges.at(tensor);
+  return {{"file", file}, {"tensor", tensor}, {"offset", r.first}, {"bytes", r.second - r.first}};
+}
+
+/// Registers the persistent values of `plan` (one entry per node name; the same layout in every program, an
+/// allocation covering every program's draws).
+void collect_persistent(const Plan& plan, const std::string& program, std::vector<std::string>& order,
+                        std::map<std::string, PersistentEntry>& reg) {
+  for (const Value& v : plan.values) {
+    if (v.kind != ValueKind::Persistent) continue;
+    const std::string& name = v.node->name;
+    if (name.empty())
+      throw ValueError(fmt::format("export: program '{}' has an unnamed persistent value ({}); name every "
+                                   "parameter and state (sg::param(\"name\", ...))",
+                                   program, v.node->describe()));
+    auto it = reg.find(name);
+    if (it == reg.end()) {
+      reg[name] = {v.node, v.layout, v.extent, program};
+      order.push_back(name);
+      continue;
+    }
+    PersistentEntry& e = it->second;
+    if (e.node != v.node)
+      throw ValueError(fmt::format("export: two different persistent values are named '{}' (programs '{}' and "
+                                   "'{}'); the runtime shares persistent values by name: rename one",
+                                   name, e.first_program, program));
+    if (!(e.layout == v.layout))
+      throw ValueError(fmt::format("export: persistent value '{}' has texture layout {} in program '{}' but {} in "
+                                   "'{}'; export the programs with one target",
+                                   name, e.layout.str(), e.first_program, v.layout.str(), program));
+    e.alloc = e.alloc.cover(v.extent);
+  }
+}
+
+const std::vector<NodePtr>& inputs_of(const Program& p, std::map<const Program*, std::vector<NodePtr>>& memo) {
+  auto it = memo.find(&p);
+  if (it == memo.end()) it = memo.emplace(&p, p.inputs()).first;
+  return it->second;
+}
+
+/// Replays spec.checks on the CPU backend; returns (tensors for expected.safetensors, the `checks` JSON without
+/// file offsets). Feeds equal to an earlier stored tensor are stored once.
+std::pair<std::vector<io::NamedTensor>, json> run_checks(const BundleSpec& spec, Backend& cpu,
+                                                         const std::vector<std::string>& persistent_order,
+                                                         const std::map<std::string, PersistentEntry>& reg) {
+  std::map<std::string, std::unique_ptr<Executable>> exes;
+  std::map<std::string, const Program*> programs;
+  for (const BundleProgram& p : spec.programs) programs[p.name] = &p.program;
+  std::map<const Program*, std::vector<NodePtr>> memo;
+  std::vector<io::NamedTensor> tensors;
+  auto store = [&](const std::string& name, const Node& n, const std::vector<float>& data, bool dedupe) {
+    if (dedupe)
+      for (const io::NamedTensor& t : tensors)
+        if (t.data == data && t.shape == std::vector<int64_t>(n.shape.begin(), n.shape.end())) return t.name;
+    tensors.push_back({name, std::vector<int64_t>(n.shape.begin(), n.shape.end()), data});
+    return name;
+  };
+  json runs = json::array();
+  for (size_t r = 0; r < spec.checks.size(); ++r) {
+    const CheckRun& run = spec.checks[r];
+    auto pit = programs.find(run.program);
+    if (pit == programs.end())
+      throw ValueError(fmt::format("export: check run {} names program '{}', which the bundle does not have", r,
+                                   run.program));
+    const Program& prog = *pit->second;
+    if (!exes.count(run.program)) exes[run.program] = cpu.compile(prog);
+    json feeds = json::object();
+    std::vector<Feed> fv;
+    for (auto& [name, data] : run.feeds) {
+      const auto& ins = inputs_of(prog, memo);
+      auto nit = std::find_if(ins.begin(), ins.end(), [&](const NodePtr& n) { return n->name == name; });
+      if (nit == ins.end())
+        throw ValueError(fmt::format("export: check run {} feeds '{}', which is not an input of program '{}'", r,
+                                     name, run.program));
+      feeds[name] = store(fmt::format("run{}/{}", r, name), **nit, data, true);
+      fv.push_back({name, &data});
+    }
+    std::vector<std::vector<float>> out = exes[run.program]->run(fv);
+    json outs = json::object();
+    for (size_t i = 0; i < out.size(); ++i) {
+      const std::string& oname = prog.output_names[i];
+      outs[oname] = store(fmt::format("run{}/{}", r, oname), *prog.outputs[i], out[i], false);
+    }
+    runs.push_back({{"program", run.program}, {"feeds", feeds}, {"outputs", outs}});
+  }
+  json after = json::object();
+  for (const std::string& name : persistent_order) {
+    const PersistentEntry& e = reg.at(name);
+    after[name] = store("final/" + name, *e.node, cpu.read(Tensor(e.node)), false);
+  }
+  return {std::move(tensors), {{"runs", runs}, {"persistent_after", after}}};
+}
+
+void write_runtime(const std::string& dir, std::vector<std::string>& files) {
+  std::error_code ec;
+  fs::remove_all(fs::path(dir) / "runtime", ec);  // ours: an earlier export's copy
+  for (const EmbeddedFile& f : runtime_files()) {
+    fs::path p = fs::path(dir) / "runtime" / std::string(f.path);
+    fs::create_directories(p.parent_path(), ec);
+    if (ec) throw IOError(fmt::format("cannot create {}: {}", p.parent_path().string(), ec.message()));
+    write_file_atomic(p.string(), f.bytes);
+    files.push_back("runtime/" + std::string(f.path));
+  }
+}
+
+/// What a device must offer to run every program (bundle.json `requires`) and the storage features they use.
+std::pair<json, json> requirements(const std::vector<Plan>& plans, const std::map<std::string, PersistentEntry>& reg) {
+  int64_t targets = 1, samplers = 0, size = 1;
+  bool transposed = false, row_planes = false, col_planes = false, unions = false, allocated = false;
+  for (const Plan& plan : plans) {
+    for (const Kernel& k : plan.kernels) {
+      int64_t t = 0, s = 0;
+      for (int o : k.outputs) t += plan.values[o].planes;
+      for (int i : k.inputs) s += plan.values[i].planes;
+      targets = std::max(targets, t);
+      samplers = std::max(samplers, s);
+      unions = unions || k.blocks() > 1;
+      size = std::max({size, k.extent.width, k.extent.height});
+    }
+    for (const Value& v : plan.values) {
+      size = std::max({size, v.extent.width, v.extent.height});
+      transposed = transposed || v.transposed;
+      row_planes = row_planes || v.row_planes() > 1;
+      col_planes = col_planes || v.col_planes > 1;
+      allocated = allocated || v.extent.width != v.layout.width || v.extent.height != v.layout.height;
+    }
+  }
+  for (auto& [name, e] : reg) size = std::max({size, e.alloc.width, e.alloc.height});
+  json features = json::array();
+  if (transposed) features.push_back("transposed");
+  if (row_planes) features.push_back("row_planes");
+  if (col_planes) features.push_back("col_planes");
+  if (unions) features.push_back("union_domains");
+  if (allocated) features.push_back("allocated_extents");
+  return {{{"max_draw_buffers", targets},
+           {"max_texture_image_units", samplers},
+           {"max_texture_size", size},
+           {"extensions", {"EXT_color_buffer_float"}}},
+          features};
+}
+
+}  // namespace
+
+ExportSummary write_bundle(const BundleSpec& spec, const WebGL2Target& target, const std::string& dir) {
+  const ScheduleOptions so = target.schedule_options();
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw IOError(fmt::format("cannot create the bundle directory {}: {}", dir, ec.message()));
+  std::unique_ptr<Backend> cpu = make_cpu_backend();
+  if (spec.prepare) spec.prepare(*cpu);
+
+  ExportSummary sum;
+  std::vector<Plan> plans;
+  std::vector<std::string> persistent_order;
+  std::map<std::string, PersistentEntry> reg;
+  KernelCache cache(fs::path{});  // memory only: an export never depends on a stale disk cache
+  DumpOptions dopt;
+  dopt.glsl450 = false;
+  dopt.spirv = false;
+  for (const BundleProgram& p : spec.programs) {
+    if (p.name.empty() || p.name.find_first_of("/\\. ") != std::string::npos)
+      throw ValueError(fmt::format("export: program name '{}' must be non-empty without '/', '\\\\', '.' or ' '",
+                                   p.name));
+    plans.push_back(schedule(p.program, so));
+    dump_plan(plans.back(), fmt::format("{}/shaders/{}", dir, p.name), cache, dopt);
+    for (const Kernel& k : plans.back().kernels) sum.files.push_back(fmt::format("shaders/{}/{}.frag", p.name, k.name));
+    sum.files.push_back(fmt::format("shaders/{}/plan.json", p.name));
+    sum.kernels.emplace_back(p.name, static_cast<int>(plans.back().kernels.size()));
+    collect_persistent(plans.back(), p.name, persistent_order, reg);
+  }
+
+  // initial values: persistent values as the backend holds them after prepare(), then every program's constants
+  std::vector<io::NamedTensor> weights;
+  for (const std::string& name : persistent_order) {
+    const PersistentEntry& e = reg.at(name);
+    weights.push_back({name, std::vector<int64_t>(e.node->shape.begin(), e.node->shape.end()),
+                       cpu->read(Tensor(e.node))});
+  }
+  for (size_t i = 0; i < plans.size(); ++i)
+    for (const Value& v : plans[i].values)
+      if (v.kind == ValueKind::Constant)
+        weights.push_back({fmt::format("{}/{}", spec.programs[i].name, v.name),
+                           std::vector<int64_t>(v.node->shape.begin(), v.node->shape.end()), *v.node->data});
+  const std::string wpath = dir + "/weights.safetensors";
+  io::save_safetensors(wpath, weights, {{"format", "shadergrad-bundle-weights/1"}, {"model", spec.model}});
+  sum.files.push_back("weights.safetensors");
+  sum.weight_bytes = static_cast<int64_t>(fs::file_size(wpath));
+  sum.persistent_values = static_cast<int64_t>(persistent_order.size());
+  const auto wranges = tensor_ranges(wpath);
+
+  json programs = json::object();
+  for (size_t i = 0; i < plans.size(); ++i) {
+    const std::string& name = spec.programs[i].name;
+    json d = describe_program(plans[i], "shaders/" + name);
+    for (json& v : d["values"])
+      if (v["kind"] == "constant")
+        v["data"] = data_ref("weights.safetensors", fmt::format("{}/{}", name, v["name"].get<std::string>()), wranges);
+    d["kernels_per_run"] = plans[i].kernels.size();
+    programs[name] = std::move(d);
+  }
+  json persistent = json::array();
+  for (const std::string& name : persistent_order) {
+    const PersistentEntry& e = reg.at(name);
+    persistent.push_back({{"name", name},
+                          {"kind", e.node->op == Op::Param ? "param" : "state"},
+                          {"shape", json(std::vector<int64_t>(e.node->shape.begin(), e.node->shape.end()))},
+                          {"dtype", dtype_name(e.node->dtype)},
+                          {"layout",
+                           {{"numel", e.layout.numel}, {"texels", e.layout.texels}, {"width", e.layout.width},
+                            {"height", e.layout.height}}},
+                          {"allocated", {e.alloc.width, e.alloc.height}},
+                          {"data", data_ref("weights.safetensors", name, wranges)}});
+  }
+
+  json checks = nullptr;
+  if (!spec.checks.empty()) {
+    auto [tensors, c] = run_checks(spec, *cpu, persistent_order, reg);
+    const std::string epath = dir + "/expected.safetensors";
+    io::save_safetensors(epath, tensors, {{"format", "shadergrad-bundle-expected/1"}, {"backend", cpu->device()}});
+    sum.files.push_back("expected.safetensors");
+    const auto eranges = tensor_ranges(epath);
+    auto resolve = [&](json& names) {
+      for (auto& [k, v] : names.items()) v = data_ref("expected.safetensors", v.get<std::string>(), eranges);
+    };
+    for (json& r : c["runs"]) {
+      resolve(r["feeds"]);
+      resolve(r["outputs"]);
+    }
+    resolve(c["persistent_after"]);
+    c["computed_by"] = cpu->name() + ": " + cpu->device();
+    // docs/BUNDLE.md "checks": outputs element by element, persistent values (after Adam steps) as whole tensors
+    c["tolerance"] = {{"outputs", {{"metric", "elementwise"}, {"rel", 1e-4}, {"floor", 1e-3}}},
+                      {"persistent", {{"metric", "norm"}, {"rel", 1e-4}}}};
+    checks = std::move(c);
+  }
+
+  write_runtime(dir, sum.files);
+  auto [requires_, features] = requirements(plans, reg);
+  json meta = json::object();
+  for (auto& [k, v] : spec.metadata) meta[k] = v;
+  json bundle = {{"format", kBundleFormat},
+                 {"generator", "shadergrad export"},
+                 {"model", spec.model},
+                 {"metadata", meta},
+                 {"target", target.to_json()},
+                 {"requires", requires_},
+                 {"features", features},
+                 {"persistent", persistent},
+                 {"programs", programs},
+                 {"checks", checks}};
+  write_file_atomic(dir + "/bundle.json", bundle.dump(1) + "\n");
+  sum.files.push_back("bundle.json");
+  return sum;
+}
+
+BundleSpec model_bundle_spec(const ModelExportOptions& opt) {
+  const std::string dataset = !opt.dataset.empty() ? opt.dataset : opt.model == "mlp" ? "fashion-mnist" : "digits";
+  int64_t c = 1, h = 0, w = 0;
+  if (dataset == "fashion-mnist") h = w = 28;
+  else if (dataset == "digits") h = w = 8;
+  else throw ValueError(fmt::format("export: unknown dataset '{}' (choose fashion-mnist or digits)", dataset));
+  if (opt.batch < 0 || opt.infer_batch < 0 || opt.check_steps < 0 || opt.lr < 0)
+    throw ValueError("export: batch, infer batch, check steps and learning rate must not be negative");
+  const int64_t batch = opt.batch > 0 ? opt.batch : opt.model == "mlp" ? 128 : 64;
+  const int64_t ibatch = opt.infer_batch > 0 ? opt.infer_batch : batch;
+  const double lr = opt.lr > 0 ? opt.lr : opt.model == "mlp" ? 1e-3 : 2e-3;
+  constexpr int64_t kClasses = 10;
+
+  std::shared_ptr<nn::Sequential> model = nn::make_model(opt.model, c, h, w, kClasses);
+  nn::Rng rng(opt.seed);
+  model->build(rng);
+  BundleSpec spec;
+  spec.model = opt.model;
+  {
+    Tensor x = input("x", {ibatch, c, h, w});
+    Program infer;
+    infer.add_output("probs", softmax((*model)(x), 1));
+    spec.programs.push_back({"infer", std::move(infer)});
+  }
+  {
+    Tensor x = input("x", {batch, c, h, w});
+    Tensor labels = input("labels", {batch}, DType::i32);
+    Tensor loss = cross_entropy((*model)(x), labels);
+    std::shared_ptr<Optimizer> adam = make_adam({.lr = lr});
+    spec.programs.push_back({"train", make_train_step(loss, model->parameters(), *adam)});
+  }
+  spec.metadata = {{"dataset", dataset},
+                   {"batch", std::to_string(batch)},
+                   {"infer_batch", std::to_string(ibatch)},
+                   {"optimizer", fmt::format("adam(lr={})", lr)},
+                   {"seed", std::to_string(opt.seed)},
+                   {"initial_parameters", opt.load.empty() ? "fresh init (seed)" : opt.load}};
+  if (!opt.load.empty()) {
+    const std::string path = opt.load;
+    spec.prepare = [model, path](Backend& be) { train::load_checkpoint(path, *model, be); };
+  }
+  // fixed check inputs: bit-exact everywhere (mt19937 is specified; the distributions of <random> are not)
+  std::mt19937 gen(static_cast<uint32_t>(opt.seed ^ (opt.seed >> 32)));
+  auto uniform = [&](int64_t n) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float& f : v) f = static_cast<float>(gen() >> 8) * (1.0f / 16777216.0f);
+    return v;
+  };
+  std::vector<float> xi = uniform(ibatch * c * h * w);
+  std::vector<float> xt = ibatch == batch ? xi : uniform(batch * c * h * w);
+  std::vector<float> yt(static_cast<size_t>(batch));
+  for (float& y : yt) y = static_cast<float>(gen() % kClasses);
+  spec.checks.push_back({"infer", {{"x", xi}}});
+  for (int s = 0; s < opt.check_steps; ++s) spec.checks.push_back({"train", {{"x", xt}, {"labels", yt}}});
+  spec.checks.push_back({"infer", {{"x", xi}}});
+  return spec;
+}
+
+}  // namespace sg::web

@@ -1,0 +1,404 @@
+// Web bundles (shadergrad export, docs/BUNDLE.md) and the JavaScript runtime (runtime/web/).
+//
+// Format: bundle.json describes exactly the plan the WebGL2 target schedules; every data offset points at the
+// bytes load_safetensors reads for that tensor; the initial weights are the model's init; the expected outputs of
+// the fixed inputs equal an MLP forward pass computed here in double precision (independent of every backend).
+// Browser: bundles exported by the CLI run in real headless Chromium on WebGL2 (SwiftShader) with the runtime copy
+// inside each bundle, on the main thread and in a Worker, and equal the native CPU backend (rel 1e-4: program
+// outputs element by element, persistent values after the Adam steps as whole tensors; the losses are also checked
+// here against expected.safetensors); broken bundles are refused with errors naming the file and kernel.
+// The browser test needs Debian's `chromium` and npm `playwright-core` (tests/package.json; `npm ci` in tests/ is
+// run when tests/node_modules is missing). No timing is asserted.
+#include <sys/wait.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "golden_util.h"
+#include "sg/nn.h"
+#include "sg/safetensors.h"
+#include "sg/train.h"
+#include "sg/sg.h"
+#include "sg/web_export.h"
+#include "test_util.h"
+
+#ifndef SG_CLI
+#error "test_web_runtime needs SG_CLI (the shadergrad binary's path), defined in tests/CMakeLists.txt"
+#endif
+
+using Catch::Matchers::Contains;
+using nlohmann::json;
+using sg::testing::read_file;
+using sg::testing::TempDir;
+namespace fs = std::filesystem;
+
+namespace {
+
+int shell(const std::string& cmd, std::string& output) {
+  TempDir d("sg_web_sh");
+  std::string log = (d.path / "out.txt").string();
+  int rc = std::system((cmd + " > '" + log + "' 2>&1").c_str());
+  output = read_file(log);
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+json read_json(const fs::path& p) { return json::parse(read_file(p.string())); }
+
+/// The f32 values at [offset, offset + bytes) of a file.
+std::vector<float> raw_floats(const fs::path& file, const json& ref) {
+  std::string all = read_file(file.string());
+  const size_t off = ref["offset"].get<size_t>(), n = ref["bytes"].get<size_t>();
+  REQUIRE(off + n <= all.size());
+  std::vector<float> v(n / 4);
+  std::memcpy(v.data(), all.data() + off, n);
+  return v;
+}
+
+const sg::io::NamedTensor& tensor(const sg::io::SafetensorsFile& f, const std::string& name) {
+  const sg::io::NamedTensor* t = f.find(name);
+  INFO("tensor " << name);
+  REQUIRE(t != nullptr);
+  return *t;
+}
+
+}  // namespace
+
+TEST_CASE("export: bundle.json describes the WebGL2 plan, its data offsets and checks match the files", "[web]") {
+  TempDir dir("sg_web_format");
+  sg::web::ModelExportOptions mo;
+  mo.model = "mlp";
+  mo.batch = 8;
+  mo.check_steps = 1;
+  sg::web::BundleSpec spec = sg::web::model_bundle_spec(mo);
+  const sg::web::WebGL2Target target;
+  sg::web::ExportSummary sum = sg::web::write_bundle(spec, target, dir.path.string());
+  json b = read_json(dir.path / "bundle.json");
+  CHECK(b["format"] == sg::web::kBundleFormat);
+  CHECK(b["target"]["max_draw_buffers"] == 4);
+  for (const std::string& f : sum.files) CHECK(fs::exists(dir.path / f));
+  CHECK(fs::exists(dir.path / "runtime/shadergrad.js"));
+  CHECK(fs::exists(dir.path / "runtime/shadergrad.d.ts"));
+
+  // every program as the WebGL2 target schedules it: the same kernels, samplers and render targets
+  for (const sg::web::BundleProgram& p : spec.programs) {
+    INFO("program " << p.name);
+    sg::Plan plan = sg::schedule(p.program, target.schedule_options());
+    const json& d = b["programs"][p.name];
+    REQUIRE(d["kernels"].size() == plan.kernels.size());
+    for (size_t k = 0; k < plan.kernels.size(); ++k) {
+      const sg::Kernel& K = plan.kernels[k];
+      const json& jk = d["kernels"][k];
+      CHECK(jk["name"] == K.name);
+      size_t samplers = 0, targets = 0;
+      for (int i : K.inputs) samplers += plan.values[i].planes;
+      for (int o : K.outputs) targets += plan.values[o].planes;
+      CHECK(jk["samplers"].size() == samplers);
+      CHECK(jk["render_targets"].size() == targets);
+      CHECK(jk["render_targets"].size() <= 4);
+      CHECK(jk["extent"][0] == K.extent.width);
+      const std::string src = read_file((dir.path / jk["glsl_es"].get<std::string>()).string());
+      CHECK(src.rfind("#version 300 es\n", 0) == 0);
+      CHECK_THAT(src, Contains("// shadergrad kernel " + K.name));
+      for (const json& s : jk["samplers"]) CHECK_THAT(src, Contains(s["name"].get<std::string>()));
+    }
+    CHECK(d["outputs"].size() == plan.output_values.size());
+    CHECK(d["updates"].size() == plan.updates.size());
+  }
+  CHECK(b["programs"]["train"]["updates"].size() == 13);  // 4 parameters x (value, m, v) + the step counter
+
+  // data offsets point at the bytes load_safetensors reads; the initial weights are the model's init (seed 0)
+  sg::io::SafetensorsFile w = sg::io::load_safetensors((dir.path / "weights.safetensors").string());
+  auto model = sg::nn::make_model("mlp", 1, 28, 28, 10);
+  sg::nn::Rng rng(0);
+  model->build(rng);
+  std::map<std::string, std::vector<float>> init;
+  for (auto& [name, t] : model->named_parameters()) init[name] = *t.node()->data;
+  REQUIRE(b["persistent"].size() == 13);
+  for (const json& p : b["persistent"]) {
+    const std::string name = p["name"];
+    INFO("persistent " << name);
+    CHECK(raw_floats(dir.path / "weights.safetensors", p["data"]) == tensor(w, name).data);
+    if (init.count(name)) CHECK(tensor(w, name).data == init[name]);
+  }
+
+  // the checks: run 0 (inference) and run 1 (train step) equal the MLP computed here in double precision
+  sg::io::SafetensorsFile e = sg::io::load_safetensors((dir.path / "expected.safetensors").string());
+  const json& runs = b["checks"]["runs"];
+  REQUIRE(runs.size() == 3);  // infer, 1 train step, infer
+  auto ref = [&](const json& r) { return raw_floats(dir.path / r["file"].get<std::string>(), r); };
+  const std::vector<float> x = ref(runs[1]["feeds"]["x"]), labels = ref(runs[1]["feeds"]["labels"]);
+  CHECK(ref(runs[0]["feeds"]["x"]) == x);
+  CHECK(tensor(e, runs[1]["outputs"]["loss"]["tensor"]).data == ref(runs[1]["outputs"]["loss"]));
+  const auto &W1 = init["1.weight"], &B1 = init["1.bias"], &W2 = init["3.weight"], &B2 = init["3.bias"];
+  const std::vector<float> probs = ref(runs[0]["outputs"]["probs"]);
+  double loss = 0;
+  for (int n = 0; n < 8; ++n) {
+    std::vector<double> h(128), z(10);
+    for (int j = 0; j < 128; ++j) {
+      double s = B1[j];
+      for (int i = 0; i < 784; ++i) s += double(x[n * 784 + i]) * W1[j * 784 + i];
+      h[j] = std::max(s, 0.0);
+    }
+    double m = -1e300, se = 0;
+    for (int c = 0; c < 10; ++c) {
+      z[c] = B2[c];
+      for (int j = 0; j < 128; ++j) z[c] += h[j] * W2[c * 128 + j];
+      m = std::max(m, z[c]);
+    }
+    for (int c = 0; c < 10; ++c) se += std::exp(z[c] - m);
+    for (int c = 0; c < 10; ++c) CHECK(probs[n * 10 + c] == Approx(std::exp(z[c] - m) / se).epsilon(1e-5));
+    REQUIRE(labels[n] == std::floor(labels[n]));
+    loss += -(z[static_cast<int>(labels[n])] - m - std::log(se)) / 8;
+  }
+  CHECK(ref(runs[1]["outputs"]["loss"])[0] == Approx(loss).epsilon(1e-5));
+  CHECK(b["checks"]["persistent_after"].size() == 13);
+}
+
+TEST_CASE("export --load: the bundle's initial parameters are the checkpoint's", "[web]") {
+  TempDir dir("sg_web_load");
+  auto model = sg::nn::make_model("cnn", 1, 8, 8, 10);
+  sg::nn::Rng rng(5);  // another init than the export's seed 0
+  model->build(rng);
+  auto cpu = sg::make_cpu_backend();
+  sg::train::save_checkpoint(dir / "ckpt.safetensors", *model, *cpu, "cnn");
+  sg::web::ModelExportOptions mo;
+  mo.model = "cnn";
+  mo.batch = 4;
+  mo.check_steps = 0;
+  mo.load = dir / "ckpt.safetensors";
+  sg::web::write_bundle(sg::web::model_bundle_spec(mo), {}, dir / "bundle");
+  sg::io::SafetensorsFile w = sg::io::load_safetensors(dir / "bundle/weights.safetensors");
+  for (auto& [name, t] : model->named_parameters()) {
+    INFO(name);
+    CHECK(tensor(w, name).data == *t.node()->data);
+  }
+  mo.load = dir / "missing.safetensors";
+  CHECK_THROWS_AS(sg::web::write_bundle(sg::web::model_bundle_spec(mo), {}, dir / "bundle2"), sg::IOError);
+}
+
+TEST_CASE("export refuses programs it cannot describe", "[web]") {
+  TempDir dir("sg_web_refuse");
+  auto train_of = [](const sg::Tensor& w) {
+    sg::Tensor x = sg::input("x", {4});
+    sg::Program p;
+    p.add_output("y", sg::sum(x * w));
+    return p;
+  };
+  SECTION("two persistent values with one name") {
+    sg::web::BundleSpec spec;
+    spec.programs.push_back({"a", train_of(sg::param("w", {4}, std::vector<float>(4, 1.f)))});
+    spec.programs.push_back({"b", train_of(sg::param("w", {4}, std::vector<float>(4, 2.f)))});
+    CHECK_THROWS_WITH(sg::web::write_bundle(spec, {}, dir.path.string()),
+                      Contains("two different persistent values are named 'w'"));
+  }
+  SECTION("a check naming an unknown program or input") {
+    sg::web::BundleSpec spec;
+    spec.programs.push_back({"a", train_of(sg::param("w", {4}, std::vector<float>(4, 1.f)))});
+    spec.checks.push_back({"nope", {}});
+    CHECK_THROWS_WITH(sg::web::write_bundle(spec, {}, dir.path.string()), Contains("program 'nope'"));
+    spec.checks = {{"a", {{"z", std::vector<float>(4)}}}};
+    CHECK_THROWS_WITH(sg::web::write_bundle(spec, {}, dir.path.string()), Contains("'z', which is not an input"));
+  }
+  SECTION("target settings out of range") {
+    sg::web::WebGL2Target t;
+    t.max_draw_buffers = 9;
+    CHECK_THROWS_WITH(t.schedule_options(), Contains("max_draw_buffers must be in 1..8, got 9"));
+  }
+}
+
+TEST_CASE("web bundles run in headless Chromium on WebGL2 like the native CPU backend, bad bundles are refused",
+          "[web][browser]") {
+  if (!fs::exists("/usr/bin/chromium"))
+    FAIL("/usr/bin/chromium is missing: install the Debian package 'chromium' (scripts/setup.sh installs it)");
+  const std::string tests = sg::golden::source_dir() + "/tests";
+  std::string out;
+  if (!fs::exists(tests + "/node_modules/playwright-core/package.json")) {
+    // one `npm ci` at a time (test_debug may run it concurrently under ctest -j)
+    int rc = shell("cd '" + tests + "' && flock /tmp/shadergrad-npm-ci.lock sh -c 'test -f node_modules/"
+                   "playwright-core/package.json || npm ci --no-audit --no-fund || npm install --no-audit --no-fund'",
+                   out);
+    INFO(out);
+    REQUIRE(rc == 0);
+  }
+  TempDir root("sg_web_bundles");
+  const int steps = 3;
+  const std::vector<std::pair<std::string, std::string>> bundles = {
+      {"mlp", "--model mlp --batch 32"},
+      {"cnn", "--model cnn --batch 16"},
+      // every storage feature the runtime supports: column planes, unions, allocated extents
+      {"mlp8", "--model mlp --batch 64 --max-draw-buffers 8 --col-planes 2 --union"},
+      {"cnn_linear", "--model cnn --batch 8 --linear-layout"},  // one-row textures (the layouts' other mode)
+  };
+  for (auto& [name, args] : bundles) {
+    int rc = shell(fmt::format("'{}' export {} --check-steps {} --out '{}'", SG_CLI, args, steps, root / name), out);
+    INFO(out);
+    REQUIRE(rc == 0);
+    CHECK_THAT(out, Contains("kernels per run: infer"));
+  }
+  {
+    // a program output stored in row and column planes: the runtime interleaves the 8 planes back on readback
+    sg::web::BundleSpec spec;
+    sg::Tensor x = sg::input("x", {512, 64});
+    sg::Tensor w = sg::param("w", {64, 128}, sg::testing::randn(64 * 128, 7));
+    sg::Program p;
+    p.add_output("y", sg::matmul(x, w));
+    spec.programs.push_back({"mm", std::move(p)});
+    spec.checks.push_back({"mm", {{"x", sg::testing::randn(512 * 64, 8)}}});
+    sg::web::WebGL2Target t;
+    t.max_draw_buffers = 8;
+    t.col_planes = 2;
+    sg::web::write_bundle(spec, t, root / "planes");
+    const json pb = read_json(root.path / "planes/bundle.json");
+    const json& out = pb["programs"]["mm"]["values"][pb["programs"]["mm"]["outputs"][0]["value"].get<int>()];
+    CHECK(out["storage"]["planes"] == 8);
+    CHECK(out["storage"]["col_planes"] == 2);
+  }
+  CHECK_THAT(read_json(root.path / "mlp8/bundle.json")["features"].dump(), Contains("union_domains"));
+  CHECK_THAT(read_json(root.path / "mlp8/bundle.json")["features"].dump(), Contains("col_planes"));
+  // broken copies of the MLP bundle
+  const json mlp = read_json(root.path / "mlp/bundle.json");
+  const std::string bad_kernel = mlp["programs"]["train"]["kernels"][3]["name"];
+  const std::string bad_file = mlp["programs"]["train"]["kernels"][3]["glsl_es"];
+  const std::string gone_kernel = mlp["programs"]["train"]["kernels"][5]["name"];
+  const std::string gone_file = mlp["programs"]["train"]["kernels"][5]["glsl_es"];
+  for (const char* b : {"bad_version", "missing_shader", "truncated_weights", "bad_shader"})
+    fs::copy(root.path / "mlp", root.path / b, fs::copy_options::recursive);
+  {
+    json j = mlp;
+    j["format"] = "shadergrad-bundle/999";
+    sg::testing::write_file(root / "bad_version/bundle.json", j.dump());
+  }
+  fs::remove(root.path / "missing_shader" / gone_file);
+  fs::resize_file(root.path / "truncated_weights/weights.safetensors",
+                  fs::file_size(root.path / "mlp/weights.safetensors") / 2);
+  {
+    std::string src = read_file((root.path / "bad_shader" / bad_file).string());
+    const size_t main_at = src.find("void main()");
+    REQUIRE(main_at != std::string::npos);
+    src.insert(main_at, "float sg_broken_line = not_declared_anywhere;\n");
+    sg::testing::write_file((root.path / "bad_shader" / bad_file).string(), src);
+  }
+
+  std::string tasks;
+  for (auto& [name, args] : bundles) tasks += fmt::format(" check:{0}:main check:{0}:worker", name);
+  tasks += " check:planes:main check:planes:worker";
+  tasks += " check:bad_version:main check:missing_shader:main check:truncated_weights:worker check:bad_shader:main"
+           " check:bad_shader:worker lost:mlp:main lost:cnn:worker webgpu:mlp demo:cnn:worker"
+           " profile:mlp:main profile:cnn:worker";
+  int rc = shell(fmt::format("node '{}/web_runtime_check.mjs' '{}' {}", tests, root.path.string(), tasks), out);
+  INFO(out.substr(0, 4000));
+  REQUIRE(rc == 0);
+  json res = json::parse(out.substr(out.rfind("{\"results\"")), nullptr, false);
+  REQUIRE(!res.is_discarded());
+  const json& r = res["results"];
+  CHECK(r["crossOriginIsolated"] == true);
+
+  for (auto& [name, args] : bundles) {
+    sg::io::SafetensorsFile e = sg::io::load_safetensors((root.path / name / "expected.safetensors").string());
+    const json b = read_json(root.path / name / "bundle.json");
+    for (const char* mode : {"main", "worker"}) {
+      const json& t = r[fmt::format("check:{}:{}", name, mode)];
+      INFO(name << " on the " << mode << " thread: " << t.dump().substr(0, 3000));
+      REQUIRE(t["ok"] == true);
+      const json& rep = t["report"];
+      CHECK(rep["backend"] == "webgl2");
+      CHECK(rep["ok"] == true);
+      REQUIRE(rep["runs"].size() == static_cast<size_t>(steps + 2));  // infer, train x steps, infer
+      for (size_t i = 0; i < rep["runs"].size(); ++i)
+        for (auto& [oname, o] : rep["runs"][i]["outputs"].items()) {
+          INFO("run " << i << " output " << oname);
+          CHECK(o["max_rel"].get<double>() <= 1e-4);
+        }
+      for (int s = 1; s <= steps; ++s) {  // the losses, against the file written by the CPU backend
+        const json& loss = rep["runs"][s]["outputs"]["loss"];
+        const float want = tensor(e, b["checks"]["runs"][s]["outputs"]["loss"]["tensor"]).data[0];
+        CHECK(loss["actual"][0].get<double>() == Approx(want).epsilon(1e-4));
+      }
+      CHECK(rep["persistent"].size() == b["persistent"].size());
+      for (auto& [pname, p] : rep["persistent"].items()) {
+        INFO("persistent " << pname);
+        CHECK(p["norm_rel"].get<double>() <= 1e-4);
+      }
+      CHECK(rep["attempts"][0]["backend"] == "webgpu");
+      CHECK(rep["attempts"][0]["ok"] == false);
+      CHECK(rep["attempts"][1]["ok"] == true);
+    }
+  }
+
+  for (const char* mode : {"main", "worker"}) {
+    const json& t = r[fmt::format("check:planes:{}", mode)];
+    INFO("planes on the " << mode << " thread: " << t.dump().substr(0, 2000));
+    REQUIRE(t["ok"] == true);
+    CHECK(t["report"]["ok"] == true);
+    CHECK(t["report"]["runs"][0]["outputs"]["y"]["n"] == 512 * 128);
+    CHECK(t["report"]["runs"][0]["outputs"]["y"]["max_rel"].get<double>() <= 1e-4);
+  }
+
+  auto error_of = [&](const std::string& task) {
+    const json& t = r[task];
+    INFO(task << ": " << t.dump().substr(0, 3000));
+    REQUIRE(t["ok"] == false);
+    return std::make_pair(t["error"]["name"].get<std::string>(), t["error"]["message"].get<std::string>());
+  };
+  {
+    auto [name, msg] = error_of("check:bad_version:main");
+    CHECK(name == "BundleError");
+    CHECK_THAT(msg, Contains("bundle.json") && Contains("'shadergrad-bundle/999'") && Contains("'shadergrad-bundle/1'"));
+  }
+  {
+    auto [name, msg] = error_of("check:missing_shader:main");
+    CHECK(name == "BundleError");
+    CHECK_THAT(msg, Contains(gone_file) && Contains("kernel '" + gone_kernel + "'") && Contains("HTTP 404"));
+  }
+  {
+    auto [name, msg] = error_of("check:truncated_weights:worker");
+    CHECK(name == "BundleError");
+    CHECK_THAT(msg, Contains("weights.safetensors") && Contains("truncated") && Contains("tensor '"));
+  }
+  for (const char* mode : {"main", "worker"}) {
+    auto [name, msg] = error_of(fmt::format("check:bad_shader:{}", mode));
+    CHECK(name == "ShaderCompileError");
+    CHECK_THAT(msg, Contains("kernel '" + bad_kernel + "'") && Contains(bad_file));
+    CHECK_THAT(msg, Contains(">>") && Contains("float sg_broken_line = not_declared_anywhere;"));
+  }
+  for (const char* task : {"lost:mlp:main", "lost:cnn:worker"}) {
+    const json& t = r[task];
+    INFO(task << ": " << t.dump());
+    REQUIRE(t["supported"] == true);  // SwiftShader's WebGL2 has WEBGL_lose_context
+    for (const char* what : {"run", "read"}) {
+      CHECK(t[what]["threw"] == true);
+      CHECK(t[what]["name"] == "ContextLostError");
+      CHECK_THAT(t[what]["message"].get<std::string>(), Contains("WebGL2 context was lost"));
+    }
+  }
+  {
+    const json& t = r["demo:cnn:worker"];  // the self-check page every bundle carries (runtime/demo.html)
+    INFO(t.dump());
+    CHECK(t["ok"] == true);
+    CHECK(t["backend"] == "webgl2");
+    CHECK_THAT(t["text"].get<std::string>(), Contains("run 1 train.loss: max rel error") && Contains("ok"));
+  }
+  for (const char* task : {"profile:mlp:main", "profile:cnn:worker"}) {
+    // one entry per kernel in launch order, from timer queries where the device has them (times not judged)
+    const json& t = r[task];
+    INFO(task << ": " << t.dump().substr(0, 2000));
+    REQUIRE(t["timings"].size() == t["kernels"].size());
+    for (size_t k = 0; k < t["kernels"].size(); ++k) {
+      CHECK(t["timings"][k]["kernel"] == t["kernels"][k]);
+      CHECK(t["timings"][k]["gpu_timer"] == t["timer_query"]);
+      CHECK(t["timings"][k]["ms"].is_number());
+    }
+  }
+  {
+    const json& t = r["webgpu:mlp"];
+    INFO(t.dump());
+    CHECK(t["name"] == "BackendUnavailableError");
+    CHECK_THAT(t["message"].get<std::string>(), Contains("webgpu: "));
+  }
+}

@@ -1,0 +1,90 @@
+// The page side of tests/web_runtime_check.mjs: window.sgCheck(bundle, mode) loads /BUNDLE/bundle.json with
+// /BUNDLE/runtime/shadergrad.js (the copy `shadergrad export` wrote), replays the bundle's checks and returns a
+// JSON-able report, or the error the runtime threw ({name, message, details}).
+const log = (s) => { document.getElementById('log').textContent += `${s}\n`; };
+
+function plainError(e) {
+  return { name: e?.name || 'Error', message: e?.message || String(e), details: e?.details || {} };
+}
+
+async function runtimeFor(mod, name, mode, options) {
+  const url = `/${name}/bundle.json`;
+  return mode === 'worker' ? mod.createWorkerRuntime(url, options) : mod.createRuntime(url, options);
+}
+
+/** Replays the checks of bundle `name` on a fresh runtime ('main' thread or 'worker'). */
+window.sgCheck = async (name, mode) => {
+  const mod = await import(`/${name}/runtime/shadergrad.js`);
+  let rt;
+  try {
+    rt = await runtimeFor(mod, name, mode, {});
+    const t0 = performance.now();
+    const report = await rt.runChecks();
+    report.checks_ms = performance.now() - t0;
+    report.attempts = rt.attempts;
+    report.stats = rt.stats;
+    report.caps = rt.caps;
+    report.mode = mode;
+    log(`${name} ${mode}: ok=${report.ok}`);
+    return { ok: true, report };
+  } catch (e) {
+    log(`${name} ${mode}: ${e.name}: ${e.message}`);
+    return { ok: false, error: plainError(e) };
+  } finally {
+    try { await rt?.dispose(); } catch { /* reported above */ }
+  }
+};
+
+/** Runs one step, loses the context on purpose, and returns what the next run and read throw. */
+window.sgLostContext = async (name, mode) => {
+  const mod = await import(`/${name}/runtime/shadergrad.js`);
+  const rt = await runtimeFor(mod, name, mode, {});
+  const c = await rt.bundle?.loadChecks?.() ?? null;
+  const result = { mode, supported: false };
+  try {
+    const b = rt.bundle || (await mod.loadBundle(`/${name}/bundle.json`));
+    const checks = c || (await b.loadChecks());
+    const first = checks.runs[0];
+    const feeds = {};
+    for (const [k, ref] of Object.entries(first.feeds)) feeds[k] = b.data(ref);
+    await rt.run(first.program, feeds);
+    result.supported = await rt.loseContextForTesting();
+    await new Promise((r) => setTimeout(r, 50));  // let the webglcontextlost event arrive
+    for (const [what, f] of [['run', () => rt.run(first.program, feeds)], ['read', () => rt.read(b.persistent[0].name)]]) {
+      try { await f(); result[what] = { threw: false }; } catch (e) { result[what] = { threw: true, ...plainError(e) }; }
+    }
+  } finally {
+    try { await rt.dispose(); } catch { /* the context is gone */ }
+  }
+  return result;
+};
+
+/** The backend-selection report with backend 'webgpu' forced (it must refuse with reasons). */
+window.sgSelectWebGPU = async (name) => {
+  const mod = await import(`/${name}/runtime/shadergrad.js`);
+  try {
+    await mod.createRuntime(`/${name}/bundle.json`, { backend: 'webgpu' });
+    return { threw: false };
+  } catch (e) {
+    return { threw: true, ...plainError(e) };
+  }
+};
+/** One profiled train step: the kernel names and whether each time came from a GPU timer query (the values are
+ * reported, never judged: no timing is asserted). */
+window.sgProfile = async (name, mode) => {
+  const mod = await import(`/${name}/runtime/shadergrad.js`);
+  const rt = await runtimeFor(mod, name, mode, { profile: true });
+  try {
+    const b = await mod.loadBundle(`/${name}/bundle.json`);
+    const checks = await b.loadChecks();
+    const run = checks.runs.find((r) => r.program === 'train');
+    const feeds = {};
+    for (const [k, ref] of Object.entries(run.feeds)) feeds[k] = b.data(ref);
+    await rt.run('train', feeds);
+    const timings = await rt.timings();
+    return { kernels: b.program('train').kernels.map((k) => k.name), timings, timer_query: rt.caps.timer_query };
+  } finally {
+    await rt.dispose();
+  }
+};
+window.sgReady = true;

@@ -1,0 +1,75 @@
+// shadergrad export — a model's inference program and train step as a web bundle for the JavaScript runtime
+// (runtime/web/, docs/BUNDLE.md). The work is sg::web::write_bundle (stdlib/include/sg/web_export.h); this file
+// parses flags and prints what was written.
+#include "export_cmd.h"
+
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "sg/web_export.h"
+
+namespace sg::cli {
+
+ExportCommand add_export_command(CLI::App& app) {
+  auto mo = std::make_shared<web::ModelExportOptions>();
+  auto target = std::make_shared<web::WebGL2Target>();
+  auto out = std::make_shared<std::string>();
+  CLI::App* e = app.add_subcommand(
+      "export", "write a model's inference program and Adam train step as a web bundle (bundle.json, GLSL ES "
+                "shaders, weights.safetensors, expected outputs, the JavaScript runtime) for WebGL2 in a browser");
+  e->add_option("--model", mo->model, "mlp | cnn | cnn-large")->check(CLI::IsMember({"mlp", "cnn", "cnn-large"}));
+  e->add_option("--dataset", mo->dataset, "input geometry: fashion-mnist (28x28) | digits (8x8); default: "
+                                          "fashion-mnist for mlp, digits otherwise")
+      ->check(CLI::IsMember({"fashion-mnist", "digits"}));
+  e->add_option("--load", mo->load, "initial parameters from a checkpoint (shadergrad train --save)");
+  e->add_option("--out", *out, "bundle directory (created; an earlier bundle there is replaced)")->required();
+  e->add_option("--batch", mo->batch, "train step batch (default 128 mlp, 64 otherwise)")->check(CLI::PositiveNumber);
+  e->add_option("--infer-batch", mo->infer_batch, "inference batch (default: the train batch)")
+      ->check(CLI::PositiveNumber);
+  e->add_option("--lr", mo->lr, "Adam learning rate (default 1e-3 mlp, 2e-3 otherwise)")->check(CLI::PositiveNumber);
+  e->add_option("--seed", mo->seed, "parameter init (without --load) and the fixed check inputs");
+  e->add_option("--check-steps", mo->check_steps, "train steps in the expected-output checks (default 3)")
+      ->check(CLI::Range(0, 100));
+  e->add_option("--max-texture-size", target->max_texture_size,
+                "texture side limit the layouts use (default 4096; the runtime checks the device's)")
+      ->check(CLI::Range(int64_t{64}, int64_t{65536}));
+  e->add_option("--max-draw-buffers", target->max_draw_buffers,
+                "render targets per kernel (default 4, what WebGL2 guarantees; 8 on most desktop GPUs and SwiftShader)")
+      ->check(CLI::Range(1, 8));
+  e->add_option("--row-planes", target->row_planes, "rows per fragment of matmul-like kernels (default 4; 1 = off)")
+      ->check(CLI::Range(1, 8));
+  e->add_option("--col-planes", target->col_planes, "column planes (1 = off, the default; 2 needs 8 draw buffers "
+                                                    "with 4 row planes)")
+      ->check(CLI::Range(1, 2));
+  e->add_flag("--union", target->union_domains, "union-domain kernels (independent kernels of different shapes in "
+                                                "one draw; off by default: CPU rasterisers run them masked)");
+  auto linear = std::make_shared<bool>(false);
+  e->add_flag("--linear-layout", *linear, "texture rows wrap at --max-texture-size (one long row per small tensor) "
+                                         "instead of the default 2-D row-aligned layouts");
+  e->add_option("--split-k", target->min_parallel_texels, "split-K below this many output texels (0 = off)")
+      ->check(CLI::NonNegativeNumber);
+  ExportCommand cmd;
+  cmd.sub = e;
+  cmd.run = [mo, target, out, linear]() {
+    target->row_aligned_layout = !*linear;
+    web::ExportSummary s = web::write_bundle(web::model_bundle_spec(*mo), *target, *out);
+    std::string kernels;
+    for (auto& [p, n] : s.kernels) kernels += fmt::format("{}{} {}", kernels.empty() ? "" : ", ", p, n);
+    std::cout << fmt::format("wrote the {} bundle to {}/ ({} files): kernels per run: {}; {} persistent values, "
+                             "weights.safetensors {:.2f} MiB\ntarget webgl2: {} draw buffers, {} texture units, "
+                             "textures up to {}, row planes {}, column planes {}, union-domain kernels {}, {} layouts\n"
+                             "serve the directory over http(s) and load bundle.json with runtime/shadergrad.js "
+                             "(docs/BUNDLE.md)\n",
+                             mo->model, *out, s.files.size(), kernels, s.persistent_values,
+                             s.weight_bytes / 1048576.0, target->max_draw_buffers, target->max_texture_units,
+                             target->max_texture_size, target->row_planes, target->col_planes,
+                             target->union_domains ? "on" : "off", *linear ? "linear" : "row-aligned 2-D");
+    return 0;
+  };
+  return cmd;
+}
+
+}  // namespace sg::cli
