@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs the build tree into a scratch prefix, then builds the README's first C++ block as a user would:
+# (1) a standalone CMake project with find_package(shadergrad) (tests/package/CMakeLists.txt), (2) g++ with
+# pkg-config's flags; runs both. Usage: tests/package/check_package.sh BUILD_DIR   (ctest runs it: package_install)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+build=$(cd "$1" && pwd)
+work="$build/package-test"
+rm -rf "$work" && mkdir -p "$work"
+cmake --install "$build" --prefix "$work/prefix" > "$work/install.log"
+
+# the README's first ```cpp block, exactly as written
+awk '/^```cpp/{f=1; next} /^```/{if(f) exit} f' "$root/README.md" > "$work/readme_example.cpp"
+[ -s "$work/readme_example.cpp" ] || { echo "check_package: README.md has no \`\`\`cpp block" >&2; exit 1; }
+
+echo "== CMake: find_package(shadergrad) from $work/prefix"
+cmake -S "$root/tests/package" -B "$work/cmake-build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_PREFIX_PATH="$work/prefix" -DSNIPPET="$work/readme_example.cpp" > "$work/configure.log" ||
+  { cat "$work/configure.log"; exit 1; }
+cmake --build "$work/cmake-build" > "$work/build.log" || { cat "$work/build.log"; exit 1; }
+"$work/cmake-build/readme_example" | tee "$work/cmake-run.txt"
+
+echo "== pkg-config: g++ readme_example.cpp \$(pkg-config --cflags --libs shadergrad)"
+export PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig"
+# shellcheck disable=SC2046
+g++ -O1 "$work/readme_example.cpp" -o "$work/readme_example_pc" $(pkg-config --cflags --libs shadergrad)
+"$work/readme_example_pc" | tee "$work/pc-run.txt"
+
+# both builds train: the gradient check passes and the loss falls over the 5 steps
+for f in "$work/cmake-run.txt" "$work/pc-run.txt"; do
+  grep -q '^gradient check: ok' "$f" || { echo "check_package: gradient check did not pass ($f)" >&2; exit 1; }
+  first=$(sed -n 's/.* step 0: loss //p' "$f"); last=$(sed -n 's/.* step 4: loss //p' "$f")
+  awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a) }' ||
+    { echo "check_package: loss did not fall ($first -> $last, $f)" >&2; exit 1; }
+done
+echo "check_package: ok"
