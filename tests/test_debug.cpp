@@ -21,7 +21,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "sg/cpu_reference.h"
 #include "sg/debug.h"
+#include "sg/nn.h"
 #include "sg/emit.h"
 #include "sg/image.h"
 #include "sg/shader_compiler.h"
@@ -365,7 +367,7 @@ unknown command 'fly' (type `help` for the list)
 (sgdb) print zz
 no tensor 'zz': use a node number (n0..n8), a kernel name (n002_map ... n008_map; `list`), or a name (loss, w, x)
 (sgdb) show n2
-wrote OUT/repl/step000_n002.png (256x158, colormap diverging, range -8 .. 8)
+wrote OUT/repl/step000_n002.png (256x162, colormap diverging, range -8 .. 8)
 (sgdb) continue
 breakpoint 1 hit
 [step 0] launch 4 of 6: n007_map computed n7 map[(a0 * a1)] (2) at test_debug.cpp:@Y@
@@ -450,7 +452,8 @@ TEST_CASE("debugger on a fused GLES plan: step walks a kernel's nodes and shader
   entries += before;
   CHECK_THAT(t, Contains(fmt::format("launch {} of {}: {} (fused: {} nodes", before, entries, k0.name, n)));
   CHECK_THAT(t, Contains(fmt::format("node 1 of {}: n", n)));
-  CHECK_THAT(t, Contains("[inside the kernel: not stored]"));
+  // Nodes the fused kernel kept in registers are recomputed on the CPU reference (Options::recompute): stats shown.
+  CHECK_THAT(t, Contains("[inside the kernel: not stored; recomputed on the CPU reference]"));
   CHECK_THAT(t, Contains(fmt::format("node {} of {}: n", n, n)));
   CHECK_THAT(t, Contains("[stored]"));
   // Then the next kernel: a multi-output kernel is one stop covering all its entries (launches a-b).
@@ -693,4 +696,169 @@ TEST_CASE("check_numerics in a multi-output kernel names the failing output, its
     }
     (void)line;
   }
+}
+
+// ---- classroom debugger: every node has a value, user source lines, image tiles, robust REPL ------------------
+
+namespace {
+
+/// A 2-layer MLP train step over a batch of 4 single-channel 6x6 "images" (the MNIST MLP's structure, small):
+/// Flatten, Linear(36, 5), ReLU, Linear(5, 3); the layers are called and the loss built on the lines noted.
+struct SmallMlp {
+  sg::nn::Rng rng{7};
+  sg::nn::Sequential net;
+  sg::Tensor x = sg::input("x", {4, 1, 6, 6});
+  sg::Tensor y = sg::input("labels", {4}, sg::DType::i32);
+  sg::Tensor logits, loss;
+  int call_line = 0, loss_line = 0;
+  std::unique_ptr<sg::Optimizer> opt = sg::make_adam({.lr = 1e-2});
+  std::vector<float> xv = std::vector<float>(4 * 36), yv = {0, 2, 1, 2};
+  SmallMlp() {
+    net.add<sg::nn::Flatten>().add<sg::nn::Linear>(36, 5).add<sg::nn::ReLU>().add<sg::nn::Linear>(5, 3);
+    net.build(rng);
+    call_line = __LINE__ + 1;
+    logits = net(x);
+    loss_line = __LINE__ + 1;
+    loss = sg::cross_entropy(logits, y);
+    for (size_t i = 0; i < xv.size(); ++i) xv[i] = static_cast<float>(std::sin(0.37 * static_cast<double>(i)));
+  }
+  sg::debug::TrainStep step() { return sg::debug::make_train_step(loss, net.named_parameters(), *opt); }
+};
+
+}  // namespace
+
+TEST_CASE("fused GLES plan: every node has a value, recomputed values equal the CPU reference", "[debug][gles]") {
+  SmallMlp m;
+  sg::debug::TrainStep ts = m.step();
+  auto be = backend("gles");
+  auto exe = be->compile(ts.program);
+  REQUIRE(exe->plan() != nullptr);
+  // The CPU reference evaluation of the whole program from the same leaves (before the step's update commits):
+  // every node's value, computed independently of the session.
+  sg::cpu::LeafValues leaves;
+  leaves[m.x.node().get()].assign(m.xv.begin(), m.xv.end());
+  leaves[m.y.node().get()].assign(m.yv.begin(), m.yv.end());
+  std::map<const sg::Node*, std::vector<double>> ref;
+  std::vector<sg::NodePtr> roots = ts.program.roots();
+  sg::cpu::evaluate(roots, leaves, {}, [&](const sg::Node& n, const std::vector<double>& v) { ref[&n] = v; });
+
+  TempDir dir;
+  sg::debug::Session s({.out_dir = dir.str()});
+  s.attach(*exe, ts, be.get());
+  s.run({{"x", &m.xv}, {"labels", &m.yv}});
+  int recomputed = 0, checked = 0;
+  for (const sg::NodePtr& n : s.nodes()) {
+    if (n->is_leaf()) continue;
+    INFO("n" << s.node_number(n.get()) << " " << n->label());
+    const std::vector<float>* v = s.value(n.get());
+    REQUIRE(v != nullptr);  // no "not stored" node left
+    REQUIRE(ref.count(n.get()));
+    REQUIRE(v->size() == ref[n.get()].size());
+    for (size_t i = 0; i < v->size(); ++i) CHECK((*v)[i] == Approx(ref[n.get()][i]).epsilon(1e-4).margin(1e-6));
+    const sg::debug::Capture* c = s.find(s.node_number(n.get()));
+    REQUIRE(c != nullptr);
+    if (c->recomputed) {
+      ++recomputed;
+      CHECK(fs::exists(dir.path / c->png));
+    }
+    if (!std::isnan(c->reference_diff)) {
+      ++checked;
+      CHECK(c->reference_diff < 1e-5);  // the kernel's stored output agrees with its CPU re-evaluation
+    }
+  }
+  CHECK(recomputed > 0);  // the plan fused: some nodes were never stored on the device
+  CHECK(checked > 0);
+  // Every parameter-dependent forward node has its gradient's value too (the report's gradient column).
+  for (auto& [fwd, adj] : ts.adjoint) {
+    if (s.node_number(adj.get()) < 0 || adj->is_leaf()) continue;
+    INFO("gradient n" << s.node_number(adj.get()));
+    CHECK(s.value(adj.get()) != nullptr);
+  }
+}
+
+TEST_CASE("layer and loss nodes name the user's source lines, forward and backward", "[debug]") {
+  SmallMlp m;
+  sg::debug::TrainStep ts = m.step();
+  int forward = 0;
+  for (const sg::NodePtr& n : ts.program.nodes()) {
+    if (n->is_leaf() || !n->loc.known()) continue;
+    INFO(n->describe());
+    // Adam's nodes name the parameter's line (nn.cpp builds the parameters); everything else is the user's.
+    if (n->op == sg::Op::Map && n->loc.file == "nn.cpp") continue;
+    CHECK(n->loc.file == "test_debug.cpp");
+    const bool layer = n->loc.line == static_cast<uint32_t>(m.call_line), lossy = n->loc.line == static_cast<uint32_t>(m.loss_line);
+    CHECK((layer || lossy));
+    forward += layer || lossy;
+  }
+  CHECK(forward > 10);
+  // The matmuls of both Linear layers (and their VJPs) are on the line calling the model.
+  int matmuls = 0;
+  for (const sg::NodePtr& n : ts.program.nodes())
+    if (n->op == sg::Op::MatMul) {
+      CHECK(n->loc.str() == fmt::format("test_debug.cpp:{}", m.call_line));
+      ++matmuls;
+    }
+  CHECK(matmuls >= 4);
+}
+
+TEST_CASE("a dense layer's weight gradient over an image input is drawn as one image tile per unit", "[debug]") {
+  SmallMlp m;
+  sg::debug::TrainStep ts = m.step();
+  auto be = backend("cpu");
+  auto exe = be->compile(ts.program);
+  TempDir dir;
+  sg::debug::Session s({.out_dir = dir.str()});
+  s.attach(*exe, ts, be.get());
+  s.run({{"x", &m.xv}, {"labels", &m.yv}});
+  const sg::Node* g = ts.param_grads[0].node().get();  // d(loss)/d(1.weight): (5, 36) over (1, 6, 6) images
+  REQUIRE(ts.params[0].first == "1.weight");
+  const sg::debug::Capture& c = capture_of(s, g);
+  REQUIRE(!c.png.empty());
+  CHECK_THAT(c.note, Contains("drawn as 5 tiles of 6x6"));
+  // The PNG is render_tensor of the gradient as (1, 5, 6, 6): 5 tiles in a row, 1-px separators.
+  const std::vector<float>* v = s.value(g);
+  REQUIRE(v != nullptr);
+  sg::image::RenderOptions ro;
+  ro.colormap = sg::image::Colormap::Diverging;
+  sg::image::RenderResult want = sg::image::render_tensor(v->data(), {1, 5, 6, 6}, ro);
+  CHECK(want.grid_cols == 5);
+  CHECK(want.tile_h == want.tile_w);
+  sg::image::RGBImage got = sg::image::read_png((dir.path / c.png).string());
+  CHECK(got.width == want.image.width);
+  CHECK(got.height == want.image.height);
+  CHECK(got.rgb == want.image.rgb);
+  // The parameter itself too, and the flattened input batch (4, 36) as 4 tiles.
+  CHECK_THAT(capture_of(s, ts.params[0].second.node().get()).note, Contains("drawn as 5 tiles of 6x6"));
+}
+
+TEST_CASE("the debugger survives bad names and huge numbers and keeps the session", "[debug][repl]") {
+  Tiny t;
+  auto be = backend("cpu");
+  auto exe = be->compile(t.ts.program);
+  sg::debug::Session s;
+  s.attach(*exe, t.ts, be.get());
+  const std::string big = "99999999999999999999";  // > 2^64: std::stol would throw out_of_range
+  std::istringstream in("print n" + big + "\nprint " + big + "\nshader " + big + "\nshader n" + big + "\nbreak n" +
+                        big + "\nbreak 18446744073709551616\ngrad n" + big + "\nshow n" + big + "\nprint n-1\nprint n\n" +
+                        "break n9\nprint n2\nnext\nprint n2\nquit\n");
+  std::ostringstream out;
+  s.set_debugger(in, out);
+  std::vector<float> xv = {1, 2, 3, 4};
+  s.run({{"x", &xv}});
+  const std::string tr = out.str();
+  INFO(tr);
+  CHECK(s.quit_requested());
+  CHECK_THAT(tr, Contains("no node n" + big + " (nodes are n0..n8)"));
+  CHECK_THAT(tr, Contains("no node " + big + " (nodes are n0..n8)"));
+  CHECK_THAT(tr, Contains("no kernel '" + big + "'"));
+  CHECK_THAT(tr, Contains("no node 18446744073709551616"));
+  CHECK_THAT(tr, Contains("no tensor 'n-1'"));
+  CHECK_THAT(tr, Contains("no tensor 'n'"));
+  CHECK_THAT(tr, Contains("no node n9 (nodes are n0..n8)"));
+  // ...and the session went on: the last commands ran.
+  CHECK_THAT(tr, Contains("launch 0 of 6: n002_map computed n2"));
+  CHECK_THAT(tr, Contains("[1, 4, 9, 16]"));  // n2 = x * w
+  // A capture entry with a huge node number matches nothing (ValueError), it does not crash.
+  sg::debug::Session huge({.capture = {"n" + big}});
+  CHECK_THROWS_AS(huge.attach(*exe, t.ts, be.get()), sg::ValueError);
 }

@@ -11,8 +11,11 @@
 // A Session sees every launch of the executable it is attached to: on GPU backends one kernel (a fusion group:
 // Kernel::nodes), on the CPU backend one graph node. For each captured launch it computes TensorStats of the
 // value just written and renders it with sg::image::render_tensor (colormaps: docs/COLORMAPS.md) into
-// OUT/stepNNN/<launch>.<role>.png. Values that a fused kernel computes only in registers are never stored
-// anywhere; compile with BackendOptions::unfused (one kernel per node) to see every node.
+// OUT/stepNNN/<launch>.<role>.png. Values that a fused kernel computes only in registers are never stored on
+// the device; with Options::recompute (the default) the session re-evaluates them on the CPU reference from the
+// kernel's stored inputs right after the kernel ran (and checks the kernel's stored outputs against the same
+// re-evaluation), so every node has a value and, for parameter-dependent forward nodes, a gradient.
+// BackendOptions::unfused (one kernel per node) stores every node on the device instead.
 //
 // Roles: a node of a TrainStep is "forward" (needed for the loss), "backward" (needed for a parameter gradient
 // but not for the loss) or "update" (optimizer); a backward node that is the gradient d(loss)/d(t) of a
@@ -27,6 +30,7 @@
 
 #include <cstdint>
 #include <iosfwd>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -120,7 +124,16 @@ struct Capture {
   std::string grad_of;     ///< "0.weight" / "n12" when the node is d(loss)/d(that), else ""
   TensorStats stats;
   std::string png;         ///< image path relative to Options::out_dir ("" when none was written)
-  std::string note;        ///< render_tensor's note (downsampling), if any
+  std::string note;        ///< render_tensor's note (downsampling), if any, and how the image is tiled
+  std::string colormap;    ///< the image's colormap ("diverging", "viridis", ...; "" without an image)
+  double lo = 0, hi = 0;   ///< the image's colour range (its colour bar's end values)
+  /// The kernel computed this node in registers without storing it (fusion): the value is its CPU-reference
+  /// re-evaluation from the kernel's stored inputs (Options::recompute).
+  bool recomputed = false;
+  /// For a stored output of a kernel whose unstored nodes were recomputed: max |stored - CPU reference| /
+  /// max(max |CPU reference|, 1e-30), the CPU reference evaluated from the same stored inputs (how far the
+  /// recomputed values can be trusted to be what the GPU computed). NaN when not checked.
+  double reference_diff = std::numeric_limits<double>::quiet_NaN();
 };
 
 /// The L2 norm of one parameter's gradient per step (NaN for steps where it was not captured or where the gradient
@@ -143,6 +156,10 @@ struct Options {
   std::vector<std::string> capture{};
   /// Stop at the first launch producing a NaN/±Inf (throws NumericsError); reads back every launch.
   bool check_numerics = false;
+  /// Give every node a value: after a fused kernel ran, the nodes it kept in registers are re-evaluated on the
+  /// CPU reference (f64, rounded to f32 per node) from the kernel's stored inputs, and each stored output is
+  /// compared with its own re-evaluation (Capture::reference_diff). Reads back every launch.
+  bool recompute = true;
   bool write_images = true;           ///< render PNGs of captured tensors (when out_dir is set)
   bool capture_leaves = true;         ///< also record parameter values and fed inputs at the start of each step
   image::RenderOptions render{};      ///< colormap and sizes of the images

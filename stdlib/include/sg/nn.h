@@ -45,7 +45,13 @@ class Module {
   virtual std::vector<std::pair<std::string, Tensor>> named_parameters() const { return {}; }
   /// "Linear(784, 128)" — like PyTorch's repr.
   virtual std::string describe() const = 0;
-  Tensor operator()(const Tensor& x) { return forward(x); }
+  /// forward(x), with every node it creates (and, through autodiff, their backward nodes) naming the caller's
+  /// source line `loc` instead of the layer's code in nn.cpp: a Sequential called from model.cpp:30 names
+  /// model.cpp:30 on all its layers' nodes (an enclosing sg::LocationOverride wins, as always).
+  Tensor operator()(const Tensor& x, loc_t loc = loc_t::current()) {
+    LocationOverride at_caller{SourceLoc(loc)};
+    return forward(x);
+  }
 };
 
 /// y = x @ W^T + b; x (N, in) -> (N, out). Throws ShapeError when x's last dim differs from `in`.
