@@ -538,12 +538,37 @@ TEST_CASE("shadergrad debug run: report.html loads in headless Chromium and GLES
   int rc_node = shell("node '" + tests + "/debug_report_check.mjs' '" + gl_dir.str() + "'", browser_out);
   INFO(browser_out);
   CHECK(rc_node == 0);
-  nlohmann::json res = nlohmann::json::parse(browser_out.substr(browser_out.rfind("{\"")), nullptr, false);
+  nlohmann::json res = nlohmann::json::parse(browser_out.substr(browser_out.rfind("{\"title\"")), nullptr, false);
   REQUIRE(!res.is_discarded());
   CHECK(res["problems"].empty());
   CHECK(res["images"].get<int>() > 100);
   CHECK(res["broken"] == 0);
   CHECK(res["shaders"].get<int>() == static_cast<int>(stats["launches"].size()));
+  // The graph view: nodes, gradient-coloured edges, a click showing value and gradient images, a non-blank picture.
+  CHECK(res["graph"]["nodes"].get<int>() > 20);
+  CHECK(res["graph"]["coloured"].get<int>() > 10);
+  CHECK(res["clicked"]["decoded"] == 2);
+  CHECK(res["screenshot_colours"].get<int>() >= 20);
+
+  // The default teaching run is fused: its report gets every value too (recomputed ones marked), and the page
+  // passes the same browser checks.
+  TempDir fused_dir;
+  cfg.model = "mlp";
+  cfg.backend = "gles";
+  cfg.unfused = false;
+  cfg.steps = 1;
+  cfg.out_dir = fused_dir.str();
+  std::ostringstream fused_log;
+  sg::debug::run_debug(cfg, no_input, fused_log);
+  std::ifstream ff(fused_dir.path / "stats.json");
+  nlohmann::json fstats = nlohmann::json::parse(ff);
+  int recomputed = 0;
+  for (auto& c : fstats["captures"]) recomputed += c.value("recomputed", false);
+  CHECK(recomputed > 10);
+  std::string fused_out;
+  int rc_fused = shell("node '" + tests + "/debug_report_check.mjs' '" + fused_dir.str() + "'", fused_out);
+  INFO(fused_out);
+  CHECK(rc_fused == 0);
 }
 
 TEST_CASE("multi-output kernel (Adam's m, v and new parameter in one draw): debugger stops once, prints every output",

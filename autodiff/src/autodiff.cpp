@@ -387,7 +387,12 @@ Program make_train_step(const Tensor& loss, const std::vector<Tensor>& params, O
       throw ValueError(fmt::format("make_train_step: {} is not a parameter (sg::param)", p.node()->describe()));
   std::vector<Tensor> wrt = params;
   wrt.insert(wrt.end(), inspect.also.begin(), inspect.also.end());
-  inspect.grads = grad(loss, wrt);
+  Tensor seed;  // d(loss)/d(loss) = 1, named after the loss's line rather than this file
+  if (loss.numel() == 1) {
+    LocationOverride at_loss(loss.node()->loc);
+    seed = full(loss.shape(), 1.0);
+  }
+  inspect.grads = grad(loss, wrt, seed);
   Program prog;
   prog.add_output("loss", loss);
   for (auto& [name, t] : extra_outputs) prog.add_output(name, t);

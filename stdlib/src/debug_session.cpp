@@ -195,6 +195,9 @@ void Session::Impl::select_captures() {
   for (size_t i = 0; i < N; ++i)
     capture_leaf[i] = opt.capture_leaves && opt.capture.empty() &&
                       (roles[i] == Role::Param || roles[i] == Role::Input);
+  if (ts && opt.capture_leaves && opt.capture.empty())
+    for (auto& [fwd, adj] : ts->adjoint)  // constant gradients (d(loss)/d(loss) = 1): shown like computed ones
+      if (int k = num(adj.get()); k >= 0 && adj->op == Op::Const) capture_leaf[k] = 1;
   for (const std::string& c : opt.capture) {
     bool hit = false;
     auto mark_node = [&](int k) {
@@ -305,6 +308,8 @@ void Session::Impl::begin_step(const std::vector<Feed>& feeds) {
       if (capture_leaf[i]) add_capture(n, -1, "", it->second, "input." + n->name);
     } else if (roles[i] == Role::Param && capture_leaf[i]) {
       if (const std::vector<float>* v = value_of(n)) add_capture(n, -1, "", *v, "param." + n->name);
+    } else if (roles[i] == Role::Const && capture_leaf[i]) {  // a constant gradient (the loss's seed)
+      if (const std::vector<float>* v = value_of(n)) add_capture(n, -1, "", *v, fmt::format("const.n{}", i));
     }
   }
 }
