@@ -154,7 +154,8 @@ void Session::Impl::fail(const Launch& L, const TensorStats& s, const std::vecto
   else if (ok)
     msg += "  the CPU reference computes finite values for every node of this kernel from the same inputs: suspect "
            "the generated kernel or the driver (compare with --backend cpu)\n";
-  msg += fmt::format("  user source lines: {}\n", sources.empty() ? std::string("<unknown>") : fmt::format("{}", fmt::join(sources, ", ")));
+  msg += fmt::format("  user source lines: {}\n",
+                     sources.empty() ? std::string("<unknown>") : fmt::format("{}", fmt::join(sources, ", ")));
   msg += "  every earlier launch of this step produced finite values; look for log/sqrt/division of a value <= 0, "
          "overflowing exp, or a learning rate that is too large";
   NumericsError e(msg);

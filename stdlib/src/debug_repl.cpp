@@ -263,7 +263,8 @@ void Session::Impl::cmd_show(const Node* n) {
   if (ro.colormap == image::Colormap::Auto && roles[k] == Role::Backward) ro.colormap = image::Colormap::Diverging;
   image::RenderResult rr = image::render_tensor(v->data(), display_shape(n->shape), ro);
   fs::create_directories(fs::path(opt.out_dir) / "repl");
-  std::string path = (fs::path(opt.out_dir) / "repl" / fmt::format("step{:03}_n{:03}.png", std::max(step, 0), k)).string();
+  const std::string path =
+      (fs::path(opt.out_dir) / "repl" / fmt::format("step{:03}_n{:03}.png", std::max(step, 0), k)).string();
   image::write_png(path, rr.image);
   o() << fmt::format("wrote {} ({}x{}, colormap {}, range {} .. {}{}{})\n", path, rr.image.width, rr.image.height,
                      image::to_string(rr.colormap), fnum(rr.lo), fnum(rr.hi), rr.note.empty() ? "" : "; ", rr.note);

@@ -51,7 +51,8 @@ std::string script_json(const nlohmann::json& j) {
 void fill(std::string& page, const std::string& key, const std::string& value) {
   size_t p = page.find(key);
   if (p == std::string::npos)
-    throw ValueError(fmt::format("debug report template: placeholder {} is missing (stdlib/src/debug_report.html)", key));
+    throw ValueError(
+        fmt::format("debug report template: placeholder {} is missing (stdlib/src/debug_report.html)", key));
   page.replace(p, key.size(), value);
 }
 
@@ -205,7 +206,8 @@ nlohmann::json Session::Impl::report_data(const ReportInfo& info) const {
     std::vector<std::string> outs;
     if (exe && exe->plan())
       for (auto& L : launches)
-        if (L.kernel_name == s.name && L.outputs > 1) outs.push_back(fmt::format("{} = n{}", L.output_index, num(L.output)));
+        if (L.kernel_name == s.name && L.outputs > 1)
+          outs.push_back(fmt::format("{} = n{}", L.output_index, num(L.output)));
     d["kernels"].push_back({{"name", s.name}, {"nodes", s.nodes}, {"render_targets", outs}, {"source", s.source}});
   }
   return d;

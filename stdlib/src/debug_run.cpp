@@ -53,6 +53,7 @@ RunResult run_debug(const RunConfig& cfg, std::istream& in, std::ostream& out) {
   so.out_dir = cfg.out_dir;
   so.capture = cfg.capture;
   so.check_numerics = cfg.check_numerics;
+  so.recompute = cfg.recompute;
   Session session(so);
   session.attach(*exe, ts, &be);
   ReportInfo info;
@@ -62,7 +63,9 @@ RunResult run_debug(const RunConfig& cfg, std::istream& in, std::ostream& out) {
                 {"dataset", fmt::format("{} ({} training samples), batch {}", dataset, train.n, cfg.batch)},
                 {"optimizer", opt.describe()},
                 {"backend", fmt::format("{} ({})", be.name(), be.device())},
-                {"plan", cfg.unfused ? "unfused (one kernel per graph node)" : "fused"},
+                {"plan", cfg.unfused     ? "unfused (one kernel per graph node)"
+                          : cfg.recompute ? "fused (values kept in registers are recomputed on the CPU reference)"
+                                          : "fused"},
                 {"seed", std::to_string(cfg.seed)}};
   if (cfg.step) {
     DebuggerOptions d;

@@ -242,10 +242,11 @@ void Session::Impl::select_captures() {
         if (c == "gradients")
           for (auto& [pname, g] : param_grad) sel |= g == L.output;
         if (sel) capture_launch[L.index] = 1;
-        if (c != "gradients")
+        if (c != "gradients") {
+          const Role want = c == "forward" ? Role::Forward : c == "backward" ? Role::Backward : Role::Update;
           for (const Node* n : L.nodes)
-            if (int k = num(n); k >= 0 && roles[k] == (c == "forward" ? Role::Forward : c == "backward" ? Role::Backward : Role::Update))
-              capture_inside[k] = 1;
+            if (int k = num(n); k >= 0 && roles[k] == want) capture_inside[k] = 1;
+        }
       }
     }
     if (!hit)
@@ -333,7 +334,10 @@ void Session::Impl::on_launch(const KernelEvent& ev) {
     const std::vector<float>& stored = values[L.output] = std::move(v);
     if (capture_launch[li]) {
       int o = num(L.output);
-      const char* suffix = o < 0 ? "value" : roles[o] == Role::Backward ? "grad" : roles[o] == Role::Update ? "update" : "value";
+      const char* suffix = o < 0                         ? "value"
+                           : roles[o] == Role::Backward ? "grad"
+                           : roles[o] == Role::Update   ? "update"
+                                                        : "value";
       add_capture(L.output, li, L.name, stored, L.name + "." + suffix);
     }
     if (opt.check_numerics) {
@@ -403,8 +407,8 @@ Capture& Session::Impl::add_capture(const Node* n, int launch, const std::string
     image::write_png((fs::path(opt.out_dir) / c.png).string(), rr.image);
     c.note = rr.note;
     if (tile_shapes.count(n))
-      c.note += fmt::format("{}drawn as {} tiles of {}x{} (one per row)", c.note.empty() ? "" : "; ", shown[0] * shown[1],
-                            shown[2], shown[3]);
+      c.note += fmt::format("{}drawn as {} tiles of {}x{} (one per row)", c.note.empty() ? "" : "; ",
+                            shown[0] * shown[1], shown[2], shown[3]);
     c.colormap = image::to_string(rr.colormap);
     c.lo = rr.lo;
     c.hi = rr.hi;

@@ -275,7 +275,8 @@ struct RunConfig {
   int64_t steps = 3;
   int64_t batch = 16;
   uint64_t seed = 0;             ///< parameter init and batch order
-  bool unfused = false;          ///< one kernel per graph node: every value and gradient is visible
+  bool unfused = false;          ///< one kernel per graph node: every value and gradient is stored on the device
+  bool recompute = true;         ///< Options::recompute: fused-away values recomputed on the CPU reference
   bool check_numerics = false;
   std::vector<std::string> capture{};  ///< Options::capture
   std::string out_dir{};         ///< required

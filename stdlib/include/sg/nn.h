@@ -136,7 +136,12 @@ class Sequential final : public Module {
     return *this;
   }
   void build(const std::string& prefix, Rng& rng) override;
-  void build(Rng& rng) { build("", rng); }
+  /// build("", rng); the parameters (and so the optimizer's update nodes, which name their parameter's line)
+  /// name the caller's source line `loc`, not nn.cpp.
+  void build(Rng& rng, loc_t loc = loc_t::current()) {
+    LocationOverride at_caller{SourceLoc(loc)};
+    build("", rng);
+  }
   Tensor forward(const Tensor& x) override;
   std::vector<std::pair<std::string, Tensor>> named_parameters() const override;
   std::string describe() const override;
