@@ -85,6 +85,7 @@ struct Session::Impl {
   std::vector<int> computed_in;  // per node number: first launch computing it, -1
   std::vector<char> capture_launch, capture_leaf;
   std::vector<char> capture_inside;  // per node: capture its recomputed value when a fused kernel did not store it
+  bool recompute_any = false;        // some unstored node is to be recomputed (or the debugger is attached)
 
   KernelCache cache;
   std::optional<Plan> ref_plan;

@@ -255,6 +255,10 @@ void Session::Impl::select_captures() {
           "parameter or input name, 'all', 'forward', 'backward', 'update' or 'gradients'",
           c, launches.empty() ? std::string("none") : launches.front().name + " ...", N ? N - 1 : 0));
   }
+  // Recompute (Options::recompute) when a node fusion did not store is to be captured, or for the debugger.
+  recompute_any = false;
+  for (size_t k = 0; k < N; ++k)
+    recompute_any |= opt.recompute && capture_inside[k] && stored_by[k] < 0 && computed_in[k] >= 0;
   // Parameter gradients are always recorded (gradient_norms, the gradient-flow plot).
   for (auto& [pname, g] : param_grad) {
     int k = num(g);
@@ -327,7 +331,7 @@ void Session::Impl::on_launch(const KernelEvent& ev) {
   done = li + 1;
   const Launch& L = launches[li];
   // Recomputing a fused kernel's unstored nodes needs every stored value before it: read back everything.
-  const bool recompute = opt.recompute && L.kernel != nullptr;
+  const bool recompute = (recompute_any || (dbg && opt.recompute)) && L.kernel != nullptr;
   bool need = capture_launch[li] || opt.check_numerics || dbg || recompute;
   if (need) {
     std::vector<float> v = ev.read();

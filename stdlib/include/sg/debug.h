@@ -158,7 +158,8 @@ struct Options {
   bool check_numerics = false;
   /// Give every node a value: after a fused kernel ran, the nodes it kept in registers are re-evaluated on the
   /// CPU reference (f64, rounded to f32 per node) from the kernel's stored inputs, and each stored output is
-  /// compared with its own re-evaluation (Capture::reference_diff). Reads back every launch.
+  /// compared with its own re-evaluation (Capture::reference_diff). Done when such a node is to be captured
+  /// (`capture` empty, or selecting it or its kernel) or the debugger is attached; then every launch is read back.
   bool recompute = true;
   bool write_images = true;           ///< render PNGs of captured tensors (when out_dir is set)
   bool capture_leaves = true;         ///< also record parameter values and fed inputs at the start of each step
@@ -222,7 +223,8 @@ class Session {
   const std::vector<Capture>& captures() const;  ///< every step, in order
   /// The capture of node number `node` in `step` (-1 = latest step holding one), or nullptr.
   const Capture* find(int node, int step = -1) const;
-  /// Values of the current (or last) step, for launches read back and leaves recorded; nullptr if absent.
+  /// Values of the current (or last) step, for launches read back, nodes recomputed (Options::recompute) and
+  /// leaves recorded; nullptr if absent.
   const std::vector<float>* value(const Node* n) const;
   std::vector<GradientNorms> gradient_norms() const;  ///< per parameter of a TrainStep, one entry per step
 
