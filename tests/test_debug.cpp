@@ -309,7 +309,7 @@ TEST_CASE("a scripted debugger session gives the expected transcript", "[debug][
   sg::debug::Session s({.out_dir = dir.str()});
   s.attach(*exe, ts, be.get());
   std::istringstream in(
-      "list\nprint w\nbreak n7\nbreak nope\nnext\nprint n2\nprint loss\nstep\nprint loss\ngrad w\ngrad n2\nfly\n"
+      "list\nprint w\nbreak n7\nbreak nope\nnext\nprint n2\nprint loss\nstep\nstep\nprint loss\ngrad w\ngrad n2\nfly\n"
       "print zz\nshow n2\ncontinue\ngrad w\nbreak\ncontinue\nprint w\nprint n2\nnext\nprint loss\nquit\n");
   std::ostringstream out;
   s.set_debugger(in, out);
@@ -350,7 +350,10 @@ n2 map[(a0 * a1)] (2) at test_debug.cpp:@Y@ [forward, stored by n002_map]
 n3 sum (scalar) at test_debug.cpp:@L@ [forward, stored by n003_sum]
   not computed yet in step 0: n003_sum computes it (`break n3` then `continue`)
 (sgdb) step
-[step 0] launch 1 of 6: n003_sum computed n3 sum (scalar) at test_debug.cpp:@L@
+[step 0] n2 map[(a0 * a1)] (2) at test_debug.cpp:@Y@ [forward, stored by n002_map]
+  min -8 max 3 mean -2.5 std 5.5 l2 8.544 nan 0 +inf 0 -inf 0
+(sgdb) step
+[step 0] n3 sum (scalar) at test_debug.cpp:@L@ [forward, stored by n003_sum]
   min -5 max -5 mean -5 std 0 l2 5 nan 0 +inf 0 -inf 0
 (sgdb) print loss
 n3 sum (scalar) at test_debug.cpp:@L@ [forward, stored by n003_sum]
@@ -432,9 +435,10 @@ TEST_CASE("debugger on a fused GLES plan: step walks a kernel's nodes and shader
   s.attach(*exe, ts, be.get());
   std::string script = "help\n";
   if (K > 0) script += "break " + plan->kernels[K - 1].name + "\ncontinue\n";
-  script += "step\n";
-  for (size_t i = 1; i < k0.nodes.size(); ++i) script += "step\n";
-  script += "step\nshader " + k0.name + "\nshader n999\nprint n999\ngrad\nquit\n";
+  // Stopped after k0: `step` walks its nodes in graph order (they are shown at once: k0 ran); then the next kernel.
+  script += "next\n";
+  for (size_t i = 0; i < k0.nodes.size(); ++i) script += "step\n";
+  script += "next\nshader " + k0.name + "\nshader n999\nprint n999\ngrad\nquit\n";
   std::istringstream in(script);
   std::ostringstream out;
   s.set_debugger(in, out);
@@ -451,11 +455,16 @@ TEST_CASE("debugger on a fused GLES plan: step walks a kernel's nodes and shader
   for (size_t i = 0; i < plan->kernels.size(); ++i) (i < K ? before : entries) += plan->kernels[i].outputs.size();
   entries += before;
   CHECK_THAT(t, Contains(fmt::format("launch {} of {}: {} (fused: {} nodes", before, entries, k0.name, n)));
-  CHECK_THAT(t, Contains(fmt::format("node 1 of {}: n", n)));
-  // Nodes the fused kernel kept in registers are recomputed on the CPU reference (Options::recompute): stats shown.
-  CHECK_THAT(t, Contains("[inside the kernel: not stored; recomputed on the CPU reference]"));
-  CHECK_THAT(t, Contains(fmt::format("node {} of {}: n", n, n)));
-  CHECK_THAT(t, Contains("[stored]"));
+  // `step` shows every node of k0 in graph order: the ones it kept in registers recomputed on the CPU reference
+  // (Options::recompute) with their stats, the stored one with the stored value's stats.
+  for (auto& node : k0.nodes) {
+    const int k = s.node_number(node.get());
+    const bool stored = node.get() == plan->values[k0.outputs[0]].node.get();
+    INFO("n" << k);
+    CHECK_THAT(t, Contains(fmt::format("[step 0] n{} ", k)));
+    CHECK_THAT(t, Contains(stored ? fmt::format("stored by {}]", k0.name)
+                                  : fmt::format("in {}: not stored; recomputed on the CPU reference]", k0.name)));
+  }
   // Then the next kernel: a multi-output kernel is one stop covering all its entries (launches a-b).
   REQUIRE(K + 1 < plan->kernels.size());
   const size_t next = before + k0.outputs.size(), next_n = plan->kernels[K + 1].outputs.size();
@@ -569,6 +578,11 @@ TEST_CASE("shadergrad debug run: report.html loads in headless Chromium and GLES
   int rc_fused = shell("node '" + tests + "/debug_report_check.mjs' '" + fused_dir.str() + "'", fused_out);
   INFO(fused_out);
   CHECK(rc_fused == 0);
+  // The CPU backend's report (launches are graph nodes; the panel shows the GLES kernel of the reference plan).
+  std::string cpu_out;
+  int rc_cpu = shell("node '" + tests + "/debug_report_check.mjs' '" + cpu_dir.str() + "'", cpu_out);
+  INFO(cpu_out);
+  CHECK(rc_cpu == 0);
 }
 
 TEST_CASE("multi-output kernel (Adam's m, v and new parameter in one draw): debugger stops once, prints every output",
@@ -888,4 +902,57 @@ TEST_CASE("the debugger survives bad names and huge numbers and keeps the sessio
   // A capture entry with a huge node number matches nothing (ValueError), it does not crash.
   sg::debug::Session huge({.capture = {"n" + big}});
   CHECK_THROWS_AS(huge.attach(*exe, t.ts, be.get()), sg::ValueError);
+}
+
+TEST_CASE("step follows the graph: forward, then backward layer by layer, then updates, across kernels",
+          "[debug][repl][gles]") {
+  SmallMlp m;
+  sg::debug::TrainStep ts = m.step();
+  auto be = backend("gles");
+  auto exe = be->compile(ts.program);
+  REQUIRE(exe->plan() != nullptr);
+  sg::debug::Session s;
+  s.attach(*exe, ts, be.get());
+  size_t computed = 0;
+  for (auto& n : ts.program.nodes()) computed += !n->is_leaf();
+  std::string script;
+  for (size_t i = 0; i < computed; ++i) script += "step\n";
+  std::istringstream in(script + "quit\n");
+  std::ostringstream out;
+  s.set_debugger(in, out);
+  s.run({{"x", &m.xv}, {"labels", &m.yv}});
+  const std::string t = out.str();
+  INFO(t);
+  // "[step 0] nK ... [role, ...]": every computed node once, in increasing node number; roles never go back.
+  std::istringstream lines(t);
+  std::string line;
+  std::vector<int> shown;
+  int prev_rank = -1;
+  while (std::getline(lines, line)) {
+    int step = 0, node = 0;
+    if (std::sscanf(line.c_str(), "[step %d] n%d ", &step, &node) != 2) continue;
+    INFO(line);
+    const int rank = line.find("[forward") != std::string::npos    ? 0
+                     : line.find("[backward") != std::string::npos ? 1
+                     : line.find("[update") != std::string::npos   ? 2
+                                                                   : -1;
+    REQUIRE(rank >= 0);
+    CHECK(rank >= prev_rank);
+    prev_rank = rank;
+    if (!shown.empty()) CHECK(node > shown.back());
+    shown.push_back(node);
+  }
+  CHECK(shown.size() == computed);
+  // The order is the graph's, not the kernels': some node comes after one whose kernel runs later.
+  const sg::Plan* plan = exe->plan();
+  auto kernel_of = [&](int k) {
+    const sg::Node* n = s.nodes()[k].get();
+    for (size_t i = 0; i < plan->kernels.size(); ++i)
+      for (auto& m2 : plan->kernels[i].nodes)
+        if (m2.get() == n) return static_cast<int>(i);
+    return -1;
+  };
+  int out_of_kernel_order = 0;
+  for (size_t i = 1; i < shown.size(); ++i) out_of_kernel_order += kernel_of(shown[i]) < kernel_of(shown[i - 1]);
+  CHECK(out_of_kernel_order > 0);
 }

@@ -115,7 +115,8 @@ struct Session::Impl {
   DebuggerOptions dopt;
   enum class Mode { Run, Next, Step } mode = Mode::Next;
   std::vector<int> breakpoints;
-  int cursor = -1;  // node position inside the last launch (for `step`)
+  int graph_cursor = -1;  // `step`: the last node shown, in graph order (-1: none yet this step)
+  int step_target = -1;   // `step`: the node the run goes on to compute
   bool running = false, quit = false;
 
   // ---------------------------------------------------------------------------------------------------------
@@ -150,8 +151,12 @@ struct Session::Impl {
   /// for the MNIST MLP's first layer, or the flattened input batch itself.
   Shape image_shape(const Node* n) const;
   void find_tile_shapes();  ///< fills tile_shapes (setup)
-  /// The walk order of `step` inside L's kernel: forward nodes, then backward, then updates (each in graph order).
-  std::vector<const Node*> walk_order(const Launch& L) const;
+  /// `step`: the next non-leaf node number after k in graph order (Program::nodes()), -1 at the end.
+  int next_graph_node(int k) const;
+  /// Node k's value is known in this step (read back or recomputed), or its kernel ran without storing it.
+  bool reached(int k) const;
+  /// "[step S] nK label (shape) at file:line [role, stored by / in KERNEL: not stored; recomputed ...]" + stats.
+  void print_graph_node(int k);
   /// " (recomputed on the CPU reference: fused, not stored)" when n's value in this step was recomputed, else "".
   std::string value_origin(const Node* n) const;
 
@@ -224,12 +229,11 @@ struct Session::Impl {
 
   std::ostream& o() { return *out; }
 
-  void print_launch(const Launch& L, bool walk);
+  void print_launch(const Launch& L);
 
   /// A multi-output kernel (F = its first launch): one draw that stored every output listed.
-  void print_kernel(const Launch& F, bool walk);
+  void print_kernel(const Launch& F);
 
-  void print_cursor(const Launch& L);
 
   /// After the last output of L's kernel (L = its first launch; breakpoints are kept as first launches).
   void maybe_stop(const Launch& L);

@@ -9,28 +9,38 @@
 
 namespace sg::debug {
 
-std::vector<const Node*> Session::Impl::walk_order(const Launch& L) const {
-  // Forward, then backward, then the optimizer's nodes; each in graph (topological) order. Backward nodes in
-  // topological order run from the loss back towards the first layer: layer by layer.
-  auto rank = [&](const Node* n) {
-    const int k = num(n);
-    const Role r = k >= 0 ? roles[k] : Role::Update;
-    return r == Role::Backward ? 1 : r == Role::Update ? 2 : 0;
-  };
-  std::vector<const Node*> w = L.nodes;
-  std::stable_sort(w.begin(), w.end(), [&](const Node* a, const Node* b) {
-    return std::make_pair(rank(a), num(a)) < std::make_pair(rank(b), num(b));
-  });
-  return w;
+int Session::Impl::next_graph_node(int k) const {
+  for (int i = std::max(k + 1, 0); i < static_cast<int>(nodes.size()); ++i)
+    if (!nodes[i]->is_leaf()) return i;
+  return -1;
+}
+
+bool Session::Impl::reached(int k) const {
+  if (values.count(nodes[k].get())) return true;  // read back, or recomputed
+  const int c = computed_in[k] >= 0 ? computed_in[k] : stored_by[k];
+  return c >= 0 && done > last_of(launches[c]);  // its kernel ran (a value kept in registers: none to show)
+}
+
+void Session::Impl::print_graph_node(int k) {
+  const Node* n = nodes[k].get();
+  std::string where = role_name(roles[k]);
+  if (stored_by[k] >= 0)
+    where += ", stored by " + launches[stored_by[k]].name;
+  else if (computed_in[k] >= 0)
+    where += fmt::format(", in {}: not stored{}", launches[computed_in[k]].kernel_name,
+                         recomputed.count(n) ? "; recomputed on the CPU reference" : "");
+  if (!grad_of[k].empty()) where += ", d(loss)/d(" + grad_of[k] + ")";
+  o() << fmt::format("[step {}] {} [{}]\n", step, describe(n, 60), where);
+  if (auto it = values.find(n); it != values.end()) o() << "  " << compute_stats(it->second.data(), n->shape).str() << "\n";
 }
 
 std::string Session::Impl::value_origin(const Node* n) const {
   return recomputed.count(n) ? " (recomputed on the CPU reference: fused, not stored)" : "";
 }
 
-void Session::Impl::print_launch(const Launch& L, bool walk) {
+void Session::Impl::print_launch(const Launch& L) {
   if (L.outputs > 1) {
-    print_kernel(launches[L.first], walk);
+    print_kernel(launches[L.first]);
     return;
   }
   o() << fmt::format("[step {}] launch {} of {}: {}", step, L.index, launches.size(), L.name);
@@ -38,33 +48,21 @@ void Session::Impl::print_launch(const Launch& L, bool walk) {
     o() << fmt::format(" computed {}\n", describe(L.output, 60));
     if (auto it = values.find(L.output); it != values.end())
       o() << "  " << compute_stats(it->second.data(), L.output->shape).str() << "\n";
-    cursor = -1;
     return;
   }
   o() << fmt::format(" (fused: {} nodes, stores {})\n", L.nodes.size(), nname(L.output));
-  if (walk) {
-    cursor = 0;
-    print_cursor(L);
-    return;
-  }
   for (const Node* n : L.nodes) o() << "  " << describe(n, 60) << "\n";
   if (auto it = values.find(L.output); it != values.end())
     o() << fmt::format("  {}: {}\n", nname(L.output), compute_stats(it->second.data(), L.output->shape).str());
-  cursor = -1;
 }
 
 /// A multi-output kernel (F = its first launch): one draw that stored every output listed.
-void Session::Impl::print_kernel(const Launch& F, bool walk) {
+void Session::Impl::print_kernel(const Launch& F) {
   std::vector<std::string> outs;
   for (const Node* n : kernel_outputs(F)) outs.push_back(nname(n));
   o() << fmt::format("[step {}] launches {}-{} of {}: {} (one draw, {} outputs; fused: {} nodes, stores {})\n", step,
                      F.first, last_of(F), launches.size(), F.kernel_name, F.outputs, F.nodes.size(),
                      fmt::join(outs, ", "));
-  if (walk) {
-    cursor = 0;
-    print_cursor(F);
-    return;
-  }
   for (const Node* n : F.nodes) {
     int k = num(n);
     bool stored = k >= 0 && stored_by[k] >= F.first && stored_by[k] <= last_of(F);
@@ -79,51 +77,37 @@ void Session::Impl::print_kernel(const Launch& F, bool walk) {
       o() << fmt::format("  {} (output {}): {}\n", nname(L.output), L.output_index,
                          compute_stats(it->second.data(), L.output->shape).str());
   }
-  cursor = -1;
-}
-
-void Session::Impl::print_cursor(const Launch& L) {
-  const Node* n = walk_order(L)[cursor];
-  const int role_k = num(n);
-  o() << fmt::format("  node {} of {}: {} [{}]", cursor + 1, L.nodes.size(), describe(n, 60),
-                     role_k >= 0 ? role_name(roles[role_k]) : "?");
-  const int k = num(n);
-  if (L.outputs > 1 && k >= 0 && stored_by[k] >= L.first && stored_by[k] <= last_of(L)) {
-    const Launch& S = launches[stored_by[k]];
-    o() << fmt::format(" [stored: output {} of {}, {}]\n", S.output_index, S.outputs, S.name);
-    if (auto it = values.find(n); it != values.end())
-      o() << "  " << compute_stats(it->second.data(), n->shape).str() << "\n";
-  } else if (n == L.output) {
-    o() << " [stored]\n";
-    if (auto it = values.find(n); it != values.end())
-      o() << "  " << compute_stats(it->second.data(), n->shape).str() << "\n";
-  } else {
-    o() << " [inside the kernel: not stored";
-    if (auto it = values.find(n); it != values.end() && recomputed.count(n)) {
-      o() << "; recomputed on the CPU reference]\n";
-      o() << "  " << compute_stats(it->second.data(), n->shape).str() << "\n";
-    } else {
-      o() << "]\n";
-    }
-  }
 }
 
 /// After the last output of L's kernel (L = its first launch; breakpoints are kept as first launches).
 void Session::Impl::maybe_stop(const Launch& L) {
   bool bp = std::find(breakpoints.begin(), breakpoints.end(), L.first) != breakpoints.end();
+  if (mode == Mode::Step && !bp) {  // `step`: run until the next node in graph order has been computed
+    if (step_target < 0 || !reached(step_target)) return;
+    graph_cursor = step_target;
+    step_target = -1;
+    print_graph_node(graph_cursor);
+    interact();
+    return;
+  }
   if (mode == Mode::Run && !bp) return;
   if (bp) {
     int k = static_cast<int>(std::find(breakpoints.begin(), breakpoints.end(), L.first) - breakpoints.begin());
     o() << fmt::format("breakpoint {} hit\n", k + 1);
   }
-  print_launch(L, mode == Mode::Step);
+  // `step` from here walks this kernel's nodes (in graph order) and goes on from them.
+  int first_node = static_cast<int>(nodes.size());
+  for (const Node* n : L.nodes) first_node = std::min(first_node, num(n));
+  graph_cursor = first_node - 1;
+  print_launch(L);
   interact();
 }
 
 const char* Session::Impl::help_text() {
   return "commands:\n"
          "  next (n)               run the next kernel, then stop\n"
-         "  step (s)               one graph node: walk the nodes of a fused kernel, then run the next kernel\n"
+         "  step (s)               the next graph node in graph order (forward, then backward layer by layer,\n"
+         "                         then updates), running kernels until it is computed; fused ones recomputed\n"
          "  continue (c)           run until a breakpoint or the end of the run\n"
          "  break (b) NODE|KERNEL  stop after the kernel computing node nN (or N), or after kernel KERNEL;\n"
          "                         `break` alone lists the breakpoints\n"
@@ -424,14 +408,21 @@ void Session::Impl::interact() {
         continue;
       }
       if (cmd == "step" || cmd == "s") {
-        if (cursor >= 0 && done > 0) {
-          const Launch& L = launches[done - 1];
-          if (cursor + 1 < static_cast<int>(L.nodes.size())) {
-            ++cursor;
-            print_cursor(L);
-            continue;
-          }
+        // The next node in graph order (Program::nodes(): forward, then backward from the loss to the first layer,
+        // then the updates), whatever kernel computes it: shown at once when its kernel already ran, else the run
+        // goes on until it has.
+        const int k = next_graph_node(graph_cursor);
+        if (k < 0) {
+          o() << fmt::format("every node of step {} was shown; running on to the next kernel\n", step);
+          mode = Mode::Next;
+          return;
         }
+        if (reached(k)) {
+          graph_cursor = k;
+          print_graph_node(k);
+          continue;
+        }
+        step_target = k;
         mode = Mode::Step;
       } else {
         mode = (cmd == "continue" || cmd == "c") ? Mode::Run : Mode::Next;

@@ -194,6 +194,11 @@ nlohmann::json Session::Impl::report_data(const ReportInfo& info) const {
       nj["kernel"] = launches[computed_in[i]].kernel_name;
       nj["inside"] = true;  // fused: kept in registers
     }
+    for (auto& si : shader_info)  // the listed kernel computing it (on the CPU backend: the reference plan's)
+      if (std::find(si.nodes.begin(), si.nodes.end(), k) != si.nodes.end()) {
+        nj["shader"] = si.name;
+        break;
+      }
     if (const Capture* c = find(k, S)) nj["value"] = capture_json(*c);
     if (ts) {
       auto it = ts->adjoint.find(n);

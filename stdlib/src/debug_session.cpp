@@ -283,7 +283,8 @@ const std::vector<float>* Session::Impl::value_of(const Node* n) {
 void Session::Impl::begin_step(const std::vector<Feed>& feeds) {
   ++step;
   done = 0;
-  cursor = -1;
+  graph_cursor = -1;
+  step_target = -1;
   values.clear();
   recomputed.clear();
   for (const Feed& f : feeds) {
