@@ -520,6 +520,36 @@ RGB map_value(float v, Colormap cmap, float lo, float hi) {
   throw ValueError("map_value: resolve Colormap::Auto first (render_tensor does it from the data).");
 }
 
+namespace {
+
+/// The colour bar under a tensor image: lo..hi across the canvas (`bar_h` px tall at `legend_y`), tick marks at
+/// the ends (and 0 for Diverging), the end values (and 0) in the 5x7 font at `font` scale on row `text_y`.
+void draw_legend(Canvas& cv, Colormap c, float lo, float hi, int legend_y, int bar_h, int text_y, int font) {
+  const int canvas_w = cv.width();
+  for (int x = 0; x < canvas_w; ++x) {
+    float f = canvas_w > 1 ? static_cast<float>(x) / static_cast<float>(canvas_w - 1) : 0.0f;
+    float v = lo + (hi - lo) * f;
+    if (c == Colormap::Diverging && 2 * x == canvas_w - 1) v = 0;  // exact centre
+    RGB col = map_value(v, c, lo, hi);
+    for (int y = legend_y; y < legend_y + bar_h; ++y) cv.put(x, y, col);
+  }
+  for (int y = legend_y + bar_h; y < legend_y + bar_h + 2; ++y) {  // end and centre ticks
+    cv.put(0, y, RGB{0, 0, 0});
+    cv.put(canvas_w - 1, y, RGB{0, 0, 0});
+    if (c == Colormap::Diverging) cv.put((canvas_w - 1) / 2, y, RGB{0, 0, 0});
+  }
+  std::string lo_s = fmt::format("{:.3g}", lo), hi_s = fmt::format("{:.3g}", hi);
+  cv.text(1, text_y, lo_s, RGB{0, 0, 0}, font);
+  cv.text(canvas_w - 1 - text_width(hi_s, font), text_y, hi_s, RGB{0, 0, 0}, font);
+  const int mid_w = text_width("0", font), lo_end = 1 + text_width(lo_s, font),
+            hi_start = canvas_w - 1 - text_width(hi_s, font);
+  if (c == Colormap::Diverging && (canvas_w - mid_w) / 2 > lo_end + font * 4 &&
+      (canvas_w + mid_w) / 2 < hi_start - font * 4)
+    cv.text((canvas_w - mid_w) / 2, text_y, "0", RGB{0, 0, 0}, font);
+}
+
+}  // namespace
+
 RenderResult render_tensor(const float* data, llvm::ArrayRef<int64_t> shape, const RenderOptions& opts) {
   if (opts.target_side < 1 || opts.max_side < 1)
     throw ValueError(fmt::format("render_tensor: target_side ({}) and max_side ({}) must be >= 1.",
@@ -666,28 +696,7 @@ RenderResult render_tensor(const float* data, llvm::ArrayRef<int64_t> shape, con
         }
     }
   // Legend: colour bar over lo..hi, then the end values.
-  if (opts.legend) {
-    for (int x = 0; x < canvas_w; ++x) {
-      float f = canvas_w > 1 ? static_cast<float>(x) / static_cast<float>(canvas_w - 1) : 0.0f;
-      float v = lo + (hi - lo) * f;
-      if (res.colormap == Colormap::Diverging && 2 * x == canvas_w - 1) v = 0;  // exact centre
-      RGB col = map_value(v, res.colormap, lo, hi);
-      for (int y = legend_y; y < legend_y + bar_h; ++y) cv.put(x, y, col);
-    }
-    for (int y = legend_y + bar_h; y < legend_y + bar_h + 2; ++y) {  // end and centre ticks
-      cv.put(0, y, RGB{0, 0, 0});
-      cv.put(canvas_w - 1, y, RGB{0, 0, 0});
-      if (res.colormap == Colormap::Diverging) cv.put((canvas_w - 1) / 2, y, RGB{0, 0, 0});
-    }
-    std::string lo_s = fmt::format("{:.3g}", lo), hi_s = fmt::format("{:.3g}", hi);
-    cv.text(1, text_y, lo_s, RGB{0, 0, 0}, font);
-    cv.text(canvas_w - 1 - text_width(hi_s, font), text_y, hi_s, RGB{0, 0, 0}, font);
-    const int mid_w = text_width("0", font), lo_end = 1 + text_width(lo_s, font),
-              hi_start = canvas_w - 1 - text_width(hi_s, font);
-    if (res.colormap == Colormap::Diverging && (canvas_w - mid_w) / 2 > lo_end + font * 4 &&
-        (canvas_w + mid_w) / 2 < hi_start - font * 4)
-      cv.text((canvas_w - mid_w) / 2, text_y, "0", RGB{0, 0, 0}, font);
-  }
+  if (opts.legend) draw_legend(cv, res.colormap, lo, hi, legend_y, bar_h, text_y, font);
   res.image = cv.take();
   for (size_t i = 0; i < notes.size(); ++i) res.note += (i ? "; " : "") + notes[i];
   return res;
