@@ -574,6 +574,18 @@ TEST_CASE("shadergrad debug run: report.html loads in headless Chromium and GLES
   int recomputed = 0;
   for (auto& c : fstats["captures"]) recomputed += c.value("recomputed", false);
   CHECK(recomputed > 10);
+  // Layer labels (Sequential::forward_layers): parameters by their name's prefix, forward nodes by creation.
+  int labelled = 0;
+  for (auto& n : fstats["nodes"]) {
+    const std::string role = n["role"], layer = n.value("layer", "");
+    INFO(n.dump());
+    if (role == "param") CHECK(layer == (n["label"].get<std::string>().find("'1.") != std::string::npos
+                                             ? "1: Linear(64, 128)" : "3: Linear(128, 10)"));
+    if (n["op"] == "matmul" && role == "forward") CHECK_THAT(layer, Contains(": Linear("));
+    if (n["op"] == "map" && n["label"] == "map[relu(a0)]" && role == "forward") CHECK(layer == "2: ReLU()");
+    labelled += !layer.empty();
+  }
+  CHECK(labelled > 20);
   std::string fused_out;
   int rc_fused = shell("node '" + tests + "/debug_report_check.mjs' '" + fused_dir.str() + "'", fused_out);
   INFO(fused_out);

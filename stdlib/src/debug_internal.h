@@ -78,6 +78,7 @@ struct Session::Impl {
   std::unordered_map<const Node*, int> number;
   std::vector<Role> roles;
   std::vector<std::string> grad_of;
+  std::vector<std::string> layer_of;  // per node number: "1: Linear(784, 128)" or "" (TrainStep::layers)
   std::vector<std::pair<std::string, const Node*>> param_grad;  // parameter name -> its gradient node
   std::map<std::string, const Node*> named;                     // parameter/input/state/output names
   std::vector<Launch> launches;
@@ -151,6 +152,7 @@ struct Session::Impl {
   /// for the MNIST MLP's first layer, or the flattened input batch itself.
   Shape image_shape(const Node* n) const;
   void find_tile_shapes();  ///< fills tile_shapes (setup)
+  void find_layers();       ///< fills layer_of from TrainStep::layers (setup)
   /// `step`: the next non-leaf node number after k in graph order (Program::nodes()), -1 at the end.
   int next_graph_node(int k) const;
   /// Node k's value is known in this step (read back or recomputed), or its kernel ran without storing it.

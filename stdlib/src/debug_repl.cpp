@@ -30,6 +30,7 @@ void Session::Impl::print_graph_node(int k) {
     where += fmt::format(", in {}: not stored{}", launches[computed_in[k]].kernel_name,
                          recomputed.count(n) ? "; recomputed on the CPU reference" : "");
   if (!grad_of[k].empty()) where += ", d(loss)/d(" + grad_of[k] + ")";
+  if (!layer_of[k].empty()) where += ", layer " + layer_of[k];
   o() << fmt::format("[step {}] {} [{}]\n", step, describe(n, 60), where);
   if (auto it = values.find(n); it != values.end()) o() << "  " << compute_stats(it->second.data(), n->shape).str() << "\n";
 }

@@ -114,6 +114,7 @@ nlohmann::json Session::Impl::stats_json(const ReportInfo& info) const {
                          {"role", role_name(roles[i])},
                          {"source", n->loc.known() ? n->loc.str() : ""}};
     if (!grad_of[i].empty()) nj["grad_of"] = grad_of[i];
+    if (!layer_of[i].empty()) nj["layer"] = layer_of[i];
     if (stored_by[i] >= 0) nj["stored_by"] = launches[stored_by[i]].name;
     j["nodes"].push_back(nj);
   }
@@ -181,7 +182,8 @@ nlohmann::json Session::Impl::report_data(const ReportInfo& info) const {
                          {"shape", shape_str(n->shape)},
                          {"role", role_name(roles[i])},
                          {"source", n->loc.known() ? n->loc.str() : ""},
-                         {"grad_of", grad_of[i]}};
+                         {"grad_of", grad_of[i]},
+                         {"layer", layer_of[i]}};
     nlohmann::json ins = nlohmann::json::array();
     for (auto& in : n->inputs) ins.push_back(num(in.get()));
     nj["inputs"] = ins;

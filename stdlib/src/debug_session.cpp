@@ -166,6 +166,7 @@ void Session::Impl::setup(Executable& e, const Program& p, const TrainStep* t, B
   }
   select_captures();
   find_tile_shapes();
+  find_layers();
 
   captures.clear();
   values.clear();
@@ -425,6 +426,30 @@ Capture& Session::Impl::add_capture(const Node* n, int launch, const std::string
 Shape Session::Impl::image_shape(const Node* n) const {
   if (auto it = tile_shapes.find(n); it != tile_shapes.end()) return display_shape(it->second);
   return display_shape(n->shape);
+}
+
+void Session::Impl::find_layers() {
+  layer_of.assign(nodes.size(), "");
+  if (!ts || ts->layers.empty()) return;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const Node* n = nodes[i].get();
+    if (n->op == Op::Param) {  // "1.weight" belongs to the layer labelled "1: ..."
+      const std::string prefix = n->name.substr(0, n->name.find('.')) + ":";
+      for (auto& [label, out] : ts->layers)
+        if (label.rfind(prefix, 0) == 0) layer_of[i] = label;
+    } else if (roles[i] == Role::Forward) {  // created during the first layer whose output is not older
+      for (auto& [label, out] : ts->layers)
+        if (out && out.node()->id >= n->id) {
+          layer_of[i] = label;
+          break;
+        }
+      if (layer_of[i].empty()) layer_of[i] = "loss";  // created after the last layer's output
+    }
+  }
+  for (auto& [fwd, adj] : ts->adjoint) {  // d(loss)/d(t) is in t's layer
+    const int f = num(fwd), a = num(adj.get());
+    if (f >= 0 && a >= 0 && layer_of[a].empty() && !adj->is_leaf()) layer_of[a] = layer_of[f];
+  }
 }
 
 /// Rank-2 nodes (R, C*H*W) over an image input (N, C, H, W): drawn as R tiles (image_shape()).

@@ -159,7 +159,7 @@ BatchLoss batch_loss(nn::Sequential& model, int64_t batch, int64_t c, int64_t h,
   BatchLoss r;
   r.x = input("x", {batch, c, h, w});
   r.labels = input("labels", {batch}, DType::i32);
-  r.loss = cross_entropy(model(r.x), r.labels);
+  r.loss = cross_entropy(model.forward_layers(r.x, r.layer_outputs), r.labels);
   return r;
 }
 

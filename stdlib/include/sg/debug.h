@@ -87,6 +87,11 @@ struct TrainStep {
   std::vector<Tensor> param_grads;                     ///< d(loss)/d(param), same order as params
   /// d(loss)/d(t) for every forward node t that depends on a parameter (and for the parameters).
   std::map<const Node*, NodePtr> adjoint;
+  /// Optional layer labels for the report and the debugger: (label, the layer's output) in order; a forward node
+  /// belongs to the first layer whose output was created at or after it (Node::id), parameters to the layer
+  /// their name's prefix ("1." of "1.weight") names, a gradient d(loss)/d(t) to t's layer. run_debug fills it from
+  /// Sequential::forward_layers.
+  std::vector<std::pair<std::string, Tensor>> layers{};
 };
 
 /// Like sg::make_train_step (outputs "loss" first, then `extra_outputs`; updates from `opt`) but computes the

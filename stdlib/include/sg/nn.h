@@ -153,6 +153,12 @@ class Sequential final : public Module {
   /// so that loading into a different structure is refused.
   std::string structure_hash() const;
   size_t size() const { return layers_.size(); }
+  /// "1: Linear(784, 128)" (the index is the parameter-name prefix).
+  std::string layer_name(size_t i) const;
+  /// forward(x) that also appends each layer's output to `outputs`: the nodes layer i creates are those created
+  /// after outputs[i-1] (after x for layer 0) up to outputs[i] (Node::id is creation order), which is how
+  /// sg::debug labels the nodes of each layer.
+  Tensor forward_layers(const Tensor& x, std::vector<Tensor>& outputs);
 
  private:
   std::vector<std::unique_ptr<Module>> layers_;

@@ -72,6 +72,7 @@ Setup make_setup(const Config& cfg);
 /// "labels" (batch) i32, loss = cross_entropy(model(x), labels). Every node names `loc` (the caller's line).
 struct BatchLoss {
   Tensor x, labels, loss;
+  std::vector<Tensor> layer_outputs;  ///< each layer's output (Sequential::forward_layers)
 };
 BatchLoss batch_loss(nn::Sequential& model, int64_t batch, int64_t c, int64_t h, int64_t w,
                      loc_t loc = loc_t::current());
