@@ -450,6 +450,18 @@ void Session::Impl::find_layers() {
     const int f = num(fwd), a = num(adj.get());
     if (f >= 0 && a >= 0 && layer_of[a].empty() && !adj->is_leaf()) layer_of[a] = layer_of[f];
   }
+  // The other backward nodes (parts of one VJP) take the layer of the gradient they build on, else of an input.
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (roles[i] != Role::Backward || !layer_of[i].empty()) continue;
+    for (int pass = 0; pass < 2 && layer_of[i].empty(); ++pass)
+      for (auto& in : nodes[i]->inputs) {
+        const int k = num(in.get());
+        if (k >= 0 && !layer_of[k].empty() && (pass == 1 || roles[k] == Role::Backward)) {
+          layer_of[i] = layer_of[k];
+          break;
+        }
+      }
+  }
 }
 
 /// Rank-2 nodes (R, C*H*W) over an image input (N, C, H, W): drawn as R tiles (image_shape()).
