@@ -21,7 +21,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "sg/cpu_reference.h"
 #include "sg/debug.h"
+#include "sg/nn.h"
 #include "sg/emit.h"
 #include "sg/image.h"
 #include "sg/shader_compiler.h"
@@ -307,7 +309,7 @@ TEST_CASE("a scripted debugger session gives the expected transcript", "[debug][
   sg::debug::Session s({.out_dir = dir.str()});
   s.attach(*exe, ts, be.get());
   std::istringstream in(
-      "list\nprint w\nbreak n7\nbreak nope\nnext\nprint n2\nprint loss\nstep\nprint loss\ngrad w\ngrad n2\nfly\n"
+      "list\nprint w\nbreak n7\nbreak nope\nnext\nprint n2\nprint loss\nstep\nstep\nprint loss\ngrad w\ngrad n2\nfly\n"
       "print zz\nshow n2\ncontinue\ngrad w\nbreak\ncontinue\nprint w\nprint n2\nnext\nprint loss\nquit\n");
   std::ostringstream out;
   s.set_debugger(in, out);
@@ -348,7 +350,10 @@ n2 map[(a0 * a1)] (2) at test_debug.cpp:@Y@ [forward, stored by n002_map]
 n3 sum (scalar) at test_debug.cpp:@L@ [forward, stored by n003_sum]
   not computed yet in step 0: n003_sum computes it (`break n3` then `continue`)
 (sgdb) step
-[step 0] launch 1 of 6: n003_sum computed n3 sum (scalar) at test_debug.cpp:@L@
+[step 0] n2 map[(a0 * a1)] (2) at test_debug.cpp:@Y@ [forward, stored by n002_map]
+  min -8 max 3 mean -2.5 std 5.5 l2 8.544 nan 0 +inf 0 -inf 0
+(sgdb) step
+[step 0] n3 sum (scalar) at test_debug.cpp:@L@ [forward, stored by n003_sum]
   min -5 max -5 mean -5 std 0 l2 5 nan 0 +inf 0 -inf 0
 (sgdb) print loss
 n3 sum (scalar) at test_debug.cpp:@L@ [forward, stored by n003_sum]
@@ -365,7 +370,7 @@ unknown command 'fly' (type `help` for the list)
 (sgdb) print zz
 no tensor 'zz': use a node number (n0..n8), a kernel name (n002_map ... n008_map; `list`), or a name (loss, w, x)
 (sgdb) show n2
-wrote OUT/repl/step000_n002.png (256x158, colormap diverging, range -8 .. 8)
+wrote OUT/repl/step000_n002.png (256x162, colormap diverging, range -8 .. 8)
 (sgdb) continue
 breakpoint 1 hit
 [step 0] launch 4 of 6: n007_map computed n7 map[(a0 * a1)] (2) at test_debug.cpp:@Y@
@@ -430,9 +435,10 @@ TEST_CASE("debugger on a fused GLES plan: step walks a kernel's nodes and shader
   s.attach(*exe, ts, be.get());
   std::string script = "help\n";
   if (K > 0) script += "break " + plan->kernels[K - 1].name + "\ncontinue\n";
-  script += "step\n";
-  for (size_t i = 1; i < k0.nodes.size(); ++i) script += "step\n";
-  script += "step\nshader " + k0.name + "\nshader n999\nprint n999\ngrad\nquit\n";
+  // Stopped after k0: `step` walks its nodes in graph order (they are shown at once: k0 ran); then the next kernel.
+  script += "next\n";
+  for (size_t i = 0; i < k0.nodes.size(); ++i) script += "step\n";
+  script += "next\nshader " + k0.name + "\nshader n999\nprint n999\ngrad\nquit\n";
   std::istringstream in(script);
   std::ostringstream out;
   s.set_debugger(in, out);
@@ -449,10 +455,16 @@ TEST_CASE("debugger on a fused GLES plan: step walks a kernel's nodes and shader
   for (size_t i = 0; i < plan->kernels.size(); ++i) (i < K ? before : entries) += plan->kernels[i].outputs.size();
   entries += before;
   CHECK_THAT(t, Contains(fmt::format("launch {} of {}: {} (fused: {} nodes", before, entries, k0.name, n)));
-  CHECK_THAT(t, Contains(fmt::format("node 1 of {}: n", n)));
-  CHECK_THAT(t, Contains("[inside the kernel: not stored]"));
-  CHECK_THAT(t, Contains(fmt::format("node {} of {}: n", n, n)));
-  CHECK_THAT(t, Contains("[stored]"));
+  // `step` shows every node of k0 in graph order: the ones it kept in registers recomputed on the CPU reference
+  // (Options::recompute) with their stats, the stored one with the stored value's stats.
+  for (auto& node : k0.nodes) {
+    const int k = s.node_number(node.get());
+    const bool stored = node.get() == plan->values[k0.outputs[0]].node.get();
+    INFO("n" << k);
+    CHECK_THAT(t, Contains(fmt::format("[step 0] n{} ", k)));
+    CHECK_THAT(t, Contains(stored ? fmt::format("stored by {}]", k0.name)
+                                  : fmt::format("in {}: not stored; recomputed on the CPU reference]", k0.name)));
+  }
   // Then the next kernel: a multi-output kernel is one stop covering all its entries (launches a-b).
   REQUIRE(K + 1 < plan->kernels.size());
   const size_t next = before + k0.outputs.size(), next_n = plan->kernels[K + 1].outputs.size();
@@ -535,12 +547,54 @@ TEST_CASE("shadergrad debug run: report.html loads in headless Chromium and GLES
   int rc_node = shell("node '" + tests + "/debug_report_check.mjs' '" + gl_dir.str() + "'", browser_out);
   INFO(browser_out);
   CHECK(rc_node == 0);
-  nlohmann::json res = nlohmann::json::parse(browser_out.substr(browser_out.rfind("{\"")), nullptr, false);
+  nlohmann::json res = nlohmann::json::parse(browser_out.substr(browser_out.rfind("{\"title\"")), nullptr, false);
   REQUIRE(!res.is_discarded());
   CHECK(res["problems"].empty());
   CHECK(res["images"].get<int>() > 100);
   CHECK(res["broken"] == 0);
   CHECK(res["shaders"].get<int>() == static_cast<int>(stats["launches"].size()));
+  // The graph view: nodes, gradient-coloured edges, a click showing value and gradient images, a non-blank picture.
+  CHECK(res["graph"]["nodes"].get<int>() > 20);
+  CHECK(res["graph"]["coloured"].get<int>() > 10);
+  CHECK(res["clicked"]["decoded"] == 2);
+  CHECK(res["screenshot_colours"].get<int>() >= 20);
+
+  // The default teaching run is fused: its report gets every value too (recomputed ones marked), and the page
+  // passes the same browser checks.
+  TempDir fused_dir;
+  cfg.model = "mlp";
+  cfg.backend = "gles";
+  cfg.unfused = false;
+  cfg.steps = 1;
+  cfg.out_dir = fused_dir.str();
+  std::ostringstream fused_log;
+  sg::debug::run_debug(cfg, no_input, fused_log);
+  std::ifstream ff(fused_dir.path / "stats.json");
+  nlohmann::json fstats = nlohmann::json::parse(ff);
+  int recomputed = 0;
+  for (auto& c : fstats["captures"]) recomputed += c.value("recomputed", false);
+  CHECK(recomputed > 10);
+  // Layer labels (Sequential::forward_layers): parameters by their name's prefix, forward nodes by creation.
+  int labelled = 0;
+  for (auto& n : fstats["nodes"]) {
+    const std::string role = n["role"], layer = n.value("layer", "");
+    INFO(n.dump());
+    if (role == "param") CHECK(layer == (n["label"].get<std::string>().find("'1.") != std::string::npos
+                                             ? "1: Linear(64, 128)" : "3: Linear(128, 10)"));
+    if (n["op"] == "matmul" && role == "forward") CHECK_THAT(layer, Contains(": Linear("));
+    if (n["op"] == "map" && n["label"] == "map[relu(a0)]" && role == "forward") CHECK(layer == "2: ReLU()");
+    labelled += !layer.empty();
+  }
+  CHECK(labelled > 20);
+  std::string fused_out;
+  int rc_fused = shell("node '" + tests + "/debug_report_check.mjs' '" + fused_dir.str() + "'", fused_out);
+  INFO(fused_out);
+  CHECK(rc_fused == 0);
+  // The CPU backend's report (launches are graph nodes; the panel shows the GLES kernel of the reference plan).
+  std::string cpu_out;
+  int rc_cpu = shell("node '" + tests + "/debug_report_check.mjs' '" + cpu_dir.str() + "'", cpu_out);
+  INFO(cpu_out);
+  CHECK(rc_cpu == 0);
 }
 
 TEST_CASE("multi-output kernel (Adam's m, v and new parameter in one draw): debugger stops once, prints every output",
@@ -693,4 +747,224 @@ TEST_CASE("check_numerics in a multi-output kernel names the failing output, its
     }
     (void)line;
   }
+}
+
+// ---- classroom debugger: every node has a value, user source lines, image tiles, robust REPL ------------------
+
+namespace {
+
+/// A 2-layer MLP train step over a batch of 4 single-channel 6x6 "images" (the MNIST MLP's structure, small):
+/// Flatten, Linear(36, 5), ReLU, Linear(5, 3); the layers are called and the loss built on the lines noted.
+struct SmallMlp {
+  sg::nn::Rng rng{7};
+  sg::nn::Sequential net;
+  sg::Tensor x = sg::input("x", {4, 1, 6, 6});
+  sg::Tensor y = sg::input("labels", {4}, sg::DType::i32);
+  sg::Tensor logits, loss;
+  int build_line = 0, call_line = 0, loss_line = 0;
+  std::unique_ptr<sg::Optimizer> opt = sg::make_adam({.lr = 1e-2});
+  std::vector<float> xv = std::vector<float>(4 * 36), yv = {0, 2, 1, 2};
+  SmallMlp() {
+    net.add<sg::nn::Flatten>().add<sg::nn::Linear>(36, 5).add<sg::nn::ReLU>().add<sg::nn::Linear>(5, 3);
+    build_line = __LINE__ + 1;
+    net.build(rng);
+    call_line = __LINE__ + 1;
+    logits = net(x);
+    loss_line = __LINE__ + 1;
+    loss = sg::cross_entropy(logits, y);
+    for (size_t i = 0; i < xv.size(); ++i) xv[i] = static_cast<float>(std::sin(0.37 * static_cast<double>(i)));
+  }
+  sg::debug::TrainStep step() { return sg::debug::make_train_step(loss, net.named_parameters(), *opt); }
+};
+
+}  // namespace
+
+TEST_CASE("fused GLES plan: every node has a value, recomputed values equal the CPU reference", "[debug][gles]") {
+  SmallMlp m;
+  sg::debug::TrainStep ts = m.step();
+  auto be = backend("gles");
+  auto exe = be->compile(ts.program);
+  REQUIRE(exe->plan() != nullptr);
+  // The CPU reference evaluation of the whole program from the same leaves (before the step's update commits):
+  // every node's value, computed independently of the session.
+  sg::cpu::LeafValues leaves;
+  leaves[m.x.node().get()].assign(m.xv.begin(), m.xv.end());
+  leaves[m.y.node().get()].assign(m.yv.begin(), m.yv.end());
+  std::map<const sg::Node*, std::vector<double>> ref;
+  std::vector<sg::NodePtr> roots = ts.program.roots();
+  sg::cpu::evaluate(roots, leaves, {}, [&](const sg::Node& n, const std::vector<double>& v) { ref[&n] = v; });
+
+  TempDir dir;
+  sg::debug::Session s({.out_dir = dir.str()});
+  s.attach(*exe, ts, be.get());
+  s.run({{"x", &m.xv}, {"labels", &m.yv}});
+  int recomputed = 0, checked = 0;
+  for (const sg::NodePtr& n : s.nodes()) {
+    if (n->is_leaf()) continue;
+    INFO("n" << s.node_number(n.get()) << " " << n->label());
+    const std::vector<float>* v = s.value(n.get());
+    REQUIRE(v != nullptr);  // no "not stored" node left
+    REQUIRE(ref.count(n.get()));
+    REQUIRE(v->size() == ref[n.get()].size());
+    for (size_t i = 0; i < v->size(); ++i) CHECK((*v)[i] == Approx(ref[n.get()][i]).epsilon(1e-4).margin(1e-6));
+    const sg::debug::Capture* c = s.find(s.node_number(n.get()));
+    REQUIRE(c != nullptr);
+    if (c->recomputed) {
+      ++recomputed;
+      CHECK(fs::exists(dir.path / c->png));
+    }
+    if (!std::isnan(c->reference_diff)) {
+      ++checked;
+      CHECK(c->reference_diff < 1e-5);  // the kernel's stored output agrees with its CPU re-evaluation
+    }
+  }
+  CHECK(recomputed > 0);  // the plan fused: some nodes were never stored on the device
+  CHECK(checked > 0);
+  // Every parameter-dependent forward node has its gradient's value too (the report's gradient column).
+  for (auto& [fwd, adj] : ts.adjoint) {
+    if (s.node_number(adj.get()) < 0 || adj->is_leaf()) continue;
+    INFO("gradient n" << s.node_number(adj.get()));
+    CHECK(s.value(adj.get()) != nullptr);
+  }
+}
+
+TEST_CASE("layer and loss nodes name the user's source lines, forward and backward", "[debug]") {
+  SmallMlp m;
+  sg::debug::TrainStep ts = m.step();
+  int forward = 0;
+  for (const sg::NodePtr& n : ts.program.nodes()) {
+    if (!n->loc.known() || n->op == sg::Op::Input || n->op == sg::Op::State) continue;  // fed data, optimizer state
+    INFO(n->describe());
+    // Layers: the line calling the model; loss: the line calling cross_entropy; Adam's update nodes: their
+    // parameter's line, which is the line building the model (not nn.cpp, where Linear creates them).
+    CHECK(n->loc.file == "test_debug.cpp");
+    const uint32_t line = n->loc.line;
+    const bool layer = line == static_cast<uint32_t>(m.call_line), lossy = line == static_cast<uint32_t>(m.loss_line);
+    CHECK((layer || lossy || line == static_cast<uint32_t>(m.build_line)));
+    forward += layer || lossy;
+  }
+  CHECK(forward > 10);
+  // The matmuls of both Linear layers (and their VJPs) are on the line calling the model.
+  int matmuls = 0;
+  for (const sg::NodePtr& n : ts.program.nodes())
+    if (n->op == sg::Op::MatMul) {
+      CHECK(n->loc.str() == fmt::format("test_debug.cpp:{}", m.call_line));
+      ++matmuls;
+    }
+  CHECK(matmuls >= 4);
+}
+
+TEST_CASE("a dense layer's weight gradient over an image input is drawn as one image tile per unit", "[debug]") {
+  SmallMlp m;
+  sg::debug::TrainStep ts = m.step();
+  auto be = backend("cpu");
+  auto exe = be->compile(ts.program);
+  TempDir dir;
+  sg::debug::Session s({.out_dir = dir.str()});
+  s.attach(*exe, ts, be.get());
+  s.run({{"x", &m.xv}, {"labels", &m.yv}});
+  const sg::Node* g = ts.param_grads[0].node().get();  // d(loss)/d(1.weight): (5, 36) over (1, 6, 6) images
+  REQUIRE(ts.params[0].first == "1.weight");
+  const sg::debug::Capture& c = capture_of(s, g);
+  REQUIRE(!c.png.empty());
+  CHECK_THAT(c.note, Contains("drawn as 5 tiles of 6x6"));
+  // The PNG is render_tensor of the gradient as (1, 5, 6, 6): 5 tiles in a row, 1-px separators.
+  const std::vector<float>* v = s.value(g);
+  REQUIRE(v != nullptr);
+  sg::image::RenderOptions ro;
+  ro.colormap = sg::image::Colormap::Diverging;
+  sg::image::RenderResult want = sg::image::render_tensor(v->data(), {1, 5, 6, 6}, ro);
+  CHECK(want.grid_cols == 5);
+  CHECK(want.tile_h == want.tile_w);
+  sg::image::RGBImage got = sg::image::read_png((dir.path / c.png).string());
+  CHECK(got.width == want.image.width);
+  CHECK(got.height == want.image.height);
+  CHECK(got.rgb == want.image.rgb);
+  // The parameter itself too, and the flattened input batch (4, 36) as 4 tiles.
+  CHECK_THAT(capture_of(s, ts.params[0].second.node().get()).note, Contains("drawn as 5 tiles of 6x6"));
+}
+
+TEST_CASE("the debugger survives bad names and huge numbers and keeps the session", "[debug][repl]") {
+  Tiny t;
+  auto be = backend("cpu");
+  auto exe = be->compile(t.ts.program);
+  sg::debug::Session s;
+  s.attach(*exe, t.ts, be.get());
+  const std::string big = "99999999999999999999";  // > 2^64: std::stol would throw out_of_range
+  std::istringstream in("print n" + big + "\nprint " + big + "\nshader " + big + "\nshader n" + big + "\nbreak n" +
+                        big + "\nbreak 18446744073709551616\ngrad n" + big + "\nshow n" + big + "\nprint n-1\nprint n\n" +
+                        "break n9\nprint n2\nnext\nprint n2\nquit\n");
+  std::ostringstream out;
+  s.set_debugger(in, out);
+  std::vector<float> xv = {1, 2, 3, 4};
+  s.run({{"x", &xv}});
+  const std::string tr = out.str();
+  INFO(tr);
+  CHECK(s.quit_requested());
+  CHECK_THAT(tr, Contains("no node n" + big + " (nodes are n0..n8)"));
+  CHECK_THAT(tr, Contains("no node " + big + " (nodes are n0..n8)"));
+  CHECK_THAT(tr, Contains("no kernel '" + big + "'"));
+  CHECK_THAT(tr, Contains("no node 18446744073709551616"));
+  CHECK_THAT(tr, Contains("no tensor 'n-1'"));
+  CHECK_THAT(tr, Contains("no tensor 'n'"));
+  CHECK_THAT(tr, Contains("no node n9 (nodes are n0..n8)"));
+  // ...and the session went on: the last commands ran.
+  CHECK_THAT(tr, Contains("launch 0 of 6: n002_map computed n2"));
+  CHECK_THAT(tr, Contains("[1, 4, 9, 16]"));  // n2 = x * w
+  // A capture entry with a huge node number matches nothing (ValueError), it does not crash.
+  sg::debug::Session huge({.capture = {"n" + big}});
+  CHECK_THROWS_AS(huge.attach(*exe, t.ts, be.get()), sg::ValueError);
+}
+
+TEST_CASE("step follows the graph: forward, then backward layer by layer, then updates, across kernels",
+          "[debug][repl][gles]") {
+  SmallMlp m;
+  sg::debug::TrainStep ts = m.step();
+  auto be = backend("gles");
+  auto exe = be->compile(ts.program);
+  REQUIRE(exe->plan() != nullptr);
+  sg::debug::Session s;
+  s.attach(*exe, ts, be.get());
+  size_t computed = 0;
+  for (auto& n : ts.program.nodes()) computed += !n->is_leaf();
+  std::string script;
+  for (size_t i = 0; i < computed; ++i) script += "step\n";
+  std::istringstream in(script + "quit\n");
+  std::ostringstream out;
+  s.set_debugger(in, out);
+  s.run({{"x", &m.xv}, {"labels", &m.yv}});
+  const std::string t = out.str();
+  INFO(t);
+  // "[step 0] nK ... [role, ...]": every computed node once, in increasing node number; roles never go back.
+  std::istringstream lines(t);
+  std::string line;
+  std::vector<int> shown;
+  int prev_rank = -1;
+  while (std::getline(lines, line)) {
+    int step = 0, node = 0;
+    if (std::sscanf(line.c_str(), "[step %d] n%d ", &step, &node) != 2) continue;
+    INFO(line);
+    const int rank = line.find("[forward") != std::string::npos    ? 0
+                     : line.find("[backward") != std::string::npos ? 1
+                     : line.find("[update") != std::string::npos   ? 2
+                                                                   : -1;
+    REQUIRE(rank >= 0);
+    CHECK(rank >= prev_rank);
+    prev_rank = rank;
+    if (!shown.empty()) CHECK(node > shown.back());
+    shown.push_back(node);
+  }
+  CHECK(shown.size() == computed);
+  // The order is the graph's, not the kernels': some node comes after one whose kernel runs later.
+  const sg::Plan* plan = exe->plan();
+  auto kernel_of = [&](int k) {
+    const sg::Node* n = s.nodes()[k].get();
+    for (size_t i = 0; i < plan->kernels.size(); ++i)
+      for (auto& m2 : plan->kernels[i].nodes)
+        if (m2.get() == n) return static_cast<int>(i);
+    return -1;
+  };
+  int out_of_kernel_order = 0;
+  for (size_t i = 1; i < shown.size(); ++i) out_of_kernel_order += kernel_of(shown[i]) < kernel_of(shown[i - 1]);
+  CHECK(out_of_kernel_order > 0);
 }

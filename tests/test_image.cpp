@@ -336,6 +336,37 @@ TEST_CASE("render_tensor: large tensors are downsampled with a note", "[image][r
   CHECK_THROWS_AS(render_tensor(nullptr, {-1}), sg::ValueError);
 }
 
+TEST_CASE("render_tensor: colour bar labels are legible (5x7 font, >= 14 px tall, ~1/16 of the width)",
+          "[image][render]") {
+  // Left of the image (x >= 1: right of the bar's end tick) the only black pixels below the grid are the glyphs of
+  // the lo label: their vertical extent is 7 rows x the font scale.
+  auto label_height = [](const RenderResult& r) {
+    int top = -1, bottom = -1;
+    for (int y = r.grid_height; y < r.image.height; ++y)
+      for (int x = 1; x < r.image.width / 4; ++x)
+        if (r.image.at(x, y) == RGB{0, 0, 0}) {
+          if (top < 0) top = y;
+          bottom = y;
+        }
+    return top < 0 ? 0 : bottom - top + 1;
+  };
+  std::vector<float> small(64), wide(128 * 784);
+  for (size_t i = 0; i < small.size(); ++i) small[i] = static_cast<float>(i) - 31.5f;
+  for (size_t i = 0; i < wide.size(); ++i) wide[i] = static_cast<float>(std::sin(0.01 * static_cast<double>(i)));
+  RenderResult a = render_tensor(small.data(), {8, 8});  // 256 px wide: scale 2
+  RenderResult b = render_tensor(wide.data(), {8, 16, 28, 28});  // the MNIST MLP's W1 as tiles: 463 px wide
+  REQUIRE(a.image.width == 256);
+  REQUIRE(b.image.width == 16 * 28 + 15);
+  CHECK(label_height(a) == 14);           // scale 2
+  CHECK(label_height(b) == 7 * (463 / 110));  // scale 4: 28 px
+  CHECK(label_height(b) * 16 >= b.image.width - 16);
+  // the diverging bar's centre is labelled 0 in the middle third
+  bool centre_black = false;
+  for (int y = b.grid_height + 20; y < b.image.height; ++y)
+    for (int x = b.image.width / 3; x < 2 * b.image.width / 3; ++x) centre_black |= b.image.at(x, y) == RGB{0, 0, 0};
+  CHECK(centre_black);
+}
+
 TEST_CASE("render_tensor output writes as PNG", "[image][render][png]") {
   TempDir dir;
   std::vector<float> t{-1, 0, 1, 2};

@@ -45,7 +45,9 @@ DebugCommand add_debug_command(CLI::App& app) {
       ->check(CLI::IsMember({"sgd", "momentum", "adam"}));
   d->add_option("--lr", cfg->lr, "learning rate")->check(kPositiveValue);
   d->add_option("--seed", cfg->seed, "seed for init and batch order");
-  d->add_flag("--unfused", cfg->unfused, "one kernel per graph node, so every node's value and gradient is visible");
+  d->add_flag("--unfused", cfg->unfused, "one kernel per graph node: every node's value is stored on the device");
+  d->add_flag("!--no-recompute", cfg->recompute,
+              "do not recompute (on the CPU reference) the values fused kernels keep in registers");
   d->add_flag("--check-numerics", cfg->check_numerics,
               "stop at the first kernel producing NaN/Inf, naming its graph nodes and source lines");
   d->add_option("--capture", cfg->capture,

@@ -358,15 +358,30 @@ std::unique_ptr<Optimizer> make_sgd(SGDOptions opt) { return std::make_unique<SG
 std::unique_ptr<Optimizer> make_adam(AdamOptions opt) { return std::make_unique<Adam>(opt); }
 
 Program make_train_step(const Tensor& loss, const std::vector<Tensor>& params, Optimizer& opt,
-                        const std::vector<std::pair<std::string, Tensor>>& extra_outputs) {
+                        const std::vector<std::pair<std::string, Tensor>>& extra_outputs, TrainStepGradients& inspect) {
   for (auto& p : params)
     if (p.node()->op != Op::Param)
       throw ValueError(fmt::format("make_train_step: {} is not a parameter (sg::param)", p.node()->describe()));
+  std::vector<Tensor> wrt = params;
+  wrt.insert(wrt.end(), inspect.also.begin(), inspect.also.end());
+  Tensor seed;  // d(loss)/d(loss) = 1, named after the loss's line rather than this file
+  if (loss.numel() == 1) {
+    LocationOverride at_loss(loss.node()->loc);
+    seed = full(loss.shape(), 1.0);
+  }
+  inspect.grads = grad(loss, wrt, seed);
   Program prog;
   prog.add_output("loss", loss);
   for (auto& [name, t] : extra_outputs) prog.add_output(name, t);
-  prog.updates = opt.updates(params, grad(loss, params));
+  prog.updates = opt.updates(params, std::vector<Tensor>(inspect.grads.begin(), inspect.grads.begin() +
+                                                                                   static_cast<long>(params.size())));
   return prog;
+}
+
+Program make_train_step(const Tensor& loss, const std::vector<Tensor>& params, Optimizer& opt,
+                        const std::vector<std::pair<std::string, Tensor>>& extra_outputs) {
+  TrainStepGradients none;
+  return make_train_step(loss, params, opt, extra_outputs, none);
 }
 
 // --- gradient check ---

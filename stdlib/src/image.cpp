@@ -242,29 +242,86 @@ uint8_t lerp8(uint8_t a, uint8_t b, float f) {
 }
 RGB lerp(RGB a, RGB b, float f) { return {lerp8(a.r, b.r, f), lerp8(a.g, b.g, f), lerp8(a.b, b.b, f)}; }
 
-// ---- tiny 3x5 font for legend labels: 5 rows of 3 bits (MSB = left) ----
-
-const uint8_t* glyph(char ch) {
-  static const uint8_t kDigits[10][5] = {{7, 5, 5, 5, 7}, {2, 6, 2, 2, 7}, {7, 1, 7, 4, 7}, {7, 1, 7, 1, 7},
-                                         {5, 5, 7, 1, 1}, {7, 4, 7, 1, 7}, {7, 4, 7, 5, 7}, {7, 1, 1, 1, 1},
-                                         {7, 5, 7, 5, 7}, {7, 5, 7, 1, 7}};
-  static const uint8_t kMinus[5] = {0, 0, 7, 0, 0}, kPlus[5] = {0, 2, 7, 2, 0}, kDot[5] = {0, 0, 0, 0, 2},
-                       kE[5] = {7, 4, 7, 4, 7}, kN[5] = {0, 6, 5, 5, 5}, kA[5] = {0, 7, 3, 5, 7},
-                       kI[5] = {2, 0, 2, 2, 2}, kF[5] = {3, 4, 6, 4, 4}, kBlank[5] = {0, 0, 0, 0, 0};
+/// 5x7 glyphs: 7 rows of 5 bits (bit 4 = leftmost column). Upper case only; lower case is drawn upper case.
+const uint8_t* glyph5x7(char ch) {
+  static const uint8_t kLetters[26][7] = {
+      {0x0E, 0x11, 0x11, 0x1F, 0x11, 0x11, 0x11},  // A
+      {0x1E, 0x11, 0x11, 0x1E, 0x11, 0x11, 0x1E},  // B
+      {0x0E, 0x11, 0x10, 0x10, 0x10, 0x11, 0x0E},  // C
+      {0x1E, 0x11, 0x11, 0x11, 0x11, 0x11, 0x1E},  // D
+      {0x1F, 0x10, 0x10, 0x1E, 0x10, 0x10, 0x1F},  // E
+      {0x1F, 0x10, 0x10, 0x1E, 0x10, 0x10, 0x10},  // F
+      {0x0E, 0x11, 0x10, 0x17, 0x11, 0x11, 0x0F},  // G
+      {0x11, 0x11, 0x11, 0x1F, 0x11, 0x11, 0x11},  // H
+      {0x0E, 0x04, 0x04, 0x04, 0x04, 0x04, 0x0E},  // I
+      {0x07, 0x02, 0x02, 0x02, 0x02, 0x12, 0x0C},  // J
+      {0x11, 0x12, 0x14, 0x18, 0x14, 0x12, 0x11},  // K
+      {0x10, 0x10, 0x10, 0x10, 0x10, 0x10, 0x1F},  // L
+      {0x11, 0x1B, 0x15, 0x15, 0x11, 0x11, 0x11},  // M
+      {0x11, 0x11, 0x19, 0x15, 0x13, 0x11, 0x11},  // N
+      {0x0E, 0x11, 0x11, 0x11, 0x11, 0x11, 0x0E},  // O
+      {0x1E, 0x11, 0x11, 0x1E, 0x10, 0x10, 0x10},  // P
+      {0x0E, 0x11, 0x11, 0x11, 0x15, 0x12, 0x0D},  // Q
+      {0x1E, 0x11, 0x11, 0x1E, 0x14, 0x12, 0x11},  // R
+      {0x0F, 0x10, 0x10, 0x0E, 0x01, 0x01, 0x1E},  // S
+      {0x1F, 0x04, 0x04, 0x04, 0x04, 0x04, 0x04},  // T
+      {0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x0E},  // U
+      {0x11, 0x11, 0x11, 0x11, 0x11, 0x0A, 0x04},  // V
+      {0x11, 0x11, 0x11, 0x15, 0x15, 0x15, 0x0A},  // W
+      {0x11, 0x11, 0x0A, 0x04, 0x0A, 0x11, 0x11},  // X
+      {0x11, 0x11, 0x0A, 0x04, 0x04, 0x04, 0x04},  // Y
+      {0x1F, 0x01, 0x02, 0x04, 0x08, 0x10, 0x1F},  // Z
+  };
+  static const uint8_t kDigits[10][7] = {
+      {0x0E, 0x11, 0x13, 0x15, 0x19, 0x11, 0x0E},  // 0
+      {0x04, 0x0C, 0x04, 0x04, 0x04, 0x04, 0x0E},  // 1
+      {0x0E, 0x11, 0x01, 0x02, 0x04, 0x08, 0x1F},  // 2
+      {0x1F, 0x02, 0x04, 0x02, 0x01, 0x11, 0x0E},  // 3
+      {0x02, 0x06, 0x0A, 0x12, 0x1F, 0x02, 0x02},  // 4
+      {0x1F, 0x10, 0x1E, 0x01, 0x01, 0x11, 0x0E},  // 5
+      {0x06, 0x08, 0x10, 0x1E, 0x11, 0x11, 0x0E},  // 6
+      {0x1F, 0x01, 0x02, 0x04, 0x08, 0x08, 0x08},  // 7
+      {0x0E, 0x11, 0x11, 0x0E, 0x11, 0x11, 0x0E},  // 8
+      {0x0E, 0x11, 0x11, 0x0F, 0x01, 0x02, 0x0C},  // 9
+  };
+  struct Sym {
+    char c;
+    uint8_t rows[7];
+  };
+  static const Sym kSymbols[] = {
+      {' ', {0, 0, 0, 0, 0, 0, 0}},
+      {'.', {0, 0, 0, 0, 0, 0x0C, 0x0C}},
+      {',', {0, 0, 0, 0, 0x0C, 0x04, 0x08}},
+      {'-', {0, 0, 0, 0x1F, 0, 0, 0}},
+      {'+', {0, 0x04, 0x04, 0x1F, 0x04, 0x04, 0}},
+      {'_', {0, 0, 0, 0, 0, 0, 0x1F}},
+      {'/', {0x01, 0x01, 0x02, 0x04, 0x08, 0x10, 0x10}},
+      {'(', {0x02, 0x04, 0x08, 0x08, 0x08, 0x04, 0x02}},
+      {')', {0x08, 0x04, 0x02, 0x02, 0x02, 0x04, 0x08}},
+      {':', {0, 0x0C, 0x0C, 0, 0x0C, 0x0C, 0}},
+      {'=', {0, 0, 0x1F, 0, 0x1F, 0, 0}},
+      {'[', {0x0E, 0x08, 0x08, 0x08, 0x08, 0x08, 0x0E}},
+      {']', {0x0E, 0x02, 0x02, 0x02, 0x02, 0x02, 0x0E}},
+      {'\'', {0x04, 0x04, 0x08, 0, 0, 0, 0}},
+      {'*', {0, 0x04, 0x15, 0x0E, 0x15, 0x04, 0}},
+      {'<', {0x02, 0x04, 0x08, 0x10, 0x08, 0x04, 0x02}},
+      {'>', {0x08, 0x04, 0x02, 0x01, 0x02, 0x04, 0x08}},
+      {'?', {0x0E, 0x11, 0x01, 0x02, 0x04, 0, 0x04}},
+      {'!', {0x04, 0x04, 0x04, 0x04, 0x04, 0, 0x04}},
+      {'#', {0x0A, 0x0A, 0x1F, 0x0A, 0x1F, 0x0A, 0x0A}},
+      {'%', {0x18, 0x19, 0x02, 0x04, 0x08, 0x13, 0x03}},
+      {'^', {0x04, 0x0A, 0x11, 0, 0, 0, 0}},
+  };
+  static const uint8_t kBox[7] = {0x1F, 0x11, 0x11, 0x11, 0x11, 0x11, 0x1F};
+  if (ch >= 'a' && ch <= 'z') ch = static_cast<char>(ch - 'a' + 'A');
+  if (ch >= 'A' && ch <= 'Z') return kLetters[ch - 'A'];
   if (ch >= '0' && ch <= '9') return kDigits[ch - '0'];
-  switch (ch) {
-    case '-': return kMinus;
-    case '+': return kPlus;
-    case '.': return kDot;
-    case 'e': case 'E': return kE;
-    case 'n': return kN;
-    case 'a': return kA;
-    case 'i': return kI;
-    case 'f': return kF;
-    default: return kBlank;
-  }
+  for (const Sym& s : kSymbols)
+    if (s.c == ch) return s.rows;
+  return kBox;
 }
 
+/// Pixel writes on a bare image (render_tensor's tiles); Canvas::put clips the same way.
 void put(RGBImage& img, int x, int y, RGB c) {
   if (x < 0 || y < 0 || x >= img.width || y >= img.height) return;
   size_t i = (static_cast<size_t>(y) * static_cast<size_t>(img.width) + static_cast<size_t>(x)) * 3;
@@ -273,35 +330,71 @@ void put(RGBImage& img, int x, int y, RGB c) {
   img.rgb[i + 2] = c.b;
 }
 
-/// Width in pixels of `s` drawn at font scale fs (3 px glyph + 1 px spacing per character).
-int text_width(const std::string& s, int fs) { return s.empty() ? 0 : (static_cast<int>(s.size()) * 4 - 1) * fs; }
-
-void draw_text(RGBImage& img, int x0, int y0, const std::string& s, int fs, RGB c) {
-  for (size_t k = 0; k < s.size(); ++k) {
-    const uint8_t* g = glyph(s[k]);
-    for (int r = 0; r < 5; ++r)
-      for (int col = 0; col < 3; ++col)
-        if (g[r] & (4 >> col))
-          for (int dy = 0; dy < fs; ++dy)
-            for (int dx = 0; dx < fs; ++dx)
-              put(img, x0 + (static_cast<int>(k) * 4 + col) * fs + dx, y0 + r * fs + dy, c);
-  }
-}
-
-RGBImage blank(int w, int h, RGB c) {
-  RGBImage img;
-  img.width = w;
-  img.height = h;
-  img.rgb.resize(static_cast<size_t>(w) * static_cast<size_t>(h) * 3);
-  for (size_t i = 0; i < img.rgb.size(); i += 3) {
-    img.rgb[i] = c.r;
-    img.rgb[i + 1] = c.g;
-    img.rgb[i + 2] = c.b;
-  }
-  return img;
-}
-
 }  // namespace
+
+// ------------------------------------------------------------------------------------------------------------
+// Canvas and the 5x7 font
+
+int text_width(const std::string& s, int scale) {
+  return s.empty() ? 0 : (static_cast<int>(s.size()) * kGlyphAdvance - 1) * scale;
+}
+
+Canvas::Canvas(int width, int height, RGB bg) {
+  img_.width = width;
+  img_.height = height;
+  img_.rgb.resize(static_cast<size_t>(std::max(width, 0)) * static_cast<size_t>(std::max(height, 0)) * 3);
+  for (size_t i = 0; i < img_.rgb.size(); i += 3) {
+    img_.rgb[i] = bg.r;
+    img_.rgb[i + 1] = bg.g;
+    img_.rgb[i + 2] = bg.b;
+  }
+}
+void Canvas::put(int x, int y, RGB c) { sg::image::put(img_, x, y, c); }
+void Canvas::rect(int x0, int y0, int w, int h, RGB c) {
+  for (int y = y0; y < y0 + h; ++y)
+    for (int x = x0; x < x0 + w; ++x) put(x, y, c);
+}
+void Canvas::hline(int x0, int x1, int y, RGB c) {
+  for (int x = std::min(x0, x1); x <= std::max(x0, x1); ++x) put(x, y, c);
+}
+void Canvas::vline(int x, int y0, int y1, RGB c) {
+  for (int y = std::min(y0, y1); y <= std::max(y0, y1); ++y) put(x, y, c);
+}
+void Canvas::line(int x0, int y0, int x1, int y1, RGB c, int thick, int dash) {
+  int dx = std::abs(x1 - x0), sx = x0 < x1 ? 1 : -1, dy = -std::abs(y1 - y0), sy = y0 < y1 ? 1 : -1;
+  int err = dx + dy;
+  for (int k = 0;; ++k) {
+    if (dash <= 0 || (k / dash) % 2 == 0) rect(x0 - thick / 2, y0 - thick / 2, thick, thick, c);
+    if (x0 == x1 && y0 == y1) break;
+    int e2 = 2 * err;
+    if (e2 >= dy) {
+      err += dy;
+      x0 += sx;
+    }
+    if (e2 <= dx) {
+      err += dx;
+      y0 += sy;
+    }
+  }
+}
+void Canvas::text(int x0, int y0, const std::string& s, RGB c, int scale) {
+  for (size_t k = 0; k < s.size(); ++k) {
+    const uint8_t* g = glyph5x7(s[k]);
+    for (int r = 0; r < kGlyphHeight; ++r)
+      for (int col = 0; col < kGlyphWidth; ++col)
+        if (g[r] & (0x10 >> col))
+          rect(x0 + (static_cast<int>(k) * kGlyphAdvance + col) * scale, y0 + r * scale, scale, scale, c);
+  }
+}
+void Canvas::text_up(int x0, int y0, const std::string& s, RGB c, int scale) {
+  for (size_t k = 0; k < s.size(); ++k) {
+    const uint8_t* g = glyph5x7(s[k]);
+    for (int r = 0; r < kGlyphHeight; ++r)
+      for (int col = 0; col < kGlyphWidth; ++col)
+        if (g[r] & (0x10 >> col))
+          rect(x0 + r * scale, y0 - (static_cast<int>(k) * kGlyphAdvance + col + 1) * scale, scale, scale, c);
+  }
+}
 
 // ------------------------------------------------------------------------------------------------------------
 
@@ -427,6 +520,36 @@ RGB map_value(float v, Colormap cmap, float lo, float hi) {
   throw ValueError("map_value: resolve Colormap::Auto first (render_tensor does it from the data).");
 }
 
+namespace {
+
+/// The colour bar under a tensor image: lo..hi across the canvas (`bar_h` px tall at `legend_y`), tick marks at
+/// the ends (and 0 for Diverging), the end values (and 0) in the 5x7 font at `font` scale on row `text_y`.
+void draw_legend(Canvas& cv, Colormap c, float lo, float hi, int legend_y, int bar_h, int text_y, int font) {
+  const int canvas_w = cv.width();
+  for (int x = 0; x < canvas_w; ++x) {
+    float f = canvas_w > 1 ? static_cast<float>(x) / static_cast<float>(canvas_w - 1) : 0.0f;
+    float v = lo + (hi - lo) * f;
+    if (c == Colormap::Diverging && 2 * x == canvas_w - 1) v = 0;  // exact centre
+    RGB col = map_value(v, c, lo, hi);
+    for (int y = legend_y; y < legend_y + bar_h; ++y) cv.put(x, y, col);
+  }
+  for (int y = legend_y + bar_h; y < legend_y + bar_h + 2; ++y) {  // end and centre ticks
+    cv.put(0, y, RGB{0, 0, 0});
+    cv.put(canvas_w - 1, y, RGB{0, 0, 0});
+    if (c == Colormap::Diverging) cv.put((canvas_w - 1) / 2, y, RGB{0, 0, 0});
+  }
+  std::string lo_s = fmt::format("{:.3g}", lo), hi_s = fmt::format("{:.3g}", hi);
+  cv.text(1, text_y, lo_s, RGB{0, 0, 0}, font);
+  cv.text(canvas_w - 1 - text_width(hi_s, font), text_y, hi_s, RGB{0, 0, 0}, font);
+  const int mid_w = text_width("0", font), lo_end = 1 + text_width(lo_s, font),
+            hi_start = canvas_w - 1 - text_width(hi_s, font);
+  if (c == Colormap::Diverging && (canvas_w - mid_w) / 2 > lo_end + font * 4 &&
+      (canvas_w + mid_w) / 2 < hi_start - font * 4)
+    cv.text((canvas_w - mid_w) / 2, text_y, "0", RGB{0, 0, 0}, font);
+}
+
+}  // namespace
+
 RenderResult render_tensor(const float* data, llvm::ArrayRef<int64_t> shape, const RenderOptions& opts) {
   if (opts.target_side < 1 || opts.max_side < 1)
     throw ValueError(fmt::format("render_tensor: target_side ({}) and max_side ({}) must be >= 1.",
@@ -485,7 +608,7 @@ RenderResult render_tensor(const float* data, llvm::ArrayRef<int64_t> shape, con
   res.hi = hi;
 
   if (total == 0) {
-    res.image = blank(16, 16, kBackgroundColor);
+    res.image = Canvas(16, 16, kBackgroundColor).take();
     res.grid_rows = res.grid_cols = 0;
     res.note = "empty tensor (a dimension is 0): nothing to draw";
     return res;
@@ -523,26 +646,28 @@ RenderResult render_tensor(const float* data, llvm::ArrayRef<int64_t> shape, con
   res.grid_height = static_cast<int>(rows * th * sy + rows - 1);
   res.grid_width = static_cast<int>(cols * tw * s + cols - 1);
 
-  // Canvas: grid on top, legend below.
+  // Canvas: grid on top, legend below (labels about 1/16 of the width tall, at least 14 px: legible when the
+  // report shows the image scaled down).
   int canvas_w = res.grid_width, canvas_h = res.grid_height;
   int legend_y = 0, bar_h = 10, text_y = 0;
-  int font = 1;
+  int font = 2;
   if (opts.legend) {
     canvas_w = std::max(canvas_w, 128);
-    font = canvas_w >= 200 ? 2 : 1;
+    font = std::clamp(canvas_w / 110, 2, 4);
+    bar_h = std::max(10, 4 * font);
     legend_y = res.grid_height + 4;
     text_y = legend_y + bar_h + 3;
-    canvas_h = text_y + 5 * font + 3;
+    canvas_h = text_y + kGlyphHeight * font + 3;
   }
-  RGBImage img = blank(canvas_w, canvas_h, kBackgroundColor);
+  Canvas cv(canvas_w, canvas_h, kBackgroundColor);
   // Separators between tiles.
   for (int64_t tr = 1; tr < rows; ++tr) {
     int y = static_cast<int>(tr * (th * sy + 1) - 1);
-    for (int x = 0; x < res.grid_width; ++x) put(img, x, y, kSeparatorColor);
+    for (int x = 0; x < res.grid_width; ++x) cv.put(x, y, kSeparatorColor);
   }
   for (int64_t tc = 1; tc < cols; ++tc) {
     int x = static_cast<int>(tc * (tw * s + 1) - 1);
-    for (int y = 0; y < res.grid_height; ++y) put(img, x, y, kSeparatorColor);
+    for (int y = 0; y < res.grid_height; ++y) cv.put(x, y, kSeparatorColor);
   }
   // Tiles.
   for (int64_t n = 0; n < rows; ++n)
@@ -567,23 +692,12 @@ RenderResult render_tensor(const float* data, llvm::ArrayRef<int64_t> shape, con
           RGB col = map_value(v, res.colormap, lo, hi);
           for (int64_t dy = 0; dy < sy; ++dy)
             for (int64_t dx = 0; dx < s; ++dx)
-              put(img, x0 + static_cast<int>(j * s + dx), y0 + static_cast<int>(i * sy + dy), col);
+              cv.put(x0 + static_cast<int>(j * s + dx), y0 + static_cast<int>(i * sy + dy), col);
         }
     }
   // Legend: colour bar over lo..hi, then the end values.
-  if (opts.legend) {
-    for (int x = 0; x < canvas_w; ++x) {
-      float f = canvas_w > 1 ? static_cast<float>(x) / static_cast<float>(canvas_w - 1) : 0.0f;
-      float v = lo + (hi - lo) * f;
-      if (res.colormap == Colormap::Diverging && 2 * x == canvas_w - 1) v = 0;  // exact centre
-      RGB col = map_value(v, res.colormap, lo, hi);
-      for (int y = legend_y; y < legend_y + bar_h; ++y) put(img, x, y, col);
-    }
-    std::string lo_s = fmt::format("{:.3g}", lo), hi_s = fmt::format("{:.3g}", hi);
-    draw_text(img, 1, text_y, lo_s, font, RGB{0, 0, 0});
-    draw_text(img, canvas_w - 1 - text_width(hi_s, font), text_y, hi_s, font, RGB{0, 0, 0});
-  }
-  res.image = std::move(img);
+  if (opts.legend) draw_legend(cv, res.colormap, lo, hi, legend_y, bar_h, text_y, font);
+  res.image = cv.take();
   for (size_t i = 0; i < notes.size(); ++i) res.note += (i ? "; " : "") + notes[i];
   return res;
 }

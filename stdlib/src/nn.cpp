@@ -85,6 +85,18 @@ Tensor Sequential::forward(const Tensor& x) {
   for (auto& l : layers_) h = l->forward(h);
   return h;
 }
+Tensor Sequential::forward_layers(const Tensor& x, std::vector<Tensor>& outputs) {
+  Tensor h = x;
+  for (auto& l : layers_) {
+    h = l->forward(h);
+    outputs.push_back(h);
+  }
+  return h;
+}
+std::string Sequential::layer_name(size_t i) const {
+  if (i >= layers_.size()) throw ValueError(fmt::format("Sequential::layer_name: no layer {} (it has {})", i, layers_.size()));
+  return fmt::format("{}: {}", i, layers_[i]->describe());
+}
 std::vector<std::pair<std::string, Tensor>> Sequential::named_parameters() const {
   std::vector<std::pair<std::string, Tensor>> r;
   for (auto& l : layers_)

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <tuple>
 #include <ostream>
 
 #include <fmt/format.h>
@@ -40,10 +41,8 @@ struct Programs {
   Executable& train_step(int64_t b) {
     auto& e = train[b];
     if (!e) {
-      Tensor x = input("x", {b, c, h, w});
-      Tensor y = input("labels", {b}, DType::i32);
-      Tensor loss = cross_entropy(model(x), y);
-      e = backend.compile(make_train_step(loss, model.parameters(), *opt));
+      BatchLoss bl = batch_loss(model, b, c, h, w);
+      e = backend.compile(make_train_step(bl.loss, model.parameters(), *opt));
     }
     return *e;
   }
@@ -125,10 +124,47 @@ nlohmann::json Result::to_json() const {
           {"fallback_note", fallback_note}, {"history", h}};
 }
 
-Result run(const Config& cfg, std::ostream& log) {
-  if (cfg.epochs < 1) throw ValueError(fmt::format("--epochs must be >= 1 (got {})", cfg.epochs));
+Setup make_setup(const Config& cfg) {
   if (cfg.batch < 1) throw ValueError(fmt::format("--batch must be >= 1 (got {})", cfg.batch));
   if (!(cfg.lr > 0)) throw ValueError(fmt::format("--lr must be > 0 (got {})", cfg.lr));
+  Setup s;
+  auto opt = make_optimizer(cfg);  // an unknown optimizer fails before the dataset is read
+  std::tie(s.train, s.test) = load_split(cfg.dataset);
+  auto take = [](const data::Dataset& d, int64_t n) {
+    if (n <= 0 || n >= d.n) return d;
+    std::vector<int64_t> idx(n);
+    for (int64_t i = 0; i < n; ++i) idx[i] = i;
+    return d.subset(idx);
+  };
+  s.train = take(s.train, cfg.train_limit);
+  s.test = take(s.test, cfg.test_limit);
+
+  BackendOptions bo;
+  bo.kind = cfg.backend;
+  if (cfg.max_texture_width > 0) bo.max_texture_width = cfg.max_texture_width;  // 0: the device limit
+  bo.unfused = cfg.unfused;
+  bo.profile = cfg.profile;
+  s.backend = make_backend(bo);
+
+  nn::Rng rng(cfg.seed);
+  s.model = nn::make_model(cfg.model, s.train.c, s.train.h, s.train.w, s.train.num_classes);
+  s.model->build(rng);
+  s.optimizer = std::move(opt);
+  return s;
+}
+
+BatchLoss batch_loss(nn::Sequential& model, int64_t batch, int64_t c, int64_t h, int64_t w, loc_t loc) {
+  SourceLoc l(loc);
+  LocationOverride at_caller(l);
+  BatchLoss r;
+  r.x = input("x", {batch, c, h, w});
+  r.labels = input("labels", {batch}, DType::i32);
+  r.loss = cross_entropy(model.forward_layers(r.x, r.layer_outputs), r.labels);
+  return r;
+}
+
+Result run(const Config& cfg, std::ostream& log) {
+  if (cfg.epochs < 1) throw ValueError(fmt::format("--epochs must be >= 1 (got {})", cfg.epochs));
   auto t_start = Clock::now();
   // fail before training, not after it, when an output cannot be written
   for (const std::string* out : {&cfg.save, &cfg.metrics}) {
@@ -140,29 +176,14 @@ Result run(const Config& cfg, std::ostream& log) {
     if (std::filesystem::is_directory(*out, ec))
       throw IOError(fmt::format("cannot write {}: it is a directory", *out));
   }
-  auto [train_ds, test_ds] = load_split(cfg.dataset);
-  auto take = [](const data::Dataset& d, int64_t n) {
-    if (n <= 0 || n >= d.n) return d;
-    std::vector<int64_t> idx(n);
-    for (int64_t i = 0; i < n; ++i) idx[i] = i;
-    return d.subset(idx);
-  };
-  train_ds = take(train_ds, cfg.train_limit);
-  test_ds = take(test_ds, cfg.test_limit);
-
-  BackendOptions bo;
-  bo.kind = cfg.backend;
-  if (cfg.max_texture_width > 0) bo.max_texture_width = cfg.max_texture_width;
-  bo.unfused = cfg.unfused;
-  bo.profile = cfg.profile;
-  BackendChoice choice = make_backend(bo);
+  Setup setup = make_setup(cfg);
+  const data::Dataset& train_ds = setup.train;
+  const data::Dataset& test_ds = setup.test;
+  BackendChoice& choice = setup.backend;
   Backend& be = *choice.backend;
   if (!choice.note.empty()) log << choice.note << "\n";
-
-  nn::Rng rng(cfg.seed);
-  auto model = nn::make_model(cfg.model, train_ds.c, train_ds.h, train_ds.w, train_ds.num_classes);
-  model->build(rng);
-  auto opt = make_optimizer(cfg);
+  auto& model = setup.model;
+  auto& opt = setup.optimizer;
   Programs progs{*model, be, opt.get(), train_ds.c, train_ds.h, train_ds.w, {}, {}};
 
   Result r;

@@ -68,6 +68,16 @@ std::unique_ptr<Optimizer> make_adam(AdamOptions opt);
 Program make_train_step(const Tensor& loss, const std::vector<Tensor>& params, Optimizer& opt,
                         const std::vector<std::pair<std::string, Tensor>>& extra_outputs = {});
 
+/// What a train step's backward pass computed, for tools that inspect a step (sg::debug::make_train_step).
+struct TrainStepGradients {
+  std::vector<Tensor> also;   ///< in: intermediate tensors whose adjoints are wanted too
+  std::vector<Tensor> grads;  ///< out: d(loss)/d(param) for each param, then d(loss)/d(t) for each t in `also`
+};
+/// make_train_step that also reports the gradients: one grad() call with wrt = params + inspect.also, so the
+/// adjoints of `also` are the nodes the backward pass builds anyway (the update nodes are the same).
+Program make_train_step(const Tensor& loss, const std::vector<Tensor>& params, Optimizer& opt,
+                        const std::vector<std::pair<std::string, Tensor>>& extra_outputs, TrainStepGradients& inspect);
+
 /// Result of a finite-difference gradient check.
 struct GradCheckResult {
   bool ok = true;

@@ -11,8 +11,11 @@
 // A Session sees every launch of the executable it is attached to: on GPU backends one kernel (a fusion group:
 // Kernel::nodes), on the CPU backend one graph node. For each captured launch it computes TensorStats of the
 // value just written and renders it with sg::image::render_tensor (colormaps: docs/COLORMAPS.md) into
-// OUT/stepNNN/<launch>.<role>.png. Values that a fused kernel computes only in registers are never stored
-// anywhere; compile with BackendOptions::unfused (one kernel per node) to see every node.
+// OUT/stepNNN/<launch>.<role>.png. Values that a fused kernel computes only in registers are never stored on
+// the device; with Options::recompute (the default) the session re-evaluates them on the CPU reference from the
+// kernel's stored inputs right after the kernel ran (and checks the kernel's stored outputs against the same
+// re-evaluation), so every node has a value and, for parameter-dependent forward nodes, a gradient.
+// BackendOptions::unfused (one kernel per node) stores every node on the device instead.
 //
 // Roles: a node of a TrainStep is "forward" (needed for the loss), "backward" (needed for a parameter gradient
 // but not for the loss) or "update" (optimizer); a backward node that is the gradient d(loss)/d(t) of a
@@ -27,6 +30,7 @@
 
 #include <cstdint>
 #include <iosfwd>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -83,6 +87,11 @@ struct TrainStep {
   std::vector<Tensor> param_grads;                     ///< d(loss)/d(param), same order as params
   /// d(loss)/d(t) for every forward node t that depends on a parameter (and for the parameters).
   std::map<const Node*, NodePtr> adjoint;
+  /// Optional layer labels for the report and the debugger: (label, the layer's output) in order; a forward node
+  /// belongs to the first layer whose output was created at or after it (Node::id), parameters to the layer
+  /// their name's prefix ("1." of "1.weight") names, a gradient d(loss)/d(t) to t's layer. run_debug fills it from
+  /// Sequential::forward_layers.
+  std::vector<std::pair<std::string, Tensor>> layers{};
 };
 
 /// Like sg::make_train_step (outputs "loss" first, then `extra_outputs`; updates from `opt`) but computes the
@@ -120,7 +129,16 @@ struct Capture {
   std::string grad_of;     ///< "0.weight" / "n12" when the node is d(loss)/d(that), else ""
   TensorStats stats;
   std::string png;         ///< image path relative to Options::out_dir ("" when none was written)
-  std::string note;        ///< render_tensor's note (downsampling), if any
+  std::string note;        ///< render_tensor's note (downsampling), if any, and how the image is tiled
+  std::string colormap;    ///< the image's colormap ("diverging", "viridis", ...; "" without an image)
+  double lo = 0, hi = 0;   ///< the image's colour range (its colour bar's end values)
+  /// The kernel computed this node in registers without storing it (fusion): the value is its CPU-reference
+  /// re-evaluation from the kernel's stored inputs (Options::recompute).
+  bool recomputed = false;
+  /// For a stored output of a kernel whose unstored nodes were recomputed: max |stored - CPU reference| /
+  /// max(max |CPU reference|, 1e-30), the CPU reference evaluated from the same stored inputs (how far the
+  /// recomputed values can be trusted to be what the GPU computed). NaN when not checked.
+  double reference_diff = std::numeric_limits<double>::quiet_NaN();
 };
 
 /// The L2 norm of one parameter's gradient per step (NaN for steps where it was not captured or where the gradient
@@ -143,6 +161,11 @@ struct Options {
   std::vector<std::string> capture{};
   /// Stop at the first launch producing a NaN/±Inf (throws NumericsError); reads back every launch.
   bool check_numerics = false;
+  /// Give every node a value: after a fused kernel ran, the nodes it kept in registers are re-evaluated on the
+  /// CPU reference (f64, rounded to f32 per node) from the kernel's stored inputs, and each stored output is
+  /// compared with its own re-evaluation (Capture::reference_diff). Done when such a node is to be captured
+  /// (`capture` empty, or selecting it or its kernel) or the debugger is attached; then every launch is read back.
+  bool recompute = true;
   bool write_images = true;           ///< render PNGs of captured tensors (when out_dir is set)
   bool capture_leaves = true;         ///< also record parameter values and fed inputs at the start of each step
   image::RenderOptions render{};      ///< colormap and sizes of the images
@@ -205,7 +228,8 @@ class Session {
   const std::vector<Capture>& captures() const;  ///< every step, in order
   /// The capture of node number `node` in `step` (-1 = latest step holding one), or nullptr.
   const Capture* find(int node, int step = -1) const;
-  /// Values of the current (or last) step, for launches read back and leaves recorded; nullptr if absent.
+  /// Values of the current (or last) step, for launches read back, nodes recomputed (Options::recompute) and
+  /// leaves recorded; nullptr if absent.
   const std::vector<float>* value(const Node* n) const;
   std::vector<GradientNorms> gradient_norms() const;  ///< per parameter of a TrainStep, one entry per step
 
@@ -258,7 +282,8 @@ struct RunConfig {
   int64_t steps = 3;
   int64_t batch = 16;
   uint64_t seed = 0;             ///< parameter init and batch order
-  bool unfused = false;          ///< one kernel per graph node: every value and gradient is visible
+  bool unfused = false;          ///< one kernel per graph node: every value and gradient is stored on the device
+  bool recompute = true;         ///< Options::recompute: fused-away values recomputed on the CPU reference
   bool check_numerics = false;
   std::vector<std::string> capture{};  ///< Options::capture
   std::string out_dir{};         ///< required

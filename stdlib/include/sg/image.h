@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <vector>
+#include <utility>
 
 #include <llvm/ADT/ArrayRef.h>
 
@@ -27,6 +28,39 @@ struct RGBImage {
     size_t i = (static_cast<size_t>(y) * static_cast<size_t>(width) + static_cast<size_t>(x)) * 3;
     return {rgb[i], rgb[i + 1], rgb[i + 2]};
   }
+};
+
+// ---------------------------------------------------------------------------------------------------------------
+// Drawing: the one canvas and bitmap font every picture shadergrad draws uses (colour bars, debug plots).
+
+/// The built-in 5x7 bitmap font: each glyph is 5 x 7 pixels with a 1-px gap (advance 6 px), times `scale`.
+/// Letters (lower case is drawn as upper case), digits and the symbols space . , - + _ / ( ) : = [ ] ' * < > ? ! # % ^;
+/// any other character is drawn as a box.
+inline constexpr int kGlyphWidth = 5, kGlyphHeight = 7, kGlyphAdvance = 6;
+/// Width in pixels of `s` drawn at `scale` (0 for an empty string).
+int text_width(const std::string& s, int scale = 1);
+
+/// An RGB image being drawn on. Coordinates are pixels, x to the right, y down; anything outside is clipped.
+class Canvas {
+ public:
+  Canvas(int width, int height, RGB background);
+  void put(int x, int y, RGB c);
+  void rect(int x0, int y0, int w, int h, RGB c);  ///< filled
+  void hline(int x0, int x1, int y, RGB c);
+  void vline(int x, int y0, int y1, RGB c);
+  /// Bresenham line drawn with a `thick` x `thick` pen; `dash` > 0 draws `dash` pixels on, `dash` off.
+  void line(int x0, int y0, int x1, int y1, RGB c, int thick = 2, int dash = 0);
+  /// Text in the 5x7 font, its top-left corner at (x0, y0).
+  void text(int x0, int y0, const std::string& s, RGB c, int scale = 1);
+  /// Text rotated 90 degrees counter-clockwise (reads bottom to top), its left end at (x0, y0 = bottom).
+  void text_up(int x0, int y0, const std::string& s, RGB c, int scale = 1);
+  int width() const { return img_.width; }
+  int height() const { return img_.height; }
+  const RGBImage& image() const { return img_; }
+  RGBImage take() { return std::move(img_); }
+
+ private:
+  RGBImage img_;
 };
 
 /// Write an 8-bit RGB PNG (no alpha, no interlace). rgb: height*width*3 bytes as in RGBImage.
@@ -120,7 +154,8 @@ struct RenderResult {
 ///    1-px tiles do not fit only the first (max_side+1)/2 tile rows/columns are shown; `note` says so.
 ///  - Colormap Auto: Diverging if any finite value < 0, else Viridis. NaN/±Inf always use the markers.
 ///  - Legend: below the grid, a colour bar spanning lo..hi over the canvas width (canvas >= 128 px wide), with
-///    lo and hi printed ("%.3g") in a built-in 3x5 pixel font.
+///    lo and hi printed ("%.3g"; Diverging also 0 at the centre) in the 5x7 font (Canvas) at scale
+///    clamp(canvas width / 110, 2, 4): labels stay >= 14 px tall, about 1/16 of the image width.
 /// An empty tensor (a zero dim) gives a 16x16 background image with a note. Throws sg::ValueError for a
 /// negative dim or target_side/max_side < 1.
 RenderResult render_tensor(const float* data, llvm::ArrayRef<int64_t> shape, const RenderOptions& opts = {});

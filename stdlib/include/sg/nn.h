@@ -45,7 +45,13 @@ class Module {
   virtual std::vector<std::pair<std::string, Tensor>> named_parameters() const { return {}; }
   /// "Linear(784, 128)" — like PyTorch's repr.
   virtual std::string describe() const = 0;
-  Tensor operator()(const Tensor& x) { return forward(x); }
+  /// forward(x), with every node it creates (and, through autodiff, their backward nodes) naming the caller's
+  /// source line `loc` instead of the layer's code in nn.cpp: a Sequential called from model.cpp:30 names
+  /// model.cpp:30 on all its layers' nodes (an enclosing sg::LocationOverride wins, as always).
+  Tensor operator()(const Tensor& x, loc_t loc = loc_t::current()) {
+    LocationOverride at_caller{SourceLoc(loc)};
+    return forward(x);
+  }
 };
 
 /// y = x @ W^T + b; x (N, in) -> (N, out). Throws ShapeError when x's last dim differs from `in`.
@@ -130,7 +136,12 @@ class Sequential final : public Module {
     return *this;
   }
   void build(const std::string& prefix, Rng& rng) override;
-  void build(Rng& rng) { build("", rng); }
+  /// build("", rng); the parameters (and so the optimizer's update nodes, which name their parameter's line)
+  /// name the caller's source line `loc`, not nn.cpp.
+  void build(Rng& rng, loc_t loc = loc_t::current()) {
+    LocationOverride at_caller{SourceLoc(loc)};
+    build("", rng);
+  }
   Tensor forward(const Tensor& x) override;
   std::vector<std::pair<std::string, Tensor>> named_parameters() const override;
   std::string describe() const override;
@@ -142,6 +153,12 @@ class Sequential final : public Module {
   /// so that loading into a different structure is refused.
   std::string structure_hash() const;
   size_t size() const { return layers_.size(); }
+  /// "1: Linear(784, 128)" (the index is the parameter-name prefix).
+  std::string layer_name(size_t i) const;
+  /// forward(x) that also appends each layer's output to `outputs`: the nodes layer i creates are those created
+  /// after outputs[i-1] (after x for layer 0) up to outputs[i] (Node::id is creation order), which is how
+  /// sg::debug labels the nodes of each layer.
+  Tensor forward_layers(const Tensor& x, std::vector<Tensor>& outputs);
 
  private:
   std::vector<std::unique_ptr<Module>> layers_;

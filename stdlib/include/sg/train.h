@@ -7,6 +7,7 @@
 #pragma once
 
 #include <iosfwd>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,26 @@ struct Result {
 /// The training/test split a dataset name stands for: fashion-mnist -> (train, t10k); digits -> the
 /// 600/797 split of data::digits_split(seed 0) (the 400 "pool" samples are unused). ValueError on unknown names.
 std::pair<data::Dataset, data::Dataset> load_split(const std::string& dataset);
+
+/// What a training run sets up before its first step (shared by train::run and `shadergrad debug`).
+struct Setup {
+  data::Dataset train, test;              ///< load_split(cfg.dataset), cut to train_limit / test_limit
+  BackendChoice backend;                  ///< make_backend(cfg.backend, max_texture_width, unfused, profile)
+  std::unique_ptr<nn::Sequential> model;  ///< make_model(cfg.model) for the dataset, built with Rng(cfg.seed)
+  std::unique_ptr<Optimizer> optimizer;   ///< cfg.optimizer with cfg.lr (sgd; momentum = SGD momentum 0.9; adam)
+};
+/// Builds the Setup of `cfg`. Throws ValueError (batch < 1, lr <= 0, unknown model/dataset/optimizer),
+/// IOError (dataset files), BackendError.
+Setup make_setup(const Config& cfg);
+
+/// One train step's loss over a batch of `batch` samples of shape (c, h, w): inputs "x" (batch, c, h, w) f32 and
+/// "labels" (batch) i32, loss = cross_entropy(model(x), labels). Every node names `loc` (the caller's line).
+struct BatchLoss {
+  Tensor x, labels, loss;
+  std::vector<Tensor> layer_outputs;  ///< each layer's output (Sequential::forward_layers)
+};
+BatchLoss batch_loss(nn::Sequential& model, int64_t batch, int64_t c, int64_t h, int64_t w,
+                     loc_t loc = loc_t::current());
 
 /// Trains as configured, printing progress to `log`. Writes the checkpoint/metrics when asked (atomically).
 Result run(const Config& cfg, std::ostream& log);
