@@ -298,7 +298,8 @@ TEST_CASE("cli: dump writes plan.json and every kernel's GLSL 4.50 and SPIR-V an
   CHECK_THAT(bad.out, Contains("hlsl"));
   // one target writes only its format (plus plan.json), and a later dump into the same directory replaces the files
   for (auto [target, exts] : {std::pair<std::string, std::set<std::string>>{"spirv", {".spv", ".spvasm"}},
-                              {"glsl450", {".glsl"}}, {"glsl-es", {".frag"}}, {"glsl-es-compute", {".comp"}}}) {
+                              {"glsl450", {".glsl"}}, {"glsl-es", {".frag"}}, {"glsl-es-compute", {".comp"}},
+                              {"spirv-vulkan", {".glsl", ".spv", ".spvasm"}}}) {
     INFO(target);
     Proc t = cli(fmt::format("dump --model mlp --target {} --out {}", target, out));
     REQUIRE(t.rc == 0);
@@ -307,7 +308,7 @@ TEST_CASE("cli: dump writes plan.json and every kernel's GLSL 4.50 and SPIR-V an
       if (e.path().filename() != "plan.json") got.insert(e.path().extension().string());
     CHECK(got == exts);
   }
-  CHECK_THAT(p.out, Contains("schedule: as the GLES backend on llvmpipe") && Contains("union-domain kernels off"));
+  CHECK_THAT(p.out, Contains("schedule: target glsl-es-fragment on llvmpipe") && Contains("union-domain kernels off"));
   // --gpu --no-union: the GPU schedule without unions (split-K adds the partial sums of x.W1^T: one kernel more, a
   // *_partial kernel); --gpu: with union-domain kernels, fewer
   Proc g = cli(fmt::format("dump --model mlp --gpu --no-union --out {}", dir / "gpu"));

@@ -582,7 +582,7 @@ TEST_CASE("dump writes every kernel's sources and a plan.json that agrees with t
   auto dir = std::filesystem::temp_directory_path() / "sg_test_dump";
   std::filesystem::remove_all(dir);
   KernelCache cache{std::filesystem::path{}};
-  dump_plan(plan, dir.string(), cache, {.fragment = true, .compute = true});
+  dump_plan(plan, dir.string(), cache, {.fragment = true});
   auto j = nlohmann::json::parse(slurp(dir / "plan.json"));
   REQUIRE(j["kernels"].size() == plan.kernels.size());
   for (size_t i = 0; i < plan.kernels.size(); ++i) {
@@ -590,12 +590,21 @@ TEST_CASE("dump writes every kernel's sources and a plan.json that agrees with t
     CHECK(j["kernels"][i]["name"] == name);
     CHECK(j["kernels"][i]["inputs"].size() == plan.kernels[i].inputs.size());
     for (const char* ext : {".glsl", ".spv", ".spvasm", ".frag"}) CHECK(std::filesystem::exists(dir / (name + ext)));
-    for (const char* ext : {"_cs.glsl", "_cs.comp"}) CHECK(std::filesystem::exists(dir / (name + ext)));
     std::string spv = slurp(dir / (name + ".spv"));
     REQUIRE(spv.size() >= 4);
     uint32_t magic;
     std::memcpy(&magic, spv.data(), 4);
     CHECK(magic == 0x07230203u);
+  }
+  // a plan for a compute target dumps the kernels emit_compute_kernel makes (NAME.glsl/.spv/.spvasm/.comp)
+  const ComputeLimits limits{.max_storage_buffers = 16, .max_workgroup_invocations = 1024, .max_shared_bytes = 32768};
+  Plan cplan = schedule(train_program("cnn", make_adam({}), 4), compute_schedule_options(limits));
+  std::filesystem::remove_all(dir);
+  dump_plan(cplan, dir.string(), cache, {.fragment = false, .compute = true, .compute_limits = limits});
+  for (const Kernel& k : cplan.kernels) {
+    for (const char* ext : {".glsl", ".spv", ".spvasm", ".comp"}) CHECK(std::filesystem::exists(dir / (k.name + ext)));
+    CHECK_FALSE(std::filesystem::exists(dir / (k.name + ".frag")));
+    CHECK(slurp(dir / (k.name + ".glsl")) == emit_compute_kernel(cplan, k, limits).glsl450);
   }
   std::filesystem::remove_all(dir);
 }
