@@ -31,10 +31,16 @@ struct Tiles {
   int threads() const { return tx * ty; }
 };
 
+/// Workgroups a GPU contraction should launch at least: about one per multiprocessor of a large GPU (the H200 has
+/// 132), so that a small matmul (an MLP layer of batch 128: one 128x128 tile) does not run on one multiprocessor.
+constexpr int64_t kGpuTargetWorkgroups = 128;
+
 /// Tile sizes from the device limits: 16x16 invocations of 8x8 outputs (128x128 tiles) on GPUs, 8x8 of 4x4 on CPU
 /// devices (fewer invocations and barriers per output); halved where the device allows fewer invocations or less
-/// shared memory, and per dimension where M or N is small.
-Tiles choose_tiles(const ComputeLimits& l, int64_t M, int64_t N, int64_t K) {
+/// shared memory, and per dimension where M or N is small. On GPUs the tile then shrinks (register tile first, down
+/// to 2x2 outputs per invocation, then invocations, down to 8x8) until the dispatch has kGpuTargetWorkgroups
+/// workgroups or cannot shrink further.
+Tiles choose_tiles(const ComputeLimits& l, int64_t M, int64_t N, int64_t K, int64_t batch) {
   Tiles t;
   if (l.cpu_device) t = {8, 8, 4, 4, 16};
   while (t.threads() > l.max_workgroup_invocations && (t.tx > 1 || t.ty > 1)) (t.ty >= t.tx ? t.ty : t.tx) /= 2;
@@ -44,6 +50,14 @@ Tiles choose_tiles(const ComputeLimits& l, int64_t M, int64_t N, int64_t K) {
   };
   shrink(t.tm, t.ty, M);
   shrink(t.tn, t.tx, N);
+  auto groups = [&] { return ((M + t.bm() - 1) / t.bm()) * ((N + t.bn() - 1) / t.bn()) * batch; };
+  while (!l.cpu_device && groups() < kGpuTargetWorkgroups) {
+    if (t.tm >= t.tn && t.tm > 2 && t.bm() > 16) t.tm /= 2;
+    else if (t.tn > 2 && t.bn() > 16) t.tn /= 2;
+    else if (t.ty >= t.tx && t.ty > 8 && t.bm() > 16) t.ty /= 2;
+    else if (t.tx > 8 && t.bn() > 16) t.tx /= 2;
+    else break;
+  }
   t.bk = static_cast<int>(std::min<int64_t>(t.bk, K));
   while (t.bk > 1 && int64_t{t.bk} * (t.bm() + t.bn() + 2) * 4 > l.max_shared_bytes) t.bk /= 2;  // + padding
   return t;
@@ -158,7 +172,7 @@ std::optional<ComputeKernel> emit_tiled_contraction(const Plan& plan, const Kern
   auto found = find_contraction(k, shape);
   if (!found) return std::nullopt;
   const Contraction& c = *found;
-  const Tiles t = choose_tiles(limits, c.M, c.N, c.K);
+  const Tiles t = choose_tiles(limits, c.M, c.N, c.K, c.batch);
   const int64_t gx = (c.N + t.bn() - 1) / t.bn(), gy = (c.M + t.bm() - 1) / t.bm();
   if (gx > limits.max_workgroup_count || gy > limits.max_workgroup_count || c.batch > limits.max_workgroup_count ||
       t.threads() > limits.max_workgroup_invocations)
