@@ -519,6 +519,23 @@ bool all_digits(const std::string& s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
+/// True when `a` names a node by number ("n12" or "12").
+bool is_node_number(const std::string& a) {
+  return (a.size() > 1 && a[0] == 'n' && all_digits(a.substr(1))) || all_digits(a);
+}
+
+/// The number of a node named "nN" or "N" (is_node_number); numbers past any node (more digits than a long holds,
+/// e.g. n99999999999999999999) give LONG_MAX, which every caller reports as "no node": std::stol threw
+/// std::out_of_range there and ended the session.
+long parse_node_number(const std::string& a) {
+  const std::string digits = a[0] == 'n' ? a.substr(1) : a;
+  long v = 0;
+  for (char c : digits)
+    if (__builtin_mul_overflow(v, 10L, &v) || __builtin_add_overflow(v, static_cast<long>(c - '0'), &v))
+      return std::numeric_limits<long>::max();
+  return v;
+}
+
 }  // namespace
 
 struct Session::Impl {
@@ -748,8 +765,8 @@ struct Session::Impl {
           capture_launch[L.index] = 1;
           hit = true;
         }
-      if ((c.size() > 1 && c[0] == 'n' && all_digits(c.substr(1))) || all_digits(c))
-        mark_node(std::stoi(c[0] == 'n' ? c.substr(1) : c));
+      if (is_node_number(c) && parse_node_number(c) <= std::numeric_limits<int>::max())
+        mark_node(static_cast<int>(parse_node_number(c)));
       for (auto& [pname, g] : param_grad)
         if (pname == c) {
           mark_node(num(g));
@@ -1144,8 +1161,8 @@ struct Session::Impl {
 
   /// Resolves a tensor name; on failure returns nullptr and sets `why`.
   const Node* resolve_tensor(const std::string& a, std::string& why) const {
-    if ((a.size() > 1 && a[0] == 'n' && all_digits(a.substr(1))) || all_digits(a)) {
-      long k = std::stol(a[0] == 'n' ? a.substr(1) : a);
+    if (is_node_number(a)) {
+      long k = parse_node_number(a);
       if (k >= 0 && k < static_cast<long>(nodes.size())) return nodes[k].get();
       why = fmt::format("no node {} (nodes are n0..n{})", a, nodes.size() - 1);
       return nullptr;
@@ -1179,8 +1196,8 @@ struct Session::Impl {
     if (auto [f, l] = kernel_range(a); f >= 0) return f;
     for (auto& L : launches)
       if (L.name.rfind(a + "_", 0) == 0) return L.index;
-    if ((a.size() > 1 && a[0] == 'n' && all_digits(a.substr(1))) || all_digits(a)) {
-      long k = std::stol(a[0] == 'n' ? a.substr(1) : a);
+    if (is_node_number(a)) {
+      long k = parse_node_number(a);
       if (k < 0 || k >= static_cast<long>(nodes.size())) {
         why = fmt::format("no node {} (nodes are n0..n{})", a, nodes.size() - 1);
         return -1;
@@ -1344,8 +1361,8 @@ struct Session::Impl {
       if (s.name == a) hit = &s;
     for (auto& s : shader_info)
       if (!hit && s.name.rfind(a + "_", 0) == 0) hit = &s;
-    if (!hit && ((a.size() > 1 && a[0] == 'n' && all_digits(a.substr(1))) || all_digits(a))) {
-      int k = std::stoi(a[0] == 'n' ? a.substr(1) : a);
+    if (!hit && is_node_number(a)) {
+      long k = parse_node_number(a);
       for (auto& s : shader_info)
         if (!hit && std::find(s.nodes.begin(), s.nodes.end(), k) != s.nodes.end()) hit = &s;
     }
@@ -1444,55 +1461,60 @@ struct Session::Impl {
         o() << fmt::format("{} needs an argument (type `help`)\n", cmd);
         continue;
       }
-      if (cmd == "help" || cmd == "h" || cmd == "?") {
-        o() << help_text();
-      } else if (cmd == "next" || cmd == "n" || cmd == "step" || cmd == "s" || cmd == "continue" || cmd == "c") {
-        if (!running) {
-          o() << fmt::format("the run has finished ({} steps); inspect with print/show/grad/shader, `quit` to exit\n",
-                             step + 1);
-          continue;
-        }
-        if (cmd == "step" || cmd == "s") {
-          if (cursor >= 0 && done > 0) {
-            const Launch& L = launches[done - 1];
-            if (cursor + 1 < static_cast<int>(L.nodes.size())) {
-              ++cursor;
-              print_cursor(L);
-              continue;
-            }
+      // no command ends the session on a bad argument (DEBUGGING.md): errors are printed, the prompt comes back
+      try {
+        if (cmd == "help" || cmd == "h" || cmd == "?") {
+          o() << help_text();
+        } else if (cmd == "next" || cmd == "n" || cmd == "step" || cmd == "s" || cmd == "continue" || cmd == "c") {
+          if (!running) {
+            o() << fmt::format("the run has finished ({} steps); inspect with print/show/grad/shader, `quit` to exit\n",
+                               step + 1);
+            continue;
           }
-          mode = Mode::Step;
+          if (cmd == "step" || cmd == "s") {
+            if (cursor >= 0 && done > 0) {
+              const Launch& L = launches[done - 1];
+              if (cursor + 1 < static_cast<int>(L.nodes.size())) {
+                ++cursor;
+                print_cursor(L);
+                continue;
+              }
+            }
+            mode = Mode::Step;
+          } else {
+            mode = (cmd == "continue" || cmd == "c") ? Mode::Run : Mode::Next;
+          }
+          return;
+        } else if (cmd == "break" || cmd == "b") {
+          cmd_break(arg);
+        } else if (cmd == "print" || cmd == "p" || cmd == "show") {
+          std::string why;
+          std::vector<const Node*> ns = resolve_tensors(arg, why);
+          if (ns.empty()) o() << why << "\n";
+          for (const Node* n : ns) {
+            if (cmd == "show")
+              cmd_show(n);
+            else
+              cmd_print(n, "");
+          }
+        } else if (cmd == "grad") {
+          cmd_grad(arg);
+        } else if (cmd == "shader") {
+          try {
+            cmd_shader(arg);
+          } catch (const Error& e) {
+            o() << "could not compile the shader: " << e.what() << "\n";
+          }
+        } else if (cmd == "list" || cmd == "l") {
+          cmd_list();
+        } else if (cmd == "quit" || cmd == "q" || cmd == "exit") {
+          quit = true;
+          throw QuitSignal{};
         } else {
-          mode = (cmd == "continue" || cmd == "c") ? Mode::Run : Mode::Next;
+          o() << fmt::format("unknown command '{}' (type `help` for the list)\n", cmd);
         }
-        return;
-      } else if (cmd == "break" || cmd == "b") {
-        cmd_break(arg);
-      } else if (cmd == "print" || cmd == "p" || cmd == "show") {
-        std::string why;
-        std::vector<const Node*> ns = resolve_tensors(arg, why);
-        if (ns.empty()) o() << why << "\n";
-        for (const Node* n : ns) {
-          if (cmd == "show")
-            cmd_show(n);
-          else
-            cmd_print(n, "");
-        }
-      } else if (cmd == "grad") {
-        cmd_grad(arg);
-      } else if (cmd == "shader") {
-        try {
-          cmd_shader(arg);
-        } catch (const Error& e) {
-          o() << "could not compile the shader: " << e.what() << "\n";
-        }
-      } else if (cmd == "list" || cmd == "l") {
-        cmd_list();
-      } else if (cmd == "quit" || cmd == "q" || cmd == "exit") {
-        quit = true;
-        throw QuitSignal{};
-      } else {
-        o() << fmt::format("unknown command '{}' (type `help` for the list)\n", cmd);
+      } catch (const std::exception& e) {  // QuitSignal is not a std::exception: quit still ends the session
+        o() << fmt::format("{}: {}\n", cmd, e.what());
       }
     }
   }
@@ -1828,6 +1850,7 @@ void Session::set_debugger(std::istream& in, std::ostream& out, DebuggerOptions 
   impl_->out = &out;
   impl_->dopt = std::move(opt);
   impl_->mode = Impl::Mode::Next;
+  impl_->quit = false;  // a new command stream starts a new conversation (quit/EOF ended the previous one)
 }
 
 void Session::debugger_finish() {
