@@ -20,7 +20,7 @@ LocationOverride::~LocationOverride() {
   }
 }
 
-SourceLoc::SourceLoc(const std::source_location& l) : line(l.line()), function(l.function_name()) {
+SourceLoc::SourceLoc(const source_location& l) : line(l.line()), function(l.function_name()) {
   if (g_override) {
     *this = *g_override;
     return;
