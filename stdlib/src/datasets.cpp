@@ -47,13 +47,13 @@ std::vector<uint8_t> read_maybe_gzip(const std::string& path, bool* compressed) 
   }
   gzbuffer(f, 1 << 17);
   std::vector<uint8_t> out;
-  constexpr size_t kChunk = 1 << 20;
+  // read through a fixed buffer: growing `out` by 1 MiB per read zero-filled 1 MiB even for a 100-byte file (the
+  // fuzz targets ran at ~140 files/s under ASan)
+  constexpr size_t kChunk = 1 << 16;
+  std::vector<uint8_t> chunk(kChunk);
   for (;;) {
-    size_t old = out.size();
-    out.resize(old + kChunk);
-    int got = gzread(f, out.data() + old, static_cast<unsigned>(kChunk));
+    int got = gzread(f, chunk.data(), static_cast<unsigned>(kChunk));
     if (got < 0) {
-      out.resize(old);
       int err = 0;
       std::string msg = gzerror(f, &err);
       gzclose(f);
@@ -64,8 +64,8 @@ std::vector<uint8_t> read_maybe_gzip(const std::string& path, bool* compressed) 
           "re-download or reinstall it.{}",
           path, msg, out.size(), package_hint(path)));
     }
-    out.resize(old + static_cast<size_t>(got));
     if (got == 0) break;
+    out.insert(out.end(), chunk.begin(), chunk.begin() + got);
   }
   // A truncated gzip member can end reading with no error from gzread but a pending one in gzerror.
   int err = 0;

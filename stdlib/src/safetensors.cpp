@@ -88,7 +88,7 @@ const NamedTensor* SafetensorsFile::find(std::string_view name) const {
 std::string sha256_hex(std::string_view bytes) {
   sha256_ctx ctx;
   sha256_init(&ctx);
-  sha256_update(&ctx, bytes.size(), reinterpret_cast<const uint8_t*>(bytes.data()));
+  if (!bytes.empty()) sha256_update(&ctx, bytes.size(), reinterpret_cast<const uint8_t*>(bytes.data()));
   uint8_t digest[SHA256_DIGEST_SIZE];
   sha256_digest(&ctx, SHA256_DIGEST_SIZE, digest);
   std::string hex;
@@ -158,7 +158,7 @@ SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& pat
       }
       continue;
     }
-    auto bad = [&](const std::string& what) {
+    auto bad = [&, &name = name](const std::string& what) {  // (clang 14 cannot capture a structured binding)
       return IOError(fmt::format("'{}': tensor '{}' (header bytes 8..{}): {}", path, name, data_start, what));
     };
     if (!v.is_object()) throw bad(fmt::format("entry is a {}, expected an object", v.type_name()));
@@ -232,7 +232,8 @@ SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& pat
     t.name = std::move(e.name);
     t.shape = std::move(e.shape);
     t.data.resize((e.end - e.begin) / 4);
-    std::memcpy(t.data.data(), bytes.data() + data_start + e.begin, e.end - e.begin);
+    // (an empty tensor's data() may be null: memcpy(nullptr, ..., 0) is undefined; found by fuzz_safetensors)
+    if (!t.data.empty()) std::memcpy(t.data.data(), bytes.data() + data_start + e.begin, e.end - e.begin);
     out.tensors.push_back(std::move(t));
   }
   return out;
