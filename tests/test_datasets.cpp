@@ -428,6 +428,11 @@ TEST_CASE("load_idx: header dimensions whose product overflows 64 bits are a cor
   write_raw(dir / "lb", idx_labels({1}));
   std::string m = error_of([&] { load_idx(dir / "im", dir / "lb"); });
   CHECK_THAT(m, Contains(dir / "im") && Contains("4194304 x 2097152 x 2097152") && Contains("header is corrupt"));
+  // 0 images of (2^32-1) x (2^32-1) pixels: no payload, but one image's size overflows (found by fuzz_idx)
+  write_raw(dir / "im0", idx_images(0, 0xffffffffu, 0xffffffffu, 0));
+  write_raw(dir / "lb0", idx_labels({}));
+  m = error_of([&] { load_idx(dir / "im0", dir / "lb0"); });
+  CHECK_THAT(m, Contains("0 x 4294967295 x 4294967295") && Contains("header is corrupt"));
 }
 
 TEST_CASE("load_fashion_mnist refuses images that are not 28x28 and labels above 9", "[datasets][fashion]") {

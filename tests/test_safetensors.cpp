@@ -319,3 +319,22 @@ TEST_CASE("safetensors: the data section's SHA-256 is recorded, verified on load
   REQUIRE(g.tensors.size() == 2);
   CHECK(g.tensors[1].data == std::vector<float>{0.5f, -0.5f});
 }
+
+TEST_CASE("safetensors: a JSON number too large for a double is an IOError, not an escaping nlohmann exception",
+          "[safetensors]") {
+  // found by tests/fuzz/fuzz_safetensors.cpp: nlohmann::json throws out_of_range (not parse_error) for it
+  TempDir dir;
+  write_file(dir / "big.safetensors", craft(R"({"t": {"dtype": "F32", "shape": [1e999], "data_offsets": [0, 4]}})",
+                                            std::string(4, '\0')));
+  std::string m = error_of([&] { load_safetensors(dir / "big.safetensors"); });
+  CHECK_THAT(m, Contains(dir / "big.safetensors") && Contains("does not parse") && Contains("number overflow"));
+  // an empty tensor after a scalar (memcpy into a null data() was undefined behaviour)
+  write_file(dir / "e.safetensors",
+             craft(R"({"s": {"dtype": "F32", "shape": [], "data_offsets": [0, 4]}, )"
+                   R"("e": {"dtype": "F32", "shape": [0, 4], "data_offsets": [4, 4]}})",
+                   std::string("\0\0\x28\x42", 4)));
+  SafetensorsFile f = load_safetensors(dir / "e.safetensors");
+  REQUIRE(f.tensors.size() == 2);
+  CHECK(f.find("s")->data == std::vector<float>{42.0f});
+  CHECK(f.find("e")->data.empty());
+}

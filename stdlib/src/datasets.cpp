@@ -110,10 +110,13 @@ Idx read_idx(const std::string& path, uint32_t expected_magic, const char* what)
     throw IOError(fmt::format("'{}': truncated IDX {} header: data ends at byte offset {}{}, expected {} bytes "
                               "(magic + {} big-endian u32 dimensions).",
                               path, what, idx.bytes.size(), kind, header, ndims));
-  int64_t count = 1;
+  // the payload size and also the size of one item (dims after the first: with 0 items the product is 0 but
+  // Dataset::sample_size() multiplies the rest; fuzz_idx found 0 x (2^32-1) x (2^32-1))
+  int64_t count = 1, item = 1;
   for (size_t d = 0; d < ndims; ++d) {
     idx.dims.push_back(be32(idx.bytes.data() + 4 + 4 * d));
     if (__builtin_mul_overflow(count, static_cast<int64_t>(idx.dims.back()), &count) ||
+        (d > 0 && __builtin_mul_overflow(item, static_cast<int64_t>(idx.dims.back()), &item)) ||
         count > std::numeric_limits<int64_t>::max() - static_cast<int64_t>(header)) {
       std::string dims;
       for (size_t k = 0; k < ndims; ++k)

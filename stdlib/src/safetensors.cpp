@@ -131,6 +131,8 @@ SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& pat
     uint64_t at = 8 + (e.byte > 0 ? e.byte - 1 : 0);
     throw IOError(fmt::format("'{}': byte offset {}: the JSON header (bytes 8..{}) does not parse: {}", path, at,
                               data_start, e.what()));
+  } catch (const nlohmann::json::exception& e) {  // e.g. out_of_range for a number like 3e768114 (fuzz_safetensors)
+    throw IOError(fmt::format("'{}': the JSON header (bytes 8..{}) does not parse: {}", path, data_start, e.what()));
   }
   if (!header.is_object())
     throw IOError(fmt::format("'{}': byte offset 8: the JSON header is a {}, expected an object.", path,
