@@ -101,6 +101,7 @@ int main(int argc, char** argv) {
     if (!(live == first)) ok = false;
     fmt::print("| {:>7} | {:>8} | {:>8} | {:>12} | {:>8.1f} | {:>10.5f} |\n", s, live.textures, live.programs,
                live.framebuffers, last_rss, loss);
+    std::fflush(stdout);
   }
   const double grew = last_rss - first_rss;
   if (grew > 8.0) ok = false;
