@@ -476,12 +476,16 @@ TEST_CASE("kernel cache: manifest fields of the wrong JSON type are a corrupt en
   const auto paths = sg::KernelCache(dir.path).entry_paths(key, ShaderStage::Fragment);
   const std::string manifest = read_bytes(paths.manifest);
   // nlohmann's value() throws type_error for a key of another type: each of these escaped get_or_compile before
-  for (const char* field : {"format", "optimize", "key", "spv"}) {
+  // (and floats outside an integer's range made nlohmann's conversion undefined behaviour: fuzz_kernel_cache)
+  for (const char* field : {"format", "optimize", "key", "spv", "format_float", "spv_float"}) {
     INFO(field);
     auto m = nlohmann::json::parse(manifest);
-    m[field] = field == std::string("format") || field == std::string("optimize") ? nlohmann::json("x")
-                                                                                 : nlohmann::json(7);
-    if (field == std::string("spv")) m["spv"] = {{"size", "many"}, {"fnv1a64", 3}};
+    const std::string f = field;
+    if (f == "format" || f == "optimize") m[f] = "x";
+    if (f == "key") m[f] = 7;
+    if (f == "spv") m["spv"] = {{"size", "many"}, {"fnv1a64", 3}};
+    if (f == "format_float") m["format"] = 1e300;
+    if (f == "spv_float") m["spv"]["size"] = 3.8e65;
     write_bytes(paths.manifest, m.dump(1));
     sg::KernelCache cache(dir.path);
     const CompiledShader* s = nullptr;

@@ -91,9 +91,24 @@ nlohmann::json file_record(std::string_view data) {
   return {{"size", data.size()}, {"fnv1a64", hash_hex(fnv1a64(data))}};
 }
 
+// Typed reads of manifest fields: a field of another JSON type (or a float out of an integer's range, whose
+// conversion is undefined behaviour in nlohmann's get; found by fuzz_kernel_cache) is simply not a match.
+bool is_string_field(const nlohmann::json& j, const char* key, const std::string& want) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() && it->get_ref<const std::string&>() == want;
+}
+bool is_uint_field(const nlohmann::json& j, const char* key, uint64_t want) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_number_unsigned() && it->get<uint64_t>() == want;
+}
+bool is_bool_field(const nlohmann::json& j, const char* key, bool want) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_boolean() && it->get<bool>() == want;
+}
+
 bool matches_record(const nlohmann::json& rec, std::string_view data) {
-  return rec.is_object() && rec.value("size", uint64_t{0}) == data.size() &&
-         rec.value("fnv1a64", std::string()) == hash_hex(fnv1a64(data));
+  return rec.is_object() && is_uint_field(rec, "size", data.size()) &&
+         is_string_field(rec, "fnv1a64", hash_hex(fnv1a64(data)));
 }
 
 }  // namespace
@@ -129,17 +144,16 @@ std::optional<CompiledShader> KernelCache::parse_entry(std::string_view manifest
                                                       std::string_view gles, std::string_view spvasm, uint64_t key,
                                                       const std::string& glsl450, ShaderStage stage,
                                                       const ShaderCompileOptions& opt) {
-  // nlohmann's value()/get() throw type_error for a key of another type ("format": "x"): any such entry is
-  // corrupt, never an exception out of get_or_compile (found by tests/fuzz/fuzz_kernel_cache.cpp)
+  // nlohmann's value()/get() throw type_error for a key of another type ("format": "x"): every field is read with
+  // its type checked (is_*_field); the catch is a second line of defence. Never an exception out of get_or_compile.
   try {
     nlohmann::json m = nlohmann::json::parse(manifest, nullptr, /*allow_exceptions=*/false);
-    if (!m.is_object() || m.value("format", 0) != kFormatVersion || m.value("key", std::string()) != hash_hex(key) ||
-        m.value("stage", std::string()) != stage_name(stage) || m.value("optimize", !opt.optimize) != opt.optimize ||
-        m.value("validate", !opt.validate) != opt.validate || m.value("toolchain", std::string()) != toolchain_tag())
+    if (!m.is_object() || !is_uint_field(m, "format", kFormatVersion) || !is_string_field(m, "key", hash_hex(key)) ||
+        !is_string_field(m, "stage", stage_name(stage)) || !is_bool_field(m, "optimize", opt.optimize) ||
+        !is_bool_field(m, "validate", opt.validate) || !is_string_field(m, "toolchain", toolchain_tag()))
       return std::nullopt;
     // The full source is in the manifest: a 64-bit hash collision cannot return another kernel's shader.
-    if (!m.contains("glsl450") || !m["glsl450"].is_string() || m["glsl450"].get_ref<const std::string&>() != glsl450)
-      return std::nullopt;
+    if (!is_string_field(m, "glsl450", glsl450)) return std::nullopt;
     if (!m.contains("spv") || !m.contains("gles") || !m.contains("spvasm") || !matches_record(m["spv"], spv) ||
         !matches_record(m["gles"], gles) || !matches_record(m["spvasm"], spvasm))
       return std::nullopt;
