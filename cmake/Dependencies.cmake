@@ -32,6 +32,12 @@ sg_require(ZLIB_FOUND zlib1g-dev "zlib")
 find_package(PNG QUIET)
 sg_require(PNG_FOUND libpng-dev "libpng")
 
+# SHA-256 of checkpoint data (safetensors.cpp): nettle, linked statically (no runtime library to ship)
+find_path(SG_NETTLE_INCLUDE nettle/sha2.h)
+find_library(SG_NETTLE_LIB NAMES libnettle.a nettle)
+sg_require(SG_NETTLE_LIB nettle-dev "nettle (SHA-256)")
+sg_require(SG_NETTLE_INCLUDE nettle-dev "nettle headers")
+
 # glslang: Threads first, then glslang; its SPIRV target links SPIRV-Tools(-opt).
 find_package(SPIRV-Tools CONFIG QUIET)
 sg_require(SPIRV-Tools_FOUND spirv-tools "SPIRV-Tools")

@@ -11,6 +11,10 @@ PKGS=(
   cmake ninja-build g++ ccache pkg-config
   # core libraries
   llvm-14-dev librange-v3-dev catch2 libcli11-dev nlohmann-json3-dev libfmt-dev libpng-dev zlib1g-dev
+  # SHA-256 of checkpoint data (linked statically)
+  nettle-dev
+  # fuzzing (tests/fuzz, scripts/fuzz.sh) and the sanitizer build: clang with libFuzzer
+  clang-14 libfuzzer-14-dev
   # shader toolchain
   glslang-dev glslang-tools spirv-cross libspirv-cross-c-shared-dev spirv-tools
   # headless GL / Vulkan (Mesa llvmpipe / lavapipe)

@@ -14,6 +14,7 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -29,6 +30,7 @@
 #include "sg/backend.h"
 #include "sg/image.h"
 #include "sg/nn.h"
+#include "sg/safetensors.h"
 #include "sg/train.h"
 
 #ifndef SG_CLI
@@ -466,4 +468,107 @@ TEST_CASE("cli: debug over multi-output kernels: capture by kernel name, break o
     // `print KERNEL` printed every output with the statistics the capture recorded.
     CHECK_THAT(q.out, Contains(fmt::format("\nn{} ", e.at("output").get<int>())));
   }
+}
+
+// ---- issue 19: crashes and silent acceptance on flags and files ----
+
+TEST_CASE("cli: a batch of 2^63-1 trains (one batch per epoch) instead of dying of SIGFPE in the progress printer",
+          "[cli]") {
+  // stdout is a pipe here (popen), the non-tty progress path the issue's `| cat` took
+  Proc p = cli("train --batch 9223372036854775807 --train-limit 256 --test-limit 100 --epochs 1 --backend cpu");
+  INFO(p.out);
+  CHECK(p.rc == 0);
+  CHECK_THAT(p.out, Contains("epoch 1/1 step 1/1") && Contains("test accuracy"));
+}
+
+TEST_CASE("cli: dump --batch 9e18 is refused naming the shape instead of printing a negative element count", "[cli]") {
+  TempDir dir;
+  Proc p = cli(fmt::format("dump --model mlp --batch 9000000000000000000 --out {}", dir / "d"));
+  INFO(p.out);
+  CHECK(p.rc == 1);
+  CHECK_THAT(p.out, Contains("shadergrad: ") && Contains("9000000000000000000x1x28x28") && Contains("2^63-1"));
+  CHECK(p.out.find("wrote") == std::string::npos);
+}
+
+TEST_CASE("cli: --save '' and --metrics '' are refused, an unwritable --metrics directory before training", "[cli]") {
+  for (const char* opt : {"--save", "--metrics"}) {
+    Proc p = cli(fmt::format("train --dataset digits --epochs 1 {} ''", opt));
+    INFO(p.out);
+    CHECK(p.rc != 0);
+    CHECK_THAT(p.out, Contains(opt) && Contains("must name a file"));
+  }
+  TempDir dir;
+  std::ofstream(dir / "file") << "x";  // a regular file: nothing can be created below it, not even by root
+  Proc p = cli(fmt::format("train --dataset digits --epochs 1 --backend cpu --metrics {}", dir / "file/sub/m.json"));
+  INFO(p.out);
+  CHECK(p.rc == 1);
+  CHECK_THAT(p.out, Contains("cannot write " + dir / "file/sub/m.json"));
+  CHECK(p.out.find("epoch 1/1") == std::string::npos);  // before training
+}
+
+TEST_CASE("cli: predict warns about uniform (white-on-transparent) and dark-on-light images", "[cli]") {
+  const Trained& t = trained();
+  REQUIRE(t.proc.rc == 0);
+  TempDir dir;
+  // white strokes on a transparent background: alpha is composited onto white, so the image is all white
+  {
+    std::vector<uint8_t> white(8 * 8 * 3, 255);
+    sg::image::write_png(dir / "white.png", 8, 8, white);
+  }
+  // dark digit on light paper: the inverse of a real test digit
+  auto test = sg::train::load_split("digits").second;
+  const float* px = test.sample(3);
+  std::vector<uint8_t> rgb(8 * 8 * 3);
+  for (int i = 0; i < 64; ++i)
+    for (int c = 0; c < 3; ++c) rgb[i * 3 + c] = static_cast<uint8_t>(std::lround((1 - px[i]) * 255));
+  sg::image::write_png(dir / "dark_on_light.png", 8, 8, rgb);
+  Proc p = cli(fmt::format("predict --load {} --input {}", t.ckpt, dir / "white.png"));
+  INFO(p.out);
+  CHECK(p.rc == 0);
+  CHECK_THAT(p.out, Contains("warning: the image is nearly uniform"));
+  p = cli(fmt::format("predict --load {} --input {}", t.ckpt, dir / "dark_on_light.png"));
+  INFO(p.out);
+  CHECK_THAT(p.out, Contains("warning: the background is light") && Contains("--invert"));
+  p = cli(fmt::format("predict --load {} --input {} --invert", t.ckpt, dir / "dark_on_light.png"));
+  INFO(p.out);
+  CHECK(p.out.find("warning") == std::string::npos);  // inverted, it looks like the training data
+}
+
+TEST_CASE("cli: predict says when a checkpoint has no data checksum, and refuses a corrupted data section",
+          "[cli]") {
+  const Trained& t = trained();
+  REQUIRE(t.proc.rc == 0);
+  TempDir dir;
+  std::vector<uint8_t> rgb(8 * 8 * 3, 0);
+  rgb[3 * 27] = rgb[3 * 27 + 1] = rgb[3 * 27 + 2] = 255;
+  sg::image::write_png(dir / "dot.png", 8, 8, rgb);
+  // one flipped bit in the last weight: the header is intact, only the SHA-256 can tell
+  std::string bytes = read_file(t.ckpt);
+  bytes[bytes.size() - 3] ^= 0x01;
+  std::ofstream(dir / "corrupt.safetensors", std::ios::binary) << bytes;
+  Proc p = cli(fmt::format("predict --load {} --input {}", dir / "corrupt.safetensors", dir / "dot.png"));
+  INFO(p.out);
+  CHECK(p.rc == 1);
+  CHECK_THAT(p.out, Contains("is corrupt") && Contains("SHA-256"));
+  // the same checkpoint without the checksum entry (as other writers make them) loads with a warning
+  sg::io::SafetensorsFile f = sg::io::load_safetensors(t.ckpt);
+  CHECK(f.checksum_verified);
+  std::string stripped = dir / "no_checksum.safetensors";
+  {
+    // rewrite the header without the key, by hand (save_safetensors always adds it)
+    std::string good = read_file(t.ckpt);
+    uint64_t n = 0;
+    std::memcpy(&n, good.data(), 8);
+    auto h = nlohmann::json::parse(good.substr(8, n));
+    h["__metadata__"].erase(sg::io::kDataSha256Key);
+    std::string js = h.dump();
+    uint64_t m = js.size();
+    std::string out(reinterpret_cast<const char*>(&m), 8);
+    std::ofstream(stripped, std::ios::binary) << out + js + good.substr(8 + n);
+  }
+  p = cli(fmt::format("predict --load {} --input {}", stripped, dir / "dot.png"));
+  INFO(p.out);
+  CHECK(p.rc == 0);
+  CHECK_THAT(p.out, Contains("warning: " + stripped + " records no SHA-256"));
+  CHECK_THAT(p.out, Contains("prediction:"));
 }

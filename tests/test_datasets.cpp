@@ -13,6 +13,7 @@
 #include <random>
 #include <set>
 #include <sstream>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -414,4 +415,54 @@ TEST_CASE("BatchIterator covers each sample once per epoch", "[datasets][batch]"
     CHECK_THROWS_AS(ds.subset(std::vector<int64_t>{10}), sg::ValueError);
     CHECK_THROWS_AS(BatchIterator(ds, 0), sg::ValueError);
   }
+}
+
+// ---- issue 19: sizes from file headers and flags are checked ----
+
+TEST_CASE("load_idx: header dimensions whose product overflows 64 bits are a corrupt header, not a wrapped size",
+          "[datasets][idx]") {
+  TempDir dir;
+  // 2^22 x 2^21 x 2^21 = 2^64 wrapped to 0 bytes of payload: the "truncated data" check passed, and the image
+  // count times 0 bytes per image left a dataset reading past its (empty) pixel buffer
+  write_raw(dir / "im", idx_images(1u << 22, 1u << 21, 1u << 21, 0));
+  write_raw(dir / "lb", idx_labels({1}));
+  std::string m = error_of([&] { load_idx(dir / "im", dir / "lb"); });
+  CHECK_THAT(m, Contains(dir / "im") && Contains("4194304 x 2097152 x 2097152") && Contains("header is corrupt"));
+  // 0 images of (2^32-1) x (2^32-1) pixels: no payload, but one image's size overflows (found by fuzz_idx)
+  write_raw(dir / "im0", idx_images(0, 0xffffffffu, 0xffffffffu, 0));
+  write_raw(dir / "lb0", idx_labels({}));
+  m = error_of([&] { load_idx(dir / "im0", dir / "lb0"); });
+  CHECK_THAT(m, Contains("0 x 4294967295 x 4294967295") && Contains("header is corrupt"));
+}
+
+TEST_CASE("load_fashion_mnist refuses images that are not 28x28 and labels above 9", "[datasets][fashion]") {
+  TempDir dir;
+  write_gz(dir / "train-images-idx3-ubyte.gz", idx_images(2, 8, 8, 2));
+  write_gz(dir / "train-labels-idx1-ubyte.gz", idx_labels({1, 2}));
+  std::string m = error_of([&] { load_fashion_mnist(true, dir.path.string()); });
+  CHECK_THAT(m, Contains("train-images-idx3-ubyte.gz") && Contains("28x28") && Contains("8x8"));
+  write_gz(dir / "train-images-idx3-ubyte.gz", idx_images(3, 28, 28, 3));
+  write_gz(dir / "train-labels-idx1-ubyte.gz", idx_labels({1, 12, 2}));
+  m = error_of([&] { load_fashion_mnist(true, dir.path.string()); });
+  CHECK_THAT(m, Contains("train-labels-idx1-ubyte.gz") && Contains("byte offset 9") && Contains("label 12 of sample 1"));
+  write_gz(dir / "train-labels-idx1-ubyte.gz", idx_labels({1, 9, 2}));
+  Dataset ok = load_fashion_mnist(true, dir.path.string());
+  CHECK(ok.num_classes == 10);  // the dataset's 10 classes, not max label + 1
+  CHECK(ok.labels == std::vector<int32_t>{1, 9, 2});
+}
+
+TEST_CASE("BatchIterator: a batch size near 2^63 is one batch per epoch (n + b - 1 overflowed to 0 batches)",
+          "[datasets][batch]") {
+  Dataset ds;
+  ds.n = 5, ds.c = 1, ds.h = 1, ds.w = 2, ds.num_classes = 2;
+  ds.images.assign(10, 0.5f);
+  ds.labels = {0, 1, 0, 1, 1};
+  BatchIterator it(ds, std::numeric_limits<int64_t>::max(), false);
+  CHECK(it.batches_per_epoch() == 1);
+  Batch b;
+  REQUIRE(it.next(b));
+  CHECK(b.size == 5);
+  CHECK_FALSE(it.next(b));
+  BatchIterator drop(ds, std::numeric_limits<int64_t>::max(), false, 0, /*drop_last=*/true);
+  CHECK(drop.batches_per_epoch() == 0);
 }

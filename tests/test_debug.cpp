@@ -967,4 +967,35 @@ TEST_CASE("step follows the graph: forward, then backward layer by layer, then u
   int out_of_kernel_order = 0;
   for (size_t i = 1; i < shown.size(); ++i) out_of_kernel_order += kernel_of(shown[i]) < kernel_of(shown[i - 1]);
   CHECK(out_of_kernel_order > 0);
+
+TEST_CASE("debugger: node numbers too large for any integer type are 'no node', not the end of the session",
+          "[debug][repl]") {
+  // issue 19: print/break/show/grad n99999999999999999999 ended the session with std::stol's out_of_range,
+  // shader 99999999999 with std::stoi's; DEBUGGING.md promises the debugger never crashes on a name
+  sg::Tensor x = sg::input("x", {2});
+  sg::Tensor w = sg::param("w", {2}, {1, -2});
+  sg::Tensor loss = sg::sum(x * w);
+  auto opt = sg::make_sgd({.lr = 0.5});
+  sg::debug::TrainStep ts = sg::debug::make_train_step(loss, {{"w", w}}, *opt, {}, /*output_grads=*/false);
+  auto be = backend("cpu");
+  auto exe = be->compile(ts.program);
+  sg::debug::Session s;
+  s.attach(*exe, ts, be.get());
+  std::istringstream in(
+      "print n99999999999999999999\nbreak n99999999999999999999\nshow 99999999999999999999\n"
+      "grad n99999999999999999999\nshader n99999999999\nshader 99999999999999999999999\nprint n9223372036854775807\n"
+      "print w\nquit\n");
+  std::ostringstream out;
+  s.set_debugger(in, out, {.echo = true, .stop_at_start = true});
+  std::vector<float> xv = {3, 4};
+  s.run({{"x", &xv}});
+  const std::string t = out.str();
+  INFO(t);
+  CHECK(s.quit_requested());  // the session reached `quit`: every command before it returned to the prompt
+  CHECK(t.find("no node n99999999999999999999 (nodes are n0..n") != std::string::npos);
+  size_t no_node = 0;
+  for (size_t at = t.find("no node "); at != std::string::npos; at = t.find("no node ", at + 1)) ++no_node;
+  CHECK(no_node == 5);  // print, break, show, grad and print n2^63-1
+  CHECK(t.find("no kernel 'n99999999999'") != std::string::npos);
+  CHECK(t.find("n1 param 'w' (2)") != std::string::npos);  // `print w` after them still ran
 }

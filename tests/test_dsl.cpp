@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <set>
 
 #include "sg/cpu_reference.h"
@@ -68,7 +69,11 @@ TEST_CASE("non-elementwise ops end the expression: their inputs are materialised
 TEST_CASE("scalar expressions fold constants and apply identities", "[dsl]") {
   CHECK(is_const(sbinary(SOp::Add, sconst(2), sconst(3)), 5));
   CHECK(is_const(sunary(SOp::Exp, sconst(0)), 1));
-  CHECK(is_const(sbinary(SOp::Mul, sarg(0), sconst(0)), 0));
+  // x*0 and 0/x are not folded: they are NaN for NaN or infinite x (IEEE, torch)
+  CHECK(sexpr_str(sbinary(SOp::Mul, sarg(0), sconst(0))) == "(a0 * 0)");
+  CHECK(sexpr_str(sbinary(SOp::Div, sconst(0), sarg(0))) == "(0 / a0)");
+  CHECK(std::isnan(seval(*sbinary(SOp::Mul, sarg(0), sconst(0)), {std::numeric_limits<double>::infinity()})));
+  CHECK(std::isnan(seval(*sbinary(SOp::Div, sconst(0), sarg(0)), {0.0})));
   CHECK(sexpr_str(sbinary(SOp::Mul, sarg(0), sconst(1))) == "a0");
   CHECK(sexpr_str(sbinary(SOp::Add, sconst(0), sarg(1))) == "a1");
   CHECK(sexpr_str(sbinary(SOp::Sub, sarg(0), sconst(0))) == "a0");
@@ -83,7 +88,7 @@ TEST_CASE("scalar expressions fold constants and apply identities", "[dsl]") {
   CHECK(sexpr_str(y.node()->body) == "((a0 * 5) + 1)");
   CHECK(eval1(y) == std::vector<double>{6, 11});
   // a fully constant body over a tensor still has the tensor's shape
-  Tensor z = x * 0.0;
+  Tensor z = map([](auto) { return Scalar(0.0); }, x);
   CHECK(shape_str(z.shape()) == "2");
   CHECK(eval1(z) == std::vector<double>{0, 0});
 }
@@ -222,4 +227,23 @@ TEST_CASE("shapes: broadcasting rules and helpers", "[dsl]") {
   CHECK(shape_str(Tensor(x + y).shape()) == "7x3x5");
   CHECK(x.dim(-1) == 5);
   CHECK_THROWS_AS(x.dim(3), ShapeError);
+}
+
+TEST_CASE("shapes whose element count overflows int64 are ValueErrors naming the op, shape and line", "[dsl]") {
+  // issue 19: `dump --batch 9e18` built an input of 9e18 x 784 elements and printed a negative count
+  const int64_t big = 9000000000000000000;
+  try {
+    (void)input("x", {big, 1, 28, 28});
+    FAIL("no ValueError");
+  } catch (const ValueError& e) {
+    CHECK_THAT(e.what(), Catch::Contains("input") && Catch::Contains("9000000000000000000x1x28x28") &&
+                             Catch::Contains("2^63-1") && Catch::Contains("test_dsl.cpp"));
+  }
+  Tensor a = input("a", {1LL << 40, 1}), b = input("b", {1, 1LL << 40});
+  CHECK_THROWS_AS(Tensor(a + b), ValueError);  // the broadcast shape has 2^80 elements
+  CHECK_THROWS_AS(reshape(a, {-1, 1LL << 62, 8}), ValueError);
+  CHECK(checked_mul(3, 5, "t") == 15);
+  CHECK_THROWS_WITH(checked_mul(1LL << 62, 4, "batch x features"), Catch::Contains("batch x features"));
+  CHECK_THROWS_AS(checked_add(std::numeric_limits<int64_t>::max(), 1, "n"), ValueError);
+  CHECK(numel(Shape{2, 3, 4}) == 24);
 }

@@ -74,7 +74,8 @@ TEST_CASE("safetensors round trip keeps names, shapes, values, order and metadat
     CHECK(f.tensors[i].name == ts[i].name);  // saved order is kept
     CHECK(f.tensors[i].shape == ts[i].shape);
     REQUIRE(f.tensors[i].data.size() == ts[i].data.size());
-    CHECK(std::memcmp(f.tensors[i].data.data(), ts[i].data.data(), ts[i].data.size() * 4) == 0);  // bit-exact
+    if (!ts[i].data.empty())  // (memcmp of an empty vector's null data() is undefined)
+      CHECK(std::memcmp(f.tensors[i].data.data(), ts[i].data.data(), ts[i].data.size() * 4) == 0);  // bit-exact
   }
   REQUIRE(f.find("scalar") != nullptr);
   CHECK(f.find("scalar")->data[0] == 42.0f);
@@ -274,4 +275,67 @@ TEST_CASE("load_safetensors refuses directories and devices instead of reading t
     CHECK_THROWS_AS(sg::io::load_safetensors(p), sg::IOError);
     CHECK_THROWS_WITH(sg::io::load_safetensors(p), Contains("not a regular file"));
   }
+}
+
+// ---- issue 19: a corrupted data section loaded silently ----
+
+TEST_CASE("safetensors: the data section's SHA-256 is recorded, verified on load, and a mismatch names both",
+          "[safetensors]") {
+  TempDir dir;
+  std::vector<NamedTensor> ts{{"w", {2, 2}, {1.f, 2.f, 3.f, 4.f}}, {"b", {2}, {0.5f, -0.5f}}};
+  save_safetensors(dir / "c.safetensors", ts, {{"model", "m"}});
+  std::string bytes = read_file(dir / "c.safetensors");
+  uint64_t n = 0;
+  std::memcpy(&n, bytes.data(), 8);
+  auto header = nlohmann::json::parse(bytes.substr(8, n));
+  // the recorded digest is SHA-256 of the data bytes: checked against Python's hashlib
+  const std::string data = bytes.substr(8 + n);
+  write_file(dir / "data.bin", data);
+  std::string py = sg::testing::run_command(
+      "/usr/bin/python3 -c \"import hashlib,sys; print(hashlib.sha256(open(sys.argv[1],'rb').read()).hexdigest())\" " +
+      (dir / "data.bin"));
+  CHECK(header["__metadata__"][kDataSha256Key] == py.substr(0, 64));
+  CHECK(sha256_hex(data) == py.substr(0, 64));
+  CHECK(sha256_hex("") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");  // FIPS 180-4 vector
+  SafetensorsFile f = load_safetensors(dir / "c.safetensors");
+  CHECK(f.checksum_verified);
+  CHECK(f.metadata == std::map<std::string, std::string>{{"model", "m"}});  // the writer's metadata, as given
+
+  // one flipped bit in the data: the header still parses, the digest does not match
+  std::string bad = bytes;
+  bad[bad.size() - 1] ^= 0x40;
+  write_file(dir / "bad.safetensors", bad);
+  std::string m = error_of([&] { load_safetensors(dir / "bad.safetensors"); });
+  CHECK_THAT(m, Contains(dir / "bad.safetensors") && Contains("is corrupt") &&
+                    Contains(header["__metadata__"][kDataSha256Key].get<std::string>()) &&
+                    Contains(sha256_hex(bad.substr(8 + n))));
+
+  // a file without the key (other writers) loads, and says it could not be verified
+  header["__metadata__"].erase(kDataSha256Key);
+  std::string js = header.dump();
+  uint64_t len = js.size();
+  write_file(dir / "plain.safetensors", std::string(reinterpret_cast<const char*>(&len), 8) + js + data);
+  SafetensorsFile g = load_safetensors(dir / "plain.safetensors");
+  CHECK_FALSE(g.checksum_verified);
+  REQUIRE(g.tensors.size() == 2);
+  CHECK(g.tensors[1].data == std::vector<float>{0.5f, -0.5f});
+}
+
+TEST_CASE("safetensors: a JSON number too large for a double is an IOError, not an escaping nlohmann exception",
+          "[safetensors]") {
+  // found by tests/fuzz/fuzz_safetensors.cpp: nlohmann::json throws out_of_range (not parse_error) for it
+  TempDir dir;
+  write_file(dir / "big.safetensors", craft(R"({"t": {"dtype": "F32", "shape": [1e999], "data_offsets": [0, 4]}})",
+                                            std::string(4, '\0')));
+  std::string m = error_of([&] { load_safetensors(dir / "big.safetensors"); });
+  CHECK_THAT(m, Contains(dir / "big.safetensors") && Contains("does not parse") && Contains("number overflow"));
+  // an empty tensor after a scalar (memcpy into a null data() was undefined behaviour)
+  write_file(dir / "e.safetensors",
+             craft(R"({"s": {"dtype": "F32", "shape": [], "data_offsets": [0, 4]}, )"
+                   R"("e": {"dtype": "F32", "shape": [0, 4], "data_offsets": [4, 4]}})",
+                   std::string("\0\0\x28\x42", 4)));
+  SafetensorsFile f = load_safetensors(dir / "e.safetensors");
+  REQUIRE(f.tensors.size() == 2);
+  CHECK(f.find("s")->data == std::vector<float>{42.0f});
+  CHECK(f.find("e")->data.empty());
 }

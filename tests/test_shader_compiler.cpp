@@ -9,11 +9,15 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
+#include <sstream>
 #include <random>
 #include <regex>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "sg/error.h"
 #include "sg/kernel_cache.h"
@@ -493,4 +497,62 @@ TEST_CASE("kernel cache: compute entries use .comp", "[cache]") {
   sg::KernelCache again(dir.path);
   CHECK(again.get_or_compile("axpy", kAxpy, ShaderStage::Compute).gles == s.gles);
   CHECK(again.stats().disk_hits == 1);
+}
+
+// ---- issue 19: kernel cache entries of the wrong JSON types, an unwritable cache directory ----
+
+TEST_CASE("kernel cache: manifest fields of the wrong JSON type are a corrupt entry, not an exception", "[cache]") {
+  TempDir dir;
+  const uint64_t key = sg::KernelCache::key(kMatmulRelu, ShaderStage::Fragment, {});
+  CompiledShader first;
+  {
+    sg::KernelCache cache(dir.path);
+    first = cache.get_or_compile("matmul_relu", kMatmulRelu, ShaderStage::Fragment);
+  }
+  const auto paths = sg::KernelCache(dir.path).entry_paths(key, ShaderStage::Fragment);
+  const std::string manifest = read_bytes(paths.manifest);
+  // nlohmann's value() throws type_error for a key of another type: each of these escaped get_or_compile before
+  // (and floats outside an integer's range made nlohmann's conversion undefined behaviour: fuzz_kernel_cache)
+  for (const char* field : {"format", "optimize", "key", "spv", "format_float", "spv_float"}) {
+    INFO(field);
+    auto m = nlohmann::json::parse(manifest);
+    const std::string f = field;
+    if (f == "format" || f == "optimize") m[f] = "x";
+    if (f == "key") m[f] = 7;
+    if (f == "spv") m["spv"] = {{"size", "many"}, {"fnv1a64", 3}};
+    if (f == "format_float") m["format"] = 1e300;
+    if (f == "spv_float") m["spv"]["size"] = 3.8e65;
+    write_bytes(paths.manifest, m.dump(1));
+    sg::KernelCache cache(dir.path);
+    const CompiledShader* s = nullptr;
+    CHECK_NOTHROW(s = &cache.get_or_compile("matmul_relu", kMatmulRelu, ShaderStage::Fragment));
+    REQUIRE(s != nullptr);
+    CHECK(s->spirv == first.spirv);  // recompiled
+    CHECK(cache.stats().disk_errors == 1);
+    CHECK(cache.stats().misses == 1);
+  }
+  // parse_entry on the files as written accepts them (and is what the fuzz target drives)
+  sg::KernelCache again(dir.path);
+  again.get_or_compile("matmul_relu", kMatmulRelu, ShaderStage::Fragment);  // rewrote a good entry
+  auto ok = sg::KernelCache::parse_entry(read_bytes(paths.manifest), read_bytes(paths.spv), read_bytes(paths.gles),
+                                         read_bytes(paths.spvasm), key, kMatmulRelu, ShaderStage::Fragment, {});
+  REQUIRE(ok.has_value());
+  CHECK(ok->spirv == first.spirv);
+}
+
+TEST_CASE("kernel cache: an unwritable disk directory is warned about once and counted", "[cache]") {
+  TempDir dir;
+  write_bytes(dir.path / "file", "x");  // nothing can be created below a regular file, not even by root
+  sg::KernelCache cache(dir.path / "file" / "cache");
+  std::ostringstream err;
+  auto* old = std::cerr.rdbuf(err.rdbuf());
+  cache.get_or_compile("a", kMatmulRelu, ShaderStage::Fragment);
+  cache.get_or_compile("b", std::string(kMatmulRelu) + "// another kernel\n", ShaderStage::Fragment);
+  std::cerr.rdbuf(old);
+  CHECK(cache.stats().misses == 2);
+  CHECK(cache.stats().disk_errors == 2);
+  CHECK(cache.stats().disk_warnings == 1);
+  const std::string text = err.str();
+  CHECK(text.find("cannot write the kernel cache in " + (dir.path / "file" / "cache").string()) != std::string::npos);
+  CHECK(text.find("cannot write", text.find("cannot write") + 1) == std::string::npos);  // once
 }

@@ -29,6 +29,9 @@ std::string check_number(const std::string& s, bool zero_ok) {
 }
 const CLI::Validator kPositive([](std::string& s) { return check_number(s, false); }, "POSITIVE");
 const CLI::Validator kNonNegative([](std::string& s) { return check_number(s, true); }, "NONNEGATIVE");
+// `--save ""` used to mean "save nothing" silently (the Config default); an output option given must name a file
+const CLI::Validator kFileName([](std::string& s) { return s.empty() ? std::string("must name a file, got ''") : ""; },
+                               "FILE");
 
 const char* kFashionClasses[10] = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
                                    "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot"};
@@ -158,7 +161,10 @@ int cmd_dump(const std::string& model_name, const std::string& target, const std
 }
 
 int cmd_predict(const std::string& load, const std::string& image, const std::string& backend, bool invert) {
-  sg::io::SafetensorsFile f = sg::io::load_safetensors(load);
+  sg::io::SafetensorsFile f = sg::io::load_safetensors(load);  // IOError when the data's SHA-256 differs
+  if (!f.checksum_verified)
+    std::cerr << "shadergrad predict: warning: " << load << " records no SHA-256 of its data ("
+              << sg::io::kDataSha256Key << "), so corruption cannot be detected; re-save it with this version\n";
   std::string model_name = f.metadata.count("model") ? f.metadata.at("model") : "";
   std::string dataset = f.metadata.count("dataset") ? f.metadata.at("dataset") : "";
   if (model_name.empty() || dataset.empty())
@@ -176,6 +182,8 @@ int cmd_predict(const std::string& load, const std::string& image, const std::st
   std::vector<float> px = sg::image::read_image_gray(image, static_cast<int>(g.h), static_cast<int>(g.w));
   if (invert)
     for (float& v : px) v = 1.f - v;
+  for (const std::string& w : sg::image::input_warnings(px, static_cast<int>(g.h), static_cast<int>(g.w)))
+    std::cerr << "shadergrad predict: warning: " << w << "\n";
   sg::Tensor x = sg::input("x", {1, g.c, g.h, g.w});
   sg::Program p;
   p.add_output("probs", sg::softmax((*model)(x), 1));
@@ -212,8 +220,8 @@ int main(int argc, char** argv) {
   train->add_option("--lr", cfg.lr, "learning rate")->check(kPositive);
   train->add_option("--seed", cfg.seed, "seed for init and shuffling (0 .. 2^64-1)")
       ->check(kNonNegative);
-  train->add_option("--save", cfg.save, "write a safetensors checkpoint");
-  train->add_option("--metrics", cfg.metrics, "write metrics JSON");
+  train->add_option("--save", cfg.save, "write a safetensors checkpoint")->check(kFileName);
+  train->add_option("--metrics", cfg.metrics, "write metrics JSON")->check(kFileName);
   train->add_option("--train-limit", cfg.train_limit, "use only the first N training samples")->check(kNonNegative);
   train->add_option("--test-limit", cfg.test_limit, "evaluate only the first N test samples")->check(kNonNegative);
   train->add_option("--max-texture-width", cfg.max_texture_width, "narrower textures (forces row wrapping)")

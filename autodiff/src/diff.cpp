@@ -9,8 +9,12 @@ SExprPtr diff(const SExprPtr& e, int k) {
   auto c = [](double v) { return sconst(v); };
   auto add = [](SExprPtr a, SExprPtr b) { return sbinary(SOp::Add, a, b); };
   auto sub = [](SExprPtr a, SExprPtr b) { return sbinary(SOp::Sub, a, b); };
-  auto mul = [](SExprPtr a, SExprPtr b) { return sbinary(SOp::Mul, a, b); };
-  auto div = [](SExprPtr a, SExprPtr b) { return sbinary(SOp::Div, a, b); };
+  // Terms of the chain rule whose factor is the derivative 0 of a constant or another argument are dropped, as
+  // torch's autograd never computes them (sbinary keeps x*0 and 0/x: x may be NaN or inf).
+  auto mul = [](SExprPtr a, SExprPtr b) {
+    return is_const(a, 0) || is_const(b, 0) ? sconst(0.0) : sbinary(SOp::Mul, a, b);
+  };
+  auto div = [](SExprPtr a, SExprPtr b) { return is_const(a, 0) ? sconst(0.0) : sbinary(SOp::Div, a, b); };
   switch (e->op) {
     case SOp::Const: return c(0);
     case SOp::Arg: return c(e->arg == k ? 1.0 : 0.0);
@@ -31,7 +35,8 @@ SExprPtr diff(const SExprPtr& e, int k) {
       case SOp::Cos: return sunary(SOp::Neg, mul(sunary(SOp::Sin, a), da));
       case SOp::Tanh: return mul(sub(c(1), mul(e, e)), da);
       case SOp::Sigmoid: return mul(mul(e, sub(c(1), e)), da);
-      case SOp::Relu: return sselect(sbinary(SOp::Gt, a, c(0)), da, c(0));
+      // torch's threshold_backward: 0 where the input is <= 0, else the incoming gradient (also for NaN inputs)
+      case SOp::Relu: return sselect(sbinary(SOp::Le, a, c(0)), c(0), da);
       case SOp::Sign:
       case SOp::Floor:
       case SOp::Round: return c(0);

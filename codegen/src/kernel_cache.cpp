@@ -1,10 +1,13 @@
 // shadergrad — kernel cache (see sg/kernel_cache.h).
 #include "sg/kernel_cache.h"
 
+#include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 #include <system_error>
 
@@ -73,9 +76,24 @@ nlohmann::json file_record(std::string_view data) {
   return {{"size", data.size()}, {"fnv1a64", hash_hex(fnv1a64(data))}};
 }
 
+// Typed reads of manifest fields: a field of another JSON type (or a float out of an integer's range, whose
+// conversion is undefined behaviour in nlohmann's get; found by fuzz_kernel_cache) is simply not a match.
+bool is_string_field(const nlohmann::json& j, const char* key, const std::string& want) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() && it->get_ref<const std::string&>() == want;
+}
+bool is_uint_field(const nlohmann::json& j, const char* key, uint64_t want) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_number_unsigned() && it->get<uint64_t>() == want;
+}
+bool is_bool_field(const nlohmann::json& j, const char* key, bool want) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_boolean() && it->get<bool>() == want;
+}
+
 bool matches_record(const nlohmann::json& rec, std::string_view data) {
-  return rec.is_object() && rec.value("size", uint64_t{0}) == data.size() &&
-         rec.value("fnv1a64", std::string()) == hash_hex(fnv1a64(data));
+  return rec.is_object() && is_uint_field(rec, "size", data.size()) &&
+         is_string_field(rec, "fnv1a64", hash_hex(fnv1a64(data)));
 }
 
 }  // namespace
@@ -107,45 +125,59 @@ bool KernelCache::same_inputs(const Entry& e, const std::string& glsl450, Shader
          e.shader.glsl450 == glsl450;
 }
 
+std::optional<CompiledShader> KernelCache::parse_entry(std::string_view manifest, std::string_view spv,
+                                                      std::string_view gles, std::string_view spvasm, uint64_t key,
+                                                      const std::string& glsl450, ShaderStage stage,
+                                                      const ShaderCompileOptions& opt) {
+  // nlohmann's value()/get() throw type_error for a key of another type ("format": "x"): every field is read with
+  // its type checked (is_*_field); the catch is a second line of defence. Never an exception out of get_or_compile.
+  try {
+    nlohmann::json m = nlohmann::json::parse(manifest, nullptr, /*allow_exceptions=*/false);
+    if (!m.is_object() || !is_uint_field(m, "format", kFormatVersion) || !is_string_field(m, "key", hash_hex(key)) ||
+        !is_string_field(m, "stage", stage_name(stage)) || !is_bool_field(m, "optimize", opt.optimize) ||
+        !is_bool_field(m, "validate", opt.validate) || !is_string_field(m, "toolchain", toolchain_tag()))
+      return std::nullopt;
+    // The full source is in the manifest: a 64-bit hash collision cannot return another kernel's shader.
+    if (!is_string_field(m, "glsl450", glsl450)) return std::nullopt;
+    if (!m.contains("spv") || !m.contains("gles") || !m.contains("spvasm") || !matches_record(m["spv"], spv) ||
+        !matches_record(m["gles"], gles) || !matches_record(m["spvasm"], spvasm))
+      return std::nullopt;
+  } catch (const nlohmann::json::exception&) {
+    return std::nullopt;
+  }
+  if (spv.size() < 5 * sizeof(uint32_t) || spv.size() % sizeof(uint32_t) != 0) return std::nullopt;
+  CompiledShader s;
+  s.spirv.resize(spv.size() / sizeof(uint32_t));
+  std::memcpy(s.spirv.data(), spv.data(), spv.size());
+  if (s.spirv[0] != kSpirvMagic) return std::nullopt;
+  s.glsl450 = glsl450;
+  s.gles = std::string(gles);
+  s.spvasm = std::string(spvasm);
+  try {
+    s.declared = reflect_interface(s.spirv);  // not stored: read again from the (hash-checked) SPIR-V
+  } catch (const CompileError&) {
+    return std::nullopt;
+  }
+  return s;
+}
+
 std::optional<CompiledShader> KernelCache::load_from_disk(uint64_t key, const std::string& glsl450,
                                                           ShaderStage stage, const ShaderCompileOptions& opt) {
   const auto t0 = std::chrono::steady_clock::now();
   const EntryPaths p = entry_paths(key, stage);
   auto manifest_text = read_file(p.manifest);
   if (!manifest_text) return std::nullopt;  // a plain miss: no entry
-  auto corrupt = [this]() -> std::optional<CompiledShader> {
-    std::lock_guard lock(mu_);
-    ++stats_.disk_errors;
-    return std::nullopt;
-  };
-  nlohmann::json m = nlohmann::json::parse(*manifest_text, nullptr, /*allow_exceptions=*/false);
-  if (!m.is_object() || m.value("format", 0) != kFormatVersion || m.value("key", std::string()) != hash_hex(key) ||
-      m.value("stage", std::string()) != stage_name(stage) || m.value("optimize", !opt.optimize) != opt.optimize ||
-      m.value("validate", !opt.validate) != opt.validate || m.value("toolchain", std::string()) != toolchain_tag())
-    return corrupt();
-  // The full source is in the manifest: a 64-bit hash collision cannot return another kernel's shader.
-  if (!m.contains("glsl450") || !m["glsl450"].is_string() || m["glsl450"].get_ref<const std::string&>() != glsl450)
-    return corrupt();
   auto spv = read_file(p.spv);
   auto gles = read_file(p.gles);
   auto spvasm = read_file(p.spvasm);
-  if (!spv || !gles || !spvasm) return corrupt();
-  if (!matches_record(m["spv"], *spv) || !matches_record(m["gles"], *gles) || !matches_record(m["spvasm"], *spvasm))
-    return corrupt();
-  if (spv->size() < 5 * sizeof(uint32_t) || spv->size() % sizeof(uint32_t) != 0) return corrupt();
-  CompiledShader s;
-  s.spirv.resize(spv->size() / sizeof(uint32_t));
-  std::memcpy(s.spirv.data(), spv->data(), spv->size());
-  if (s.spirv[0] != kSpirvMagic) return corrupt();
-  s.glsl450 = glsl450;
-  s.gles = std::move(*gles);
-  s.spvasm = std::move(*spvasm);
-  try {
-    s.declared = reflect_interface(s.spirv);  // not stored: read again from the (hash-checked) SPIR-V
-  } catch (const CompileError&) {
-    return corrupt();
+  std::optional<CompiledShader> s;
+  if (spv && gles && spvasm) s = parse_entry(*manifest_text, *spv, *gles, *spvasm, key, glsl450, stage, opt);
+  if (!s) {
+    std::lock_guard lock(mu_);
+    ++stats_.disk_errors;
+    return std::nullopt;
   }
-  s.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  s->compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return s;
 }
 
@@ -154,6 +186,14 @@ void KernelCache::store_to_disk(uint64_t key, ShaderStage stage, const ShaderCom
   const EntryPaths p = entry_paths(key, stage);
   std::error_code ec;
   fs::create_directories(disk_dir_, ec);
+  if (ec || !fs::is_directory(disk_dir_)) {
+    {
+      std::lock_guard lock(mu_);
+      ++stats_.disk_errors;
+    }
+    warn_unwritable(ec ? ec.message() : "not a directory");
+    return;
+  }
   const std::string_view spv = words_as_bytes(s.spirv);
   const nlohmann::json m = {{"format", kFormatVersion},
                             {"key", hash_hex(key)},
@@ -171,9 +211,23 @@ void KernelCache::store_to_disk(uint64_t key, ShaderStage stage, const ShaderCom
   const bool ok = write_file_atomically(p.spv, spv) && write_file_atomically(p.gles, s.gles) &&
                   write_file_atomically(p.spvasm, s.spvasm) && write_file_atomically(p.manifest, m.dump(1));
   if (!ok) {
-    std::lock_guard lock(mu_);
-    ++stats_.disk_errors;
+    {
+      std::lock_guard lock(mu_);
+      ++stats_.disk_errors;
+    }
+    warn_unwritable(std::strerror(errno));
   }
+}
+
+void KernelCache::warn_unwritable(const std::string& why) {
+  {
+    std::lock_guard lock(mu_);
+    if (stats_.disk_warnings > 0) return;
+    ++stats_.disk_warnings;
+  }
+  std::cerr << fmt::format("shadergrad: warning: cannot write the kernel cache in {} ({}); shaders will be compiled "
+                           "again by every run. Point SG_KERNEL_CACHE at a writable directory or unset it.\n",
+                           disk_dir_.string(), why);
 }
 
 const CompiledShader& KernelCache::get_or_compile(const std::string& name, const std::string& glsl450,

@@ -3,6 +3,8 @@
 
 #include <cmath>
 #include <functional>
+#include <set>
+#include <unordered_map>
 #include <unordered_set>
 
 #include <fmt/format.h>
@@ -140,49 +142,81 @@ KExprPtr kreduce(ReduceKind kind, std::vector<std::string> vars, std::vector<int
   return mk(std::move(e));
 }
 
-double kcost(const KExprPtr& e) {
-  if (!e) return 0;
-  if (e->op == KOp::Reduce) {
-    double trip = 1;
-    for (int64_t x : e->extents) trip *= static_cast<double>(x);
-    return 1 + trip * kcost(e->a);
+// Every walk below visits each node of the shared DAG once (a memo keyed by node): chains of elementwise layers
+// whose bodies read their input twice (softplus, x * sigmoid(x)) make DAGs of N nodes with 2^N root-to-leaf paths,
+// and a walk of the tree view took exponential time (a chain of 30 maps did not compile within a minute). The
+// values returned are unchanged: tree semantics where the docstring says so, computed by summing memoised children.
+namespace {
+/// Trip count and the iterations of every level of a reduce's loop nest (outer trips count too).
+void nest_counts(const KExpr& e, double& trip, double& levels) {
+  trip = 1, levels = 0;
+  for (int64_t x : e.extents) {
+    trip *= static_cast<double>(x);
+    levels += trip;
   }
-  return 1 + kcost(e->a) + kcost(e->b) + kcost(e->c);
+}
+}  // namespace
+
+double kcost(const KExprPtr& root) {
+  std::unordered_map<const KExpr*, double> memo;
+  std::function<double(const KExprPtr&)> go = [&](const KExprPtr& e) -> double {
+    if (!e) return 0;
+    if (auto m = memo.find(e.get()); m != memo.end()) return m->second;
+    double c = 0;
+    if (e->op == KOp::Reduce) {
+      double trip = 1, levels = 0;
+      nest_counts(*e, trip, levels);
+      c = 1 + trip * go(e->a);
+    } else {
+      c = 1 + go(e->a) + go(e->b) + go(e->c);
+    }
+    memo.emplace(e.get(), c);
+    return c;
+  };
+  return go(root);
 }
 
-double kloop_iterations(const KExprPtr& e) {
-  if (!e) return 0;
-  if (e->op == KOp::Reduce) {
-    double trip = 1;
-    for (int64_t x : e->extents) trip *= static_cast<double>(x);
-    // every level of the nest iterates: outer trips count too
-    double levels = 0, outer = 1;
-    for (int64_t x : e->extents) {
-      outer *= static_cast<double>(x);
-      levels += outer;
+double kloop_iterations(const KExprPtr& root) {
+  std::unordered_map<const KExpr*, double> memo;
+  std::function<double(const KExprPtr&)> go = [&](const KExprPtr& e) -> double {
+    if (!e) return 0;
+    if (auto m = memo.find(e.get()); m != memo.end()) return m->second;
+    double c = 0;
+    if (e->op == KOp::Reduce) {
+      double trip = 1, levels = 0;
+      nest_counts(*e, trip, levels);
+      c = levels + trip * go(e->a);
+    } else {
+      c = go(e->a) + go(e->b) + go(e->c);
     }
-    return levels + trip * kloop_iterations(e->a);
-  }
-  return kloop_iterations(e->a) + kloop_iterations(e->b) + kloop_iterations(e->c);
+    memo.emplace(e.get(), c);
+    return c;
+  };
+  return go(root);
 }
 
 double kloop_iterations(const std::vector<KExprPtr>& roots) {
   // Roots are evaluated in order; a reduction met outside any loop is computed once and its value reused,
   // also where a later loop body refers to it (the emitters keep it in a local of the enclosing scope).
+  // `inside` is memoised per node; its memo is valid while `computed` is unchanged, so it is cleared when a
+  // top-level reduction is added: O(nodes x top-level reductions).
   std::unordered_set<const KExpr*> seen, computed;
+  std::unordered_map<const KExpr*, double> memo;
   std::function<double(const KExprPtr&)> inside = [&](const KExprPtr& e) -> double {  // one loop iteration
     if (!e) return 0;
+    if (auto m = memo.find(e.get()); m != memo.end()) return m->second;
+    double c = 0;
     if (e->op == KOp::Reduce) {
-      if (computed.count(e.get())) return 0;
-      double trip = 1, levels = 0, outer = 1;
-      for (int64_t x : e->extents) {
-        trip *= static_cast<double>(x);
-        outer *= static_cast<double>(x);
-        levels += outer;
+      if (!computed.count(e.get())) {
+        double trip = 1, levels = 0;
+        nest_counts(*e, trip, levels);
+        c = levels + trip * inside(e->a);
       }
-      return levels + trip * inside(e->a);
+    } else {
+      c = inside(e->a) + inside(e->b) + inside(e->c);
     }
-    return inside(e->a) + inside(e->b) + inside(e->c);
+    memo.emplace(e.get(), c);
+    return c;
   };
   double total = 0;
   std::function<void(const KExprPtr&)> go = [&](const KExprPtr& e) {
@@ -190,6 +224,7 @@ double kloop_iterations(const std::vector<KExprPtr>& roots) {
     if (e->op == KOp::Reduce) {
       total += inside(e);
       computed.insert(e.get());
+      memo.clear();
       return;
     }
     go(e->a), go(e->b), go(e->c);
@@ -203,15 +238,21 @@ bool kunrollable_sum(const KExprPtr& r) {
          r->extents.back() >= 8 && !kcontains_reduce(r->a);
 }
 
-bool khas_unrollable_sum(const KExprPtr& e) {
-  if (!e) return false;
-  if (e->op == KOp::Reduce) return kunrollable_sum(e);  // reductions nested in another are not unrolled
-  return khas_unrollable_sum(e->a) || khas_unrollable_sum(e->b) || khas_unrollable_sum(e->c);
+bool khas_unrollable_sum(const KExprPtr& root) {
+  std::unordered_set<const KExpr*> seen;  // a node seen once answered false (a true answer ends the walk)
+  std::function<bool(const KExprPtr&)> go = [&](const KExprPtr& e) -> bool {
+    if (!e || !seen.insert(e.get()).second) return false;
+    if (e->op == KOp::Reduce) return kunrollable_sum(e);  // reductions nested in another are not unrolled
+    return go(e->a) || go(e->b) || go(e->c);
+  };
+  return go(root);
 }
 
-bool kequal(const KExprPtr& a, const KExprPtr& b) {
+namespace {
+bool kequal_memo(const KExprPtr& a, const KExprPtr& b, std::set<std::pair<const KExpr*, const KExpr*>>& equal) {
   if (a == b) return true;
   if (!a || !b) return false;
+  if (equal.count({a.get(), b.get()})) return true;  // shared subtrees are compared once
   if (a->op != b->op || a->type != b->type) return false;
   switch (a->op) {
     case KOp::IntConst: return a->ivalue == b->ivalue;
@@ -228,7 +269,16 @@ bool kequal(const KExprPtr& a, const KExprPtr& b) {
       break;
     default: break;
   }
-  return kequal(a->a, b->a) && kequal(a->b, b->b) && kequal(a->c, b->c);
+  if (!kequal_memo(a->a, b->a, equal) || !kequal_memo(a->b, b->b, equal) || !kequal_memo(a->c, b->c, equal))
+    return false;
+  equal.insert({a.get(), b.get()});
+  return true;
+}
+}  // namespace
+
+bool kequal(const KExprPtr& a, const KExprPtr& b) {
+  std::set<std::pair<const KExpr*, const KExpr*>> equal;
+  return kequal_memo(a, b, equal);
 }
 
 KExprPtr kwith_children(const KExprPtr& e, KExprPtr a, KExprPtr b, KExprPtr c) {
@@ -269,9 +319,13 @@ KExprPtr kreplace(const KExprPtr& e, const KExpr* target, const KExprPtr& replac
   return krewrite({e}, [&](const KExprPtr& x) { return x.get() == target ? replacement : nullptr; })[0];
 }
 
-bool kcontains_reduce(const KExprPtr& e) {
-  if (!e) return false;
-  return e->op == KOp::Reduce || kcontains_reduce(e->a) || kcontains_reduce(e->b) || kcontains_reduce(e->c);
+bool kcontains_reduce(const KExprPtr& root) {
+  std::unordered_set<const KExpr*> seen;  // nodes already known to hold no reduction
+  std::function<bool(const KExprPtr&)> go = [&](const KExprPtr& e) -> bool {
+    if (!e || !seen.insert(e.get()).second) return false;
+    return e->op == KOp::Reduce || go(e->a) || go(e->b) || go(e->c);
+  };
+  return go(root);
 }
 
 std::string kexpr_str(const KExprPtr& e) {

@@ -20,7 +20,7 @@ LocationOverride::~LocationOverride() {
   }
 }
 
-SourceLoc::SourceLoc(const std::source_location& l) : line(l.line()), function(l.function_name()) {
+SourceLoc::SourceLoc(const source_location& l) : line(l.line()), function(l.function_name()) {
   if (g_override) {
     *this = *g_override;
     return;
@@ -34,9 +34,37 @@ std::string SourceLoc::str() const { return known() ? fmt::format("{}:{}", file,
 
 const char* dtype_name(DType d) { return d == DType::f32 ? "f32" : "i32"; }
 
-int64_t numel(ShapeRef s) {
+int64_t numel(ShapeRef s) { return checked_numel(s, "numel"); }
+
+int64_t checked_mul(int64_t a, int64_t b, std::string_view what) {
+  int64_t r = 0;
+  if (a < 0 || b < 0)
+    throw ValueError(fmt::format("{}: negative size in {} x {}", what, a, b));
+  if (__builtin_mul_overflow(a, b, &r))
+    throw ValueError(fmt::format("{}: {} x {} exceeds the largest size (2^63-1 elements or bytes); use smaller "
+                                 "sizes", what, a, b));
+  return r;
+}
+
+int64_t checked_add(int64_t a, int64_t b, std::string_view what) {
+  int64_t r = 0;
+  if (a < 0 || b < 0)
+    throw ValueError(fmt::format("{}: negative size in {} + {}", what, a, b));
+  if (__builtin_add_overflow(a, b, &r))
+    throw ValueError(fmt::format("{}: {} + {} exceeds the largest size (2^63-1); use smaller sizes", what, a, b));
+  return r;
+}
+
+int64_t checked_numel(ShapeRef s, std::string_view what) {
   int64_t n = 1;
-  for (int64_t d : s) n *= d;
+  for (int64_t d : s) {
+    if (d < 0) throw ValueError(fmt::format("{}: negative size in shape {}", what, shape_str(s)));
+    int64_t r = 0;
+    if (__builtin_mul_overflow(n, d, &r))
+      throw ValueError(fmt::format("{}: shape {} has more than 2^63-1 elements; use smaller sizes", what,
+                                   shape_str(s)));
+    n = r;
+  }
   return n;
 }
 

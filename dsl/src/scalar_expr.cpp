@@ -90,7 +90,7 @@ double seval_op(SOp op, double a, double b, double c) {
     case SOp::Cos: return std::cos(a);
     case SOp::Tanh: return std::tanh(a);
     case SOp::Sigmoid: return 1.0 / (1.0 + std::exp(-a));
-    case SOp::Relu: return a > 0 ? a : 0.0;
+    case SOp::Relu: return std::isnan(a) ? a : (a > 0 ? a : 0.0);  // torch.relu(NaN) = NaN
     case SOp::Sign: return a > 0 ? 1.0 : (a < 0 ? -1.0 : (std::isnan(a) ? a : 0.0));
     case SOp::Floor: return std::floor(a);
     case SOp::Round: return std::nearbyint(a);  // default rounding mode: half to even
@@ -135,15 +135,14 @@ SExprPtr sbinary(SOp op, SExprPtr a, SExprPtr b) {
       if (b->op == SOp::Neg) return sbinary(SOp::Add, a, b->a);
       break;
     case SOp::Mul:
-      if (is_const(a, 0) || is_const(b, 0)) return sconst(0.0);
+      // no x*0 -> 0: x may be NaN or +-inf (torch: NaN); autodiff drops its structural zero terms itself (diff.cpp)
       if (is_const(a, 1)) return b;
       if (is_const(b, 1)) return a;
       if (is_const(a, -1)) return sunary(SOp::Neg, b);
       if (is_const(b, -1)) return sunary(SOp::Neg, a);
       break;
     case SOp::Div:
-      if (is_const(b, 1)) return a;
-      if (is_const(a, 0)) return sconst(0.0);
+      if (is_const(b, 1)) return a;  // no 0/x -> 0: 0/0 and 0/NaN are NaN
       break;
     case SOp::Pow:
       if (is_const(b, 1)) return a;

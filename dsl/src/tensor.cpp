@@ -17,6 +17,14 @@ namespace {
 [[noreturn]] void value_error(const std::string& op, const std::string& msg, const SourceLoc& loc) {
   throw ValueError(fmt::format("{}: {}{}", op, msg, loc.known() ? " at " + loc.str() : std::string()));
 }
+/// ValueError naming op and line when the element count of `shape` overflows int64 (checked_numel).
+void checked_shape(ShapeRef shape, const std::string& op, const SourceLoc& loc) {
+  try {
+    checked_numel(shape, op);
+  } catch (const ValueError& e) {
+    throw ValueError(fmt::format("{}{}", e.what(), loc.known() ? " at " + loc.str() : std::string()));
+  }
+}
 
 void check_tensor(const Tensor& t, const char* op, const char* what, const SourceLoc& loc) {
   if (!t) value_error(op, fmt::format("{} is an empty Tensor (default-constructed)", what), loc);
@@ -24,6 +32,7 @@ void check_tensor(const Tensor& t, const char* op, const char* what, const Sourc
 
 Tensor make(Op op, Shape shape, std::vector<NodePtr> inputs, Attrs attrs, const SourceLoc& loc,
             DType dtype = DType::f32) {
+  checked_shape(shape, op_name(op), loc);
   Node n;
   n.op = op;
   n.shape = std::move(shape);
@@ -38,6 +47,7 @@ Tensor leaf(Op op, const std::string& name, ShapeRef shape, std::vector<float> d
             const SourceLoc& loc, const char* opname) {
   for (int64_t d : shape)
     if (d < 0) value_error(opname, fmt::format("negative size in shape {}", shape_str(shape)), loc);
+  checked_shape(shape, opname, loc);
   if (op != Op::Input && static_cast<int64_t>(data.size()) != numel(shape))
     value_error(opname, fmt::format("'{}' has shape {} ({} elements) but {} values were given", name,
                                     shape_str(shape), numel(shape), data.size()), loc);
@@ -117,6 +127,7 @@ NodePtr materialize(const SExprPtr& body, const std::vector<NodePtr>& inputs, co
     shape = next;
   }
   if (body->op == SOp::Arg && inputs[body->arg]->shape == shape) return inputs[body->arg];
+  checked_shape(shape, "map", loc);
   Node n;
   n.op = Op::Map;
   n.shape = shape;
@@ -236,7 +247,7 @@ Tensor reshape(const Tensor& x, ShapeRef shape, loc_t loc) {
     } else if (s[i] < 0) {
       shape_error("reshape", "negative size in " + shape_str(shape), l);
     } else {
-      known *= s[i];
+      known = checked_mul(known, s[i], "reshape");
     }
   }
   if (infer >= 0) {

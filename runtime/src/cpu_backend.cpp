@@ -7,6 +7,7 @@
 
 #include "sg/backend.h"
 #include "sg/cpu_reference.h"
+#include "sg/feeds.h"
 
 namespace sg {
 
@@ -27,25 +28,14 @@ struct StateMap {
   }
 };
 
-void check_feeds(const Program& prog, const std::vector<Feed>& feeds, cpu::LeafValues& leaves) {
-  for (auto& in : prog.inputs()) {
-    const Feed* f = nullptr;
-    for (auto& x : feeds)
-      if (x.name == in->name) f = &x;
-    if (!f) throw ValueError(fmt::format("run: input '{}' ({}) was not fed", in->name, shape_str(in->shape)));
-    if (static_cast<int64_t>(f->data->size()) != in->numel())
-      throw ValueError(fmt::format("run: input '{}' expects {} values ({}), got {}", in->name, in->numel(),
-                                   shape_str(in->shape), f->data->size()));
-    leaves[in.get()].assign(f->data->begin(), f->data->end());
-  }
-}
-
 class CpuExecutable final : public Executable {
  public:
-  CpuExecutable(Program p, StateMap& state) : prog_(std::move(p)), state_(state), nodes_(prog_.nodes().size()) {}
+  CpuExecutable(Program p, StateMap& state)
+      : prog_(std::move(p)), feeds_(prog_), state_(state), nodes_(prog_.nodes().size()) {}
   std::vector<std::vector<float>> run(const std::vector<Feed>& feeds) override {
     cpu::LeafValues leaves;
-    check_feeds(prog_, feeds, leaves);
+    std::vector<const std::vector<float>*> data = feeds_.check(feeds);
+    for (size_t i = 0; i < data.size(); ++i) leaves[feeds_.inputs()[i].get()].assign(data[i]->begin(), data[i]->end());
     for (auto& n : prog_.persistent()) leaves[n.get()] = state_.at(n);
     std::vector<NodePtr> roots = prog_.roots();
     std::function<void(const Node&, const std::vector<double>&)> on_node;
@@ -70,6 +60,7 @@ class CpuExecutable final : public Executable {
 
  private:
   Program prog_;
+  FeedChecker feeds_;
   StateMap& state_;
   size_t nodes_;
 };

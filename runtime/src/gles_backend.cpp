@@ -10,6 +10,7 @@
 #include "sg/backend.h"
 #include "sg/dump.h"
 #include "sg/emit.h"
+#include "sg/feeds.h"
 #include "sg/gles_device.h"
 #include "sg/kernel_cache.h"
 
@@ -36,6 +37,8 @@ class GlesExecutable final : public Executable {
  private:
   GlesBackend& be_;
   Plan plan_;
+  FeedChecker feeds_{plan_.program};
+  std::unordered_map<const Node*, size_t> feed_slot_;  // Input node -> position in feeds_.inputs()
   std::vector<const gles::Program*> programs_;
   std::vector<gles::Texture> buffers_;                 // pooled temps
   std::unordered_map<int, gles::Texture> own_;         // inputs and constants, by value id
@@ -165,6 +168,7 @@ class GlesBackend final : public Backend {
 };
 
 GlesExecutable::GlesExecutable(GlesBackend& be, Plan plan) : be_(be), plan_(std::move(plan)) {
+  for (size_t i = 0; i < feeds_.inputs().size(); ++i) feed_slot_.emplace(feeds_.inputs()[i].get(), i);
   for (size_t b = 0; b < plan_.buffers.size(); ++b)  // allocated for the largest draw writing the buffer
     buffers_.push_back(be_.dev().create_texture(plan_.buffers[b], "pool", plan_.buffer_extents[b].width,
                                                 plan_.buffer_extents[b].height));
@@ -238,16 +242,10 @@ std::vector<std::vector<float>> GlesExecutable::run(const std::vector<Feed>& fee
   auto ms_since = [](Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); };
   phases_.clear();
   Clock::time_point t0 = Clock::now();
+  const std::vector<const std::vector<float>*> data = feeds_.check(feeds);  // ValueError before any upload
   for (auto& v : plan_.values) {
     if (v.kind != ValueKind::Input) continue;
-    const Feed* f = nullptr;
-    for (auto& x : feeds)
-      if (x.name == v.node->name) f = &x;
-    if (!f) throw ValueError(fmt::format("run: input '{}' ({}) was not fed", v.node->name, shape_str(v.node->shape)));
-    if (static_cast<int64_t>(f->data->size()) != v.node->numel())
-      throw ValueError(fmt::format("run: input '{}' expects {} values ({}), got {}", v.node->name, v.node->numel(),
-                                   shape_str(v.node->shape), f->data->size()));
-    dev.upload(own_.at(v.id), f->data->data(), v.node->numel());
+    dev.upload(own_.at(v.id), data[feed_slot_.at(v.node.get())]->data(), v.node->numel());
   }
   if (be_.flush_draws()) dev.flush();
   phases_.emplace_back("upload", ms_since(t0));

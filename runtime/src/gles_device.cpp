@@ -1164,7 +1164,7 @@ void Device::draw_impl(const Program& program, llvm::ArrayRef<std::pair<std::str
                                      where, name, mrt ? output_label(j) : std::string("the output"),
                                      texture_where(outputs[j]->name())));
     const auto& s = program.samplers();
-    auto it = std::find_if(s.begin(), s.end(), [&](const auto& p) { return p.first == name; });
+    auto it = std::find_if(s.begin(), s.end(), [&n = name](const auto& p) { return p.first == n; });  // clang 14
     if (it == s.end()) {
       const auto& d = program.declared_samplers();
       if (std::find(d.begin(), d.end(), name) != d.end()) continue;  // declared but optimised out

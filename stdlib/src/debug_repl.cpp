@@ -400,62 +400,67 @@ void Session::Impl::interact() {
       o() << fmt::format("{} needs an argument (type `help`)\n", cmd);
       continue;
     }
-    if (cmd == "help" || cmd == "h" || cmd == "?") {
-      o() << help_text();
-    } else if (cmd == "next" || cmd == "n" || cmd == "step" || cmd == "s" || cmd == "continue" || cmd == "c") {
-      if (!running) {
-        o() << fmt::format("the run has finished ({} steps); inspect with print/show/grad/shader, `quit` to exit\n",
-                           step + 1);
-        continue;
-      }
-      if (cmd == "step" || cmd == "s") {
-        // The next node in graph order (Program::nodes(): forward, then backward from the loss to the first layer,
-        // then the updates), whatever kernel computes it: shown at once when its kernel already ran, else the run
-        // goes on until it has.
-        const int k = next_graph_node(graph_cursor);
-        if (k < 0) {
-          o() << fmt::format("every node of step {} was shown; running on to the next kernel\n", step);
-          mode = Mode::Next;
-          return;
-        }
-        if (reached(k)) {
-          graph_cursor = k;
-          print_graph_node(k);
+    // no command ends the session on a bad argument (DEBUGGING.md): errors are printed, the prompt comes back
+    try {
+      if (cmd == "help" || cmd == "h" || cmd == "?") {
+        o() << help_text();
+      } else if (cmd == "next" || cmd == "n" || cmd == "step" || cmd == "s" || cmd == "continue" || cmd == "c") {
+        if (!running) {
+          o() << fmt::format("the run has finished ({} steps); inspect with print/show/grad/shader, `quit` to exit\n",
+                             step + 1);
           continue;
         }
-        step_target = k;
-        mode = Mode::Step;
+        if (cmd == "step" || cmd == "s") {
+          // The next node in graph order (Program::nodes(): forward, then backward from the loss to the first layer,
+          // then the updates), whatever kernel computes it: shown at once when its kernel already ran, else the run
+          // goes on until it has.
+          const int k = next_graph_node(graph_cursor);
+          if (k < 0) {
+            o() << fmt::format("every node of step {} was shown; running on to the next kernel\n", step);
+            mode = Mode::Next;
+            return;
+          }
+          if (reached(k)) {
+            graph_cursor = k;
+            print_graph_node(k);
+            continue;
+          }
+          step_target = k;
+          mode = Mode::Step;
+        } else {
+          mode = (cmd == "continue" || cmd == "c") ? Mode::Run : Mode::Next;
+        }
+        return;
+      } else if (cmd == "break" || cmd == "b") {
+        cmd_break(arg);
+      } else if (cmd == "print" || cmd == "p" || cmd == "show") {
+        std::string why;
+        std::vector<const Node*> ns = resolve_tensors(arg, why);
+        if (ns.empty()) o() << why << "\n";
+        for (const Node* n : ns) {
+          if (cmd == "show")
+            cmd_show(n);
+          else
+            cmd_print(n, "");
+        }
+      } else if (cmd == "grad") {
+        cmd_grad(arg);
+      } else if (cmd == "shader") {
+        try {
+          cmd_shader(arg);
+        } catch (const Error& e) {
+          o() << "could not compile the shader: " << e.what() << "\n";
+        }
+      } else if (cmd == "list" || cmd == "l") {
+        cmd_list();
+      } else if (cmd == "quit" || cmd == "q" || cmd == "exit") {
+        quit = true;
+        throw QuitSignal{};
       } else {
-        mode = (cmd == "continue" || cmd == "c") ? Mode::Run : Mode::Next;
+        o() << fmt::format("unknown command '{}' (type `help` for the list)\n", cmd);
       }
-      return;
-    } else if (cmd == "break" || cmd == "b") {
-      cmd_break(arg);
-    } else if (cmd == "print" || cmd == "p" || cmd == "show") {
-      std::string why;
-      std::vector<const Node*> ns = resolve_tensors(arg, why);
-      if (ns.empty()) o() << why << "\n";
-      for (const Node* n : ns) {
-        if (cmd == "show")
-          cmd_show(n);
-        else
-          cmd_print(n, "");
-      }
-    } else if (cmd == "grad") {
-      cmd_grad(arg);
-    } else if (cmd == "shader") {
-      try {
-        cmd_shader(arg);
-      } catch (const Error& e) {
-        o() << "could not compile the shader: " << e.what() << "\n";
-      }
-    } else if (cmd == "list" || cmd == "l") {
-      cmd_list();
-    } else if (cmd == "quit" || cmd == "q" || cmd == "exit") {
-      quit = true;
-      throw QuitSignal{};
-    } else {
-      o() << fmt::format("unknown command '{}' (type `help` for the list)\n", cmd);
+    } catch (const std::exception& e) {  // QuitSignal is not a std::exception: quit still ends the session
+      o() << fmt::format("{}: {}\n", cmd, e.what());
     }
   }
 }

@@ -540,6 +540,7 @@ void Session::set_debugger(std::istream& in, std::ostream& out, DebuggerOptions 
   impl_->out = &out;
   impl_->dopt = std::move(opt);
   impl_->mode = Impl::Mode::Next;
+  impl_->quit = false;  // a new command stream starts a new conversation (quit/EOF ended the previous one)
 }
 
 void Session::debugger_finish() {

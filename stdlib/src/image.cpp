@@ -438,6 +438,30 @@ RGBImage read_image(const std::string& path) {
                             path));
 }
 
+std::vector<std::string> input_warnings(const std::vector<float>& gray, int h, int w) {
+  if (h < 1 || w < 1 || gray.size() != static_cast<size_t>(h) * static_cast<size_t>(w))
+    throw ValueError(fmt::format("input_warnings: {} values given for a {}x{} image.", gray.size(), h, w));
+  std::vector<std::string> out;
+  auto [lo, hi] = std::minmax_element(gray.begin(), gray.end());
+  if (*hi - *lo < 0.05f) {
+    out.push_back(fmt::format("the image is nearly uniform (gray levels {:.3f}..{:.3f}): nothing to classify. A PNG "
+                              "with transparency is composited onto white, so white strokes on a transparent "
+                              "background vanish; flatten it onto black first.", *lo, *hi));
+    return out;
+  }
+  double border = 0;
+  int count = 0;
+  for (int y = 0; y < h; ++y)
+    for (int x = 0; x < w; ++x)
+      if (y == 0 || x == 0 || y == h - 1 || x == w - 1) border += gray[static_cast<size_t>(y) * w + x], ++count;
+  border /= count;
+  if (border > 0.5)
+    out.push_back(fmt::format("the background is light (border mean {:.2f}): the model was trained on light objects "
+                              "on a black background: pass --invert for dark strokes on light paper (with --invert "
+                              "given, the original was light on dark: drop it).", border));
+  return out;
+}
+
 std::vector<float> resize_gray(const std::vector<float>& src, int h, int w, int out_h, int out_w) {
   if (h < 1 || w < 1 || out_h < 1 || out_w < 1)
     throw ValueError(fmt::format("resize_gray: sizes {}x{} -> {}x{} must be positive.", h, w, out_h, out_w));

@@ -17,7 +17,10 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include <nettle/sha2.h>
+
 #include "sg/error.h"
+#include "sg/shape.h"
 
 static_assert(std::endian::native == std::endian::little,
               "safetensors I/O copies float bytes directly and assumes a little-endian host");
@@ -48,7 +51,8 @@ void save_safetensors(const std::string& path, const std::vector<NamedTensor>& t
       if (d < 0)
         throw ValueError(fmt::format("save_safetensors('{}'): tensor '{}' has negative dimension {}.", path,
                                      t.name, d));
-      count *= static_cast<uint64_t>(d);
+      count = static_cast<uint64_t>(
+          checked_mul(static_cast<int64_t>(count), d, fmt::format("save_safetensors('{}'): tensor '{}'", path, t.name)));
     }
     if (count != t.data.size())
       throw ValueError(fmt::format("save_safetensors('{}'): tensor '{}' has shape [{}] ({} elements) but {} "
@@ -58,6 +62,12 @@ void save_safetensors(const std::string& path, const std::vector<NamedTensor>& t
     header[t.name] = {{"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
   }
+  std::string data;
+  data.reserve(offset);
+  for (const NamedTensor& t : tensors)
+    data.append(reinterpret_cast<const char*>(t.data.data()), t.data.size() * sizeof(float));
+  if (!header.contains("__metadata__")) header["__metadata__"] = nlohmann::ordered_json::object();
+  header["__metadata__"][kDataSha256Key] = sha256_hex(data);  // verified by load_safetensors
   std::string json = header.dump();
   while ((8 + json.size()) % 8 != 0) json.push_back(' ');
   std::string out;
@@ -65,8 +75,7 @@ void save_safetensors(const std::string& path, const std::vector<NamedTensor>& t
   uint64_t n = json.size();
   out.append(reinterpret_cast<const char*>(&n), 8);
   out += json;
-  for (const NamedTensor& t : tensors)
-    out.append(reinterpret_cast<const char*>(t.data.data()), t.data.size() * sizeof(float));
+  out += data;
   write_file_atomic(path, out);
 }
 
@@ -74,6 +83,17 @@ const NamedTensor* SafetensorsFile::find(std::string_view name) const {
   for (const NamedTensor& t : tensors)
     if (t.name == name) return &t;
   return nullptr;
+}
+
+std::string sha256_hex(std::string_view bytes) {
+  sha256_ctx ctx;
+  sha256_init(&ctx);
+  if (!bytes.empty()) sha256_update(&ctx, bytes.size(), reinterpret_cast<const uint8_t*>(bytes.data()));
+  uint8_t digest[SHA256_DIGEST_SIZE];
+  sha256_digest(&ctx, SHA256_DIGEST_SIZE, digest);
+  std::string hex;
+  for (uint8_t b : digest) hex += fmt::format("{:02x}", b);
+  return hex;
 }
 
 SafetensorsFile load_safetensors(const std::string& path) {
@@ -87,6 +107,10 @@ SafetensorsFile load_safetensors(const std::string& path) {
   }
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (in.bad()) throw IOError(fmt::format("cannot read safetensors file '{}'.", path));
+  return parse_safetensors(bytes, path);
+}
+
+SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& path) {
   const uint64_t size = bytes.size();
   if (size < 8)
     throw IOError(fmt::format("'{}': not a safetensors file: {} bytes, shorter than the 8-byte header length "
@@ -107,6 +131,8 @@ SafetensorsFile load_safetensors(const std::string& path) {
     uint64_t at = 8 + (e.byte > 0 ? e.byte - 1 : 0);
     throw IOError(fmt::format("'{}': byte offset {}: the JSON header (bytes 8..{}) does not parse: {}", path, at,
                               data_start, e.what()));
+  } catch (const nlohmann::json::exception& e) {  // e.g. out_of_range for a number like 3e768114 (fuzz_safetensors)
+    throw IOError(fmt::format("'{}': the JSON header (bytes 8..{}) does not parse: {}", path, data_start, e.what()));
   }
   if (!header.is_object())
     throw IOError(fmt::format("'{}': byte offset 8: the JSON header is a {}, expected an object.", path,
@@ -134,7 +160,7 @@ SafetensorsFile load_safetensors(const std::string& path) {
       }
       continue;
     }
-    auto bad = [&](const std::string& what) {
+    auto bad = [&, &name = name](const std::string& what) {  // (clang 14 cannot capture a structured binding)
       return IOError(fmt::format("'{}': tensor '{}' (header bytes 8..{}): {}", path, name, data_start, what));
     };
     if (!v.is_object()) throw bad(fmt::format("entry is a {}, expected an object", v.type_name()));
@@ -193,13 +219,23 @@ SafetensorsFile load_safetensors(const std::string& path) {
     throw IOError(fmt::format("'{}': byte offset {}: {} bytes of data after the last tensor (data section is {} "
                               "bytes, tensors cover {}). The file is corrupt.",
                               path, data_start + expect, data_size - expect, data_size, expect));
+  if (auto it = out.metadata.find(kDataSha256Key); it != out.metadata.end()) {
+    const std::string found = sha256_hex(bytes.substr(data_start));
+    if (found != it->second)
+      throw IOError(fmt::format("'{}': the data section (bytes {}..{}) is corrupt: its SHA-256 is {}, the header "
+                                "records {} ({}). Restore the file from a good copy or re-save it.",
+                                path, data_start, size, found, it->second, kDataSha256Key));
+    out.checksum_verified = true;
+    out.metadata.erase(it);  // the caller's metadata, as saved
+  }
   out.tensors.reserve(entries.size());
   for (Entry& e : entries) {
     NamedTensor t;
     t.name = std::move(e.name);
     t.shape = std::move(e.shape);
     t.data.resize((e.end - e.begin) / 4);
-    std::memcpy(t.data.data(), bytes.data() + data_start + e.begin, e.end - e.begin);
+    // (an empty tensor's data() may be null: memcpy(nullptr, ..., 0) is undefined; found by fuzz_safetensors)
+    if (!t.data.empty()) std::memcpy(t.data.data(), bytes.data() + data_start + e.begin, e.end - e.begin);
     out.tensors.push_back(std::move(t));
   }
   return out;

@@ -6,7 +6,9 @@
 #include <chrono>
 #include <filesystem>
 #include <cmath>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <tuple>
 #include <ostream>
@@ -76,15 +78,16 @@ class Progress {
   Progress(std::ostream& log, bool enabled) : log_(log), enabled_(enabled), tty_(isatty(STDOUT_FILENO) != 0) {}
   void update(int64_t epoch, int64_t epochs, int64_t step, int64_t steps, double loss, double elapsed) {
     if (!enabled_) return;
+    steps = std::max<int64_t>(steps, 1);  // a step ran, so there is at least one (never divide by 0)
     double rate = elapsed > 0 ? step / elapsed : 0;
     // ETA of the whole run: the rest of this epoch plus the epochs still to come (evaluation not included)
-    double eta = rate > 0 ? ((steps - step) + (epochs - epoch) * steps) / rate : 0;
+    double eta = rate > 0 ? (static_cast<double>(steps - step) + static_cast<double>(epochs - epoch) * steps) / rate : 0;
     if (tty_) {
       int width = 30, filled = static_cast<int>(width * step / std::max<int64_t>(steps, 1));
       log_ << fmt::format("\repoch {}/{} [{}{}] {}/{} loss {:.4f} {:.1f} steps/s ETA {:.0f}s ", epoch, epochs,
                           std::string(filled, '='), std::string(width - filled, ' '), step, steps, loss, rate, eta)
            << std::flush;
-    } else if (step == steps || step * 10 / steps != (step - 1) * 10 / steps) {
+    } else if (step >= steps || step * 10 / steps != (step - 1) * 10 / steps) {  // steps >= 1 here
       log_ << fmt::format("epoch {}/{} step {}/{} loss {:.4f} {:.1f} steps/s ETA {:.0f}s\n", epoch, epochs, step,
                           steps, loss, rate, eta)
            << std::flush;
@@ -175,6 +178,14 @@ Result run(const Config& cfg, std::ostream& log) {
       throw IOError(fmt::format("cannot write {}: directory {} does not exist", *out, dir.string()));
     if (std::filesystem::is_directory(*out, ec))
       throw IOError(fmt::format("cannot write {}: it is a directory", *out));
+    // the files are written atomically (a temporary in the same directory, then a rename): try that now
+    std::filesystem::path probe = dir / fmt::format(".sg_write_probe_{}", static_cast<long>(getpid()));
+    FILE* f = std::fopen(probe.c_str(), "wb");
+    if (!f)
+      throw IOError(fmt::format("cannot write {}: cannot create files in {} ({})", *out, dir.string(),
+                                std::strerror(errno)));
+    std::fclose(f);
+    std::filesystem::remove(probe, ec);
   }
   Setup setup = make_setup(cfg);
   const data::Dataset& train_ds = setup.train;

@@ -6,7 +6,8 @@ HOW TO REGENERATE (deterministic: same torch/numpy give byte-identical files; co
     /usr/bin/python3 tests/golden/gen_golden.py          # from the repository root
 
 Needs Debian's python3-torch (1.13, CPU) and python3-numpy (use /usr/bin/python3, not a pyenv python).
-Writes tests/golden/{elementwise,reduce,movement,nn,fake_quant,mlp,cnn}.json, read by tests/golden_util.h.
+Writes tests/golden/{elementwise,reduce,movement,nn,fake_quant,mlp,cnn}.json, read by tests/golden_util.h, and
+numerics.json (IEEE edge cases and Adam steps; read by tests/test_numerics.cpp).
 
 Conventions
 -----------
@@ -595,7 +596,80 @@ def gen_cnn():
             "grads": {k: dense(v.grad) for k, v in model.named_parameters()}}
 
 
+def nf(a):
+    """float64 values -> JSON numbers, with the non-finite ones as the strings "nan", "inf", "-inf"."""
+    out = []
+    for v in np.asarray(a, dtype=np.float64).ravel():
+        out.append("nan" if np.isnan(v) else ("inf" if v == np.inf else ("-inf" if v == -np.inf else float(v))))
+    return out
+
+
+def gen_numerics():
+    """numerics.json: IEEE edge cases (NaN, inf, empty tensors) and the first Adam steps, in float64.
+
+    NaN and inf are stored as strings (tests/test_numerics.cpp decodes them). Read by the CPU reference's
+    semantics tests; every backend must give the same values (docs/RELIABILITY.md).
+    """
+    nan, inf = float("nan"), float("inf")
+    d = torch.float64
+    cases = {}
+    x = torch.tensor([1.5, nan, -2.0, 0.0, inf, -inf, -0.5, 3.0], dtype=d)
+    cases["relu"] = {"x": nf(x), "y": nf(torch.relu(x))}
+    xg = x.clone().requires_grad_(True)
+    r = torch.tensor([0.5, -1.0, 2.0, 1.5, -0.25, 3.0, 1.0, -2.0], dtype=d)
+    (torch.relu(xg) * r).sum().backward()
+    cases["relu_grad"] = {"x": nf(x), "r": nf(r), "dx": nf(xg.grad)}
+    a = torch.tensor([1.0, nan, nan, 2.0, -inf, 0.0], dtype=d)
+    b = torch.tensor([nan, 3.0, nan, 1.0, 5.0, -0.0], dtype=d)
+    cases["maximum_minimum"] = {"a": nf(a), "b": nf(b), "maximum": nf(torch.maximum(a, b)),
+                                "minimum": nf(torch.minimum(a, b))}
+    m = torch.tensor([[1.0, nan, 3.0, 2.0], [5.0, 6.0, nan, 8.0], [4.0, -1.0, 7.0, 0.5]], dtype=d)
+    cases["row_reductions"] = {"x": nf(m), "shape": [3, 4], "amax": nf(torch.amax(m, 1)), "amin": nf(torch.amin(m, 1)),
+                               "argmax": [int(v) for v in torch.argmax(m, 1)], "sum": nf(m.sum(1))}
+    pool_in = torch.tensor([[[[1.0, nan, 3.0, 2.0], [5.0, 6.0, 0.0, 8.0],
+                              [4.0, -1.0, 7.0, 0.5], [2.0, 2.5, -3.0, 1.0]]]], dtype=d)
+    cases["max_pool2d"] = {"x": nf(pool_in), "shape": [1, 1, 4, 4], "y": nf(F.max_pool2d(pool_in, 2))}
+    cases["mean_empty"] = {"mean": nf(torch.mean(torch.empty(0, dtype=d))), "sum": nf(torch.empty(0, dtype=d).sum())}
+    num = torch.tensor([1.0, -1.0, 0.0, nan], dtype=d)
+    cases["divide_by_zero"] = {"x": nf(num), "y": nf(num / 0.0)}
+    base = torch.tensor([0.0, 0.0, -8.0, 2.0, -2.0], dtype=d)
+    expo = torch.tensor([-1.0, 0.5, 1.0 / 3.0, 0.5, 2.0], dtype=d)
+    cases["pow"] = {"a": nf(base), "b": nf(expo), "y": nf(torch.pow(base, expo))}
+    z = torch.tensor([nan, inf, -inf, 0.0], dtype=d)
+    cases["times_zero"] = {"x": nf(z), "y": nf(z * 0.0), "zero_div": nf(0.0 / z)}
+    # cross_entropy with out-of-range labels: torch raises (IndexError / RuntimeError); record that it does
+    logits = torch.zeros(2, 3, dtype=d)
+    raises = {}
+    for name, lab in [("label_5", [0, 5]), ("label_minus_1", [-1, 1])]:
+        try:
+            F.cross_entropy(logits, torch.tensor(lab))
+            raises[name] = False
+        except (IndexError, RuntimeError):
+            raises[name] = True
+    cases["cross_entropy_bad_labels"] = {"classes": 3, "label_5": [0, 5], "label_minus_1": [-1, 1], "raises": raises}
+    # Adam, torch.optim defaults (lr 1e-3, betas (0.9, 0.999), eps 1e-8), gradient g of loss = sum(p * g)
+    rng = np.random.default_rng(19)
+    p0 = (rng.standard_normal(16) * 1e-3).astype(np.float32)
+    g = np.array([1e-9, -1e-8, 1e-6, -1e-4, 0.01, -0.3, 1.0, -2.5, 10.0, -100.0, 0.5, 3e-3, -7e-7, 42.0, -0.07, 1e-2],
+                 dtype=np.float32)
+    pt = torch.tensor(p0.astype(np.float64), requires_grad=True)
+    opt = torch.optim.Adam([pt])
+    steps = []
+    for _ in range(3):
+        opt.zero_grad()
+        (pt * torch.tensor(g.astype(np.float64))).sum().backward()
+        opt.step()
+        steps.append(nf(pt.detach()))
+    cases["adam"] = {"p0": nf(p0), "g": nf(g), "steps": steps}
+    return {"file": "numerics.json", "cases": cases}
+
+
 def main():
+    obj = {"generator": "tests/golden/gen_golden.py", "torch": torch.__version__, **gen_numerics()}
+    path = os.path.join(OUT_DIR, obj.pop("file"))
+    with open(path, "w") as f:
+        f.write(json.dumps(obj, indent=1) + "\n")
+    print(f"wrote {path} ({os.path.getsize(path)} bytes)")
     for gen in [gen_elementwise, gen_reduce, gen_movement, gen_nn, gen_fake_quant]:
         obj = gen()
         fname = obj.pop("file")

@@ -58,6 +58,9 @@ std::unique_ptr<Optimizer> make_sgd(SGDOptions opt);
 
 /// torch.optim.Adam (Kingma & Ba 2015, PyTorch's formula): g += wd*p; m = b1*m + (1-b1)*g;
 /// v = b2*v + (1-b2)*g^2; p -= lr * (m/(1-b1^t)) / (sqrt(v/(1-b2^t)) + eps). The step counter t is a State.
+/// The bias corrections 1 - b^t are computed as -expm1(t ln b) (ln b in f64 on the host, expm1 by a series near 0),
+/// so f32 backends keep them to ~2e-7 relative: the first step equals torch's to 1e-6 (1 - pow(0.999, 1) in f32
+/// was 1e-4 off on GPUs).
 struct AdamOptions {
   double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
 };

@@ -48,6 +48,9 @@ class KernelCache {
     uint64_t disk_hits = 0;    ///< loaded from the disk directory (no glslang / SPIRV-Cross)
     uint64_t misses = 0;       ///< compiled with compile_shader()
     uint64_t disk_errors = 0;  ///< disk entries found unreadable/corrupt, or writes that failed (never thrown)
+    /// Warnings printed to std::cerr because the disk directory could not be written (at most 1 per cache: the
+    /// first failed write says which directory and why; later failures are only counted in disk_errors).
+    uint64_t disk_warnings = 0;
   };
 
   /// Memory cache, plus a disk cache in $SG_KERNEL_CACHE when that environment variable is set and non-empty.
@@ -76,6 +79,15 @@ class KernelCache {
   };
   EntryPaths entry_paths(uint64_t key, ShaderStage stage) const;
 
+  /// A disk entry's content checked against what it must hold for (key, glsl450, stage, opt): the manifest JSON
+  /// (format version, key, toolchain, stage, options, the full GLSL 4.50 source, size and FNV-1a 64 of each file)
+  /// and the files' bytes (SPIR-V magic, whole words). nullopt when anything is missing, malformed or different;
+  /// never throws (the fuzz target tests/fuzz/fuzz_kernel_cache.cpp checks that).
+  static std::optional<CompiledShader> parse_entry(std::string_view manifest, std::string_view spv,
+                                                   std::string_view gles, std::string_view spvasm, uint64_t key,
+                                                   const std::string& glsl450, ShaderStage stage,
+                                                   const ShaderCompileOptions& opt);
+
   Stats stats() const;
   /// Number of shaders held in memory.
   size_t size() const;
@@ -101,6 +113,8 @@ class KernelCache {
   std::unordered_map<uint64_t, Entry> entries_;  // node-based: references survive rehashing
   std::deque<Entry> collisions_;                 // entries whose key was taken by another source (64-bit collision)
   Stats stats_;
+  /// Prints the unwritable-directory warning unless this cache printed it already (caller holds no lock).
+  void warn_unwritable(const std::string& why);
 };
 
 }  // namespace sg

@@ -66,7 +66,10 @@ KExprPtr kload(int input, KExprPtr flat_index);
 KExprPtr kreduce(ReduceKind kind, std::vector<std::string> vars, std::vector<int64_t> extents, KExprPtr body);
 
 bool kis_int(const KExprPtr& e, int64_t v);
-/// Node count; Reduce counts its body times its trip count (a cost estimate in scalar ops).
+// The queries below (kcost, kcontains_reduce, kloop_iterations, kunrollable_sum, khas_unrollable_sum, kequal) and
+// krewrite visit each node of the shared DAG once: time linear in the number of distinct nodes, also where a DAG of
+// N nodes has 2^N paths (a chain of maps whose bodies read their input twice). kexpr_str prints the tree.
+/// Node count of the tree view; Reduce counts its body times its trip count (a cost estimate in scalar ops).
 double kcost(const KExprPtr& e);
 bool kcontains_reduce(const KExprPtr& e);
 /// Loop iterations one invocation executes to evaluate all of `roots` when every shared subtree (same pointer)
@@ -93,7 +96,8 @@ std::vector<KExprPtr> krewrite(const std::vector<KExprPtr>& roots,
 KExprPtr ksubstitute(const KExprPtr& e, const std::map<std::string, KExprPtr>& subs);
 /// Replaces every occurrence of the subtree `target` (by identity) with `replacement`.
 KExprPtr kreplace(const KExprPtr& e, const KExpr* target, const KExprPtr& replacement);
-/// Human-readable infix form (for tests and comments).
+/// Human-readable infix form (for tests and comments). Prints the tree view: its length grows with the number of
+/// paths, not of nodes, so do not call it on large shared DAGs.
 std::string kexpr_str(const KExprPtr& e);
 
 }  // namespace sg

@@ -11,6 +11,31 @@
 
 namespace sg {
 
+#if defined(__clang__) && !__has_builtin(__builtin_source_location)
+/// clang 14 (the fuzzing and sanitizer compiler, docs/RELIABILITY.md) lacks the builtin libstdc++'s
+/// std::source_location needs; this stand-in has the same interface, built from clang's older builtins.
+struct source_location {
+  static constexpr source_location current(const char* file = __builtin_FILE(),
+                                           const char* function = __builtin_FUNCTION(),
+                                           uint32_t line = __builtin_LINE()) noexcept {
+    source_location l;
+    l.file_ = file, l.function_ = function, l.line_ = line;
+    return l;
+  }
+  constexpr const char* file_name() const noexcept { return file_; }
+  constexpr const char* function_name() const noexcept { return function_; }
+  constexpr uint32_t line() const noexcept { return line_; }
+  constexpr uint32_t column() const noexcept { return 0; }
+
+ private:
+  const char* file_ = "";
+  const char* function_ = "";
+  uint32_t line_ = 0;
+};
+#else
+using source_location = std::source_location;
+#endif
+
 /// Where in the user's C++ a graph node was created (file basename, line, function).
 /// Captured with std::source_location::current() as a defaulted argument of every DSL entry point.
 struct SourceLoc {
@@ -19,7 +44,7 @@ struct SourceLoc {
   std::string function;  ///< enclosing function name as the compiler spells it
 
   SourceLoc() = default;
-  SourceLoc(const std::source_location& l);  // NOLINT(implicit): captured at call sites
+  SourceLoc(const source_location& l);  // NOLINT(implicit): captured at call sites
   /// "model.cpp:42", or "<unknown>".
   std::string str() const;
   bool known() const { return line != 0; }

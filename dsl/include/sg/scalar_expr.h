@@ -5,8 +5,13 @@
 // The same tree is evaluated by the CPU reference (in f64), emitted as GLSL by codegen, and differentiated
 // symbolically by autodiff (sg::diff in autodiff/).
 //
-// Builders fold constants and apply the identities x*1 = x, x+0 = x, x-0 = x, x*0 = 0, x/1 = x, --x = x,
-// so derivative bodies stay small and readable in generated shaders.
+// Builders fold constants and apply the identities x*1 = x, x+0 = x, x-0 = x, x/1 = x, x^1 = x, x^0 = 1, --x = x,
+// so derivative bodies stay small and readable in generated shaders. They do not fold x*0 or 0/x (x may be NaN or
+// +-inf, which IEEE and torch turn into NaN); autodiff drops its structurally zero terms itself.
+//
+// Numeric semantics (the CPU reference's, in f64; every backend must match them, docs/RELIABILITY.md): IEEE 754 with
+// torch's choices where IEEE leaves one — relu(NaN) = NaN, maximum/minimum propagate NaN, sign(NaN) = NaN,
+// x / 0 = +-inf (NaN for 0 / 0), pow(0, -1) = inf, comparisons with NaN are false (!= is true).
 #pragma once
 
 #include <cstdint>
@@ -109,6 +114,7 @@ Scalar sin(Scalar a);
 Scalar cos(Scalar a);
 Scalar tanh(Scalar a);
 Scalar sigmoid(Scalar a);
+/// max(a, 0) with relu(NaN) = NaN (torch.relu).
 Scalar relu(Scalar a);
 Scalar sign(Scalar a);
 Scalar floor(Scalar a);

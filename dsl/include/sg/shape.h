@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include <llvm/ADT/ArrayRef.h>
 #include <llvm/ADT/SmallVector.h>
@@ -19,8 +20,16 @@ const char* dtype_name(DType d);
 using Shape = llvm::SmallVector<int64_t, 4>;
 using ShapeRef = llvm::ArrayRef<int64_t>;
 
-/// Number of elements (1 for rank 0).
+/// Number of elements (1 for rank 0). Throws ValueError when the product of the sizes exceeds int64 (shapes the
+/// DSL builds are checked when their node is made, so this only fires for hand-made shapes).
 int64_t numel(ShapeRef s);
+/// a * b for sizes (a, b >= 0); throws ValueError "`what`: a x b = more than 2^63-1 ..." on overflow. The one
+/// helper for every product of sizes that come from user input (shapes, batch sizes, file headers).
+int64_t checked_mul(int64_t a, int64_t b, std::string_view what);
+/// a + b for sizes (a, b >= 0); throws ValueError naming `what` on overflow.
+int64_t checked_add(int64_t a, int64_t b, std::string_view what);
+/// numel(s) through checked_mul: ValueError naming `what` and the shape when it overflows (or a size is < 0).
+int64_t checked_numel(ShapeRef s, std::string_view what);
 /// Row-major (C-contiguous) strides in elements.
 Shape contiguous_strides(ShapeRef s);
 /// "32x784" ("scalar" for rank 0).

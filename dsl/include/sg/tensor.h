@@ -24,7 +24,7 @@
 
 namespace sg {
 
-using loc_t = std::source_location;
+using loc_t = sg::source_location;  // std::source_location (error.h)
 
 // ------------------------------------------------------------------------------------------------
 // Expression templates

@@ -216,6 +216,7 @@ class Session {
   /// A multi-output kernel is one draw: the debugger stops once, after its last output was read back (a
   /// breakpoint on any of its launches, or on a node one of them stores, is a breakpoint on the kernel), and a
   /// kernel name given to break/print/show/shader means the whole kernel (print/show: every output).
+  /// Calling it again installs new streams and clears an earlier quit (quit_requested() is false again).
   void set_debugger(std::istream& in, std::ostream& out, DebuggerOptions opt = {});
   /// After the last step: a final prompt where the run's state can still be inspected (returns on quit/EOF).
   void debugger_finish();

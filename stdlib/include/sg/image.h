@@ -92,6 +92,13 @@ RGBImage read_image(const std::string& path);
 /// Throws sg::ValueError for out_h or out_w < 1, sg::IOError as read_image.
 std::vector<float> read_image_gray(const std::string& path, int out_h, int out_w);
 
+/// Warnings about a classifier input that does not look like the training data (light objects on a black
+/// background, as Fashion-MNIST and the digits), for `predict`: gray is h x w in [0, 1] as fed to the model.
+///  - nearly uniform (max - min < 0.05): e.g. a white-on-transparent PNG, whose alpha is composited onto white;
+///  - a light background (mean of the border pixels > 0.5): dark strokes on light paper need --invert.
+/// Returns one sentence per problem (empty when none). Throws sg::ValueError when gray.size() != h * w.
+std::vector<std::string> input_warnings(const std::vector<float>& gray, int h, int w);
+
 /// The resize used by read_image_gray, on a row-major h x w float image. Throws sg::ValueError for sizes < 1
 /// or src.size() != h*w.
 std::vector<float> resize_gray(const std::vector<float>& src, int h, int w, int out_h, int out_w);

@@ -37,14 +37,27 @@ struct NamedTensor {
 /// complete new one; on any failure the temporary file is removed and an existing `path` is left untouched.
 /// Throws sg::ValueError (bad name, duplicate name, negative dim, data size != prod(shape)) before touching the
 /// file system; sg::IOError (names the path and the OS error) if the file cannot be written or renamed.
+/// The metadata also records the SHA-256 of the data section (kDataSha256Key, lower-case hex), replacing a
+/// value of that key in `metadata`.
 void save_safetensors(const std::string& path, const std::vector<NamedTensor>& tensors,
                       const std::map<std::string, std::string>& metadata = {});
+
+/// The __metadata__ key holding the lower-case hex SHA-256 (FIPS 180-4, via nettle) of the data section
+/// (bytes 8 + N to the end of the file). Files written elsewhere usually lack it.
+inline constexpr const char* kDataSha256Key = "shadergrad.data_sha256";
+
+/// Lower-case hex SHA-256 of `bytes` (64 characters).
+std::string sha256_hex(std::string_view bytes);
 
 /// Content of a safetensors file. Tensors are listed in the order of their data in the file (ascending
 /// data_offsets), which for files written by save_safetensors is the order they were saved in.
 struct SafetensorsFile {
   std::vector<NamedTensor> tensors;
   std::map<std::string, std::string> metadata;
+  /// True when the metadata recorded the data section's SHA-256 (kDataSha256Key) and it matched (the key is then
+  /// removed from `metadata`, which holds what the writer passed); false when the file has none (then corruption
+  /// of the data cannot be detected: callers should say so).
+  bool checksum_verified = false;
 
   /// The tensor named `name`, or nullptr.
   const NamedTensor* find(std::string_view name) const;
@@ -55,8 +68,11 @@ struct SafetensorsFile {
 /// a JSON syntax error (file offset of the error); a header that is not an object or an entry missing
 /// dtype/shape/data_offsets; a dtype other than F32; a negative dim; data_offsets with begin > end, beyond the
 /// data section, not contiguous (overlapping or with gaps, as the reference implementation requires), or whose
-/// size differs from 4 * prod(shape); data past the last tensor; a non-string __metadata__ value.
+/// size differs from 4 * prod(shape); data past the last tensor; a non-string __metadata__ value; a data section
+/// whose SHA-256 differs from the one the metadata records (kDataSha256Key).
 SafetensorsFile load_safetensors(const std::string& path);
+/// The same checks on a file's bytes already in memory; `path` only names it in messages.
+SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& path);
 
 /// Atomic file write (temporary + fsync + rename): the one implementation lives in codegen (sg/dump.h).
 using sg::write_file_atomic;

@@ -1,0 +1,43 @@
+// shadergrad — validation of the feeds given to Executable::run, shared by every backend.
+//
+// Every backend calls FeedChecker::check before it uploads or evaluates anything, so all backends reject the
+// same feeds with the same message (one place; a new backend adds one call):
+//
+//   FeedChecker checker(program);                        // at compile time: which inputs, which must be labels
+//   auto data = checker.check(feeds);                    // per run: ValueError on a bad feed, else the data
+//   for (size_t i = 0; i < checker.inputs().size(); ++i) upload(checker.inputs()[i], *data[i]);
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "sg/backend.h"
+
+namespace sg {
+
+/// What run() checks of its feeds, derived once from a Program:
+///  - every Input leaf is fed exactly once (a missing name, a duplicate name, or a null Feed::data is a
+///    ValueError naming the input); feeds naming no input of the program are ignored;
+///  - each feed holds numel(shape) values;
+///  - an i32 input holds integers (exact floats; NaN, +-inf and fractions such as 1.5 are rejected) in the range
+///    GPU backends store exactly (|v| <= 2^24);
+///  - an input read as class indices — consumed by one_hot (also inside cross_entropy), directly or through
+///    reshape/permute/expand/slice — holds values in [0, num_classes) (torch.nn.functional.one_hot and
+///    cross_entropy raise for the same labels). Labels computed inside the graph are not checked: one_hot of an
+///    out-of-range computed value is a row of zeros (graph.h, Op::OneHot).
+/// Messages name the input, the flat element index and the value, e.g.
+/// "run: input 'labels' element 3 is 5, outside [0, 3) (one_hot/cross_entropy with 3 classes)".
+class FeedChecker {
+ public:
+  explicit FeedChecker(const Program& program);
+  /// The Input leaves, sorted by name (Program::inputs()).
+  const std::vector<NodePtr>& inputs() const { return inputs_; }
+  /// Validates `feeds` (ValueError as above); returns each input's data, in inputs() order.
+  std::vector<const std::vector<float>*> check(const std::vector<Feed>& feeds) const;
+
+ private:
+  std::vector<NodePtr> inputs_;
+  std::vector<int64_t> classes_;  ///< per input: smallest one_hot num_classes reading it, 0 when none
+};
+
+}  // namespace sg
