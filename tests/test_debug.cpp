@@ -967,6 +967,7 @@ TEST_CASE("step follows the graph: forward, then backward layer by layer, then u
   int out_of_kernel_order = 0;
   for (size_t i = 1; i < shown.size(); ++i) out_of_kernel_order += kernel_of(shown[i]) < kernel_of(shown[i - 1]);
   CHECK(out_of_kernel_order > 0);
+}
 
 TEST_CASE("debugger: node numbers too large for any integer type are 'no node', not the end of the session",
           "[debug][repl]") {

@@ -20,6 +20,7 @@
 #include "sg/compute_kernel.h"
 #include "sg/dump.h"
 #include "sg/error.h"
+#include "sg/feeds.h"
 #include "sg/gles_device.h"
 #include "sg/kernel_cache.h"
 
@@ -47,6 +48,8 @@ class GlesComputeExecutable final : public Executable {
  private:
   GlesComputeBackend& be_;
   Plan plan_;
+  FeedChecker feeds_{plan_.program};  ///< run()'s feed validation, shared by every backend (sg/feeds.h)
+  std::unordered_map<const Node*, int> plan_values_;  ///< Input leaf -> its value id in plan_
   std::vector<ComputeKernel> kernels_;
   std::vector<const gles::ComputeProgram*> programs_;
   std::vector<gles::Buffer> pool_;                  // pooled temporaries
@@ -180,7 +183,10 @@ GlesComputeExecutable::GlesComputeExecutable(GlesComputeBackend& be, Plan plan) 
   gles::Device& dev = be_.dev();
   for (auto& b : plan_.buffers) pool_.push_back(dev.create_buffer(b.numel, "pool"));
   for (auto& v : plan_.values) {
-    if (v.kind == ValueKind::Input) own_.emplace(v.id, dev.create_buffer(v.node->numel(), v.name));
+    if (v.kind == ValueKind::Input) {
+      own_.emplace(v.id, dev.create_buffer(v.node->numel(), v.name));
+      plan_values_.emplace(v.node.get(), v.id);
+    }
     if (v.kind == ValueKind::Constant) {
       gles::Buffer b = dev.create_buffer(v.node->numel(), v.name);
       dev.upload(b, v.node->data->data(), v.node->numel());
@@ -219,16 +225,10 @@ std::vector<std::vector<float>> GlesComputeExecutable::run(const std::vector<Fee
   auto ms_since = [](Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); };
   phases_.clear();
   Clock::time_point t0 = Clock::now();
-  for (auto& v : plan_.values) {
-    if (v.kind != ValueKind::Input) continue;
-    const Feed* f = nullptr;
-    for (auto& x : feeds)
-      if (x.name == v.node->name) f = &x;
-    if (!f) throw ValueError(fmt::format("run: input '{}' ({}) was not fed", v.node->name, shape_str(v.node->shape)));
-    if (static_cast<int64_t>(f->data->size()) != v.node->numel())
-      throw ValueError(fmt::format("run: input '{}' expects {} values ({}), got {}", v.node->name, v.node->numel(),
-                                   shape_str(v.node->shape), f->data->size()));
-    dev.upload(own_.at(v.id), f->data->data(), v.node->numel());
+  const std::vector<const std::vector<float>*> data = feeds_.check(feeds);  // ValueError before any upload
+  for (size_t i = 0; i < feeds_.inputs().size(); ++i) {
+    const Node* n = feeds_.inputs()[i].get();
+    if (auto it = plan_values_.find(n); it != plan_values_.end()) dev.upload(own_.at(it->second), data[i]->data(), n->numel());
   }
   phases_.emplace_back("upload", ms_since(t0));
   t0 = Clock::now();

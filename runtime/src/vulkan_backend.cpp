@@ -19,6 +19,7 @@
 #include "sg/backend.h"
 #include "sg/compute_kernel.h"
 #include "sg/dump.h"
+#include "sg/feeds.h"
 #include "sg/kernel_cache.h"
 #include "sg/vulkan_device.h"
 
@@ -75,6 +76,8 @@ class VulkanExecutable final : public Executable {
 
   VulkanBackend& be_;
   Plan plan_;
+  FeedChecker feeds_{plan_.program};                      ///< run()'s feed validation, shared by every backend
+  std::unordered_map<const Node*, int> input_values_;     ///< Input leaf -> its value id in plan_
   std::vector<ComputeKernel> kernels_;
   std::vector<const vk::Pipeline*> pipelines_;
   std::vector<vk::Buffer> pool_;                      // pooled temporaries
@@ -244,6 +247,8 @@ VulkanExecutable::VulkanExecutable(VulkanBackend& be, Plan plan, std::vector<Com
                                    std::vector<const vk::Pipeline*> pipelines)
     : be_(be), plan_(std::move(plan)), kernels_(std::move(kernels)), pipelines_(std::move(pipelines)) {
   vk::Device& d = dev();
+  for (auto& v : plan_.values)
+    if (v.kind == ValueKind::Input) input_values_.emplace(v.node.get(), v.id);
   const bool staging = !d.caps().direct_map;
   for (size_t b = 0; b < plan_.buffers.size(); ++b)
     pool_.push_back(d.create_buffer(plan_.buffers[b].numel * 4, fmt::format("pool{}", b)));
@@ -355,18 +360,15 @@ void VulkanExecutable::record(vk::CommandBuffer& cmd, const Variant& var, size_t
 }
 
 void VulkanExecutable::write_inputs(const std::vector<Feed>& feeds) {
-  for (auto& v : plan_.values) {
-    if (v.kind != ValueKind::Input) continue;
-    const Feed* f = nullptr;
-    for (auto& x : feeds)
-      if (x.name == v.node->name) f = &x;
-    if (!f) throw ValueError(fmt::format("run: input '{}' ({}) was not fed", v.node->name, shape_str(v.node->shape)));
-    if (static_cast<int64_t>(f->data->size()) != v.node->numel())
-      throw ValueError(fmt::format("run: input '{}' expects {} values ({}), got {}", v.node->name, v.node->numel(),
-                                   shape_str(v.node->shape), f->data->size()));
+  const std::vector<const std::vector<float>*> data = feeds_.check(feeds);  // ValueError before any write
+  for (size_t i = 0; i < feeds_.inputs().size(); ++i) {
+    const Node* n = feeds_.inputs()[i].get();
+    auto it = input_values_.find(n);
+    if (it == input_values_.end()) continue;  // an input the plan does not read
+    const int id = it->second;
     // the GPU is idle between steps (every submit is waited for), so host writes cannot race a dispatch
-    void* dst = in_staging_.count(v.id) ? in_staging_.at(v.id).mapped() : own_.at(v.id).mapped();
-    std::copy(f->data->begin(), f->data->end(), static_cast<float*>(dst));
+    void* dst = in_staging_.count(id) ? in_staging_.at(id).mapped() : own_.at(id).mapped();
+    std::copy(data[i]->begin(), data[i]->end(), static_cast<float*>(dst));
   }
 }
 
