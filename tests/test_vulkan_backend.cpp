@@ -377,3 +377,16 @@ TEST_CASE("vulkan: programs whose outputs are leaves (no kernel for them) read t
   CHECK(out[1] == std::vector<float>{1.f, -2.f, 0.25f});
   expect_no_validation_messages(vulkan_device(*be));
 }
+
+TEST_CASE("auto on a machine whose devices are CPU implementations chooses gles and says why it skipped the rest",
+          "[vulkan][auto]") {
+  sg::testing::pin_lavapipe();  // CI's Vulkan device is lavapipe, its GLES device llvmpipe: both CPU implementations
+  BackendChoice c = make_backend({.kind = "auto"});
+  INFO(c.note);
+  CHECK(c.backend->name() == "gles");
+  CHECK_THAT(c.note, Catch::Contains("vulkan: 'llvmpipe") && Catch::Contains("gles-compute: 'llvmpipe"));
+  CHECK_THAT(c.note, Catch::Contains("a CPU implementation"));
+  // the explicit kinds are still there for whoever asks for them
+  CHECK(make_backend({.kind = "vulkan"}).backend->name() == "vulkan");
+  CHECK(make_backend({.kind = "gles-compute"}).backend->name() == "gles-compute");
+}

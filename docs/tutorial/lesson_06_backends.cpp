@@ -6,9 +6,12 @@
 // inputs, executes every kernel and returns the outputs.
 //
 // Backends: "gles" (GLSL ES 3.00 fragment shaders on headless EGL: Mesa's llvmpipe on a machine without a
-// GPU, the vendor's driver where there is one) and "cpu" (the f64-accumulating reference executor, the
-// ground truth every GPU backend is tested against). "auto" takes the first one that works and tells you
-// in `note` why it skipped the others.
+// GPU, the vendor's driver where there is one — tensors live in RGBA32F textures, WebGL2-style), "gles-compute"
+// (GLES 3.1 compute shaders over storage buffers in the same EGL context), "vulkan" (the same compute kernels as
+// SPIR-V, one recorded command buffer per step) and "cpu" (the f64-accumulating reference executor, the ground
+// truth every GPU backend is tested against). "auto" tries them in their measured order of speed for the device
+// (on a GPU vulkan, gles-compute, gles; on a CPU implementation such as Mesa's, gles) and tells you in `note`
+// why it skipped each one before it.
 //
 //   cmake --build build --target lesson_06_backends && build/bin/lesson_06_backends
 #include <cmath>

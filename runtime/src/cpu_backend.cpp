@@ -8,6 +8,8 @@
 #include "sg/backend.h"
 #include "sg/cpu_reference.h"
 #include "sg/feeds.h"
+#include "sg/target.h"
+#include "sg/vulkan_device.h"
 
 namespace sg {
 
@@ -100,12 +102,44 @@ BackendChoice make_backend(const BackendOptions& opt) {
   if (opt.kind == "vulkan") return {make_vulkan_backend(opt), ""};
   if (opt.kind != "auto")
     throw ValueError(fmt::format("unknown backend '{}' (choose auto, gles, gles-compute, vulkan or cpu)", opt.kind));
+  return make_auto_backend(opt);
+}
+
+/// kind "auto": the backends in their measured order of speed for the device class (docs/PERFORMANCE.md). On a
+/// GPU: vulkan, gles-compute, gles; on a CPU implementation (Mesa's lavapipe and llvmpipe) the compute backends are
+/// skipped — there the fragment path measured faster (the main job on llvmpipe GLES against lavapipe Vulkan and
+/// llvmpipe GLES compute) — then the CPU reference. Each skipped backend's reason goes into `note` (seed 000's
+/// fallback chain). Only a missing or unusable device falls back; invalid options (ValueError) are thrown.
+BackendChoice make_auto_backend(const BackendOptions& opt) {
+  std::string note;
+  auto skip = [&](const std::string& kind, const std::string& why) {
+    note += fmt::format("{}{}: {}", note.empty() ? "" : "\n", kind, why);
+  };
+  constexpr const char* kCpuDevice = "a CPU implementation; on CPUs the fragment path (gles) measured faster, skipped";
   try {
-    return {make_gles_backend(opt), ""};
+    std::unique_ptr<Backend> vk = make_vulkan_backend(opt);
+    if (!vulkan_device(*vk).caps().limits.cpu_device) return {std::move(vk), note};
+    skip("vulkan", fmt::format("'{}' is {}", vk->device(), kCpuDevice));
   } catch (const BackendError& e) {
-    // only a missing/unusable GL falls back; invalid options (ValueError) are the caller's to fix
-    return {make_cpu_backend(), std::string("GLES unavailable, using the CPU backend: ") + e.what()};
+    skip("vulkan", e.what());
   }
+  std::unique_ptr<Backend> gles;
+  try {
+    gles = make_gles_backend(opt);
+  } catch (const BackendError& e) {
+    skip("gles", e.what());
+    return {make_cpu_backend(), note + "\nusing the CPU reference backend"};
+  }
+  if (!is_cpu_renderer(gles->device())) {
+    try {
+      return {make_gles_compute_backend(opt), note};
+    } catch (const BackendError& e) {
+      skip("gles-compute", e.what());
+    }
+  } else {
+    skip("gles-compute", fmt::format("'{}' is {}", gles->device(), kCpuDevice));
+  }
+  return {std::move(gles), note};
 }
 
 }  // namespace sg

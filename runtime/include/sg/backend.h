@@ -164,14 +164,19 @@ ScheduleOptions schedule_options(const Target& target, const BackendOptions& opt
 
 struct BackendChoice {
   std::unique_ptr<Backend> backend;
-  std::string note;  ///< why auto fell back to the CPU ("" when the requested backend was used)
+  std::string note;  ///< kind "auto": why it skipped each backend before the one it chose, one line each ("" = none)
 };
 
-/// Creates a backend. kind "gles" or "vulkan" that cannot work throws BackendError with the probe's reason;
-/// "auto" falls back to "cpu" when GLES cannot work (BackendError) and gives the full reason in `note`;
-/// invalid options (ValueError, e.g. max_texture_width above the device limit) are thrown, never hidden by a
-/// fallback. Unknown kinds throw ValueError.
+/// Creates a backend. A kind "gles", "gles-compute" or "vulkan" that cannot work throws BackendError with the
+/// probe's reason; "auto" is make_auto_backend. Invalid options (ValueError, e.g. max_texture_width above the device
+/// limit) are thrown, never hidden by a fallback. Unknown kinds throw ValueError.
 BackendChoice make_backend(const BackendOptions& opt = {});
+
+/// kind "auto": tries the backends in their measured order of speed for the device class (docs/PERFORMANCE.md):
+/// on a GPU vulkan, then gles-compute, then gles; on a CPU implementation (Mesa's lavapipe, llvmpipe) gles (the
+/// compute backends are skipped there: the fragment path measured faster on CPUs); then the CPU reference. `note`
+/// says, one line per backend, why each one before the chosen one was skipped.
+BackendChoice make_auto_backend(const BackendOptions& opt);
 
 std::unique_ptr<Backend> make_cpu_backend();
 /// Throws BackendError when no EGL/GLES 3 context with float render targets can be made.
