@@ -124,7 +124,8 @@ std::pair<std::vector<io::NamedTensor>, json> run_checks(const BundleSpec& spec,
     std::vector<Feed> fv;
     for (auto& [name, data] : run.feeds) {
       const auto& ins = inputs_of(prog, memo);
-      auto nit = std::find_if(ins.begin(), ins.end(), [&](const NodePtr& n) { return n->name == name; });
+      const std::string& feed_name = name;  // a named copy: clang 14 cannot capture a structured binding
+      auto nit = std::find_if(ins.begin(), ins.end(), [&](const NodePtr& n) { return n->name == feed_name; });
       if (nit == ins.end())
         throw ValueError(fmt::format("export: check run {} feeds '{}', which is not an input of program '{}'", r,
                                      name, run.program));
