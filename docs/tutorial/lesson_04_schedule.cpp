@@ -11,8 +11,12 @@
 // Nothing here needs a GPU: scheduling is a pure function of the program and of the target's limits.
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <string>
 
+#include "sg/emit.h"
+#include "sg/kernel_ir.h"
+#include "sg/shader_compiler.h"
 #include "sg/shadergrad.h"
 
 static void expect(bool ok, const char* what) {
@@ -28,7 +32,7 @@ static void print_plan(const sg::Plan& plan) {
   }
 }
 
-int main() {
+int main(int argc, char** argv) {
   // The program: one dense layer h = relu(x @ W + b), a loss, and one Adam step on W and b. In the graph,
   // x @ W is a MatMul node and `relu(... + b)` is ONE Map node (lesson 1: an expression is one node).
   sg::Tensor x = sg::input("x", {8, 4});
@@ -127,6 +131,21 @@ int main() {
   sg::Plan unfused = sg::schedule(step, sg::schedule_options(frag, unfused_opt));
   std::printf("\nunfused: %zu kernels instead of %zu\n", unfused.kernels.size(), plan.kernels.size());
   expect(unfused.kernels.size() > 2 * plan.kernels.size(), "fusion more than halves the number of launches");
+  // Run with a directory argument to get each kernel's files as lesson 5 explains them (docs/ARCHITECTURE.md's
+  // worked example was dumped this way): DIR/<kernel>.ir (the kernel IR of each output), .glsl, .spvasm, .frag.
+  if (argc > 1) {
+    for (const sg::Kernel& k : plan.kernels) {
+      const std::string base = std::string(argv[1]) + "/" + k.name;
+      std::ofstream ir(base + ".ir");
+      for (auto& e : k.exprs) ir << sg::kexpr_str(e) << "\n";
+      sg::CompiledShader cs = sg::compile_shader(k.name, sg::emit_glsl450(plan, k, sg::ShaderStage::Fragment),
+                                                 sg::ShaderStage::Fragment);
+      std::ofstream(base + ".glsl") << cs.glsl450;
+      std::ofstream(base + ".spvasm") << cs.spvasm;
+      std::ofstream(base + ".frag") << cs.gles;
+    }
+    std::printf("wrote %zu kernels to %s\n", plan.kernels.size(), argv[1]);
+  }
   std::printf("lesson 4 done\n");
   return 0;
 }
