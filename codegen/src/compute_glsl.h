@@ -7,9 +7,7 @@
 // Variables can be substituted by GLSL expressions (the tiled emitter evaluates a factor at a staged tile
 // coordinate) and subtrees pre-bound to a GLSL expression (the contraction's register accumulator).
 //
-// The SOp -> GLSL semantics live in compute_glsl_math(); they reproduce the fragment emitter's table in emit.cpp
-// (torch-style pow through sg_pow, tanh clamped to +-15, roundEven, GLSL max/min). The two tables should become
-// one when the fragment emitter is restructured.
+// Float math prints through glsl_math() (glsl_math.h), the table the fragment emitter uses too.
 #pragma once
 
 #include <map>
@@ -18,6 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "glsl_math.h"
 #include "sg/schedule.h"
 
 namespace sg::compute {
@@ -25,13 +24,6 @@ namespace sg::compute {
 /// A float literal in GLSL (NaN and infinities as uintBitsToFloat bit patterns; always with '.' or 'e').
 std::string glsl_float(double v);
 
-/// The GLSL expression of float op `op` over operand expressions a, b, c (scalars), with the semantics of the
-/// CPU reference where GLSL allows (see the file comment). Sets `uses_pow` when the result calls sg_pow.
-std::string compute_glsl_math(SOp op, const std::string& a, const std::string& b, const std::string& c,
-                              bool& uses_pow);
-
-/// sg_pow's definition (torch.pow: negative bases with integer exponents), for kernels that call it.
-const char* sg_pow_source();
 
 /// Scalar printer of one kernel's expressions (see the file comment).
 class KPrinter {

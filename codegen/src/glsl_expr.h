@@ -22,6 +22,7 @@
 
 #include <fmt/format.h>
 
+#include "glsl_math.h"
 #include "sg/kernel_ir.h"
 #include "sg/schedule.h"
 
@@ -403,26 +404,7 @@ class ExprEmitter {
     auto cmp = [&](const char* op, const char* fn) {
       return R(v ? fmt::format("vec4({}({}, {}))", fn, fvec(A), fvec(B)) : fmt::format("float({} {} {})", a, op, b));
     };
-    switch (e->sop) {
-      case SOp::Neg: return R(fmt::format("(-{})", a));
-      case SOp::Abs: return R(fmt::format("abs({})", a));
-      case SOp::Exp: return R(fmt::format("exp({})", a));
-      case SOp::Log: return R(fmt::format("log({})", a));
-      case SOp::Sqrt: return R(fmt::format("sqrt({})", a));
-      case SOp::Rsqrt: return R(fmt::format("inversesqrt({})", a));
-      case SOp::Sin: return R(fmt::format("sin({})", a));
-      case SOp::Cos: return R(fmt::format("cos({})", a));
-      case SOp::Tanh: return R(fmt::format("tanh(clamp({}, -15.0, 15.0))", a));  // avoids exp overflow -> NaN
-      case SOp::Sigmoid: return R(fmt::format("(1.0 / (1.0 + exp(-{})))", a));
-      case SOp::Relu: return R(fmt::format("max({}, 0.0)", a));
-      case SOp::Sign: return R(fmt::format("sign({})", a));
-      case SOp::Floor: return R(fmt::format("floor({})", a));
-      case SOp::Round: return R(fmt::format("roundEven({})", a));
-      case SOp::Recip: return R(fmt::format("(1.0 / {})", a));
-      case SOp::Add: return R(fmt::format("({} + {})", a, b));
-      case SOp::Sub: return R(fmt::format("({} - {})", a, b));
-      case SOp::Mul: return R(fmt::format("({} * {})", a, b));
-      case SOp::Div: return R(fmt::format("({} / {})", a, b));
+    switch (e->sop) {  // the vec4 forms; every other op's GLSL function takes scalars and vec4s alike
       case SOp::Pow: uses_pow_ = true; return both("sg_pow");
       case SOp::Max: return R(fmt::format("max({}, {})", A.vec || !v ? a : fvec(A), b));
       case SOp::Min: return R(fmt::format("min({}, {})", A.vec || !v ? a : fvec(A), b));
@@ -433,11 +415,11 @@ class ExprEmitter {
       case SOp::Eq: return cmp("==", "equal");
       case SOp::Ne: return cmp("!=", "notEqual");
       case SOp::Select:
-        if (!v) return R(fmt::format("({} != 0.0 ? {} : {})", a, b, C.s));
-        return R(fmt::format("mix({}, {}, notEqual({}, vec4(0.0)))", fvec(C), fvec(B), fvec(A)));
+        if (v) return R(fmt::format("mix({}, {}, notEqual({}, vec4(0.0)))", fvec(C), fvec(B), fvec(A)));
+        break;
       default: break;
     }
-    return R("0.0");
+    return R(glsl_math(e->sop, a, b, C.s, uses_pow_));
   }
 
   Code emit_reduce(const KExprPtr& e) {
