@@ -241,19 +241,7 @@ std::vector<std::vector<float>> GlesComputeExecutable::run(const std::vector<Fee
     for (int v : ck.bindings) bind.push_back(&buffer_of(v));
     dev.dispatch(*programs_[k], bind, ck.workgroups, kern.name);
     if (be_.profile()) timings_.push_back({kern.name, dev.last_draw_ms(), dev.timer_queries_available()});
-    if (hook_) {
-      for (size_t j = 0; j < kern.outputs.size(); ++j) {  // one event per output value
-        const int out = kern.outputs[j];
-        KernelEvent ev;
-        ev.index = static_cast<int>(k);
-        ev.output = static_cast<int>(j);
-        ev.name = kern.name;
-        ev.kernel = &kern;
-        ev.node = plan_.values[out].node.get();
-        ev.read = [this, out] { return read_value(out); };
-        hook_(ev);
-      }
-    }
+    notify_hook(static_cast<int>(k), kern, plan_, [this](int v) { return read_value(v); });
   }
   phases_.emplace_back("submit", ms_since(t0));
   t0 = Clock::now();

@@ -382,18 +382,7 @@ void VulkanExecutable::submit_per_kernel(Variant& var, bool timestamps) {
     dev().submit_and_wait(scratch_);
     if (be_.options().profile && !timestamps)
       timings_.push_back({kern.name, std::chrono::duration<double, std::milli>(Clock::now() - t0).count(), false});
-    if (!hook_) continue;
-    for (size_t j = 0; j < kern.outputs.size(); ++j) {  // one event per output value
-      const int out = kern.outputs[j];
-      KernelEvent ev;
-      ev.index = static_cast<int>(k);
-      ev.output = static_cast<int>(j);
-      ev.name = kern.name;
-      ev.kernel = &kern;
-      ev.node = plan_.values[out].node.get();
-      ev.read = [this, out] { return read_value(out, false); };
-      hook_(ev);
-    }
+    notify_hook(static_cast<int>(k), kern, plan_, [this](int v) { return read_value(v, false); });
   }
 }
 

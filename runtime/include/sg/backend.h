@@ -73,6 +73,24 @@ class Executable {
   void set_kernel_hook(KernelHook hook) { hook_ = std::move(hook); }
 
  protected:
+  /// GPU backends, after launching kernel `index` of `plan`: one hook event per output value of `k`, whose `read`
+  /// is `read_value(value id)`. Does nothing without a hook.
+  void notify_hook(int index, const Kernel& k, const Plan& plan,
+                   const std::function<std::vector<float>(int value_id)>& read_value) const {
+    if (!hook_) return;
+    for (size_t j = 0; j < k.outputs.size(); ++j) {
+      const int out = k.outputs[j];
+      KernelEvent ev;
+      ev.index = index;
+      ev.output = static_cast<int>(j);
+      ev.name = k.name;
+      ev.kernel = &k;
+      ev.node = plan.values[out].node.get();
+      ev.read = [read_value, out] { return read_value(out); };  // a copy: a hook may keep it
+      hook_(ev);
+    }
+  }
+
   KernelHook hook_;
 };
 
