@@ -10,6 +10,7 @@ include(CMakePackageConfigHelpers)
 # (The CLI executable owns the target name `shadergrad`; the library is sg_all, exported as shadergrad::shadergrad.)
 add_library(sg_all INTERFACE)
 target_link_libraries(sg_all INTERFACE sg_stdlib)
+target_compile_features(sg_all INTERFACE cxx_std_20)  # the headers need C++20 (std::source_location, concepts)
 set_target_properties(sg_all PROPERTIES EXPORT_NAME shadergrad)
 add_library(shadergrad::shadergrad ALIAS sg_all)
 

@@ -502,7 +502,7 @@ TEST_CASE("cli: --save '' and --metrics '' are refused, an unwritable --metrics 
   Proc p = cli(fmt::format("train --dataset digits --epochs 1 --backend cpu --metrics {}", dir / "file/sub/m.json"));
   INFO(p.out);
   CHECK(p.rc == 1);
-  CHECK_THAT(p.out, Contains("cannot write " + dir / "file/sub/m.json"));
+  CHECK_THAT(p.out, Contains("cannot write '" + dir / "file/sub/m.json"));
   CHECK(p.out.find("epoch 1/1") == std::string::npos);  // before training
 }
 

@@ -189,6 +189,7 @@ TEST_CASE("captured values and gradients: stats equal direct computation and PNG
     auto norms = s.gradient_norms();
     REQUIRE(norms.size() == 1);
     REQUIRE(norms[0].l2.size() == 3);
+    CHECK(norms[0].computed == std::vector<bool>{true, true, true});  // a NaN norm is not a missing one
     CHECK(norms[0].l2[0] == 0);
     CHECK(std::isnan(norms[0].l2[1]));  // a gradient holding a NaN has no finite norm
     CHECK(norms[0].l2[2] == Approx(std::sqrt(9 + 0.25 + 4 + 64.0)));

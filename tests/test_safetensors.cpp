@@ -3,6 +3,9 @@
 #include <catch2/catch.hpp>
 
 #include "test_util.h"
+#include "sg/atomic_file.h"
+
+#include <sys/stat.h>
 
 #include <cstdio>
 #include <cstring>
@@ -266,6 +269,29 @@ TEST_CASE("a failed save never leaves a half-written target", "[safetensors][ato
   CHECK(read_file(p) == old_bytes);
   CHECK(load_safetensors(p).metadata.at("v") == "old");
   CHECK(dir.entries() == 2);  // ckpt.safetensors and occupied/ only: no stray temporaries
+}
+
+TEST_CASE("atomic saves follow symbolic links and refuse to replace FIFOs and devices", "[safetensors][atomic]") {
+  TempDir dir;
+  const std::string target = dir / "target.safetensors", link = dir / "link.safetensors";
+  save_safetensors(target, {{"w", {1}, {1.0f}}});
+  fs::create_symlink(target, link);
+  save_safetensors(link, {{"w", {1}, {2.0f}}});
+  CHECK(fs::is_symlink(link));  // the link stays, its target has the new content
+  CHECK(load_safetensors(target).tensors.at(0).data == std::vector<float>{2.0f});
+
+  const std::string fifo = dir / "fifo";
+  REQUIRE(::mkfifo(fifo.c_str(), 0644) == 0);
+  std::string m = error_of([&] { save_safetensors(fifo, {{"w", {1}, {1.0f}}}); });
+  CHECK_THAT(m, Contains(fifo) && Contains("a FIFO, not a regular file"));
+  CHECK_THROWS_AS(sg::check_atomic_writable(fifo), sg::IOError);
+  CHECK(fs::is_fifo(fifo));
+  // a device node (as root, renaming over /dev/null would replace it): refused before anything is written
+  m = error_of([] { sg::check_atomic_writable("/dev/null"); });
+  CHECK_THAT(m, Contains("/dev/null") && Contains("a character device"));
+  CHECK(fs::is_character_file("/dev/null"));
+  CHECK_NOTHROW(sg::check_atomic_writable(dir / "new.safetensors"));
+  CHECK(dir.entries() == 3);  // target, link, fifo: the check left no temporary
 }
 
 TEST_CASE("load_safetensors refuses directories and devices instead of reading them", "[safetensors]") {

@@ -21,10 +21,10 @@ const CLI::Validator kPositiveValue(
       try {
         size_t used = 0;
         double v = std::stod(s, &used);
-        if (used == s.size() && v > 0) return "";
+        if (used == s.size() && v > 0 && v <= 1e6) return "";
       } catch (const std::exception&) {
       }
-      return "must be a positive number (got '" + s + "')";
+      return "must be a positive number up to 1e6 (got '" + s + "')";
     },
     "POSITIVE");
 }  // namespace

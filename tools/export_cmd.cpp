@@ -55,6 +55,10 @@ ExportCommand add_export_command(CLI::App& app) {
   cmd.sub = e;
   cmd.run = [mo, target, out, linear]() {
     target->row_aligned_layout = !*linear;
+    if (target->col_planes > 1 && (target->max_draw_buffers < 8 || target->row_planes != 4))  // was silently off
+      throw ValueError(fmt::format("export: --col-planes 2 needs --max-draw-buffers 8 and --row-planes 4 (a 4 x 8 tile "
+                                   "per fragment into 8 render targets); got --max-draw-buffers {} --row-planes {}",
+                                   target->max_draw_buffers, target->row_planes));
     web::ExportSummary s = web::write_bundle(web::model_bundle_spec(*mo), *target, *out);
     std::string kernels;
     for (auto& [p, n] : s.kernels) kernels += fmt::format("{}{} {}", kernels.empty() ? "" : ", ", p, n);

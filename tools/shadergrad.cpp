@@ -1,4 +1,5 @@
 // shadergrad — command-line interface: train, predict, info, dump (debug and export in their own files).
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 
@@ -23,8 +24,8 @@ namespace {
 std::string check_number(const std::string& s, bool zero_ok) {
   char* end = nullptr;
   double v = std::strtod(s.c_str(), &end);
-  if (s.empty() || *end != '\0' || !(zero_ok ? v >= 0 : v > 0))
-    return fmt::format("must be a {} number, got '{}'", zero_ok ? "non-negative" : "positive", s);
+  if (s.empty() || *end != '\0' || !std::isfinite(v) || !(zero_ok ? v >= 0 : v > 0))  // `--lr inf` too
+    return fmt::format("must be a finite {} number, got '{}'", zero_ok ? "non-negative" : "positive", s);
   return "";
 }
 const CLI::Validator kPositive([](std::string& s) { return check_number(s, false); }, "POSITIVE");
@@ -222,8 +223,8 @@ int main(int argc, char** argv) {
       ->check(kNonNegative);
   train->add_option("--save", cfg.save, "write a safetensors checkpoint")->check(kFileName);
   train->add_option("--metrics", cfg.metrics, "write metrics JSON")->check(kFileName);
-  train->add_option("--train-limit", cfg.train_limit, "use only the first N training samples")->check(kNonNegative);
-  train->add_option("--test-limit", cfg.test_limit, "evaluate only the first N test samples")->check(kNonNegative);
+  train->add_option("--train-limit", cfg.train_limit, "use only the first N training samples (0: all)")->check(kNonNegative);
+  train->add_option("--test-limit", cfg.test_limit, "evaluate only the first N test samples (0: all)")->check(kNonNegative);
   train->add_option("--max-texture-width", cfg.max_texture_width, "narrower textures (forces row wrapping)")
       ->check(kNonNegative);
   train->add_flag("--unfused", cfg.unfused, "one kernel per graph node");

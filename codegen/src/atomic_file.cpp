@@ -2,6 +2,7 @@
 #include "sg/atomic_file.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -16,11 +17,87 @@
 
 namespace sg {
 
-void write_file_atomic(const std::string& path, std::string_view bytes) {
+namespace {
+
+/// What `st` is, in words, for a file that is not a regular one.
+const char* file_kind(const struct stat& st) {
+  if (S_ISDIR(st.st_mode)) return "a directory";
+  if (S_ISCHR(st.st_mode)) return "a character device";
+  if (S_ISBLK(st.st_mode)) return "a block device";
+  if (S_ISFIFO(st.st_mode)) return "a FIFO";
+  if (S_ISSOCK(st.st_mode)) return "a socket";
+  return "not a regular file";
+}
+
+/// The file the write replaces: `path` with symbolic links resolved (the link stays, its target gets the new
+/// content). IOError when that file exists and is not a regular file: renaming over a device, FIFO or socket
+/// would replace it (seen: `--metrics /dev/full` as root replaced the device node).
+std::filesystem::path resolve_target(const std::string& path) {
   std::filesystem::path target(path);
-  std::filesystem::path dir = target.parent_path();
   if (target.filename().empty())
     throw IOError(fmt::format("cannot write '{}': the path names a directory, not a file.", path));
+  std::error_code ec;
+  if (std::filesystem::is_symlink(std::filesystem::symlink_status(target, ec))) {
+    std::filesystem::path resolved = std::filesystem::weakly_canonical(target, ec);
+    if (ec) throw IOError(fmt::format("cannot write '{}': resolving the symbolic link failed: {}.", path, ec.message()));
+    target = resolved;
+  }
+  struct stat st {};
+  if (::stat(target.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    throw IOError(fmt::format("cannot write '{}': it is {}, not a regular file. shadergrad writes files atomically "
+                              "(a temporary renamed over the old file), which would replace it; give the path of a "
+                              "regular file.",
+                              path, file_kind(st)));
+  return target;
+}
+
+/// SIGINT, SIGTERM and SIGHUP held back while the temporary exists, so an interrupt leaves the old file or the
+/// new one and no stray temporary (the pending signal is delivered when the mask is restored).
+class InterruptsDeferred {
+ public:
+  InterruptsDeferred() {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGHUP);
+    ::pthread_sigmask(SIG_BLOCK, &set, &old_);
+  }
+  ~InterruptsDeferred() { ::pthread_sigmask(SIG_SETMASK, &old_, nullptr); }
+  InterruptsDeferred(const InterruptsDeferred&) = delete;
+  InterruptsDeferred& operator=(const InterruptsDeferred&) = delete;
+
+ private:
+  sigset_t old_{};
+};
+
+}  // namespace
+
+void check_atomic_writable(const std::string& path) {
+  const std::filesystem::path target = resolve_target(path);
+  std::filesystem::path dir = target.parent_path();
+  if (dir.empty()) dir = ".";
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec))
+    throw IOError(fmt::format("cannot write '{}': directory '{}' does not exist.", path, dir.string()));
+  std::string tmpl = (dir / (target.filename().string() + ".tmp-XXXXXX")).string();
+  std::vector<char> name(tmpl.begin(), tmpl.end());
+  name.push_back('\0');
+  InterruptsDeferred deferred;
+  int fd = ::mkstemp(name.data());
+  if (fd < 0) {
+    int e = errno;
+    throw IOError(fmt::format("cannot write '{}': cannot create files in '{}': {}.", path, dir.string(),
+                              std::strerror(e)));
+  }
+  ::close(fd);
+  ::unlink(name.data());
+}
+
+void write_file_atomic(const std::string& path, std::string_view bytes) {
+  const std::filesystem::path target = resolve_target(path);
+  std::filesystem::path dir = target.parent_path();
+  InterruptsDeferred deferred;
   std::string tmpl = (dir / (target.filename().string() + ".tmp-XXXXXX")).string();
   std::vector<char> name(tmpl.begin(), tmpl.end());
   name.push_back('\0');

@@ -405,6 +405,11 @@ void Session::Impl::interact() {
       if (cmd == "help" || cmd == "h" || cmd == "?") {
         o() << help_text();
       } else if (cmd == "next" || cmd == "n" || cmd == "step" || cmd == "s" || cmd == "continue" || cmd == "c") {
+        if (!arg.empty()) {  // no silent ignoring: `next 5` used to run one kernel
+          o() << fmt::format("{} takes no argument (got '{}'); to run up to a kernel or node use `break NAME` then "
+                             "`continue`\n", cmd, arg);
+          continue;
+        }
         if (!running) {
           o() << fmt::format("the run has finished ({} steps); inspect with print/show/grad/shader, `quit` to exit\n",
                              step + 1);

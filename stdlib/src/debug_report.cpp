@@ -146,7 +146,7 @@ nlohmann::json Session::Impl::stats_json(const ReportInfo& info) const {
   for (double l : losses) j["losses"].push_back(jnum(l));
   for (auto& g : gradient_norms()) {
     nlohmann::json a = nlohmann::json::array();
-    for (double v : g.l2) a.push_back(jnum(v));
+    for (size_t s = 0; s < g.l2.size(); ++s) a.push_back(g.computed[s] ? jnum(g.l2[s]) : nlohmann::json());
     j["gradient_norms"][g.param] = a;
   }
   if (!failure.empty()) j["failure"] = {{"message", failure}, {"step", failure_step}, {"launch", failure_launch}};
@@ -171,7 +171,7 @@ nlohmann::json Session::Impl::report_data(const ReportInfo& info) const {
   d["gradient_norms"] = nlohmann::json::array();
   for (auto& g : gradient_norms()) {
     nlohmann::json a = nlohmann::json::array();
-    for (double v : g.l2) a.push_back(jnum(v));
+    for (size_t s = 0; s < g.l2.size(); ++s) a.push_back(g.computed[s] ? jnum(g.l2[s]) : nlohmann::json());
     d["gradient_norms"].push_back({{"param", g.param}, {"l2", a}});
   }
   d["nodes"] = nlohmann::json::array();

@@ -367,13 +367,16 @@ std::vector<GradientNorms> Session::Impl::gradient_norms() const {
   std::vector<GradientNorms> r;
   int steps = step + 1;
   for (auto& [pname, g] : param_grad) {
-    GradientNorms gn{pname, std::vector<double>(std::max(steps, 0), std::numeric_limits<double>::quiet_NaN())};
+    GradientNorms gn{pname, std::vector<double>(std::max(steps, 0), std::numeric_limits<double>::quiet_NaN()),
+                     std::vector<bool>(std::max(steps, 0), false)};
     int k = num(g);
     for (int s = 0; s < steps; ++s) {
       if (k >= 0 && nodes[k]->is_leaf() && nodes[k]->data) {
         gn.l2[s] = compute_stats(nodes[k]->data->data(), nodes[k]->shape).l2;
+        gn.computed[s] = true;
       } else if (const Capture* c = k >= 0 ? find(k, s) : nullptr) {
         gn.l2[s] = c->stats.nonfinite() ? std::numeric_limits<double>::quiet_NaN() : c->stats.l2;
+        gn.computed[s] = true;
       }
     }
     r.push_back(std::move(gn));

@@ -1,6 +1,8 @@
 // The training driver: programs, epochs, evaluation, progress, checkpoints, metrics.
 #include "sg/train.h"
 
+#include "sg/atomic_file.h"
+
 #include <unistd.h>
 
 #include <chrono>
@@ -170,23 +172,8 @@ Result run(const Config& cfg, std::ostream& log) {
   if (cfg.epochs < 1) throw ValueError(fmt::format("--epochs must be >= 1 (got {})", cfg.epochs));
   auto t_start = Clock::now();
   // fail before training, not after it, when an output cannot be written
-  for (const std::string* out : {&cfg.save, &cfg.metrics}) {
-    if (out->empty()) continue;
-    std::filesystem::path dir = std::filesystem::absolute(*out).parent_path();
-    std::error_code ec;
-    if (!std::filesystem::is_directory(dir, ec))
-      throw IOError(fmt::format("cannot write {}: directory {} does not exist", *out, dir.string()));
-    if (std::filesystem::is_directory(*out, ec))
-      throw IOError(fmt::format("cannot write {}: it is a directory", *out));
-    // the files are written atomically (a temporary in the same directory, then a rename): try that now
-    std::filesystem::path probe = dir / fmt::format(".sg_write_probe_{}", static_cast<long>(getpid()));
-    FILE* f = std::fopen(probe.c_str(), "wb");
-    if (!f)
-      throw IOError(fmt::format("cannot write {}: cannot create files in {} ({})", *out, dir.string(),
-                                std::strerror(errno)));
-    std::fclose(f);
-    std::filesystem::remove(probe, ec);
-  }
+  for (const std::string* out : {&cfg.save, &cfg.metrics})
+    if (!out->empty()) check_atomic_writable(*out);
   Setup setup = make_setup(cfg);
   const data::Dataset& train_ds = setup.train;
   const data::Dataset& test_ds = setup.test;

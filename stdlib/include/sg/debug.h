@@ -141,11 +141,14 @@ struct Capture {
   double reference_diff = std::numeric_limits<double>::quiet_NaN();
 };
 
-/// The L2 norm of one parameter's gradient per step (NaN for steps where it was not captured or where the gradient
-/// held a NaN/Inf).
+/// The L2 norm of one parameter's gradient per step.
 struct GradientNorms {
   std::string param;
+  /// L2 norm of d(loss)/d(param) per step; NaN where the gradient holds a non-finite element or was not computed.
   std::vector<double> l2;
+  /// Per step: false where the gradient was never computed (the session stopped, e.g. on `quit`, before the
+  /// kernel that writes it ran); l2 is NaN there too, and the report and stats.json show "not computed" / null.
+  std::vector<bool> computed;
 };
 
 struct Options {
