@@ -129,7 +129,7 @@ std::string KPrinter::raw(const KExprPtr& e) {
     }
     case KOp::FMath: {
       std::string a = print(e->a), b = e->b ? print(e->b) : std::string(), c = e->c ? print(e->c) : std::string();
-      return glsl_math(e->sop, a, b, c, uses_pow_);
+      return glsl_math(e->sop, a, b, c, helpers_);
     }
     case KOp::Reduce: return reduce(e);
     case KOp::ISelect: {
@@ -190,12 +190,14 @@ std::string KPrinter::reduce(const KExprPtr& e) {
   const std::string x = print(e->a);
   switch (kind) {
     case ReduceKind::Sum: line(fmt::format("{} += {};", acc, x)); break;
-    case ReduceKind::Max: line(fmt::format("{0} = max({0}, {1});", acc, x)); break;
-    case ReduceKind::Min: line(fmt::format("{0} = min({0}, {1});", acc, x)); break;
+    case ReduceKind::Max:
+    case ReduceKind::Min:
+      line(fmt::format("{} = {};", acc, glsl_reduce_step(kind == ReduceKind::Max, acc, x, helpers_)));
+      break;
     case ReduceKind::ArgMax:
       line(fmt::format("float {}x{} = {};", prefix_, id, x));
-      line(fmt::format("if ({0}it{1} == 0 || {0}x{1} > {0}best{1}) {{ {0}best{1} = {0}x{1}; {2} = float({0}it{1}); }}",
-                       prefix_, id, acc));
+      line(fmt::format("if ({0}it{1} == 0 || {3}) {{ {0}best{1} = {0}x{1}; {2} = float({0}it{1}); }}", prefix_, id, acc,
+                       glsl_argmax_better(fmt::format("{}x{}", prefix_, id), fmt::format("{}best{}", prefix_, id), helpers_)));
       line(fmt::format("++{}it{};", prefix_, id));
       break;
   }

@@ -104,7 +104,7 @@ class ExprEmitter {
 
   std::string body_;
   int indent_ = 2;
-  bool uses_pow_ = false;
+  MathHelpers helpers_;  // the math helper functions (glsl_math.h) the printed code calls
   std::set<std::string> texel_loads_;  // inputs read as whole texels
 
  private:
@@ -398,16 +398,16 @@ class ExprEmitter {
     bool v = A.vec || B.vec || C.vec;
     std::string a = A.s, b = B.s;
     auto R = [&](std::string s) { return Code{std::move(s), v}; };
-    auto both = [&](const char* fn) {  // functions that need matching operand types
-      return R(v ? fmt::format("{}({}, {})", fn, fvec(A), fvec(B)) : fmt::format("{}({}, {})", fn, a, b));
+    auto both = [&]() {  // helpers of two operands have (float, float) and (vec4, vec4) overloads
+      return R(v ? glsl_math(e->sop, fvec(A), fvec(B), "", helpers_) : glsl_math(e->sop, a, b, "", helpers_));
     };
     auto cmp = [&](const char* op, const char* fn) {
       return R(v ? fmt::format("vec4({}({}, {}))", fn, fvec(A), fvec(B)) : fmt::format("float({} {} {})", a, op, b));
     };
     switch (e->sop) {  // the vec4 forms; every other op's GLSL function takes scalars and vec4s alike
-      case SOp::Pow: uses_pow_ = true; return both("sg_pow");
-      case SOp::Max: return R(fmt::format("max({}, {})", A.vec || !v ? a : fvec(A), b));
-      case SOp::Min: return R(fmt::format("min({}, {})", A.vec || !v ? a : fvec(A), b));
+      case SOp::Pow:
+      case SOp::Max:
+      case SOp::Min: return both();
       case SOp::Lt: return cmp("<", "lessThan");
       case SOp::Le: return cmp("<=", "lessThanEqual");
       case SOp::Gt: return cmp(">", "greaterThan");
@@ -419,7 +419,7 @@ class ExprEmitter {
         break;
       default: break;
     }
-    return R(glsl_math(e->sop, a, b, C.s, uses_pow_));
+    return R(glsl_math(e->sop, a, b, C.s, helpers_));
   }
 
   Code emit_reduce(const KExprPtr& e) {
@@ -504,16 +504,20 @@ class ExprEmitter {
       std::string x = (a.v || vreduce) ? fvec(body) : body.s;
       switch (rs[i]->reduce) {
         case ReduceKind::Sum: line(fmt::format("{} += {};", a.name, x)); break;
-        case ReduceKind::Max: line(fmt::format("{0} = max({0}, {1});", a.name, x)); break;
-        case ReduceKind::Min: line(fmt::format("{0} = min({0}, {1});", a.name, x)); break;
+        case ReduceKind::Max:
+        case ReduceKind::Min:
+          line(fmt::format("{} = {};", a.name, glsl_reduce_step(rs[i]->reduce == ReduceKind::Max, a.name, x, helpers_)));
+          break;
         case ReduceKind::ArgMax:
           line(fmt::format("{} x{} = {};", a.ty, a.id, x));
           if (a.v) {
-            line(fmt::format("bvec4 better{0} = bvec4(ivec4(greaterThan(x{0}, best{0})) + ivec4(it{0} == 0));", a.id));
+            line(fmt::format("bvec4 better{0} = bvec4(ivec4({1}) + ivec4(it{0} == 0));", a.id,
+                             glsl_argmax_better(fmt::format("x{}", a.id), fmt::format("best{}", a.id), helpers_)));
             line(fmt::format("best{0} = mix(best{0}, x{0}, better{0}); {1} = mix({1}, vec4(float(it{0})), better{0});",
                              a.id, a.name));
           } else {
-            line(fmt::format("if (it{0} == 0 || x{0} > best{0}) {{ best{0} = x{0}; {1} = float(it{0}); }}", a.id, a.name));
+            line(fmt::format("if (it{0} == 0 || {2}) {{ best{0} = x{0}; {1} = float(it{0}); }}", a.id, a.name,
+                             glsl_argmax_better(fmt::format("x{}", a.id), fmt::format("best{}", a.id), helpers_)));
           }
           line(fmt::format("++it{};", a.id));
           break;
