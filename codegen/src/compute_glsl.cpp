@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -30,17 +32,22 @@ bool is_bool_op(KOp op) {
   }
 }
 
-std::set<std::string> kfree_vars(const KExprPtr& e) {
-  std::set<std::string> s;
-  if (!e) return s;
-  if (e->op == KOp::Var) s.insert(e->name);
-  for (auto* x : {&e->a, &e->b, &e->c}) {
-    auto f = kfree_vars(*x);
-    s.insert(f.begin(), f.end());
-  }
-  if (e->op == KOp::Reduce)
-    for (auto& v : e->loop_vars) s.erase(v);
-  return s;
+std::set<std::string> kfree_vars(const KExprPtr& root) {
+  std::unordered_map<const KExpr*, std::set<std::string>> memo;  // each node of the DAG once
+  std::function<const std::set<std::string>&(const KExprPtr&)> go = [&](const KExprPtr& e) -> const std::set<std::string>& {
+    if (auto it = memo.find(e.get()); it != memo.end()) return it->second;
+    std::set<std::string> s;
+    if (e->op == KOp::Var) s.insert(e->name);
+    for (auto* x : {&e->a, &e->b, &e->c})
+      if (*x) {
+        const auto& f = go(*x);
+        s.insert(f.begin(), f.end());
+      }
+    if (e->op == KOp::Reduce)
+      for (auto& v : e->loop_vars) s.erase(v);
+    return memo[e.get()] = std::move(s);
+  };
+  return root ? go(root) : std::set<std::string>();
 }
 
 KPrinter::KPrinter(const Plan& plan, const Kernel& k, const std::vector<KExprPtr>& roots, std::string prefix)
@@ -75,21 +82,24 @@ const std::set<std::string>& KPrinter::free_vars(const KExprPtr& e) {
   return free_vars_[e.get()] = std::move(s);
 }
 
-void KPrinter::collect_invariant(const KExprPtr& e, std::set<std::string> bound, std::vector<KExprPtr>& out) {
-  if (!e) return;
-  if (e->op == KOp::Reduce) {
-    const auto& fv = free_vars(e);
-    if (std::none_of(fv.begin(), fv.end(), [&](const std::string& v) { return bound.count(v) > 0; })) {
-      if (std::none_of(out.begin(), out.end(), [&](const KExprPtr& x) { return x.get() == e.get(); })) out.push_back(e);
+void KPrinter::collect_invariant(const KExprPtr& root, const std::set<std::string>& bound, std::vector<KExprPtr>& out) {
+  std::unordered_set<const KExpr*> seen;  // nodes visited under this `bound` (each once: the walk is linear in the DAG)
+  std::function<void(const KExprPtr&)> go = [&](const KExprPtr& e) {
+    if (!e || !seen.insert(e.get()).second) return;
+    if (e->op == KOp::Reduce) {
+      const auto& fv = free_vars(e);
+      if (std::none_of(fv.begin(), fv.end(), [&](const std::string& v) { return bound.count(v) > 0; })) {
+        if (std::none_of(out.begin(), out.end(), [&](const KExprPtr& x) { return x.get() == e.get(); })) out.push_back(e);
+        return;
+      }
+      std::set<std::string> inner = bound;
+      inner.insert(e->loop_vars.begin(), e->loop_vars.end());
+      collect_invariant(e->a, inner, out);
       return;
     }
-    bound.insert(e->loop_vars.begin(), e->loop_vars.end());
-    collect_invariant(e->a, bound, out);
-    return;
-  }
-  collect_invariant(e->a, bound, out);
-  collect_invariant(e->b, bound, out);
-  collect_invariant(e->c, bound, out);
+    go(e->a), go(e->b), go(e->c);
+  };
+  go(root);
 }
 
 std::string KPrinter::print(const KExprPtr& e) {

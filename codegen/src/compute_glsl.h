@@ -55,7 +55,7 @@ class KPrinter {
   std::string cond(const KExprPtr& e);
   void line(const std::string& s);
   const std::set<std::string>& free_vars(const KExprPtr& e);
-  void collect_invariant(const KExprPtr& e, std::set<std::string> bound, std::vector<KExprPtr>& out);
+  void collect_invariant(const KExprPtr& e, const std::set<std::string>& bound, std::vector<KExprPtr>& out);
   void count(const KExprPtr& e);
 
   const Plan& plan_;

@@ -112,7 +112,8 @@ std::string dims_str(const Shape& shape, const std::vector<int>& dims) {
 std::string factor_function(const Plan& plan, const Kernel& k, const Contraction& c, const Shape& shape,
                             const KExprPtr& factor, const std::vector<int>& dims, int64_t extent, const char* name,
                             std::set<int>& loaded, MathHelpers& helpers) {
-  const std::string what = kexpr_str(factor);
+  // the factor's formula in the comment when short (kexpr_str prints the tree view: only for a small one)
+  const std::string what = kcost(factor) <= 40 ? kexpr_str(factor) : std::string(101, ' ');
   std::string s = fmt::format("float {}(int idx, int k) {{  // {} at idx over ({}), k over the loop\n", name,
                               what.size() > 100 ? "the factor (prologue inlined)" : what, dims_str(shape, dims));
   s += fmt::format("  if (idx >= {} || k >= {}) return 0.0;\n", extent, c.K);

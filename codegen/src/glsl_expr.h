@@ -85,17 +85,21 @@ class ExprEmitter {
     return r;
   }
   /// The outermost sum reduction whose innermost loop variable can be vectorised (or nullptr).
-  const KExpr* pick_vector_reduce(const KExprPtr& e) {
-    if (!e) return nullptr;
-    if (e->op == KOp::Reduce) {
-      if (e->reduce == ReduceKind::Sum && e->extents.back() % 4 == 0 && !kcontains_reduce(e->a) &&
-          has_unit_load(e->a, e->loop_vars.back()))
-        return e.get();
-      return nullptr;  // do not look inside other reductions
-    }
-    for (auto* x : {&e->a, &e->b, &e->c})
-      if (auto* r = pick_vector_reduce(*x)) return r;
-    return nullptr;
+  const KExpr* pick_vector_reduce(const KExprPtr& root) {
+    std::set<const KExpr*> seen;  // each node once (a visited node held none)
+    std::function<const KExpr*(const KExprPtr&)> go = [&](const KExprPtr& e) -> const KExpr* {
+      if (!e || !seen.insert(e.get()).second) return nullptr;
+      if (e->op == KOp::Reduce) {
+        if (e->reduce == ReduceKind::Sum && e->extents.back() % 4 == 0 && !kcontains_reduce(e->a) &&
+            has_unit_load(e->a, e->loop_vars.back()))
+          return e.get();
+        return nullptr;  // do not look inside other reductions
+      }
+      for (auto* x : {&e->a, &e->b, &e->c})
+        if (auto* r = go(*x)) return r;
+      return nullptr;
+    };
+    return go(root);
   }
   void set_vector_reduce(const KExpr* r) { vreduce_ = r; }
   /// Reductions whose innermost loop steps by 4 (their body already sums the 4 iterations v, v+1, v+2, v+3):
@@ -138,22 +142,25 @@ class ExprEmitter {
   }
   /// Reductions inside `e` that read none of the loop variables `bound` (those of the loop being opened and of
   /// any reduction between it and them), outermost first; each once.
-  void collect_invariant(const KExprPtr& e, std::set<std::string> bound, std::vector<KExprPtr>& out) {
-    if (!e) return;
-    if (e->op == KOp::Reduce) {
-      const auto& fv = free_vars(e);
-      bool invariant = std::none_of(fv.begin(), fv.end(), [&](const std::string& v) { return bound.count(v) > 0; });
-      if (invariant) {
-        if (std::none_of(out.begin(), out.end(), [&](const KExprPtr& x) { return x.get() == e.get(); })) out.push_back(e);
+  void collect_invariant(const KExprPtr& root, const std::set<std::string>& bound, std::vector<KExprPtr>& out) {
+    std::set<const KExpr*> seen;  // nodes visited under this `bound` (each once: linear in the DAG)
+    std::function<void(const KExprPtr&)> go = [&](const KExprPtr& e) {
+      if (!e || !seen.insert(e.get()).second) return;
+      if (e->op == KOp::Reduce) {
+        const auto& fv = free_vars(e);
+        bool invariant = std::none_of(fv.begin(), fv.end(), [&](const std::string& v) { return bound.count(v) > 0; });
+        if (invariant) {
+          if (std::none_of(out.begin(), out.end(), [&](const KExprPtr& x) { return x.get() == e.get(); })) out.push_back(e);
+          return;
+        }
+        std::set<std::string> inner = bound;
+        inner.insert(e->loop_vars.begin(), e->loop_vars.end());
+        collect_invariant(e->a, inner, out);
         return;
       }
-      bound.insert(e->loop_vars.begin(), e->loop_vars.end());
-      collect_invariant(e->a, bound, out);
-      return;
-    }
-    collect_invariant(e->a, bound, out);
-    collect_invariant(e->b, bound, out);
-    collect_invariant(e->c, bound, out);
+      go(e->a), go(e->b), go(e->c);
+    };
+    go(root);
   }
   std::unordered_map<const KExpr*, std::set<std::string>> free_vars_;
 
@@ -239,13 +246,17 @@ class ExprEmitter {
     return {};
   }
 
-  bool find_unit_load(const KExprPtr& e) {
-    if (!e) return false;
-    if (e->op == KOp::Load && varies(e->a)) {
-      Lin l = analyse_index(e->a);
-      if (l.ok && l.coeff == 1 && l.aligned) return true;
-    }
-    return find_unit_load(e->a) || find_unit_load(e->b) || find_unit_load(e->c);
+  bool find_unit_load(const KExprPtr& root) {
+    std::set<const KExpr*> seen;  // each node once (a visited node found nothing)
+    std::function<bool(const KExprPtr&)> go = [&](const KExprPtr& e) -> bool {
+      if (!e || !seen.insert(e.get()).second) return false;
+      if (e->op == KOp::Load && varies(e->a)) {
+        Lin l = analyse_index(e->a);
+        if (l.ok && l.coeff == 1 && l.aligned) return true;
+      }
+      return go(e->a) || go(e->b) || go(e->c);
+    };
+    return go(root);
   }
 
   static bool is_bool(const KExprPtr& e) {

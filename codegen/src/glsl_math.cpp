@@ -44,6 +44,23 @@ const HelperDef& helper_def(MathHelper h) {
        "bvec4 sg_argmax_better(vec4 x, vec4 best) {\n"
        "  return bvec4(sg_argmax_better(x.x, best.x), sg_argmax_better(x.y, best.y), sg_argmax_better(x.z, best.z),\n"
        "               sg_argmax_better(x.w, best.w));\n}\n"},
+      {"sg_times_zero,sg_times_negzero,sg_over_zero,sg_over_negzero,sg_zero_over,sg_negzero_over", 1,
+       "// x * +-0, x / +-0 and +-0 / x by IEEE 754 from x's bits: compilers fold x * 0.0 and 0.0 / x to 0, x / 0.0 too\n"
+       "float sg_signed_zero(bool neg) { return uintBitsToFloat(neg ? 0x80000000u : 0u); }\n"
+       "float sg_signed_inf(bool neg) { return uintBitsToFloat(neg ? 0xff800000u : 0x7f800000u); }\n"
+       "bool sg_iszero(float x) { return (floatBitsToUint(x) & 0x7fffffffu) == 0u; }\n"
+       "float sg_zero_product(float x, bool neg) {\n"
+       "  return sg_isnan(x) || sg_isinf(x) ? uintBitsToFloat(0x7fc00000u) : sg_signed_zero(sg_signbit(x) != neg);\n}\n"
+       "float sg_zero_quotient(float x, bool neg) {  // x / +-0\n"
+       "  return sg_isnan(x) || sg_iszero(x) ? uintBitsToFloat(0x7fc00000u) : sg_signed_inf(sg_signbit(x) != neg);\n}\n"
+       "float sg_zero_dividend(float x, bool neg) {  // +-0 / x\n"
+       "  return sg_isnan(x) || sg_iszero(x) ? uintBitsToFloat(0x7fc00000u) : sg_signed_zero(sg_signbit(x) != neg);\n}\n"
+       "float sg_times_zero(float x) { return sg_zero_product(x, false); }\n"
+       "float sg_times_negzero(float x) { return sg_zero_product(x, true); }\n"
+       "float sg_over_zero(float x) { return sg_zero_quotient(x, false); }\n"
+       "float sg_over_negzero(float x) { return sg_zero_quotient(x, true); }\n"
+       "float sg_zero_over(float x) { return sg_zero_dividend(x, false); }\n"
+       "float sg_negzero_over(float x) { return sg_zero_dividend(x, true); }\n"},
       {"sg_exp", 1,
        "// 2^k as a float from its bits, -126 <= k <= 127\n"
        "float sg_exp2i(int k) { return uintBitsToFloat(uint(k + 127) << 23); }\n"
@@ -56,17 +73,21 @@ const HelperDef& helper_def(MathHelper h) {
        "  int k = int(n), h = k >> 1;  // 2^k in two factors: each a normal float\n"
        "  return exp(r) * sg_exp2i(h) * sg_exp2i(k - h);\n}\n"},
       {"sg_log", 1,
-       "// 2 atanh(s) = log((1 + s) / (1 - s)) by its series, |s| <= 0.15\n"
-       "float sg_log_series(float s) {\n"
-       "  float z = s * s;\n"
-       "  return 2.0 * s * (1.0 + z * (0.333333343 + z * (0.200000003 + z * (0.142857149 + z * (0.111111112 + z * 0.0909090936)))));\n}\n"
+       "// 2 atanh(s) = log((1 + s) / (1 - s)) = 2 s P(s^2) by its series, |s| <= 0.15: this is P(z)\n"
+       "float sg_atanh_poly(float z) {\n"
+       "  return 1.0 + z * (0.333333343 + z * (0.200000003 + z * (0.142857149 + z * (0.111111112 + z * 0.0909090936))));\n}\n"
        "float sg_log(float x) {  // log near 1 by the series of s = (x - 1) / (x + 1) (x - 1 is exact there); C99's values at 0, < 0, inf\n"
-       "  if (x > 0.8 && x < 1.25) return sg_log_series((x - 1.0) / (x + 1.0));\n"
+       "  if (x > 0.8 && x < 1.25) {\n"
+       "    float s = (x - 1.0) / (x + 1.0);\n"
+       "    return 2.0 * s * sg_atanh_poly(s * s);\n"
+       "  }\n"
        "  if (x > 0.0) return sg_isinf(x) ? x : log(x);\n"
        "  return x == 0.0 ? uintBitsToFloat(0xff800000u) : uintBitsToFloat(0x7fc00000u);\n}\n"},
       {"sg_log1p", 1,
-       "float sg_log1p(float x) {  // log(1 + x): 2 atanh(x / (2 + x)) by its series for |x| < 0.25\n"
-       "  return abs(x) < 0.25 ? sg_log_series(x / (2.0 + x)) : sg_log(1.0 + x);\n}\n"},
+       "float sg_log1p(float x) {  // log(1 + x): 2 atanh(s), s = x / (2 + x), by its series for |x| < 0.25\n"
+       "  if (!(abs(x) < 0.25)) return sg_log(1.0 + x);\n"
+       "  float w = 2.0 / (2.0 + x), s = 0.5 * x * w;  // 2 s = x w: no underflow of s for tiny x\n"
+       "  return x * w * sg_atanh_poly(s * s);\n}\n"},
       {"sg_sqrt", 1,
        "float sg_sqrt(float x) { return x < 0.0 ? uintBitsToFloat(0x7fc00000u) : sqrt(x); }  // GLSL: undefined for x < 0\n"},
       {"sg_rsqrt", 1,
@@ -161,6 +182,9 @@ std::string vec4_overloads(const HelperDef& d) {
   return out;
 }
 
+/// +1 / -1 when `s` is the literal +0.0 / -0.0 (as both printers write zero constants), else 0.
+int zero_literal(const std::string& s) { return s == "0.0" ? 1 : s == "-0.0" ? -1 : 0; }
+
 }  // namespace
 
 std::string MathHelpers::source(bool vec4) const {
@@ -178,11 +202,22 @@ std::string MathHelpers::source(bool vec4) const {
   return src;
 }
 
+
 std::string glsl_math(SOp op, const std::string& a, const std::string& b, const std::string& c, MathHelpers& used) {
   auto call = [&](MathHelper h, const char* fn, int arity) {
     used.use(h);
     return arity == 1 ? fmt::format("{}({})", fn, a) : fmt::format("{}({}, {})", fn, a, b);
   };
+  auto zero_call = [&](const char* fn, const std::string& x) {
+    used.use(MathHelper::ZeroArith);
+    return fmt::format("{}({})", fn, x);
+  };
+  if (op == SOp::Mul && (zero_literal(a) || zero_literal(b))) {
+    const bool lit_a = zero_literal(a) != 0;
+    return zero_call((lit_a ? zero_literal(a) : zero_literal(b)) > 0 ? "sg_times_zero" : "sg_times_negzero", lit_a ? b : a);
+  }
+  if (op == SOp::Div && zero_literal(b)) return zero_call(zero_literal(b) > 0 ? "sg_over_zero" : "sg_over_negzero", a);
+  if (op == SOp::Div && zero_literal(a)) return zero_call(zero_literal(a) > 0 ? "sg_zero_over" : "sg_negzero_over", b);
   switch (op) {
     case SOp::Neg: return fmt::format("(-{})", a);
     case SOp::Abs: return fmt::format("abs({})", a);

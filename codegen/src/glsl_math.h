@@ -7,6 +7,8 @@
 //   compilers may fold away when they assume no NaNs;
 // - log/log1p/sqrt/rsqrt/pow give IEEE's (C99's, torch's) values at 0, at negative arguments and at infinities,
 //   where GLSL's builtins are undefined;
+// - x * 0.0, x / 0.0 and 0.0 / x with a literal (signed) zero are computed from x's bits: compilers fold them to
+//   0 (Mesa's inexact algebraic rules), which hides NaN and infinities (torch: NaN * 0 = NaN, 1 / 0 = inf);
 // - accuracy: exp with a Cody-Waite reduction (GLSL's exp error bound grows with |x|), log and log1p near 1 by a
 //   series (GLSL's log has only an absolute error bound on [0.5, 2]), tanh by its Taylor series for |x| < 0.55,
 //   sigmoid and softplus without cancellation, sin/cos with an explicit range reduction and polynomials (the
@@ -23,7 +25,7 @@ namespace sg {
 
 /// The GLSL helper functions of the float math (sg_max, sg_exp, ...).
 enum class MathHelper : uint8_t {
-  IsNan, Max, Min, Relu, ArgBetter, Exp, Log, Log1p, Sqrt, Rsqrt, Pow, SinCos, Tanh, Sigmoid,
+  IsNan, Max, Min, Relu, ArgBetter, ZeroArith, Exp, Log, Log1p, Sqrt, Rsqrt, Pow, SinCos, Tanh, Sigmoid,
   kCount
 };
 
