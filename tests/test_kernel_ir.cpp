@@ -1,11 +1,14 @@
 // Kernel IR queries on shared DAGs: each walk visits a node once (issue 19: a chain of 30 maps did not compile
 // within a minute because kloop_iterations walked the DAG as a tree). The values are checked against closed
 // forms of the tree view; before the memoised walks these cases ran for 2^depth steps (hours at depth 48).
+#include <algorithm>
 #include <cmath>
 
 #include <catch2/catch.hpp>
 
 #include "sg/backend.h"
+#include "sg/compute_kernel.h"
+#include "sg/emit.h"
 #include "sg/kernel_ir.h"
 #include "sg/schedule.h"
 #include "sg/sg.h"
@@ -57,7 +60,7 @@ TEST_CASE("kernel IR: kequal compares shared DAGs without walking every path") {
   CHECK(kequal(d, doubling_chain(depth, kload(0, kint(3)))));
 }
 
-TEST_CASE("schedule: a chain of 200 maps reading their input twice schedules into one kernel with its value") {
+TEST_CASE("schedule: a chain of 200 maps reading their input twice schedules with its value") {
   // issue 19's reproduction: tanh(softplus(v) - 0.5) applied N times to a 3x3 tensor (N = 30 took > 60 s)
   Tensor x = input("x", {3, 3});
   Tensor y = x;
@@ -77,4 +80,75 @@ TEST_CASE("schedule: a chain of 200 maps reading their input twice schedules int
   }
   auto cpu = make_cpu_backend();
   CHECK(cpu->compile(p)->run({{"x", &xs}})[0][0] == Approx(want).epsilon(1e-5));
+}
+
+namespace {
+
+Program map_chain(int n) {
+  Tensor x = input("x", {3, 3});
+  Tensor y = x;
+  for (int i = 0; i < n; ++i) y = map([](auto v) { return tanh(softplus(v) - 0.5); }, y);
+  Program p;
+  p.add_output("sum", sum(y));
+  return p;
+}
+
+/// Bytes of GLSL of every kernel of the chain's plan, fragment target and compute target (default limits), and
+/// how many times the tanh helper is defined in them.
+struct Emitted {
+  size_t fragment = 0, compute = 0;          // all kernels
+  size_t largest_fragment = 0, largest_compute = 0;
+  size_t kernels = 0;                        // fragment plan
+  int tanh_defs = 0;
+};
+Emitted emit_chain(int n) {
+  Emitted r;
+  auto count = [&](const std::string& s) {
+    for (size_t pos = s.find("float sg_tanh(float x)"); pos != std::string::npos; pos = s.find("float sg_tanh(float x)", pos + 1))
+      ++r.tanh_defs;
+  };
+  const Program p = map_chain(n);
+  const Plan plan = schedule(p);
+  r.kernels = plan.kernels.size();
+  for (const Kernel& k : plan.kernels) {
+    std::string s = emit_glsl450(plan, k, ShaderStage::Fragment);
+    r.fragment += s.size();
+    r.largest_fragment = std::max(r.largest_fragment, s.size());
+    count(s);
+  }
+  const ComputeLimits limits;
+  const Plan cplan = schedule(p, compute_schedule_options(limits));
+  for (const Kernel& k : cplan.kernels) {
+    std::string s = emit_compute_kernel(cplan, k, limits).glsl450;
+    r.compute += s.size();
+    r.largest_compute = std::max(r.largest_compute, s.size());
+    count(s);
+  }
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("codegen: the GLSL of a chain of N maps grows linearly in N, in kernels of bounded size") {
+  // issue 19: the emitters walked the shared DAG as a tree (2^N paths); every walk is now linear, so the source
+  // (one local per shared node) grows by a constant per layer, and ScheduleOptions::max_inline_chain_cost cuts
+  // the chain into kernels of bounded size (a GPU compiler's time grows faster than a shader's size)
+  const Emitted a = emit_chain(200), b = emit_chain(400);
+  INFO("fragment " << a.fragment << " -> " << b.fragment << " bytes in " << a.kernels << " -> " << b.kernels
+                   << " kernels (largest " << a.largest_fragment << ", " << b.largest_fragment << "), compute "
+                   << a.compute << " -> " << b.compute << " (largest " << a.largest_compute << ", " << b.largest_compute << ")");
+  CHECK(b.fragment < 400 * 400);
+  CHECK(b.compute < 400 * 400);
+  // doubling N adds the same 200 layers again: at most twice the size (the fixed part is shared)
+  CHECK(b.fragment <= 2 * a.fragment);
+  CHECK(b.compute <= 2 * a.compute);
+  CHECK(b.fragment - a.fragment > 200 * 50);  // and the layers are really there
+  // the chain is cut: more kernels for the longer chain, none larger than the shorter chain's largest
+  CHECK(a.kernels >= 3);
+  CHECK(b.kernels > a.kernels);
+  CHECK(b.largest_fragment <= a.largest_fragment * 11 / 10);
+  CHECK(b.largest_compute <= a.largest_compute * 11 / 10);
+  CHECK(b.largest_fragment < 20000);
+  // the math helpers are defined once per kernel that calls them, not once per use
+  CHECK(b.tanh_defs <= static_cast<int>(2 * b.kernels));
 }

@@ -44,7 +44,8 @@ class KPrinter {
   /// Statements emitted so far (each line indented by `indent` levels of 2 spaces), and clears them.
   std::string take_code();
   int indent = 1;
-  bool uses_pow() const { return uses_pow_; }
+  /// The math helper functions (glsl_math.h) the printed code calls.
+  const MathHelpers& helpers() const { return helpers_; }
   /// Inputs (kernel input slots) read through load_<value>.
   const std::set<int>& loaded_inputs() const { return loaded_; }
 
@@ -54,7 +55,7 @@ class KPrinter {
   std::string cond(const KExprPtr& e);
   void line(const std::string& s);
   const std::set<std::string>& free_vars(const KExprPtr& e);
-  void collect_invariant(const KExprPtr& e, std::set<std::string> bound, std::vector<KExprPtr>& out);
+  void collect_invariant(const KExprPtr& e, const std::set<std::string>& bound, std::vector<KExprPtr>& out);
   void count(const KExprPtr& e);
 
   const Plan& plan_;
@@ -62,7 +63,7 @@ class KPrinter {
   std::string prefix_;
   std::string code_;
   int temp_ = 0;
-  bool uses_pow_ = false;
+  MathHelpers helpers_;
   std::set<int> loaded_;
   std::map<std::string, std::string> subst_;
   std::unordered_map<const KExpr*, int> refs_;

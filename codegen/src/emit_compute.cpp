@@ -105,7 +105,7 @@ ComputeKernel emit_per_element(const Plan& plan, const Kernel& k, const ComputeL
                      ck.workgroups[0], ck.workgroups[1], local);
   src += fmt::format("layout(local_size_x = {}) in;\n", local);
   src += buffer_declarations(plan, k, p.loaded_inputs());
-  if (p.uses_pow()) src += sg_pow_source();
+  src += p.helpers().source(false);
   src += "\nvoid main() {\n";
   src += fmt::format("  int elem = int(gl_WorkGroupID.y) * {} + int(gl_GlobalInvocationID.x);\n",
                      static_cast<int64_t>(ck.workgroups[0]) * local);

@@ -111,8 +111,9 @@ std::string dims_str(const Shape& shape, const std::vector<int>& dims) {
 /// (0 outside [0, extent) x [0, K)); batch coordinates come from gl_WorkGroupID.z.
 std::string factor_function(const Plan& plan, const Kernel& k, const Contraction& c, const Shape& shape,
                             const KExprPtr& factor, const std::vector<int>& dims, int64_t extent, const char* name,
-                            std::set<int>& loaded, bool& uses_pow) {
-  const std::string what = kexpr_str(factor);
+                            std::set<int>& loaded, MathHelpers& helpers) {
+  // the factor's formula in the comment when short (kexpr_str prints the tree view: only for a small one)
+  const std::string what = kcost(factor) <= 40 ? kexpr_str(factor) : std::string(101, ' ');
   std::string s = fmt::format("float {}(int idx, int k) {{  // {} at idx over ({}), k over the loop\n", name,
                               what.size() > 100 ? "the factor (prologue inlined)" : what, dims_str(shape, dims));
   s += fmt::format("  if (idx >= {} || k >= {}) return 0.0;\n", extent, c.K);
@@ -123,7 +124,7 @@ std::string factor_function(const Plan& plan, const Kernel& k, const Contraction
   const std::string v = p.print(factor);
   s += p.take_code() + fmt::format("  return {};\n}}\n", v);
   loaded.insert(p.loaded_inputs().begin(), p.loaded_inputs().end());
-  uses_pow |= p.uses_pow();
+  helpers |= p.helpers();
   return s;
 }
 
@@ -131,7 +132,7 @@ std::string factor_function(const Plan& plan, const Kernel& k, const Contraction
 /// `coords` declares i0.. from the function's parameters.
 std::string epilogue_function(const Plan& plan, const Kernel& k, const KExprPtr& r, const std::string& signature,
                               const std::string& guard_and_coords, const Shape& shape, std::set<int>& loaded,
-                              bool& uses_pow) {
+                              MathHelpers& helpers) {
   std::string s = signature + " {\n" + guard_and_coords;
   s += fmt::format("  int elem = {};\n", flat_index(shape));
   KPrinter p(plan, k, k.exprs, "");
@@ -142,7 +143,7 @@ std::string epilogue_function(const Plan& plan, const Kernel& k, const KExprPtr&
   for (size_t j = 0; j < k.outputs.size(); ++j)
     s += fmt::format("  out_{}.data[elem] = {};\n", plan.values[k.outputs[j]].name, values[j]);
   loaded.insert(p.loaded_inputs().begin(), p.loaded_inputs().end());
-  uses_pow |= p.uses_pow();
+  helpers |= p.helpers();
   return s + "}\n";
 }
 
@@ -186,14 +187,14 @@ std::optional<ComputeKernel> emit_tiled_contraction(const Plan& plan, const Kern
   ck.shared_bytes = int64_t{t.bk} * (sa + sb) * 4;
   if (ck.shared_bytes > limits.max_shared_bytes) return std::nullopt;
   std::set<int> loaded;
-  bool uses_pow = false;
-  std::string fns = factor_function(plan, k, c, shape, c.factor_a, c.m_dims, c.M, "factor_a", loaded, uses_pow);
-  fns += factor_function(plan, k, c, shape, c.factor_b, c.n_dims, c.N, "factor_b", loaded, uses_pow);
+  MathHelpers helpers;
+  std::string fns = factor_function(plan, k, c, shape, c.factor_a, c.m_dims, c.M, "factor_a", loaded, helpers);
+  fns += factor_function(plan, k, c, shape, c.factor_b, c.n_dims, c.N, "factor_b", loaded, helpers);
   std::string coords = fmt::format("  if (m >= {} || n >= {}) return;\n", c.M, c.N) + split_dims(shape, c.m_dims, "m", "i", 1) +
                        split_dims(shape, c.n_dims, "n", "i", 1);
   if (!c.batch_dims.empty()) coords += split_dims(shape, c.batch_dims, "int(gl_WorkGroupID.z)", "i", 1);
   fns += "// the epilogue of every output at one element of the tile, `acc` the contraction's sum there\n";
-  fns += epilogue_function(plan, k, c.reduce, "void store_tile(int m, int n, float acc)", coords, shape, loaded, uses_pow);
+  fns += epilogue_function(plan, k, c.reduce, "void store_tile(int m, int n, float acc)", coords, shape, loaded, helpers);
 
   std::string src = kernel_header(plan, k, ck.strategy);
   src += fmt::format("// contraction: C[batch][m][n] = sum_k A[m][k] * B[k][n] with m over ({}) = {}, n over ({}) = {}, "
@@ -211,7 +212,7 @@ std::optional<ComputeKernel> emit_tiled_contraction(const Plan& plan, const Kern
                      t.bm(), t.bn(), t.tx, t.ty, t.tm, t.tn, t.ty, t.tx, t.bk, ck.shared_bytes, gx, gy, c.batch);
   src += fmt::format("layout(local_size_x = {}, local_size_y = {}) in;\n", t.tx, t.ty);
   src += buffer_declarations(plan, k, loaded);
-  if (uses_pow) src += sg_pow_source();
+  src += helpers.source(false);
   src += fmt::format("shared float tile_a[{}];  // A[m0 + row][k0 + kk] at kk * {} + row\n", t.bk * sa, sa);
   src += fmt::format("shared float tile_b[{}];  // B[k0 + kk][n0 + col] at kk * {} + col\n", t.bk * sb, sb);
   src += fns;
@@ -264,13 +265,13 @@ std::optional<ComputeKernel> emit_tree_reduction(const Plan& plan, const Kernel&
   ck.workgroups = grid_for(k, n, limits);
   ck.shared_bytes = int64_t{nt} * 4;
   std::set<int> loaded;
-  bool uses_pow = false;
+  MathHelpers helpers;
   const ReduceKind kind = r->reduce;
   const std::string init = kind == ReduceKind::Sum ? "0.0" : glsl_float(kind == ReduceKind::Min ? INFINITY : -INFINITY);
-  auto combine = [&](const std::string& a, const std::string& b) {
-    return kind == ReduceKind::Sum ? fmt::format("{} + {}", a, b)
-                                   : fmt::format("{}({}, {})", kind == ReduceKind::Min ? "min" : "max", a, b);
+  auto combine = [&](const std::string& a, const std::string& b) {  // max/min propagate NaN (glsl_math.h)
+    return kind == ReduceKind::Sum ? fmt::format("{} + {}", a, b) : glsl_reduce_step(kind == ReduceKind::Max, a, b, helpers);
   };
+  if (kind != ReduceKind::Sum) combine("", "");  // records the helper before the source's helper section
   // the body at flat loop index k, coordinates from the workgroup's element
   std::string body_fn = "float body(int elem, int k) {  // the reduction's body at the element's coordinates and k\n";
   body_fn += coordinates(shape, "elem", 1) + split_loop(r, "k", 1);
@@ -279,17 +280,17 @@ std::optional<ComputeKernel> emit_tree_reduction(const Plan& plan, const Kernel&
     const std::string v = p.print(r->a);
     body_fn += p.take_code() + fmt::format("  return {};\n}}\n", v);
     loaded.insert(p.loaded_inputs().begin(), p.loaded_inputs().end());
-    uses_pow |= p.uses_pow();
+    helpers |= p.helpers();
   }
   const std::string epi = epilogue_function(plan, k, r, "void store_element(int element, float acc)",
-                                            coordinates(shape, "element", 1), shape, loaded, uses_pow);
+                                            coordinates(shape, "element", 1), shape, loaded, helpers);
   std::string src = kernel_header(plan, k, ck.strategy);
   src += fmt::format("// one workgroup of {} invocations per element ({} elements, grid {}x{}); each folds ({}) of {} "
                      "iterations strided by {}, then a tree in shared memory; invocation 0 stores\n",
                      nt, n, ck.workgroups[0], ck.workgroups[1], reduce_name(kind), L, nt);
   src += fmt::format("layout(local_size_x = {}) in;\n", nt);
   src += buffer_declarations(plan, k, loaded);
-  if (uses_pow) src += sg_pow_source();
+  src += helpers.source(false);
   src += fmt::format("shared float partial[{}];\n", nt);
   src += body_fn + epi;
   src += "\nvoid main() {\n";

@@ -148,6 +148,10 @@ struct ScheduleOptions {
   int64_t max_texture_width = 16384;
   int64_t max_texture_height = 0;  ///< 0 = max_texture_width
   double inline_cost_limit = 24;   ///< max scalar ops of an elementwise producer recomputed in several places
+  /// Max scalar ops of a chain of elementwise ops inlined into one kernel: a node whose inlined producers cost more
+  /// is materialised, so a kernel's expression stays bounded however long the chain (GPU compilers' time grows
+  /// faster than the shader's size; issue 19: 256 chained maps did not compile on llvmpipe within minutes).
+  double max_inline_chain_cost = 256;
   /// Max loop iterations per kernel invocation (4 elements per fragment counted). Larger reductions are split
   /// into a partial-reduction kernel plus a final one. llvmpipe silently stops loops after 65535 iterations in
   /// total per invocation (a wrong-result trap, not an error); long loops also risk GPU watchdogs elsewhere.

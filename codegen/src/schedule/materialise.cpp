@@ -9,7 +9,9 @@
 //    single consumer that is a Map of the same shape (the epilogue: matmul + bias + relu is one kernel);
 //  - any other node (elementwise and movement ops) is inlined into every consumer unless it has several
 //    consumers or feeds a heavy op and recomputing it costs more than ScheduleOptions::inline_cost_limit scalar
-//    ops (the prologue of a matmul/reduce/conv stays inlined while cheap).
+//    ops (the prologue of a matmul/reduce/conv stays inlined while cheap);
+//  - a chain of inlined elementwise producers is cut where it costs more than
+//    ScheduleOptions::max_inline_chain_cost scalar ops (bounded kernels for long chains of maps).
 // Invariant left: ScheduleState::mat holds exactly the materialised nodes; a node's inlining cost counts the
 // scalar ops of its inlined producers, which are recomputed wherever it is read.
 #include "schedule/state.h"
@@ -66,6 +68,7 @@ void decide_materialisation(ScheduleState& st) {
     } else if (!m) {
       bool into_heavy = std::any_of(cons.begin(), cons.end(), [](const Node* u) { return is_heavy(u->op); });
       if (cons.size() > 1 || into_heavy) m = c > opt.inline_cost_limit;
+      m = m || c > opt.max_inline_chain_cost;
     }
     if (m) st.mat.insert(n);
   }
