@@ -304,7 +304,7 @@ std::optional<ComputeKernel> emit_tree_reduction(const Plan& plan, const Kernel&
                      nt, n, ck.workgroups[0], ck.workgroups[1], reduce_name(kind), L, nt);
   src += lang.workgroup_size_layout(nt, 1);
   src += buffer_declarations(plan, k, loaded, lang);
-  src += lang.helpers(fns);
+  src += lang.helpers(fns + body);
   src += lang.shared_array("partial", nt, "");
   src += fns;
   src += lang.entry_open(nt, 1, fns + body) + body;
