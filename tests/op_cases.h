@@ -20,6 +20,7 @@
 #include <random>
 #include <sstream>
 
+#include "edge_cases.h"
 #include "sg/backend.h"
 #include "vulkan_test_util.h"
 #include "sg/sg.h"
@@ -521,6 +522,42 @@ inline void long_cases(Suite& s) {
   s.add("softmax over 70000", softmax(rows * 10.0), {rows}, kReduce);
 }
 
+/// The edge inputs of tests/edge_cases.h (NaN, infinities, x/0, pow's special cases, precision at large |x|, NaN in
+/// reductions, pools and argmax) on each backend of `targets` against the CPU reference, value by value
+/// (edge_cases::agrees: rel 1e-5 + FLT_MIN, NaN with NaN, infinities exactly). One CHECK per case, naming every
+/// disagreeing input with both values.
+inline void check_edge_cases(const std::vector<BackendOptions>& targets) {
+  const std::vector<edge_cases::EdgeCase> cases = edge_cases::all();
+  const edge_cases::EdgeProgram ep = edge_cases::build(cases);
+  const auto want = make_cpu_backend()->compile(ep.program)->run(ep.feeds());
+  REQUIRE(want.size() == cases.size());
+  for (const BackendOptions& bo : targets) {
+    auto gpu = make_backend(bo).backend;
+    REQUIRE(gpu->name() == bo.kind);
+    const auto got = gpu->compile(ep.program)->run(ep.feeds());
+    if (bo.kind == "vulkan") sg::testing::expect_no_validation_messages(vulkan_device(*gpu));
+    REQUIRE(got.size() == want.size());
+    for (size_t i = 0; i < cases.size(); ++i) {
+      const edge_cases::EdgeCase& c = cases[i];
+      REQUIRE(got[i].size() == want[i].size());
+      std::ostringstream bad;
+      for (size_t k = 0; k < want[i].size(); ++k)
+        if (!edge_cases::agrees(got[i][k], want[i][k], c.exact)) {
+          bad << "\n  element " << k;
+          if (c.inputs[0].size() == want[i].size()) {
+            bad << " (input " << c.inputs[0][k];
+            if (c.inputs.size() > 1) bad << ", " << c.inputs[1][k];
+            bad << ")";
+          }
+          bad << ": " << bo.kind << " " << got[i][k] << ", cpu " << want[i][k];
+        }
+      INFO("edge case '" << c.name << "', backend " << bo.kind << ", gpu_tiles "
+                         << (bo.gpu_tiles ? (*bo.gpu_tiles ? "yes" : "no") : "auto") << bad.str());
+      CHECK(bad.str().empty());
+    }
+  }
+}
+
 }  // namespace sg::op_cases
 
 #define SG_OP_CASE_TESTS(NAME, TAG, TARGETS, LONG_TARGETS) \
@@ -563,6 +600,9 @@ inline void long_cases(Suite& s) {
     ::sg::op_cases::Suite s; \
     ::sg::op_cases::large_cases(s); \
     s.check(TARGETS); \
+  } \
+  TEST_CASE(NAME " edge inputs (NaN, inf, x/0, pow's special cases, accuracy at large |x|) equal the CPU backend", TAG) { \
+    ::sg::op_cases::check_edge_cases(TARGETS); \
   } \
   TEST_CASE(NAME " reductions longer than llvmpipe's 65535 loop iterations per fragment equal the CPU backend", TAG) { \
     ::sg::op_cases::Suite s; \

@@ -15,7 +15,6 @@
 #include <nlohmann/json.hpp>
 
 #include "../codegen/src/glsl_math.h"
-#include "../codegen/src/wgsl_math.h"
 #include "golden_util.h"
 #include "op_cases.h"
 #include "sg/backend.h"
@@ -115,22 +114,34 @@ void write_run_dir(const sg::Plan& plan, const sg::ComputeLimits& limits, const 
 
 }  // namespace
 
-TEST_CASE("every float op has a GLSL and a WGSL formula", "[wgsl][codegen]") {
+TEST_CASE("every float op and every math helper has a GLSL and a WGSL formula", "[wgsl][codegen]") {
   for (int i = static_cast<int>(sg::SOp::Neg); i <= static_cast<int>(sg::SOp::Select); ++i) {
     const auto op = static_cast<sg::SOp>(i);
     INFO("SOp " << i);
-    bool pow = false;
-    const std::string g = sg::glsl_math(op, "a", "b", "c", pow), w = sg::wgsl_math(op, "a", "b", "c");
-    CHECK(g != "0.0");
-    CHECK(w != "0.0");
+    sg::MathHelpers gh, wh;
+    const std::string g = sg::float_math(false, op, "a", "b", "c", gh), w = sg::float_math(true, op, "a", "b", "c", wh);
+    CHECK(g.find("0x7fc00000u") == std::string::npos);  // the fallback for an op without a formula is NaN
+    CHECK(w.find("0x7fc00000u") == std::string::npos);
     CHECK(w.find('a') != std::string::npos);  // reads its first operand
-    // WGSL has no uintBitsToFloat, roundEven, inversesqrt, mod or ?:
-    for (const char* glsl_only : {"uintBitsToFloat", "roundEven", "inversesqrt", "mod(", "?"})
+    // the same helpers in both languages, each defined in WGSL
+    CHECK(gh.source(false).empty() == wh.wgsl_source().empty());
+    if (!wh.empty()) CHECK(wh.wgsl_source().find("fn ") != std::string::npos);
+    // WGSL has no uintBitsToFloat, floatBitsToUint, roundEven, inversesqrt, mod, float() or ?:
+    for (const char* glsl_only : {"uintBitsToFloat", "floatBitsToUint", "roundEven", "inversesqrt", "mod(", "float(", "?"}) {
       CHECK(w.find(glsl_only) == std::string::npos);
+      CHECK(wh.wgsl_source().find(glsl_only) == std::string::npos);
+    }
   }
-  // helpers the formulas call are defined (sg_pow), and NaN/Inf are runtime values, never WGSL constants
-  CHECK(sg::wgsl_helpers(sg::wgsl_math(sg::SOp::Pow, "a", "b", "")).find("fn sg_pow(") != std::string::npos);
-  CHECK(sg::wgsl_helpers("exp(a)").empty());
+  for (int h = 0; h < static_cast<int>(sg::MathHelper::kCount); ++h) {
+    INFO("MathHelper " << h);
+    const std::string g = sg::math_helper_source(static_cast<sg::MathHelper>(h), false);
+    const std::string w = sg::math_helper_source(static_cast<sg::MathHelper>(h), true);
+    CHECK(!g.empty());
+    CHECK(!w.empty());
+    // NaN/Inf are runtime values in WGSL (a constant expression evaluating to NaN is a shader-creation error)
+    CHECK(w.find("bitcast<f32>(0x") == std::string::npos);
+    CHECK_FALSE(std::regex_search(w, std::regex(R"(\b(float|bool|int)\s+\w+\s*[(=])")));  // no GLSL declarations
+  }
 }
 
 TEST_CASE("WebGPU presets carry the WebGPU default limits and fusion stays within them", "[wgsl][target]") {

@@ -29,12 +29,14 @@ SExprPtr diff(const SExprPtr& e, int k) {
       case SOp::Abs: return mul(sunary(SOp::Sign, a), da);
       case SOp::Exp: return mul(e, da);
       case SOp::Log: return div(da, a);
+      case SOp::Log1p: return div(da, sbinary(SOp::Add, c(1), a));
       case SOp::Sqrt: return div(mul(c(0.5), da), e);
       case SOp::Rsqrt: return mul(mul(c(-0.5), div(e, a)), da);
       case SOp::Sin: return mul(sunary(SOp::Cos, a), da);
       case SOp::Cos: return sunary(SOp::Neg, mul(sunary(SOp::Sin, a), da));
       case SOp::Tanh: return mul(sub(c(1), mul(e, e)), da);
-      case SOp::Sigmoid: return mul(mul(e, sub(c(1), e)), da);
+      // sigmoid(x) * sigmoid(-x), not s * (1 - s): 1 - s cancels to 0 in f32 for x > ~17 (sigmoid'(20) = 2.06e-9)
+      case SOp::Sigmoid: return mul(mul(e, sunary(SOp::Sigmoid, sunary(SOp::Neg, a))), da);
       // torch's threshold_backward: 0 where the input is <= 0, else the incoming gradient (also for NaN inputs)
       case SOp::Relu: return sselect(sbinary(SOp::Le, a, c(0)), c(0), da);
       case SOp::Sign:

@@ -1,10 +1,11 @@
 // The compute emitter's scalar kernel-IR printer (see compute_glsl.h).
 #include "compute_glsl.h"
 #include "glsl_math.h"
-#include "wgsl_math.h"
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -22,17 +23,22 @@ bool is_bool_op(KOp op) {
   }
 }
 
-std::set<std::string> kfree_vars(const KExprPtr& e) {
-  std::set<std::string> s;
-  if (!e) return s;
-  if (e->op == KOp::Var) s.insert(e->name);
-  for (auto* x : {&e->a, &e->b, &e->c}) {
-    auto f = kfree_vars(*x);
-    s.insert(f.begin(), f.end());
-  }
-  if (e->op == KOp::Reduce)
-    for (auto& v : e->loop_vars) s.erase(v);
-  return s;
+std::set<std::string> kfree_vars(const KExprPtr& root) {
+  std::unordered_map<const KExpr*, std::set<std::string>> memo;  // each node of the DAG once
+  std::function<const std::set<std::string>&(const KExprPtr&)> go = [&](const KExprPtr& e) -> const std::set<std::string>& {
+    if (auto it = memo.find(e.get()); it != memo.end()) return it->second;
+    std::set<std::string> s;
+    if (e->op == KOp::Var) s.insert(e->name);
+    for (auto* x : {&e->a, &e->b, &e->c})
+      if (*x) {
+        const auto& f = go(*x);
+        s.insert(f.begin(), f.end());
+      }
+    if (e->op == KOp::Reduce)
+      for (auto& v : e->loop_vars) s.erase(v);
+    return memo[e.get()] = std::move(s);
+  };
+  return root ? go(root) : std::set<std::string>();
 }
 
 KPrinter::KPrinter(const Plan& plan, const Kernel& k, const std::vector<KExprPtr>& roots, std::string prefix,
@@ -68,21 +74,24 @@ const std::set<std::string>& KPrinter::free_vars(const KExprPtr& e) {
   return free_vars_[e.get()] = std::move(s);
 }
 
-void KPrinter::collect_invariant(const KExprPtr& e, std::set<std::string> bound, std::vector<KExprPtr>& out) {
-  if (!e) return;
-  if (e->op == KOp::Reduce) {
-    const auto& fv = free_vars(e);
-    if (std::none_of(fv.begin(), fv.end(), [&](const std::string& v) { return bound.count(v) > 0; })) {
-      if (std::none_of(out.begin(), out.end(), [&](const KExprPtr& x) { return x.get() == e.get(); })) out.push_back(e);
+void KPrinter::collect_invariant(const KExprPtr& root, const std::set<std::string>& bound, std::vector<KExprPtr>& out) {
+  std::unordered_set<const KExpr*> seen;  // nodes visited under this `bound` (each once: the walk is linear in the DAG)
+  std::function<void(const KExprPtr&)> go = [&](const KExprPtr& e) {
+    if (!e || !seen.insert(e.get()).second) return;
+    if (e->op == KOp::Reduce) {
+      const auto& fv = free_vars(e);
+      if (std::none_of(fv.begin(), fv.end(), [&](const std::string& v) { return bound.count(v) > 0; })) {
+        if (std::none_of(out.begin(), out.end(), [&](const KExprPtr& x) { return x.get() == e.get(); })) out.push_back(e);
+        return;
+      }
+      std::set<std::string> inner = bound;
+      inner.insert(e->loop_vars.begin(), e->loop_vars.end());
+      collect_invariant(e->a, inner, out);
       return;
     }
-    bound.insert(e->loop_vars.begin(), e->loop_vars.end());
-    collect_invariant(e->a, bound, out);
-    return;
-  }
-  collect_invariant(e->a, bound, out);
-  collect_invariant(e->b, bound, out);
-  collect_invariant(e->c, bound, out);
+    go(e->a), go(e->b), go(e->c);
+  };
+  go(root);
 }
 
 std::string KPrinter::print(const KExprPtr& e) {
@@ -122,9 +131,7 @@ std::string KPrinter::raw(const KExprPtr& e) {
     }
     case KOp::FMath: {
       std::string a = print(e->a), b = e->b ? print(e->b) : std::string(), c = e->c ? print(e->c) : std::string();
-      if (lang_.wgsl()) return wgsl_math(e->sop, a, b, c);
-      bool uses_pow = false;  // Lang::helpers adds sg_pow where the source calls it
-      return glsl_math(e->sop, a, b, c, uses_pow);
+      return float_math(lang_.wgsl(), e->sop, a, b, c, helpers_);
     }
     case KOp::Reduce: return reduce(e);
     case KOp::ISelect: {
@@ -185,12 +192,15 @@ std::string KPrinter::reduce(const KExprPtr& e) {
   const std::string x = print(e->a);
   switch (kind) {
     case ReduceKind::Sum: line(fmt::format("{} += {};", acc, x)); break;
-    case ReduceKind::Max: line(fmt::format("{0} = max({0}, {1});", acc, x)); break;
-    case ReduceKind::Min: line(fmt::format("{0} = min({0}, {1});", acc, x)); break;
+    case ReduceKind::Max:
+    case ReduceKind::Min:
+      line(fmt::format("{} = {};", acc, reduce_step(lang_.wgsl(), kind == ReduceKind::Max, acc, x, helpers_)));
+      break;
     case ReduceKind::ArgMax:
       line(lang_.let(LType::Float, fmt::format("{}x{}", prefix_, id), x));
-      line(fmt::format("if ({0}it{1} == 0 || {0}x{1} > {0}best{1}) {{ {0}best{1} = {0}x{1}; {2} = {3}; }}", prefix_, id,
-                       acc, lang_.to_float(fmt::format("{}it{}", prefix_, id))));
+      line(fmt::format("if ({0}it{1} == 0 || {3}) {{ {0}best{1} = {0}x{1}; {2} = {4}; }}", prefix_, id, acc,
+                       glsl_argmax_better(fmt::format("{}x{}", prefix_, id), fmt::format("{}best{}", prefix_, id), helpers_),
+                       lang_.to_float(fmt::format("{}it{}", prefix_, id))));
       line(lang_.increment(fmt::format("{}it{}", prefix_, id)));
       break;
   }

@@ -7,8 +7,8 @@
 // Variables can be substituted by expressions (the tiled emitter evaluates a factor at a staged tile
 // coordinate) and subtrees pre-bound to an expression (the contraction's register accumulator).
 //
-// Float math prints through glsl_math() (glsl_math.h, the table the fragment emitter uses too) or wgsl_math()
-// (wgsl_math.h).
+// Float math prints through float_math() (glsl_math.h: the GLSL and WGSL table; the fragment emitter uses its GLSL
+// half too).
 #pragma once
 
 #include <map>
@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "compute_lang.h"
+#include "glsl_math.h"
 #include "sg/schedule.h"
 
 namespace sg::compute {
@@ -41,6 +42,8 @@ class KPrinter {
   /// Statements emitted so far (each line indented by `indent` levels of 2 spaces), and clears them.
   std::string take_code();
   int indent = 1;
+  /// The math helper functions (glsl_math.h) the printed code calls.
+  const MathHelpers& helpers() const { return helpers_; }
   /// Inputs (kernel input slots) read through load_<value>.
   const std::set<int>& loaded_inputs() const { return loaded_; }
 
@@ -50,7 +53,7 @@ class KPrinter {
   std::string cond(const KExprPtr& e);
   void line(const std::string& s);
   const std::set<std::string>& free_vars(const KExprPtr& e);
-  void collect_invariant(const KExprPtr& e, std::set<std::string> bound, std::vector<KExprPtr>& out);
+  void collect_invariant(const KExprPtr& e, const std::set<std::string>& bound, std::vector<KExprPtr>& out);
   void count(const KExprPtr& e);
 
   const Plan& plan_;
@@ -59,6 +62,7 @@ class KPrinter {
   const Lang& lang_;
   std::string code_;
   int temp_ = 0;
+  MathHelpers helpers_;
   std::set<int> loaded_;
   std::map<std::string, std::string> subst_;
   std::unordered_map<const KExpr*, int> refs_;

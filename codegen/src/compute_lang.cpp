@@ -7,7 +7,6 @@
 #include <fmt/format.h>
 
 #include "glsl_math.h"
-#include "wgsl_math.h"
 
 namespace sg::compute {
 
@@ -159,13 +158,13 @@ std::string Lang::entry_open(uint32_t x, uint32_t y, const std::string& body) co
                      params, copies);
 }
 
-std::string Lang::helpers(const std::string& source) const {
-  if (!wgsl()) return uses(source, "sg_pow(") ? sg_pow_source() : std::string();
+std::string Lang::helpers(const MathHelpers& math, const std::string& source) const {
+  if (!wgsl()) return math.source(false);
   std::string s;
   for (const BuiltinName& b : kBuiltins)
     if (uses(source, std::string(b.wgsl) + "."))
       s += fmt::format("var<private> {}: vec3<u32>;  // @builtin({}), set by main\n", b.wgsl, b.wgsl);
-  std::string fns = wgsl_helpers(source);
+  const std::string fns = math.wgsl_source();
   if (uses(source + fns, "sg_f32_bits("))
     s += "fn sg_f32_bits(bits: u32) -> f32 { return bitcast<f32>(bits); }  // NaN/Inf: a runtime value in WGSL\n";
   return s + fns;

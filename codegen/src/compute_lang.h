@@ -4,7 +4,7 @@
 // Lang for each construct whose spelling differs: declarations (`int x = e;` / `let x: i32 = e;`), loops, casts,
 // select, functions, shared (workgroup) arrays, barriers, storage-buffer bindings and stores, builtins (workgroup and
 // invocation ids), the entry point, and float bit patterns (NaN/Inf). Float math goes through the SOp tables
-// (glsl_math.h, wgsl_math.h). Everything else (integer arithmetic, comparisons, `+=`, blocks, comments, `return`)
+// (glsl_math.h). Everything else (integer arithmetic, comparisons, `+=`, blocks, comments, `return`)
 // is spelled alike in both languages.
 //
 // WGSL notes (W3C WGSL, 2024 CR): a constant expression that evaluates to NaN or an infinity is a shader-creation
@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "glsl_math.h"
 #include "sg/compute_kernel.h"
 
 namespace sg::compute {
@@ -89,9 +90,10 @@ class Lang {
   /// The entry point's first line(s): `\nvoid main() {\n` / `@compute @workgroup_size(X[, Y])` fn main with the
   /// builtins `body` reads as parameters, copied into their private variables.
   std::string entry_open(uint32_t x, uint32_t y, const std::string& body) const;
-  /// Module-scope declarations and helper functions the kernel `source` uses (WGSL: builtin copies, sg_f32_bits;
-  /// both: sg_pow and the NaN helpers of the math tables), to be inserted after the bindings.
-  std::string helpers(const std::string& source) const;
+  /// Module-scope declarations and helper functions of a kernel whose code (`source`) calls the float-math helpers
+  /// `math` (glsl_math.h), to be inserted after the bindings: their definitions in this language, and in WGSL the
+  /// private copies of the builtins `source` reads and sg_f32_bits where anything calls it.
+  std::string helpers(const MathHelpers& math, const std::string& source) const;
 
  private:
   ComputeLanguage language_;

@@ -6,6 +6,7 @@
 #include <map>
 #include <numeric>
 #include <set>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -83,13 +84,17 @@ std::optional<int64_t> coefficient(const KExprPtr& e, const std::string& v) {
 }
 
 /// True when some load of `e` has unit stride along variable `v`.
-bool unit_stride(const KExprPtr& e, const std::string& v) {
-  if (!e) return false;
-  if (e->op == KOp::Load) {
-    auto c = coefficient(e->a, v);
-    if (c && *c == 1) return true;
-  }
-  return unit_stride(e->a, v) || unit_stride(e->b, v) || unit_stride(e->c, v);
+bool unit_stride(const KExprPtr& root, const std::string& v) {
+  std::unordered_set<const KExpr*> seen;  // each node of the DAG once (a visited node found nothing)
+  std::function<bool(const KExprPtr&)> go = [&](const KExprPtr& e) -> bool {
+    if (!e || !seen.insert(e.get()).second) return false;
+    if (e->op == KOp::Load) {
+      auto c = coefficient(e->a, v);
+      if (c && *c == 1) return true;
+    }
+    return go(e->a) || go(e->b) || go(e->c);
+  };
+  return go(root);
 }
 
 int dim_of(const std::string& var) {

@@ -85,16 +85,4 @@ std::string component_helper(const std::string& loads) {
   return "float sg_component(vec4 v, int c) { return mix(mix(v.x, v.y, c == 1), mix(v.z, v.w, c == 3), c >= 2); }\n";
 }
 
-std::string pow_helper(bool vec4) {
-  std::string s =
-      "float sg_pow(float a, float b) {  // torch.pow: negative bases with integer exponents\n"
-      "  if (b == 0.0) return 1.0;\n"
-      "  float r = pow(abs(a), b);\n"
-      "  if (a < 0.0) return (floor(b) == b) ? ((mod(b, 2.0) == 1.0) ? -r : r) : uintBitsToFloat(0x7fc00000u);\n"
-      "  return r;\n}\n";
-  if (vec4)
-    s += "vec4 sg_pow(vec4 a, vec4 b) { return vec4(sg_pow(a.x, b.x), sg_pow(a.y, b.y), sg_pow(a.z, b.z), sg_pow(a.w, b.w)); }\n";
-  return s;
-}
-
 }  // namespace sg::glsl

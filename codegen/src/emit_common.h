@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "glsl_math.h"
 #include "sg/schedule.h"
 #include "sg/shader_compiler.h"
 
@@ -38,7 +39,7 @@ struct BlockSource {
   std::string mode;  ///< the vectorisation comment line ("" for scalar code)
   std::string main;  ///< statements of main() (2-space indented), including the texel guard
   std::set<std::string> texel_loads;
-  bool uses_pow = false;
+  MathHelpers helpers;  ///< the math helper functions its code calls
 };
 
 /// The statements of a load of a value with planes (Value::planes) that find element i: plane p and index j
@@ -49,7 +50,5 @@ std::string plane_locate(const Value& v);
 /// sg_component(v, c) when `loads` calls it: a texel's component chosen by selects, not by indexing the vec4 with
 /// a runtime value (NVIDIA's compiler puts a dynamically indexed vector in local memory).
 std::string component_helper(const std::string& loads);
-/// sg_pow (torch.pow semantics: negative bases with integer exponents), with its vec4 overload when `vec4`.
-std::string pow_helper(bool vec4);
 
 }  // namespace sg::glsl

@@ -13,7 +13,8 @@
 //    grid of workgroups when one dimension would exceed the device's max_workgroup_count.
 // Invariants: binding b < inputs.size() is kernel.inputs[b] (readonly), then outputs (writeonly), all in set 0;
 // no push constants; every load index is clamped into its buffer; the source is a function of (plan, kernel,
-// limits, language) only (byte-stable); both languages get the same strategy, workgroups and bindings.
+// limits, language) only (byte-stable); both languages get the same strategy, workgroups and bindings, except that
+// WGSL has no tiled-contraction form yet (such kernels print per-element: emit_tiled.cpp is being reworked).
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -112,7 +113,7 @@ ComputeKernel emit_per_element(const Plan& plan, const Kernel& k, const ComputeL
                      ck.workgroups[0], ck.workgroups[1], local);
   src += lang.workgroup_size_layout(local, 1);
   src += buffer_declarations(plan, k, p.loaded_inputs(), lang);
-  src += lang.helpers(body);
+  src += lang.helpers(p.helpers(), body);
   src += lang.entry_open(local, 1, body) + body;
   ck.source = std::move(src);
   ck.language = lang.language();

@@ -175,7 +175,7 @@ BlockSource emit_block(const Plan& plan, const Kernel& kernel, const std::vector
   for (auto& e : b.k.exprs) values.push_back(em.emit(e));
   BlockSource bs;
   bs.texel_loads = em.texel_loads_;
-  bs.uses_pow = em.uses_pow_;
+  bs.helpers = em.helpers_;
   if (b.tile)
     bs.mode = "// vectorised: the 4 elements of each output texel are computed together (vec4), and loops are unrolled by 4\n";
   else if (b.lane)
@@ -260,10 +260,10 @@ std::string emit_fragment(const Plan& plan, const Kernel& k) {
     }
   }
   std::set<std::string> texel_loads;
-  bool uses_pow = false;
+  MathHelpers helpers;
   for (auto& b : blocks) {
     texel_loads.insert(b.texel_loads.begin(), b.texel_loads.end());
-    uses_pow |= b.uses_pow;
+    helpers |= b.helpers;
   }
   std::string src = header(plan, k);
   if (nblocks == 1) src += blocks[0].mode;
@@ -280,7 +280,7 @@ std::string emit_fragment(const Plan& plan, const Kernel& k) {
   // local memory, which serialised a bias-gradient loop)
   src += glsl::component_helper(loads);
   src += loads;
-  if (uses_pow) src += glsl::pow_helper(true);
+  src += helpers.source(true);
   src += "\nvoid main() {\n";
   if (nblocks == 1) {
     src += blocks[0].main;

@@ -111,8 +111,9 @@ std::string dims_str(const Shape& shape, const std::vector<int>& dims) {
 /// (0 outside [0, extent) x [0, K)); batch coordinates come from gl_WorkGroupID.z.
 std::string factor_function(const Plan& plan, const Kernel& k, const Contraction& c, const Shape& shape,
                             const KExprPtr& factor, const std::vector<int>& dims, int64_t extent, const char* name,
-                            std::set<int>& loaded, const Lang& lang) {
-  const std::string what = kexpr_str(factor);
+                            std::set<int>& loaded, MathHelpers& helpers, const Lang& lang) {
+  // the factor's formula in the comment when short (kexpr_str prints the tree view: only for a small one)
+  const std::string what = kcost(factor) <= 40 ? kexpr_str(factor) : std::string(101, ' ');
   std::string s = fmt::format("float {}(int idx, int k) {{  // {} at idx over ({}), k over the loop\n", name,
                               what.size() > 100 ? "the factor (prologue inlined)" : what, dims_str(shape, dims));
   s += fmt::format("  if (idx >= {} || k >= {}) return 0.0;\n", extent, c.K);
@@ -123,6 +124,7 @@ std::string factor_function(const Plan& plan, const Kernel& k, const Contraction
   const std::string v = p.print(factor);
   s += p.take_code() + fmt::format("  return {};\n}}\n", v);
   loaded.insert(p.loaded_inputs().begin(), p.loaded_inputs().end());
+  helpers |= p.helpers();
   return s;
 }
 
@@ -130,7 +132,7 @@ std::string factor_function(const Plan& plan, const Kernel& k, const Contraction
 /// `guard_and_coords` declares i0.. from the function's parameters.
 std::string epilogue_function(const Plan& plan, const Kernel& k, const KExprPtr& r, const std::string& signature,
                               const std::string& guard_and_coords, const Shape& shape, std::set<int>& loaded,
-                              const Lang& lang) {
+                              MathHelpers& helpers, const Lang& lang) {
   std::string s = signature + "\n" + guard_and_coords;
   s += "  " + lang.let(LType::Int, "elem", flat_index(shape)) + "\n";
   KPrinter p(plan, k, k.exprs, "", lang);
@@ -140,6 +142,7 @@ std::string epilogue_function(const Plan& plan, const Kernel& k, const KExprPtr&
   s += p.take_code();
   for (size_t j = 0; j < k.outputs.size(); ++j) s += "  " + lang.store(plan.values[k.outputs[j]].name, "elem", values[j]) + "\n";
   loaded.insert(p.loaded_inputs().begin(), p.loaded_inputs().end());
+  helpers |= p.helpers();
   return s + "}\n";
 }
 
@@ -185,15 +188,16 @@ std::optional<ComputeKernel> emit_tiled_contraction(const Plan& plan, const Kern
   ck.shared_bytes = int64_t{t.bk} * (sa + sb) * 4;
   if (ck.shared_bytes > limits.max_shared_bytes) return std::nullopt;
   std::set<int> loaded;
-  std::string fns = factor_function(plan, k, c, shape, c.factor_a, c.m_dims, c.M, "factor_a", loaded, lang);
-  fns += factor_function(plan, k, c, shape, c.factor_b, c.n_dims, c.N, "factor_b", loaded, lang);
+  MathHelpers helpers;
+  std::string fns = factor_function(plan, k, c, shape, c.factor_a, c.m_dims, c.M, "factor_a", loaded, helpers, lang);
+  fns += factor_function(plan, k, c, shape, c.factor_b, c.n_dims, c.N, "factor_b", loaded, helpers, lang);
   std::string coords = fmt::format("  if (m >= {} || n >= {}) return;\n", c.M, c.N) + split_dims(shape, c.m_dims, "m", "i", 1) +
                        split_dims(shape, c.n_dims, "n", "i", 1);
   if (!c.batch_dims.empty()) coords += split_dims(shape, c.batch_dims, "int(gl_WorkGroupID.z)", "i", 1);
   fns += "// the epilogue of every output at one element of the tile, `acc` the contraction's sum there\n";
   fns += epilogue_function(plan, k, c.reduce,
                            lang.function_open(LType::Void, "store_tile", {{LType::Int, "m"}, {LType::Int, "n"}, {LType::Float, "acc"}}),
-                           coords, shape, loaded, lang);
+                           coords, shape, loaded, helpers, lang);
 
   std::string src = kernel_header(plan, k, ck.strategy, lang);
   src += fmt::format("// contraction: C[batch][m][n] = sum_k A[m][k] * B[k][n] with m over ({}) = {}, n over ({}) = {}, "
@@ -211,7 +215,7 @@ std::optional<ComputeKernel> emit_tiled_contraction(const Plan& plan, const Kern
                      t.bm(), t.bn(), t.tx, t.ty, t.tm, t.tn, t.ty, t.tx, t.bk, ck.shared_bytes, gx, gy, c.batch);
   src += fmt::format("layout(local_size_x = {}, local_size_y = {}) in;\n", t.tx, t.ty);
   src += buffer_declarations(plan, k, loaded, lang);
-  src += lang.helpers(fns);
+  src += lang.helpers(helpers, fns);
   src += fmt::format("shared float tile_a[{}];  // A[m0 + row][k0 + kk] at kk * {} + row\n", t.bk * sa, sa);
   src += fmt::format("shared float tile_b[{}];  // B[k0 + kk][n0 + col] at kk * {} + col\n", t.bk * sb, sb);
   src += fns;
@@ -265,13 +269,14 @@ std::optional<ComputeKernel> emit_tree_reduction(const Plan& plan, const Kernel&
   ck.workgroups = grid_for(k, n, limits);
   ck.shared_bytes = int64_t{nt} * 4;
   std::set<int> loaded;
+  MathHelpers helpers;
   const ReduceKind kind = r->reduce;
   const std::string init =
       kind == ReduceKind::Sum ? "0.0" : lang.float_literal(kind == ReduceKind::Min ? INFINITY : -INFINITY);
-  auto combine = [&](const std::string& a, const std::string& b) {
-    return kind == ReduceKind::Sum ? fmt::format("{} + {}", a, b)
-                                   : fmt::format("{}({}, {})", kind == ReduceKind::Min ? "min" : "max", a, b);
+  auto combine = [&](const std::string& a, const std::string& b) {  // max/min propagate NaN (glsl_math.h)
+    return kind == ReduceKind::Sum ? fmt::format("{} + {}", a, b) : reduce_step(lang.wgsl(), kind == ReduceKind::Max, a, b, helpers);
   };
+  if (kind != ReduceKind::Sum) combine("", "");  // records the helper before the source's helper section
   // the body at flat loop index k, coordinates from the workgroup's element
   std::string fns = lang.function_open(LType::Float, "body", {{LType::Int, "elem"}, {LType::Int, "k"}}) +
                     "  // the reduction's body at the element's coordinates and k\n";
@@ -281,10 +286,11 @@ std::optional<ComputeKernel> emit_tree_reduction(const Plan& plan, const Kernel&
     const std::string v = p.print(r->a);
     fns += p.take_code() + fmt::format("  return {};\n}}\n", v);
     loaded.insert(p.loaded_inputs().begin(), p.loaded_inputs().end());
+    helpers |= p.helpers();
   }
   fns += epilogue_function(plan, k, r,
                            lang.function_open(LType::Void, "store_element", {{LType::Int, "element"}, {LType::Float, "acc"}}),
-                           coordinates(shape, "element", 1, lang), shape, loaded, lang);
+                           coordinates(shape, "element", 1, lang), shape, loaded, helpers, lang);
   std::string body = "  " + lang.let(LType::Int, "elem",
                                      fmt::format("{} * {} + {}", lang.builtin(Builtin::WorkgroupId, 1), ck.workgroups[0],
                                                  lang.builtin(Builtin::WorkgroupId, 0))) + "\n";
@@ -304,7 +310,7 @@ std::optional<ComputeKernel> emit_tree_reduction(const Plan& plan, const Kernel&
                      nt, n, ck.workgroups[0], ck.workgroups[1], reduce_name(kind), L, nt);
   src += lang.workgroup_size_layout(nt, 1);
   src += buffer_declarations(plan, k, loaded, lang);
-  src += lang.helpers(fns + body);
+  src += lang.helpers(helpers, fns + body);
   src += lang.shared_array("partial", nt, "");
   src += fns;
   src += lang.entry_open(nt, 1, fns + body) + body;

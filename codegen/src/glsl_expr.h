@@ -85,17 +85,21 @@ class ExprEmitter {
     return r;
   }
   /// The outermost sum reduction whose innermost loop variable can be vectorised (or nullptr).
-  const KExpr* pick_vector_reduce(const KExprPtr& e) {
-    if (!e) return nullptr;
-    if (e->op == KOp::Reduce) {
-      if (e->reduce == ReduceKind::Sum && e->extents.back() % 4 == 0 && !kcontains_reduce(e->a) &&
-          has_unit_load(e->a, e->loop_vars.back()))
-        return e.get();
-      return nullptr;  // do not look inside other reductions
-    }
-    for (auto* x : {&e->a, &e->b, &e->c})
-      if (auto* r = pick_vector_reduce(*x)) return r;
-    return nullptr;
+  const KExpr* pick_vector_reduce(const KExprPtr& root) {
+    std::set<const KExpr*> seen;  // each node once (a visited node held none)
+    std::function<const KExpr*(const KExprPtr&)> go = [&](const KExprPtr& e) -> const KExpr* {
+      if (!e || !seen.insert(e.get()).second) return nullptr;
+      if (e->op == KOp::Reduce) {
+        if (e->reduce == ReduceKind::Sum && e->extents.back() % 4 == 0 && !kcontains_reduce(e->a) &&
+            has_unit_load(e->a, e->loop_vars.back()))
+          return e.get();
+        return nullptr;  // do not look inside other reductions
+      }
+      for (auto* x : {&e->a, &e->b, &e->c})
+        if (auto* r = go(*x)) return r;
+      return nullptr;
+    };
+    return go(root);
   }
   void set_vector_reduce(const KExpr* r) { vreduce_ = r; }
   /// Reductions whose innermost loop steps by 4 (their body already sums the 4 iterations v, v+1, v+2, v+3):
@@ -104,7 +108,7 @@ class ExprEmitter {
 
   std::string body_;
   int indent_ = 2;
-  bool uses_pow_ = false;
+  MathHelpers helpers_;  // the math helper functions (glsl_math.h) the printed code calls
   std::set<std::string> texel_loads_;  // inputs read as whole texels
 
  private:
@@ -138,22 +142,25 @@ class ExprEmitter {
   }
   /// Reductions inside `e` that read none of the loop variables `bound` (those of the loop being opened and of
   /// any reduction between it and them), outermost first; each once.
-  void collect_invariant(const KExprPtr& e, std::set<std::string> bound, std::vector<KExprPtr>& out) {
-    if (!e) return;
-    if (e->op == KOp::Reduce) {
-      const auto& fv = free_vars(e);
-      bool invariant = std::none_of(fv.begin(), fv.end(), [&](const std::string& v) { return bound.count(v) > 0; });
-      if (invariant) {
-        if (std::none_of(out.begin(), out.end(), [&](const KExprPtr& x) { return x.get() == e.get(); })) out.push_back(e);
+  void collect_invariant(const KExprPtr& root, const std::set<std::string>& bound, std::vector<KExprPtr>& out) {
+    std::set<const KExpr*> seen;  // nodes visited under this `bound` (each once: linear in the DAG)
+    std::function<void(const KExprPtr&)> go = [&](const KExprPtr& e) {
+      if (!e || !seen.insert(e.get()).second) return;
+      if (e->op == KOp::Reduce) {
+        const auto& fv = free_vars(e);
+        bool invariant = std::none_of(fv.begin(), fv.end(), [&](const std::string& v) { return bound.count(v) > 0; });
+        if (invariant) {
+          if (std::none_of(out.begin(), out.end(), [&](const KExprPtr& x) { return x.get() == e.get(); })) out.push_back(e);
+          return;
+        }
+        std::set<std::string> inner = bound;
+        inner.insert(e->loop_vars.begin(), e->loop_vars.end());
+        collect_invariant(e->a, inner, out);
         return;
       }
-      bound.insert(e->loop_vars.begin(), e->loop_vars.end());
-      collect_invariant(e->a, bound, out);
-      return;
-    }
-    collect_invariant(e->a, bound, out);
-    collect_invariant(e->b, bound, out);
-    collect_invariant(e->c, bound, out);
+      go(e->a), go(e->b), go(e->c);
+    };
+    go(root);
   }
   std::unordered_map<const KExpr*, std::set<std::string>> free_vars_;
 
@@ -239,13 +246,17 @@ class ExprEmitter {
     return {};
   }
 
-  bool find_unit_load(const KExprPtr& e) {
-    if (!e) return false;
-    if (e->op == KOp::Load && varies(e->a)) {
-      Lin l = analyse_index(e->a);
-      if (l.ok && l.coeff == 1 && l.aligned) return true;
-    }
-    return find_unit_load(e->a) || find_unit_load(e->b) || find_unit_load(e->c);
+  bool find_unit_load(const KExprPtr& root) {
+    std::set<const KExpr*> seen;  // each node once (a visited node found nothing)
+    std::function<bool(const KExprPtr&)> go = [&](const KExprPtr& e) -> bool {
+      if (!e || !seen.insert(e.get()).second) return false;
+      if (e->op == KOp::Load && varies(e->a)) {
+        Lin l = analyse_index(e->a);
+        if (l.ok && l.coeff == 1 && l.aligned) return true;
+      }
+      return go(e->a) || go(e->b) || go(e->c);
+    };
+    return go(root);
   }
 
   static bool is_bool(const KExprPtr& e) {
@@ -398,16 +409,16 @@ class ExprEmitter {
     bool v = A.vec || B.vec || C.vec;
     std::string a = A.s, b = B.s;
     auto R = [&](std::string s) { return Code{std::move(s), v}; };
-    auto both = [&](const char* fn) {  // functions that need matching operand types
-      return R(v ? fmt::format("{}({}, {})", fn, fvec(A), fvec(B)) : fmt::format("{}({}, {})", fn, a, b));
+    auto both = [&]() {  // helpers of two operands have (float, float) and (vec4, vec4) overloads
+      return R(v ? glsl_math(e->sop, fvec(A), fvec(B), "", helpers_) : glsl_math(e->sop, a, b, "", helpers_));
     };
     auto cmp = [&](const char* op, const char* fn) {
       return R(v ? fmt::format("vec4({}({}, {}))", fn, fvec(A), fvec(B)) : fmt::format("float({} {} {})", a, op, b));
     };
     switch (e->sop) {  // the vec4 forms; every other op's GLSL function takes scalars and vec4s alike
-      case SOp::Pow: uses_pow_ = true; return both("sg_pow");
-      case SOp::Max: return R(fmt::format("max({}, {})", A.vec || !v ? a : fvec(A), b));
-      case SOp::Min: return R(fmt::format("min({}, {})", A.vec || !v ? a : fvec(A), b));
+      case SOp::Pow:
+      case SOp::Max:
+      case SOp::Min: return both();
       case SOp::Lt: return cmp("<", "lessThan");
       case SOp::Le: return cmp("<=", "lessThanEqual");
       case SOp::Gt: return cmp(">", "greaterThan");
@@ -419,7 +430,7 @@ class ExprEmitter {
         break;
       default: break;
     }
-    return R(glsl_math(e->sop, a, b, C.s, uses_pow_));
+    return R(glsl_math(e->sop, a, b, C.s, helpers_));
   }
 
   Code emit_reduce(const KExprPtr& e) {
@@ -504,16 +515,20 @@ class ExprEmitter {
       std::string x = (a.v || vreduce) ? fvec(body) : body.s;
       switch (rs[i]->reduce) {
         case ReduceKind::Sum: line(fmt::format("{} += {};", a.name, x)); break;
-        case ReduceKind::Max: line(fmt::format("{0} = max({0}, {1});", a.name, x)); break;
-        case ReduceKind::Min: line(fmt::format("{0} = min({0}, {1});", a.name, x)); break;
+        case ReduceKind::Max:
+        case ReduceKind::Min:
+          line(fmt::format("{} = {};", a.name, glsl_reduce_step(rs[i]->reduce == ReduceKind::Max, a.name, x, helpers_)));
+          break;
         case ReduceKind::ArgMax:
           line(fmt::format("{} x{} = {};", a.ty, a.id, x));
           if (a.v) {
-            line(fmt::format("bvec4 better{0} = bvec4(ivec4(greaterThan(x{0}, best{0})) + ivec4(it{0} == 0));", a.id));
+            line(fmt::format("bvec4 better{0} = bvec4(ivec4({1}) + ivec4(it{0} == 0));", a.id,
+                             glsl_argmax_better(fmt::format("x{}", a.id), fmt::format("best{}", a.id), helpers_)));
             line(fmt::format("best{0} = mix(best{0}, x{0}, better{0}); {1} = mix({1}, vec4(float(it{0})), better{0});",
                              a.id, a.name));
           } else {
-            line(fmt::format("if (it{0} == 0 || x{0} > best{0}) {{ best{0} = x{0}; {1} = float(it{0}); }}", a.id, a.name));
+            line(fmt::format("if (it{0} == 0 || {2}) {{ best{0} = x{0}; {1} = float(it{0}); }}", a.id, a.name,
+                             glsl_argmax_better(fmt::format("x{}", a.id), fmt::format("best{}", a.id), helpers_)));
           }
           line(fmt::format("++it{};", a.id));
           break;

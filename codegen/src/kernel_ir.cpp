@@ -1,6 +1,7 @@
 // Kernel IR builders with integer constant folding, cost estimate, printing.
 #include "sg/kernel_ir.h"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <set>
@@ -133,6 +134,11 @@ KExprPtr kload(int input, KExprPtr flat_index) {
   return mk(std::move(e));
 }
 KExprPtr kreduce(ReduceKind kind, std::vector<std::string> vars, std::vector<int64_t> extents, KExprPtr body) {
+  // an empty reduction is its initial value as a literal (sum 0, max -inf, min inf, argmax 0, as the CPU
+  // reference): a loop that never runs leaves a 0.0 the GPU compiler folds (0 * inf -> 0 in Mesa; the mean of an
+  // empty tensor must be NaN), while a literal operand gets the emitters' IEEE zero arithmetic (glsl_math.h)
+  if (std::find(extents.begin(), extents.end(), int64_t{0}) != extents.end())
+    return kfloat(kind == ReduceKind::Max ? -INFINITY : kind == ReduceKind::Min ? INFINITY : 0.0);
   KExpr e = base(KOp::Reduce);
   e.type = kind == ReduceKind::ArgMax ? KType::Float : KType::Float;
   e.reduce = kind;

@@ -23,6 +23,7 @@ const char* sop_name(SOp op) {
     case SOp::Abs: return "abs";
     case SOp::Exp: return "exp";
     case SOp::Log: return "log";
+    case SOp::Log1p: return "log1p";
     case SOp::Sqrt: return "sqrt";
     case SOp::Rsqrt: return "rsqrt";
     case SOp::Sin: return "sin";
@@ -84,6 +85,7 @@ double seval_op(SOp op, double a, double b, double c) {
     case SOp::Abs: return std::fabs(a);
     case SOp::Exp: return std::exp(a);
     case SOp::Log: return std::log(a);
+    case SOp::Log1p: return std::log1p(a);
     case SOp::Sqrt: return std::sqrt(a);
     case SOp::Rsqrt: return 1.0 / std::sqrt(a);
     case SOp::Sin: return std::sin(a);
@@ -247,6 +249,7 @@ Scalar neg(Scalar a) { return sunary(SOp::Neg, a.e); }
 Scalar abs(Scalar a) { return sunary(SOp::Abs, a.e); }
 Scalar exp(Scalar a) { return sunary(SOp::Exp, a.e); }
 Scalar log(Scalar a) { return sunary(SOp::Log, a.e); }
+Scalar log1p(Scalar a) { return sunary(SOp::Log1p, a.e); }
 Scalar sqrt(Scalar a) { return sunary(SOp::Sqrt, a.e); }
 Scalar rsqrt(Scalar a) { return sunary(SOp::Rsqrt, a.e); }
 Scalar sin(Scalar a) { return sunary(SOp::Sin, a.e); }
@@ -263,6 +266,6 @@ Scalar max(Scalar a, Scalar b) { return sbinary(SOp::Max, a.e, b.e); }
 Scalar min(Scalar a, Scalar b) { return sbinary(SOp::Min, a.e, b.e); }
 Scalar where(Scalar c, Scalar a, Scalar b) { return sselect(c.e, a.e, b.e); }
 Scalar leaky_relu(Scalar x, double slope) { return where(x > 0.0, x, x * slope); }
-Scalar softplus(Scalar x) { return max(x, 0.0) + log(1.0 + exp(-abs(x))); }
+Scalar softplus(Scalar x) { return max(x, 0.0) + log1p(exp(-abs(x))); }
 
 }  // namespace sg

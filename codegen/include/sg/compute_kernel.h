@@ -74,7 +74,8 @@ ScheduleOptions compute_schedule_options(const ComputeLimits& limits);
 
 /// The compute kernel for kernel `k` of a plan made with compute_schedule_options(limits), printed in `language`
 /// (codegen/src/emit_compute.cpp: strategies per-element, tiled-contraction, tree-reduction; see
-/// ComputeKernel::strategy; both languages get the same strategy, tiles, workgroups and bindings).
+/// ComputeKernel::strategy; both languages get the same strategy, tiles, workgroups and bindings, except that WGSL
+/// has no tiled-contraction form yet: those kernels are per-element in WGSL).
 /// Tile sizes and workgroup sizes follow `limits` (shared memory, invocations, cpu_device). Throws
 /// UnsupportedError (naming the kernel and the limit: max_storage_buffers, max_workgroup_count,
 /// max_workgroup_invocations, max_buffer_bytes) when the kernel cannot fit the device, and for plans whose values

@@ -29,7 +29,9 @@ enum class SOp : uint8_t {
   Const,  ///< a literal (value)
   Arg,    ///< argument `arg` (input `arg` of the Map node)
   // unary
-  Neg, Abs, Exp, Log, Sqrt, Rsqrt, Sin, Cos, Tanh, Sigmoid, Relu, Sign, Floor,
+  Neg, Abs, Exp, Log,
+  Log1p,  ///< log(1 + a), accurate for small |a| (torch.log1p)
+  Sqrt, Rsqrt, Sin, Cos, Tanh, Sigmoid, Relu, Sign, Floor,
   Round,  ///< round half to even (torch.round)
   Recip,
   // binary
@@ -108,6 +110,8 @@ Scalar neg(Scalar a);
 Scalar abs(Scalar a);
 Scalar exp(Scalar a);
 Scalar log(Scalar a);
+/// log(1 + a), accurate for small |a| (torch.log1p, C99 log1p): log1p(-1) = -inf, NaN below -1.
+Scalar log1p(Scalar a);
 Scalar sqrt(Scalar a);
 Scalar rsqrt(Scalar a);
 Scalar sin(Scalar a);
@@ -126,7 +130,7 @@ Scalar min(Scalar a, Scalar b);
 Scalar where(Scalar c, Scalar a, Scalar b);
 /// x if x > 0 else slope*x (torch.nn.functional.leaky_relu).
 Scalar leaky_relu(Scalar x, double slope = 0.01);
-/// log(1 + exp(x)), computed stably as max(x,0) + log(1 + exp(-|x|)) (torch softplus, beta=1).
+/// log(1 + exp(x)), computed stably as max(x,0) + log1p(exp(-|x|)) (torch softplus, beta=1): softplus(-20) = 2.06e-9.
 Scalar softplus(Scalar x);
 
 }  // namespace sg

@@ -1,0 +1,183 @@
+// Edge inputs of the float ops (issue 19): NaN, infinities, signed zeros, division by zero, pow's special cases,
+// arguments where the usual GPU formulas lose precision (tanh near 0, softplus and sigmoid' at large |x|, sin at
+// large |x|, exp near its overflow, log near 1), and NaN inside reductions, pools and argmax.
+//
+// One list for two users: tests/op_cases.h runs it on every GPU backend of the op-case tests against the CPU
+// reference backend (f64, torch's semantics: docs/RELIABILITY.md), and bench/bench_numerics prints it as a table
+// per backend (the record of a machine's drivers). No Catch2 here.
+//
+// Tolerance: |got - want| <= 1e-5 |want| + FLT_MIN (the project's elementwise rtol; FLT_MIN because GPUs may flush
+// subnormal results to zero, which GLSL allows), NaN only against NaN, an infinity only against the same one;
+// integer results (argmax) exactly.
+#pragma once
+
+#include <cfloat>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "sg/autodiff.h"
+#include "sg/backend.h"
+#include "sg/sg.h"
+
+namespace sg::edge_cases {
+
+inline constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+inline constexpr float kInf = std::numeric_limits<float>::infinity();
+
+struct EdgeCase {
+  std::string name;
+  std::vector<Shape> shapes;                // of the inputs
+  std::vector<std::vector<float>> inputs;   // one per shape
+  std::function<Tensor(const std::vector<Tensor>&)> f;
+  bool exact = false;                       // integer-valued result (argmax)
+};
+
+/// Elementwise case of one argument over `xs` (a 1-D input).
+inline EdgeCase unary(std::string name, std::vector<float> xs, std::function<Tensor(const Tensor&)> f) {
+  Shape s{static_cast<int64_t>(xs.size())};
+  return {std::move(name), {s}, {std::move(xs)}, [f](const std::vector<Tensor>& t) { return f(t[0]); }};
+}
+/// Elementwise case of two arguments over the pairs (as[i], bs[i]).
+inline EdgeCase binary(std::string name, std::vector<float> as, std::vector<float> bs,
+                       std::function<Tensor(const Tensor&, const Tensor&)> f) {
+  Shape s{static_cast<int64_t>(as.size())};
+  return {std::move(name), {s, s}, {std::move(as), std::move(bs)}, [f](const std::vector<Tensor>& t) { return f(t[0], t[1]); }};
+}
+
+/// The gradient of sum(f(x)) w.r.t. x.
+inline Tensor derivative(const Tensor& x, const std::function<Tensor(const Tensor&)>& f) {
+  return grad(sum(f(x)), {x})[0];
+}
+
+/// A row of 300 values (long enough for the compute backends' tree reductions) with a NaN at `nan_at` (or none).
+inline std::vector<float> long_row(int nan_at) {
+  std::vector<float> v(300);
+  for (int i = 0; i < 300; ++i) v[i] = static_cast<float>((i * 37) % 101) * 0.25f - 10.f;
+  if (nan_at >= 0) v[nan_at] = kNaN;
+  return v;
+}
+
+inline std::vector<EdgeCase> all() {
+  const float nan = kNaN, inf = kInf;
+  std::vector<EdgeCase> c;
+  // --- select-like ops: NaN propagates (torch) -------------------------------------------------------------------
+  c.push_back(unary("relu", {nan, -nan, inf, -inf, 0.f, -1.f, 2.f}, [](const Tensor& x) { return relu(x); }));
+  c.push_back(unary("sign", {nan, inf, -inf, 0.f, -3.f, 3.f}, [](const Tensor& x) { return sign(x); }));
+  c.push_back(binary("maximum", {nan, 1.f, nan, inf, -inf, 2.f}, {1.f, nan, nan, 1.f, 1.f, -3.f},
+                     [](const Tensor& a, const Tensor& b) { return maximum(a, b); }));
+  c.push_back(binary("minimum", {nan, 1.f, nan, inf, -inf, 2.f}, {1.f, nan, nan, 1.f, 1.f, -3.f},
+                     [](const Tensor& a, const Tensor& b) { return minimum(a, b); }));
+  c.push_back(unary("maximum(x, 0.5)", {nan, 0.f, 1.f, -inf}, [](const Tensor& x) { return maximum(x, 0.5); }));
+  c.push_back(unary("leaky_relu", {nan, -inf, inf, -2.f, 2.f}, [](const Tensor& x) { return leaky_relu(x, 0.1); }));
+  // --- division and pow: IEEE / C99 values, no folding of literal zeros ----------------------------------------
+  c.push_back(unary("x / 0.0", {1.f, -1.f, 0.f, nan, inf, -inf}, [](const Tensor& x) { return x / 0.0; }));
+  c.push_back(unary("x / -0.0", {1.f, -1.f, 0.f}, [](const Tensor& x) { return x / -0.0; }));
+  c.push_back(unary("0.0 / x", {0.f, -0.f, 1.f, nan, inf}, [](const Tensor& x) { return 0.0 / x; }));
+  c.push_back(unary("x * 0.0", {nan, inf, -inf, 2.f}, [](const Tensor& x) { return x * 0.0; }));
+  c.push_back(binary("x / y", {1.f, -1.f, 0.f, 1.f, inf, inf, 6.f}, {0.f, 0.f, 0.f, -0.f, inf, 2.f, 3.f},
+                     [](const Tensor& a, const Tensor& b) { return a / b; }));
+  c.push_back(unary("reciprocal", {0.f, -0.f, inf, -inf, nan, 4.f}, [](const Tensor& x) { return reciprocal(x); }));
+  c.push_back(binary("pow",
+                     {0.f, -0.f, 0.f, 0.f, nan, 1.f, -8.f, -2.f, -2.f, 0.f, -0.f, inf, -inf, -inf, 0.5f, 2.f, -1.f, 2.f,
+                      0.5f, nan, 2.f, 10.f, 1.0001f, 3.f, -inf, -0.5f},
+                     {-1.f, -1.f, -2.f, 0.f, 0.f, nan, 1.f / 3.f, 3.f, 2.f, 0.5f, 3.f, -1.f, 3.f, 2.f, inf, inf, inf, -inf,
+                      -inf, 1.f, nan, 30.f, 1e4f, -2.f, -3.f, -inf},
+                     [](const Tensor& a, const Tensor& b) { return pow(a, b); }));
+  c.push_back(unary("pow(x, -1.0)", {0.f, -0.f, 2.f, inf}, [](const Tensor& x) { return pow(x, -1.0); }));
+  c.push_back(unary("pow(x, 0.5)", {0.f, -1.f, 4.f, inf}, [](const Tensor& x) { return pow(x, 0.5); }));
+  // --- exp, log, sqrt: special values and accuracy ----------------------------------------------------------------
+  c.push_back(unary("exp", {nan, inf, -inf, 0.f, 1e-4f, -1e-4f, 1.f, -1.f, 20.f, -20.f, 80.f, -80.f, 88.f, -87.f, 89.f,
+                            -104.f, 1e4f, -1e4f},
+                    [](const Tensor& x) { return exp(x); }));
+  c.push_back(unary("log", {nan, inf, -inf, 0.f, -0.f, -1.f, 1e-30f, 1e-4f, 0.5f, 0.9f, 0.9999f, 1.f, 1.0001f, 1.2f,
+                            2.f, 100.f, 1e4f, 3e38f},
+                    [](const Tensor& x) { return log(x); }));
+  c.push_back(unary("log1p", {nan, inf, -1.f, -2.f, -0.5f, -1e-4f, 1e-7f, 1e-4f, 0.2f, 1.f, 100.f, 1e4f},
+                    [](const Tensor& x) { return log1p(x); }));
+  c.push_back(unary("sqrt", {nan, inf, -1.f, 0.f, -0.f, 1e-4f, 2.f, 1e4f}, [](const Tensor& x) { return sqrt(x); }));
+  c.push_back(unary("rsqrt", {nan, inf, -1.f, 0.f, -0.f, 1e-4f, 2.f, 1e4f}, [](const Tensor& x) { return rsqrt(x); }));
+  // --- transcendental accuracy: tolerance rel 1e-5 for |x| up to 1e4 ---------------------------------------------
+  const std::vector<float> trig = {nan, inf, -inf, 0.f, 1e-4f, -1e-4f, 0.5f, 1.f, 3.f, 3.14159274f, 1.57079637f, 20.f,
+                                   100.f, -100.f, 1000.f, 1e4f, -1e4f, 12345.678f};
+  c.push_back(unary("sin", trig, [](const Tensor& x) { return sin(x); }));
+  c.push_back(unary("cos", trig, [](const Tensor& x) { return cos(x); }));
+  const std::vector<float> wide = {nan, inf, -inf, 0.f, 1e-4f, -1e-4f, 1e-2f, 0.3f, 0.54f, 0.56f, 1.f, -1.f, 5.f, -10.f,
+                                   20.f, -20.f, 50.f, -50.f, 87.f, -87.f, 100.f, -100.f, 1e4f, -1e4f};
+  c.push_back(unary("tanh", wide, [](const Tensor& x) { return tanh(x); }));
+  c.push_back(unary("sigmoid", wide, [](const Tensor& x) { return sigmoid(x); }));
+  c.push_back(unary("softplus", wide, [](const Tensor& x) { return softplus(x); }));
+  c.push_back(unary("sigmoid'", wide, [](const Tensor& x) { return derivative(x, [](const Tensor& v) { return sigmoid(v); }); }));
+  c.push_back(unary("softplus'", wide, [](const Tensor& x) { return derivative(x, [](const Tensor& v) { return softplus(v); }); }));
+  // --- reductions, pools, argmax with NaN (the issue's reproduction, and rows long enough for tree reductions) ----
+  const Shape m{3, 4};
+  const std::vector<float> mv = {1.f, nan, 3.f, 2.f, 5.f, 6.f, nan, 8.f, 1.f, 4.f, 2.f, -inf};
+  auto matrix = [&](std::string name, std::function<Tensor(const Tensor&)> f, bool exact = false) {
+    return EdgeCase{std::move(name), {m}, {mv}, [f](const std::vector<Tensor>& t) { return f(t[0]); }, exact};
+  };
+  c.push_back(matrix("max axis 1", [](const Tensor& x) { return max(x, {1}); }));
+  c.push_back(matrix("min axis 1", [](const Tensor& x) { return min(x, {1}); }));
+  c.push_back(matrix("max axis 0", [](const Tensor& x) { return max(x, {0}); }));
+  c.push_back(matrix("max all", [](const Tensor& x) { return max(x); }));
+  c.push_back(matrix("sum axis 1", [](const Tensor& x) { return sum(x, {1}); }));
+  c.push_back(matrix("argmax axis 1", [](const Tensor& x) { return argmax(x, 1); }, true));
+  c.push_back(matrix("argmax axis 0", [](const Tensor& x) { return argmax(x, 0); }, true));
+  c.push_back(matrix("argmin axis 1 (argmax of -x)", [](const Tensor& x) { return argmax(-x, 1); }, true));
+  const Shape rows{3, 300};
+  std::vector<float> rv = long_row(-1), r1 = long_row(7), r2 = long_row(299);
+  rv.insert(rv.end(), r1.begin(), r1.end());
+  rv.insert(rv.end(), r2.begin(), r2.end());
+  auto long_rows = [&](std::string name, std::function<Tensor(const Tensor&)> f, bool exact = false) {
+    return EdgeCase{std::move(name), {rows}, {rv}, [f](const std::vector<Tensor>& t) { return f(t[0]); }, exact};
+  };
+  c.push_back(long_rows("max of 300 (NaN at 7, 299)", [](const Tensor& x) { return max(x, {1}); }));
+  c.push_back(long_rows("min of 300 (NaN at 7, 299)", [](const Tensor& x) { return min(x, {1}); }));
+  c.push_back(long_rows("argmax of 300 (NaN at 7, 299)", [](const Tensor& x) { return argmax(x, 1); }, true));
+  c.push_back(long_rows("softmax of 300 (NaN at 7, 299)", [](const Tensor& x) { return softmax(x); }));
+  const Shape img{1, 1, 4, 4};
+  const std::vector<float> iv = {1.f, 2.f, 3.f, 4.f, nan, 6.f, 7.f, 8.f, 9.f, 10.f, 11.f, 12.f, 13.f, 14.f, -inf, nan};
+  c.push_back({"max_pool2d 2x2", {img}, {iv}, [](const std::vector<Tensor>& t) { return max_pool2d(t[0]); }});
+  c.push_back({"avg_pool2d 2x2", {img}, {iv}, [](const std::vector<Tensor>& t) { return avg_pool2d(t[0]); }});
+  c.push_back({"mean of inf and -inf", {Shape{2}}, {{inf, -inf}}, [](const std::vector<Tensor>& t) { return mean(t[0]); }});
+  c.push_back({"mean of an empty tensor", {Shape{0}}, {{}}, [](const std::vector<Tensor>& t) { return mean(t[0]); }});
+  c.push_back({"sum of an empty tensor", {Shape{0}}, {{}}, [](const std::vector<Tensor>& t) { return sum(t[0]); }});
+  c.push_back({"mean over an empty axis", {Shape{2, 0}}, {{}}, [](const std::vector<Tensor>& t) { return mean(t[0], {1}); }});
+  return c;
+}
+
+/// |got - want| <= 1e-5 |want| + FLT_MIN; NaN meets NaN, an infinity the same infinity; `exact`: equality.
+inline bool agrees(float got, float want, bool exact) {
+  if (std::isnan(want) || std::isnan(got)) return std::isnan(want) && std::isnan(got);
+  if (std::isinf(want) || std::isinf(got) || exact) return got == want;
+  return std::fabs(static_cast<double>(got) - want) <= 1e-5 * std::fabs(static_cast<double>(want)) + FLT_MIN;
+}
+
+/// All cases as one Program (output i is case i) with its feeds (inputs "e<i>_<j>").
+struct EdgeProgram {
+  Program program;
+  std::vector<std::string> input_names;
+  std::vector<const std::vector<float>*> input_data;
+  std::vector<Feed> feeds() const {
+    std::vector<Feed> f;
+    for (size_t i = 0; i < input_names.size(); ++i) f.push_back({input_names[i], input_data[i]});
+    return f;
+  }
+};
+
+inline EdgeProgram build(const std::vector<EdgeCase>& cases) {
+  EdgeProgram p;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    std::vector<Tensor> ins;
+    for (size_t j = 0; j < cases[i].shapes.size(); ++j) {
+      p.input_names.push_back("e" + std::to_string(i) + "_" + std::to_string(j));
+      p.input_data.push_back(&cases[i].inputs[j]);
+      ins.push_back(input(p.input_names.back(), cases[i].shapes[j]));
+    }
+    p.program.add_output(cases[i].name, cases[i].f(ins));
+  }
+  return p;
+}
+
+}  // namespace sg::edge_cases
