@@ -1,4 +1,4 @@
-// The compute emitter's scalar kernel-IR printer and its SOp -> GLSL table (see compute_glsl.h).
+// The compute emitter's scalar kernel-IR printer (see compute_glsl.h).
 #include "compute_glsl.h"
 #include "glsl_math.h"
 
@@ -10,15 +10,6 @@
 #include <fmt/format.h>
 
 namespace sg::compute {
-
-std::string glsl_float(double v) {
-  if (std::isnan(v)) return "uintBitsToFloat(0x7fc00000u)";
-  const float f = static_cast<float>(v);
-  if (std::isinf(f)) return f > 0 ? "uintBitsToFloat(0x7f800000u)" : "uintBitsToFloat(0xff800000u)";
-  std::string s = fmt::format("{:.9g}", f);
-  if (s.find_first_of(".e") == std::string::npos) s += ".0";
-  return s;
-}
 
 // Same semantics as the fragment emitter's emit_math (emit.cpp), scalar form. To be unified with it.
 bool is_bool_op(KOp op) {
@@ -50,8 +41,9 @@ std::set<std::string> kfree_vars(const KExprPtr& root) {
   return root ? go(root) : std::set<std::string>();
 }
 
-KPrinter::KPrinter(const Plan& plan, const Kernel& k, const std::vector<KExprPtr>& roots, std::string prefix)
-    : plan_(plan), k_(k), prefix_(std::move(prefix)) {
+KPrinter::KPrinter(const Plan& plan, const Kernel& k, const std::vector<KExprPtr>& roots, std::string prefix,
+                   const Lang& lang)
+    : plan_(plan), k_(k), prefix_(std::move(prefix)), lang_(lang) {
   for (auto& r : roots) count(r);
 }
 
@@ -111,14 +103,14 @@ std::string KPrinter::print(const KExprPtr& e) {
   if (!trivial && e->op != KOp::Reduce && refs_[e.get()] > 1) {
     const bool b = is_bool_op(e->op);
     std::string name = fmt::format("{}{}{}", prefix_, e->type == KType::Int ? (b ? "c" : "j") : "v", temp_++);
-    line(fmt::format("{} {} = {};", b ? "bool" : e->type == KType::Int ? "int" : "float", name, s));
+    line(lang_.let(b ? LType::Bool : e->type == KType::Int ? LType::Int : LType::Float, name, s));
     s = name;
   }
   if (!trivial) scopes_.back()[e.get()] = s;
   return s;
 }
 
-/// A condition as GLSL bool (integer 0/1 values compared with 0).
+/// A condition as a bool (integer 0/1 values compared with 0).
 std::string KPrinter::cond(const KExprPtr& e) {
   if (e->op == KOp::IntConst) return e->ivalue ? "true" : "false";
   std::string s = print(e);
@@ -128,7 +120,7 @@ std::string KPrinter::cond(const KExprPtr& e) {
 std::string KPrinter::raw(const KExprPtr& e) {
   switch (e->op) {
     case KOp::IntConst: return std::to_string(e->ivalue);
-    case KOp::FloatConst: return glsl_float(e->fvalue);
+    case KOp::FloatConst: return lang_.float_literal(e->fvalue);
     case KOp::Var: {
       auto it = subst_.find(e->name);
       return it != subst_.end() ? it->second : e->name;
@@ -139,16 +131,16 @@ std::string KPrinter::raw(const KExprPtr& e) {
     }
     case KOp::FMath: {
       std::string a = print(e->a), b = e->b ? print(e->b) : std::string(), c = e->c ? print(e->c) : std::string();
-      return glsl_math(e->sop, a, b, c, helpers_);
+      return float_math(lang_.wgsl(), e->sop, a, b, c, helpers_);
     }
     case KOp::Reduce: return reduce(e);
     case KOp::ISelect: {
       std::string c = cond(e->a), t = print(e->b), f = print(e->c);
-      return fmt::format("({} ? {} : {})", c, t, f);
+      return lang_.select(c, t, f);
     }
     case KOp::IAnd: return fmt::format("({} && {})", cond(e->a), cond(e->b));
-    case KOp::ToFloat: return fmt::format("float({})", print(e->a));
-    case KOp::FToInt: return fmt::format("int({})", print(e->a));
+    case KOp::ToFloat: return lang_.to_float(print(e->a));
+    case KOp::FToInt: return lang_.to_int(print(e->a));
     default: break;
   }
   const std::string a = print(e->a), b = print(e->b);
@@ -182,18 +174,18 @@ std::string KPrinter::reduce(const KExprPtr& e) {
   line(fmt::format("// {} over {}", reduce_name(e->reduce), loops));
   const ReduceKind kind = e->reduce;
   if (kind == ReduceKind::ArgMax) {
-    line(fmt::format("float {} = 0.0;", acc));
-    line(fmt::format("float {}best{} = {};", prefix_, id, glsl_float(-INFINITY)));
-    line(fmt::format("int {}it{} = 0;", prefix_, id));
+    line(lang_.var(LType::Float, acc, "0.0"));
+    line(lang_.var(LType::Float, fmt::format("{}best{}", prefix_, id), lang_.float_literal(-INFINITY)));
+    line(lang_.var(LType::Int, fmt::format("{}it{}", prefix_, id), "0"));
   } else {
-    line(fmt::format("float {} = {};", acc,
-                     kind == ReduceKind::Sum ? "0.0" : glsl_float(kind == ReduceKind::Min ? INFINITY : -INFINITY)));
+    line(lang_.var(LType::Float, acc,
+                   kind == ReduceKind::Sum ? "0.0" : lang_.float_literal(kind == ReduceKind::Min ? INFINITY : -INFINITY)));
   }
   std::map<std::string, std::string> saved;
   for (size_t i = 0; i < e->loop_vars.size(); ++i) {
     const std::string& v = e->loop_vars[i];
     if (auto it = subst_.find(v); it != subst_.end()) saved[v] = it->second, subst_.erase(it);  // rebound here
-    line(fmt::format("for (int {0} = 0; {0} < {1}; ++{0}) {{", v, e->extents[i]));
+    line(lang_.for_open(v, "0", std::to_string(e->extents[i])));
     ++indent;
   }
   scopes_.emplace_back();
@@ -202,13 +194,14 @@ std::string KPrinter::reduce(const KExprPtr& e) {
     case ReduceKind::Sum: line(fmt::format("{} += {};", acc, x)); break;
     case ReduceKind::Max:
     case ReduceKind::Min:
-      line(fmt::format("{} = {};", acc, glsl_reduce_step(kind == ReduceKind::Max, acc, x, helpers_)));
+      line(fmt::format("{} = {};", acc, reduce_step(lang_.wgsl(), kind == ReduceKind::Max, acc, x, helpers_)));
       break;
     case ReduceKind::ArgMax:
-      line(fmt::format("float {}x{} = {};", prefix_, id, x));
-      line(fmt::format("if ({0}it{1} == 0 || {3}) {{ {0}best{1} = {0}x{1}; {2} = float({0}it{1}); }}", prefix_, id, acc,
-                       glsl_argmax_better(fmt::format("{}x{}", prefix_, id), fmt::format("{}best{}", prefix_, id), helpers_)));
-      line(fmt::format("++{}it{};", prefix_, id));
+      line(lang_.let(LType::Float, fmt::format("{}x{}", prefix_, id), x));
+      line(fmt::format("if ({0}it{1} == 0 || {3}) {{ {0}best{1} = {0}x{1}; {2} = {4}; }}", prefix_, id, acc,
+                       glsl_argmax_better(fmt::format("{}x{}", prefix_, id), fmt::format("{}best{}", prefix_, id), helpers_),
+                       lang_.to_float(fmt::format("{}it{}", prefix_, id))));
+      line(lang_.increment(fmt::format("{}it{}", prefix_, id)));
       break;
   }
   scopes_.pop_back();

@@ -1,5 +1,10 @@
-// Private to codegen: what each float op (SOp) of the kernel IR is in GLSL — one table for the fragment emitter
-// (glsl_expr.h, which adds its vec4 forms of comparisons and select) and the compute emitter (compute_glsl.cpp).
+// Private to codegen: what each float op (SOp) of the kernel IR is in GLSL and in WGSL — one table for the fragment
+// emitter (glsl_expr.h, which adds its vec4 forms of comparisons and select) and the compute emitter
+// (compute_glsl.cpp, which prints GLSL 4.50 or WGSL). Every formula and every helper function is written for both
+// languages side by side (glsl_math.cpp), the WGSL one mirroring the GLSL one: same algorithm, same constants; NaN
+// and infinities in WGSL are runtime values (sg_f32_bits of a bit pattern, compute_lang.h), because a WGSL constant
+// expression that evaluates to NaN or an infinity is a shader-creation error, and WGSL too lets implementations
+// assume no NaNs (W3C WGSL "Floating Point Evaluation"), so its NaN tests are bit tests as well.
 //
 // Semantics are the CPU reference's (docs/RELIABILITY.md), also where GLSL leaves a result undefined or loose:
 // - NaN propagates through relu, maximum/minimum and the max/min/argmax accumulations (GLSL's max/min may return
@@ -42,16 +47,30 @@ class MathHelpers {
   /// GLSL definitions of the used helpers and of those they call, in a fixed order (byte-stable), each a scalar
   /// function; with `vec4` also their vec4 overloads (componentwise), for the fragment emitter's vectorised code.
   std::string source(bool vec4) const;
+  /// The same helpers in WGSL (scalar f32 functions; they call sg_f32_bits, which compute_lang.h defines).
+  std::string wgsl_source() const;
+  /// These helpers and every helper they call.
+  MathHelpers closure() const;
 
  private:
   uint32_t bits_ = 0;
 };
 
+/// One helper's definitions in GLSL (`wgsl` false) or WGSL (tests check that both exist for every helper).
+std::string math_helper_source(MathHelper h, bool wgsl);
+
+/// The expression of float op `op` in GLSL (`wgsl` false) or WGSL over scalar operand expressions a, b, c; records
+/// the helpers it calls.
+std::string float_math(bool wgsl, SOp op, const std::string& a, const std::string& b, const std::string& c,
+                       MathHelpers& used);
+
 /// The GLSL expression of float op `op` over operand expressions a, b, c (scalars; or vec4s of matching types
 /// for the fragment emitter, whose helpers then need MathHelpers::source(true)). Records the helpers it calls.
 std::string glsl_math(SOp op, const std::string& a, const std::string& b, const std::string& c, MathHelpers& used);
 
-/// The accumulation step of a max/min reduction, `acc = <this>;` (NaN-propagating, torch's max/min).
+/// The accumulation step of a max/min reduction, `acc = <this>;` (NaN-propagating, torch's max/min), in GLSL or WGSL.
+std::string reduce_step(bool wgsl, bool max, const std::string& acc, const std::string& x, MathHelpers& used);
+/// reduce_step in GLSL.
 std::string glsl_reduce_step(bool max, const std::string& acc, const std::string& x, MathHelpers& used);
 
 /// The condition under which argmax's candidate `x` replaces the best value so far `best` (neither the first

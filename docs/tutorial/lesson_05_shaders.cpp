@@ -9,7 +9,9 @@
 //             --SPIRV-Cross--> GLSL ES 3.00 fragment shader          what the "gles" backend hands the driver
 //
 // and then shows the compute form of the same matmul (a compute shader over storage buffers, for Vulkan and
-// GLES 3.1 compute). `shadergrad dump` writes all of these files for a model; here we call the same functions.
+// GLES 3.1 compute), and that kernel printed as WGSL for WebGPU (the same kernel IR, strategy and bindings; WGSL is
+// printed by shadergrad itself: SPIRV-Cross has no WGSL backend). `shadergrad dump` writes all of these files for
+// a model (`--target wgsl` the .wgsl ones); here we call the same functions.
 //
 //   cmake --build build --target lesson_05_shaders && build/bin/lesson_05_shaders
 #include <cstdio>
@@ -96,16 +98,29 @@ int main() {
               cplan.kernels.front().name.c_str(), ck.strategy.c_str(), ck.local_size[0], ck.local_size[1],
               ck.local_size[2], ck.workgroups[0], ck.workgroups[1], ck.workgroups[2], ck.bindings.size(),
               static_cast<long long>(ck.shared_bytes));
-  show((cplan.kernels.front().name + ".comp.glsl").c_str(), ck.glsl450, 12);
+  show((cplan.kernels.front().name + ".comp.glsl").c_str(), ck.source, 12);
   expect(ck.strategy == "tiled-contraction", "the matmul is emitted as a tiled contraction");
-  expect(ck.shared_bytes > 0 && has(ck.glsl450, "shared"), "which declares shared (workgroup) memory");
+  expect(ck.shared_bytes > 0 && has(ck.source, "shared"), "which declares shared (workgroup) memory");
   expect(ck.bindings.size() == cplan.kernels.front().inputs.size() + cplan.kernels.front().outputs.size(),
          "one storage-buffer binding per input and output");
-  expect(has(ck.glsl450, here), "the compute source names the same source line");
+  expect(has(ck.source, here), "the compute source names the same source line");
 
-  sg::CompiledShader ccs = sg::compile_shader(cplan.kernels.front().name, ck.glsl450, sg::ShaderStage::Compute);
+  sg::CompiledShader ccs = sg::compile_shader(cplan.kernels.front().name, ck.source, sg::ShaderStage::Compute);
   expect(has(ccs.spvasm, "OpEntryPoint GLCompute"), "it compiles to a GLCompute SPIR-V module");
   expect(has(ccs.gles, "#version 310 es"), "and cross-compiles to GLSL ES 3.10 compute");
+
+  // ---- the WGSL form ----
+  // The same kernel for WebGPU: emit_compute_kernel with ComputeLanguage::Wgsl, for a target made from the WebGPU
+  // default limits (preset "webgpu"). Same header and bindings; `@group(0) @binding(N) var<storage, ...>` buffers
+  // and an `@compute @workgroup_size(...)` entry point `main` (a matmul is per-element in WGSL for now: the tiled
+  // form of the contraction, `var<workgroup>` tiles, is not printed in WGSL yet).
+  sg::Target web = sg::make_target(sg::TargetName::Wgsl, sg::preset_caps("webgpu"));
+  sg::Plan wplan = sg::schedule(prog, sg::schedule_options(web, {}));
+  sg::ComputeKernel wk = sg::emit_compute_kernel(wplan, wplan.kernels.front(), web.compute, sg::ComputeLanguage::Wgsl);
+  show((wplan.kernels.front().name + ".wgsl").c_str(), wk.source, 12);
+  expect(wk.language == sg::ComputeLanguage::Wgsl && has(wk.source, "@compute @workgroup_size("), "a WGSL compute kernel");
+  expect(wk.bindings.size() == ck.bindings.size(), "the same bindings: one storage buffer per input and output");
+  expect(has(wk.source, here), "naming the same source line");
   std::printf("lesson 5 done\n");
   return 0;
 }

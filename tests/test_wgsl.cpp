@@ -1,0 +1,277 @@
+// The WGSL target: the compute emitter's second language (codegen/src/compute_lang.h, wgsl_math.h), the WebGPU
+// DeviceCaps presets, `shadergrad dump --target wgsl`, and every generated WGSL kernel compiled on Dawn (npm
+// `webgpu`, tests/wgsl_compile_check.mjs) — the mlp and cnn train steps and every op case of tests/op_cases.h
+// (forward and backward), whose plans also run there against the CPU reference backend.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <regex>
+#include <set>
+#include <sys/wait.h>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "../codegen/src/glsl_math.h"
+#include "golden_util.h"
+#include "op_cases.h"
+#include "sg/backend.h"
+#include "sg/compute_kernel.h"
+#include "sg/target.h"
+#include "test_util.h"
+
+namespace fs = std::filesystem;
+using sg::testing::read_file;
+using sg::testing::TempDir;
+using sg::testing::write_file;
+
+namespace {
+
+int shell(const std::string& cmd, std::string& output) {
+  TempDir d("sg_wgsl_sh");
+  const std::string log = d / "out.txt";
+  const int rc = std::system((cmd + " > '" + log + "' 2>&1").c_str());
+  output = read_file(log);
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+/// A small train-free program: elementwise ops with NaN/Inf-producing inputs, a reduction, a matmul.
+sg::Program small_program() {
+  sg::Program p;
+  sg::Tensor x = sg::input("x", {4, 300});
+  sg::Tensor w = sg::input("w", {300, 5});
+  p.add_output("y", sg::relu(sg::matmul(x, w)) + sg::sigmoid(sg::sum(x, {1}, true)));
+  p.add_output("z", sg::pow(x, sg::constant({1}, {3.f})) + sg::tanh(x * 2.0));
+  return p;
+}
+
+sg::Plan plan_for(const sg::Program& p, const sg::DeviceCaps& caps) {
+  const sg::Target t = sg::make_target(sg::TargetName::Wgsl, caps);
+  return sg::schedule(p, sg::schedule_options(t, {}));
+}
+
+/// npm ci in tests/ when npm webgpu is missing (one at a time: other tests install there too).
+void ensure_node_modules() {
+  const std::string tests = sg::golden::source_dir() + "/tests";
+  if (fs::exists(tests + "/node_modules/webgpu/package.json")) return;
+  std::string out;
+  const int rc = shell("cd '" + tests + "' && flock /tmp/shadergrad-npm-ci.lock sh -c 'test -f node_modules/webgpu/"
+                       "package.json || npm ci --no-audit --no-fund'", out);
+  INFO(out);
+  REQUIRE(rc == 0);
+}
+
+/// Runs tests/wgsl_compile_check.mjs over `dirs`; checks its summary: `kernels` > 0, no errors, no mismatches.
+void check_on_dawn(const std::vector<std::string>& dirs, bool compat, int expect_outputs_run) {
+  ensure_node_modules();
+  std::string cmd = fmt::format("node '{}/tests/wgsl_compile_check.mjs'{}", sg::golden::source_dir(), compat ? " --compat" : "");
+  for (auto& d : dirs) cmd += " '" + d + "'";
+  std::string out;
+  const int rc = shell(cmd, out);
+  INFO(out);
+  std::smatch m;
+  REQUIRE(std::regex_search(out, m, std::regex(R"(wgsl_compile_check: (\d+) kernels, (\d+) errors, (\d+) outputs run, (\d+) mismatches)")));
+  CHECK(std::stoi(m[1]) > 0);
+  CHECK(std::stoi(m[2]) == 0);
+  CHECK(std::stoi(m[3]) == expect_outputs_run);
+  CHECK(std::stoi(m[4]) == 0);
+  CHECK(rc == 0);
+}
+
+nlohmann::json floats_json(const std::vector<float>& v) {
+  nlohmann::json a = nlohmann::json::array();
+  for (float x : v) a.push_back(std::isnan(x) ? nlohmann::json(nullptr) : nlohmann::json(x));
+  return a;
+}
+
+/// Writes every kernel of `plan` as KERNEL.wgsl into `dir` and run.json: the plan's launches, each value's data
+/// (inputs from `feeds`, constants), and the program outputs the CPU backend computes (tolerance `tol`).
+void write_run_dir(const sg::Plan& plan, const sg::ComputeLimits& limits, const std::vector<sg::Feed>& feeds,
+                   sg::op_cases::Tol tol, const std::string& dir) {
+  fs::create_directories(dir);
+  nlohmann::json run{{"kernels", nlohmann::json::array()}, {"values", nlohmann::json::object()}, {"outputs", nlohmann::json::array()}};
+  for (const sg::Kernel& k : plan.kernels) {
+    const sg::ComputeKernel ck = sg::emit_compute_kernel(plan, k, limits, sg::ComputeLanguage::Wgsl);
+    write_file(dir + "/" + k.name + ".wgsl", ck.source);
+    run["kernels"].push_back({{"file", k.name + ".wgsl"}, {"workgroups", ck.workgroups}, {"bindings", ck.bindings},
+                              {"inputs", k.inputs.size()}});
+  }
+  for (const sg::Value& v : plan.values) {
+    nlohmann::json e{{"numel", v.node->numel()}};
+    if (v.node->data) e["data"] = floats_json(*v.node->data);
+    for (const sg::Feed& f : feeds)
+      if (v.kind == sg::ValueKind::Input && v.node->name == f.name) e["data"] = floats_json(*f.data);
+    run["values"][std::to_string(v.id)] = e;
+  }
+  auto want = sg::make_cpu_backend()->compile(plan.program)->run(feeds);
+  for (size_t i = 0; i < want.size(); ++i)
+    run["outputs"].push_back({{"name", plan.program.output_names[i]}, {"id", plan.output_values[i]},
+                              {"expected", floats_json(want[i])}, {"rtol", tol.rtol}, {"atol", tol.atol}});
+  write_file(dir + "/run.json", run.dump());
+}
+
+}  // namespace
+
+TEST_CASE("every float op and every math helper has a GLSL and a WGSL formula", "[wgsl][codegen]") {
+  for (int i = static_cast<int>(sg::SOp::Neg); i <= static_cast<int>(sg::SOp::Select); ++i) {
+    const auto op = static_cast<sg::SOp>(i);
+    INFO("SOp " << i);
+    sg::MathHelpers gh, wh;
+    const std::string g = sg::float_math(false, op, "a", "b", "c", gh), w = sg::float_math(true, op, "a", "b", "c", wh);
+    CHECK(g.find("0x7fc00000u") == std::string::npos);  // the fallback for an op without a formula is NaN
+    CHECK(w.find("0x7fc00000u") == std::string::npos);
+    CHECK(w.find('a') != std::string::npos);  // reads its first operand
+    // the same helpers in both languages, each defined in WGSL
+    CHECK(gh.source(false).empty() == wh.wgsl_source().empty());
+    if (!wh.empty()) CHECK(wh.wgsl_source().find("fn ") != std::string::npos);
+    // WGSL has no uintBitsToFloat, floatBitsToUint, roundEven, inversesqrt, mod, float() or ?:
+    for (const char* glsl_only : {"uintBitsToFloat", "floatBitsToUint", "roundEven", "inversesqrt", "mod(", "float(", "?"}) {
+      CHECK(w.find(glsl_only) == std::string::npos);
+      CHECK(wh.wgsl_source().find(glsl_only) == std::string::npos);
+    }
+  }
+  for (int h = 0; h < static_cast<int>(sg::MathHelper::kCount); ++h) {
+    INFO("MathHelper " << h);
+    const std::string g = sg::math_helper_source(static_cast<sg::MathHelper>(h), false);
+    const std::string w = sg::math_helper_source(static_cast<sg::MathHelper>(h), true);
+    CHECK(!g.empty());
+    CHECK(!w.empty());
+    // NaN/Inf are runtime values in WGSL (a constant expression evaluating to NaN is a shader-creation error)
+    CHECK(w.find("bitcast<f32>(0x") == std::string::npos);
+    CHECK_FALSE(std::regex_search(w, std::regex(R"(\b(float|bool|int)\s+\w+\s*[(=])")));  // no GLSL declarations
+  }
+}
+
+TEST_CASE("WebGPU presets carry the WebGPU default limits and fusion stays within them", "[wgsl][target]") {
+  const sg::DeviceCaps core = sg::preset_caps("webgpu"), compat = sg::preset_caps("webgpu-compat");
+  CHECK(core.compute.max_storage_buffers == 8);
+  CHECK(core.compute.max_workgroup_invocations == 256);
+  CHECK(core.compute.max_shared_bytes == 16384);
+  CHECK(core.compute.max_workgroup_count == 65535);
+  CHECK(core.compute.max_buffer_bytes == int64_t{128} << 20);
+  CHECK(compat.compute.max_workgroup_invocations == 128);
+  CHECK(compat.compute.max_storage_buffers == 8);
+  const sg::Target t = sg::make_target(sg::TargetName::Wgsl, compat);
+  CHECK(t.storage == sg::StorageModel::Buffers);
+  CHECK(t.limits.max_outputs + t.limits.max_bindings == 8);
+  CHECK_THROWS_WITH(sg::preset_caps("webgl"), Catch::Contains("webgpu-compat"));
+
+  // every kernel of the mlp-like program fits the compat device: bindings, invocations, workgroup storage
+  const sg::Plan plan = plan_for(small_program(), compat);
+  for (const sg::Kernel& k : plan.kernels) {
+    const sg::ComputeKernel ck = sg::emit_compute_kernel(plan, k, compat.compute, sg::ComputeLanguage::Wgsl);
+    CHECK(ck.bindings.size() <= 8);
+    CHECK(ck.local_size[0] * ck.local_size[1] * ck.local_size[2] <= 128);
+    CHECK(ck.shared_bytes <= 16384);
+  }
+  // a device of fewer storage buffers than a kernel binds: a clear error naming the limit
+  sg::ComputeLimits four = compat.compute;
+  four.max_storage_buffers = 2;
+  bool threw = false;
+  for (const sg::Kernel& k : plan.kernels)
+    if (k.inputs.size() + k.outputs.size() > 2) {
+      CHECK_THROWS_WITH(sg::emit_compute_kernel(plan, k, four, sg::ComputeLanguage::Wgsl), Catch::Contains("max_storage_buffers"));
+      threw = true;
+    }
+  CHECK(threw);
+  sg::ComputeLimits small_buffers = compat.compute;
+  small_buffers.max_buffer_bytes = 64;
+  CHECK_THROWS_WITH(sg::emit_compute_kernel(plan, plan.kernels.front(), small_buffers, sg::ComputeLanguage::Wgsl),
+                    Catch::Contains("max_buffer_bytes"));
+}
+
+TEST_CASE("WGSL kernels are byte-stable and match their GLSL twins in strategy, launch and header", "[wgsl][codegen]") {
+  const sg::DeviceCaps caps = sg::preset_caps("webgpu");
+  const sg::Plan plan = plan_for(small_program(), caps);
+  std::set<std::string> strategies;
+  for (const sg::Kernel& k : plan.kernels) {
+    const auto w = sg::emit_compute_kernel(plan, k, caps.compute, sg::ComputeLanguage::Wgsl);
+    const auto w2 = sg::emit_compute_kernel(plan_for(small_program(), caps), k, caps.compute, sg::ComputeLanguage::Wgsl);
+    const auto g = sg::emit_compute_kernel(plan, k, caps.compute, sg::ComputeLanguage::Glsl450);
+    INFO(w.source);
+    CHECK(w.source == w2.source);
+    CHECK(w.language == sg::ComputeLanguage::Wgsl);
+    CHECK(g.language == sg::ComputeLanguage::Glsl450);
+    CHECK(w.strategy == g.strategy);
+    CHECK(w.workgroups == g.workgroups);
+    CHECK(w.local_size == g.local_size);
+    CHECK(w.bindings == g.bindings);
+    CHECK(w.shared_bytes == g.shared_bytes);
+    strategies.insert(w.strategy);
+    // the same header comment (kernel, strategy, outputs, graph nodes, user source lines) after GLSL's #version
+    REQUIRE(g.source.rfind("#version 450\n", 0) == 0);
+    std::string header;  // the comment lines after #version
+    for (size_t pos = 13; g.source.compare(pos, 2, "//") == 0; pos = g.source.find('\n', pos) + 1)
+      header += g.source.substr(pos, g.source.find('\n', pos) + 1 - pos);
+    CHECK(w.source.rfind(header, 0) == 0);
+    CHECK(header.find("test_wgsl.cpp:") != std::string::npos);
+    CHECK(w.source.find("@compute @workgroup_size(") != std::string::npos);
+    CHECK(w.source.find("gl_") == std::string::npos);
+  }
+  CHECK(strategies.count("per-element"));
+  CHECK(strategies.count("tree-reduction"));
+}
+
+TEST_CASE("shadergrad dump --target wgsl writes KERNEL.wgsl per kernel, byte-stable, and Dawn compiles them all",
+          "[wgsl][cli][dawn]") {
+  TempDir root("sg_wgsl_dump");
+  std::vector<std::string> core, compat;
+  for (const char* model : {"mlp", "cnn"})
+    for (const char* target : {"wgsl", "wgsl-compat"}) {
+      const std::string a = root / fmt::format("{}-{}", model, target), b = a + "-again";
+      std::string out;
+      for (const std::string& d : {a, b}) {
+        REQUIRE(shell(fmt::format("'{}' dump --model {} --target {} --out '{}'", SG_CLI, model, target, d), out) == 0);
+        INFO(out);
+        CHECK(out.find("*.wgsl") != std::string::npos);
+      }
+      size_t n = 0;
+      for (auto& e : fs::directory_iterator(a)) {
+        const std::string f = e.path().filename().string();
+        CHECK((e.path().extension() == ".wgsl" || f == "plan.json"));
+        if (e.path().extension() != ".wgsl") continue;
+        ++n;
+        CHECK(read_file(e.path().string()) == read_file(b + "/" + f));
+      }
+      const auto plan = nlohmann::json::parse(read_file(a + "/plan.json"));
+      CHECK(n == plan["kernels"].size());
+      (std::string(target) == "wgsl" ? core : compat).push_back(a);
+    }
+  check_on_dawn(core, false, 0);
+  check_on_dawn(compat, true, 0);
+}
+
+TEST_CASE("every op case forward and backward compiles as WGSL and runs on Dawn like the CPU backend",
+          "[wgsl][ops][dawn]") {
+  using namespace sg::op_cases;
+  TempDir root("sg_wgsl_ops");
+  // Dawn runs on Mesa llvmpipe here: a CPU device (its loop budget splits long reductions; CPU tile sizes)
+  sg::DeviceCaps dawn = sg::preset_caps("webgpu-compat");
+  dawn.cpu_device = dawn.compute.cpu_device = true;
+  const sg::DeviceCaps core = sg::preset_caps("webgpu");
+  std::vector<std::string> run_dirs, compile_dirs;
+  int outputs = 0;
+  const std::vector<std::pair<const char*, void (*)(Suite&)>> lists = {
+      {"unary", unary_cases},     {"binary", binary_cases}, {"reductions", reductions_cases},
+      {"matmul", matmul_cases},   {"movement", movement_cases}, {"conv", conv_cases},
+      {"losses", losses_cases},   {"large", large_cases},   {"long", long_cases}};
+  for (auto& [name, fill] : lists) {
+    Suite s;
+    fill(s);
+    const sg::Plan plan = plan_for(s.program(), dawn);
+    write_run_dir(plan, dawn.compute, s.feeds(), kReduce, root / name);
+    run_dirs.push_back(root / name);
+    outputs += static_cast<int>(s.program().outputs.size());
+    // the GPU schedule and tile sizes of the plain webgpu preset: compiled only
+    const sg::Plan gplan = plan_for(s.program(), core);
+    const std::string gdir = root / (std::string(name) + "-core");
+    fs::create_directories(gdir);
+    for (const sg::Kernel& k : gplan.kernels)
+      write_file(gdir + "/" + k.name + ".wgsl", sg::emit_compute_kernel(gplan, k, core.compute, sg::ComputeLanguage::Wgsl).source);
+    compile_dirs.push_back(gdir);
+  }
+  check_on_dawn(run_dirs, true, outputs);
+  check_on_dawn(compile_dirs, false, 0);
+}
