@@ -383,10 +383,15 @@ TEST_CASE("web bundles run in headless Chromium on WebGPU and WebGL2 like the na
            " webgpu:cnn_linear demo:cnn:worker profile:mlp:main profile:cnn:worker profile:mlp:main:webgpu"
            " profile:cnn:worker:webgpu";
   int rc = shell(fmt::format("node '{}/web_runtime_check.mjs' '{}' {}", tests, root.path.string(), tasks), out);
+  const size_t at = out.rfind("{\"results\"");
   INFO(out.substr(0, 4000));
-  REQUIRE(rc == 0);
-  json res = json::parse(out.substr(out.rfind("{\"results\"")), nullptr, false);
+  REQUIRE(at != std::string::npos);
+  json res = json::parse(out.substr(at), nullptr, false);
   REQUIRE(!res.is_discarded());
+  {
+    INFO("harness error: " << res["results"].value("harness_error", "") << "\nconsole: " << res["console"].dump());
+    REQUIRE(rc == 0);
+  }
   const json& r = res["results"];
   CHECK(r["crossOriginIsolated"] == true);
 

@@ -3,7 +3,8 @@
 // (runtime/web/webgpu_executor.js), against the native CPU reference backend: the case lists of tests/op_cases.h
 // (the ones the GLES, GLES compute and Vulkan backends run), each exported as a bundle with only the webgpu target
 // (program "ops": the ops' outputs and the gradients of sum(out * R) w.r.t. every float input; one check run with
-// the fixed inputs; the expected outputs computed by the CPU backend at export). One node process runs all bundles
+// the fixed inputs; the expected outputs computed by the CPU backend at export), with the kernels the default
+// "webgpu" preset gives a GPU (the long reductions: those of a CPU implementation, see kLists). One node process runs all bundles
 // (tests/webgpu_ops_check.mjs) and writes what WebGPU computed; this test judges it with the op cases' tolerances
 // (rel 1e-5 elementwise/movement, 1e-4 reductions, matmul, conv, pools, losses; NaN meets NaN, infinities exactly).
 // Needs node and `npm ci` in tests/ (run here when tests/node_modules/webgpu is missing). No timing is asserted.
@@ -56,12 +57,16 @@ std::string tests_with_npm() {
 struct CaseList {
   const char* name;
   void (*fill)(oc::Suite&);
+  /// Export the kernels of a CPU implementation of WebGPU (WebGPUTarget::cpu_device): reductions split below
+  /// 32768 iterations per invocation. Only for the long reductions: Dawn's GLES backend runs on Mesa's llvmpipe here,
+  /// whose gallivm stops every loop of an invocation after 65535 iterations (the GLES tests' LONG_TARGETS likewise).
+  bool cpu_kernels = false;
 };
 
 const CaseList kLists[] = {
     {"unary", oc::unary_cases},   {"binary", oc::binary_cases},     {"reductions", oc::reductions_cases},
     {"matmul", oc::matmul_cases}, {"movement", oc::movement_cases}, {"conv", oc::conv_cases},
-    {"losses", oc::losses_cases}, {"large", oc::large_cases},       {"long", oc::long_cases},
+    {"losses", oc::losses_cases}, {"large", oc::large_cases},       {"long", oc::long_cases, true},
 };
 
 /// Exports one case list as a webgpu bundle ROOT/NAME with cases.json (the outputs' tolerances).
@@ -74,6 +79,7 @@ void export_list(const CaseList& l, oc::Suite& s, const fs::path& dir) {
   spec.checks.push_back(std::move(run));
   sg::web::BundleTargets t;
   t.webgl2 = false;
+  t.webgpu_target.cpu_device = l.cpu_kernels;
   sg::web::write_bundle(spec, t, dir.string());
   json cases = json::array();
   for (size_t i = 0; i < s.program().outputs.size(); ++i)
