@@ -121,7 +121,7 @@ export class WebGPUDevice {
   checkLost(doing) {
     if (this.lost)
       throw new ContextLostError(`the WebGPU device (${this.renderer}) was lost ${doing}: ${this.lost.reason}: ` +
-                                 `${this.lost.message || 'no message'}. Every buffer is gone: create a new ` +
+                                 `${(this.lost.message || 'no message').replace(/\.+$/, '')}. Every buffer is gone: create a new ` +
                                  'runtime (createRuntime) and load the weights again', { ...this.lost, doing });
   }
 
