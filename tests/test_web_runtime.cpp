@@ -344,8 +344,14 @@ TEST_CASE("web bundles run in headless Chromium on WebGPU and WebGL2 like the na
   const json& wk = mlp["programs"]["train"]["webgpu"]["kernels"];
   const std::string bad_wgsl_kernel = wk[2]["name"], bad_wgsl_file = wk[2]["wgsl"];
   const std::string gone_wgsl_kernel = wk[4]["name"], gone_wgsl_file = wk[4]["wgsl"];
-  for (const char* b : {"bad_version", "missing_shader", "missing_wgsl", "truncated_weights", "bad_shader", "bad_wgsl"})
+  for (const char* b : {"bad_version", "missing_shader", "missing_wgsl", "truncated_weights", "bad_shader", "bad_wgsl",
+                        "big_limits"})
     fs::copy(root.path / "mlp", root.path / b, fs::copy_options::recursive);
+  {
+    json j = mlp;  // a WebGPU limit no adapter offers: the webgpu attempt is refused naming it, auto takes WebGL2
+    j["webgpu"]["requires"]["limits"]["maxComputeInvocationsPerWorkgroup"] = 100000;
+    sg::testing::write_file(root / "big_limits/bundle.json", j.dump());
+  }
   {
     json j = mlp;
     j["format"] = "shadergrad-bundle/1";  // the previous version: refused, both versions named
@@ -376,7 +382,7 @@ TEST_CASE("web bundles run in headless Chromium on WebGPU and WebGL2 like the na
   for (const std::string& name : both)
     for (const char* backend : {"webgpu", "webgl2"}) tasks += fmt::format(" check:{0}:main:{1} check:{0}:worker:{1}", name, backend);
   for (const char* name : {"mlp8", "cnn_linear", "planes"}) tasks += fmt::format(" check:{0}:main check:{0}:worker", name);
-  tasks += " check:cnn:main check:seed004:main:webgpu check:seed004:worker:webgpu";
+  tasks += " check:cnn:main check:seed004:main:webgpu check:seed004:worker:webgpu check:big_limits:worker";
   tasks += " check:bad_version:main check:missing_shader:main check:missing_wgsl:worker check:truncated_weights:worker"
            " check:bad_shader:main:webgl2 check:bad_shader:worker:webgl2 check:bad_wgsl:main:webgpu"
            " check:bad_wgsl:worker:webgpu lost:mlp:main lost:cnn:worker lost:mlp:main:webgpu lost:cnn:worker:webgpu"
@@ -435,6 +441,13 @@ TEST_CASE("web bundles run in headless Chromium on WebGPU and WebGL2 like the na
     const json rep = check_report("cnn", "check:cnn:main", "webgpu");
     CHECK(rep["attempts"][0]["backend"] == "webgpu");
     CHECK(rep["attempts"][0]["ok"] == true);
+  }
+  {
+    const json rep = check_report("big_limits", "check:big_limits:worker", "webgl2");
+    CHECK(rep["attempts"][0]["backend"] == "webgpu");
+    CHECK(rep["attempts"][0]["ok"] == false);
+    CHECK_THAT(rep["attempts"][0]["reason"].get<std::string>(),
+               Contains("maxComputeInvocationsPerWorkgroup 100000 (invocations per workgroup): the adapter has"));
   }
   for (const char* name : {"mlp8", "cnn_linear"})
     for (const char* mode : {"main", "worker"}) {
