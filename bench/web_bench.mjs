@@ -1,15 +1,18 @@
-// Benchmark (not a test): our exported train steps on WebGL2 in headless Chromium (SwiftShader here) beside the
-// TF.js 4.22 webgl peer, the same models (PEERS.md): MLP 784-128-10 Adam lr 1e-3 at batch 32 and 128, seed 002's
-// digits CNN (8-16-32, 1x8x8) Adam 2e-3 at batch 64. Per case: first step (from nothing to the first loss: bundle
-// fetch, context, weight upload, shader compile, first run; TF.js: variables, compile, first step), then 10 warm-up
-// and 50 timed steps, median (min-max). Each step reads back only the scalar loss.
+// Benchmark (not a test): our exported bundles on WebGPU and on WebGL2 in headless Chromium (SwiftShader here)
+// beside the peers on the same API — TF.js 4.22 (webgl, webgpu) and jax-js 0.1.25 (webgpu, webgl) — with the same
+// models (../shared/PEERS.md): MLP 784-128-10 Adam lr 1e-3 at batch 32 and 128, seed 002's digits CNN (8-16-32,
+// 1x8x8) Adam 2e-3 at batch 64, SGEMM [N,N]x[N,N] for N = 256, 512, 1024 (C read back; GFLOP/s = 2N^3 / t). Per
+// case: first step (from nothing to the first result: bundle fetch, device, weight upload, shader compile, first
+// run; peers: variables, compile, first step), then warm-up and timed steps (train 10 + 50, SGEMM 3 + 10), median
+// (min-max). Each train step reads back only the scalar loss. The table gives, per API, the best peer's median over
+// ours (> 1: we are faster).
 //
-//   (cd bench/web && npm ci)                                  # TF.js + playwright-core, pinned in package-lock.json
-//   node bench/web_bench.mjs --cli build/bin/shadergrad [--json FILE] [--no-tfjs] [--rounds N] [--profile]
+//   (cd bench/web && npm ci)                     # TF.js, jax-js, playwright-core, pinned in package-lock.json
+//   node bench/web_bench.mjs --cli build/bin/shadergrad --exporter build/bin/bench_web_export [--json FILE]
+//        [--no-peers] [--only mlp_b32,sgemm_256,...] [--profile]
 //
-// Ours is exported twice per case: the default webgl2 target (4 draw buffers, what WebGL2 guarantees) and with 8
-// draw buffers (what SwiftShader and most desktop GPUs offer). --rounds N interleaves N rounds of every case.
-// --profile adds a run with per-kernel timings (host time between readbacks where there are no timer queries).
+// Ours: the default export (both targets) run with backend 'webgpu' and 'webgl2', and the webgl2 plan with 8 draw
+// buffers (what SwiftShader and most desktop GPUs offer). --profile adds per-kernel timings of one train step.
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
@@ -21,7 +24,7 @@ const here = path.dirname(fileURLToPath(import.meta.url));
 const arg = (name, dflt) => { const i = process.argv.indexOf(name); return i > 0 ? process.argv[i + 1] : dflt; };
 const flag = (name) => process.argv.includes(name);
 const cli = arg('--cli', path.join(here, '..', 'build', 'bin', 'shadergrad'));
-const rounds = Number(arg('--rounds', '1'));
+const exporter = arg('--exporter', path.join(here, '..', 'build', 'bin', 'bench_web_export'));
 const npmDir = path.join(here, 'web', 'node_modules');
 let chromium;
 try {
@@ -31,16 +34,26 @@ try {
   process.exit(2);
 }
 
-const cases = [
-  { name: 'mlp_b32', model: 'mlp', batch: 32 },
-  { name: 'mlp_b128', model: 'mlp', batch: 128 },
-  { name: 'cnn_b64', model: 'cnn', batch: 64 },
+const allCases = [
+  { name: 'mlp_b32', kind: 'train', model: 'mlp', size: 32 },
+  { name: 'mlp_b128', kind: 'train', model: 'mlp', size: 128 },
+  { name: 'cnn_b64', kind: 'train', model: 'cnn', size: 64 },
+  { name: 'sgemm_256', kind: 'sgemm', size: 256 },
+  { name: 'sgemm_512', kind: 'sgemm', size: 512 },
+  { name: 'sgemm_1024', kind: 'sgemm', size: 1024 },
 ];
+const only = arg('--only');
+const cases = only ? allCases.filter((c) => only.split(',').includes(c.name)) : allCases;
 const root = fs.mkdtempSync(path.join(os.tmpdir(), 'sg_web_bench_'));
 for (const c of cases)
-  for (const [suffix, extra] of [['', []], ['_db8', ['--max-draw-buffers', '8']]])
-    execFileSync(cli, ['export', '--model', c.model, '--batch', String(c.batch), '--check-steps', '0',
-                       ...extra, '--out', path.join(root, c.name + suffix)], { stdio: 'ignore' });
+  for (const [suffix, db] of [['', '4'], ['_db8', '8']]) {
+    const out = path.join(root, c.name + suffix);
+    if (c.kind === 'train')
+      execFileSync(cli, ['export', '--model', c.model, '--batch', String(c.size), '--check-steps', '0',
+                         '--max-draw-buffers', db, ...(suffix ? ['--targets', 'webgl2'] : []), '--out', out],
+                   { stdio: 'ignore' });
+    else execFileSync(exporter, ['sgemm', String(c.size), out, '--max-draw-buffers', db], { stdio: 'ignore' });
+  }
 
 const types = { '.html': 'text/html', '.js': 'text/javascript', '.json': 'application/json' };
 const server = http.createServer((req, res) => {
@@ -61,40 +74,75 @@ const origin = `http://127.0.0.1:${server.address().port}`;
 const browser = await chromium.launch({
   executablePath: '/usr/bin/chromium', headless: true,
   args: ['--headless', '--no-sandbox', '--disable-quic', '--no-first-run', '--disable-background-networking',
-         '--disable-component-update', '--disable-sync', '--use-angle=swiftshader', '--enable-unsafe-swiftshader'],
+         '--disable-component-update', '--disable-sync', '--use-angle=swiftshader', '--enable-unsafe-swiftshader',
+         '--enable-unsafe-webgpu'],
   // (playwright starts every launch with a fresh temporary user-data dir)
 });
-const page = await browser.newPage();
-page.setDefaultTimeout(600000);
-await page.goto(`${origin}/_bench/bench_page.html`);
-await page.waitForFunction(() => window.benchReady === true);
 const results = [];
-const fmt = (r) => `${r.median_ms.toFixed(2)} ms (${r.min_ms.toFixed(2)}-${r.max_ms.toFixed(2)}), first step ` +
-                   `${r.first_step_ms.toFixed(0)} ms`;
-for (let round = 0; round < rounds; ++round)
-  for (const c of cases) {
-    for (const suffix of ['', '_db8']) {
-      const r = await page.evaluate(([n]) => window.benchOurs(n, false), [c.name + suffix]);
-      results.push({ round, case: c.name, who: `shadergrad webgl2${suffix ? ' (8 draw buffers)' : ''}`, ...r });
-      console.log(`${c.name.padEnd(9)} shadergrad${suffix.padEnd(5)} ${fmt(r)}, ${r.kernels} kernels, losses ` +
-                  `${r.losses.map((l) => l.toFixed(4)).join(' -> ')}`);
-    }
-    if (!flag('--no-tfjs')) {
-      const r = await page.evaluate(([m, b]) => window.benchTfjs(m, b), [c.model, c.batch]);
-      results.push({ round, case: c.name, who: `tfjs ${r.tf_version} ${r.backend}`, ...r });
-      console.log(`${c.name.padEnd(9)} tfjs ${r.tf_version} ${fmt(r)}, losses ` +
-                  `${r.losses.map((l) => l.toFixed(4)).join(' -> ')}`);
-    }
+const ms = (r) => `${r.median_ms.toFixed(2)} ms (${r.min_ms.toFixed(2)}-${r.max_ms.toFixed(2)}), first ${r.first_step_ms.toFixed(0)} ms`;
+/** One measurement in a fresh page (peers keep global state: TF.js backends, jax-js devices). */
+async function measure(fn, args) {
+  const page = await browser.newPage();
+  page.setDefaultTimeout(600000);
+  try {
+    await page.goto(`${origin}/_bench/bench_page.html`);
+    await page.waitForFunction(() => window.benchReady === true);
+    return await page.evaluate(([f, a]) => window[f](...a), [fn, args]);
+  } catch (e) {
+    return { error: e.message.split('\n')[0] };
+  } finally {
+    await page.close();
   }
+}
+const record = (c, api, who, r) => {
+  results.push({ case: c.name, api, who, ...r });
+  const what = r.error ? `ERROR ${r.error}` : `${ms(r)}${r.kernels ? `, ${r.kernels} kernels` : ''}, ` +
+    `${c.kind === 'sgemm' ? `${(2 * c.size ** 3 / (r.median_ms * 1e6)).toFixed(2)} GFLOP/s` : `loss ${r.values.map((l) => l.toFixed(4)).join(' -> ')}`}`;
+  console.log(`${c.name.padEnd(10)} ${api.padEnd(6)} ${who.padEnd(26)} ${what}`);
+};
+for (const c of cases) {
+  const program = c.kind === 'sgemm' ? 'sgemm' : 'train';
+  record(c, 'webgpu', 'shadergrad', await measure('benchOurs', [c.name, program, 'webgpu', false]));
+  record(c, 'webgl2', 'shadergrad', await measure('benchOurs', [c.name, program, 'webgl2', false]));
+  record(c, 'webgl2', 'shadergrad (8 draw buffers)', await measure('benchOurs', [`${c.name}_db8`, program, 'webgl2', false]));
+  if (flag('--no-peers')) continue;
+  record(c, 'webgl2', 'tfjs 4.22 webgl', await measure('benchTfjs', [c.kind, c.model, c.size, 'webgl']));
+  record(c, 'webgpu', 'tfjs 4.22 webgpu', await measure('benchTfjs', [c.kind, c.model, c.size, 'webgpu']));
+  record(c, 'webgpu', 'jax-js 0.1.25 webgpu', await measure('benchJax', [c.kind, c.model, c.size, 'webgpu']));
+  record(c, 'webgl2', 'jax-js 0.1.25 webgl', await measure('benchJax', [c.kind, c.model, c.size, 'webgl']));
+}
 if (flag('--profile'))
-  for (const c of cases) {
-    const r = await page.evaluate(([n]) => window.benchOurs(n, true), [c.name]);
-    console.log(`\nper-kernel times, ${c.name} (${r.timer_query ? 'GPU timer queries' : 'host time between readbacks'}` +
-                `, last timed step):`);
-    for (const t of r.timings) console.log(`  ${t.kernel.padEnd(36)} ${t.ms.toFixed(3)} ms`);
+  for (const c of cases.filter((x) => x.kind === 'train'))
+    for (const backend of ['webgpu', 'webgl2']) {
+      const r = await measure('benchOurs', [c.name, 'train', backend, true]);
+      if (r.error) { console.log(`profile ${c.name} ${backend}: ${r.error}`); continue; }
+      console.log(`\nper-kernel times, ${c.name} on ${backend} (${r.timings[0]?.gpu_timer ? 'GPU timer' : 'host time'}):`);
+      for (const t of r.timings) console.log(`  ${t.kernel.padEnd(36)} ${t.ms.toFixed(3)} ms`);
+    }
+
+// the table: per case and API, ours (best of our variants on that API) against the best peer on the same API
+const ok = (r) => r && !r.error;
+const rows = [];
+for (const c of cases)
+  for (const api of ['webgpu', 'webgl2']) {
+    const mine = results.filter((r) => r.case === c.name && r.api === api && r.who.startsWith('shadergrad') && ok(r));
+    const peers = results.filter((r) => r.case === c.name && r.api === api && !r.who.startsWith('shadergrad') && ok(r));
+    const best = (l) => l.reduce((a, b) => (!a || b.median_ms < a.median_ms ? b : a), null);
+    const o = best(mine), p = best(peers);
+    const cell = (r) => (r ? `${r.median_ms.toFixed(2)}` : '–');
+    const each = (who) => cell(results.find((r) => r.case === c.name && r.api === api && r.who.startsWith(who) && ok(r)));
+    rows.push(`| ${c.name} | ${api} | ${cell(o)}${o && o.who !== 'shadergrad' ? ' (8 db)' : ''} | ${each('tfjs')} | ` +
+              `${each('jax-js')} | ${p ? `${p.who.split(' ')[0]} ${cell(p)}` : '–'} | ` +
+              `${o && p ? (p.median_ms / o.median_ms).toFixed(2) + '×' : '–'} | ` +
+              `${o ? (o.first_step_ms / 1000).toFixed(2) : '–'} / ${p ? (p.first_step_ms / 1000).toFixed(2) : '–'} |` +
+              (c.kind === 'sgemm' && o ? ` ${(2 * c.size ** 3 / (o.median_ms * 1e6)).toFixed(2)} GFLOP/s` : ''));
   }
-const renderer = results[0]?.renderer;
-console.log(`\nrenderer: ${renderer}; ${os.cpus().length} CPUs (${os.cpus()[0]?.model}); chromium ${browser.version()}`);
+console.log('\n| case | API | ours ms | TF.js ms | jax-js ms | best peer ms | best peer / ours | first step s (ours / best peer) |');
+console.log('|---|---|---|---|---|---|---|---|');
+for (const r of rows) console.log(r);
+const renderer = results.find((r) => r.renderer)?.renderer;
+console.log(`\nours on: ${[...new Set(results.filter((r) => r.renderer).map((r) => `${r.backend}: ${r.renderer}`))].join('; ')}; ` +
+            `${os.cpus().length} CPUs (${os.cpus()[0]?.model}); chromium ${browser.version()}`);
 if (arg('--json')) fs.writeFileSync(arg('--json'), JSON.stringify({ date: new Date().toISOString(), renderer,
                                                                      chromium: browser.version(), results }, null, 1));
 await browser.close();

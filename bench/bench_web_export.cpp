@@ -1,0 +1,43 @@
+// Benchmark helper (not a benchmark by itself): writes the web bundles bench/web_bench.mjs times that the export
+// CLI has no model for. Today: SGEMM, a program "sgemm" with inputs a [N, N], b [N, N] and output c = a @ b, with
+// both targets (webgpu, webgl2) and no checks (the bundle runs the kernels the exporter schedules for a matmul).
+//
+//   build/bin/bench_web_export sgemm N DIR [--max-draw-buffers K]
+#include <cstdlib>
+#include <iostream>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "sg/sg.h"
+#include "sg/web_export.h"
+
+int main(int argc, char** argv) {
+  if (argc < 4 || std::string(argv[1]) != "sgemm") {
+    std::cerr << "usage: bench_web_export sgemm N DIR [--max-draw-buffers K]\n";
+    return 2;
+  }
+  const int64_t n = std::atoll(argv[2]);
+  if (n < 1 || n > 8192) {
+    std::cerr << "bench_web_export: N must be in 1..8192\n";
+    return 2;
+  }
+  try {
+    sg::web::BundleSpec spec;
+    spec.model = fmt::format("sgemm {}", n);
+    sg::Tensor a = sg::input("a", {n, n});
+    sg::Tensor b = sg::input("b", {n, n});
+    sg::Program p;
+    p.add_output("c", sg::matmul(a, b));
+    spec.programs.push_back({"sgemm", std::move(p)});
+    sg::web::BundleTargets t;
+    if (argc >= 6 && std::string(argv[4]) == "--max-draw-buffers") t.webgl2_target.max_draw_buffers = std::atoi(argv[5]);
+    const sg::web::ExportSummary s = sg::web::write_bundle(spec, t, argv[3]);
+    std::cout << fmt::format("wrote sgemm N={} to {}: webgpu {} kernel(s), webgl2 {} kernel(s)\n", n, argv[3],
+                             s.webgpu_kernels.at(0).second, s.kernels.at(0).second);
+  } catch (const sg::Error& e) {
+    std::cerr << "bench_web_export: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
