@@ -1201,7 +1201,7 @@ void bench_vulkan_roofline_and_profile(Backends& bk, const Options& o) {
       const bool kernel = r.extra.contains("kernel_ms");
       const double ms = kernel ? r.extra["kernel_ms"].get<double>() : r.ms.median;
       const bench_vk::Work w{r.extra["flop"].get<double>(), r.extra["bytes"].get<double>()};
-      rows.push_back(bench_vk::roofline_row(r.label + (kernel ? " (kernel)" : " (step)"), w, ms, c));
+      rows.push_back(bench_vk::roofline_row(r.key + (kernel ? " (kernel only)" : " (whole step)"), w, ms, c));
     }
     fmt::print("(FLOPs: 2 per multiply-add of matmul/conv, 1 per element of maps and reductions; bytes: what the program "
                "must read and write once; bound = min(ALU probe, FLOP/B x bandwidth probe))\n");

@@ -12,7 +12,7 @@ namespace {
 
 constexpr int kTimedReps = 5;
 constexpr double kSlowDispatchMs = 50;   // above this, one timed dispatch per candidate
-constexpr double kKernelBudgetMs = 3000;  // tuning time per kernel after which later candidates are skipped
+constexpr double kKernelBudgetMs = 6000;  // tuning time per kernel after which later candidates are skipped
 
 uint64_t tune_key(const Device& dev, const ComputeLimits& l, const std::string& heuristic_source) {
   const Caps& c = dev.caps();

@@ -15,7 +15,7 @@ namespace sg::vk {
 ///    (ComputeKernel::tuning "autotune cache: ...").
 ///  - Otherwise every candidate is compiled and dispatched on zero-filled buffers of the kernel's bindings: one
 ///    untimed dispatch, then up to 5 timed by timestamps around each dispatch (fewer when one takes over 50 ms), the
-///    median counted; candidates after the first stop once the kernel's tuning has taken 3 s. The winner is stored
+///    median counted; candidates after the first stop once the kernel's tuning has taken 6 s. The winner is stored
 ///    (put_record) and returned (ComputeKernel::tuning "autotuned: ..." with the candidates' count and times).
 /// Compile errors of a candidate propagate (CompileError: an emitter bug).
 ComputeKernel autotune_kernel(Device& dev, KernelCache& cache, const Plan& plan, const Kernel& k,

@@ -32,7 +32,7 @@ if [ "$phase" = tune ]; then
       --only sgemm,mlp,cnn,roofline,profile --max-seconds 2 --autotune $mode --json "$out/$name.json" \
       > "$out/$name.log" 2>&1
     echo "== bench_ops $name (--autotune $mode): rc=$? $(( $(date +%s) - t0 )) s"
-    grep -E '^\||^Vulkan compute ceilings|^\(' "$out/$name.log" | cut -c1-200
+    grep -E '^\||^Vulkan|^\(|^autotune' "$out/$name.log" | cut -c1-200
   done
   t0=$(date +%s%N)
   timeout 40 shadergrad train --backend vulkan --autotune > "$out/train_tuned.log" 2>&1
