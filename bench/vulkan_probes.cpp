@@ -47,14 +47,14 @@ void main() {
 }
 )";
 
-/// Median ms of 5 timed dispatches (after one untimed) of `glsl` over buffers a, b with `groups` workgroups.
+/// Median ms of the last 20 of 40 dispatches of `glsl` over buffers a, b with `groups` workgroups.
 double time_dispatch(sg::vk::Device& dev, const std::string& glsl, const std::string& name, sg::vk::Buffer& a,
                      sg::vk::Buffer& b, uint32_t groups) {
   const sg::CompiledShader sh = sg::compile_shader(name, glsl, sg::ShaderStage::Compute);
   sg::vk::Pipeline pipe = dev.create_pipeline(sh.spirv, 2, {256, 1, 1}, name);
   sg::vk::DescriptorPool pool = dev.create_descriptor_pool(1, 2);
   VkDescriptorSet set = dev.allocate_set(pool, pipe, {&a, &b});
-  constexpr int reps = 6;
+  constexpr int reps = 40;  // the first half untimed: an idle GPU clocks up over some ms of work
   sg::vk::QueryPool q = dev.create_timestamp_pool(2 * reps);
   sg::vk::CommandBuffer cmd = dev.create_command_buffer();
   cmd.begin();
@@ -70,7 +70,7 @@ double time_dispatch(sg::vk::Device& dev, const std::string& glsl, const std::st
   dev.submit_and_wait(cmd);
   auto ns = dev.read_timestamps_ns(q, 0, 2 * reps);
   std::vector<double> ms;
-  for (int r = 1; r < reps; ++r) ms.push_back((ns[2 * r + 1] - ns[2 * r]) * 1e-6);
+  for (int r = reps / 2; r < reps; ++r) ms.push_back((ns[2 * r + 1] - ns[2 * r]) * 1e-6);
   return median(ms);
 }
 

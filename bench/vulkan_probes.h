@@ -19,8 +19,8 @@ struct Ceilings {
   std::string check;
 };
 
-/// Runs both probes on the Vulkan backend's device (timestamps around each dispatch; median of 5 after one
-/// untimed), prints one line each.
+/// Runs both probes on the Vulkan backend's device (timestamps around each dispatch; median of the last 20 of 40, so
+/// the GPU has clocked up), prints one line each.
 Ceilings run_probes(sg::Backend& vulkan);
 
 /// FLOPs and compulsory bytes of a program: matmul / conv / conv gradients 2 per multiply-add, reductions and

@@ -15,7 +15,9 @@ namespace sg::vk {
 ///    (ComputeKernel::tuning "autotune cache: ...").
 ///  - Otherwise every candidate is compiled and dispatched on zero-filled buffers of the kernel's bindings: one
 ///    untimed dispatch, then up to 5 timed by timestamps around each dispatch (fewer when one takes over 50 ms), the
-///    median counted; candidates after the first stop once the kernel's tuning has taken 6 s. The winner is stored
+///    median counted; candidates after the first stop once the kernel's tuning has taken 6 s. Then the heuristic and the fastest are
+///    timed again, alternating, 3 rounds after ~20 ms of warm-up dispatches each (an idle GPU runs at low clocks);
+///    the fastest wins only when its median is below 0.97 of the heuristic's. The winner is stored
 ///    (put_record) and returned (ComputeKernel::tuning "autotuned: ..." with the candidates' count and times).
 /// Compile errors of a candidate propagate (CompileError: an emitter bug).
 ComputeKernel autotune_kernel(Device& dev, KernelCache& cache, const Plan& plan, const Kernel& k,
