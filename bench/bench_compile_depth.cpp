@@ -85,7 +85,7 @@ int main(int argc, char** argv) {
     t0 = Clock::now();
     sg::Plan cplan = sg::schedule(p, sg::compute_schedule_options(limits));
     size_t compute_bytes = 0;
-    for (const sg::Kernel& k : cplan.kernels) compute_bytes += sg::emit_compute_kernel(cplan, k, limits).glsl450.size();
+    for (const sg::Kernel& k : cplan.kernels) compute_bytes += sg::emit_compute_kernel(cplan, k, limits).source.size();
     double compute_ms = ms_since(t0);
     double compile_ms = 0;
     float got = NAN;

@@ -32,6 +32,9 @@
 //   --flush-draws B  glFlush after the uploads and every draw of a run (1) or not (0) (default: auto = on for GPUs,
 //                  off for llvmpipe)
 //   --compute-tiles T  gles-compute tile sizes: -1 = the device's class (default), 0 = CPU sizes, 1 = GPU sizes
+//   --autotune B   vulkan: 1 = time every tiled kernel's tile candidates on the device and run the fastest
+//                  (BackendOptions::autotune; winners kept in SG_KERNEL_CACHE, a temporary directory when unset, so
+//                  the profiled backend runs the same configs), 0 = the heuristic tiles (default: env SG_AUTOTUNE)
 //
 // Cases (each timed with warm-up runs first, then median and min-max over the repeats; a run() reads the program
 // outputs back, which waits for the GPU, so every timing is synchronised):
@@ -52,7 +55,12 @@
 //              SPIR-V -> SPIRV-Cross, fresh memory-only cache), memory hit, disk hit (fresh cache on a temporary
 //              directory); and Backend::compile of the whole step on a fresh backend vs the same backend again.
 //   cpuref     the CPU reference backend running the MLP forward pass (logits), batch 128.
-//   profile    per-kernel times of the MLP batch-128 and CNN batch-64 train steps, median over the repeats, two
+//   roofline   (vulkan) the compute ALU and bandwidth probes (hand-written kernels), then per Vulkan row the
+//              achieved GFLOP/s and GB/s (FLOPs and compulsory bytes of the program, bench/vulkan_probes.h) against
+//              the bound min(ALU, FLOP/byte x bandwidth); SGEMM rows at their kernel-only time.
+//   profile    (vulkan) per-kernel Vulkan timestamps of the MLP b=32, b=128 and CNN b=64 steps with each kernel's
+//              strategy and tile config and the gaps between kernels;
+//              (gles) per-kernel times of the MLP batch-128 and CNN batch-64 train steps, median over the repeats, two
 //              ways: Executable::last_timings() on a profiled GLES backend, and a kernel hook that reads every
 //              kernel's outputs back as soon as it is drawn (driver-independent; includes those readbacks, summed over a
 //              multi-output kernel's outputs).
@@ -100,6 +108,7 @@
 #include "sg/nn.h"
 #include "sg/schedule.h"
 #include "sg/sg.h"
+#include "vulkan_probes.h"
 
 namespace {
 
@@ -125,6 +134,7 @@ struct Options {
   /// The GLES backends' options (--max-outputs, --min-parallel, --row-layout, --row-planes, --col-planes,
   /// --union-domains, --flush-draws); unset = auto (sg::schedule_options decides per device).
   sg::BackendOptions gles{.kind = "gles"};
+  std::optional<bool> autotune;   // BackendOptions::autotune of the Vulkan backends (--autotune; unset = env SG_AUTOTUNE)
   std::optional<bool> gpu_tiles;  // BackendOptions::gpu_tiles of the compute backends (--compute-tiles; unset = the device's class)
   bool wants(const std::string& c) const { return only.empty() || only.count(c) != 0; }
 };
@@ -135,7 +145,7 @@ struct Options {
              "                 [--large] [--sgemm N,N,..] [--only sgemm,mlp,cnn,fusion,compile,cpuref,profile,probe]\n"
              "                 [--max-seconds S] [--probe-side N] [--probe-sgemm N] [--max-outputs N] [--min-parallel N]\n"
              "                 [--row-layout 0|1] [--row-planes N] [--col-planes 1|2] [--union-domains 0|1] [--flush-draws 0|1]\n"
-             "                 [--compute-tiles -1|0|1]\n",
+             "                 [--compute-tiles -1|0|1] [--autotune 0|1]\n",
              why);
   std::exit(2);
 }
@@ -201,7 +211,7 @@ Options parse(int argc, char** argv) {
       for (auto& s : split(value())) o.sgemm.push_back(std::max<int64_t>(1, parse_int(s, "--sgemm")));
       sizes_given = true;
     } else if (a == "--only") {
-      static const std::set<std::string> known{"sgemm", "mlp", "cnn", "fusion", "compile", "cpuref", "profile",
+      static const std::set<std::string> known{"sgemm", "mlp", "cnn", "fusion", "compile", "cpuref", "profile", "roofline",
                                                "probe"};
       for (auto& c : split(value())) {
         if (!known.count(c)) usage("unknown case '" + c + "' in --only");
@@ -232,6 +242,8 @@ Options parse(int argc, char** argv) {
       o.gles.union_domains = parse_switch(value(), "--union-domains");
     } else if (a == "--flush-draws") {
       o.gles.flush_draws = parse_switch(value(), "--flush-draws");
+    } else if (a == "--autotune") {
+      o.autotune = parse_switch(value(), "--autotune");
     } else if (a == "--compute-tiles") {
       const int64_t v = parse_int(value(), "--compute-tiles");
       if (v < -1 || v > 1) usage(fmt::format("--compute-tiles must be -1 (the device's class), 0 (CPU tiles) or 1 (GPU tiles), got {}", v));
@@ -462,7 +474,15 @@ void bench_sgemm(Backends& bk, const std::string& backend, int64_t n, const Opti
   // Kernel-only time (GLES, Vulkan): the same program on the profiled backend.
   // Skipped when one run takes over 5 s (llvmpipe at N >= 1024: there the wall time is the kernel time, and its
   // timer queries underreport).
-  if (const auto* ck = exe->compute_kernels()) r.extra["strategy"] = ck->empty() ? "" : ck->front().strategy;
+  if (const auto* ck = exe->compute_kernels(); ck && !ck->empty()) {
+    r.extra["strategy"] = ck->front().strategy;
+    r.extra["config"] = ck->front().tiles ? ck->front().tiles->str() : "-";
+    r.extra["tuning"] = ck->front().tuning.empty() ? "heuristic" : ck->front().tuning;
+  }
+  if (const sg::Plan* plan = exe->plan()) {
+    const bench_vk::Work w = bench_vk::program_work(*plan);
+    r.extra["flop"] = w.flop, r.extra["bytes"] = w.bytes;
+  }
   sg::Backend* profiled = backend == "gles"           ? bk.gles_profiled.get()
                           : backend == "gles-compute" ? bk.compute_profiled.get()
                           : backend == "vulkan"       ? bk.vulkan_profiled.get()
@@ -597,7 +617,11 @@ void bench_step(Backends& bk, const std::string& backend, const std::string& mod
     std::sort(v.begin(), v.end());
     r.extra["phase_ms"][name] = v[v.size() / 2];
   }
-  if (const sg::Plan* plan = exe->plan()) r.extra["peak_bytes"] = plan->peak_bytes;
+  if (const sg::Plan* plan = exe->plan()) {
+    r.extra["peak_bytes"] = plan->peak_bytes;
+    const bench_vk::Work w = bench_vk::program_work(*plan);
+    r.extra["flop"] = w.flop, r.extra["bytes"] = w.bytes;
+  }
   add_row(std::move(r));
 }
 
@@ -1160,6 +1184,42 @@ void bench_mrt_sgemm_probe(const std::string& renderer, const Options& o, int R,
 }
 
 // ------------------------------------------------------------------------------------------------
+// Vulkan: roofline and per-kernel profile
+// ------------------------------------------------------------------------------------------------
+
+/// The compute ceilings, the roofline line of every Vulkan row so far (SGEMM at its kernel-only time, steps at their
+/// whole-step median), then the per-kernel profiles of the train steps.
+void bench_vulkan_roofline_and_profile(Backends& bk, const Options& o) {
+  if (o.wants("roofline")) {
+    fmt::print("\n");
+    const bench_vk::Ceilings c = bench_vk::run_probes(*bk.vulkan);
+    if (!c.ok) g_failed = true;
+    json rows = json::array();
+    bench_vk::print_roofline_header();
+    for (auto& r : g_rows) {
+      if (r.backend != "vulkan" || !r.extra.contains("flop")) continue;
+      const bool kernel = r.extra.contains("kernel_ms");
+      const double ms = kernel ? r.extra["kernel_ms"].get<double>() : r.ms.median;
+      const bench_vk::Work w{r.extra["flop"].get<double>(), r.extra["bytes"].get<double>()};
+      rows.push_back(bench_vk::roofline_row(r.key + (kernel ? " (kernel only)" : " (whole step)"), w, ms, c));
+    }
+    fmt::print("(FLOPs: 2 per multiply-add of matmul/conv, 1 per element of maps and reductions; bytes: what the program "
+               "must read and write once; bound = min(ALU probe, FLOP/B x bandwidth probe))\n");
+    g_tables["roofline"] = {{"alu_gflops", c.alu_gflops}, {"bw_gbs", c.bw_gbs}, {"check", c.check}, {"rows", rows}};
+  }
+  if (o.wants("profile") && bk.vulkan_profiled) {
+    json profiles = json::array();
+    for (auto [model, b] : {std::pair<const char*, int64_t>{"mlp", 32}, {"mlp", 128}, {"cnn", 64}}) {
+      StepSetup s = make_step(model, b);
+      std::vector<sg::Feed> feeds{{"x", &s.x}, {"labels", &s.y}};
+      profiles.push_back(bench_vk::profile_step(*bk.vulkan_profiled, *bk.vulkan, s.step, feeds,
+                                                fmt::format("{} train step b={}", model, b), std::min(o.repeats, 10)));
+    }
+    g_tables["vulkan_profile"] = profiles;
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
 // Machine description
 // ------------------------------------------------------------------------------------------------
 
@@ -1206,7 +1266,9 @@ int main(int argc, char** argv) {
   Backends bk;
   bk.cpu = sg::make_cpu_backend();
   const bool want_gles = std::find(o.backends.begin(), o.backends.end(), "gles") != o.backends.end();
-  const bool need_gles = want_gles || o.wants("profile") || o.wants("probe");
+  const bool want_vulkan = std::find(o.backends.begin(), o.backends.end(), "vulkan") != o.backends.end();
+  // the GLES profile runs unless only Vulkan rows were asked for (then the profile is Vulkan's)
+  const bool need_gles = want_gles || (o.wants("profile") && !want_vulkan) || o.wants("probe");
   if (need_gles) {
     try {
       sg::BackendOptions bo = o.gles;
@@ -1240,6 +1302,15 @@ int main(int argc, char** argv) {
       bo.kind = "vulkan";
       bo.max_outputs = o.gles.max_outputs;
       bo.gpu_tiles = o.gpu_tiles;
+      bo.autotune = o.autotune;
+      const char* tune_env = std::getenv("SG_AUTOTUNE");
+      const bool tuning = o.autotune ? *o.autotune : (tune_env && std::string(tune_env) == "1");
+      const char* cache_env = std::getenv("SG_KERNEL_CACHE");
+      if (tuning && (!cache_env || !*cache_env)) {  // one record store for both backends: the same winners
+        const auto dir = std::filesystem::temp_directory_path() / fmt::format("sg_bench_ops_tune_{}", ::getpid());
+        ::setenv("SG_KERNEL_CACHE", dir.c_str(), 1);
+        fmt::print("autotune on: tuning records in {} (SG_KERNEL_CACHE was unset)\n", dir.string());
+      }
       bk.vulkan = sg::make_backend(bo).backend;
       bo.profile = true;
       bk.vulkan_profiled = sg::make_backend(bo).backend;
@@ -1264,11 +1335,12 @@ int main(int argc, char** argv) {
     print_row_header();
     for (auto& backend : o.backends) {
       if ((backend == "gles" && !bk.gles) || (backend == "gles-compute" && !bk.compute)) continue;
-      if (o.wants("sgemm"))
-        for (int64_t n : o.sgemm) bench_sgemm(bk, backend, n, o);
+      // train steps first: on the H200 they ran 2-3x slower after the large SGEMM cases in the same process
       if (o.wants("mlp"))
         for (int64_t b : {32, 128}) bench_step(bk, backend, "mlp", b, o);
       if (o.wants("cnn")) bench_step(bk, backend, "cnn", 64, o);
+      if (o.wants("sgemm"))
+        for (int64_t n : o.sgemm) bench_sgemm(bk, backend, n, o);
     }
     if (o.wants("cpuref")) bench_cpuref(bk, o);
     if (o.wants("probe") && bk.gles) {
@@ -1285,18 +1357,21 @@ int main(int argc, char** argv) {
       if (r.extra.contains("kernel_ms")) {
         if (!any_kernel)
           fmt::print("\nSGEMM kernel-only time (profiled backend; excludes the readback of C):\n\n"
-                     "| {:<14} | {:<7} | {:<17} | {:>10} | {:>12} | {:<12} |\n|{:-<16}|{:-<9}|{:-<19}|{:-<12}|{:-<14}|{:-<14}|\n",
-                     "case", "backend", "timer", "kernel ms", "GFLOP/s", "note", "", "", "", "", "", "");
+                     "| {:<14} | {:<12} | {:<17} | {:>10} | {:>12} | {:<26} | {:<12} |\n"
+                     "|{:-<16}|{:-<14}|{:-<19}|{:-<12}|{:-<14}|{:-<28}|{:-<14}|\n",
+                     "case", "backend", "timer", "kernel ms", "GFLOP/s", "tile config", "note", "", "", "", "", "", "", "");
         any_kernel = true;
-        fmt::print("| {:<14} | {:<7} | {:<17} | {:>10.3f} | {:>12.2f} | {:<12} |\n", r.label, r.backend,
+        fmt::print("| {:<14} | {:<12} | {:<17} | {:>10.3f} | {:>12.2f} | {:<26} | {:<12} |\n", r.label, r.backend,
                    r.extra["kernel_timer"].get<std::string>(), r.extra["kernel_ms"].get<double>(),
-                   r.extra["kernel_gflops"].get<double>(),
+                   r.extra["kernel_gflops"].get<double>(), r.extra.value("config", "-"),
                    r.extra["kernel_time_plausible"].get<bool>() ? "" : "implausible: < 0.5x wall time");
+        if (r.extra.contains("tuning")) fmt::print("|   {}: {:<160} |\n", r.label, r.extra["tuning"].get<std::string>());
       }
 
+    if (bk.vulkan && (o.wants("roofline") || o.wants("profile"))) bench_vulkan_roofline_and_profile(bk, o);
     if (o.wants("fusion")) bench_fusion(o);
     if (o.wants("compile")) bench_compile_times(bk, o);
-    if (o.wants("profile") && bk.gles_profiled) {
+    if (o.wants("profile") && bk.gles_profiled && (want_gles || !want_vulkan)) {
       bench_profile(bk, "mlp", 128, o);
       bench_profile(bk, "cnn", 64, o);
     }

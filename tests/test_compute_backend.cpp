@@ -275,3 +275,56 @@ TEST_CASE("compute kernel sources are byte-stable and name the kernel, its graph
   }
   CHECK(tiled >= 4);  // x.W1, h.W2, dh = dlogits.W2^T, x^T.dh (+ Adam)
 }
+
+TEST_CASE("tile configurations: text form round trip, the heuristic first among candidates that fit the device",
+          "[gles-compute][codegen]") {
+  for (const char* s : {"16x16.8x8.k8.g8.v4.pf", "16x16.8x8.k32.g8.v4.pf.kr", "8x8.4x4.k16.g1", "4x16.2x8.k4.g3.pf", "1x1.1x1.k1.g1.v4"}) {
+    auto t = parse_tile_config(s);
+    REQUIRE(t);
+    CHECK(t->str() == s);
+  }
+  for (const char* bad : {"", "16x16", "16x16.8x8.k8", "16x16.8x8.k8.g8.v5", "0x16.8x8.k8.g1", "16x16.8x8.k8.g1.pf.v4", "16x16.8x8.k8.g1.kr.pf",
+                          "16x16.8x8.k8.g1 "})
+    CHECK_FALSE(parse_tile_config(bad));
+  Tensor a = input("a", {1024, 200}), b = input("b", {200, 1040}), bias = input("bias", {1040});
+  Program p;
+  p.add_output("y", relu(matmul(a, b) + bias));
+  for (bool cpu : {false, true}) {
+    INFO((cpu ? "cpu" : "gpu") << " limits");
+    ComputeLimits l;
+    l.max_storage_buffers = 16, l.max_workgroup_invocations = 1024, l.max_shared_bytes = 49152, l.cpu_device = cpu;
+    Plan plan = schedule(p, compute_schedule_options(l));
+    REQUIRE(plan.kernels.size() == 1);
+    const ComputeKernel h = emit_compute_kernel(plan, plan.kernels[0], l);
+    REQUIRE(h.strategy == "tiled-contraction");
+    REQUIRE(h.tiles);
+    const std::vector<TileConfig> cands = tile_candidates(plan, plan.kernels[0], l);
+    REQUIRE(cands.size() >= 4);
+    CHECK(cands.size() <= 20);
+    CHECK(cands[0] == *h.tiles);
+    for (size_t i = 0; i < cands.size(); ++i) {
+      INFO(cands[i].str());
+      const ComputeKernel ck = emit_compute_kernel(plan, plan.kernels[0], l, cands[i]);
+      CHECK(*ck.tiles == cands[i]);  // candidates are already fitted
+      CHECK(ck.shared_bytes <= l.max_shared_bytes);
+      CHECK(cands[i].threads() <= l.max_workgroup_invocations);
+      CHECK(ck.source.find("// tile config " + cands[i].str()) != std::string::npos);
+      for (size_t j = 0; j < i; ++j) CHECK_FALSE(cands[j] == cands[i]);
+    }
+    // GPU heuristic: vec4 shared tiles, register prefetch, grouped workgroup order (a 1-D grid)
+    if (!cpu) {
+      CHECK(h.tiles->vec4);
+      CHECK(h.tiles->prefetch);
+      CHECK(h.tiles->group_m > 1);
+      CHECK(h.source.find("shared vec4 tile_a") != std::string::npos);
+      CHECK(h.source.find("int rows_here") != std::string::npos);
+      CHECK(h.workgroups[1] == 1);
+    }
+  }
+  // a configuration with more invocations than the device allows is refused, naming the limit
+  ComputeLimits small;
+  small.max_storage_buffers = 16, small.max_workgroup_invocations = 64;
+  Plan plan = schedule(p, compute_schedule_options(small));
+  CHECK_THROWS_WITH(emit_compute_kernel(plan, plan.kernels[0], small, parse_tile_config("16x16.8x8.k8.g1")),
+                    Catch::Contains("max_workgroup_invocations"));
+}

@@ -38,9 +38,10 @@ std::vector<BackendOptions> vulkan_variants() {
 SG_OP_CASE_TESTS("vulkan", "[vulkan][ops]", vulkan_variants(), vulkan_variants())
 SG_OP_CASE_TESTS("gles-compute", "[gles-compute][ops]", both_tile_sizes(), both_tile_sizes())
 
-TEST_CASE("gles-compute matmul and conv across tile and K-chunk boundaries equal the CPU backend",
-          "[gles-compute][ops]") {
-  Suite s;
+namespace {
+
+/// Matmuls and convs sized to cross tile and K-chunk boundaries (forward and backward: x^T.dh, conv gradients).
+void add_tile_boundary_cases(Suite& s) {
   // sizes that are multiples of no tile size (8, 16, 32, 64, 128) nor of 4
   Tensor a = s.in("a", {67, 131}, uniform(67 * 131, 201, -1, 1));
   Tensor b = s.in("b", {131, 45}, uniform(131 * 45, 202, -1, 1));
@@ -59,7 +60,32 @@ TEST_CASE("gles-compute matmul and conv across tile and K-chunk boundaries equal
   s.add("matmul batched 3x17x19 @ 3x19x23", matmul(ba, bb), {ba, bb}, kReduce);
   s.add("conv2d 5->7 3x3 padding 1 + bias + relu", relu(conv2d(x, k, kb, {.padding = {1, 1}})), {x, k, kb}, kReduce);
   s.add("conv2d stride 2", conv2d(x, k, Tensor(), {.stride = {2, 2}}), {x, k}, kReduce);
+}
+
+}  // namespace
+
+TEST_CASE("gles-compute matmul and conv across tile and K-chunk boundaries equal the CPU backend",
+          "[gles-compute][ops]") {
+  Suite s;
+  add_tile_boundary_cases(s);
   s.check(both_tile_sizes());
+}
+
+TEST_CASE("vulkan: tiled kernels under every kind of tile configuration equal the CPU backend", "[vulkan][ops]") {
+  // each configuration forced on every tiled kernel (fitted per kernel): vec4 and scalar register tiles, prefetch
+  // on and off, grouped and row-major workgroup orders, square and skewed tiles, chunks of 8 and 16 (the GPU
+  // heuristic's 16x16.8x8.k8.g8.v4.pf, shrunk per kernel, runs in the op cases' GPU-tile variant)
+  for (const char* cfg : {"8x8.4x4.k8.g1", "8x8.4x4.k16.g2.v4.pf", "4x4.8x4.k16.g3.v4.kr", "8x16.4x4.k8.g1.pf.kr"}) {
+    INFO("tile config " << cfg);
+    auto t = parse_tile_config(cfg);
+    REQUIRE(t);
+    CHECK(t->str() == cfg);
+    BackendOptions bo = sg::testing::vulkan_options(-1);
+    bo.vulkan.tiles = t;
+    Suite s;
+    add_tile_boundary_cases(s);
+    s.check({bo});
+  }
 }
 
 TEST_CASE("gles-compute run: a missing or mis-sized feed throws ValueError naming the input", "[gles-compute][ops]") {

@@ -119,7 +119,7 @@ Emitted emit_chain(int n) {
   const ComputeLimits limits;
   const Plan cplan = schedule(p, compute_schedule_options(limits));
   for (const Kernel& k : cplan.kernels) {
-    std::string s = emit_compute_kernel(cplan, k, limits).glsl450;
+    std::string s = emit_compute_kernel(cplan, k, limits).source;
     r.compute += s.size();
     r.largest_compute = std::max(r.largest_compute, s.size());
     count(s);

@@ -9,7 +9,10 @@
 #include "test_util.h"
 #include "vulkan_test_util.h"
 
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <random>
 #include <sstream>
@@ -394,4 +397,56 @@ TEST_CASE("auto takes vulkan on a GPU, and on CPU implementations gles, saying w
   }
   // the explicit kinds are still there for whoever asks for them
   CHECK(make_backend({.kind = "gles-compute"}).backend->name() == "gles-compute");
+}
+
+TEST_CASE("vulkan: the autotuner runs a timed tile candidate of every tiled kernel and reuses the winners from the "
+          "kernel cache", "[vulkan][autotune]") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / fmt::format("sg_test_autotune_{}", ::getpid());
+  fs::remove_all(dir);
+  setenv("SG_KERNEL_CACHE", dir.c_str(), 1);  // the backends' kernel caches (and their tuning records) live here
+  sg::testing::Mlp m(37, 29, 19, 5);          // odd sizes: no tile divides them
+  Program p = make_train_step(m.loss, m.params(), *make_adam({.lr = 0.01}));
+  std::vector<float> xs = randn(37 * 29, 31), ys(37);
+  for (int i = 0; i < 37; ++i) ys[i] = static_cast<float>(i % 5);
+  std::vector<Feed> feeds = {{"x", &xs}, {"labels", &ys}};
+  auto cpu = make_cpu_backend();
+  auto cexe = cpu->compile(p);
+  const auto want = cexe->run(feeds);
+  auto tuned_run = [&](std::optional<bool> autotune) {
+    BackendOptions bo = vulkan_options();
+    bo.autotune = autotune;
+    auto be = make_backend(bo).backend;
+    auto exe = be->compile(p);
+    expect_close(exe->run(feeds)[0], want[0], 1e-4, 1e-6, "loss");
+    for (auto& prm : m.params()) expect_close(be->read(prm), cpu->read(prm), 1e-4, 1e-5, prm.name());
+    expect_no_validation_messages(vulkan_device(*be));
+    return *exe->compute_kernels();
+  };
+  // the first backend times the candidates; the second finds every winner in the cache; without autotune: heuristic
+  const std::vector<ComputeKernel> first = tuned_run(true), again = tuned_run(true), plain = tuned_run(false);
+  REQUIRE(first.size() == again.size());
+  REQUIRE(first.size() == plain.size());
+  int tiled = 0;
+  for (size_t k = 0; k < first.size(); ++k) {
+    INFO("kernel " << k << " " << first[k].strategy << " " << first[k].tuning);
+    if (first[k].strategy != "tiled-contraction") {
+      CHECK(first[k].tuning.empty());
+      continue;
+    }
+    ++tiled;
+    REQUIRE(first[k].tiles);
+    CHECK(first[k].tuning.rfind("autotuned: " + first[k].tiles->str(), 0) == 0);
+    CHECK(again[k].tuning.rfind("autotune cache: " + first[k].tiles->str(), 0) == 0);
+    CHECK(again[k].tiles == first[k].tiles);
+    CHECK(again[k].source == first[k].source);
+    CHECK(plain[k].tuning.empty());
+    CHECK(first[k].source.find("// tile config " + first[k].tiles->str()) != std::string::npos);
+  }
+  CHECK(tiled >= 4);
+  int records = 0;
+  for (auto& e : fs::directory_iterator(dir)) records += e.path().extension() == ".tune";
+  CHECK(records == tiled);
+  unsetenv("SG_KERNEL_CACHE");
+  fs::remove_all(dir);
 }

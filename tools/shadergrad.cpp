@@ -236,6 +236,9 @@ int main(int argc, char** argv) {
       ->check(kNonNegative);
   train->add_flag("--unfused", cfg.unfused, "one kernel per graph node");
   train->add_flag("--profile", cfg.profile, "print per-kernel times of the train step");
+  train->add_flag("--autotune", [&cfg](int64_t) { cfg.autotune = true; },
+                  "vulkan: time the tile configurations of every tiled kernel on the device and run the fastest (kept "
+                  "in SG_KERNEL_CACHE for later runs; default: env SG_AUTOTUNE)");
   bool quiet = false;
   train->add_flag("--quiet", quiet, "no progress output");
 

@@ -12,6 +12,8 @@
 
 namespace sg::compute {
 
+struct Contraction;  // contraction.h
+
 /// `#version 450` (GLSL) and the comment naming the kernel, its strategy, outputs, notes, graph nodes and source lines.
 std::string kernel_header(const Plan& plan, const Kernel& k, const std::string& strategy, const Lang& lang);
 /// The storage-buffer declarations (binding order: inputs, then outputs) and load_<value>(i) for the inputs in
@@ -23,11 +25,22 @@ std::string coordinates(const Shape& shape, const std::string& flat, int indent,
 std::array<uint32_t, 3> grid_for(const Kernel& k, int64_t groups, const ComputeLimits& limits);
 
 /// The shared-memory tiled kernel of a matmul-like contraction (emit_tiled.cpp), or nullopt when the kernel has
-/// none or its grid / tiles do not fit `limits`.
+/// none or its grid / tiles do not fit `limits`. `tiles` empty = default_tile_config. WGSL: nullopt (not written yet).
 std::optional<ComputeKernel> emit_tiled_contraction(const Plan& plan, const Kernel& k, const ComputeLimits& limits,
-                                                    const Lang& lang);
+                                                    const std::optional<TileConfig>& tiles, const Lang& lang);
+/// Shared memory a tiled kernel of configuration `t` declares for contraction `c`, bytes (emit_tiled.cpp: the
+/// tiles' padding depends on how each factor is staged).
+int64_t tile_shared_bytes(const TileConfig& t, const Contraction& c);
+/// tile_config.cpp: `t` fitted to the contraction and the device (bk <= K and within max_shared_bytes, group_m 1
+/// where the tile grid has no more rows than a group or does not fit one dispatch dimension).
+TileConfig fit_tile_config(TileConfig t, const ComputeLimits& l, const Contraction& c);
+/// tile_config.cpp: the heuristic tile configuration (see that file's comment).
+TileConfig default_tile_config(const ComputeLimits& l, const Contraction& c);
+/// tile_config.cpp: the autotuner's candidates, the heuristic's first (see that file's comment).
+std::vector<TileConfig> candidate_configs(const ComputeLimits& l, const Contraction& c);
 /// A workgroup tree reduction per output element for kernels of few outputs (<= 1024) with a long (>= 128, >= the
-/// element count) sum/max/min reduction (emit_tiled.cpp), or nullopt.
+/// element count) sum/max/min reduction, on GPUs also for <= 8192 outputs of >= 512 iterations (emit_tiled.cpp), or
+/// nullopt.
 std::optional<ComputeKernel> emit_tree_reduction(const Plan& plan, const Kernel& k, const ComputeLimits& limits,
                                                  const Lang& lang);
 /// One invocation per output element (always applicable).

@@ -3,7 +3,8 @@
 //
 // Strategies, first match wins (ComputeKernel::strategy):
 //  - "tree-reduction" (emit_tiled.cpp): few outputs (<= 1024), each a long reduction (>= 128 iterations and at least
-//    as many as outputs: row sums, bias gradients, the loss mean, a tiny conv weight gradient): one workgroup per
+//    as many as outputs: row sums, bias gradients, the loss mean, a tiny conv weight gradient; on GPUs also <= 8192
+//    outputs of >= 512 iterations: a conv weight gradient of a few thousand outputs): one workgroup per
 //    output element, a strided loop per invocation and a tree in shared memory.
 //  - "tiled-contraction" (emit_tiled.cpp, analysis in contraction.cpp): a kernel whose value is a sum over r of
 //    (factor of some output coordinates M and r) x (factor of the other output coordinates N and r): matmul, x.W^T,
@@ -21,6 +22,7 @@
 
 #include "compute_emit.h"
 #include "compute_glsl.h"
+#include "contraction.h"
 #include "sg/compute_kernel.h"
 #include "sg/error.h"
 
@@ -126,7 +128,8 @@ const char* compute_language_name(ComputeLanguage language) {
   return language == ComputeLanguage::Wgsl ? "wgsl" : "glsl450";
 }
 
-ComputeKernel emit_compute_kernel(const Plan& plan, const Kernel& k, const ComputeLimits& limits, ComputeLanguage language) {
+ComputeKernel emit_compute_kernel(const Plan& plan, const Kernel& k, const ComputeLimits& limits, ComputeLanguage language,
+                                  const std::optional<TileConfig>& tiles) {
   const int nbind = static_cast<int>(k.inputs.size() + k.outputs.size());
   if (nbind > limits.max_storage_buffers)
     throw UnsupportedError(fmt::format(
@@ -146,10 +149,14 @@ ComputeKernel emit_compute_kernel(const Plan& plan, const Kernel& k, const Compu
       throw UnsupportedError(fmt::format("kernel {}: input {} uses texture-plane storage; compute kernels need a plan made "
                                          "with compute_schedule_options",
                                          k.name, plan.values[i].name));
+  if (tiles && (tiles->threads() > limits.max_workgroup_invocations || tiles->tx < 1 || tiles->ty < 1))
+    throw UnsupportedError(fmt::format("kernel {}: tile config {} runs {} invocations per workgroup, more than the "
+                                       "device's max_workgroup_invocations {}",
+                                       k.name, tiles->str(), tiles->threads(), limits.max_workgroup_invocations));
   const compute::Lang lang(language);
   ComputeKernel ck;
   if (auto r = compute::emit_tree_reduction(plan, k, limits, lang)) ck = std::move(*r);
-  else if (auto t = compute::emit_tiled_contraction(plan, k, limits, lang)) ck = std::move(*t);
+  else if (auto t = compute::emit_tiled_contraction(plan, k, limits, tiles, lang)) ck = std::move(*t);
   else ck = compute::emit_per_element(plan, k, limits, lang);
   ck.language = language;
   for (int v : k.inputs) ck.bindings.push_back(v);
@@ -171,6 +178,18 @@ ComputeKernel emit_compute_kernel(const Plan& plan, const Kernel& k, const Compu
                                          k.name, plan.values[v].name, bytes, limits.max_buffer_bytes));
   }
   return ck;
+}
+
+std::vector<TileConfig> tile_candidates(const Plan& plan, const Kernel& k, const ComputeLimits& limits) {
+  const compute::Lang glsl(ComputeLanguage::Glsl450);  // the autotuner times GLSL 4.50 (Vulkan) kernels
+  if (compute::emit_tree_reduction(plan, k, limits, glsl)) return {};  // the strategy order of emit_compute_kernel
+  const Shape shape = plan.values[k.output()].stored_shape();
+  auto c = compute::find_contraction(k, shape);
+  if (!c) return {};
+  std::vector<TileConfig> out;
+  for (const TileConfig& t : compute::candidate_configs(limits, *c))
+    if (compute::emit_tiled_contraction(plan, k, limits, t, glsl)) out.push_back(t);  // grid and shared memory fit
+  return out;
 }
 
 }  // namespace sg

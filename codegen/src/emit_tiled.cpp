@@ -1,17 +1,25 @@
 // Workgroup-cooperative compute kernels: tiled contractions and tree reductions (see emit_compute.cpp).
 //
-// Tiled contraction (a Contraction of contraction.h, viewed as C[batch][M][N] = sum_k A[m][k] B[k][n]):
+// Tiled contraction (a Contraction of contraction.h, viewed as C[batch][M][N] = sum_k A[m][k] B[k][n]), for a
+// TileConfig t (sg/compute_kernel.h; tile_config.cpp picks the heuristic one and the autotuner's candidates):
 //   a workgroup of TX x TY invocations computes a BM x BN tile of C (BM = TY * TM, BN = TX * TN) of batch
-//   gl_WorkGroupID.z; per chunk of BK values of k it stages A[m0 .. m0+BM)[k0 .. k0+BK) and B[..][..] into shared
-//   memory (factor_a/factor_b evaluate the factors, prologues included, at one (m, k); 0 outside the ranges), a
-//   barrier, then each invocation accumulates its TM x TN register tile (rows ty + i*TY, columns tx + j*TX: the
-//   shared reads of B are consecutive across invocations, those of A broadcast), a barrier. store_tile applies the
-//   kernel's epilogue (bias, relu, optimizer math of every output) to each accumulator and stores it guarded.
-//   Staging is unrolled (each invocation stages a fixed number of elements), so an invocation runs about
-//   K * (1 + 1/BK) loop iterations (Mesa's gallivm stops loops after 65535 per invocation).
-// Tree reduction: one workgroup per output element; invocation t sums (max/min) the body over k = t, t + NT, ...;
+//   gl_WorkGroupID.z. The tile's origin is row-major in a 2-D grid, or (group_m > 1) from a 1-D grid walked in groups
+//   of group_m tile rows, column by column within a group, for L2 reuse. Per chunk of BK values of k it stages
+//   A[m0 .. m0+BM)[k0 .. k0+BK) and B[..][..] into shared memory (factor_a/factor_b evaluate the factors, prologues
+//   included, at one (m, k); 0 outside the ranges), a barrier, then each invocation accumulates its TM x TN register
+//   tile, a barrier. Register rows are ty + i*TY (scalar tiles: the shared reads of B are consecutive across
+//   invocations, those of A broadcast), or with vec4 groups of 4 adjacent rows 4*(ty + g*TY) + c read as one vec4
+//   (the tile is then a vec4 array). With prefetch the next chunk's factors are loaded into registers before the
+//   inner product and stored after the second barrier (register double buffering). store_tile applies the kernel's
+//   epilogue (bias, relu, optimizer math of every output) to each accumulator and stores it guarded. With k_rotate
+//   the chunks of tile row r start at chunk r mod (K / BK) and wrap around.
+//   Staging is unrolled (each invocation stages a fixed number of elements at coordinates computed once), so an
+//   invocation runs about K * (1 + 1/BK) loop iterations (Mesa's gallivm stops loops after 65535 per invocation).
+// Tree reduction (<= 1024 outputs of a reduction at least as long; on GPUs also <= 8192 outputs of >= 512
+//   iterations): one workgroup per output element; invocation t sums (max/min) the body over k = t, t + NT, ...;
 //   a tree in shared memory halves the partial results; invocation 0 applies the epilogue and stores every output.
 #include <algorithm>
+#include <functional>
 
 #include <fmt/format.h>
 
@@ -23,45 +31,6 @@
 namespace sg::compute {
 
 namespace {
-
-struct Tiles {
-  int tx = 16, ty = 16, tm = 8, tn = 8, bk = 8;
-  int bm() const { return ty * tm; }
-  int bn() const { return tx * tn; }
-  int threads() const { return tx * ty; }
-};
-
-/// Workgroups a GPU contraction should launch at least: about one per multiprocessor of a large GPU (the H200 has
-/// 132), so that a small matmul (an MLP layer of batch 128: one 128x128 tile) does not run on one multiprocessor.
-constexpr int64_t kGpuTargetWorkgroups = 128;
-
-/// Tile sizes from the device limits: 16x16 invocations of 8x8 outputs (128x128 tiles) on GPUs, 8x8 of 4x4 on CPU
-/// devices (fewer invocations and barriers per output); halved where the device allows fewer invocations or less
-/// shared memory, and per dimension where M or N is small. On GPUs the tile then shrinks (register tile first, down
-/// to 2x2 outputs per invocation, then invocations, down to 8x8) until the dispatch has kGpuTargetWorkgroups
-/// workgroups or cannot shrink further.
-Tiles choose_tiles(const ComputeLimits& l, int64_t M, int64_t N, int64_t K, int64_t batch) {
-  Tiles t;
-  if (l.cpu_device) t = {8, 8, 4, 4, 16};
-  while (t.threads() > l.max_workgroup_invocations && (t.tx > 1 || t.ty > 1)) (t.ty >= t.tx ? t.ty : t.tx) /= 2;
-  auto shrink = [](int& tile, int& threads, int64_t extent) {
-    while (tile > 1 && int64_t{tile} * threads >= 2 * extent) tile /= 2;
-    while (threads > 1 && int64_t{tile} * threads >= 2 * extent) threads /= 2;
-  };
-  shrink(t.tm, t.ty, M);
-  shrink(t.tn, t.tx, N);
-  auto groups = [&] { return ((M + t.bm() - 1) / t.bm()) * ((N + t.bn() - 1) / t.bn()) * batch; };
-  while (!l.cpu_device && groups() < kGpuTargetWorkgroups) {
-    if (t.tm >= t.tn && t.tm > 2 && t.bm() > 16) t.tm /= 2;
-    else if (t.tn > 2 && t.bn() > 16) t.tn /= 2;
-    else if (t.ty >= t.tx && t.ty > 8 && t.bm() > 16) t.ty /= 2;
-    else if (t.tx > 8 && t.bn() > 16) t.tx /= 2;
-    else break;
-  }
-  t.bk = static_cast<int>(std::min<int64_t>(t.bk, K));
-  while (t.bk > 1 && int64_t{t.bk} * (t.bm() + t.bn() + 2) * 4 > l.max_shared_bytes) t.bk /= 2;  // + padding
-  return t;
-}
 
 /// `int <name> = ...;` lines splitting flat index `flat` over the dims `dims` of `shape` (row-major among them).
 std::string split_dims(const Shape& shape, const std::vector<int>& dims, const std::string& flat, const char* prefix,
@@ -146,46 +115,211 @@ std::string epilogue_function(const Plan& plan, const Kernel& k, const KExprPtr&
   return s + "}\n";
 }
 
-/// Unrolled staging of one factor's BK x `rows` tile (row kk at kk * stride): element s = tid + u * threads, (kk, row)
-/// from s in the order that lets consecutive invocations read consecutive memory.
-std::string stage(const char* tile, const char* fn, int rows, int stride, const char* base, int bk, int threads,
-                  bool k_fastest) {
-  std::string s;
-  const int total = rows * bk;
-  const int per = (total + threads - 1) / threads;
-  for (int u = 0; u < per; ++u) {
-    const std::string sidx = u == 0 ? "tid" : fmt::format("tid + {}", u * threads);
-    const std::string kk = k_fastest ? fmt::format("s % {}", bk) : fmt::format("s / {}", rows);
-    const std::string row = k_fastest ? fmt::format("s / {}", bk) : fmt::format("s % {}", rows);
-    const std::string store = fmt::format("int kk = {}, row = {}; {}[kk * {} + row] = {}({} + row, k0 + kk);", kk, row, tile,
-                                          stride, fn, base);
-    s += (u + 1) * threads > total ? fmt::format("    {{ int s = {}; if (s < {}) {{ {} }} }}\n", sidx, total, store)
-                                   : fmt::format("    {{ int s = {}; {} }}\n", sidx, store);
+/// One factor's tile: how it lives in shared memory, how invocations stage it and which registers read it.
+struct SideTile {
+  char name = 'a';        ///< 'a' (rows m, registers along ty) or 'b' (columns n, registers along tx)
+  int rows = 1;           ///< the tile's extent along m (a) or n (b): BM or BN
+  int regs = 1;           ///< register-tile extent: TM or TN
+  int along = 1;          ///< invocations along that side: TY or TX
+  bool vec = false;       ///< shared as vec4 (4 adjacent rows per vec4), read one vec4 per 4 registers
+  bool k_fastest = true;  ///< staged with k fastest across invocations (the factor is contiguous along k)
+  int stride = 1;         ///< floats per k row of the tile, padding included (a multiple of 4 when vec)
+  std::string tile() const { return fmt::format("tile_{}", name); }
+  std::string t() const { return name == 'a' ? "ty" : "tx"; }
+};
+
+/// A tile staged k-fastest is padded (one float, or one vec4 for vec tiles) per k row: consecutive invocations then
+/// write different banks.
+SideTile side_tile(char name, const TileConfig& t, bool k_fastest) {
+  SideTile s;
+  s.name = name;
+  s.rows = name == 'a' ? t.bm() : t.bn();
+  s.regs = name == 'a' ? t.tm : t.tn;
+  s.along = name == 'a' ? t.ty : t.tx;
+  s.vec = t.vec4 && s.regs % 4 == 0;
+  s.k_fastest = k_fastest;
+  s.stride = s.rows + (k_fastest ? (s.vec ? 4 : 1) : 0);
+  return s;
+}
+
+/// The tile row (column) of register r: scalar tiles interleave invocations (t + r * along), vec tiles give each
+/// invocation groups of 4 adjacent rows (4 * (t + g * along) + c for r = 4g + c).
+std::string reg_offset(const SideTile& s, int r) {
+  if (!s.vec) return r ? fmt::format("{} + {}", s.t(), r * s.along) : s.t();
+  const int g = r / 4, c = r % 4;
+  const int add = 4 * g * s.along + c;
+  return add ? fmt::format("4 * {} + {}", s.t(), add) : fmt::format("4 * {}", s.t());
+}
+
+/// The register holding the factor for register-tile index r at the current kk (a0 or a1.z).
+std::string reg_name(const SideTile& s, int r) {
+  return s.vec ? fmt::format("{}{}.{}", s.name, r / 4, "xyzw"[r % 4]) : fmt::format("{}{}", s.name, r);
+}
+
+/// The shared reads of one k row (kk) of the tile into the side's registers.
+std::string shared_reads(const SideTile& s) {
+  std::string out;
+  if (s.vec) {
+    for (int g = 0; g < s.regs / 4; ++g)
+      out += fmt::format("      vec4 {}{} = {}[kk * {} + {}{}];\n", s.name, g, s.tile(), s.stride / 4, s.t(),
+                         g ? fmt::format(" + {}", g * s.along) : "");
+    return out;
   }
+  for (int r = 0; r < s.regs; ++r)
+    out += fmt::format("      float {}{} = {}[kk * {} + {}];\n", s.name, r, s.tile(), s.stride, reg_offset(s, r));
+  return out;
+}
+
+/// Staging of one factor's BK x rows tile, unrolled: element s = tid + u * threads of the tile, (kk, row) from s in
+/// the order that lets consecutive invocations read consecutive memory. The coordinates do not depend on the chunk,
+/// so they are computed once (`decl`); `load(k)` evaluates the factor of chunk k into registers <n>_st<u>, `store`
+/// writes those registers into the tile.
+struct Staging {
+  std::string decl, store;
+  std::function<std::string(const std::string&)> load;
+};
+
+Staging staging(const SideTile& side, int bk, int threads, const char* base) {
+  Staging st;
+  const int total = side.rows * bk;
+  const int per = (total + threads - 1) / threads;
+  std::string regs;
+  std::vector<std::string> guard(static_cast<size_t>(per));
+  for (int u = 0; u < per; ++u) {
+    const std::string s = u == 0 ? "tid" : fmt::format("(tid + {})", u * threads);
+    const std::string kk = side.k_fastest ? fmt::format("{} % {}", s, bk) : fmt::format("{} / {}", s, side.rows);
+    const std::string row = side.k_fastest ? fmt::format("{} / {}", s, bk) : fmt::format("{} % {}", s, side.rows);
+    st.decl += fmt::format("  int {0}_kk{1} = {2}, {0}_row{1} = {3};\n", side.name, u, kk, row);
+    if ((u + 1) * threads > total) {
+      st.decl += fmt::format("  bool {}_in{} = {} < {};\n", side.name, u, s, total);
+      guard[u] = fmt::format("{}_in{}", side.name, u);
+    }
+    regs += fmt::format("{}{}_st{} = 0.0", regs.empty() ? "  float " : ", ", side.name, u);
+  }
+  st.decl += regs + ";\n";
+  const char n = side.name;
+  st.load = [=](const std::string& k) {
+    std::string out;
+    for (int u = 0; u < per; ++u) {
+      const std::string call = fmt::format("factor_{0}({1} + {0}_row{2}, {3} + {0}_kk{2})", n, base, u, k);
+      out += guard[u].empty() ? fmt::format("    {}_st{} = {};\n", n, u, call)
+                              : fmt::format("    {}_st{} = {} ? {} : 0.0;\n", n, u, guard[u], call);
+    }
+    return out;
+  };
+  for (int u = 0; u < per; ++u) {
+    const std::string at = side.vec ? fmt::format("{}[{}_kk{} * {} + {}_row{} / 4][{}_row{} % 4]", side.tile(), n, u,
+                                                  side.stride / 4, n, u, n, u)
+                                    : fmt::format("{}[{}_kk{} * {} + {}_row{}]", side.tile(), n, u, side.stride, n, u);
+    const std::string store = fmt::format("{} = {}_st{};", at, n, u);
+    st.store += guard[u].empty() ? fmt::format("    {}\n", store) : fmt::format("    if ({}) {}\n", guard[u], store);
+  }
+  return st;
+}
+
+/// `int m0 = ..., n0 = ...;`: the workgroup's tile origin. Row-major over a gx x gy grid, or (group_m > 1, a 1-D
+/// grid of gx * gy workgroups) groups of group_m tile rows walked column by column.
+std::string tile_origin(const TileConfig& t, int64_t gx, int64_t gy) {
+  if (t.group_m <= 1)
+    return fmt::format("  int m0 = int(gl_WorkGroupID.y) * {}, n0 = int(gl_WorkGroupID.x) * {};\n", t.bm(), t.bn());
+  std::string s = fmt::format("  // tile order: groups of {} tile rows, column by column within a group (the workgroups "
+                              "running at once share A's rows and B's columns in L2)\n",
+                              t.group_m);
+  s += fmt::format("  int wg = int(gl_WorkGroupID.x), in_group = wg % {}, first_row = wg / {} * {};\n", t.group_m * gx,
+                   t.group_m * gx, t.group_m);
+  s += fmt::format("  int rows_here = min({} - first_row, {});\n", gy, t.group_m);
+  s += fmt::format("  int m0 = (first_row + in_group % rows_here) * {}, n0 = (in_group / rows_here) * {};\n", t.bm(),
+                   t.bn());
+  return s;
+}
+
+/// The chunk's inner product: for every kk, the registers' shared reads, then TM x TN FMAs.
+std::string inner_product(const TileConfig& t, const SideTile& a, const SideTile& b) {
+  std::string s = fmt::format("    for (int kk = 0; kk < {}; ++kk) {{\n", t.bk);
+  s += shared_reads(a) + shared_reads(b);
+  for (int i = 0; i < t.tm; ++i) {
+    s += "     ";
+    for (int j = 0; j < t.tn; ++j) s += fmt::format(" acc_{}_{} += {} * {};", i, j, reg_name(a, i), reg_name(b, j));
+    s += "\n";
+  }
+  return s + "    }\n";
+}
+
+/// The loop over K chunks: k0 in order, or (k_rotate) starting at chunk `rot` of the workgroup's tile row and
+/// wrapping around. `first` / `next`: the k0 of the first chunk and of the one after the current (prefetch; past the
+/// end the factors are 0 without a load, or with rotation the first chunk again, loaded and never stored).
+struct ChunkLoop {
+  std::string setup, header, first, next;
+};
+
+ChunkLoop chunk_loop(const TileConfig& t, int64_t K) {
+  ChunkLoop l;
+  const int64_t chunks = (K + t.bk - 1) / t.bk;
+  if (!t.k_rotate) {
+    l.header = fmt::format("  for (int k0 = 0; k0 < {}; k0 += {}) {{\n", K, t.bk);
+    l.first = "0";
+    l.next = fmt::format("k0 + {}", t.bk);
+    return l;
+  }
+  l.setup = fmt::format("  int rot = (m0 / {}) % {};  // k rotation: this tile row's first chunk\n", t.bm(), chunks);
+  l.header = fmt::format("  for (int chunk = 0; chunk < {}; ++chunk) {{\n    int k0 = (chunk + rot) % {} * {};\n", chunks,
+                         chunks, t.bk);
+  l.first = fmt::format("rot * {}", t.bk);
+  l.next = fmt::format("(chunk + rot + 1) % {} * {}", chunks, t.bk);
+  return l;
+}
+
+/// The comment lines describing the contraction and the tiling.
+std::string tiling_comment(const Contraction& c, const Shape& shape, const TileConfig& t, const SideTile& a,
+                           const SideTile& b, int64_t shared, int64_t gx, int64_t gy) {
+  std::string loops;
+  for (size_t i = 0; i < c.reduce->loop_vars.size(); ++i)
+    loops += fmt::format("{}{}<{}", i ? ", " : "", c.reduce->loop_vars[i], c.reduce->extents[i]);
+  std::string s = fmt::format("// contraction: C[batch][m][n] = sum_k A[m][k] * B[k][n] with m over ({}) = {}, n over ({}) "
+                              "= {}, batch over ({}) = {}, k over ({}) = {}\n",
+                              dims_str(shape, c.m_dims), c.M, dims_str(shape, c.n_dims), c.N,
+                              dims_str(shape, c.batch_dims), c.batch, loops, c.K);
+  auto regs = [](const SideTile& x) {
+    return x.vec ? fmt::format("4 adjacent per vec4, groups strided by {}", 4 * x.along)
+                 : fmt::format("{} + i*{}", x.t(), x.along);
+  };
+  s += fmt::format("// tile config {}: workgroup tile {}x{} (m x n) of {}x{} invocations, register tile {}x{} per "
+                   "invocation (rows: {}; columns: {}), K chunks of {} staged in shared memory ({} bytes){}{}; grid {}x{}x{}\n",
+                   t.str(), t.bm(), t.bn(), t.tx, t.ty, t.tm, t.tn, regs(a), regs(b), t.bk, shared,
+                   t.prefetch ? ", the next chunk's loads issued before this chunk's FMAs" : "",
+                   t.k_rotate ? ", each tile row starting at another chunk" : "", gx, gy, c.batch);
   return s;
 }
 
 }  // namespace
 
+int64_t tile_shared_bytes(const TileConfig& t, const Contraction& c) {
+  return int64_t{t.bk} * (side_tile('a', t, c.a_k_contiguous).stride + side_tile('b', t, c.b_k_contiguous).stride) * 4;
+}
+
+/// The kernel: tile origin, staging coordinates, accumulators; per chunk of k: stage (or store the prefetched
+/// registers), barrier, [prefetch the next chunk], inner product, barrier; then the epilogue per accumulator.
 std::optional<ComputeKernel> emit_tiled_contraction(const Plan& plan, const Kernel& k, const ComputeLimits& limits,
-                                                    const Lang& lang) {
+                                                    const std::optional<TileConfig>& tiles, const Lang& lang) {
   if (lang.wgsl()) return std::nullopt;  // (the WGSL form of the tiled kernel is not written yet: per-element)
   const Shape shape = plan.values[k.output()].stored_shape();
   auto found = find_contraction(k, shape);
   if (!found) return std::nullopt;
   const Contraction& c = *found;
-  const Tiles t = choose_tiles(limits, c.M, c.N, c.K, c.batch);
+  const TileConfig t = tiles ? fit_tile_config(*tiles, limits, c) : default_tile_config(limits, c);
   const int64_t gx = (c.N + t.bn() - 1) / t.bn(), gy = (c.M + t.bm() - 1) / t.bm();
-  if (gx > limits.max_workgroup_count || gy > limits.max_workgroup_count || c.batch > limits.max_workgroup_count ||
+  const bool grouped = t.group_m > 1;
+  if ((grouped ? gx * gy : std::max(gx, gy)) > limits.max_workgroup_count || c.batch > limits.max_workgroup_count ||
       t.threads() > limits.max_workgroup_invocations)
     return std::nullopt;
+  const SideTile a = side_tile('a', t, c.a_k_contiguous), b = side_tile('b', t, c.b_k_contiguous);
   ComputeKernel ck;
   ck.strategy = "tiled-contraction";
+  ck.tiles = t;
   ck.local_size = {static_cast<uint32_t>(t.tx), static_cast<uint32_t>(t.ty), 1};
-  ck.workgroups = {static_cast<uint32_t>(gx), static_cast<uint32_t>(gy), static_cast<uint32_t>(c.batch)};
-  // a tile staged k-fastest is padded by one float per k row: consecutive invocations then write different banks
-  const int sa = t.bm() + (c.a_k_contiguous ? 1 : 0), sb = t.bn() + (c.b_k_contiguous ? 1 : 0);
-  ck.shared_bytes = int64_t{t.bk} * (sa + sb) * 4;
+  ck.workgroups = {static_cast<uint32_t>(grouped ? gx * gy : gx), static_cast<uint32_t>(grouped ? 1 : gy),
+                   static_cast<uint32_t>(c.batch)};
+  ck.shared_bytes = tile_shared_bytes(t, c);
   if (ck.shared_bytes > limits.max_shared_bytes) return std::nullopt;
   std::set<int> loaded;
   MathHelpers helpers;
@@ -199,52 +333,37 @@ std::optional<ComputeKernel> emit_tiled_contraction(const Plan& plan, const Kern
                            lang.function_open(LType::Void, "store_tile", {{LType::Int, "m"}, {LType::Int, "n"}, {LType::Float, "acc"}}),
                            coords, shape, loaded, helpers, lang);
 
-  std::string src = kernel_header(plan, k, ck.strategy, lang);
-  src += fmt::format("// contraction: C[batch][m][n] = sum_k A[m][k] * B[k][n] with m over ({}) = {}, n over ({}) = {}, "
-                     "batch over ({}) = {}, k over ({}) = {}\n",
-                     dims_str(shape, c.m_dims), c.M, dims_str(shape, c.n_dims), c.N, dims_str(shape, c.batch_dims), c.batch,
-                     [&] {
-                       std::string s;
-                       for (size_t i = 0; i < c.reduce->loop_vars.size(); ++i)
-                         s += fmt::format("{}{}<{}", i ? ", " : "", c.reduce->loop_vars[i], c.reduce->extents[i]);
-                       return s;
-                     }(),
-                     c.K);
-  src += fmt::format("// workgroup tile {}x{} (m x n) of {}x{} invocations, register tile {}x{} per invocation (rows ty + i*{}, "
-                     "columns tx + j*{}), K chunks of {} staged in shared memory ({} bytes); grid {}x{}x{}\n",
-                     t.bm(), t.bn(), t.tx, t.ty, t.tm, t.tn, t.ty, t.tx, t.bk, ck.shared_bytes, gx, gy, c.batch);
+  std::string src = kernel_header(plan, k, ck.strategy, lang) + tiling_comment(c, shape, t, a, b, ck.shared_bytes, gx, gy);
   src += fmt::format("layout(local_size_x = {}, local_size_y = {}) in;\n", t.tx, t.ty);
   src += buffer_declarations(plan, k, loaded, lang);
   src += lang.helpers(helpers, fns);
-  src += fmt::format("shared float tile_a[{}];  // A[m0 + row][k0 + kk] at kk * {} + row\n", t.bk * sa, sa);
-  src += fmt::format("shared float tile_b[{}];  // B[k0 + kk][n0 + col] at kk * {} + col\n", t.bk * sb, sb);
+  for (const SideTile* s : {&a, &b})
+    src += fmt::format("shared {} {}[{}];  // {}[{} + {}][k0 + kk] at kk * {} + {} (floats)\n", s->vec ? "vec4" : "float",
+                       s->tile(), t.bk * s->stride / (s->vec ? 4 : 1), s->name == 'a' ? "A" : "B^T",
+                       s->name == 'a' ? "m0" : "n0", s->name == 'a' ? "row" : "col", s->stride,
+                       s->name == 'a' ? "row" : "col");
   src += fns;
   src += "\nvoid main() {\n";
   src += fmt::format("  int tx = int(gl_LocalInvocationID.x), ty = int(gl_LocalInvocationID.y), tid = ty * {} + tx;\n", t.tx);
-  src += fmt::format("  int m0 = int(gl_WorkGroupID.y) * {}, n0 = int(gl_WorkGroupID.x) * {};\n", t.bm(), t.bn());
+  src += tile_origin(t, gx, gy);
+  const Staging sa = staging(a, t.bk, t.threads(), "m0"), sb = staging(b, t.bk, t.threads(), "n0");
+  src += sa.decl + sb.decl;
   std::string acc_decl;
   for (int i = 0; i < t.tm; ++i)
     for (int j = 0; j < t.tn; ++j) acc_decl += fmt::format("{}acc_{}_{} = 0.0", acc_decl.empty() ? "  float " : ", ", i, j);
   src += acc_decl + ";\n";
-  src += fmt::format("  for (int k0 = 0; k0 < {}; k0 += {}) {{\n", c.K, t.bk);
-  src += stage("tile_a", "factor_a", t.bm(), sa, "m0", t.bk, t.threads(), c.a_k_contiguous);
-  src += stage("tile_b", "factor_b", t.bn(), sb, "n0", t.bk, t.threads(), c.b_k_contiguous);
-  src += "    barrier();\n";
-  src += fmt::format("    for (int kk = 0; kk < {}; ++kk) {{\n", t.bk);
-  for (int i = 0; i < t.tm; ++i)
-    src += fmt::format("      float a{} = tile_a[kk * {} + ty{}];\n", i, sa, i ? fmt::format(" + {}", i * t.ty) : "");
-  for (int j = 0; j < t.tn; ++j)
-    src += fmt::format("      float b{} = tile_b[kk * {} + tx{}];\n", j, sb, j ? fmt::format(" + {}", j * t.tx) : "");
-  for (int i = 0; i < t.tm; ++i) {
-    src += "     ";
-    for (int j = 0; j < t.tn; ++j) src += fmt::format(" acc_{0}_{1} += a{0} * b{1};", i, j);
-    src += "\n";
-  }
-  src += "    }\n    barrier();\n  }\n";
+  const ChunkLoop loop = chunk_loop(t, c.K);
+  src += loop.setup;
+  if (t.prefetch) src += "  // the first chunk into registers\n" + sa.load(loop.first) + sb.load(loop.first);
+  src += loop.header;
+  if (!t.prefetch) src += sa.load("k0") + sb.load("k0");
+  src += sa.store + sb.store + "    barrier();\n";
+  if (t.prefetch)
+    src += "    // the next chunk's loads, in flight during this chunk's FMAs\n" + sa.load(loop.next) + sb.load(loop.next);
+  src += inner_product(t, a, b) + "    barrier();\n  }\n";
   for (int i = 0; i < t.tm; ++i)
     for (int j = 0; j < t.tn; ++j)
-      src += fmt::format("  store_tile(m0 + ty{}, n0 + tx{}, acc_{}_{});\n", i ? fmt::format(" + {}", i * t.ty) : "",
-                         j ? fmt::format(" + {}", j * t.tx) : "", i, j);
+      src += fmt::format("  store_tile(m0 + {}, n0 + {}, acc_{}_{});\n", reg_offset(a, i), reg_offset(b, j), i, j);
   src += "}\n";
   ck.source = std::move(src);
   return ck;
@@ -258,7 +377,11 @@ std::optional<ComputeKernel> emit_tree_reduction(const Plan& plan, const Kernel&
   if (!r) return std::nullopt;
   int64_t L = 1;
   for (int64_t e : r->extents) L *= e;
-  if (n > 1024 || L < 128 || L < n) return std::nullopt;
+  // GPUs also take a few thousand outputs of a long reduction (a conv weight gradient fused with its optimizer update:
+  // 1152 outputs over 1024 products), which as a tiled contraction is a handful of workgroups that each walk all of K
+  // (0.071 ms of a 0.18 ms CNN step on the H200) and here one workgroup per output
+  const bool many_long = !limits.cpu_device && n <= 8192 && L >= 512;
+  if (L < 128 || ((n > 1024 || L < n) && !many_long)) return std::nullopt;
   int nt = limits.cpu_device ? 64 : 256;
   while (nt > limits.max_workgroup_invocations || nt * 4 > limits.max_shared_bytes) nt /= 2;
   while (nt > 1 && nt * 2 > L) nt /= 2;

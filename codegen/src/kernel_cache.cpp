@@ -271,6 +271,35 @@ const CompiledShader& KernelCache::get_or_compile(const std::string& name, const
   return collisions_.back().shader;
 }
 
+std::optional<std::string> KernelCache::get_record(uint64_t key) {
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = records_.find(key); it != records_.end()) return it->second;
+  }
+  if (disk_dir_.empty()) return std::nullopt;
+  auto text = read_file(disk_dir_ / (hash_hex(key) + ".tune"));
+  if (!text) return std::nullopt;
+  std::lock_guard lock(mu_);
+  records_[key] = *text;
+  return text;
+}
+
+void KernelCache::put_record(uint64_t key, const std::string& value) {
+  {
+    std::lock_guard lock(mu_);
+    records_[key] = value;
+  }
+  if (disk_dir_.empty()) return;
+  std::error_code ec;
+  fs::create_directories(disk_dir_, ec);
+  if (!ec && write_file_atomically(disk_dir_ / (hash_hex(key) + ".tune"), value)) return;
+  {
+    std::lock_guard lock(mu_);
+    ++stats_.disk_errors;
+  }
+  warn_unwritable(ec ? ec.message() : std::strerror(errno));
+}
+
 KernelCache::Stats KernelCache::stats() const {
   std::lock_guard lock(mu_);
   return stats_;

@@ -22,6 +22,7 @@
 #include "sg/feeds.h"
 #include "sg/kernel_cache.h"
 #include "sg/vulkan_device.h"
+#include "vulkan_autotune.h"
 
 namespace sg {
 
@@ -104,6 +105,15 @@ class VulkanBackend final : public Backend {
     limits_ = clamp_limits(dev_->caps().limits, opt.vulkan.max_limits);
     emit_limits_ = limits_;  // the schedule's loop budget follows the device; the tile sizes may be forced (tests)
     if (opt.gpu_tiles) emit_limits_.cpu_device = !*opt.gpu_tiles;
+    const char* tune = std::getenv("SG_AUTOTUNE");
+    autotune_ = opt.autotune ? *opt.autotune : (tune && std::string(tune) == "1");
+    forced_tiles_ = opt.vulkan.tiles;
+    if (const char* t = std::getenv("SG_TILE_CONFIG"); !forced_tiles_ && t && *t) {
+      forced_tiles_ = parse_tile_config(t);
+      if (!forced_tiles_)
+        throw ValueError(fmt::format("vulkan: SG_TILE_CONFIG='{}' is not a tile configuration; write it as "
+                                     "TXxTY.TMxTN.kBK.gG[.v4][.pf], e.g. 16x16.8x8.k8.g8.v4.pf", t));
+    }
     dump_dir_ = opt.dump_dir;
     if (dump_dir_.empty())
       if (const char* e = std::getenv("SG_DUMP")) dump_dir_ = e;
@@ -155,6 +165,8 @@ class VulkanBackend final : public Backend {
   std::vector<NodePtr> keep_;  // keeps persistent nodes alive while their buffers exist
   std::string dump_dir_;
   int dumps_ = 0;
+  bool autotune_ = false;  ///< BackendOptions::autotune / SG_AUTOTUNE
+  std::optional<TileConfig> forced_tiles_;  ///< VulkanOptions::tiles / SG_TILE_CONFIG
 };
 
 /// The Vulkan name of the limit a ComputeLimits field stands for, with the device's value (for error messages).
@@ -171,7 +183,8 @@ std::vector<ComputeKernel> VulkanBackend::emit_kernels(const Plan& plan) {
   for (auto& k : plan.kernels) {
     ComputeKernel ck;
     try {
-      ck = emit_compute_kernel(plan, k, emit_limits_);
+      ck = emit_compute_kernel(plan, k, emit_limits_, forced_tiles_);
+      if (autotune_ && !forced_tiles_) ck = vk::autotune_kernel(*dev_, cache_, plan, k, emit_limits_, std::move(ck));
     } catch (const UnsupportedError& e) {
       throw UnsupportedError(fmt::format("vulkan: {} ({})", e.what(), limits_note(dev_->caps(), limits_)));
     }
@@ -412,7 +425,7 @@ void VulkanExecutable::collect_timestamps() {
   const uint32_t n = static_cast<uint32_t>(2 * kernels_.size());
   std::vector<double> ns = dev().read_timestamps_ns(queries_, 0, n);
   for (size_t k = 0; k < kernels_.size(); ++k)
-    timings_.push_back({plan_.kernels[k].name, (ns[2 * k + 1] - ns[2 * k]) * 1e-6, true});
+    timings_.push_back({plan_.kernels[k].name, (ns[2 * k + 1] - ns[2 * k]) * 1e-6, true, (ns[2 * k] - ns[0]) * 1e-6});
 }
 
 std::vector<std::vector<float>> VulkanExecutable::run(const std::vector<Feed>& feeds) {

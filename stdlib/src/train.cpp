@@ -149,6 +149,7 @@ Setup make_setup(const Config& cfg) {
   if (cfg.max_texture_width > 0) bo.max_texture_width = cfg.max_texture_width;  // 0: the device limit
   bo.unfused = cfg.unfused;
   bo.profile = cfg.profile;
+  bo.autotune = cfg.autotune;
   s.backend = make_backend(bo);
 
   nn::Rng rng(cfg.seed);
@@ -240,11 +241,18 @@ Result run(const Config& cfg, std::ostream& log) {
                                                                      : ts[0].gpu_timer ? "GPU timer queries"
                                                                                        : "glFinish-bounded CPU time");
     const Plan* plan = exe.plan();
+    const auto* cks = exe.compute_kernels();
     for (size_t i = 0; i < ts.size(); ++i) {
       const auto& t = ts[i];
       size_t outs = plan && i < plan->kernels.size() ? plan->kernels[i].outputs.size() : 1;
-      log << fmt::format("  {:<44} {:9.3f} ms {:5.1f}%{}\n", t.kernel, t.ms, total > 0 ? 100 * t.ms / total : 0.0,
-                         outs > 1 ? fmt::format("  ({} outputs)", outs) : std::string());
+      std::string how;  // compute backends: the strategy, a tiled kernel's config, the gap before it (Vulkan)
+      if (cks && i < cks->size()) {
+        const ComputeKernel& ck = (*cks)[i];
+        how = "  " + ck.strategy + (ck.tiles ? " " + ck.tiles->str() + (ck.tuning.empty() ? "" : " (autotuned)") : "");
+      }
+      if (i > 0 && t.start_ms >= 0) how += fmt::format("  gap {:.4f} ms", t.start_ms - ts[i - 1].start_ms - ts[i - 1].ms);
+      log << fmt::format("  {:<44} {:9.3f} ms {:5.1f}%{}{}\n", t.kernel, t.ms, total > 0 ? 100 * t.ms / total : 0.0,
+                         outs > 1 ? fmt::format("  ({} outputs)", outs) : std::string(), how);
     }
     if (!ts.empty()) log << fmt::format("  {:<44} {:9.3f} ms\n", "total", total);
   }

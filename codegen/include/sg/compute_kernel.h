@@ -22,7 +22,9 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sg/schedule.h"
@@ -49,6 +51,37 @@ enum class ComputeLanguage {
 /// "glsl450" or "wgsl".
 const char* compute_language_name(ComputeLanguage language);
 
+/// How a tiled contraction maps onto a workgroup (codegen/src/emit_tiled.cpp's file comment has the kernel's
+/// structure). A workgroup of tx x ty invocations computes a bm() x bn() tile of C; each invocation a tm x tn
+/// register tile. Chosen by the heuristic default_tile_config or by a backend's autotuner among tile_candidates.
+struct TileConfig {
+  int tx = 16, ty = 16;  ///< invocations per workgroup along n (x) and m (y)
+  int tm = 8, tn = 8;    ///< outputs per invocation along m and n (the register tile)
+  int bk = 8;            ///< k values per chunk staged in shared memory
+  /// Workgroup order: 1 = row-major over the tile grid; G > 1 = groups of G tile rows, walked column by column
+  /// within a group (Triton's GROUP_SIZE_M), so that the workgroups running at once share A's rows and B's columns
+  /// in the L2 cache. Applied only when the grid's tiles fit one dispatch dimension.
+  int group_m = 1;
+  /// Register tiles of 4 adjacent rows (columns) per group of 4 registers, read from shared memory as one vec4
+  /// (a side whose tm (tn) is not a multiple of 4 keeps scalar reads).
+  bool vec4 = false;
+  /// Register double buffering: the next chunk's global loads are issued before the current chunk's FMAs.
+  bool prefetch = false;
+  /// K rotation: the workgroups of tile row r start their k loop at chunk r mod (K / BK) and wrap around, so the
+  /// rows of A read at one moment lie in different columns (against DRAM-channel and cache-set conflicts of
+  /// power-of-2 row strides); the sums add their chunks in another order (rounding differs by tile row).
+  bool k_rotate = false;
+  int bm() const { return ty * tm; }
+  int bn() const { return tx * tn; }
+  int threads() const { return tx * ty; }
+  /// "16x16.8x8.k8.g8.v4.pf.kr" (invocations, register tile, chunk, group, flags); parse_tile_config reads it back.
+  std::string str() const;
+  bool operator==(const TileConfig&) const = default;
+};
+
+/// The TileConfig written as TileConfig::str(), or nullopt when `s` is not one (or has a field out of range).
+std::optional<TileConfig> parse_tile_config(std::string_view s);
+
 /// One compute kernel ready to compile and dispatch.
 struct ComputeKernel {
   std::string source;                     ///< the kernel's source in `language`
@@ -63,6 +96,12 @@ struct ComputeKernel {
   std::string strategy;
   /// Shared (workgroup) memory the kernel declares, bytes (<= ComputeLimits::max_shared_bytes).
   int64_t shared_bytes = 0;
+  /// "tiled-contraction": the tile configuration used (after fitting it to the shape: bk <= K, group_m 1 where the
+  /// grid does not fit one dispatch dimension); empty for other strategies.
+  std::optional<TileConfig> tiles;
+  /// How the tile configuration was picked, set by the backend: "" (heuristic), "autotuned" (timed on the device
+  /// now) or "autotune cache" (a winner stored earlier in the kernel cache).
+  std::string tuning;
 };
 
 /// Schedule options for a buffer-storage target: multi-output fusion within the device's storage-buffer
@@ -80,7 +119,23 @@ ScheduleOptions compute_schedule_options(const ComputeLimits& limits);
 /// UnsupportedError (naming the kernel and the limit: max_storage_buffers, max_workgroup_count,
 /// max_workgroup_invocations, max_buffer_bytes) when the kernel cannot fit the device, and for plans whose values
 /// use texture-plane storage (row/column planes, transposed temporaries, union-domain kernels).
+/// `language`: GLSL 4.50 or WGSL (WGSL prints tiled contractions per-element for now).
+/// `tiles`: the tile configuration of a "tiled-contraction" kernel (ignored for the other strategies); empty = the
+/// heuristic (default_tile_config). UnsupportedError (max_workgroup_invocations, max_shared_bytes) when a given
+/// configuration does not fit the device.
 ComputeKernel emit_compute_kernel(const Plan& plan, const Kernel& k, const ComputeLimits& limits,
-                                  ComputeLanguage language = ComputeLanguage::Glsl450);
+                                  ComputeLanguage language = ComputeLanguage::Glsl450,
+                                  const std::optional<TileConfig>& tiles = std::nullopt);
+/// GLSL 4.50 with a given tile configuration (the autotuner's form).
+inline ComputeKernel emit_compute_kernel(const Plan& plan, const Kernel& k, const ComputeLimits& limits,
+                                         const std::optional<TileConfig>& tiles) {
+  return emit_compute_kernel(plan, k, limits, ComputeLanguage::Glsl450, tiles);
+}
+
+/// The tile configurations an autotuner may time for kernel `k` (the heuristic's first, then variants of tile shape,
+/// chunk, workgroup order, vec4 and prefetch that fit `limits` and the contraction's extents; at most 16, in a fixed
+/// order); empty when emit_compute_kernel would not emit `k` as a tiled contraction.
+/// (At most 20 candidates.)
+std::vector<TileConfig> tile_candidates(const Plan& plan, const Kernel& k, const ComputeLimits& limits);
 
 }  // namespace sg

@@ -88,6 +88,13 @@ class KernelCache {
                                                    const std::string& glsl450, ShaderStage stage,
                                                    const ShaderCompileOptions& opt);
 
+  /// Small text records kept beside the shaders (the Vulkan autotuner's winning tile configurations, keyed by device
+  /// and kernel): in memory, and in the disk directory as DIR/HASH.tune (HASH = hash_hex(key); written atomically).
+  /// `key` must hash everything the record depends on. get_record: nullopt when there is none (or its file cannot be
+  /// read); put_record never throws for disk failures (counted in Stats::disk_errors, warned about once).
+  std::optional<std::string> get_record(uint64_t key);
+  void put_record(uint64_t key, const std::string& value);
+
   Stats stats() const;
   /// Number of shaders held in memory.
   size_t size() const;
@@ -112,6 +119,7 @@ class KernelCache {
   mutable std::mutex mu_;
   std::unordered_map<uint64_t, Entry> entries_;  // node-based: references survive rehashing
   std::deque<Entry> collisions_;                 // entries whose key was taken by another source (64-bit collision)
+  std::unordered_map<uint64_t, std::string> records_;  // get_record / put_record
   Stats stats_;
   /// Prints the unwritable-directory warning unless this cache printed it already (caller holds no lock).
   void warn_unwritable(const std::string& why);

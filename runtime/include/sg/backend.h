@@ -36,6 +36,9 @@ struct KernelTiming {
   std::string kernel;
   double ms = 0;
   bool gpu_timer = false;  ///< true: GL timer query or Vulkan timestamps; false: glFinish- or submit-bounded CPU time
+  /// Vulkan timestamps: when the kernel started, ms after the first kernel of the run started (the gap to the
+  /// previous kernel's end is the barrier and launch cost between them); -1 where unknown.
+  double start_ms = -1;
 };
 
 /// What a kernel hook sees after each launch (GPU: one kernel; CPU: one graph node) of Executable::run.
@@ -122,6 +125,11 @@ struct VulkanOptions {
   bool record_steps = true;
   /// Clamps the device's limits (each field the smaller of the device's and this; tests simulate small devices).
   std::optional<ComputeLimits> max_limits;
+  /// Forces the tile configuration of every tiled contraction (fitted per kernel: bk <= K, group_m where the grid
+  /// allows; tests run every kernel with each configuration, experiments on a device): empty = env SG_TILE_CONFIG
+  /// (TileConfig::str() form, e.g. "16x16.8x8.k8.g8.v4.pf"; ValueError when it does not parse), else the heuristic
+  /// or the autotuner's pick.
+  std::optional<TileConfig> tiles;
 };
 
 /// How a backend is made and what it may choose. Every std::optional left empty means "auto": the backend
@@ -162,6 +170,11 @@ struct BackendOptions {
   /// small tiles on CPU implementations such as llvmpipe), true = GPU tile sizes, false = CPU tile sizes (tests run
   /// the GPU kernels on llvmpipe this way; the loop budget of the schedule still follows the device).
   std::optional<bool> gpu_tiles;
+  /// vulkan: time the tile configurations of every tiled contraction on the device (sg::tile_candidates, Vulkan
+  /// timestamps) and run the fastest; winners are kept in the kernel cache (memory, and SG_KERNEL_CACHE's directory:
+  /// later runs reuse them without timing). empty = env SG_AUTOTUNE ("1" = on), else off: the heuristic tiles
+  /// (deterministic). ComputeKernel::tuning says which each kernel got. Other backends ignore it.
+  std::optional<bool> autotune;
   bool profile = false;            ///< per-kernel timings (timer queries or glFinish-bounded)
   std::string dump_dir;            ///< dump every compiled plan here ("" = env SG_DUMP or none)
   VulkanOptions vulkan;            ///< kind "vulkan" only

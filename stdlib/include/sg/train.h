@@ -8,6 +8,7 @@
 
 #include <iosfwd>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,9 @@ struct Config {
   int64_t max_texture_width = 0;
   bool unfused = false;
   bool profile = false;     ///< print per-kernel GPU times of the train step (timer queries) after training
+  /// BackendOptions::autotune (vulkan: time the tiled kernels' tile candidates, run the fastest; --autotune); unset =
+  /// env SG_AUTOTUNE
+  std::optional<bool> autotune;
 };
 
 struct EpochStats {
