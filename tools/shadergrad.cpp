@@ -211,6 +211,9 @@ int main(int argc, char** argv) {
   train->add_option("--model", cfg.model, "mlp | cnn | cnn-large")->check(CLI::IsMember({"mlp", "cnn", "cnn-large"}));
   train->add_option("--dataset", cfg.dataset, "fashion-mnist | digits")
       ->check(CLI::IsMember({"fashion-mnist", "digits"}));
+  train->add_option("--split", cfg.split,
+                    "digits: ours (seeded mt19937_64 permutation) | seed002 (seed 002's torch.randperm split)")
+      ->check(CLI::IsMember({"ours", "seed002"}));
   train->add_option("--backend", cfg.backend, "auto | gles | gles-compute | vulkan | cpu")
       ->check(CLI::IsMember({"auto", "gles", "gles-compute", "vulkan", "cpu"}));
   train->add_option("--epochs", cfg.epochs, "epochs")->check(kPositive);

@@ -73,6 +73,15 @@ struct DigitsSplit {
 };
 DigitsSplit digits_split(uint64_t seed = 0);
 
+/// Seed 002's own split: order = torch.randperm(1797, generator=torch.Generator().manual_seed(0)), train =
+/// order[:600], pool = order[600:1000], test = order[1000:]. The permutation was computed with Debian's torch by
+/// scripts/seed002/make_split.py and is compiled in (stdlib/src/digits_seed002_split.inc): no torch at run time.
+DigitsSplit digits_split_seed002();
+
+/// A digits split by name: "ours" = digits_split(0), "seed002" = digits_split_seed002().
+/// Throws sg::ValueError naming the choices for other names.
+DigitsSplit digits_split_named(const std::string& name);
+
 /// One mini-batch. images: size*c*h*w floats (B x C x H x W); labels: size floats holding exact integer class
 /// indices (floats so they can be uploaded to a float tensor directly); indices: the dataset rows used.
 struct Batch {
