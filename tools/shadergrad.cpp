@@ -13,6 +13,7 @@
 #include "sg/safetensors.h"
 #include "sg/train.h"
 #include "sg/vulkan_device.h"
+#include "compress_cmd.h"
 #include "debug_cmd.h"
 #include "export_cmd.h"
 
@@ -272,8 +273,10 @@ int main(int argc, char** argv) {
 
   auto debug_run = sg::cli::add_debug_command(app);
   auto export_run = sg::cli::add_export_command(app);
+  auto compress_run = sg::cli::add_compress_command(app);
   CLI11_PARSE(app, argc, argv);
   try {
+    if (compress_run) return compress_run();
     if (debug_run) return debug_run();
     if (export_run) return export_run();
     if (*predict) return cmd_predict(load, image, pbackend, invert);
