@@ -1,7 +1,8 @@
 // Seed 002's compression study reproduced with shadergrad (every run is generated shaders on --backend):
 // teacher, global and structured pruning, distillation, PTQ vs QAT, the int8 export.
 //
-//   build/bin/bench_seed002 --backend gles --seeds 5 --out bench/results/seed002.json [--parts teacher,prune,...]
+//   build/bin/bench_seed002 --backend gles --seeds 5 --out seed002.json [--parts teacher,prune,...] [--split seed002|ours]
+//       [--reuse] [--tmp DIR] [--epoch-scale F] [--teacher c1,c2,hidden]
 //   /usr/bin/python3 scripts/seed002/render_results.py bench/results/seed002.json   # -> docs/RESULTS.md section
 //
 // Parts (default all, in this order): teacher prune sweep slim student distill quant int8. Each part needs the
@@ -31,7 +32,7 @@ using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 struct Args {
-  std::string backend = "gles", out = "seed002.json", tmp = "/tmp/sg_seed002";
+  std::string backend = "gles", out = "seed002.json", tmp = "/tmp/sg_seed002", split = "seed002";
   int seeds = 5;
   double scale = 1;  ///< --epoch-scale: every epoch count times this (at least 1): smoke runs and timing
   std::set<std::string> parts;
@@ -52,6 +53,7 @@ Args parse(int argc, char** argv) {
     if (k == "--backend") a.backend = val();
     else if (k == "--out") a.out = val();
     else if (k == "--tmp") a.tmp = val();
+    else if (k == "--split") a.split = val();
     else if (k == "--seeds") a.seeds = std::stoi(val());
     else if (k == "--epoch-scale") a.scale = std::stod(val());
     else if (k == "--reuse") a.reuse = true;
@@ -84,7 +86,7 @@ int64_t zeros(const c::Model& m) {
 
 struct Study {
   Args args;
-  c::Data data = c::load_data("seed002");
+  c::Data data;
   std::unique_ptr<sg::Backend> be;
   json out;
   c::Model teacher;
@@ -255,6 +257,7 @@ int main(int argc, char** argv) {
   try {
     Study st;
     st.args = parse(argc, argv);
+    st.data = c::load_data(st.args.split);
     std::filesystem::create_directories(st.args.tmp);
     auto choice = sg::make_backend({.kind = st.args.backend});
     st.be = std::move(choice.backend);
@@ -264,6 +267,7 @@ int main(int argc, char** argv) {
     st.out["backend"] = st.be->name();
     st.out["device"] = st.be->device();
     st.out["seeds"] = st.args.seeds;
+    st.out["split"] = st.args.split;
     auto t_all = Clock::now();
     const std::pair<const char*, void (Study::*)()> parts[] = {
         {"teacher", &Study::part_teacher}, {"prune", &Study::part_prune}, {"sweep", &Study::part_sweep},
