@@ -307,3 +307,28 @@ TEST_CASE("compress: save with masks writes torch's weight_orig / weight_mask na
   CHECK(sizes.gzipped < sizes.raw);
   std::filesystem::remove(path);
 }
+
+TEST_CASE("compress: QAT observers update the activation ranges in the train step as torch.ao's do", "[compress][gles]") {
+  c::Data d = c::load_data("seed002");
+  auto be = gles_backend();
+  std::vector<int64_t> batch(d.split.train.begin(), d.split.train.begin() + 64);
+  float lo = 1, hi = 0;  // the input point's range over the batch, computed on the host
+  for (int64_t i : batch)
+    for (int64_t k = 0; k < d.all.sample_size(); ++k) lo = std::min(lo, d.all.sample(i)[k]), hi = std::max(hi, d.all.sample(i)[k]);
+  c::Model f = c::init_cnn({4, 8, 16}, 0);
+  for (auto obs : {c::QuantConfig::Observer::minmax, c::QuantConfig::Observer::moving_average}) {
+    c::Model q = c::quantize(f, {.bits = 8, .observer = obs}, d, *be, batch);
+    CHECK(q.act_lo[0] == lo);  // calibration: the first (only) batch taken as is
+    CHECK(q.act_hi[0] == hi);
+    q.act_lo[0] = 0.25f, q.act_hi[0] = 0.5f;
+    c::train(q, d, {.epochs = 1, .batch = 64, .data = batch}, *be);  // one step
+    if (obs == c::QuantConfig::Observer::minmax) {  // MinMaxObserver: running min / max
+      CHECK(q.act_lo[0] == std::min(0.25f, lo));
+      CHECK(q.act_hi[0] == std::max(0.5f, hi));
+    } else {  // MovingAverageMinMaxObserver: x + 0.01 * (batch value - x)
+      CHECK(q.act_lo[0] == Approx(0.25 + 0.01 * (lo - 0.25)).epsilon(1e-6));
+      CHECK(q.act_hi[0] == Approx(0.5 + 0.01 * (hi - 0.5)).epsilon(1e-6));
+    }
+    CHECK(q.act_hi[3] > 0);  // the last ReLU's range moved too
+  }
+}

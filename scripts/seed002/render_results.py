@@ -5,7 +5,8 @@ the figures printed in seed 002 (the PyTorch compression study), between the mar
 
   /usr/bin/python3 scripts/seed002/render_results.py OUT.json [MORE.json ...] [--torch NAME=FILE ...] [--print]
 
---torch NAME=FILE adds a seed002_torch.py result (the peer baseline on a split) to the split-gap table.
+--torch NAME=FILE adds a seed002_torch.py result (the peer baseline on a split) to the split-gap table;
+--split NAME=FILE a bench_seed002 --split NAME --parts student result for shadergrad's column there.
 """
 import json
 import pathlib
@@ -45,7 +46,7 @@ def kb(n):
     return f"{n / 1024:.1f}"
 
 
-def render(r, torch_runs):
+def render(r, torch_runs, split_runs):
     L = []
     seeds = r.get("seeds", "?")
     L.append(f"Backend `{r.get('backend')}` [{r.get('device')}], split `seed002` (seed 002's torch.randperm split, "
@@ -72,8 +73,9 @@ def render(r, torch_runs):
         L.append("|---|---|---|")
         for name, t in torch_runs.items():
             ours = ms(r["student"]["accuracy"]) if name == "seed002" and "student" in r else ""
-            if name == "ours":
-                ours = "0.9436 (3 seeds, docs/RESULTS.md above)"
+            if name in split_runs:
+                v = split_runs[name]["student"]["accuracy"]
+                ours = f"{ms(v)} {[round(x, 3) for x in v]}"
             L.append(f"| {name} | {t['mean']:.4f} ± {t['sd']:.4f} {[round(a, 3) for a in t['accuracy']]} | {ours} |")
     if "prune" in r:
         p = r["prune"]
@@ -150,13 +152,18 @@ def render(r, torch_runs):
 
 def main():
     args = sys.argv[1:]
-    merged, torch_runs, show = {}, {}, False
+    merged, torch_runs, split_runs, show = {}, {}, {}, False
     i = 0
     while i < len(args):
         a = args[i]
         if a == "--torch":
             name, path = args[i + 1].split("=", 1)
             torch_runs[name] = json.loads(pathlib.Path(path).read_text())
+            i += 2
+            continue
+        if a == "--split":
+            name, path = args[i + 1].split("=", 1)
+            split_runs[name] = json.loads(pathlib.Path(path).read_text())
             i += 2
             continue
         if a == "--print":
@@ -167,7 +174,7 @@ def main():
             merged.update(r)
             merged["wall_seconds"] = walls
         i += 1
-    text = render(merged, torch_runs)
+    text = render(merged, torch_runs, split_runs)
     if show:
         print(text)
         return

@@ -66,8 +66,8 @@ std::vector<int64_t> seeded_permutation(int64_t n, uint64_t seed);
 
 /// Index split of the 1797 digits: permutation p = seeded_permutation(1797, seed), then
 /// train = p[0:600], pool = p[600:1000] (treated as unlabeled), test = p[1000:1797] (797), each in permutation
-/// order. The sizes match the seed article's split; the membership does not (it used torch.randperm, which we
-/// cannot reproduce bit-exactly in C++).
+/// order. The sizes match the seed article's split; the membership does not (it used torch.randperm: its exact
+/// indices are digits_split_seed002()).
 struct DigitsSplit {
   std::vector<int64_t> train, pool, test;
 };
