@@ -5,9 +5,10 @@
 //       [--reuse] [--tmp DIR] [--epoch-scale F] [--teacher c1,c2,hidden]
 //   /usr/bin/python3 scripts/seed002/render_results.py bench/results/seed002.json   # -> docs/RESULTS.md section
 //
-// Parts (default all, in this order): teacher prune sweep slim student distill quant int8. Each part needs the
+// Parts (default all, in this order): teacher prune iterative sweep slim student distill quant int8. Each part needs the
 // parts before it that it uses (prune/sweep/slim/distill need the teacher, quant/int8 the students); the JSON is
-// rewritten after every part, with the wall time of each, so a run cut short keeps what it finished.
+// rewritten after every part (and every seed or row of distill, sweep and slim, which resume from an earlier
+// --out file), with the wall time of each, so a run cut short keeps what it finished.
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -135,21 +136,27 @@ struct Study {
     j["finetuned"] = {{"accuracy", eval(m)}, {"zeros", zeros(m)}, {"size", sizes(m, "finetuned")}};
     c::remove_masks(m);
     j["removed"] = {{"accuracy", eval(m)}, {"zeros", zeros(m)}, {"size", sizes(m, "removed")}};
-    // iterative: 4 rounds of prune-and-fine-tune to the same 90 % (1 - 0.1^(1/4) of the rest each round)
+    out["prune"] = j;
+    log(fmt::format("prune 90%: {:.4f} -> {:.4f}", j["pruned"]["accuracy"].get<double>(),
+                    j["finetuned"]["accuracy"].get<double>()));
+  }
+  void part_iterative() {  // 4 rounds of prune-and-fine-tune to the same 90 % (1 - 0.1^(1/4) of the rest each round)
     c::Model it = teacher;
     double per_round = 1 - std::pow(0.1, 0.25);
     for (int r = 0; r < 4; ++r) {
       c::prune_global_l1(it, per_round);
       c::train(it, data, {.epochs = E(10), .lr = 1e-3, .seed = static_cast<uint64_t>(r)}, *be);
     }
-    j["iterative"] = {{"rounds", 4}, {"accuracy", eval(it)}, {"zeros", zeros(it)}, {"layers", sparsity_json(it)}};
-    out["prune"] = j;
-    log(fmt::format("prune 90%: {:.4f} -> {:.4f}; iterative {:.4f}", j["pruned"]["accuracy"].get<double>(),
-                    j["finetuned"]["accuracy"].get<double>(), j["iterative"]["accuracy"].get<double>()));
+    out["prune"]["iterative"] = {{"rounds", 4}, {"accuracy", eval(it)}, {"zeros", zeros(it)}, {"layers", sparsity_json(it)}};
+    log(out["prune"]["iterative"].dump());
   }
   void part_sweep() {
-    json rows = json::array();
+    json& rows = out["sweep"];
+    if (!rows.is_array()) rows = json::array();
     for (double amount : {0.5, 0.7, 0.8, 0.9, 0.95, 0.98, 0.99}) {
+      bool done = false;  // resumed from an earlier run's JSON
+      for (auto& r : rows) done |= r["amount"].get<double>() == amount;
+      if (done) continue;
       c::Model m = teacher;
       c::prune_global_l1(m, amount);
       double before = eval(m);
@@ -158,12 +165,16 @@ struct Study {
       for (auto& s : c::sparsity(m)) emptiest = std::max(emptiest, s.sparsity());
       rows.push_back({{"amount", amount}, {"before", before}, {"after", eval(m)}, {"emptiest", emptiest}});
       log(rows.back().dump());
+      save_json();
     }
-    out["sweep"] = rows;
   }
   void part_slim() {
-    json rows = json::array();
+    json& rows = out["slim"];
+    if (!rows.is_array()) rows = json::array();
     for (double amount : {0.25, 0.5, 0.75}) {
+      bool done = false;
+      for (auto& r : rows) done |= r["amount"].get<double>() == amount;
+      if (done) continue;
       c::Slim s = c::slim(teacher, amount);
       auto a = c::logits(s.masked, data, *be, data.split.test), b = c::logits(s.small, data, *be, data.split.test);
       double diff = 0;
@@ -175,8 +186,8 @@ struct Study {
                       {"parameters", s.small.spec.num_parameters()}, {"max_diff", diff}, {"pruned", pruned},
                       {"finetuned", eval(s.small)}, {"scratch", eval(scratch)}, {"size", sizes(s.small, "slim")}});
       log(rows.back().dump());
+      save_json();
     }
-    out["slim"] = rows;
   }
   json seeds_json(const std::vector<double>& v) { return json(v); }
   void part_student() {
@@ -200,13 +211,18 @@ struct Study {
     c::Distill dist{c::logits(teacher, data, *be), 4.0, 0.9};
     std::vector<int64_t> more = data.split.train;
     more.insert(more.end(), data.split.pool.begin(), data.split.pool.end());
-    std::vector<double> a, b;
-    for (int s = 0; s < args.seeds; ++s) {
+    json& j = out["distill"];
+    if (!j.is_object()) j = {{"distilled", json::array()}, {"distilled_unlabeled", json::array()}};
+    j["temperature"] = 4.0, j["alpha"] = 0.9;
+    std::vector<double> a = j["distilled"], b = j["distilled_unlabeled"];
+    for (int s = static_cast<int>(std::min(a.size(), b.size())); s < args.seeds; ++s) {
+      a.resize(static_cast<size_t>(s)), b.resize(static_cast<size_t>(s));
       a.push_back(eval(trained({8, 16, 32}, static_cast<uint64_t>(s), E(150), 2e-3, {.distill = dist})));
       b.push_back(eval(trained({8, 16, 32}, static_cast<uint64_t>(s), E(90), 2e-3, {.data = more, .distill = dist})));
       log(fmt::format("distill seed {} {:.4f} +unlabeled {:.4f}", s, a.back(), b.back()));
+      j["distilled"] = a, j["distilled_unlabeled"] = b;
+      save_json();
     }
-    out["distill"] = {{"distilled", a}, {"distilled_unlabeled", b}, {"temperature", 4.0}, {"alpha", 0.9}};
   }
   void part_quant() {
     std::vector<double> fl, retrain;
@@ -270,10 +286,11 @@ int main(int argc, char** argv) {
     st.out["split"] = st.args.split;
     auto t_all = Clock::now();
     const std::pair<const char*, void (Study::*)()> parts[] = {
-        {"teacher", &Study::part_teacher}, {"prune", &Study::part_prune}, {"sweep", &Study::part_sweep},
+        {"teacher", &Study::part_teacher}, {"prune", &Study::part_prune}, {"iterative", &Study::part_iterative},
+        {"sweep", &Study::part_sweep},
         {"slim", &Study::part_slim},       {"student", &Study::part_student}, {"distill", &Study::part_distill},
         {"quant", &Study::part_quant},     {"int8", &Study::part_int8}};
-    const std::set<std::string> need_teacher = {"prune", "sweep", "slim", "distill"}, need_students = {"quant", "int8"};
+    const std::set<std::string> need_teacher = {"prune", "iterative", "sweep", "slim", "distill"}, need_students = {"quant", "int8"};
     bool teacher_needed = false, students_needed = false;
     for (auto& [name, fn] : parts) {
       teacher_needed |= st.args.has(name) && need_teacher.count(name);
@@ -292,7 +309,7 @@ int main(int argc, char** argv) {
           if (want != "teacher" && want != "student") todo.push_back(p);
           else if (!(want == "teacher" ? teacher_needed : students_needed)) todo.push_back(p);
         }
-      if (!known) throw sg::ValueError(fmt::format("unknown part '{}' (teacher prune sweep slim student distill quant int8)", want));
+      if (!known) throw sg::ValueError(fmt::format("unknown part '{}' (teacher prune iterative sweep slim student distill quant int8)", want));
     }
     if (st.args.order.empty()) todo.assign(std::begin(parts), std::end(parts));
     for (auto& [name, fn] : todo) {
