@@ -28,6 +28,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sg/backend.h"
+#include "sg/compress.h"
 #include "sg/image.h"
 #include "sg/nn.h"
 #include "sg/safetensors.h"
@@ -571,4 +572,41 @@ TEST_CASE("cli: predict says when a checkpoint has no data checksum, and refuses
   CHECK(p.rc == 0);
   CHECK_THAT(p.out, Contains("warning: " + stripped + " records no SHA-256"));
   CHECK_THAT(p.out, Contains("prediction:"));
+}
+
+TEST_CASE("cli: compress ptq writes an int8 file int8-eval reads back, prune and split report what they did",
+          "[cli][compress]") {
+  const Trained& t = trained();
+  REQUIRE(t.proc.rc == 0);
+  TempDir d;
+  std::smatch m;
+  Proc q = cli(fmt::format("compress ptq --load {} --bits 8 --int8-out {} --backend gles", t.ckpt, d / "m.int8"));
+  INFO(q.out);
+  REQUIRE(q.rc == 0);
+  REQUIRE(std::regex_search(q.out, m, std::regex(R"(int8 inference: CPU \(integer\) ([0-9.]+))")));
+  const std::string cpu = m[1];
+  Proc e = cli(fmt::format("compress int8-eval --load {} --backend gles", d / "m.int8"));
+  INFO(e.out);
+  REQUIRE(e.rc == 0);
+  REQUIRE(std::regex_search(e.out, m, std::regex(R"(CPU integer inference ([0-9.]+), gles fake-quantised ([0-9.]+))")));
+  CHECK(m[1] == cpu);
+  CHECK(std::stod(m[2]) == Approx(std::stod(cpu)).margin(2.0 / 797));
+
+  Proc p = cli(fmt::format("compress prune --load {} --amount 0.5 --finetune-epochs 1 --out {} --backend gles", t.ckpt,
+                           d / "p.safetensors"));
+  INFO(p.out);
+  REQUIRE(p.rc == 0);
+  CHECK_THAT(p.out, Contains("sparsity") && Contains("gzip"));
+  sg::compress::Model pm = sg::compress::load(d / "p.safetensors");
+  int64_t zeros = 0, total = 0;
+  for (auto& s : sg::compress::sparsity(pm)) zeros += s.zeros, total += s.numel;
+  CHECK(zeros >= total / 2);  // the pruned half stayed 0 through fine-tuning (more may be 0 already)
+  CHECK(cli(fmt::format("compress prune --load {} --amount 1.5", t.ckpt)).rc != 0);
+
+  Proc s = cli("compress split --name seed002");
+  REQUIRE(s.rc == 0);
+  auto j = nlohmann::json::parse(s.out);
+  CHECK(j.at("train").size() == 600);
+  CHECK(j.at("pool").size() == 400);
+  CHECK(j.at("test").get<std::vector<int64_t>>() == sg::data::digits_split_seed002().test);
 }

@@ -14,6 +14,7 @@
 #include "sg/safetensors.h"
 #include "sg/train.h"
 #include "sg/vulkan_device.h"
+#include "compress_cmd.h"
 #include "debug_cmd.h"
 #include "export_cmd.h"
 
@@ -219,6 +220,9 @@ int main(int argc, char** argv) {
   train->add_option("--model", cfg.model, "mlp | cnn | cnn-large")->check(CLI::IsMember({"mlp", "cnn", "cnn-large"}));
   train->add_option("--dataset", cfg.dataset, "fashion-mnist | digits")
       ->check(CLI::IsMember({"fashion-mnist", "digits"}));
+  train->add_option("--split", cfg.split,
+                    "digits: ours (seeded mt19937_64 permutation) | seed002 (seed 002's torch.randperm split)")
+      ->check(CLI::IsMember({"ours", "seed002"}));
   train->add_option("--backend", cfg.backend, "auto | gles | gles-compute | vulkan | cpu")
       ->check(CLI::IsMember({"auto", "gles", "gles-compute", "vulkan", "cpu"}));
   train->add_option("--epochs", cfg.epochs, "epochs")->check(kPositive);
@@ -281,8 +285,10 @@ int main(int argc, char** argv) {
 
   auto debug_run = sg::cli::add_debug_command(app);
   auto export_run = sg::cli::add_export_command(app);
+  auto compress_run = sg::cli::add_compress_command(app);
   CLI11_PARSE(app, argc, argv);
   try {
+    if (compress_run) return compress_run();
     if (debug_run) return debug_run();
     if (export_run) return export_run();
     if (*predict) return cmd_predict(load, image, pbackend, invert);

@@ -257,6 +257,31 @@ Tensor fake_quant(const Tensor& x, double scale, int64_t zero_point, int64_t qmi
       loc);
 }
 
+Tensor fake_quant(const Tensor& x, const Tensor& scale, const Tensor& zero_point, int64_t qmin, int64_t qmax,
+                  loc_t loc) {
+  if (qmin > qmax) throw ValueError(fmt::format("fake_quant: qmin {} > qmax {}", qmin, qmax));
+  for (const Tensor* p : {&scale, &zero_point})
+    if (Shape b; !broadcast_shapes(p->shape(), x.shape(), b) || ShapeRef(b) != x.shape())
+      throw ShapeError(fmt::format("fake_quant: {} of shape {} does not broadcast to x's shape {}",
+                                   p == &scale ? "scale" : "zero_point", shape_str(p->shape()), shape_str(x.shape())));
+  const double lo = static_cast<double>(qmin), hi = static_cast<double>(qmax);
+  auto q = [=](Scalar v, Scalar s, Scalar z) { return round(v * (Scalar(1.0) / s)) + z; };
+  Tensor y = map([=](Scalar v, Scalar s, Scalar z) { return (min(max(q(v, s, z), lo), hi) - z) * s; }, x, scale,
+                 zero_point, loc);
+  return custom_vjp(
+      y,
+      [=](const NodePtr& node, const NodePtr& g) -> std::vector<NodePtr> {
+        // straight-through: pass the adjoint where the quantised value is inside [qmin, qmax]; no gradient to the
+        // quantisation parameters (torch's fake_quantize_* return none for them either)
+        Tensor xin(node->inputs[0]), sin(node->inputs[1]), zin(node->inputs[2]);
+        Tensor mask = map([=](Scalar v, Scalar s, Scalar z) { return where(q(v, s, z) >= lo, where(q(v, s, z) <= hi,
+                                                                                                   1.0, 0.0), 0.0); },
+                          xin, sin, zin);
+        return {Tensor(Tensor(g) * mask).node(), NodePtr(), NodePtr()};
+      },
+      loc);
+}
+
 // --- Program ---
 // --- optimizers ---
 namespace {

@@ -293,6 +293,25 @@ DigitsSplit digits_split(uint64_t seed) {
   return s;
 }
 
+DigitsSplit digits_split_seed002() {
+  static const int64_t order[] = {
+#include "digits_seed002_split.inc"
+  };
+  static_assert(sizeof(order) / sizeof(order[0]) == 1797, "digits_seed002_split.inc must hold 1797 indices");
+  DigitsSplit s;
+  s.train.assign(order, order + 600);
+  s.pool.assign(order + 600, order + 1000);
+  s.test.assign(order + 1000, order + 1797);
+  return s;
+}
+
+DigitsSplit digits_split_named(const std::string& name) {
+  if (name == "ours") return digits_split(0);
+  if (name == "seed002") return digits_split_seed002();
+  throw ValueError(fmt::format("unknown digits split '{}' (choose ours: a seeded mt19937_64 permutation, or "
+                               "seed002: seed 002's torch.randperm split)", name));
+}
+
 BatchIterator::BatchIterator(const Dataset& ds, int64_t batch_size, bool shuffle, uint64_t seed, bool drop_last)
     : ds_(&ds), batch_size_(batch_size), shuffle_(shuffle), seed_(seed), drop_last_(drop_last) {
   if (batch_size < 1)

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <bit>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -27,6 +28,42 @@ static_assert(std::endian::native == std::endian::little,
 
 namespace sg::io {
 namespace fs = std::filesystem;
+
+namespace {
+/// Bytes per element of a supported dtype, 0 for others.
+uint64_t dtype_size(std::string_view dtype) {
+  if (dtype == "F32" || dtype == "I32") return 4;
+  if (dtype == "I8" || dtype == "U8") return 1;
+  return 0;
+}
+/// Appends t's values encoded as t.dtype (checked before: integers in range).
+void append_encoded(std::string& out, const NamedTensor& t) {
+  if (t.dtype == "F32") {
+    out.append(reinterpret_cast<const char*>(t.data.data()), t.data.size() * sizeof(float));
+    return;
+  }
+  for (float v : t.data) {
+    if (t.dtype == "I32") {
+      int32_t i = static_cast<int32_t>(v);
+      out.append(reinterpret_cast<const char*>(&i), 4);
+    } else {
+      out.push_back(static_cast<char>(t.dtype == "I8" ? static_cast<uint8_t>(static_cast<int8_t>(v))
+                                                      : static_cast<uint8_t>(v)));
+    }
+  }
+}
+void check_values(const std::string& path, const NamedTensor& t) {
+  if (t.dtype == "F32") return;
+  const double lo = t.dtype == "I8" ? -128 : t.dtype == "U8" ? 0 : -2147483648.0;
+  const double hi = t.dtype == "I8" ? 127 : t.dtype == "U8" ? 255 : 2147483647.0;
+  for (size_t i = 0; i < t.data.size(); ++i) {
+    double v = t.data[i];
+    if (!(v >= lo && v <= hi) || v != std::nearbyint(v))
+      throw ValueError(fmt::format("save_safetensors('{}'): tensor '{}' ({}) element {} is {}, not an integer in "
+                                   "[{}, {}]", path, t.name, t.dtype, i, v, lo, hi));
+  }
+}
+}  // namespace
 
 
 void save_safetensors(const std::string& path, const std::vector<NamedTensor>& tensors,
@@ -58,14 +95,18 @@ void save_safetensors(const std::string& path, const std::vector<NamedTensor>& t
       throw ValueError(fmt::format("save_safetensors('{}'): tensor '{}' has shape [{}] ({} elements) but {} "
                                    "values.",
                                    path, t.name, fmt::join(t.shape, ", "), count, t.data.size()));
-    uint64_t bytes = count * sizeof(float);
-    header[t.name] = {{"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
+    const uint64_t esize = dtype_size(t.dtype);
+    if (esize == 0)
+      throw ValueError(fmt::format("save_safetensors('{}'): tensor '{}' has dtype '{}' (supported: F32, I8, U8, "
+                                   "I32).", path, t.name, t.dtype));
+    check_values(path, t);
+    uint64_t bytes = count * esize;
+    header[t.name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
   }
   std::string data;
   data.reserve(offset);
-  for (const NamedTensor& t : tensors)
-    data.append(reinterpret_cast<const char*>(t.data.data()), t.data.size() * sizeof(float));
+  for (const NamedTensor& t : tensors) append_encoded(data, t);
   if (!header.contains("__metadata__")) header["__metadata__"] = nlohmann::ordered_json::object();
   header["__metadata__"][kDataSha256Key] = sha256_hex(data);  // verified by load_safetensors
   std::string json = header.dump();
@@ -142,6 +183,7 @@ SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& pat
     std::string name;
     std::vector<int64_t> shape;
     uint64_t begin, end;
+    std::string dtype;
   };
   std::vector<Entry> entries;
   SafetensorsFile out;
@@ -167,13 +209,15 @@ SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& pat
     if (!v.contains("dtype") || !v.contains("shape") || !v.contains("data_offsets"))
       throw bad("entry needs the keys dtype, shape and data_offsets");
     const auto& dt = v["dtype"];
-    if (!dt.is_string() || dt.get<std::string>() != "F32")
-      throw bad(fmt::format("dtype is {}, only F32 is supported (convert the checkpoint to float32, e.g. "
-                            "{{k: v.float() for k, v in sd.items()}} before safetensors.torch.save_file)",
+    if (!dt.is_string() || dtype_size(dt.get<std::string>()) == 0)
+      throw bad(fmt::format("dtype is {}, only F32 (and I8, U8, I32 for quantised exports) is supported (convert "
+                            "the checkpoint to float32, e.g. {{k: v.float() for k, v in sd.items()}} before "
+                            "safetensors.torch.save_file)",
                             dt.dump()));
+    const uint64_t esize = dtype_size(dt.get<std::string>());
     const auto& sh = v["shape"];
     if (!sh.is_array()) throw bad(fmt::format("shape is {}, expected an array of non-negative integers", sh.dump()));
-    Entry e{name, {}, 0, 0};
+    Entry e{name, {}, 0, 0, dt.get<std::string>()};
     unsigned __int128 count = 1;
     for (const auto& d : sh) {
       if (!d.is_number_unsigned())
@@ -195,11 +239,11 @@ SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& pat
       throw bad(fmt::format("data_offsets [{}, {}] ends at file byte offset {}, past the end of the file ({} "
                             "bytes; data section {} bytes from offset {})",
                             e.begin, e.end, data_start + e.end, size, data_size, data_start));
-    if (e.end - e.begin != static_cast<uint64_t>(count) * 4)
+    if (e.end - e.begin != static_cast<uint64_t>(count) * esize)
       throw bad(fmt::format("data_offsets [{}, {}] span {} bytes (file byte offset {}), but shape {} needs {} "
-                            "bytes of F32",
+                            "bytes of {}",
                             e.begin, e.end, e.end - e.begin, data_start + e.begin, sh.dump(),
-                            static_cast<uint64_t>(count) * 4));
+                            static_cast<uint64_t>(count) * esize, e.dtype));
     entries.push_back(std::move(e));
   }
   std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
@@ -233,9 +277,25 @@ SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& pat
     NamedTensor t;
     t.name = std::move(e.name);
     t.shape = std::move(e.shape);
-    t.data.resize((e.end - e.begin) / 4);
-    // (an empty tensor's data() may be null: memcpy(nullptr, ..., 0) is undefined; found by fuzz_safetensors)
-    if (!t.data.empty()) std::memcpy(t.data.data(), bytes.data() + data_start + e.begin, e.end - e.begin);
+    t.dtype = e.dtype;
+    const char* src = bytes.data() + data_start + e.begin;
+    const uint64_t esize = dtype_size(e.dtype);
+    t.data.resize((e.end - e.begin) / esize);
+    if (e.dtype == "F32") {
+      // (an empty tensor's data() may be null: memcpy(nullptr, ..., 0) is undefined; found by fuzz_safetensors)
+      if (!t.data.empty()) std::memcpy(t.data.data(), src, e.end - e.begin);
+    } else {
+      for (size_t i = 0; i < t.data.size(); ++i) {
+        if (e.dtype == "I32") {
+          int32_t v;
+          std::memcpy(&v, src + 4 * i, 4);
+          t.data[i] = static_cast<float>(v);
+        } else {
+          uint8_t b = static_cast<uint8_t>(src[i]);
+          t.data[i] = e.dtype == "I8" ? static_cast<float>(static_cast<int8_t>(b)) : static_cast<float>(b);
+        }
+      }
+    }
     out.tensors.push_back(std::move(t));
   }
   return out;

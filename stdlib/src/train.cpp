@@ -106,11 +106,16 @@ class Progress {
 
 }  // namespace
 
-std::pair<data::Dataset, data::Dataset> load_split(const std::string& dataset) {
-  if (dataset == "fashion-mnist") return {data::load_fashion_mnist(true), data::load_fashion_mnist(false)};
+std::pair<data::Dataset, data::Dataset> load_split(const std::string& dataset, const std::string& split) {
+  if (dataset == "fashion-mnist") {
+    if (split != "ours")
+      throw ValueError(fmt::format("--split {} applies to --dataset digits only (fashion-mnist has its own "
+                                   "train/t10k files)", split));
+    return {data::load_fashion_mnist(true), data::load_fashion_mnist(false)};
+  }
   if (dataset == "digits") {
+    data::DigitsSplit s = data::digits_split_named(split);  // an unknown split fails before the file is read
     data::Dataset all = data::load_digits();
-    data::DigitsSplit s = data::digits_split(0);
     return {all.subset(s.train), all.subset(s.test)};
   }
   throw ValueError(fmt::format("unknown dataset '{}' (choose fashion-mnist or digits)", dataset));
@@ -121,7 +126,7 @@ nlohmann::json Result::to_json() const {
   for (auto& e : history)
     h.push_back({{"epoch", e.epoch}, {"train_loss", e.train_loss}, {"test_accuracy", e.test_accuracy},
                  {"seconds", e.seconds}});
-  return {{"model", model}, {"dataset", dataset}, {"backend", backend}, {"renderer", renderer},
+  return {{"model", model}, {"dataset", dataset}, {"split", split}, {"backend", backend}, {"renderer", renderer},
           {"optimizer", optimizer}, {"epochs", epochs}, {"steps", steps}, {"parameters", parameters},
           {"train_samples", train_samples}, {"test_samples", test_samples},
           {"final_train_loss", final_train_loss}, {"test_accuracy", test_accuracy},
@@ -134,7 +139,7 @@ Setup make_setup(const Config& cfg) {
   if (!(cfg.lr > 0)) throw ValueError(fmt::format("--lr must be > 0 (got {})", cfg.lr));
   Setup s;
   auto opt = make_optimizer(cfg);  // an unknown optimizer fails before the dataset is read
-  std::tie(s.train, s.test) = load_split(cfg.dataset);
+  std::tie(s.train, s.test) = load_split(cfg.dataset, cfg.split);
   auto take = [](const data::Dataset& d, int64_t n) {
     if (n <= 0 || n >= d.n) return d;
     std::vector<int64_t> idx(n);
@@ -188,6 +193,7 @@ Result run(const Config& cfg, std::ostream& log) {
   Result r;
   r.model = cfg.model;
   r.dataset = cfg.dataset;
+  r.split = cfg.split;
   r.backend = be.name();
   r.renderer = be.device();
   r.optimizer = opt->describe();
@@ -258,7 +264,7 @@ Result run(const Config& cfg, std::ostream& log) {
   }
   if (!cfg.save.empty()) {
     save_checkpoint(cfg.save, *model, be, cfg.model,
-                    {{"dataset", cfg.dataset}, {"test_accuracy", fmt::format("{:.4f}", r.test_accuracy)}});
+                    {{"dataset", cfg.dataset}, {"split", cfg.split}, {"test_accuracy", fmt::format("{:.4f}", r.test_accuracy)}});
     log << "saved checkpoint " << cfg.save << "\n";
   }
   if (!cfg.metrics.empty()) {

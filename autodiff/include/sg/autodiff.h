@@ -38,6 +38,17 @@ Tensor custom_vjp(const Tensor& y, CustomVJP rule, loc_t loc = loc_t::current())
 Tensor fake_quant(const Tensor& x, double scale, int64_t zero_point, int64_t qmin, int64_t qmax,
                   loc_t loc = loc_t::current());
 
+/// fake_quant with the quantisation parameters as tensors (computed in the graph, e.g. by an observer, and so
+/// changing from step to step without recompiling), matching torch.fake_quantize_per_tensor_affine with tensor
+/// qparams and torch.fake_quantize_per_channel_affine: scale and zero_point broadcast against x (per tensor: shape
+/// {} or {1}; per output channel of a (O, ...) weight: shape (O, 1, ..., 1)); zero_point holds exact integers.
+/// out = (clamp(round(x * (1/scale)) + zero_point, qmin, qmax) - zero_point) * scale (round half to even, 1/scale
+/// in f32 as ATen's inv_scale). Gradient: the adjoint where qmin <= round(x * (1/scale)) + zero_point <= qmax, else
+/// 0 (straight-through estimator); none flows into scale or zero_point. Throws ValueError (qmin > qmax), ShapeError
+/// (scale or zero_point do not broadcast to x's shape).
+Tensor fake_quant(const Tensor& x, const Tensor& scale, const Tensor& zero_point, int64_t qmin, int64_t qmax,
+                  loc_t loc = loc_t::current());
+
 /// An optimizer turns (params, grads) into update nodes (and creates its own State leaves, once per parameter:
 /// several programs built by one optimizer share its state).
 /// Formulas are torch.optim's, so one step equals PyTorch's step for the same hyper-parameters.

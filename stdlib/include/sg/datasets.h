@@ -66,12 +66,21 @@ std::vector<int64_t> seeded_permutation(int64_t n, uint64_t seed);
 
 /// Index split of the 1797 digits: permutation p = seeded_permutation(1797, seed), then
 /// train = p[0:600], pool = p[600:1000] (treated as unlabeled), test = p[1000:1797] (797), each in permutation
-/// order. The sizes match the seed article's split; the membership does not (it used torch.randperm, which we
-/// cannot reproduce bit-exactly in C++).
+/// order. The sizes match the seed article's split; the membership does not (it used torch.randperm: its exact
+/// indices are digits_split_seed002()).
 struct DigitsSplit {
   std::vector<int64_t> train, pool, test;
 };
 DigitsSplit digits_split(uint64_t seed = 0);
+
+/// Seed 002's own split: order = torch.randperm(1797, generator=torch.Generator().manual_seed(0)), train =
+/// order[:600], pool = order[600:1000], test = order[1000:]. The permutation was computed with Debian's torch by
+/// scripts/seed002/make_split.py and is compiled in (stdlib/src/digits_seed002_split.inc): no torch at run time.
+DigitsSplit digits_split_seed002();
+
+/// A digits split by name: "ours" = digits_split(0), "seed002" = digits_split_seed002().
+/// Throws sg::ValueError naming the choices for other names.
+DigitsSplit digits_split_named(const std::string& name);
 
 /// One mini-batch. images: size*c*h*w floats (B x C x H x W); labels: size floats holding exact integer class
 /// indices (floats so they can be uploaded to a float tensor directly); indices: the dataset rows used.

@@ -8,7 +8,8 @@
 //                       begin/end are relative to the start of the data section; end - begin = 4 * prod(shape).
 //                       Our writer pads the JSON with trailing spaces so that 8 + N is a multiple of 8.
 //   bytes [8+N, EOF)    the tensors' raw little-endian IEEE-754 binary32 data, back to back.
-// Only F32 tensors are supported (shadergrad computes in f32). The layout follows the format's specification;
+// Tensors are F32 (shadergrad computes in f32); I8, U8 and I32 are supported for quantised exports (the values
+// are held as floats in memory, exact for these integer types). The layout follows the format's specification;
 // tests check it byte by byte and with an independent json+struct Python reader (the Python `safetensors`
 // package itself is not installed here, so interoperability with it is by specification, not by test).
 #pragma once
@@ -23,11 +24,14 @@
 
 namespace sg::io {
 
-/// One named f32 tensor: shape (row-major) and prod(shape) values. A 0-d tensor has shape {} and 1 value.
+/// One named tensor: shape (row-major) and prod(shape) values. A 0-d tensor has shape {} and 1 value.
+/// dtype "F32" (default), or "I8", "U8", "I32": then every value must be an integer in the type's range (stored in
+/// the file as 1, 1 or 4 little-endian bytes).
 struct NamedTensor {
   std::string name;
   std::vector<int64_t> shape;
   std::vector<float> data;
+  std::string dtype = "F32";
 };
 
 /// Write `tensors` and string `metadata` to `path` as safetensors.
@@ -35,7 +39,8 @@ struct NamedTensor {
 /// and not "__metadata__". Atomic: the bytes go to a temporary file in the target's directory, which is
 /// fsync'ed and then renamed over `path` (std::filesystem::rename), so a reader sees either the old file or the
 /// complete new one; on any failure the temporary file is removed and an existing `path` is left untouched.
-/// Throws sg::ValueError (bad name, duplicate name, negative dim, data size != prod(shape)) before touching the
+/// Throws sg::ValueError (bad name, duplicate name, negative dim, data size != prod(shape), unknown dtype, a value
+/// that is not an integer of an integer dtype's range) before touching the
 /// file system; sg::IOError (names the path and the OS error) if the file cannot be written or renamed.
 /// The metadata also records the SHA-256 of the data section (kDataSha256Key, lower-case hex), replacing a
 /// value of that key in `metadata`.
@@ -66,9 +71,9 @@ struct SafetensorsFile {
 /// Read and validate a safetensors file. Throws sg::IOError naming the file, the tensor (when one is at fault)
 /// and the byte offset for: a file shorter than 8 bytes; a header length that runs past the end of the file;
 /// a JSON syntax error (file offset of the error); a header that is not an object or an entry missing
-/// dtype/shape/data_offsets; a dtype other than F32; a negative dim; data_offsets with begin > end, beyond the
+/// dtype/shape/data_offsets; a dtype other than F32, I8, U8, I32; a negative dim; data_offsets with begin > end, beyond the
 /// data section, not contiguous (overlapping or with gaps, as the reference implementation requires), or whose
-/// size differs from 4 * prod(shape); data past the last tensor; a non-string __metadata__ value; a data section
+/// size differs from sizeof(dtype) * prod(shape); data past the last tensor; a non-string __metadata__ value; a data section
 /// whose SHA-256 differs from the one the metadata records (kDataSha256Key).
 SafetensorsFile load_safetensors(const std::string& path);
 /// The same checks on a file's bytes already in memory; `path` only names it in messages.

@@ -9,6 +9,7 @@
 #include "sg/sg.h"
 #include "sg/autodiff.h"
 #include "sg/backend.h"
+#include "sg/compress.h"
 #include "sg/cpu_reference.h"
 #include "sg/datasets.h"
 #include "sg/nn.h"

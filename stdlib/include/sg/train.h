@@ -23,6 +23,7 @@ namespace sg::train {
 struct Config {
   std::string model = "mlp";              ///< mlp | cnn | cnn-large
   std::string dataset = "fashion-mnist";  ///< fashion-mnist | digits
+  std::string split = "ours";             ///< digits only: ours (data::digits_split(0)) | seed002 (seed 002's split)
   std::string backend = "auto";           ///< auto | gles | vulkan | cpu
   std::string optimizer = "adam";         ///< sgd | momentum | adam
   int64_t epochs = 4;
@@ -50,7 +51,7 @@ struct EpochStats {
 };
 
 struct Result {
-  std::string model, dataset, backend, renderer, optimizer, fallback_note;
+  std::string model, dataset, split, backend, renderer, optimizer, fallback_note;
   int64_t epochs = 0, steps = 0, parameters = 0, kernels_per_step = 0, train_samples = 0, test_samples = 0;
   double final_train_loss = 0, test_accuracy = 0, steps_per_second = 0, seconds = 0;
   std::vector<EpochStats> history;
@@ -58,12 +59,14 @@ struct Result {
 };
 
 /// The training/test split a dataset name stands for: fashion-mnist -> (train, t10k); digits -> the
-/// 600/797 split of data::digits_split(seed 0) (the 400 "pool" samples are unused). ValueError on unknown names.
-std::pair<data::Dataset, data::Dataset> load_split(const std::string& dataset);
+/// 600/797 split data::digits_split_named(split) ("ours" = digits_split(0), "seed002" = seed 002's torch.randperm
+/// split; the 400 "pool" samples are unused). ValueError on unknown names, or a split other than "ours" for
+/// fashion-mnist.
+std::pair<data::Dataset, data::Dataset> load_split(const std::string& dataset, const std::string& split = "ours");
 
 /// What a training run sets up before its first step (shared by train::run and `shadergrad debug`).
 struct Setup {
-  data::Dataset train, test;              ///< load_split(cfg.dataset), cut to train_limit / test_limit
+  data::Dataset train, test;              ///< load_split(cfg.dataset, cfg.split), cut to train_limit / test_limit
   BackendChoice backend;                  ///< make_backend(cfg.backend, max_texture_width, unfused, profile)
   std::unique_ptr<nn::Sequential> model;  ///< make_model(cfg.model) for the dataset, built with Rng(cfg.seed)
   std::unique_ptr<Optimizer> optimizer;   ///< cfg.optimizer with cfg.lr (sgd; momentum = SGD momentum 0.9; adam)
