@@ -15,6 +15,7 @@
 #include "sg/vulkan_device.h"
 #include "debug_cmd.h"
 #include "export_cmd.h"
+#include "serve_cmd.h"
 
 namespace {
 
@@ -42,7 +43,8 @@ struct DatasetGeometry {
 DatasetGeometry geometry(const std::string& dataset) {
   if (dataset == "fashion-mnist") return {1, 28, 28};
   if (dataset == "digits") return {1, 8, 8};
-  throw sg::ValueError(fmt::format("unknown dataset '{}' (choose fashion-mnist or digits)", dataset));
+  if (dataset == "shapes") return {1, 128, 128};
+  throw sg::ValueError(fmt::format("unknown dataset '{}' (choose fashion-mnist, digits or shapes)", dataset));
 }
 
 /// The Vulkan device the Vulkan backend would pick (JSON: its caps, or available = false with the reason).
@@ -208,9 +210,10 @@ int main(int argc, char** argv) {
 
   sg::train::Config cfg;
   auto* train = app.add_subcommand("train", "train a model on a dataset (the default command)");
-  train->add_option("--model", cfg.model, "mlp | cnn | cnn-large")->check(CLI::IsMember({"mlp", "cnn", "cnn-large"}));
-  train->add_option("--dataset", cfg.dataset, "fashion-mnist | digits")
-      ->check(CLI::IsMember({"fashion-mnist", "digits"}));
+  train->add_option("--model", cfg.model, "mlp | cnn | cnn-large | cnn5")
+      ->check(CLI::IsMember({"mlp", "cnn", "cnn-large", "cnn5"}));
+  train->add_option("--dataset", cfg.dataset, "fashion-mnist | digits | shapes (generated 128x128, for cnn5)")
+      ->check(CLI::IsMember({"fashion-mnist", "digits", "shapes"}));
   train->add_option("--backend", cfg.backend, "auto | gles | gles-compute | vulkan | cpu")
       ->check(CLI::IsMember({"auto", "gles", "gles-compute", "vulkan", "cpu"}));
   train->add_option("--epochs", cfg.epochs, "epochs")->check(kPositive);
@@ -269,10 +272,12 @@ int main(int argc, char** argv) {
 
   auto debug_run = sg::cli::add_debug_command(app);
   auto export_run = sg::cli::add_export_command(app);
+  auto serve_run = sg::cli::add_serve_command(app);
   CLI11_PARSE(app, argc, argv);
   try {
     if (debug_run) return debug_run();
     if (export_run) return export_run();
+    if (serve_run) return serve_run();
     if (*predict) return cmd_predict(load, image, pbackend, invert);
     if (*info) return cmd_info(json);
     if (*dump) return cmd_dump(dmodel, target, out, dbatch, dunfused, dgpu, dmax_outputs, dno_union);

@@ -111,7 +111,8 @@ std::pair<data::Dataset, data::Dataset> load_split(const std::string& dataset) {
     data::DigitsSplit s = data::digits_split(0);
     return {all.subset(s.train), all.subset(s.test)};
   }
-  throw ValueError(fmt::format("unknown dataset '{}' (choose fashion-mnist or digits)", dataset));
+  if (dataset == "shapes") return {data::make_shapes(2048, 1), data::make_shapes(512, 2)};
+  throw ValueError(fmt::format("unknown dataset '{}' (choose fashion-mnist, digits or shapes)", dataset));
 }
 
 nlohmann::json Result::to_json() const {
