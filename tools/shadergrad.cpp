@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sg/backend.h"
+#include "sg/datasets.h"
 #include "sg/dump.h"
 #include "sg/gles_device.h"
 #include "sg/image.h"
@@ -39,11 +40,12 @@ const char* kFashionClasses[10] = {"T-shirt/top", "Trouser", "Pullover", "Dress"
 
 struct DatasetGeometry {
   int64_t c, h, w;
+  int64_t classes = 10;  ///< the model's outputs, as shadergrad train builds it (the dataset's num_classes)
 };
 DatasetGeometry geometry(const std::string& dataset) {
   if (dataset == "fashion-mnist") return {1, 28, 28};
   if (dataset == "digits") return {1, 8, 8};
-  if (dataset == "shapes") return {1, 128, 128};
+  if (dataset == "shapes") return {1, 128, 128, sg::data::kShapeClasses};
   throw sg::ValueError(fmt::format("unknown dataset '{}' (choose fashion-mnist, digits or shapes)", dataset));
 }
 
@@ -110,7 +112,7 @@ int cmd_dump(const std::string& model_name, const std::string& target, const std
   DatasetGeometry g = geometry(dataset);
   if (batch <= 0) batch = model_name == "mlp" ? 128 : 64;
   sg::nn::Rng rng(0);
-  auto model = sg::nn::make_model(model_name, g.c, g.h, g.w);
+  auto model = sg::nn::make_model(model_name, g.c, g.h, g.w, g.classes);
   model->build(rng);
   sg::Tensor x = sg::input("x", {batch, g.c, g.h, g.w});
   sg::Tensor y = sg::input("labels", {batch}, sg::DType::i32);
@@ -173,7 +175,7 @@ int cmd_predict(const std::string& load, const std::string& image, const std::st
     throw sg::IOError(fmt::format("{}: checkpoint metadata lacks 'model' or 'dataset' (was it written by shadergrad "
                                   "train --save?)", load));
   DatasetGeometry g = geometry(dataset);
-  auto model = sg::nn::make_model(model_name, g.c, g.h, g.w);
+  auto model = sg::nn::make_model(model_name, g.c, g.h, g.w, g.classes);
   sg::nn::Rng rng(0);
   model->build(rng);
   sg::BackendOptions bo;
@@ -195,7 +197,9 @@ int cmd_predict(const std::string& load, const std::string& image, const std::st
   for (size_t i = 1; i < probs.size(); ++i)
     if (probs[i] > probs[best]) best = i;
   auto label = [&](size_t i) {
-    return dataset == "fashion-mnist" ? fmt::format("{} ({})", i, kFashionClasses[i]) : std::to_string(i);
+    if (dataset == "fashion-mnist") return fmt::format("{} ({})", i, kFashionClasses[i]);
+    if (dataset == "shapes") return fmt::format("{} ({})", i, sg::data::kShapeNames[i]);
+    return std::to_string(i);
   };
   std::cout << fmt::format("prediction: {} (p = {:.4f})\n", label(best), probs[best]);
   for (size_t i = 0; i < probs.size(); ++i) std::cout << fmt::format("  {:<18} {:.4f}\n", label(i), probs[i]);

@@ -1,6 +1,6 @@
 // bench/web_app_bench.mjs's TF.js peer of the shapes Worker (examples/web/shapes/worker.js): the same 128x128
 // five-conv CNN (sg::nn::make_cnn5: 3x3 pad 1 convs of 4, 8, 8, 16, 16 channels, each + bias, ReLU, 2x2 max pool,
-// then Linear(256, 10), softmax) with the same weights (the bundle's weights.safetensors, OIHW converted to HWIO),
+// then Linear(256, 4), softmax) with the same weights (the bundle's weights.safetensors, OIHW converted to HWIO),
 // TF.js 4.22 webgl on the Worker's OffscreenCanvas. Same messages as ours: init -> ready, bitmap -> result {ms}.
 /* global tf, importScripts */
 let model = null, canvas = null;
@@ -32,7 +32,7 @@ self.onmessage = async (e) => {
       const w = parseSafetensors(await (await fetch(m.weights)).arrayBuffer());
       // Sequential indices: block b's conv is layer 3b (0, 3, 6, 9, 12), the Linear is layer 16
       const convs = [0, 3, 6, 9, 12].map((i) => ({ f: oihwToHwio(w[`${i}.weight`]), b: tf.tensor(w[`${i}.bias`].data) }));
-      const lw = w['16.weight'];  // [10, 256] over NCHW-flattened features
+      const lw = w["16.weight"];  // [classes, 256] over NCHW-flattened features
       const lin = { w: tf.transpose(tf.tensor(lw.data, lw.shape)), b: tf.tensor(w['16.bias'].data) };
       model = (x) => tf.tidy(() => {
         let h = x;

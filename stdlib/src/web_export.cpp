@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "sg/datasets.h"
 #include "sg/dump.h"
 #include "sg/kernel_cache.h"
 #include "sg/nn.h"
@@ -381,7 +382,8 @@ BundleSpec model_bundle_spec(const ModelExportOptions& opt) {
   const int64_t batch = opt.batch > 0 ? opt.batch : opt.model == "mlp" ? 128 : 64;
   const int64_t ibatch = opt.infer_batch > 0 ? opt.infer_batch : batch;
   const double lr = opt.lr > 0 ? opt.lr : opt.model == "mlp" ? 1e-3 : 2e-3;
-  constexpr int64_t kClasses = 10;
+  // the outputs shadergrad train gives the model: the dataset's classes (so its checkpoints load)
+  const int64_t kClasses = dataset == "shapes" ? data::kShapeClasses : 10;
 
   std::shared_ptr<nn::Sequential> model = nn::make_model(opt.model, c, h, w, kClasses);
   nn::Rng rng(opt.seed);
