@@ -166,6 +166,8 @@ class Suite {
   }
 
   const Program& program() const { return prog_; }
+  /// The tolerance of each program output, in output order (for harnesses that judge outputs elsewhere).
+  const std::vector<Tol>& tolerances() const { return tols_; }
 
   std::vector<Feed> feeds() const {
     std::vector<Feed> f;

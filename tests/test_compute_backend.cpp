@@ -226,7 +226,7 @@ TEST_CASE("gles-compute emits the MLP's and the CNN's matmul and conv kernels as
       INFO(r.names[i] << ": " << r.kernels[i].strategy);
       const std::string& s = r.kernels[i].strategy;
       tiled += s == "tiled-contraction";
-      CHECK(r.kernels[i].glsl450.find("// shadergrad compute kernel " + r.names[i] + " (" + s + ")") != std::string::npos);
+      CHECK(r.kernels[i].source.find("// shadergrad compute kernel " + r.names[i] + " (" + s + ")") != std::string::npos);
       if (r.names[i].find("matmul") != std::string::npos) CHECK(s == "tiled-contraction");
       if (r.names[i].find("conv2d_grad_weight") != std::string::npos)
         CHECK((s == "tiled-contraction" || s == "tree-reduction"));
@@ -234,7 +234,7 @@ TEST_CASE("gles-compute emits the MLP's and the CNN's matmul and conv kernels as
         CHECK(s == "tiled-contraction");
       if (s == "tiled-contraction") {
         CHECK(r.kernels[i].shared_bytes > 0);
-        CHECK(r.kernels[i].glsl450.find("barrier();") != std::string::npos);
+        CHECK(r.kernels[i].source.find("barrier();") != std::string::npos);
       }
     }
     CHECK(tiled >= (model == "mlp" ? 5 : 10));
@@ -255,7 +255,7 @@ TEST_CASE("compute kernel sources are byte-stable and name the kernel, its graph
     std::vector<std::string> names, sources;
     for (auto& k : plan.kernels) {
       names.push_back(k.name);
-      sources.push_back(emit_compute_kernel(plan, k, l).glsl450);
+      sources.push_back(emit_compute_kernel(plan, k, l).source);
     }
     return std::make_pair(names, sources);
   };

@@ -543,7 +543,7 @@ TEST_CASE("every kernel of the MLP and CNN train steps compiles to valid SPIR-V 
                            compute_schedule_options(limits));
       for (auto& k : plan.kernels) {
         INFO(model << " " << k.name << " compute, cpu_device " << cpu_device);
-        CompiledShader c = compile_shader(k.name, emit_compute_kernel(plan, k, limits).glsl450, ShaderStage::Compute);
+        CompiledShader c = compile_shader(k.name, emit_compute_kernel(plan, k, limits).source, ShaderStage::Compute);
         CHECK(!c.spirv.empty());
         CHECK_NOTHROW(check_gles_compiles(k.name, c.gles, ShaderStage::Compute));
         CHECK(c.gles.rfind("#version 310 es", 0) == 0);
@@ -604,7 +604,7 @@ TEST_CASE("dump writes every kernel's sources and a plan.json that agrees with t
   for (const Kernel& k : cplan.kernels) {
     for (const char* ext : {".glsl", ".spv", ".spvasm", ".comp"}) CHECK(std::filesystem::exists(dir / (k.name + ext)));
     CHECK_FALSE(std::filesystem::exists(dir / (k.name + ".frag")));
-    CHECK(slurp(dir / (k.name + ".glsl")) == emit_compute_kernel(cplan, k, limits).glsl450);
+    CHECK(slurp(dir / (k.name + ".glsl")) == emit_compute_kernel(cplan, k, limits).source);
   }
   std::filesystem::remove_all(dir);
 }

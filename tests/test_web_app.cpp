@@ -129,8 +129,9 @@ TEST_CASE("export: the structure hash names the model, not the target or the wei
   CHECK(sg::web::structure_hash(sg::web::model_bundle_spec(debug)) != h);
 
   TempDir d1("sg_webapp_h1"), d2("sg_webapp_h2");
-  sg::web::WebGL2Target t1, t2;
-  t2.row_planes = 1;  // another schedule
+  sg::web::BundleTargets t1, t2;  // t1: webgpu and webgl2; t2: webgl2 alone with another schedule
+  t2.webgpu = false;
+  t2.webgl2_target.row_planes = 1;
   sg::web::BundleSpec dspec = sg::web::model_bundle_spec(debug);
   sg::web::write_bundle(dspec, t1, d1.path.string());
   sg::web::write_bundle(sg::web::model_bundle_spec(debug), t2, d2.path.string());

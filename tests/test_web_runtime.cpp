@@ -67,6 +67,74 @@ const sg::io::NamedTensor& tensor(const sg::io::SafetensorsFile& f, const std::s
   return *t;
 }
 
+/// Kernels of a row softmax on the webgpu target: the row max and the sum of exp(x - max) in one reduction kernel,
+/// then the normalisation (exp(x - max) / sum) per element.
+constexpr int kSoftmaxKernels = 2;
+
+/// The seed 004 operator set (WGSL operator-set article: ReLU, Softmax, MaxPool, Conv2d, Conv2dBiasReLU as one
+/// kernel, Flatten as a view with no kernel, Dense) as one bundle, a program per op with one check run each.
+/// Asserts the kernels of each program's webgpu plan and returns them (program -> kernel count).
+std::map<std::string, int> write_seed004_bundle(const fs::path& dir) {
+  sg::web::BundleSpec spec;
+  spec.model = "seed 004 operator set";
+  auto add = [&](const std::string& name, const sg::Tensor& x, const sg::Tensor& y) {
+    sg::Program p;
+    p.add_output("y", y);
+    spec.programs.push_back({name, std::move(p)});
+    spec.checks.push_back({name, {{"x", sg::testing::randn(x.numel(), static_cast<uint32_t>(spec.checks.size() + 40))}}});
+  };
+  auto w = [](const std::string& name, sg::ShapeRef shape, uint32_t seed) {
+    return sg::param(name, shape, sg::testing::randn(sg::numel(shape), seed));
+  };
+  {
+    sg::Tensor x = sg::input("x", {2, 8, 6, 6});
+    add("relu", x, sg::relu(x));
+  }
+  {
+    sg::Tensor x = sg::input("x", {16, 10});
+    add("softmax", x, sg::softmax(x, 1));
+  }
+  {
+    sg::Tensor x = sg::input("x", {2, 8, 6, 6});
+    add("maxpool", x, sg::max_pool2d(x));
+  }
+  sg::Conv2dOptions same;
+  same.padding = {1, 1};
+  {
+    sg::Tensor x = sg::input("x", {2, 3, 8, 8});
+    add("conv2d", x, sg::conv2d(x, w("conv.w", {8, 3, 3, 3}, 1), sg::Tensor(), same));
+  }
+  {
+    sg::Tensor x = sg::input("x", {2, 3, 8, 8});
+    add("conv2d_bias_relu", x, sg::relu(sg::conv2d(x, w("cbr.w", {8, 3, 3, 3}, 2), w("cbr.b", {8}, 3), same)));
+  }
+  auto dense = [&](const sg::Tensor& x, const std::string& prefix) {
+    return sg::matmul(x, sg::transpose(w(prefix + ".w", {10, 72}, 4))) + w(prefix + ".b", {10}, 5);
+  };
+  {
+    sg::Tensor x = sg::input("x", {4, 8, 3, 3});
+    add("flatten_dense", x, dense(sg::flatten(x), "fd"));
+  }
+  {
+    sg::Tensor x = sg::input("x", {4, 72});
+    add("dense", x, dense(x, "dense"));
+  }
+  sg::web::BundleTargets t;
+  t.webgl2 = false;
+  sg::web::write_bundle(spec, t, dir.string());
+  const json b = read_json(dir / "bundle.json");
+  std::map<std::string, int> n;
+  for (auto& [name, p] : b["programs"].items()) n[name] = static_cast<int>(p["webgpu"]["kernels"].size());
+  // one kernel per op; the fused conv+bias+relu is one kernel too; flatten is a view: no kernel of its own
+  for (const char* op : {"relu", "maxpool", "conv2d", "conv2d_bias_relu", "dense"}) {
+    INFO("seed 004 op " << op);
+    CHECK(n[op] == 1);
+  }
+  CHECK(n["flatten_dense"] == n["dense"]);
+  CHECK(n["softmax"] == kSoftmaxKernels);
+  return n;
+}
+
 }  // namespace
 
 TEST_CASE("export: bundle.json describes the WebGL2 plan, its data offsets and checks match the files", "[web]") {
@@ -212,7 +280,7 @@ TEST_CASE("export refuses programs it cannot describe", "[web]") {
   }
 }
 
-TEST_CASE("web bundles run in headless Chromium on WebGL2 like the native CPU backend, bad bundles are refused",
+TEST_CASE("web bundles run in headless Chromium on WebGPU and WebGL2 like the native CPU backend, bad bundles are refused",
           "[web][browser]") {
   if (!fs::exists("/usr/bin/chromium"))
     FAIL("/usr/bin/chromium is missing: install the Debian package 'chromium' (scripts/setup.sh installs it)");
@@ -228,19 +296,23 @@ TEST_CASE("web bundles run in headless Chromium on WebGL2 like the native CPU ba
   }
   TempDir root("sg_web_bundles");
   const int steps = 3;
+  // mlp and cnn carry both targets (the default); the storage-feature bundles only the webgl2 plan
   const std::vector<std::pair<std::string, std::string>> bundles = {
       {"mlp", "--model mlp --batch 32"},
       {"cnn", "--model cnn --batch 16"},
       // every storage feature the runtime supports: column planes, unions, allocated extents
-      {"mlp8", "--model mlp --batch 64 --max-draw-buffers 8 --col-planes 2 --union"},
-      {"cnn_linear", "--model cnn --batch 8 --linear-layout"},  // one-row textures (the layouts' other mode)
+      {"mlp8", "--model mlp --batch 64 --max-draw-buffers 8 --col-planes 2 --union --targets webgl2"},
+      {"cnn_linear", "--model cnn --batch 8 --linear-layout --targets webgl2"},  // one-row textures
   };
+  const std::vector<std::string> both = {"mlp", "cnn"};
   for (auto& [name, args] : bundles) {
     int rc = shell(fmt::format("'{}' export {} --check-steps {} --out '{}'", SG_CLI, args, steps, root / name), out);
     INFO(out);
     REQUIRE(rc == 0);
     CHECK_THAT(out, Contains("kernels per run: infer"));
   }
+  CHECK(read_json(root.path / "mlp/bundle.json")["targets"] == json::array({"webgpu", "webgl2"}));
+  CHECK(read_json(root.path / "mlp8/bundle.json")["targets"] == json::array({"webgl2"}));
   {
     // a program output stored in row and column planes: the runtime interleaves the 8 planes back on readback
     sg::web::BundleSpec spec;
@@ -250,15 +322,17 @@ TEST_CASE("web bundles run in headless Chromium on WebGL2 like the native CPU ba
     p.add_output("y", sg::matmul(x, w));
     spec.programs.push_back({"mm", std::move(p)});
     spec.checks.push_back({"mm", {{"x", sg::testing::randn(512 * 64, 8)}}});
-    sg::web::WebGL2Target t;
-    t.max_draw_buffers = 8;
-    t.col_planes = 2;
+    sg::web::BundleTargets t;
+    t.webgpu = false;
+    t.webgl2_target.max_draw_buffers = 8;
+    t.webgl2_target.col_planes = 2;
     sg::web::write_bundle(spec, t, root / "planes");
     const json pb = read_json(root.path / "planes/bundle.json");
     const json& out = pb["programs"]["mm"]["values"][pb["programs"]["mm"]["outputs"][0]["value"].get<int>()];
     CHECK(out["storage"]["planes"] == 8);
     CHECK(out["storage"]["col_planes"] == 2);
   }
+  const std::map<std::string, int> seed004_kernels = write_seed004_bundle(root / "seed004");
   CHECK_THAT(read_json(root.path / "mlp8/bundle.json")["features"].dump(), Contains("union_domains"));
   CHECK_THAT(read_json(root.path / "mlp8/bundle.json")["features"].dump(), Contains("col_planes"));
   // broken copies of the MLP bundle
@@ -267,14 +341,18 @@ TEST_CASE("web bundles run in headless Chromium on WebGL2 like the native CPU ba
   const std::string bad_file = mlp["programs"]["train"]["kernels"][3]["glsl_es"];
   const std::string gone_kernel = mlp["programs"]["train"]["kernels"][5]["name"];
   const std::string gone_file = mlp["programs"]["train"]["kernels"][5]["glsl_es"];
-  for (const char* b : {"bad_version", "missing_shader", "truncated_weights", "bad_shader"})
+  const json& wk = mlp["programs"]["train"]["webgpu"]["kernels"];
+  const std::string bad_wgsl_kernel = wk[2]["name"], bad_wgsl_file = wk[2]["wgsl"];
+  const std::string gone_wgsl_kernel = wk[4]["name"], gone_wgsl_file = wk[4]["wgsl"];
+  for (const char* b : {"bad_version", "missing_shader", "missing_wgsl", "truncated_weights", "bad_shader", "bad_wgsl"})
     fs::copy(root.path / "mlp", root.path / b, fs::copy_options::recursive);
   {
     json j = mlp;
-    j["format"] = "shadergrad-bundle/999";
+    j["format"] = "shadergrad-bundle/1";  // the previous version: refused, both versions named
     sg::testing::write_file(root / "bad_version/bundle.json", j.dump());
   }
   fs::remove(root.path / "missing_shader" / gone_file);
+  fs::remove(root.path / "missing_wgsl" / gone_wgsl_file);
   fs::resize_file(root.path / "truncated_weights/weights.safetensors",
                   fs::file_size(root.path / "mlp/weights.safetensors") / 2);
   {
@@ -284,13 +362,26 @@ TEST_CASE("web bundles run in headless Chromium on WebGL2 like the native CPU ba
     src.insert(main_at, "float sg_broken_line = not_declared_anywhere;\n");
     sg::testing::write_file((root.path / "bad_shader" / bad_file).string(), src);
   }
+  int wgsl_bad_line = 0;
+  {
+    std::string src = read_file((root.path / "bad_wgsl" / bad_wgsl_file).string());
+    const size_t at = src.find("@compute");
+    REQUIRE(at != std::string::npos);
+    wgsl_bad_line = static_cast<int>(std::count(src.begin(), src.begin() + static_cast<std::ptrdiff_t>(at), '\n')) + 1;
+    src.insert(at, "const sg_broken_line: f32 = not_declared_anywhere;\n");
+    sg::testing::write_file((root.path / "bad_wgsl" / bad_wgsl_file).string(), src);
+  }
 
   std::string tasks;
-  for (auto& [name, args] : bundles) tasks += fmt::format(" check:{0}:main check:{0}:worker", name);
-  tasks += " check:planes:main check:planes:worker";
-  tasks += " check:bad_version:main check:missing_shader:main check:truncated_weights:worker check:bad_shader:main"
-           " check:bad_shader:worker lost:mlp:main lost:cnn:worker webgpu:mlp demo:cnn:worker"
-           " profile:mlp:main profile:cnn:worker";
+  for (const std::string& name : both)
+    for (const char* backend : {"webgpu", "webgl2"}) tasks += fmt::format(" check:{0}:main:{1} check:{0}:worker:{1}", name, backend);
+  for (const char* name : {"mlp8", "cnn_linear", "planes"}) tasks += fmt::format(" check:{0}:main check:{0}:worker", name);
+  tasks += " check:cnn:main check:seed004:main:webgpu check:seed004:worker:webgpu";
+  tasks += " check:bad_version:main check:missing_shader:main check:missing_wgsl:worker check:truncated_weights:worker"
+           " check:bad_shader:main:webgl2 check:bad_shader:worker:webgl2 check:bad_wgsl:main:webgpu"
+           " check:bad_wgsl:worker:webgpu lost:mlp:main lost:cnn:worker lost:mlp:main:webgpu lost:cnn:worker:webgpu"
+           " webgpu:cnn_linear demo:cnn:worker profile:mlp:main profile:cnn:worker profile:mlp:main:webgpu"
+           " profile:cnn:worker:webgpu";
   int rc = shell(fmt::format("node '{}/web_runtime_check.mjs' '{}' {}", tests, root.path.string(), tasks), out);
   INFO(out.substr(0, 4000));
   REQUIRE(rc == 0);
@@ -299,38 +390,56 @@ TEST_CASE("web bundles run in headless Chromium on WebGL2 like the native CPU ba
   const json& r = res["results"];
   CHECK(r["crossOriginIsolated"] == true);
 
-  for (auto& [name, args] : bundles) {
+  // every check task: equal to the native CPU backend on the backend asked for
+  auto check_report = [&](const std::string& name, const std::string& task, const std::string& backend) {
     sg::io::SafetensorsFile e = sg::io::load_safetensors((root.path / name / "expected.safetensors").string());
     const json b = read_json(root.path / name / "bundle.json");
+    const json& t = r[task];
+    INFO(task << ": " << t.dump().substr(0, 3000));
+    REQUIRE(t["ok"] == true);
+    const json& rep = t["report"];
+    CHECK(rep["backend"] == backend);
+    CHECK(rep["ok"] == true);
+    REQUIRE(rep["runs"].size() == b["checks"]["runs"].size());
+    for (size_t i = 0; i < rep["runs"].size(); ++i) {
+      const json& want = b["checks"]["runs"][i];
+      for (auto& [oname, o] : rep["runs"][i]["outputs"].items()) {
+        INFO("run " << i << " output " << oname);
+        CHECK(o["max_rel"].get<double>() <= 1e-4);
+        if (o["n"] == 1)  // scalars (the losses), against the file the CPU backend wrote
+          CHECK(o["actual"][0].get<double>() ==
+                Approx(tensor(e, want["outputs"][oname]["tensor"]).data[0]).epsilon(1e-4));
+      }
+    }
+    CHECK(rep["persistent"].size() == b["persistent"].size());
+    for (auto& [pname, p] : rep["persistent"].items()) {
+      INFO("persistent " << pname);
+      CHECK(p["norm_rel"].get<double>() <= 1e-4);
+    }
+    return rep;
+  };
+  for (const std::string& name : both)
+    for (const char* backend : {"webgpu", "webgl2"})
+      for (const char* mode : {"main", "worker"}) {
+        const json rep = check_report(name, fmt::format("check:{}:{}:{}", name, mode, backend), backend);
+        CHECK(rep["runs"].size() == static_cast<size_t>(steps + 2));  // infer, train x steps, infer
+        CHECK(rep["attempts"].size() == 1);  // forced
+      }
+  {
+    // auto picks WebGPU when the bundle carries it and the adapter covers its limits
+    const json rep = check_report("cnn", "check:cnn:main", "webgpu");
+    CHECK(rep["attempts"][0]["backend"] == "webgpu");
+    CHECK(rep["attempts"][0]["ok"] == true);
+  }
+  for (const char* name : {"mlp8", "cnn_linear"})
     for (const char* mode : {"main", "worker"}) {
-      const json& t = r[fmt::format("check:{}:{}", name, mode)];
-      INFO(name << " on the " << mode << " thread: " << t.dump().substr(0, 3000));
-      REQUIRE(t["ok"] == true);
-      const json& rep = t["report"];
-      CHECK(rep["backend"] == "webgl2");
-      CHECK(rep["ok"] == true);
-      REQUIRE(rep["runs"].size() == static_cast<size_t>(steps + 2));  // infer, train x steps, infer
-      for (size_t i = 0; i < rep["runs"].size(); ++i)
-        for (auto& [oname, o] : rep["runs"][i]["outputs"].items()) {
-          INFO("run " << i << " output " << oname);
-          CHECK(o["max_rel"].get<double>() <= 1e-4);
-        }
-      for (int s = 1; s <= steps; ++s) {  // the losses, against the file written by the CPU backend
-        const json& loss = rep["runs"][s]["outputs"]["loss"];
-        const float want = tensor(e, b["checks"]["runs"][s]["outputs"]["loss"]["tensor"]).data[0];
-        CHECK(loss["actual"][0].get<double>() == Approx(want).epsilon(1e-4));
-      }
-      CHECK(rep["persistent"].size() == b["persistent"].size());
-      for (auto& [pname, p] : rep["persistent"].items()) {
-        INFO("persistent " << pname);
-        CHECK(p["norm_rel"].get<double>() <= 1e-4);
-      }
+      // webgl2-only bundles: auto skips webgpu with the reason in words, then runs on WebGL2
+      const json rep = check_report(name, fmt::format("check:{}:{}", name, mode), "webgl2");
       CHECK(rep["attempts"][0]["backend"] == "webgpu");
       CHECK(rep["attempts"][0]["ok"] == false);
+      CHECK_THAT(rep["attempts"][0]["reason"].get<std::string>(), Contains("no webgpu plan"));
       CHECK(rep["attempts"][1]["ok"] == true);
     }
-  }
-
   for (const char* mode : {"main", "worker"}) {
     const json& t = r[fmt::format("check:planes:{}", mode)];
     INFO("planes on the " << mode << " thread: " << t.dump().substr(0, 2000));
@@ -338,6 +447,14 @@ TEST_CASE("web bundles run in headless Chromium on WebGL2 like the native CPU ba
     CHECK(t["report"]["ok"] == true);
     CHECK(t["report"]["runs"][0]["outputs"]["y"]["n"] == 512 * 128);
     CHECK(t["report"]["runs"][0]["outputs"]["y"]["max_rel"].get<double>() <= 1e-4);
+  }
+  for (const char* mode : {"main", "worker"}) {
+    // the seed 004 operator set on WebGPU: each op's program equals the CPU backend, run with the kernels asserted
+    const json rep = check_report("seed004", fmt::format("check:seed004:{}:webgpu", mode), "webgpu");
+    for (auto& [program, n] : seed004_kernels) {
+      INFO("seed 004 program " << program);
+      CHECK(rep["kernels"][program].size() == static_cast<size_t>(n));
+    }
   }
 
   auto error_of = [&](const std::string& task) {
@@ -349,7 +466,7 @@ TEST_CASE("web bundles run in headless Chromium on WebGL2 like the native CPU ba
   {
     auto [name, msg] = error_of("check:bad_version:main");
     CHECK(name == "BundleError");
-    CHECK_THAT(msg, Contains("bundle.json") && Contains("'shadergrad-bundle/999'") && Contains("'shadergrad-bundle/1'"));
+    CHECK_THAT(msg, Contains("bundle.json") && Contains("'shadergrad-bundle/1'") && Contains("'shadergrad-bundle/2'"));
   }
   {
     auto [name, msg] = error_of("check:missing_shader:main");
@@ -357,15 +474,32 @@ TEST_CASE("web bundles run in headless Chromium on WebGL2 like the native CPU ba
     CHECK_THAT(msg, Contains(gone_file) && Contains("kernel '" + gone_kernel + "'") && Contains("HTTP 404"));
   }
   {
+    auto [name, msg] = error_of("check:missing_wgsl:worker");
+    CHECK(name == "BundleError");
+    CHECK_THAT(msg, Contains(gone_wgsl_file) && Contains("kernel '" + gone_wgsl_kernel + "'") && Contains("HTTP 404") &&
+                        Contains("webgpu plan"));
+  }
+  {
     auto [name, msg] = error_of("check:truncated_weights:worker");
     CHECK(name == "BundleError");
     CHECK_THAT(msg, Contains("weights.safetensors") && Contains("truncated") && Contains("tensor '"));
   }
   for (const char* mode : {"main", "worker"}) {
-    auto [name, msg] = error_of(fmt::format("check:bad_shader:{}", mode));
+    auto [name, msg] = error_of(fmt::format("check:bad_shader:{}:webgl2", mode));
     CHECK(name == "ShaderCompileError");
     CHECK_THAT(msg, Contains("kernel '" + bad_kernel + "'") && Contains(bad_file));
     CHECK_THAT(msg, Contains(">>") && Contains("float sg_broken_line = not_declared_anywhere;"));
+  }
+  for (const char* mode : {"main", "worker"}) {
+    // a WGSL compile error names the kernel, its file and the failing line (getCompilationInfo), marked in the source
+    const std::string task = fmt::format("check:bad_wgsl:{}:webgpu", mode);
+    auto [name, msg] = error_of(task);
+    CHECK(name == "ShaderCompileError");
+    CHECK_THAT(msg, Contains("kernel '" + bad_wgsl_kernel + "'") && Contains(bad_wgsl_file));
+    CHECK_THAT(msg, Contains(fmt::format("at line {}", wgsl_bad_line)) &&
+                        Contains(fmt::format("{}:{}:", bad_wgsl_file, wgsl_bad_line)));
+    CHECK_THAT(msg, Contains(fmt::format(">>{:4} | const sg_broken_line: f32 = not_declared_anywhere;", wgsl_bad_line)));
+    CHECK(r[task]["error"]["details"]["line"] == wgsl_bad_line);
   }
   for (const char* task : {"lost:mlp:main", "lost:cnn:worker"}) {
     const json& t = r[task];
@@ -377,14 +511,25 @@ TEST_CASE("web bundles run in headless Chromium on WebGL2 like the native CPU ba
       CHECK_THAT(t[what]["message"].get<std::string>(), Contains("WebGL2 context was lost"));
     }
   }
+  for (const char* task : {"lost:mlp:main:webgpu", "lost:cnn:worker:webgpu"}) {
+    const json& t = r[task];
+    INFO(task << ": " << t.dump());
+    REQUIRE(t["supported"] == true);
+    for (const char* what : {"run", "read"}) {
+      CHECK(t[what]["threw"] == true);
+      CHECK(t[what]["name"] == "ContextLostError");
+      CHECK_THAT(t[what]["message"].get<std::string>(), Contains("WebGPU device") && Contains("was lost"));
+    }
+  }
   {
     const json& t = r["demo:cnn:worker"];  // the self-check page every bundle carries (runtime/demo.html)
     INFO(t.dump());
     CHECK(t["ok"] == true);
-    CHECK(t["backend"] == "webgl2");
+    CHECK(t["backend"] == "webgpu");
     CHECK_THAT(t["text"].get<std::string>(), Contains("run 1 train.loss: max rel error") && Contains("ok"));
   }
-  for (const char* task : {"profile:mlp:main", "profile:cnn:worker"}) {
+  for (const char* task : {"profile:mlp:main", "profile:cnn:worker", "profile:mlp:main:webgpu",
+                           "profile:cnn:worker:webgpu"}) {
     // one entry per kernel in launch order, from timer queries where the device has them (times not judged)
     const json& t = r[task];
     INFO(task << ": " << t.dump().substr(0, 2000));
@@ -396,9 +541,9 @@ TEST_CASE("web bundles run in headless Chromium on WebGL2 like the native CPU ba
     }
   }
   {
-    const json& t = r["webgpu:mlp"];
+    const json& t = r["webgpu:cnn_linear"];
     INFO(t.dump());
     CHECK(t["name"] == "BackendUnavailableError");
-    CHECK_THAT(t["message"].get<std::string>(), Contains("webgpu: "));
+    CHECK_THAT(t["message"].get<std::string>(), Contains("webgpu: the bundle has no webgpu plan"));
   }
 }

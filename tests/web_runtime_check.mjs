@@ -4,10 +4,12 @@
 //
 // Usage: node tests/web_runtime_check.mjs ROOT TASK...
 //   ROOT      a directory with one bundle per subdirectory (ROOT/NAME/bundle.json)
-//   TASK      check:NAME:MODE   replay NAME's checks (MODE main | worker): the report, or the error thrown
-//             lost:NAME:MODE    one run, then WEBGL_lose_context: what the next run and read throw
-//             webgpu:NAME       createRuntime with backend 'webgpu' forced: the error and its reasons
-//             profile:NAME:MODE one train step with profile: true: kernel names and timings()
+//   TASK      check:NAME:MODE[:BACKEND]   replay NAME's checks (MODE main | worker; BACKEND auto (default) | webgpu
+//                                         | webgl2): the report, or the error thrown
+//             lost:NAME:MODE[:BACKEND]    one run, then WEBGL_lose_context / GPUDevice.destroy(): what the next run
+//                                         and read throw (BACKEND default webgl2)
+//             webgpu:NAME                 createRuntime with backend 'webgpu' forced: the error and its reasons
+//             profile:NAME:MODE[:BACKEND] one train step with profile: true: kernel names and timings()
 //             demo:NAME:MODE    opens NAME/runtime/demo.html (the bundle's self-check page): its sgDemoResult
 // Serves ROOT and tests/web/ (at /_test/) from 127.0.0.1 on an ephemeral port with COOP/COEP headers (a
 // cross-origin isolated page). Exit status 0 = every task ran (whatever it returned), 1 = the page broke,
@@ -40,6 +42,7 @@ const testDir = path.join(here, 'web');
 const bundleRoot = path.resolve(root);
 const types = { '.html': 'text/html; charset=utf-8', '.js': 'text/javascript; charset=utf-8',
                 '.mjs': 'text/javascript; charset=utf-8', '.json': 'application/json', '.frag': 'text/plain; charset=utf-8',
+                '.wgsl': 'text/plain; charset=utf-8',
                 '.safetensors': 'application/octet-stream', '.ts': 'text/plain; charset=utf-8' };
 const served = [];
 const server = http.createServer((req, res) => {
@@ -70,7 +73,7 @@ try {
     executablePath: CHROMIUM,
     headless: true,
     args: ['--headless', '--no-sandbox', '--disable-quic', '--no-first-run', '--disable-background-networking',
-           '--disable-component-update', '--disable-sync', '--use-angle=swiftshader', '--enable-unsafe-swiftshader'],
+           '--disable-component-update', '--disable-sync', '--use-angle=swiftshader', '--enable-unsafe-swiftshader', '--enable-unsafe-webgpu'],
   });
   const context = await browser.newContext();
   const page = await context.newPage();
@@ -82,7 +85,7 @@ try {
   await page.waitForFunction(() => window.sgReady === true);
   results.crossOriginIsolated = await page.evaluate(() => self.crossOriginIsolated);
   for (const task of tasks) {
-    const [kind, name, mode] = task.split(':');
+    const [kind, name, mode, backend] = task.split(':');
     if (kind === 'demo') {
       const demo = await context.newPage();
       demo.on('pageerror', (e) => console_.push(`demo pageerror: ${e.message}`));
@@ -98,7 +101,8 @@ try {
     // a hang guard, not a timing check: no task here takes more than a minute even on a busy 2-core machine
     let timer;
     const hang = new Promise((_, reject) => { timer = setTimeout(() => reject(new Error(`task ${task} hung (300 s)`)), 300000); });
-    results[task] = await Promise.race([page.evaluate(([f, n, m]) => window[f](n, m), [fn, name, mode]), hang]);
+    results[task] = await Promise.race([page.evaluate(([f, n, m, b]) => window[f](n, m, b), [fn, name, mode, backend]),
+                                        hang]);
     clearTimeout(timer);
   }
 } catch (e) {

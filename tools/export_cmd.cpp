@@ -3,6 +3,7 @@
 // parses flags and prints what was written.
 #include "export_cmd.h"
 
+#include <algorithm>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -15,17 +16,31 @@ namespace sg::cli {
 
 ExportCommand add_export_command(CLI::App& app) {
   auto mo = std::make_shared<web::ModelExportOptions>();
-  auto target = std::make_shared<web::WebGL2Target>();
+  auto targets = std::make_shared<web::BundleTargets>();
+  web::WebGL2Target* target = &targets->webgl2_target;
+  auto target_list = std::make_shared<std::vector<std::string>>(std::vector<std::string>{"webgpu", "webgl2"});
   auto out = std::make_shared<std::string>();
   CLI::App* e = app.add_subcommand(
-      "export", "write a model's inference program and Adam train step as a web bundle (bundle.json, GLSL ES "
-                "shaders, weights.safetensors, expected outputs, the JavaScript runtime) for WebGL2 in a browser");
+      "export", "write a model's inference program and Adam train step as a web bundle (bundle.json, WGSL and GLSL "
+                "ES shaders, weights.safetensors, expected outputs, the JavaScript runtime) for WebGPU and WebGL2 in a "
+                "browser");
   e->add_option("--model", mo->model, "mlp | cnn | cnn-large | cnn5")
       ->check(CLI::IsMember({"mlp", "cnn", "cnn-large", "cnn5"}));
   e->add_option("--dataset", mo->dataset, "input geometry: fashion-mnist (28x28) | digits (8x8) | shapes "
                                           "(128x128); default: fashion-mnist for mlp, shapes for cnn5, digits otherwise")
       ->check(CLI::IsMember({"fashion-mnist", "digits", "shapes"}));
   e->add_option("--load", mo->load, "initial parameters from a checkpoint (shadergrad train --save)");
+  e->add_option("--targets", *target_list, "comma-separated targets the bundle carries: webgpu (WGSL compute "
+                                          "kernels), webgl2 (GLSL ES fragment shaders); default webgpu,webgl2")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"webgpu", "webgl2"}));
+  e->add_option("--webgpu-preset", targets->webgpu_target.preset,
+                "WebGPU limits the webgpu kernels are made for: webgpu (core defaults, the default) | webgpu-compat "
+                "(compatibility mode, e.g. WebGPU on OpenGL ES)")
+      ->check(CLI::IsMember({"webgpu", "webgpu-compat"}));
+  e->add_flag("--webgpu-cpu", targets->webgpu_target.cpu_device,
+              "make the webgpu kernels for a CPU implementation of WebGPU (SwiftShader, Dawn over llvmpipe): CPU tile "
+              "sizes, long reductions split");
   e->add_option("--out", *out, "bundle directory (created; an earlier bundle there is replaced)")->required();
   e->add_option("--batch", mo->batch, "train step batch (default 128 mlp, 64 otherwise)")->check(CLI::PositiveNumber);
   e->add_option("--infer-batch", mo->infer_batch, "inference batch (default: the train batch)")
@@ -58,20 +73,31 @@ ExportCommand add_export_command(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   ExportCommand cmd;
   cmd.sub = e;
-  cmd.run = [mo, target, out, linear]() {
+  cmd.run = [mo, targets, target_list, out, linear]() {
+    web::WebGL2Target* target = &targets->webgl2_target;
     target->row_aligned_layout = !*linear;
-    web::ExportSummary s = web::write_bundle(web::model_bundle_spec(*mo), *target, *out);
-    std::string kernels;
-    for (auto& [p, n] : s.kernels) kernels += fmt::format("{}{} {}", kernels.empty() ? "" : ", ", p, n);
-    std::cout << fmt::format("wrote the {} bundle to {}/ ({} files): kernels per run: {}; {} persistent values, "
-                             "weights.safetensors {:.2f} MiB\ntarget webgl2: {} draw buffers, {} texture units, "
-                             "textures up to {}, row planes {}, column planes {}, union-domain kernels {}, {} layouts\n"
-                             "serve the directory over http(s) and load bundle.json with runtime/shadergrad.js "
-                             "(docs/BUNDLE.md)\n",
-                             mo->model, *out, s.files.size(), kernels, s.persistent_values,
-                             s.weight_bytes / 1048576.0, target->max_draw_buffers, target->max_texture_units,
-                             target->max_texture_size, target->row_planes, target->col_planes,
-                             target->union_domains ? "on" : "off", *linear ? "linear" : "row-aligned 2-D");
+    auto has = [&](const char* t) { return std::find(target_list->begin(), target_list->end(), t) != target_list->end(); };
+    targets->webgpu = has("webgpu");
+    targets->webgl2 = has("webgl2");
+    web::ExportSummary s = web::write_bundle(web::model_bundle_spec(*mo), *targets, *out);
+    auto list = [](const std::vector<std::pair<std::string, int>>& ks) {
+      std::string r;
+      for (auto& [p, n] : ks) r += fmt::format("{}{} {}", r.empty() ? "" : ", ", p, n);
+      return r;
+    };
+    std::cout << fmt::format("wrote the {} bundle to {}/ ({} files); {} persistent values, weights.safetensors "
+                             "{:.2f} MiB\n", mo->model, *out, s.files.size(), s.persistent_values,
+                             s.weight_bytes / 1048576.0);
+    if (targets->webgpu)
+      std::cout << fmt::format("target webgpu (preset {}): WGSL compute kernels per run: {}\n",
+                               targets->webgpu_target.preset, list(s.webgpu_kernels));
+    if (targets->webgl2)
+      std::cout << fmt::format("target webgl2: kernels per run: {}; {} draw buffers, {} texture units, textures up "
+                               "to {}, row planes {}, column planes {}, union-domain kernels {}, {} layouts\n",
+                               list(s.kernels), target->max_draw_buffers, target->max_texture_units,
+                               target->max_texture_size, target->row_planes, target->col_planes,
+                               target->union_domains ? "on" : "off", *linear ? "linear" : "row-aligned 2-D");
+    std::cout << "serve the directory over http(s) and load bundle.json with runtime/shadergrad.js (docs/BUNDLE.md)\n";
     return 0;
   };
   return cmd;

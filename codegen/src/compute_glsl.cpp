@@ -1,6 +1,7 @@
-// The compute emitter's scalar kernel-IR printer and its SOp -> GLSL table (see compute_glsl.h).
+// The compute emitter's scalar kernel-IR printer (see compute_glsl.h).
 #include "compute_glsl.h"
 #include "glsl_math.h"
+#include "wgsl_math.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,15 +9,6 @@
 #include <fmt/format.h>
 
 namespace sg::compute {
-
-std::string glsl_float(double v) {
-  if (std::isnan(v)) return "uintBitsToFloat(0x7fc00000u)";
-  const float f = static_cast<float>(v);
-  if (std::isinf(f)) return f > 0 ? "uintBitsToFloat(0x7f800000u)" : "uintBitsToFloat(0xff800000u)";
-  std::string s = fmt::format("{:.9g}", f);
-  if (s.find_first_of(".e") == std::string::npos) s += ".0";
-  return s;
-}
 
 // Same semantics as the fragment emitter's emit_math (emit.cpp), scalar form. To be unified with it.
 bool is_bool_op(KOp op) {
@@ -43,8 +35,9 @@ std::set<std::string> kfree_vars(const KExprPtr& e) {
   return s;
 }
 
-KPrinter::KPrinter(const Plan& plan, const Kernel& k, const std::vector<KExprPtr>& roots, std::string prefix)
-    : plan_(plan), k_(k), prefix_(std::move(prefix)) {
+KPrinter::KPrinter(const Plan& plan, const Kernel& k, const std::vector<KExprPtr>& roots, std::string prefix,
+                   const Lang& lang)
+    : plan_(plan), k_(k), prefix_(std::move(prefix)), lang_(lang) {
   for (auto& r : roots) count(r);
 }
 
@@ -101,14 +94,14 @@ std::string KPrinter::print(const KExprPtr& e) {
   if (!trivial && e->op != KOp::Reduce && refs_[e.get()] > 1) {
     const bool b = is_bool_op(e->op);
     std::string name = fmt::format("{}{}{}", prefix_, e->type == KType::Int ? (b ? "c" : "j") : "v", temp_++);
-    line(fmt::format("{} {} = {};", b ? "bool" : e->type == KType::Int ? "int" : "float", name, s));
+    line(lang_.let(b ? LType::Bool : e->type == KType::Int ? LType::Int : LType::Float, name, s));
     s = name;
   }
   if (!trivial) scopes_.back()[e.get()] = s;
   return s;
 }
 
-/// A condition as GLSL bool (integer 0/1 values compared with 0).
+/// A condition as a bool (integer 0/1 values compared with 0).
 std::string KPrinter::cond(const KExprPtr& e) {
   if (e->op == KOp::IntConst) return e->ivalue ? "true" : "false";
   std::string s = print(e);
@@ -118,7 +111,7 @@ std::string KPrinter::cond(const KExprPtr& e) {
 std::string KPrinter::raw(const KExprPtr& e) {
   switch (e->op) {
     case KOp::IntConst: return std::to_string(e->ivalue);
-    case KOp::FloatConst: return glsl_float(e->fvalue);
+    case KOp::FloatConst: return lang_.float_literal(e->fvalue);
     case KOp::Var: {
       auto it = subst_.find(e->name);
       return it != subst_.end() ? it->second : e->name;
@@ -129,16 +122,18 @@ std::string KPrinter::raw(const KExprPtr& e) {
     }
     case KOp::FMath: {
       std::string a = print(e->a), b = e->b ? print(e->b) : std::string(), c = e->c ? print(e->c) : std::string();
-      return glsl_math(e->sop, a, b, c, uses_pow_);
+      if (lang_.wgsl()) return wgsl_math(e->sop, a, b, c);
+      bool uses_pow = false;  // Lang::helpers adds sg_pow where the source calls it
+      return glsl_math(e->sop, a, b, c, uses_pow);
     }
     case KOp::Reduce: return reduce(e);
     case KOp::ISelect: {
       std::string c = cond(e->a), t = print(e->b), f = print(e->c);
-      return fmt::format("({} ? {} : {})", c, t, f);
+      return lang_.select(c, t, f);
     }
     case KOp::IAnd: return fmt::format("({} && {})", cond(e->a), cond(e->b));
-    case KOp::ToFloat: return fmt::format("float({})", print(e->a));
-    case KOp::FToInt: return fmt::format("int({})", print(e->a));
+    case KOp::ToFloat: return lang_.to_float(print(e->a));
+    case KOp::FToInt: return lang_.to_int(print(e->a));
     default: break;
   }
   const std::string a = print(e->a), b = print(e->b);
@@ -172,18 +167,18 @@ std::string KPrinter::reduce(const KExprPtr& e) {
   line(fmt::format("// {} over {}", reduce_name(e->reduce), loops));
   const ReduceKind kind = e->reduce;
   if (kind == ReduceKind::ArgMax) {
-    line(fmt::format("float {} = 0.0;", acc));
-    line(fmt::format("float {}best{} = {};", prefix_, id, glsl_float(-INFINITY)));
-    line(fmt::format("int {}it{} = 0;", prefix_, id));
+    line(lang_.var(LType::Float, acc, "0.0"));
+    line(lang_.var(LType::Float, fmt::format("{}best{}", prefix_, id), lang_.float_literal(-INFINITY)));
+    line(lang_.var(LType::Int, fmt::format("{}it{}", prefix_, id), "0"));
   } else {
-    line(fmt::format("float {} = {};", acc,
-                     kind == ReduceKind::Sum ? "0.0" : glsl_float(kind == ReduceKind::Min ? INFINITY : -INFINITY)));
+    line(lang_.var(LType::Float, acc,
+                   kind == ReduceKind::Sum ? "0.0" : lang_.float_literal(kind == ReduceKind::Min ? INFINITY : -INFINITY)));
   }
   std::map<std::string, std::string> saved;
   for (size_t i = 0; i < e->loop_vars.size(); ++i) {
     const std::string& v = e->loop_vars[i];
     if (auto it = subst_.find(v); it != subst_.end()) saved[v] = it->second, subst_.erase(it);  // rebound here
-    line(fmt::format("for (int {0} = 0; {0} < {1}; ++{0}) {{", v, e->extents[i]));
+    line(lang_.for_open(v, "0", std::to_string(e->extents[i])));
     ++indent;
   }
   scopes_.emplace_back();
@@ -193,10 +188,10 @@ std::string KPrinter::reduce(const KExprPtr& e) {
     case ReduceKind::Max: line(fmt::format("{0} = max({0}, {1});", acc, x)); break;
     case ReduceKind::Min: line(fmt::format("{0} = min({0}, {1});", acc, x)); break;
     case ReduceKind::ArgMax:
-      line(fmt::format("float {}x{} = {};", prefix_, id, x));
-      line(fmt::format("if ({0}it{1} == 0 || {0}x{1} > {0}best{1}) {{ {0}best{1} = {0}x{1}; {2} = float({0}it{1}); }}",
-                       prefix_, id, acc));
-      line(fmt::format("++{}it{};", prefix_, id));
+      line(lang_.let(LType::Float, fmt::format("{}x{}", prefix_, id), x));
+      line(fmt::format("if ({0}it{1} == 0 || {0}x{1} > {0}best{1}) {{ {0}best{1} = {0}x{1}; {2} = {3}; }}", prefix_, id,
+                       acc, lang_.to_float(fmt::format("{}it{}", prefix_, id))));
+      line(lang_.increment(fmt::format("{}it{}", prefix_, id)));
       break;
   }
   scopes_.pop_back();

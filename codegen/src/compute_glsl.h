@@ -1,13 +1,14 @@
-// Private to codegen: the scalar kernel-IR printer of the compute emitter (GLSL 4.50, buffer storage).
+// Private to codegen: the scalar kernel-IR printer of the compute emitter (GLSL 4.50 or WGSL, buffer storage).
 //
-// KPrinter prints the KExpr DAG of a kernel as scalar GLSL statements: every subtree referenced more than once
+// KPrinter prints the KExpr DAG of a kernel as scalar statements of its Lang (compute_lang.h): every subtree referenced more than once
 // (same pointer) becomes one local; a Reduce becomes a loop nest with an accumulator, and reductions inside a
 // loop body that do not read the loop's variables are computed once before the loop (a softmax's max inside its
 // sum of exps). Loads print as calls `load_<value>(flat index)` (the emitter defines them over std430 buffers).
-// Variables can be substituted by GLSL expressions (the tiled emitter evaluates a factor at a staged tile
-// coordinate) and subtrees pre-bound to a GLSL expression (the contraction's register accumulator).
+// Variables can be substituted by expressions (the tiled emitter evaluates a factor at a staged tile
+// coordinate) and subtrees pre-bound to an expression (the contraction's register accumulator).
 //
-// Float math prints through glsl_math() (glsl_math.h), the table the fragment emitter uses too.
+// Float math prints through glsl_math() (glsl_math.h, the table the fragment emitter uses too) or wgsl_math()
+// (wgsl_math.h).
 #pragma once
 
 #include <map>
@@ -16,35 +17,30 @@
 #include <unordered_map>
 #include <vector>
 
-#include "glsl_math.h"
+#include "compute_lang.h"
 #include "sg/schedule.h"
 
 namespace sg::compute {
-
-/// A float literal in GLSL (NaN and infinities as uintBitsToFloat bit patterns; always with '.' or 'e').
-std::string glsl_float(double v);
-
 
 /// Scalar printer of one kernel's expressions (see the file comment).
 class KPrinter {
  public:
   /// `roots`: every expression this printer will print (shared-subtree detection counts references in all of
-  /// them). `prefix` starts every local's name (printers whose code shares one GLSL scope use distinct ones).
-  KPrinter(const Plan& plan, const Kernel& k, const std::vector<KExprPtr>& roots, std::string prefix);
+  /// them). `prefix` starts every local's name (printers whose code shares one scope use distinct ones).
+  KPrinter(const Plan& plan, const Kernel& k, const std::vector<KExprPtr>& roots, std::string prefix, const Lang& lang);
 
-  /// Emits the statements computing `e` (into code()) and returns the GLSL expression of its value.
+  /// Emits the statements computing `e` (into code()) and returns the expression of its value.
   std::string print(const KExprPtr& e);
-  /// Integer variable `name` prints as `glsl` (e.g. "(m0 + 3)").
-  void substitute(const std::string& name, std::string glsl) { subst_[name] = std::move(glsl); }
-  /// `e` (by identity) prints as `glsl` without evaluating it.
-  void bind(const KExpr* e, std::string glsl) { bound_[e] = std::move(glsl); }
-  /// Forgets every local (the next print() starts a new GLSL scope); substitutions and bindings stay.
+  /// Integer variable `name` prints as `expr` (e.g. "(m0 + 3)").
+  void substitute(const std::string& name, std::string expr) { subst_[name] = std::move(expr); }
+  /// `e` (by identity) prints as `expr` without evaluating it.
+  void bind(const KExpr* e, std::string expr) { bound_[e] = std::move(expr); }
+  /// Forgets every local (the next print() starts a new scope); substitutions and bindings stay.
   void new_scope();
 
   /// Statements emitted so far (each line indented by `indent` levels of 2 spaces), and clears them.
   std::string take_code();
   int indent = 1;
-  bool uses_pow() const { return uses_pow_; }
   /// Inputs (kernel input slots) read through load_<value>.
   const std::set<int>& loaded_inputs() const { return loaded_; }
 
@@ -60,9 +56,9 @@ class KPrinter {
   const Plan& plan_;
   const Kernel& k_;
   std::string prefix_;
+  const Lang& lang_;
   std::string code_;
   int temp_ = 0;
-  bool uses_pow_ = false;
   std::set<int> loaded_;
   std::map<std::string, std::string> subst_;
   std::unordered_map<const KExpr*, int> refs_;
@@ -71,7 +67,7 @@ class KPrinter {
   std::unordered_map<const KExpr*, std::set<std::string>> free_vars_;
 };
 
-/// True for comparison / logical KOps (printed as GLSL bool).
+/// True for comparison / logical KOps (printed as bool).
 bool is_bool_op(KOp op);
 
 /// Integer variables `e` reads that it does not bind itself (a Reduce binds its loop variables).

@@ -35,12 +35,13 @@ void dump_plan(const Plan& plan, const std::string& dir, KernelCache& cache, con
   for (auto& e : std::filesystem::directory_iterator(dir, ec)) {
     std::string f = e.path().filename().string(), ext = e.path().extension().string();
     bool kernel_file = f.size() > 4 && f[0] == 'k' && std::isdigit(static_cast<unsigned char>(f[1])) &&
-                       (ext == ".glsl" || ext == ".spv" || ext == ".spvasm" || ext == ".frag" || ext == ".comp");
+                       (ext == ".glsl" || ext == ".spv" || ext == ".spvasm" || ext == ".frag" || ext == ".comp" ||
+                        ext == ".wgsl");
     if (kernel_file) std::filesystem::remove(e.path(), ec);
   }
   auto dump_stage = [&](const Kernel& k, ShaderStage stage, const std::string& base) {
     std::string src = stage == ShaderStage::Fragment ? emit_glsl450(plan, k, stage)
-                                                     : emit_compute_kernel(plan, k, opt.compute_limits).glsl450;
+                                                     : emit_compute_kernel(plan, k, opt.compute_limits).source;
     const CompiledShader& c = cache.get_or_compile(k.name, src, stage);
     std::string p = dir + "/" + base;
     if (opt.glsl450) write_file_atomic(p + ".glsl", c.glsl450);
@@ -50,9 +51,13 @@ void dump_plan(const Plan& plan, const std::string& dir, KernelCache& cache, con
     }
     if (opt.gles) write_file_atomic(p + "." + stage_extension(stage), with_header_comment(c.gles, c.glsl450));
   };
+  const bool glsl_files = opt.glsl450 || opt.spirv || opt.gles;
   for (const Kernel& k : plan.kernels) {
-    if (opt.fragment) dump_stage(k, ShaderStage::Fragment, k.name);
-    if (opt.compute) dump_stage(k, ShaderStage::Compute, opt.fragment ? k.name + "_cs" : k.name);
+    if (opt.fragment && glsl_files) dump_stage(k, ShaderStage::Fragment, k.name);
+    if (opt.compute && glsl_files) dump_stage(k, ShaderStage::Compute, opt.fragment ? k.name + "_cs" : k.name);
+    if (opt.compute && opt.wgsl)
+      write_file_atomic(dir + "/" + k.name + ".wgsl",
+                        emit_compute_kernel(plan, k, opt.compute_limits, ComputeLanguage::Wgsl).source);
   }
   write_file_atomic(dir + "/plan.json", plan.to_json().dump(2) + "\n");
 }

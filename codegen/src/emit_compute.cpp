@@ -1,4 +1,5 @@
-// Buffer-storage compute emitter: kernel IR -> GLSL 4.50 compute kernels (Vulkan flavour, std430 storage buffers).
+// Buffer-storage compute emitter: kernel IR -> compute kernels in GLSL 4.50 (Vulkan flavour, std430 storage buffers)
+// or WGSL (WebGPU storage buffers), written once over the language layer of compute_lang.h.
 //
 // Strategies, first match wins (ComputeKernel::strategy):
 //  - "tree-reduction" (emit_tiled.cpp): few outputs (<= 1024), each a long reduction (>= 128 iterations and at least
@@ -12,7 +13,7 @@
 //    grid of workgroups when one dimension would exceed the device's max_workgroup_count.
 // Invariants: binding b < inputs.size() is kernel.inputs[b] (readonly), then outputs (writeonly), all in set 0;
 // no push constants; every load index is clamped into its buffer; the source is a function of (plan, kernel,
-// limits) only (byte-stable).
+// limits, language) only (byte-stable); both languages get the same strategy, workgroups and bindings.
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -26,8 +27,8 @@ namespace sg {
 
 namespace compute {
 
-std::string kernel_header(const Plan& plan, const Kernel& k, const std::string& strategy) {
-  std::string s = "#version 450\n";
+std::string kernel_header(const Plan& plan, const Kernel& k, const std::string& strategy, const Lang& lang) {
+  std::string s = lang.version_line();
   s += fmt::format("// shadergrad compute kernel {} ({})\n", k.name, strategy);
   for (size_t j = 0; j < k.outputs.size(); ++j) {
     const Value& out = plan.values[k.outputs[j]];
@@ -42,34 +43,33 @@ std::string kernel_header(const Plan& plan, const Kernel& k, const std::string& 
   return s;
 }
 
-std::string buffer_declarations(const Plan& plan, const Kernel& k, const std::set<int>& loaded) {
-  std::string s = "// bindings (set 0): the kernel's inputs, then its outputs; std430 float buffers, row-major\n";
+std::string buffer_declarations(const Plan& plan, const Kernel& k, const std::set<int>& loaded, const Lang& lang) {
+  std::string s = lang.wgsl() ? "// bindings (group 0): the kernel's inputs, then its outputs; f32 storage buffers, row-major\n"
+                              : "// bindings (set 0): the kernel's inputs, then its outputs; std430 float buffers, row-major\n";
   int binding = 0;
   for (size_t i = 0; i < k.inputs.size(); ++i) {
     const Value& v = plan.values[k.inputs[i]];
-    s += fmt::format("layout(std430, set = 0, binding = {0}) readonly buffer buf_{1} {{ float data[]; }} in_{1};  // {2} {3}\n",
-                     binding++, v.name, v.name, shape_str(v.node->shape));
+    s += lang.buffer_binding(binding++, v.name, true, fmt::format("{} {}", v.name, shape_str(v.node->shape)));
   }
   for (int o : k.outputs) {
     const Value& v = plan.values[o];
-    s += fmt::format("layout(std430, set = 0, binding = {0}) writeonly buffer buf_out_{1} {{ float data[]; }} out_{1};  // {2}\n",
-                     binding++, v.name, shape_str(v.node->shape));
+    s += lang.buffer_binding(binding++, v.name, false, shape_str(v.node->shape));
   }
   for (size_t i = 0; i < k.inputs.size(); ++i) {
     if (!loaded.count(static_cast<int>(i))) continue;
     const Value& v = plan.values[k.inputs[i]];
-    const int64_t last = std::max<int64_t>(v.node->numel() - 1, 0);
-    s += fmt::format("float load_{0}(int i) {{ return in_{0}.data[clamp(i, 0, {1})]; }}\n", v.name, last);
+    s += lang.load_function(v.name, std::max<int64_t>(v.node->numel() - 1, 0));
   }
   return s;
 }
 
-std::string coordinates(const Shape& shape, const std::string& flat, int indent) {
+std::string coordinates(const Shape& shape, const std::string& flat, int indent, const Lang& lang) {
   const Shape st = contiguous_strides(shape);
   std::string s;
   for (size_t i = 0; i < shape.size(); ++i) {
     std::string q = st[i] == 1 ? flat : fmt::format("({} / {})", flat, st[i]);
-    s += fmt::format("{}int i{} = {};\n", std::string(indent * 2, ' '), i, i == 0 ? q : fmt::format("{} % {}", q, shape[i]));
+    s += std::string(indent * 2, ' ') +
+         lang.let(LType::Int, fmt::format("i{}", i), i == 0 ? q : fmt::format("{} % {}", q, shape[i])) + "\n";
   }
   return s;
 }
@@ -85,7 +85,7 @@ std::array<uint32_t, 3> grid_for(const Kernel& k, int64_t groups, const ComputeL
 }
 
 /// One invocation per output element.
-ComputeKernel emit_per_element(const Plan& plan, const Kernel& k, const ComputeLimits& limits) {
+ComputeKernel emit_per_element(const Plan& plan, const Kernel& k, const ComputeLimits& limits, const Lang& lang) {
   const Value& out = plan.values[k.output()];
   const int64_t n = std::max<int64_t>(out.node->numel(), 1);
   const int local = std::min(64, limits.max_workgroup_invocations);
@@ -93,31 +93,39 @@ ComputeKernel emit_per_element(const Plan& plan, const Kernel& k, const ComputeL
   ck.strategy = "per-element";
   ck.local_size = {static_cast<uint32_t>(local), 1, 1};
   ck.workgroups = grid_for(k, (n + local - 1) / local, limits);
-  KPrinter p(plan, k, k.exprs, "");
+  KPrinter p(plan, k, k.exprs, "", lang);
   p.indent = 1;
   std::vector<std::string> values;
   for (auto& e : k.exprs) values.push_back(p.print(e));
-  std::string body = coordinates(out.stored_shape(), "elem", 1) + p.take_code();
-  for (size_t j = 0; j < k.outputs.size(); ++j)
-    body += fmt::format("  out_{}.data[elem] = {};\n", plan.values[k.outputs[j]].name, values[j]);
-  std::string src = kernel_header(plan, k, ck.strategy);
+  std::string body = "  " +
+                     lang.let(LType::Int, "elem",
+                              fmt::format("{} * {} + {}", lang.builtin(Builtin::WorkgroupId, 1),
+                                          static_cast<int64_t>(ck.workgroups[0]) * local,
+                                          lang.builtin(Builtin::GlobalInvocationId, 0))) +
+                     "\n";
+  body += "  " + lang.if_then(fmt::format("elem >= {}", out.node->numel()), "return;") + "\n";
+  body += coordinates(out.stored_shape(), "elem", 1, lang) + p.take_code();
+  for (size_t j = 0; j < k.outputs.size(); ++j) body += "  " + lang.store(plan.values[k.outputs[j]].name, "elem", values[j]) + "\n";
+  body += "}\n";
+  std::string src = kernel_header(plan, k, ck.strategy, lang);
   src += fmt::format("// one invocation per element of {} ({} elements): {} x {} workgroups of {}\n", out.name, n,
                      ck.workgroups[0], ck.workgroups[1], local);
-  src += fmt::format("layout(local_size_x = {}) in;\n", local);
-  src += buffer_declarations(plan, k, p.loaded_inputs());
-  if (p.uses_pow()) src += sg_pow_source();
-  src += "\nvoid main() {\n";
-  src += fmt::format("  int elem = int(gl_WorkGroupID.y) * {} + int(gl_GlobalInvocationID.x);\n",
-                     static_cast<int64_t>(ck.workgroups[0]) * local);
-  src += fmt::format("  if (elem >= {}) return;\n", out.node->numel());
-  src += body + "}\n";
-  ck.glsl450 = std::move(src);
+  src += lang.workgroup_size_layout(local, 1);
+  src += buffer_declarations(plan, k, p.loaded_inputs(), lang);
+  src += lang.helpers(body);
+  src += lang.entry_open(local, 1, body) + body;
+  ck.source = std::move(src);
+  ck.language = lang.language();
   return ck;
 }
 
 }  // namespace compute
 
-ComputeKernel emit_compute_kernel(const Plan& plan, const Kernel& k, const ComputeLimits& limits) {
+const char* compute_language_name(ComputeLanguage language) {
+  return language == ComputeLanguage::Wgsl ? "wgsl" : "glsl450";
+}
+
+ComputeKernel emit_compute_kernel(const Plan& plan, const Kernel& k, const ComputeLimits& limits, ComputeLanguage language) {
   const int nbind = static_cast<int>(k.inputs.size() + k.outputs.size());
   if (nbind > limits.max_storage_buffers)
     throw UnsupportedError(fmt::format(
@@ -137,10 +145,12 @@ ComputeKernel emit_compute_kernel(const Plan& plan, const Kernel& k, const Compu
       throw UnsupportedError(fmt::format("kernel {}: input {} uses texture-plane storage; compute kernels need a plan made "
                                          "with compute_schedule_options",
                                          k.name, plan.values[i].name));
+  const compute::Lang lang(language);
   ComputeKernel ck;
-  if (auto r = compute::emit_tree_reduction(plan, k, limits)) ck = std::move(*r);
-  else if (auto t = compute::emit_tiled_contraction(plan, k, limits)) ck = std::move(*t);
-  else ck = compute::emit_per_element(plan, k, limits);
+  if (auto r = compute::emit_tree_reduction(plan, k, limits, lang)) ck = std::move(*r);
+  else if (auto t = compute::emit_tiled_contraction(plan, k, limits, lang)) ck = std::move(*t);
+  else ck = compute::emit_per_element(plan, k, limits, lang);
+  ck.language = language;
   for (int v : k.inputs) ck.bindings.push_back(v);
   for (int v : k.outputs) ck.bindings.push_back(v);
   for (int d = 0; d < 3; ++d)

@@ -79,7 +79,7 @@ std::string split_dims(const Shape& shape, const std::vector<int>& dims, const s
 }
 
 /// `int r0 = ...;` lines splitting flat loop index `flat` over a reduction's loop variables.
-std::string split_loop(const KExprPtr& r, const std::string& flat, int indent) {
+std::string split_loop(const KExprPtr& r, const std::string& flat, int indent, const Lang& lang) {
   std::string s;
   int64_t stride = 1;
   std::vector<int64_t> strides(r->extents.size());
@@ -87,7 +87,7 @@ std::string split_loop(const KExprPtr& r, const std::string& flat, int indent) {
   for (size_t i = 0; i < r->extents.size(); ++i) {
     std::string q = strides[i] == 1 ? flat : fmt::format("({} / {})", flat, strides[i]);
     if (i > 0) q = fmt::format("{} % {}", q, r->extents[i]);
-    s += fmt::format("{}int {} = {};\n", std::string(indent * 2, ' '), r->loop_vars[i], q);
+    s += std::string(indent * 2, ' ') + lang.let(LType::Int, r->loop_vars[i], q) + "\n";
   }
   return s;
 }
@@ -111,38 +111,35 @@ std::string dims_str(const Shape& shape, const std::vector<int>& dims) {
 /// (0 outside [0, extent) x [0, K)); batch coordinates come from gl_WorkGroupID.z.
 std::string factor_function(const Plan& plan, const Kernel& k, const Contraction& c, const Shape& shape,
                             const KExprPtr& factor, const std::vector<int>& dims, int64_t extent, const char* name,
-                            std::set<int>& loaded, bool& uses_pow) {
+                            std::set<int>& loaded, const Lang& lang) {
   const std::string what = kexpr_str(factor);
   std::string s = fmt::format("float {}(int idx, int k) {{  // {} at idx over ({}), k over the loop\n", name,
                               what.size() > 100 ? "the factor (prologue inlined)" : what, dims_str(shape, dims));
   s += fmt::format("  if (idx >= {} || k >= {}) return 0.0;\n", extent, c.K);
   s += split_dims(shape, dims, "idx", "i", 1);
   if (!c.batch_dims.empty()) s += split_dims(shape, c.batch_dims, "int(gl_WorkGroupID.z)", "i", 1);
-  s += split_loop(c.reduce, "k", 1);
-  KPrinter p(plan, k, {factor}, "");
+  s += split_loop(c.reduce, "k", 1, lang);
+  KPrinter p(plan, k, {factor}, "", lang);
   const std::string v = p.print(factor);
   s += p.take_code() + fmt::format("  return {};\n}}\n", v);
   loaded.insert(p.loaded_inputs().begin(), p.loaded_inputs().end());
-  uses_pow |= p.uses_pow();
   return s;
 }
 
-/// `void NAME(int elem_m, ...)`: the epilogue of every output at one element, with `acc` standing for reduction r;
-/// `coords` declares i0.. from the function's parameters.
+/// `void NAME(...)`: the epilogue of every output at one element, with `acc` standing for reduction r;
+/// `guard_and_coords` declares i0.. from the function's parameters.
 std::string epilogue_function(const Plan& plan, const Kernel& k, const KExprPtr& r, const std::string& signature,
                               const std::string& guard_and_coords, const Shape& shape, std::set<int>& loaded,
-                              bool& uses_pow) {
-  std::string s = signature + " {\n" + guard_and_coords;
-  s += fmt::format("  int elem = {};\n", flat_index(shape));
-  KPrinter p(plan, k, k.exprs, "");
+                              const Lang& lang) {
+  std::string s = signature + "\n" + guard_and_coords;
+  s += "  " + lang.let(LType::Int, "elem", flat_index(shape)) + "\n";
+  KPrinter p(plan, k, k.exprs, "", lang);
   p.bind(r.get(), "acc");
   std::vector<std::string> values;
   for (auto& e : k.exprs) values.push_back(p.print(e));
   s += p.take_code();
-  for (size_t j = 0; j < k.outputs.size(); ++j)
-    s += fmt::format("  out_{}.data[elem] = {};\n", plan.values[k.outputs[j]].name, values[j]);
+  for (size_t j = 0; j < k.outputs.size(); ++j) s += "  " + lang.store(plan.values[k.outputs[j]].name, "elem", values[j]) + "\n";
   loaded.insert(p.loaded_inputs().begin(), p.loaded_inputs().end());
-  uses_pow |= p.uses_pow();
   return s + "}\n";
 }
 
@@ -167,7 +164,9 @@ std::string stage(const char* tile, const char* fn, int rows, int stride, const 
 
 }  // namespace
 
-std::optional<ComputeKernel> emit_tiled_contraction(const Plan& plan, const Kernel& k, const ComputeLimits& limits) {
+std::optional<ComputeKernel> emit_tiled_contraction(const Plan& plan, const Kernel& k, const ComputeLimits& limits,
+                                                    const Lang& lang) {
+  if (lang.wgsl()) return std::nullopt;  // (the WGSL form of the tiled kernel is not written yet: per-element)
   const Shape shape = plan.values[k.output()].stored_shape();
   auto found = find_contraction(k, shape);
   if (!found) return std::nullopt;
@@ -186,16 +185,17 @@ std::optional<ComputeKernel> emit_tiled_contraction(const Plan& plan, const Kern
   ck.shared_bytes = int64_t{t.bk} * (sa + sb) * 4;
   if (ck.shared_bytes > limits.max_shared_bytes) return std::nullopt;
   std::set<int> loaded;
-  bool uses_pow = false;
-  std::string fns = factor_function(plan, k, c, shape, c.factor_a, c.m_dims, c.M, "factor_a", loaded, uses_pow);
-  fns += factor_function(plan, k, c, shape, c.factor_b, c.n_dims, c.N, "factor_b", loaded, uses_pow);
+  std::string fns = factor_function(plan, k, c, shape, c.factor_a, c.m_dims, c.M, "factor_a", loaded, lang);
+  fns += factor_function(plan, k, c, shape, c.factor_b, c.n_dims, c.N, "factor_b", loaded, lang);
   std::string coords = fmt::format("  if (m >= {} || n >= {}) return;\n", c.M, c.N) + split_dims(shape, c.m_dims, "m", "i", 1) +
                        split_dims(shape, c.n_dims, "n", "i", 1);
   if (!c.batch_dims.empty()) coords += split_dims(shape, c.batch_dims, "int(gl_WorkGroupID.z)", "i", 1);
   fns += "// the epilogue of every output at one element of the tile, `acc` the contraction's sum there\n";
-  fns += epilogue_function(plan, k, c.reduce, "void store_tile(int m, int n, float acc)", coords, shape, loaded, uses_pow);
+  fns += epilogue_function(plan, k, c.reduce,
+                           lang.function_open(LType::Void, "store_tile", {{LType::Int, "m"}, {LType::Int, "n"}, {LType::Float, "acc"}}),
+                           coords, shape, loaded, lang);
 
-  std::string src = kernel_header(plan, k, ck.strategy);
+  std::string src = kernel_header(plan, k, ck.strategy, lang);
   src += fmt::format("// contraction: C[batch][m][n] = sum_k A[m][k] * B[k][n] with m over ({}) = {}, n over ({}) = {}, "
                      "batch over ({}) = {}, k over ({}) = {}\n",
                      dims_str(shape, c.m_dims), c.M, dims_str(shape, c.n_dims), c.N, dims_str(shape, c.batch_dims), c.batch,
@@ -210,8 +210,8 @@ std::optional<ComputeKernel> emit_tiled_contraction(const Plan& plan, const Kern
                      "columns tx + j*{}), K chunks of {} staged in shared memory ({} bytes); grid {}x{}x{}\n",
                      t.bm(), t.bn(), t.tx, t.ty, t.tm, t.tn, t.ty, t.tx, t.bk, ck.shared_bytes, gx, gy, c.batch);
   src += fmt::format("layout(local_size_x = {}, local_size_y = {}) in;\n", t.tx, t.ty);
-  src += buffer_declarations(plan, k, loaded);
-  if (uses_pow) src += sg_pow_source();
+  src += buffer_declarations(plan, k, loaded, lang);
+  src += lang.helpers(fns);
   src += fmt::format("shared float tile_a[{}];  // A[m0 + row][k0 + kk] at kk * {} + row\n", t.bk * sa, sa);
   src += fmt::format("shared float tile_b[{}];  // B[k0 + kk][n0 + col] at kk * {} + col\n", t.bk * sb, sb);
   src += fns;
@@ -242,11 +242,12 @@ std::optional<ComputeKernel> emit_tiled_contraction(const Plan& plan, const Kern
       src += fmt::format("  store_tile(m0 + ty{}, n0 + tx{}, acc_{}_{});\n", i ? fmt::format(" + {}", i * t.ty) : "",
                          j ? fmt::format(" + {}", j * t.tx) : "", i, j);
   src += "}\n";
-  ck.glsl450 = std::move(src);
+  ck.source = std::move(src);
   return ck;
 }
 
-std::optional<ComputeKernel> emit_tree_reduction(const Plan& plan, const Kernel& k, const ComputeLimits& limits) {
+std::optional<ComputeKernel> emit_tree_reduction(const Plan& plan, const Kernel& k, const ComputeLimits& limits,
+                                                 const Lang& lang) {
   const Shape shape = plan.values[k.output()].stored_shape();
   const int64_t n = plan.values[k.output()].node->numel();
   KExprPtr r = main_reduction(k);
@@ -264,46 +265,50 @@ std::optional<ComputeKernel> emit_tree_reduction(const Plan& plan, const Kernel&
   ck.workgroups = grid_for(k, n, limits);
   ck.shared_bytes = int64_t{nt} * 4;
   std::set<int> loaded;
-  bool uses_pow = false;
   const ReduceKind kind = r->reduce;
-  const std::string init = kind == ReduceKind::Sum ? "0.0" : glsl_float(kind == ReduceKind::Min ? INFINITY : -INFINITY);
+  const std::string init =
+      kind == ReduceKind::Sum ? "0.0" : lang.float_literal(kind == ReduceKind::Min ? INFINITY : -INFINITY);
   auto combine = [&](const std::string& a, const std::string& b) {
     return kind == ReduceKind::Sum ? fmt::format("{} + {}", a, b)
                                    : fmt::format("{}({}, {})", kind == ReduceKind::Min ? "min" : "max", a, b);
   };
   // the body at flat loop index k, coordinates from the workgroup's element
-  std::string body_fn = "float body(int elem, int k) {  // the reduction's body at the element's coordinates and k\n";
-  body_fn += coordinates(shape, "elem", 1) + split_loop(r, "k", 1);
+  std::string fns = lang.function_open(LType::Float, "body", {{LType::Int, "elem"}, {LType::Int, "k"}}) +
+                    "  // the reduction's body at the element's coordinates and k\n";
+  fns += coordinates(shape, "elem", 1, lang) + split_loop(r, "k", 1, lang);
   {
-    KPrinter p(plan, k, {r->a}, "");
+    KPrinter p(plan, k, {r->a}, "", lang);
     const std::string v = p.print(r->a);
-    body_fn += p.take_code() + fmt::format("  return {};\n}}\n", v);
+    fns += p.take_code() + fmt::format("  return {};\n}}\n", v);
     loaded.insert(p.loaded_inputs().begin(), p.loaded_inputs().end());
-    uses_pow |= p.uses_pow();
   }
-  const std::string epi = epilogue_function(plan, k, r, "void store_element(int element, float acc)",
-                                            coordinates(shape, "element", 1), shape, loaded, uses_pow);
-  std::string src = kernel_header(plan, k, ck.strategy);
+  fns += epilogue_function(plan, k, r,
+                           lang.function_open(LType::Void, "store_element", {{LType::Int, "element"}, {LType::Float, "acc"}}),
+                           coordinates(shape, "element", 1, lang), shape, loaded, lang);
+  std::string body = "  " + lang.let(LType::Int, "elem",
+                                     fmt::format("{} * {} + {}", lang.builtin(Builtin::WorkgroupId, 1), ck.workgroups[0],
+                                                 lang.builtin(Builtin::WorkgroupId, 0))) + "\n";
+  body += "  " + lang.let(LType::Int, "tid", lang.builtin(Builtin::LocalInvocationId, 0)) + "\n";
+  body += "  " + lang.var(LType::Float, "acc", init) + "\n";
+  body += "  " + lang.if_then(fmt::format("elem < {}", n), lang.for_stmt("k", "tid", std::to_string(L), nt,
+                                                                  fmt::format("acc = {};", combine("acc", "body(elem, k)")))) + "\n";
+  body += "  partial[tid] = acc;\n  " + lang.barrier() + "\n";
+  for (int h = nt / 2; h >= 1; h /= 2) {
+    body += "  " + lang.if_then(fmt::format("tid < {}", h), fmt::format("partial[tid] = {};", combine("partial[tid]", fmt::format("partial[tid + {}]", h)))) + "\n";
+    body += "  " + lang.barrier() + "\n";
+  }
+  body += "  " + lang.if_then(fmt::format("tid == 0 && elem < {}", n), "store_element(elem, partial[0]);") + "\n}\n";
+  std::string src = kernel_header(plan, k, ck.strategy, lang);
   src += fmt::format("// one workgroup of {} invocations per element ({} elements, grid {}x{}); each folds ({}) of {} "
                      "iterations strided by {}, then a tree in shared memory; invocation 0 stores\n",
                      nt, n, ck.workgroups[0], ck.workgroups[1], reduce_name(kind), L, nt);
-  src += fmt::format("layout(local_size_x = {}) in;\n", nt);
-  src += buffer_declarations(plan, k, loaded);
-  if (uses_pow) src += sg_pow_source();
-  src += fmt::format("shared float partial[{}];\n", nt);
-  src += body_fn + epi;
-  src += "\nvoid main() {\n";
-  src += fmt::format("  int elem = int(gl_WorkGroupID.y) * {} + int(gl_WorkGroupID.x);\n", ck.workgroups[0]);
-  src += "  int tid = int(gl_LocalInvocationID.x);\n";
-  src += fmt::format("  float acc = {};\n", init);
-  src += fmt::format("  if (elem < {}) for (int k = tid; k < {}; k += {}) acc = {};\n", n, L, nt, combine("acc", "body(elem, k)"));
-  src += "  partial[tid] = acc;\n  barrier();\n";
-  for (int h = nt / 2; h >= 1; h /= 2) {
-    src += fmt::format("  if (tid < {}) partial[tid] = {};\n", h, combine("partial[tid]", fmt::format("partial[tid + {}]", h)));
-    src += "  barrier();\n";
-  }
-  src += fmt::format("  if (tid == 0 && elem < {}) store_element(elem, partial[0]);\n}}\n", n);
-  ck.glsl450 = std::move(src);
+  src += lang.workgroup_size_layout(nt, 1);
+  src += buffer_declarations(plan, k, loaded, lang);
+  src += lang.helpers(fns + body);
+  src += lang.shared_array("partial", nt, "");
+  src += fns;
+  src += lang.entry_open(nt, 1, fns + body) + body;
+  ck.source = std::move(src);
   return ck;
 }
 

@@ -105,8 +105,22 @@ DeviceCaps preset_caps(std::string_view preset) {
   } else if (preset == "gpu") {
     c.renderer = "a hardware GPU";
     c.compute.max_shared_bytes = 49152;
+  } else if (preset == "webgpu" || preset == "webgpu-compat") {
+    // the limits every WebGPU device has (a device asked for no requiredLimits gets exactly these): W3C WebGPU
+    // "Limits" defaults; compatibility mode lowers invocations per workgroup (and workgroup size x/y) to 128 and
+    // keeps maxStorageBuffersPerShaderStage at 8 for compute (gpuweb proposals/compatibility-mode.md, "Lower
+    // limits"; only the fragment and vertex stages get 4 and 0)
+    const bool compat = preset == "webgpu-compat";
+    c.renderer = compat ? "a WebGPU device (compatibility mode default limits)" : "a WebGPU device (default limits)";
+    c.max_texture_size = compat ? 4096 : 8192;
+    c.max_draw_buffers = compat ? 4 : 8;
+    c.compute.max_storage_buffers = 8;                                 // maxStorageBuffersPerShaderStage
+    c.compute.max_workgroup_invocations = compat ? 128 : 256;          // maxComputeInvocationsPerWorkgroup
+    c.compute.max_shared_bytes = 16384;                                // maxComputeWorkgroupStorageSize
+    c.compute.max_workgroup_count = 65535;                             // maxComputeWorkgroupsPerDimension
+    c.compute.max_buffer_bytes = int64_t{128} << 20;                   // maxStorageBufferBindingSize
   } else {
-    throw ValueError(fmt::format("unknown device preset '{}' (llvmpipe or gpu)", preset));
+    throw ValueError(fmt::format("unknown device preset '{}' (llvmpipe, gpu, webgpu or webgpu-compat)", preset));
   }
   return c;
 }

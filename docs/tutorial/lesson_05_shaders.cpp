@@ -96,14 +96,14 @@ int main() {
               cplan.kernels.front().name.c_str(), ck.strategy.c_str(), ck.local_size[0], ck.local_size[1],
               ck.local_size[2], ck.workgroups[0], ck.workgroups[1], ck.workgroups[2], ck.bindings.size(),
               static_cast<long long>(ck.shared_bytes));
-  show((cplan.kernels.front().name + ".comp.glsl").c_str(), ck.glsl450, 12);
+  show((cplan.kernels.front().name + ".comp.glsl").c_str(), ck.source, 12);
   expect(ck.strategy == "tiled-contraction", "the matmul is emitted as a tiled contraction");
-  expect(ck.shared_bytes > 0 && has(ck.glsl450, "shared"), "which declares shared (workgroup) memory");
+  expect(ck.shared_bytes > 0 && has(ck.source, "shared"), "which declares shared (workgroup) memory");
   expect(ck.bindings.size() == cplan.kernels.front().inputs.size() + cplan.kernels.front().outputs.size(),
          "one storage-buffer binding per input and output");
-  expect(has(ck.glsl450, here), "the compute source names the same source line");
+  expect(has(ck.source, here), "the compute source names the same source line");
 
-  sg::CompiledShader ccs = sg::compile_shader(cplan.kernels.front().name, ck.glsl450, sg::ShaderStage::Compute);
+  sg::CompiledShader ccs = sg::compile_shader(cplan.kernels.front().name, ck.source, sg::ShaderStage::Compute);
   expect(has(ccs.spvasm, "OpEntryPoint GLCompute"), "it compiles to a GLCompute SPIR-V module");
   expect(has(ccs.gles, "#version 310 es"), "and cross-compiles to GLSL ES 3.10 compute");
   std::printf("lesson 5 done\n");

@@ -142,7 +142,7 @@ class GlesComputeBackend final : public Backend {
   /// The linked program of a compute kernel (compiled once per distinct GLSL ES source).
   const gles::ComputeProgram& program_for(const Kernel& k, const ComputeKernel& ck) {
     try {
-      const CompiledShader& c = cache_.get_or_compile(k.name, ck.glsl450, ShaderStage::Compute);
+      const CompiledShader& c = cache_.get_or_compile(k.name, ck.source, ShaderStage::Compute);
       auto it = programs_.find(c.gles);
       if (it == programs_.end()) it = programs_.emplace(c.gles, dev_->create_compute_program(c.gles, k.name)).first;
       const auto& ls = it->second.local_size();

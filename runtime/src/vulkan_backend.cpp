@@ -195,7 +195,7 @@ std::vector<ComputeKernel> VulkanBackend::emit_kernels(const Plan& plan) {
 
 const vk::Pipeline& VulkanBackend::pipeline_for(const Kernel& k, const ComputeKernel& ck) {
   try {
-    const CompiledShader& c = cache_.get_or_compile(k.name, ck.glsl450, ShaderStage::Compute);
+    const CompiledShader& c = cache_.get_or_compile(k.name, ck.source, ShaderStage::Compute);
     auto it = pipelines_.find(&c);
     if (it == pipelines_.end())
       it = pipelines_

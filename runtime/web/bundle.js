@@ -6,13 +6,17 @@ import { BundleError, UnsupportedError } from './errors.js';
 import { parseSafetensors } from './safetensors.js';
 
 /** The bundle format this runtime reads (bundle.json `format`). */
-export const BUNDLE_FORMAT = 'shadergrad-bundle/1';
+export const BUNDLE_FORMAT = 'shadergrad-bundle/2';
+
+/** Targets a bundle may carry (bundle.json `targets`): per program a `webgpu` plan (WGSL compute kernels over
+ * storage buffers) and the `webgl2` plan (GLSL ES 3.00 fragment kernels over RGBA32F textures). */
+export const TARGETS = ['webgpu', 'webgl2'];
 
 /** Storage features (bundle.json `features`) this runtime knows how to run. */
 export const KNOWN_FEATURES = ['transposed', 'row_planes', 'col_planes', 'union_domains', 'allocated_extents'];
 
-/** Shader languages a kernel may carry: `glsl_es` (WebGL2 fragment) and, reserved for the WebGPU path, `wgsl`. */
-const SOURCE_FIELDS = ['glsl_es', 'wgsl'];
+/** The shader file field of a kernel per plan: `glsl_es` (webgl2 plan) and `wgsl` (webgpu plan). */
+const SOURCE_FIELD = { webgl2: 'glsl_es', webgpu: 'wgsl' };
 
 /**
  * @param {string|URL} url
@@ -39,6 +43,7 @@ function describeWhere(where) {
   const parts = [];
   if (where.kernel) parts.push(`kernel '${where.kernel}'`);
   if (where.program) parts.push(`program '${where.program}'`);
+  if (where.target) parts.push(`${where.target} plan`);
   if (where.tensor) parts.push(`tensor '${where.tensor}'`);
   return parts.length ? ` (${parts.join(', ')})` : '';
 }
@@ -61,6 +66,10 @@ export class Bundle {
     this._expected = null;
   }
   get format() { return this.json.format; }
+  /** @returns {string[]} the targets the bundle carries (`webgpu`, `webgl2`) */
+  get targets() { return this.json.targets; }
+  /** The webgpu section ({target, requires}); undefined without the webgpu target. */
+  get webgpu() { return this.json.webgpu; }
   get model() { return this.json.model; }
   get target() { return this.json.target; }
   get requires() { return this.json.requires; }
@@ -78,7 +87,7 @@ export class Bundle {
     return p;
   }
 
-  /** The source text of a kernel's shader file (a path from `kernels[].glsl_es`). */
+  /** The source text of a kernel's shader file (a path from `kernels[].glsl_es` or `webgpu.kernels[].wgsl`). */
   source(path) {
     const s = this.sources.get(path);
     if (s === undefined) throw new BundleError(`shader file '${path}' was not loaded with the bundle`, { file: path });
@@ -149,6 +158,10 @@ function validate(json, file) {
     fail(`bundle format '${json.format}' is not supported by this runtime, which reads '${BUNDLE_FORMAT}'. Export ` +
          `the bundle again with the shadergrad release that matches this runtime, or load it with the runtime ` +
          `copy inside the bundle (runtime/shadergrad.js)`, { format: json.format });
+  if (!Array.isArray(json.targets) || !json.targets.length || json.targets.some((t) => !TARGETS.includes(t)))
+    fail(`\`targets\` is ${JSON.stringify(json.targets)}; expected a non-empty list of ${TARGETS.join(', ')}`);
+  if (json.targets.includes('webgpu') && !json.webgpu?.requires)
+    fail('lists the webgpu target but has no `webgpu.requires`');
   for (const f of json.features || [])
     if (!KNOWN_FEATURES.includes(f))
       throw new UnsupportedError(`${file}: the bundle uses storage feature '${f}', which this runtime does not know ` +
@@ -158,10 +171,69 @@ function validate(json, file) {
     fail('has no programs');
   const persistent = new Map((json.persistent || []).map((p) => [p.name, p]));
   for (const p of persistent.values())
-    if (!p.data || p.data.bytes !== 4 * numel(p.shape) || p.layout?.numel !== numel(p.shape))
-      fail(`persistent value '${p.name}' ${JSON.stringify(p.shape)} has ${p.data?.bytes} bytes of initial data ` +
-           `and layout numel ${p.layout?.numel}; expected ${4 * numel(p.shape)} bytes`, { tensor: p.name });
-  for (const [name, p] of Object.entries(json.programs)) validateProgram(name, p, persistent, fail);
+    if (!p.data || p.data.bytes !== 4 * numel(p.shape) ||
+        (json.targets.includes('webgl2') && p.layout?.numel !== numel(p.shape)) ||
+        (json.targets.includes('webgpu') && !(p.buffer_bytes >= 4 * numel(p.shape))))
+      fail(`persistent value '${p.name}' ${JSON.stringify(p.shape)} has ${p.data?.bytes} bytes of initial data, ` +
+           `layout numel ${p.layout?.numel} and buffer_bytes ${p.buffer_bytes}; expected ${4 * numel(p.shape)} ` +
+           'bytes (and the layout or buffer of every target in `targets`)', { tensor: p.name });
+  for (const [name, p] of Object.entries(json.programs)) {
+    for (const key of ['inputs', 'outputs'])
+      if (!Array.isArray(p[key])) fail(`program '${name}' has no '${key}' array`, { program: name });
+    if (json.targets.includes('webgl2')) validateProgram(name, p, persistent, fail);
+    if (json.targets.includes('webgpu')) {
+      if (!p.webgpu || typeof p.webgpu !== 'object')
+        fail(`program '${name}' has no webgpu plan although \`targets\` lists webgpu`, { program: name });
+      validateWebGPUProgram(name, p.webgpu, persistent, fail);
+    }
+  }
+}
+
+/** Checks a program's webgpu plan: value ids, buffers, persistent names, kernel bindings and dispatch sizes. */
+function validateWebGPUProgram(program, p, persistent, fail) {
+  const where = { program, target: 'webgpu' };
+  for (const key of ['values', 'kernels', 'inputs', 'outputs', 'updates', 'buffers'])
+    if (!Array.isArray(p[key])) fail(`program '${program}': the webgpu plan has no '${key}' array`, where);
+  const value = (id, what, w) => {
+    const v = p.values[id];
+    if (!Number.isInteger(id) || !v || v.id !== id)
+      fail(`${what} refers to value ${id}, which the webgpu plan of program '${program}' does not have`, { ...where, ...w });
+    return v;
+  };
+  p.values.forEach((v, i) => {
+    const w = { ...where, value: v.name };
+    if (v.id !== i) fail(`program '${program}' (webgpu): values[${i}] has id ${v.id}`, w);
+    if (!(v.bytes >= 4 * numel(v.shape)))
+      fail(`program '${program}' (webgpu): value '${v.name}' ${JSON.stringify(v.shape)} has ${v.bytes} bytes`, w);
+    const p_ = v.kind === 'persistent' ? v.tensor : v.update_of;
+    if (p_ !== undefined && !persistent.has(p_))
+      fail(`program '${program}' (webgpu): value '${v.name}' refers to persistent value '${p_}', which is not in ` +
+           '`persistent`', w);
+    if (v.buffer !== undefined && !(p.buffers[v.buffer]?.bytes >= 4 * numel(v.shape)))
+      fail(`program '${program}' (webgpu): value '${v.name}' lives in buffer ${v.buffer}, which does not exist or ` +
+           'is too small', w);
+  });
+  for (const k of p.kernels) {
+    const w = { ...where, kernel: k.name };
+    if (!k.name || typeof k.wgsl !== 'string')
+      fail(`program '${program}' (webgpu): kernel '${k.name}' names no WGSL file`, w);
+    if (!Array.isArray(k.bindings) || !k.bindings.length)
+      fail(`program '${program}' (webgpu): kernel '${k.name}' has no bindings`, w);
+    k.bindings.forEach((b, i) => {
+      if (b.binding !== i) fail(`kernel '${k.name}': bindings[${i}] has binding ${b.binding}`, w);
+      if (b.access !== 'read' && b.access !== 'read_write')
+        fail(`kernel '${k.name}': binding ${i} has access '${b.access}' (read or read_write)`, w);
+      value(b.value, `kernel '${k.name}' binding ${i}`, w);
+    });
+    if (!Array.isArray(k.workgroups) || k.workgroups.length !== 3 || !k.workgroups.every((n) => Number.isInteger(n) && n >= 1))
+      fail(`kernel '${k.name}': workgroups ${JSON.stringify(k.workgroups)} is not three positive integers`, w);
+  }
+  for (const io of [...p.inputs, ...p.outputs]) value(io.value, `input/output '${io.name}'`, where);
+  for (const u of p.updates) {
+    if (!persistent.has(u.target)) fail(`program '${program}' (webgpu) updates '${u.target}', which is not in ` +
+                                        '`persistent`', where);
+    value(u.value, `the update of '${u.target}'`, where);
+  }
 }
 
 function validateProgram(program, p, persistent, fail) {
@@ -196,8 +268,8 @@ function validateProgram(program, p, persistent, fail) {
   });
   for (const k of p.kernels) {
     const w = { ...where, kernel: k.name };
-    if (!k.name || !SOURCE_FIELDS.some((f) => typeof k[f] === 'string'))
-      fail(`program '${program}': kernel '${k.name}' names no shader file (${SOURCE_FIELDS.join(' or ')})`, w);
+    if (!k.name || typeof k.glsl_es !== 'string')
+      fail(`program '${program}': kernel '${k.name}' names no GLSL ES shader file (glsl_es)`, w);
     for (const s of k.samplers || []) {
       const v = value(s.value, `kernel '${k.name}' sampler '${s.name}'`, w);
       if (!(s.plane >= 0 && s.plane < (v.storage?.planes ?? 1)))
@@ -242,15 +314,19 @@ export async function loadBundle(url, options = {}) {
   // every shader file, in parallel; a missing one names its kernel and program
   const wanted = new Map();
   for (const [program, p] of Object.entries(json.programs))
-    for (const k of p.kernels)
-      for (const f of SOURCE_FIELDS) if (typeof k[f] === 'string' && !wanted.has(k[f])) wanted.set(k[f], { program, kernel: k.name });
+    for (const target of json.targets)
+      for (const k of (target === 'webgpu' ? p.webgpu : p).kernels) {
+        const f = k[SOURCE_FIELD[target]];
+        if (!wanted.has(f)) wanted.set(f, { program, kernel: k.name, target });
+      }
   const sources = new Map();
   await Promise.all([...wanted].map(async ([path, where]) => {
     const r = await fetchFile(new URL(path, base), fetchImpl, path, where, 'shader file');
     sources.set(path, await r.text());
   }));
   const refs = [...json.persistent.map((p) => p.data),
-                ...Object.values(json.programs).flatMap((p) => p.values.filter((v) => v.data).map((v) => v.data))];
+                ...Object.values(json.programs).flatMap((p) => [...(p.values || []), ...(p.webgpu?.values || [])]
+                  .filter((v) => v.data).map((v) => v.data))];
   const files = await fetchDataFiles(base, refs, fetchImpl, 'weights file');
   return new Bundle(base, json, sources, files, fetchImpl);
 }

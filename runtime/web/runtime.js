@@ -1,11 +1,13 @@
-// shadergrad web runtime — a Runtime: one bundle on one backend (today WebGL2), with its persistent values on the
-// GPU. run() is one step of a program (inputs uploaded, every kernel drawn, only the outputs read back, updates
-// committed by swapping textures); read() reads a persistent value back; timings() gives per-kernel times.
+// shadergrad web runtime — a Runtime: one bundle on one backend (WebGPU or WebGL2), with its persistent values on
+// the GPU. run() is one step of a program (inputs uploaded, every kernel dispatched or drawn, only the outputs read
+// back, updates committed by swapping front and back); read() reads a persistent value back; timings() gives
+// per-kernel times.
 import { Bundle, loadBundle } from './bundle.js';
 import { ShadergradError } from './errors.js';
 import { runChecks } from './checks.js';
 import { selectBackend } from './select.js';
 import { WebGL2Executor } from './webgl2_executor.js';
+import { WebGPUExecutor } from './webgpu_executor.js';
 
 const now = () => (globalThis.performance ? performance.now() : Date.now());
 
@@ -14,7 +16,7 @@ export class Runtime {
   constructor(bundle, selection, executor, stats) {
     /** @type {Bundle} */
     this.bundle = bundle;
-    /** @type {string} 'webgl2' */
+    /** @type {string} 'webgpu' or 'webgl2' */
     this.backend = selection.backend;
     /** @type {{backend: string, ok: boolean, reason: string}[]} every backend tried, with the reason in words */
     this.attempts = selection.attempts;
@@ -63,9 +65,10 @@ export class Runtime {
     return runChecks(this, options);
   }
 
-  /** Loses the WebGL context on purpose (WEBGL_lose_context), to test lost-context handling; returns false where
-   * the extension is missing. */
+  /** Loses the WebGL context (WEBGL_lose_context) or destroys the WebGPU device on purpose, to test lost-context
+   * handling; returns false where WebGL2 lacks the extension. */
   loseContextForTesting() {
+    if (this.backend === 'webgpu') { this.device.loseForTesting(); return true; }
     const ext = this.device.loseContextExt;
     if (!ext) return false;
     ext.loseContext();
@@ -84,8 +87,11 @@ export class Runtime {
 /**
  * Loads a bundle (unless given one), picks a backend, uploads the weights and compiles every kernel.
  * @param {string|URL|Bundle} bundle URL of bundle.json, or a loaded Bundle
- * @param {{backend?: 'auto'|'webgpu'|'webgl2', canvas?: HTMLCanvasElement|OffscreenCanvas, profile?: boolean,
- *          fetch?: typeof fetch, contextAttributes?: WebGLContextAttributes}} [options]
+ * @param {{backend?: 'auto'|'webgpu'|'webgl2', gpu?: GPU, canvas?: HTMLCanvasElement|OffscreenCanvas,
+ *          profile?: boolean, fetch?: typeof fetch, contextAttributes?: WebGLContextAttributes,
+ *          featureLevel?: 'core'|'compatibility'}} [options] `gpu`: a GPU object where there is no navigator.gpu
+ *   (Node: npm webgpu's create([...])); `featureLevel`: the WebGPU adapter to ask for (default: core, else
+ *   compatibility)
  * @returns {Promise<Runtime>}
  */
 export async function createRuntime(bundle, options = {}) {
@@ -95,7 +101,8 @@ export async function createRuntime(bundle, options = {}) {
   const selection = await selectBackend(b, options);
   let exec;
   try {
-    exec = new WebGL2Executor(b, selection.device, options);
+    const Executor = selection.backend === 'webgpu' ? WebGPUExecutor : WebGL2Executor;
+    exec = new Executor(b, selection.device, options);
     await exec.link();
   } catch (e) {
     exec?.dispose();

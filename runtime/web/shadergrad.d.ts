@@ -1,8 +1,10 @@
 // shadergrad web runtime — TypeScript declarations of the public API (shadergrad.js and what it re-exports).
 // The bundle format is docs/BUNDLE.md; the JSDoc in each module says the same in more words.
 
-/** The bundle format this runtime reads: "shadergrad-bundle/1". */
+/** The bundle format this runtime reads: "shadergrad-bundle/2". */
 export const BUNDLE_FORMAT: string;
+/** The targets a bundle may carry: ['webgpu', 'webgl2']. */
+export const TARGETS: readonly BackendName[];
 /** Storage features (bundle.json `features`) this runtime can run. */
 export const KNOWN_FEATURES: readonly string[];
 /** Backends in the order `backend: 'auto'` tries them: ['webgpu', 'webgl2']. */
@@ -23,16 +25,22 @@ export class Bundle {
   readonly json: any;
   readonly format: string;
   readonly model: string;
+  /** The plans every program carries: 'webgpu' (WGSL compute), 'webgl2' (GLSL ES fragment). */
+  readonly targets: BackendName[];
+  /** The webgpu section: its target and the WebGPU limits (GPUSupportedLimits names) it requires. */
+  readonly webgpu?: { target: Record<string, unknown>;
+                      requires: { limits: Record<string, number>; features: string[] } };
   readonly target: Record<string, unknown>;
   readonly requires: { max_draw_buffers: number; max_texture_image_units: number; max_texture_size: number;
                        extensions: string[]; };
   readonly features: string[];
   readonly programNames: string[];
   readonly persistent: { name: string; kind: 'param' | 'state'; shape: number[]; dtype: 'f32' | 'i32';
-                         layout: TextureLayout; allocated: [number, number]; data: DataRef; }[];
+                         layout?: TextureLayout; allocated?: [number, number]; buffer_bytes?: number;
+                         data: DataRef; }[];
   /** The description of a program; throws BundleError for an unknown name. */
   program(name: string): any;
-  /** A kernel's shader source (path as in `kernels[].glsl_es`). */
+  /** A kernel's shader source (path as in `kernels[].glsl_es` or `webgpu.kernels[].wgsl`). */
   source(path: string): string;
   /** The f32 values a data reference points at (a copy). */
   data(ref: DataRef): Float32Array;
@@ -48,7 +56,12 @@ export function loadBundle(url: string | URL, options?: LoadOptions): Promise<Bu
 export interface RuntimeOptions extends LoadOptions {
   /** 'auto' (default) tries BACKENDS in order. */
   backend?: 'auto' | BackendName;
-  /** A canvas to draw with; default: a new OffscreenCanvas (or a <canvas> where there is none). */
+  /** WebGPU: the GPU object to use where there is no navigator.gpu (Node: npm `webgpu`'s create([...])). */
+  gpu?: unknown;
+  /** WebGPU: the adapter's feature level; default: 'core', else 'compatibility'. */
+  featureLevel?: 'core' | 'compatibility';
+  powerPreference?: 'low-power' | 'high-performance';
+  /** WebGL2: a canvas to draw with; default: a new OffscreenCanvas (or a <canvas> where there is none). */
   canvas?: HTMLCanvasElement | OffscreenCanvas;
   /** Per-kernel timings of each run (timings()). */
   profile?: boolean;
@@ -60,14 +73,23 @@ export interface BackendAttempt { backend: BackendName; ok: boolean; reason: str
 export interface KernelTiming {
   kernel: string;
   ms: number;
-  /** true: EXT_disjoint_timer_query_webgl2; false: host time between readbacks around the draw. */
+  /** true: GPU time (WebGPU timestamp-query, WebGL2 EXT_disjoint_timer_query_webgl2); false: host time (WebGPU:
+   * one submit per kernel until onSubmittedWorkDone; WebGL2: between readbacks around the draw). */
   gpu_timer: boolean;
 }
 
-export interface DeviceCaps {
+export interface WebGL2Caps {
   api: 'webgl2'; renderer: string; max_texture_size: number; max_viewport: number; max_draw_buffers: number;
   max_texture_image_units: number; timer_query: boolean; parallel_shader_compile: boolean;
 }
+
+export interface WebGPUCaps {
+  api: 'webgpu'; renderer: string; timestamp_query: boolean; max_storage_buffers_per_stage: number;
+  max_compute_invocations_per_workgroup: number; max_compute_workgroup_storage_size: number;
+  max_storage_buffer_binding_size: number;
+}
+
+export type DeviceCaps = WebGL2Caps | WebGPUCaps;
 
 export type Feeds = Record<string, ArrayLike<number>>;
 export type Outputs = Record<string, Float32Array | Int32Array>;
@@ -96,9 +118,10 @@ export class Runtime {
   readonly attempts: BackendAttempt[];
   readonly caps: DeviceCaps;
   readonly programs: string[];
-  /** load_ms: fetching the bundle; setup_ms: context, uploads, shader compile and link. */
+  /** load_ms: fetching the bundle; setup_ms: device/context, uploads, shader compile and link (pipelines). */
   readonly stats: { load_ms: number; setup_ms: number };
-  /** One step: inputs uploaded, every kernel drawn, outputs read back, updates committed. */
+  /** One step: inputs uploaded, every kernel dispatched (WebGPU) or drawn (WebGL2), only the outputs read back,
+   * updates committed (front and back swapped). */
   run(program: string, feeds: Feeds): Promise<Outputs>;
   /** A persistent value's current value. */
   read(name: string): Promise<Float32Array>;
@@ -110,7 +133,8 @@ export class Runtime {
 
 export function createRuntime(bundle: string | URL | Bundle, options?: RuntimeOptions): Promise<Runtime>;
 
-/** The same API as Runtime, in a module Worker (OffscreenCanvas). */
+/** The same API as Runtime, in a module Worker (WebGPU from the worker's navigator.gpu, WebGL2 on an
+ * OffscreenCanvas). */
 export class WorkerRuntime {
   readonly worker: Worker;
   backend: BackendName | null;
@@ -129,7 +153,7 @@ export class WorkerRuntime {
 }
 
 export function createWorkerRuntime(bundleUrl: string | URL,
-                                    options?: Omit<RuntimeOptions, 'canvas' | 'fetch'>): Promise<WorkerRuntime>;
+                                    options?: Omit<RuntimeOptions, 'canvas' | 'fetch' | 'gpu'>): Promise<WorkerRuntime>;
 
 export function selectBackend(bundle: Bundle, options?: RuntimeOptions):
   Promise<{ backend: BackendName; device: unknown; attempts: BackendAttempt[] }>;
@@ -145,8 +169,10 @@ export class BundleError extends ShadergradError {}
 export class UnsupportedError extends ShadergradError {}
 /** No backend can run here; details.attempts has the reasons. */
 export class BackendUnavailableError extends ShadergradError {}
-/** A kernel failed to compile/link; the message marks the blamed lines (details.kernel, .file, .log, .lines). */
+/** A kernel failed to compile/link; the message marks the blamed lines (details.kernel, .file, .log, .lines;
+ * WGSL: .line, the first failing line). */
 export class ShaderCompileError extends ShadergradError {}
+/** The WebGL2 context or WebGPU device was lost; create a new runtime. */
 export class ContextLostError extends ShadergradError {}
 export class FeedError extends ShadergradError {}
 export class DeviceError extends ShadergradError {}

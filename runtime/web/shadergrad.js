@@ -8,7 +8,7 @@
 //
 //   import { createWorkerRuntime } from './runtime/shadergrad.js';
 //   const wrt = await createWorkerRuntime('bundle.json');     // the same API, running in a module Worker
-export { BUNDLE_FORMAT, KNOWN_FEATURES, Bundle, loadBundle } from './bundle.js';
+export { BUNDLE_FORMAT, KNOWN_FEATURES, TARGETS, Bundle, loadBundle } from './bundle.js';
 export { Runtime, createRuntime } from './runtime.js';
 export { BACKENDS, selectBackend } from './select.js';
 export { compare, runChecks } from './checks.js';
@@ -16,4 +16,4 @@ export { createWorkerRuntime, WorkerRuntime } from './worker_client.js';
 export * from './errors.js';
 
 /** Version of this runtime (the bundle format it reads is BUNDLE_FORMAT). */
-export const VERSION = '0.1.0';
+export const VERSION = '0.2.0';

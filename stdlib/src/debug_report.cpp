@@ -89,7 +89,7 @@ void Session::Impl::ensure_shaders() {
     const auto* compute = exe ? exe->compute_kernels() : nullptr;
     const size_t ki = static_cast<size_t>(&k - plan->kernels.data());
     const ShaderStage stage = compute ? ShaderStage::Compute : ShaderStage::Fragment;
-    const std::string src = compute ? (*compute)[ki].glsl450 : emit_glsl450(*plan, k, stage);
+    const std::string src = compute ? (*compute)[ki].source : emit_glsl450(*plan, k, stage);
     const CompiledShader& c = cache.get_or_compile(k.name, src, stage);
     // SPIRV-Cross drops comments: carry the GLSL 4.50 header (kernel, output, nodes with source lines) over,
     // right after the #version line so the file stays valid GLSL ES.

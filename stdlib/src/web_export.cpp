@@ -1,4 +1,5 @@
-// Writing a web bundle (docs/BUNDLE.md): schedule every program for the WebGL2 target, dump its GLSL ES shaders,
+// Writing a web bundle (docs/BUNDLE.md): schedule every program for each target (webgl2: GLSL ES fragment shaders;
+// webgpu: WGSL compute kernels), write the shaders,
 // write the initial persistent values and constants as safetensors (recording each tensor's absolute byte range),
 // replay the checks on the CPU reference backend for the expected outputs, copy the JavaScript runtime, and write
 // bundle.json last (so a bundle.json on disk always refers to files that were written before it).
@@ -33,6 +34,7 @@ struct PersistentEntry {
   TextureLayout layout;
   Extent alloc;
   std::string first_program;
+  bool has_layout = false;  ///< registered from a webgl2 plan (layout and alloc are meaningful)
 };
 
 /// Absolute byte ranges [begin, end) of every tensor in a safetensors file, from its own header (so the offsets
@@ -64,7 +66,7 @@ json data_ref(const std::string& file, const std::string& tensor,
 /// Registers the persistent values of `plan` (one entry per node name; the same layout in every program, an
 /// allocation covering every program's draws).
 void collect_persistent(const Plan& plan, const std::string& program, std::vector<std::string>& order,
-                        std::map<std::string, PersistentEntry>& reg) {
+                        std::map<std::string, PersistentEntry>& reg, bool textures) {
   for (const Value& v : plan.values) {
     if (v.kind != ValueKind::Persistent) continue;
     const std::string& name = v.node->name;
@@ -74,7 +76,7 @@ void collect_persistent(const Plan& plan, const std::string& program, std::vecto
                                    program, v.node->describe()));
     auto it = reg.find(name);
     if (it == reg.end()) {
-      reg[name] = {v.node, v.layout, v.extent, program};
+      reg[name] = {v.node, v.layout, v.extent, program, textures};
       order.push_back(name);
       continue;
     }
@@ -83,6 +85,7 @@ void collect_persistent(const Plan& plan, const std::string& program, std::vecto
       throw ValueError(fmt::format("export: two different persistent values are named '{}' (programs '{}' and "
                                    "'{}'); the runtime shares persistent values by name: rename one",
                                    name, e.first_program, program));
+    if (!textures) continue;  // a webgpu plan: buffers of numel floats, no layout to agree on
     if (!(e.layout == v.layout))
       throw ValueError(fmt::format("export: persistent value '{}' has texture layout {} in program '{}' but {} in "
                                    "'{}'; export the programs with one target",
@@ -199,6 +202,212 @@ std::pair<json, json> requirements(const std::vector<Plan>& plans, const std::ma
           features};
 }
 
+/// The programs scheduled for one target of a bundle.
+struct TargetPlans {
+  std::vector<Plan> plans;
+  std::vector<std::vector<ComputeKernel>> kernels;  ///< webgpu: per plan, its WGSL kernels
+};
+
+void check_program_names(const BundleSpec& spec) {
+  for (const BundleProgram& p : spec.programs)
+    if (p.name.empty() || p.name.find_first_of("/\\. ") != std::string::npos)
+      throw ValueError(fmt::format("export: program name '{}' must be non-empty without '/', '\\\\', '.' or ' '",
+                                   p.name));
+}
+
+/// webgl2: every program scheduled for the fragment target, its GLSL ES shaders and plan.json dumped.
+TargetPlans schedule_webgl2(const BundleSpec& spec, const WebGL2Target& target, const std::string& dir,
+                            ExportSummary& sum, std::vector<std::string>& order,
+                            std::map<std::string, PersistentEntry>& reg) {
+  const ScheduleOptions so = target.schedule_options();
+  KernelCache cache(fs::path{});  // memory only: an export never depends on a stale disk cache
+  DumpOptions dopt;
+  dopt.glsl450 = false;
+  dopt.spirv = false;
+  TargetPlans t;
+  for (const BundleProgram& p : spec.programs) {
+    t.plans.push_back(schedule(p.program, so));
+    dump_plan(t.plans.back(), fmt::format("{}/shaders/{}", dir, p.name), cache, dopt);
+    for (const Kernel& k : t.plans.back().kernels) sum.files.push_back(fmt::format("shaders/{}/{}.frag", p.name, k.name));
+    sum.files.push_back(fmt::format("shaders/{}/plan.json", p.name));
+    sum.kernels.emplace_back(p.name, static_cast<int>(t.plans.back().kernels.size()));
+    collect_persistent(t.plans.back(), p.name, order, reg, true);
+  }
+  return t;
+}
+
+/// webgpu: every program scheduled for the WGSL compute target, each kernel emitted in WGSL and written as
+/// shaders/PROGRAM/KERNEL.wgsl, plan.webgpu.json beside it.
+TargetPlans schedule_webgpu(const BundleSpec& spec, const WebGPUTarget& target, const std::string& dir,
+                            ExportSummary& sum, std::vector<std::string>& order,
+                            std::map<std::string, PersistentEntry>& reg) {
+  const ScheduleOptions so = target.schedule_options();
+  const ComputeLimits limits = target.limits();
+  TargetPlans t;
+  for (const BundleProgram& p : spec.programs) {
+    Plan plan = schedule(p.program, so);
+    const fs::path sdir = fs::path(dir) / "shaders" / p.name;
+    std::error_code ec;
+    fs::create_directories(sdir, ec);
+    if (ec) throw IOError(fmt::format("cannot create {}: {}", sdir.string(), ec.message()));
+    std::vector<ComputeKernel> ks;
+    for (const Kernel& k : plan.kernels) {
+      try {
+        ks.push_back(emit_compute_kernel(plan, k, limits, ComputeLanguage::Wgsl));
+      } catch (const UnsupportedError& e) {
+        throw UnsupportedError(fmt::format("export (webgpu, preset {}): program '{}': {}", target.preset, p.name,
+                                           e.what()));
+      }
+      write_file_atomic((sdir / (k.name + ".wgsl")).string(), ks.back().source);
+      sum.files.push_back(fmt::format("shaders/{}/{}.wgsl", p.name, k.name));
+    }
+    write_file_atomic((sdir / "plan.webgpu.json").string(), plan.to_json().dump(1) + "\n");
+    sum.files.push_back(fmt::format("shaders/{}/plan.webgpu.json", p.name));
+    sum.webgpu_kernels.emplace_back(p.name, static_cast<int>(plan.kernels.size()));
+    collect_persistent(plan, p.name, order, reg, false);
+    t.plans.push_back(std::move(plan));
+    t.kernels.push_back(std::move(ks));
+  }
+  return t;
+}
+
+/// What a WebGPU device must offer (bundle.json `webgpu.requires`): the GPUSupportedLimits every kernel and buffer
+/// of every program needs, named as WebGPU names them (requestDevice's requiredLimits).
+json webgpu_requires(const TargetPlans& t, const std::map<std::string, PersistentEntry>& reg) {
+  int64_t buffers = 1, inv = 1, sx = 1, sy = 1, sz = 1, shared = 0, groups = 1, bytes = 16;
+  auto vec4 = [](int64_t numel) { return (std::max<int64_t>(numel, 1) * 4 + 15) / 16 * 16; };
+  for (size_t i = 0; i < t.plans.size(); ++i) {
+    for (const ComputeKernel& ck : t.kernels[i]) {
+      buffers = std::max<int64_t>(buffers, static_cast<int64_t>(ck.bindings.size()));
+      inv = std::max<int64_t>(inv, int64_t{ck.local_size[0]} * ck.local_size[1] * ck.local_size[2]);
+      sx = std::max<int64_t>(sx, ck.local_size[0]);
+      sy = std::max<int64_t>(sy, ck.local_size[1]);
+      sz = std::max<int64_t>(sz, ck.local_size[2]);
+      shared = std::max(shared, ck.shared_bytes);
+      for (uint32_t g : ck.workgroups) groups = std::max<int64_t>(groups, g);
+    }
+    for (const TextureLayout& b : t.plans[i].buffers) bytes = std::max(bytes, vec4(b.numel));
+    for (const Value& v : t.plans[i].values) bytes = std::max(bytes, vec4(v.node->numel()));
+  }
+  for (auto& [name, e] : reg) bytes = std::max(bytes, vec4(e.node->numel()));
+  json limits = {{"maxStorageBuffersPerShaderStage", buffers},
+                 {"maxComputeInvocationsPerWorkgroup", inv},
+                 {"maxComputeWorkgroupSizeX", sx},
+                 {"maxComputeWorkgroupSizeY", sy},
+                 {"maxComputeWorkgroupSizeZ", sz},
+                 {"maxComputeWorkgroupsPerDimension", groups},
+                 {"maxStorageBufferBindingSize", bytes},
+                 {"maxBufferSize", bytes}};
+  if (shared > 0) limits["maxComputeWorkgroupStorageSize"] = shared;
+  return {{"limits", limits}, {"features", json::array()}};
+}
+
+/// Every persistent value's initial value, then every program's constants (webgl2 plans first, then the webgpu
+/// plans' constants under webgpu/PROGRAM/NAME): weights.safetensors.
+std::vector<io::NamedTensor> initial_tensors(const BundleSpec& spec, Backend& cpu,
+                                             const std::vector<std::string>& order,
+                                             const std::map<std::string, PersistentEntry>& reg,
+                                             const TargetPlans& gl, const TargetPlans& gpu) {
+  std::vector<io::NamedTensor> weights;
+  for (const std::string& name : order) {
+    const PersistentEntry& e = reg.at(name);
+    weights.push_back({name, std::vector<int64_t>(e.node->shape.begin(), e.node->shape.end()),
+                       cpu.read(Tensor(e.node))});
+  }
+  auto constants = [&](const TargetPlans& t, const std::string& prefix) {
+    for (size_t i = 0; i < t.plans.size(); ++i)
+      for (const Value& v : t.plans[i].values)
+        if (v.kind == ValueKind::Constant)
+          weights.push_back({fmt::format("{}{}/{}", prefix, spec.programs[i].name, v.name),
+                             std::vector<int64_t>(v.node->shape.begin(), v.node->shape.end()), *v.node->data});
+  };
+  constants(gl, "");
+  constants(gpu, "webgpu/");
+  return weights;
+}
+
+/// bundle.json `persistent`: name, kind, shape, dtype, the storage of each target, the initial data.
+json persistent_json(const std::vector<std::string>& order, const std::map<std::string, PersistentEntry>& reg,
+                     const BundleTargets& targets,
+                     const std::map<std::string, std::pair<int64_t, int64_t>>& wranges) {
+  json persistent = json::array();
+  for (const std::string& name : order) {
+    const PersistentEntry& e = reg.at(name);
+    json j = {{"name", name},
+              {"kind", e.node->op == Op::Param ? "param" : "state"},
+              {"shape", json(std::vector<int64_t>(e.node->shape.begin(), e.node->shape.end()))},
+              {"dtype", dtype_name(e.node->dtype)}};
+    if (targets.webgl2) {
+      if (!e.has_layout)
+        throw ValueError(fmt::format("export: persistent value '{}' appears only in the webgpu plans", name));
+      j["layout"] = {{"numel", e.layout.numel}, {"texels", e.layout.texels}, {"width", e.layout.width},
+                     {"height", e.layout.height}};
+      j["allocated"] = {e.alloc.width, e.alloc.height};
+    }
+    if (targets.webgpu) j["buffer_bytes"] = (std::max<int64_t>(e.node->numel(), 1) * 4 + 15) / 16 * 16;
+    j["data"] = data_ref("weights.safetensors", name, wranges);
+    persistent.push_back(std::move(j));
+  }
+  return persistent;
+}
+
+/// bundle.json `programs`: per program its inputs/outputs, the webgl2 plan's fields and the `webgpu` plan.
+json programs_json(const BundleSpec& spec, const TargetPlans& gl, const TargetPlans& gpu,
+                   const std::map<std::string, std::pair<int64_t, int64_t>>& wranges) {
+  json programs = json::object();
+  for (size_t i = 0; i < spec.programs.size(); ++i) {
+    const std::string& name = spec.programs[i].name;
+    json d;
+    if (!gl.plans.empty()) {
+      d = describe_program(gl.plans[i], "shaders/" + name);
+      for (json& v : d["values"])
+        if (v["kind"] == "constant")
+          v["data"] = data_ref("weights.safetensors", fmt::format("{}/{}", name, v["name"].get<std::string>()), wranges);
+      d["kernels_per_run"] = gl.plans[i].kernels.size();
+    }
+    if (!gpu.plans.empty()) {
+      json w = describe_webgpu_program(gpu.plans[i], gpu.kernels[i], "shaders/" + name);
+      for (json& v : w["values"])
+        if (v["kind"] == "constant")
+          v["data"] = data_ref("weights.safetensors",
+                               fmt::format("webgpu/{}/{}", name, v["name"].get<std::string>()), wranges);
+      if (gl.plans.empty()) {  // the program's interface without a webgl2 plan: names, shapes, dtypes
+        d["inputs"] = w["inputs"];
+        d["outputs"] = w["outputs"];
+        for (json& io : d["inputs"]) io.erase("value");
+        for (json& io : d["outputs"]) io.erase("value");
+      }
+      d["webgpu"] = std::move(w);
+    }
+    programs[name] = std::move(d);
+  }
+  return programs;
+}
+
+/// expected.safetensors and bundle.json `checks` (with file offsets, tolerances, the backend that computed them).
+json write_checks(const BundleSpec& spec, Backend& cpu, const std::vector<std::string>& order,
+                  const std::map<std::string, PersistentEntry>& reg, const std::string& dir, ExportSummary& sum) {
+  if (spec.checks.empty()) return nullptr;
+  auto [tensors, c] = run_checks(spec, cpu, order, reg);
+  const std::string epath = dir + "/expected.safetensors";
+  io::save_safetensors(epath, tensors, {{"format", "shadergrad-bundle-expected/1"}, {"backend", cpu.device()}});
+  sum.files.push_back("expected.safetensors");
+  const auto eranges = tensor_ranges(epath);
+  auto resolve = [&](json& names) {
+    for (auto& [k, v] : names.items()) v = data_ref("expected.safetensors", v.get<std::string>(), eranges);
+  };
+  for (json& r : c["runs"]) {
+    resolve(r["feeds"]);
+    resolve(r["outputs"]);
+  }
+  resolve(c["persistent_after"]);
+  c["computed_by"] = cpu.name() + ": " + cpu.device();
+  // docs/BUNDLE.md "checks": outputs element by element, persistent values (after Adam steps) as whole tensors
+  c["tolerance"] = {{"outputs", {{"metric", "elementwise"}, {"rel", 1e-4}, {"floor", 1e-3}}},
+                    {"persistent", {{"metric", "norm"}, {"rel", 1e-4}}}};
+  return c;
+}
+
 void hash_node_attrs(const Node& n, std::string& s) {
   const Attrs& a = n.attrs;
   s += fmt::format(" axes[{}] keep{} perm[{}] shape{} starts{} steps{} pads{}/{}={} classes{} s{}x{} p{}x{} d{}x{} k{}x{}",
@@ -247,121 +456,62 @@ std::string structure_hash(const BundleSpec& spec) {
       hash_node_attrs(*n, s);
       s += "\n";
     }
-    for (size_t i = 0; i < p.outputs.size(); ++i) s += fmt::format("out {} %{}\n", p.output_names[i], pos.at(p.outputs[i].get()));
-    for (const Update& u : p.updates)
-      s += fmt::format("update {} %{}\n", u.target->name, pos.at(u.value.get()));
+    for (size_t i = 0; i < p.outputs.size(); ++i)
+      s += fmt::format("out {} %{}\n", p.output_names[i], pos.at(p.outputs[i].get()));
+    for (const Update& u : p.updates) s += fmt::format("update {} %{}\n", u.target->name, pos.at(u.value.get()));
   }
   return hash_hex(fnv1a64(s));
 }
 
-ExportSummary write_bundle(const BundleSpec& spec, const WebGL2Target& target, const std::string& dir) {
-  const ScheduleOptions so = target.schedule_options();
+ExportSummary write_bundle(const BundleSpec& spec, const BundleTargets& targets, const std::string& dir) {
+  if (!targets.webgl2 && !targets.webgpu)
+    throw ValueError("export: no target chosen (a bundle carries webgpu, webgl2 or both: --targets webgpu,webgl2)");
+  check_program_names(spec);
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) throw IOError(fmt::format("cannot create the bundle directory {}: {}", dir, ec.message()));
+  fs::remove_all(fs::path(dir) / "shaders", ec);  // an earlier export's shaders (maybe of other targets)
   std::unique_ptr<Backend> cpu = make_cpu_backend();
   if (spec.prepare) spec.prepare(*cpu);
 
   ExportSummary sum;
-  std::vector<Plan> plans;
-  std::vector<std::string> persistent_order;
+  std::vector<std::string> order;
   std::map<std::string, PersistentEntry> reg;
-  KernelCache cache(fs::path{});  // memory only: an export never depends on a stale disk cache
-  DumpOptions dopt;
-  dopt.glsl450 = false;
-  dopt.spirv = false;
-  for (const BundleProgram& p : spec.programs) {
-    if (p.name.empty() || p.name.find_first_of("/\\. ") != std::string::npos)
-      throw ValueError(fmt::format("export: program name '{}' must be non-empty without '/', '\\\\', '.' or ' '",
-                                   p.name));
-    plans.push_back(schedule(p.program, so));
-    dump_plan(plans.back(), fmt::format("{}/shaders/{}", dir, p.name), cache, dopt);
-    for (const Kernel& k : plans.back().kernels) sum.files.push_back(fmt::format("shaders/{}/{}.frag", p.name, k.name));
-    sum.files.push_back(fmt::format("shaders/{}/plan.json", p.name));
-    sum.kernels.emplace_back(p.name, static_cast<int>(plans.back().kernels.size()));
-    collect_persistent(plans.back(), p.name, persistent_order, reg);
-  }
+  TargetPlans gl, gpu;
+  if (targets.webgl2) gl = schedule_webgl2(spec, targets.webgl2_target, dir, sum, order, reg);
+  if (targets.webgpu) gpu = schedule_webgpu(spec, targets.webgpu_target, dir, sum, order, reg);
 
-  // initial values: persistent values as the backend holds them after prepare(), then every program's constants
-  std::vector<io::NamedTensor> weights;
-  for (const std::string& name : persistent_order) {
-    const PersistentEntry& e = reg.at(name);
-    weights.push_back({name, std::vector<int64_t>(e.node->shape.begin(), e.node->shape.end()),
-                       cpu->read(Tensor(e.node))});
-  }
-  for (size_t i = 0; i < plans.size(); ++i)
-    for (const Value& v : plans[i].values)
-      if (v.kind == ValueKind::Constant)
-        weights.push_back({fmt::format("{}/{}", spec.programs[i].name, v.name),
-                           std::vector<int64_t>(v.node->shape.begin(), v.node->shape.end()), *v.node->data});
   const std::string wpath = dir + "/weights.safetensors";
-  io::save_safetensors(wpath, weights, {{"format", "shadergrad-bundle-weights/1"}, {"model", spec.model}});
+  io::save_safetensors(wpath, initial_tensors(spec, *cpu, order, reg, gl, gpu),
+                       {{"format", "shadergrad-bundle-weights/1"}, {"model", spec.model}});
   sum.files.push_back("weights.safetensors");
   sum.weight_bytes = static_cast<int64_t>(fs::file_size(wpath));
-  sum.persistent_values = static_cast<int64_t>(persistent_order.size());
+  sum.persistent_values = static_cast<int64_t>(order.size());
   const auto wranges = tensor_ranges(wpath);
-
-  json programs = json::object();
-  for (size_t i = 0; i < plans.size(); ++i) {
-    const std::string& name = spec.programs[i].name;
-    json d = describe_program(plans[i], "shaders/" + name);
-    for (json& v : d["values"])
-      if (v["kind"] == "constant")
-        v["data"] = data_ref("weights.safetensors", fmt::format("{}/{}", name, v["name"].get<std::string>()), wranges);
-    d["kernels_per_run"] = plans[i].kernels.size();
-    programs[name] = std::move(d);
-  }
-  json persistent = json::array();
-  for (const std::string& name : persistent_order) {
-    const PersistentEntry& e = reg.at(name);
-    persistent.push_back({{"name", name},
-                          {"kind", e.node->op == Op::Param ? "param" : "state"},
-                          {"shape", json(std::vector<int64_t>(e.node->shape.begin(), e.node->shape.end()))},
-                          {"dtype", dtype_name(e.node->dtype)},
-                          {"layout",
-                           {{"numel", e.layout.numel}, {"texels", e.layout.texels}, {"width", e.layout.width},
-                            {"height", e.layout.height}}},
-                          {"allocated", {e.alloc.width, e.alloc.height}},
-                          {"data", data_ref("weights.safetensors", name, wranges)}});
-  }
-
-  json checks = nullptr;
-  if (!spec.checks.empty()) {
-    auto [tensors, c] = run_checks(spec, *cpu, persistent_order, reg);
-    const std::string epath = dir + "/expected.safetensors";
-    io::save_safetensors(epath, tensors, {{"format", "shadergrad-bundle-expected/1"}, {"backend", cpu->device()}});
-    sum.files.push_back("expected.safetensors");
-    const auto eranges = tensor_ranges(epath);
-    auto resolve = [&](json& names) {
-      for (auto& [k, v] : names.items()) v = data_ref("expected.safetensors", v.get<std::string>(), eranges);
-    };
-    for (json& r : c["runs"]) {
-      resolve(r["feeds"]);
-      resolve(r["outputs"]);
-    }
-    resolve(c["persistent_after"]);
-    c["computed_by"] = cpu->name() + ": " + cpu->device();
-    // docs/BUNDLE.md "checks": outputs element by element, persistent values (after Adam steps) as whole tensors
-    c["tolerance"] = {{"outputs", {{"metric", "elementwise"}, {"rel", 1e-4}, {"floor", 1e-3}}},
-                      {"persistent", {{"metric", "norm"}, {"rel", 1e-4}}}};
-    checks = std::move(c);
-  }
+  json programs = programs_json(spec, gl, gpu, wranges);
+  json persistent = persistent_json(order, reg, targets, wranges);
+  json checks = write_checks(spec, *cpu, order, reg, dir, sum);
 
   write_runtime(dir, sum.files);
-  auto [requires_, features] = requirements(plans, reg);
   json meta = json::object();
   for (auto& [k, v] : spec.metadata) meta[k] = v;
   meta["structure_hash"] = structure_hash(spec);
-  json bundle = {{"format", kBundleFormat},
-                 {"generator", "shadergrad export"},
-                 {"model", spec.model},
-                 {"metadata", meta},
-                 {"target", target.to_json()},
-                 {"requires", requires_},
-                 {"features", features},
-                 {"persistent", persistent},
-                 {"programs", programs},
-                 {"checks", checks}};
+  json target_list = json::array();
+  if (targets.webgpu) target_list.push_back("webgpu");
+  if (targets.webgl2) target_list.push_back("webgl2");
+  json bundle = {{"format", kBundleFormat}, {"generator", "shadergrad export"}, {"model", spec.model},
+                 {"metadata", meta},        {"targets", target_list}};
+  if (targets.webgl2) {
+    auto [requires_, features] = requirements(gl.plans, reg);
+    bundle["target"] = targets.webgl2_target.to_json();
+    bundle["requires"] = requires_;
+    bundle["features"] = features;
+  }
+  if (targets.webgpu)
+    bundle["webgpu"] = {{"target", targets.webgpu_target.to_json()}, {"requires", webgpu_requires(gpu, reg)}};
+  bundle["persistent"] = persistent;
+  bundle["programs"] = programs;
+  bundle["checks"] = checks;
   write_file_atomic(dir + "/bundle.json", bundle.dump(1) + "\n");
   sum.files.push_back("bundle.json");
   return sum;
@@ -403,7 +553,8 @@ BundleSpec model_bundle_spec(const ModelExportOptions& opt) {
     Tensor loss = cross_entropy((*model)(x), labels);
     spec.programs.push_back({"train", make_train_step(loss, model->parameters(), *adam)});
   }
-  if (opt.debug_program && !opt.infer_only) spec.programs.push_back({"train_debug", debug_train_step(*model, *adam, batch, c, h, w)});
+  if (opt.debug_program && !opt.infer_only)
+    spec.programs.push_back({"train_debug", debug_train_step(*model, *adam, batch, c, h, w)});
   json layers = json::array();
   for (size_t i = 0; i < model->size(); ++i) layers.push_back(model->layer_name(i));
   spec.metadata = {{"dataset", dataset},
@@ -433,7 +584,7 @@ BundleSpec model_bundle_spec(const ModelExportOptions& opt) {
   spec.checks.push_back({"infer", {{"x", xi}}});
   if (opt.infer_only) return spec;
   for (int s = 0; s < opt.check_steps; ++s) spec.checks.push_back({"train", {{"x", xt}, {"labels", yt}}});
-  if (opt.debug_program && !opt.infer_only) spec.checks.push_back({"train_debug", {{"x", xt}, {"labels", yt}}});
+  if (opt.debug_program) spec.checks.push_back({"train_debug", {{"x", xt}, {"labels", yt}}});
   spec.checks.push_back({"infer", {{"x", xi}}});
   return spec;
 }

@@ -12,12 +12,13 @@ async function runtimeFor(mod, name, mode, options) {
   return mode === 'worker' ? mod.createWorkerRuntime(url, options) : mod.createRuntime(url, options);
 }
 
-/** Replays the checks of bundle `name` on a fresh runtime ('main' thread or 'worker'). */
-window.sgCheck = async (name, mode) => {
+/** Replays the checks of bundle `name` on a fresh runtime ('main' thread or 'worker'; backend 'auto', 'webgpu' or
+ * 'webgl2'). */
+window.sgCheck = async (name, mode, backend = 'auto') => {
   const mod = await import(`/${name}/runtime/shadergrad.js`);
   let rt;
   try {
-    rt = await runtimeFor(mod, name, mode, {});
+    rt = await runtimeFor(mod, name, mode, { backend });
     const t0 = performance.now();
     const report = await rt.runChecks();
     report.checks_ms = performance.now() - t0;
@@ -25,7 +26,11 @@ window.sgCheck = async (name, mode) => {
     report.stats = rt.stats;
     report.caps = rt.caps;
     report.mode = mode;
-    log(`${name} ${mode}: ok=${report.ok}`);
+    // the kernels of the plan the runtime ran (a WorkerRuntime has no bundle here: load the description)
+    const p = (rt.bundle || (await mod.loadBundle(`/${name}/bundle.json`))).json.programs;
+    report.kernels = Object.fromEntries(Object.entries(p).map(([k, v]) =>
+      [k, (rt.backend === 'webgpu' ? v.webgpu : v).kernels.map((x) => x.name)]));
+    log(`${name} ${mode} ${backend}: ok=${report.ok}`);
     return { ok: true, report };
   } catch (e) {
     log(`${name} ${mode}: ${e.name}: ${e.message}`);
@@ -35,10 +40,10 @@ window.sgCheck = async (name, mode) => {
   }
 };
 
-/** Runs one step, loses the context on purpose, and returns what the next run and read throw. */
-window.sgLostContext = async (name, mode) => {
+/** Runs one step, loses the context (or WebGPU device) on purpose, and returns what the next run and read throw. */
+window.sgLostContext = async (name, mode, backend = 'webgl2') => {
   const mod = await import(`/${name}/runtime/shadergrad.js`);
-  const rt = await runtimeFor(mod, name, mode, {});
+  const rt = await runtimeFor(mod, name, mode, { backend });
   const c = await rt.bundle?.loadChecks?.() ?? null;
   const result = { mode, supported: false };
   try {
@@ -71,9 +76,9 @@ window.sgSelectWebGPU = async (name) => {
 };
 /** One profiled train step: the kernel names and whether each time came from a GPU timer query (the values are
  * reported, never judged: no timing is asserted). */
-window.sgProfile = async (name, mode) => {
+window.sgProfile = async (name, mode, backend = 'webgl2') => {
   const mod = await import(`/${name}/runtime/shadergrad.js`);
-  const rt = await runtimeFor(mod, name, mode, { profile: true });
+  const rt = await runtimeFor(mod, name, mode, { profile: true, backend });
   try {
     const b = await mod.loadBundle(`/${name}/bundle.json`);
     const checks = await b.loadChecks();
@@ -82,7 +87,9 @@ window.sgProfile = async (name, mode) => {
     for (const [k, ref] of Object.entries(run.feeds)) feeds[k] = b.data(ref);
     await rt.run('train', feeds);
     const timings = await rt.timings();
-    return { kernels: b.program('train').kernels.map((k) => k.name), timings, timer_query: rt.caps.timer_query };
+    const plan = backend === 'webgpu' ? b.program('train').webgpu : b.program('train');
+    return { backend: rt.backend, kernels: plan.kernels.map((k) => k.name), timings,
+             timer_query: backend === 'webgpu' ? rt.caps.timestamp_query : rt.caps.timer_query };
   } finally {
     await rt.dispose();
   }

@@ -2,10 +2,13 @@
 //
 // A compute target stores every materialised value in a storage buffer of floats (std430, row-major, the
 // value's stored shape; a transposed temporary holds its transpose, as on the fragment target). A kernel is
-// one dispatch. Its GLSL 4.50 source (Vulkan flavour) declares, in `set = 0`:
-//   binding b for b < kernel.inputs.size():   readonly buffer of value kernel.inputs[b]
-//   binding inputs.size() + j:                writeonly buffer of value kernel.outputs[j]
-// (ComputeKernel::bindings lists the value id of every binding in that order). No push constants, no
+// one dispatch, printed in one of two languages from the same kernel IR (ComputeLanguage): GLSL 4.50 (Vulkan
+// flavour, glslang's input for the Vulkan and GLES 3.1 compute backends) or WGSL (WebGPU). Its source declares,
+// in `set = 0` (GLSL) / `@group(0)` (WGSL):
+//   binding b for b < kernel.inputs.size():   readonly buffer of value kernel.inputs[b] (WGSL: var<storage, read>)
+//   binding inputs.size() + j:                writeonly buffer of value kernel.outputs[j] (WGSL: read_write)
+// (ComputeKernel::bindings lists the value id of every binding in that order; a WGSL runtime must create explicit
+// bind group layouts from it: a binding the entry point does not read is absent from a `layout: 'auto'` layout). No push constants, no
 // uniforms: shapes are baked in. The runtime dispatches `workgroups` groups of `local_size` invocations;
 // what each invocation computes (one element, or a register tile of a workgroup tile) is the emitter's
 // business, and it guards every store, so extra invocations are harmless.
@@ -37,9 +40,19 @@ struct ComputeLimits {
   bool cpu_device = false;                ///< a CPU implementation (lavapipe, llvmpipe): fewer, larger invocations pay
 };
 
+/// The language a compute kernel is printed in.
+enum class ComputeLanguage {
+  Glsl450,  ///< GLSL 4.50, Vulkan flavour: glslang -> SPIR-V (Vulkan) -> SPIRV-Cross GLSL ES 3.10 (GLES compute)
+  Wgsl,     ///< WGSL (W3C WebGPU Shading Language), entry point `main`; f32 only
+};
+
+/// "glsl450" or "wgsl".
+const char* compute_language_name(ComputeLanguage language);
+
 /// One compute kernel ready to compile and dispatch.
 struct ComputeKernel {
-  std::string glsl450;                    ///< GLSL 4.50 compute source (input of glslang -> SPIR-V)
+  std::string source;                     ///< the kernel's source in `language`
+  ComputeLanguage language = ComputeLanguage::Glsl450;
   std::array<uint32_t, 3> local_size{64, 1, 1};
   std::array<uint32_t, 3> workgroups{1, 1, 1};
   std::vector<int> bindings;              ///< value id per binding: kernel.inputs, then kernel.outputs
@@ -59,12 +72,14 @@ struct ComputeKernel {
 /// fewer than 2 storage buffers per kernel.
 ScheduleOptions compute_schedule_options(const ComputeLimits& limits);
 
-/// The compute kernel for kernel `k` of a plan made with compute_schedule_options(limits) (codegen/src/
-/// emit_compute.cpp: strategies per-element, tiled-contraction, tree-reduction; see ComputeKernel::strategy).
+/// The compute kernel for kernel `k` of a plan made with compute_schedule_options(limits), printed in `language`
+/// (codegen/src/emit_compute.cpp: strategies per-element, tiled-contraction, tree-reduction; see
+/// ComputeKernel::strategy; both languages get the same strategy, tiles, workgroups and bindings).
 /// Tile sizes and workgroup sizes follow `limits` (shared memory, invocations, cpu_device). Throws
 /// UnsupportedError (naming the kernel and the limit: max_storage_buffers, max_workgroup_count,
 /// max_workgroup_invocations, max_buffer_bytes) when the kernel cannot fit the device, and for plans whose values
 /// use texture-plane storage (row/column planes, transposed temporaries, union-domain kernels).
-ComputeKernel emit_compute_kernel(const Plan& plan, const Kernel& k, const ComputeLimits& limits);
+ComputeKernel emit_compute_kernel(const Plan& plan, const Kernel& k, const ComputeLimits& limits,
+                                  ComputeLanguage language = ComputeLanguage::Glsl450);
 
 }  // namespace sg

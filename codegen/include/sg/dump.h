@@ -1,11 +1,12 @@
 // shadergrad — dumping a Plan for people who read generated shaders.
 //
 // For every kernel: NAME.glsl (GLSL 4.50, glslang's input), NAME.spv (SPIR-V binary), NAME.spvasm (SPIRV-Tools
-// disassembly), NAME.frag (GLSL ES 3.00, fragment) and/or NAME.comp (GLSL ES 3.10, compute); plus plan.json
+// disassembly), NAME.frag (GLSL ES 3.00, fragment) and/or NAME.comp (GLSL ES 3.10, compute) and/or NAME.wgsl (the
+// compute kernel printed as WGSL, written as emitted: no glslang there); plus plan.json
 // (Plan::to_json: kernels in launch order, inputs/outputs, shapes, texture layouts, graph nodes).
 // Compute sources are written with a "_cs" suffix in their NAME (NAME_cs.glsl ...) when both stages are dumped.
 // Files are written atomically (sg/atomic_file.h). Kernel files of an earlier dump in `dir` (k*.glsl, .spv,
-// .spvasm, .frag, .comp) are removed first so the directory matches plan.json. Throws IOError naming the path.
+// .spvasm, .frag, .comp, .wgsl) are removed first so the directory matches plan.json. Throws IOError naming the path.
 #pragma once
 
 #include <string>
@@ -25,6 +26,7 @@ struct DumpOptions {
   bool glsl450 = true;   ///< write NAME.glsl (the GLSL 4.50 glslang compiles)
   bool spirv = true;     ///< write NAME.spv and NAME.spvasm
   bool gles = true;      ///< write NAME.frag / NAME.comp (GLSL ES, what the GPU runs)
+  bool wgsl = false;     ///< compute: write NAME.wgsl (emit_compute_kernel(.., ComputeLanguage::Wgsl))
 };
 
 /// Compiles (through `cache`) and writes every kernel of `plan` into `dir` (created if missing).

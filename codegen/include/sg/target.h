@@ -10,7 +10,7 @@
 //   glsl-es-fragment  fragment  textures  emit_glsl450(.., Fragment) -> ES 3.00  GLES (runtime/src/gles_*)
 //   glsl-es-compute   compute   buffers   emit_compute_kernel (sg/compute_kernel.h) -> ES 3.10
 //   spirv-vulkan      compute   buffers   emit_compute_kernel -> SPIR-V          Vulkan
-//   wgsl              compute   buffers   (not yet)                              WebGPU
+//   wgsl              compute   buffers   emit_compute_kernel(.., Wgsl) -> WGSL    WebGPU (runtime/web, bundles)
 //   cpu               host      host      none: the f64 reference runs the graph
 // docs/ARCHITECTURE.md ("Adding a target") lists what a new target needs.
 #pragma once
@@ -55,7 +55,11 @@ bool is_cpu_renderer(std::string_view renderer);
 /// DeviceCaps of a device shadergrad dumps for without opening it: "llvmpipe" (Mesa llvmpipe: a CPU rasteriser,
 /// 16384-texel textures, 8 draw buffers, 16 samplers; compute: 16 storage buffers, 1024 invocations, 32 KiB shared
 /// memory, CPU tile sizes) and "gpu" (a hardware GPU such as NVIDIA's: the same texture, draw-buffer, sampler,
-/// storage-buffer and invocation limits, 48 KiB shared memory, GPU tile sizes). ValueError for other names.
+/// storage-buffer and invocation limits, 48 KiB shared memory, GPU tile sizes), "webgpu" (the W3C WebGPU default
+/// limits every device has: 8 storage buffers per stage, 256 invocations per workgroup, 16 KiB workgroup storage,
+/// 65535 workgroups per dimension, 128 MiB storage bindings; f32 only) and "webgpu-compat" (WebGPU compatibility
+/// mode's defaults: the same but 128 invocations per workgroup; gpuweb proposals/compatibility-mode.md keeps 8
+/// storage buffers for compute). ValueError for other names.
 DeviceCaps preset_caps(std::string_view preset);
 
 /// The limits a kernel of a target must respect.

@@ -1,16 +1,22 @@
 // shadergrad — exporting programs as a web bundle: a directory the JavaScript runtime (runtime/web/) loads and
-// runs in a browser on WebGL2 (fragment shaders over RGBA32F textures); docs/BUNDLE.md is the format's schema.
+// runs in a browser on WebGPU (WGSL compute kernels over storage buffers) or WebGL2 (GLSL ES fragment shaders over
+// RGBA32F textures); docs/BUNDLE.md is the format's schema.
 //
-//   DIR/bundle.json                 format "shadergrad-bundle/1": target, persistent values, programs (values with
-//                                   their texture layouts, pooled buffers, kernels in launch order with their
-//                                   samplers, render targets and draw extents), inputs/outputs, checks
+//   DIR/bundle.json                 format "shadergrad-bundle/2": targets, persistent values, programs (inputs/
+//                                   outputs; the webgl2 plan: values with their texture layouts, pooled buffers,
+//                                   kernels in launch order with their samplers, render targets and draw extents;
+//                                   the webgpu plan: values with their buffer sizes, pooled buffers, kernels in
+//                                   dispatch order with their bindings and workgroups), checks
 //   DIR/weights.safetensors         initial values of every persistent value (parameters and optimizer state)
 //                                   and every constant, F32; bundle.json gives each one's absolute byte offset
 //   DIR/expected.safetensors        the checks: fixed inputs and the outputs the native CPU reference backend
 //                                   computed for them (a sequence of runs), and the persistent values after it
 //   DIR/shaders/PROGRAM/*.frag      GLSL ES 3.00 fragment shaders, one per kernel, as `shadergrad dump` writes
 //                                   them (header comment naming the graph nodes and user source lines)
-//   DIR/shaders/PROGRAM/plan.json   Plan::to_json of the program (for people; the runtime reads bundle.json)
+//   DIR/shaders/PROGRAM/*.wgsl      WGSL compute shaders, one per kernel of the webgpu plan (emit_compute_kernel
+//                                   in WGSL: the same kernel IR as the Vulkan and GLES compute backends)
+//   DIR/shaders/PROGRAM/plan.json   Plan::to_json of the program (for people; the runtime reads bundle.json);
+//                                   plan.webgpu.json the same for the webgpu plan
 //   DIR/runtime/                    a copy of the JavaScript runtime (ES modules + shadergrad.d.ts)
 //
 // The bundle description is built here from the public Plan/Value/Kernel structs (sg/schedule.h); the shader
@@ -29,12 +35,13 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "sg/backend.h"
+#include "sg/compute_kernel.h"
 #include "sg/schedule.h"
 
 namespace sg::web {
 
 /// The format tag of bundle.json; the JavaScript runtime refuses any other.
-inline constexpr const char* kBundleFormat = "shadergrad-bundle/1";
+inline constexpr const char* kBundleFormat = "shadergrad-bundle/2";
 
 /// The schedule a WebGL2 bundle is made for. The defaults stay within what every WebGL2 implementation
 /// guarantees except the texture size (WebGL2 guarantees MAX_DRAW_BUFFERS >= 4, MAX_TEXTURE_IMAGE_UNITS >= 16,
@@ -59,6 +66,36 @@ struct WebGL2Target {
   ScheduleOptions schedule_options() const;
   /// {"name": "webgl2", "stage": "fragment", "language": "glsl-es-3.00", ...the fields above}.
   nlohmann::json to_json() const;
+};
+
+/// The schedule a WebGPU bundle is made for: the WGSL compute target of a WebGPU device preset (sg::preset_caps:
+/// "webgpu" = the limits every WebGPU device guarantees in core mode, "webgpu-compat" = compatibility mode, e.g.
+/// WebGPU on OpenGL ES). The runtime requests the limits the kernels need (bundle.json `webgpu.requires`) and
+/// refuses a device below them with the limit named.
+struct WebGPUTarget {
+  std::string preset = "webgpu";  ///< "webgpu" | "webgpu-compat"
+  /// Kernels for a CPU implementation of WebGPU (SwiftShader in Chromium, Dawn over llvmpipe): CPU tile sizes and
+  /// reductions split below the fragment target's 32768 iterations per invocation (Mesa's gallivm stops a loop after
+  /// 65535, ComputeLimits::cpu_device). Off by default: the bundle is made for GPUs.
+  bool cpu_device = false;
+
+  /// The compute limits of the preset (what compute_schedule_options and emit_compute_kernel see). Throws
+  /// ValueError for an unknown preset (naming the known ones).
+  ComputeLimits limits() const;
+  /// The ScheduleOptions of the preset's WGSL target (sg::schedule_options over make_target(Wgsl, caps)).
+  ScheduleOptions schedule_options() const;
+  /// {"name": "webgpu", "preset", "stage": "compute", "language": "wgsl", "storage": "buffers", ...limits}.
+  nlohmann::json to_json() const;
+};
+
+/// The targets a bundle carries; at least one. Converts from a WebGL2Target (both targets, that webgl2 schedule).
+struct BundleTargets {
+  bool webgpu = true;
+  bool webgl2 = true;
+  WebGPUTarget webgpu_target;
+  WebGL2Target webgl2_target;
+  BundleTargets() = default;
+  BundleTargets(const WebGL2Target& t) : webgl2_target(t) {}  // NOLINT: implicit on purpose (one-target callers)
 };
 
 /// One program of a bundle ("infer", "train"): its name is the key in bundle.json's `programs` and the folder of
@@ -88,18 +125,21 @@ struct BundleSpec {
 
 /// What write_bundle wrote.
 struct ExportSummary {
-  std::vector<std::pair<std::string, int>> kernels;  ///< per program: kernels per run
+  std::vector<std::pair<std::string, int>> kernels;  ///< per program: kernels per run (webgl2 plan)
+  std::vector<std::pair<std::string, int>> webgpu_kernels;  ///< per program: kernels per run (webgpu plan)
   int64_t weight_bytes = 0;                          ///< size of weights.safetensors
   int64_t persistent_values = 0;
   std::vector<std::string> files;                    ///< every file written, relative to the bundle directory
 };
 
-/// Schedules every program for `target`, compiles its kernels to GLSL ES 3.00 and writes the bundle into `dir`
-/// (created if missing; an earlier bundle's shaders and runtime files there are replaced). Throws ValueError when
-/// two persistent values share a node name or a name is empty, when a persistent value gets different texture
-/// layouts in two programs, or when a check names an unknown program or input; CompileError for a kernel that does
-/// not compile; IOError naming the path when a file cannot be written.
-ExportSummary write_bundle(const BundleSpec& spec, const WebGL2Target& target, const std::string& dir);
+/// Schedules every program for each target of `targets` — webgl2: kernels compiled to GLSL ES 3.00 fragment
+/// shaders; webgpu: WGSL compute kernels — and writes the bundle into `dir` (created if missing; an earlier
+/// bundle's shaders and runtime files there are replaced). Throws ValueError when no target is chosen, two
+/// persistent values share a node name or a name is empty, when a persistent value gets different texture layouts
+/// in two programs, or when a check names an unknown program or input; CompileError for a kernel that does not
+/// compile; UnsupportedError (naming the kernel and limit) for a kernel that does not fit the WebGPU preset;
+/// IOError naming the path when a file cannot be written.
+ExportSummary write_bundle(const BundleSpec& spec, const BundleTargets& targets, const std::string& dir);
 
 /// The structure hash of a bundle (bundle.json `metadata.structure_hash`, 16 hex digits, FNV-1a 64): every
 /// program's graph in topological order (each node's op label, shape, dtype, leaf name, attributes and the
@@ -115,6 +155,14 @@ std::string structure_hash(const BundleSpec& spec);
 /// inputs, outputs, updates), given where its shaders live (`shader_dir`, relative to the bundle). Persistent
 /// values are named by their node name; constants get no `data` here (write_bundle adds it). Exposed for tests.
 nlohmann::json describe_program(const Plan& plan, const std::string& shader_dir);
+
+/// The webgpu plan of one scheduled program (bundle.json `programs.NAME.webgpu`): values with their buffer sizes
+/// (bytes, vec4-rounded) and storage (own, persistent front/back, pooled), pooled buffers, kernels in dispatch order
+/// with their WGSL file (`shader_dir/KERNEL.wgsl`), entry point, workgroup size, workgroups and bindings (value and
+/// access per binding: inputs read, outputs read_write), inputs, outputs, updates. `kernels[i]` is the WGSL kernel
+/// of plan.kernels[i]. Exposed for tests.
+nlohmann::json describe_webgpu_program(const Plan& plan, const std::vector<ComputeKernel>& kernels,
+                                       const std::string& shader_dir);
 
 /// Options of `shadergrad export` for the built-in models.
 struct ModelExportOptions {

@@ -1,0 +1,100 @@
+// Private to codegen: the two languages the compute emitter prints (GLSL 4.50 and WGSL), as one small layer.
+//
+// The compute emitter (emit_compute.cpp, emit_tiled.cpp, compute_glsl.cpp) writes every kernel once and asks a
+// Lang for each construct whose spelling differs: declarations (`int x = e;` / `let x: i32 = e;`), loops, casts,
+// select, functions, shared (workgroup) arrays, barriers, storage-buffer bindings and stores, builtins (workgroup and
+// invocation ids), the entry point, and float bit patterns (NaN/Inf). Float math goes through the SOp tables
+// (glsl_math.h, wgsl_math.h). Everything else (integer arithmetic, comparisons, `+=`, blocks, comments, `return`)
+// is spelled alike in both languages.
+//
+// WGSL notes (W3C WGSL, 2024 CR): a constant expression that evaluates to NaN or an infinity is a shader-creation
+// error, so non-finite floats print as a call of the module's sg_f32_bits (a user function call is never a
+// constant expression); builtins are entry-point parameters, copied into module-scope `var<private>` variables so
+// that helper functions read them as GLSL's gl_* globals; WGSL has no write-only storage buffers (outputs are
+// `read_write`); `if` bodies need braces.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sg/compute_kernel.h"
+
+namespace sg::compute {
+
+/// Scalar types of the kernel IR as the languages spell them.
+enum class LType { Float, Int, Bool, Void };
+
+/// Invocation builtins the emitter reads (each as an int of one axis).
+enum class Builtin { WorkgroupId, LocalInvocationId, GlobalInvocationId };
+
+class Lang {
+ public:
+  explicit Lang(ComputeLanguage language) : language_(language) {}
+  ComputeLanguage language() const { return language_; }
+  bool wgsl() const { return language_ == ComputeLanguage::Wgsl; }
+
+  /// float / f32, int / i32, bool, void.
+  std::string type(LType t) const;
+  /// The first line(s) of a kernel source: `#version 450\n` (GLSL) or nothing (WGSL).
+  std::string version_line() const;
+
+  /// An immutable local: `int x = e;` / `let x: i32 = e;`.
+  std::string let(LType t, const std::string& name, const std::string& value) const;
+  /// A mutable local: `float x = e;` / `var x: f32 = e;`.
+  std::string var(LType t, const std::string& name, const std::string& value) const;
+  /// Several immutable (or mutable) locals of one type on one line: `int a = 1, b = 2;` / `let a: i32 = 1; let b...`.
+  std::string lets(LType t, const std::vector<std::pair<std::string, std::string>>& names_values,
+                   bool mutable_ = false) const;
+  /// `for (int v = begin; v < end; ++v) {` (step 1) or `v += step`; WGSL `for (var v: i32 = ...; v++)`.
+  std::string for_open(const std::string& v, const std::string& begin, const std::string& end, int64_t step = 1) const;
+  /// A loop over one statement: `for (int v = begin; v < end; v += step) stmt` (GLSL) / `for (...) { stmt }` (WGSL).
+  std::string for_stmt(const std::string& v, const std::string& begin, const std::string& end, int64_t step,
+                       const std::string& stmt) const;
+  /// `++x;` / `x++;`
+  std::string increment(const std::string& x) const;
+  /// `if (cond) stmt` with stmt a statement (GLSL without braces, WGSL with them).
+  std::string if_then(const std::string& cond, const std::string& stmt) const;
+
+  /// float(x) / f32(x); int(x) / i32(x).
+  std::string to_float(const std::string& x) const;
+  std::string to_int(const std::string& x) const;
+  /// `(c ? t : f)` / `select(f, t, c)` (c a bool expression).
+  std::string select(const std::string& c, const std::string& t, const std::string& f) const;
+  /// The float with bit pattern `bits` (8 hex digits): uintBitsToFloat(0x...u) / sg_f32_bits(0x...u) (a runtime
+  /// value: WGSL rejects NaN/Inf constant expressions).
+  std::string float_bits(uint32_t bits) const;
+  /// A float literal: the shortest round-tripping f32 spelling, always with '.' or 'e'; NaN/Inf as float_bits.
+  std::string float_literal(double v) const;
+
+  /// `float name(int idx, int k) {` / `fn name(idx: i32, k: i32) -> f32 {`.
+  std::string function_open(LType ret, const std::string& name,
+                            const std::vector<std::pair<LType, std::string>>& params) const;
+  /// `shared float name[n];` / `var<workgroup> name: array<f32, n>;` (with a trailing comment when not empty).
+  std::string shared_array(const std::string& name, int64_t n, const std::string& comment) const;
+  /// `barrier();` / `workgroupBarrier();`
+  std::string barrier() const;
+  /// The builtin's component `axis` (0..2) as an int expression: int(gl_WorkGroupID.y) / i32(workgroup_id.y).
+  std::string builtin(Builtin b, int axis) const;
+
+  /// One float storage-buffer binding in set/group 0: readonly `in_<name>` or written `out_<name>`, with a comment.
+  std::string buffer_binding(int binding, const std::string& name, bool readonly, const std::string& comment) const;
+  /// `out_<name>.data[idx] = v;` / `out_<name>[idx] = v;`
+  std::string store(const std::string& name, const std::string& idx, const std::string& v) const;
+  /// `float load_<name>(int i) { return in_<name>.data[clamp(i, 0, last)]; }` and its WGSL form.
+  std::string load_function(const std::string& name, int64_t last) const;
+
+  /// GLSL: `layout(local_size_x = X[, local_size_y = Y]) in;\n` (before the bindings); WGSL: nothing.
+  std::string workgroup_size_layout(uint32_t x, uint32_t y) const;
+  /// The entry point's first line(s): `\nvoid main() {\n` / `@compute @workgroup_size(X[, Y])` fn main with the
+  /// builtins `body` reads as parameters, copied into their private variables.
+  std::string entry_open(uint32_t x, uint32_t y, const std::string& body) const;
+  /// Module-scope declarations and helper functions the kernel `source` uses (WGSL: builtin copies, sg_f32_bits;
+  /// both: sg_pow and the NaN helpers of the math tables), to be inserted after the bindings.
+  std::string helpers(const std::string& source) const;
+
+ private:
+  ComputeLanguage language_;
+};
+
+}  // namespace sg::compute

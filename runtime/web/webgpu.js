@@ -1,0 +1,280 @@
+// shadergrad web runtime — the WebGPU device: adapter and device with the limits a bundle requires, storage
+// buffers, WGSL shader modules with readable compile errors (getCompilationInfo: the kernel file and the failing
+// line marked), compute pipelines, readback through MAP_READ staging buffers, timestamp queries where the adapter
+// has 'timestamp-query', and lost-device and uncaptured-error detection. Knows nothing about bundles;
+// webgpu_executor.js runs a bundle's programs on it.
+//
+// Works wherever a GPU object exists: `navigator.gpu` in a page or a Worker (Chromium: a secure context; headless
+// needs --enable-unsafe-webgpu), or one given as `options.gpu` (Node: npm `webgpu`'s create([...])).
+import { ContextLostError, DeviceError, ShaderCompileError } from './errors.js';
+import { numberLines } from './webgl2.js';
+
+/** The WebGPU limits a bundle's `webgpu.requires.limits` may name (GPUSupportedLimits fields), with the export
+ * flag that lowers each. */
+export const REQUIRED_LIMITS = {
+  maxStorageBuffersPerShaderStage: 'storage buffers per kernel (export for --targets webgpu with --webgpu-preset ' +
+                                   'webgpu-compat)',
+  maxComputeInvocationsPerWorkgroup: 'invocations per workgroup',
+  maxComputeWorkgroupSizeX: 'workgroup size x',
+  maxComputeWorkgroupSizeY: 'workgroup size y',
+  maxComputeWorkgroupSizeZ: 'workgroup size z',
+  maxComputeWorkgroupStorageSize: 'workgroup memory per workgroup, bytes',
+  maxComputeWorkgroupsPerDimension: 'workgroups per dispatch dimension',
+  maxStorageBufferBindingSize: 'bytes per storage buffer binding',
+  maxBufferSize: 'bytes per buffer',
+};
+
+const fail = (reason) => ({ reason });
+
+/**
+ * Tries to make a WebGPU device that can run a bundle with `requires` ({limits: {NAME: N}}). Never throws: a
+ * failure is a reason in words (the backend-selection chain reports it).
+ * @param {{limits?: Record<string, number>}} requires
+ * @param {{gpu?: GPU, profile?: boolean, featureLevel?: string, powerPreference?: string}} [options]
+ * @returns {Promise<{device: WebGPUDevice} | {reason: string}>}
+ */
+export async function probeWebGPU(requires = {}, options = {}) {
+  const gpu = options.gpu ?? globalThis.navigator?.gpu;
+  if (!gpu)
+    return fail('navigator.gpu is missing: this browser or context has no WebGPU (it needs a secure context; ' +
+                'headless Chromium needs --enable-unsafe-webgpu)');
+  let adapter = null;
+  const tried = [];
+  // core first; then compatibility mode (WebGPU on OpenGL ES, e.g. Dawn's GLES backend)
+  for (const featureLevel of options.featureLevel ? [options.featureLevel] : ['core', 'compatibility']) {
+    try {
+      adapter = await gpu.requestAdapter({ featureLevel, powerPreference: options.powerPreference });
+    } catch (e) {
+      tried.push(`${featureLevel}: ${e.message}`);
+    }
+    if (adapter) break;
+    tried.push(`${featureLevel}: no adapter`);
+  }
+  if (!adapter)
+    return fail(`navigator.gpu exists but requestAdapter() gave no adapter (${tried.join('; ')}): no usable GPU ` +
+                'or WebGPU is blocklisted here (see chrome://gpu)');
+  const info = adapter.info ?? {};
+  const name = [info.vendor, info.architecture, info.device, info.description].filter(Boolean).join(' ') ||
+               'unknown adapter';
+  const wanted = requires.limits ?? {};
+  const short = [];
+  const requiredLimits = {};
+  for (const [limit, need] of Object.entries(wanted)) {
+    const has = adapter.limits[limit];
+    if (has === undefined) { short.push(`${limit} (unknown to this browser; the bundle needs ${need})`); continue; }
+    if (need > has) short.push(`${limit} ${need} (${REQUIRED_LIMITS[limit] ?? 'a limit'}): the adapter has ${has}`);
+    else requiredLimits[limit] = need;
+  }
+  if (short.length)
+    return fail(`the WebGPU adapter ${name} cannot run this bundle: it needs ${short.join('; ')}`);
+  const requiredFeatures = [];
+  const timestamps = !!options.profile && adapter.features.has('timestamp-query');
+  if (timestamps) requiredFeatures.push('timestamp-query');
+  let device;
+  try {
+    device = await adapter.requestDevice({ requiredLimits, requiredFeatures, label: 'shadergrad' });
+  } catch (e) {
+    return fail(`requestDevice on ${name} failed: ${e.message}`);
+  }
+  return { device: new WebGPUDevice(gpu, adapter, device, name, timestamps) };
+}
+
+/** Line, column and text of every message of a shader module's compilation info, errors first. */
+function compileMessages(info) {
+  return [...(info?.messages ?? [])].map((m) => ({ type: m.type, line: m.lineNum, column: m.linePos,
+                                                   message: m.message }))
+    .sort((a, b) => (a.type === 'error' ? 0 : 1) - (b.type === 'error' ? 0 : 1));
+}
+
+/** A WebGPU device ready for compute kernels. */
+export class WebGPUDevice {
+  constructor(gpu, adapter, device, name, timestamps) {
+    this.gpu = gpu;
+    this.adapter = adapter;
+    this.device = device;
+    this.queue = device.queue;
+    this.renderer = name;
+    this.timestamps = timestamps;
+    this.limits = device.limits;
+    this.lost = null;       // {reason, message} once device.lost resolved
+    this.errors = [];       // uncaptured errors, oldest first
+    this._buffers = new Set();
+    this._destroyed = false;
+    device.lost.then((i) => {
+      if (!this._destroyed) this.lost = { reason: i.reason, message: i.message };
+    });
+    const onError = (e) => { this.errors.push(e.error?.message ?? String(e.error ?? e)); };
+    if (device.addEventListener) device.addEventListener('uncapturederror', onError);
+    else device.onuncapturederror = onError;
+  }
+
+  get caps() {
+    const l = this.limits;
+    return { api: 'webgpu', renderer: this.renderer, timestamp_query: this.timestamps,
+             max_storage_buffers_per_stage: l.maxStorageBuffersPerShaderStage,
+             max_compute_invocations_per_workgroup: l.maxComputeInvocationsPerWorkgroup,
+             max_compute_workgroup_storage_size: l.maxComputeWorkgroupStorageSize,
+             max_storage_buffer_binding_size: l.maxStorageBufferBindingSize };
+  }
+
+  /** ContextLostError when the device was lost (driver reset, destroy(), too much memory). */
+  checkLost(doing) {
+    if (this.lost)
+      throw new ContextLostError(`the WebGPU device (${this.renderer}) was lost ${doing}: ${this.lost.reason}: ` +
+                                 `${this.lost.message || 'no message'}. Every buffer is gone: create a new ` +
+                                 'runtime (createRuntime) and load the weights again', { ...this.lost, doing });
+  }
+
+  /** DeviceError for an uncaptured error reported since the last check. */
+  checkErrors(doing, details = {}) {
+    if (!this.errors.length) return;
+    const all = this.errors.splice(0);
+    throw new DeviceError(`WebGPU reported ${all.length} error(s) ${doing}:\n  ${all.join('\n  ')}`,
+                          { ...details, errors: all });
+  }
+
+  /** Runs `fn` inside validation and out-of-memory error scopes; a captured error becomes a DeviceError. */
+  async scoped(doing, details, fn) {
+    this.device.pushErrorScope('out-of-memory');
+    this.device.pushErrorScope('validation');
+    let result, thrown = null;
+    try { result = await fn(); } catch (e) { thrown = e; }
+    const validation = await this.device.popErrorScope();
+    const oom = await this.device.popErrorScope();
+    this.checkLost(doing);
+    if (thrown) throw thrown;
+    const err = validation || oom;
+    if (err)
+      throw new DeviceError(`WebGPU ${oom && !validation ? 'ran out of memory' : 'validation failed'} ${doing}: ` +
+                            `${err.message}`, { ...details, error: err.message });
+    return result;
+  }
+
+  /**
+   * A storage buffer of `bytes` (rounded up to 16: every allocation holds whole vec4s, sg/compute_kernel.h).
+   * @returns {GPUBuffer}
+   */
+  createBuffer(label, bytes, extraUsage = 0) {
+    const U = globalThis.GPUBufferUsage;
+    const b = this.device.createBuffer({ label, size: Math.max(16, Math.ceil(bytes / 16) * 16),
+                                         usage: U.STORAGE | U.COPY_SRC | U.COPY_DST | extraUsage });
+    this._buffers.add(b);
+    return b;
+  }
+
+  /** A MAP_READ staging buffer for readbacks. */
+  createStaging(label, bytes) {
+    const U = globalThis.GPUBufferUsage;
+    const b = this.device.createBuffer({ label, size: Math.max(16, Math.ceil(bytes / 16) * 16),
+                                         usage: U.MAP_READ | U.COPY_DST });
+    this._buffers.add(b);
+    return b;
+  }
+
+  /** Writes f32 values at the start of a buffer (queue.writeBuffer; no mappedAtCreation, see PEERS.md). */
+  upload(buffer, values) {
+    const f = values instanceof Float32Array ? values : Float32Array.from(values);
+    const n = Math.floor(f.byteLength / 4) * 4;  // writeBuffer needs a multiple of 4 bytes
+    this.queue.writeBuffer(buffer, 0, f.buffer, f.byteOffset, n);
+  }
+
+  /**
+   * Compiles a kernel's WGSL: ShaderCompileError naming the kernel and file, with the compiler's messages and the
+   * failing lines marked `>>`.
+   * @returns {Promise<GPUShaderModule>}
+   */
+  async compile(kernel, file, source, nodes = '') {
+    this.checkLost(`before compiling kernel '${kernel}'`);
+    this.device.pushErrorScope('validation');
+    const module = this.device.createShaderModule({ label: `${kernel} (${file})`, code: source });
+    const info = await module.getCompilationInfo();
+    const scopeError = await this.device.popErrorScope();
+    const msgs = compileMessages(info);
+    const errors = msgs.filter((m) => m.type === 'error');
+    if (errors.length || scopeError) {
+      const lines = new Set(errors.map((m) => m.line).filter((l) => l > 0));
+      const log = errors.length ? errors.map((m) => `${file}:${m.line}:${m.column}: error: ${m.message}`).join('\n')
+                                : scopeError.message;
+      const first = errors[0];
+      throw new ShaderCompileError(
+        `kernel '${kernel}' (${file}): the WGSL shader failed to compile on ${this.renderer}` +
+        (first ? ` at line ${first.line}` : '') + `:\n${log}\n--- ${file} (>> marks the failing lines) ---\n` +
+        numberLines(source, lines, 3) + (nodes ? `\n--- graph nodes this kernel computes ---\n${nodes}` : ''),
+        { kernel, file, log, lines: [...lines], line: first?.line });
+    }
+    return module;
+  }
+
+  /**
+   * The compute pipeline of a compiled kernel with an explicit layout: `access[b]` 'read' -> read-only-storage,
+   * else storage.
+   * @returns {Promise<{pipeline: GPUComputePipeline, layout: GPUBindGroupLayout}>}
+   */
+  async pipeline(kernel, file, module, entryPoint, access) {
+    const S = globalThis.GPUShaderStage;
+    const layout = this.device.createBindGroupLayout({
+      label: kernel,
+      entries: access.map((a, b) => ({ binding: b, visibility: S.COMPUTE,
+                                        buffer: { type: a === 'read' ? 'read-only-storage' : 'storage' } })),
+    });
+    const desc = { label: kernel, layout: this.device.createPipelineLayout({ bindGroupLayouts: [layout] }),
+                   compute: { module, entryPoint } };
+    try {
+      const pipeline = this.device.createComputePipelineAsync
+        ? await this.device.createComputePipelineAsync(desc) : this.device.createComputePipeline(desc);
+      return { pipeline, layout };
+    } catch (e) {
+      throw new ShaderCompileError(`kernel '${kernel}' (${file}): its compute pipeline could not be created on ` +
+                                   `${this.renderer}: ${e.message} (entry point '${entryPoint}', ${access.length} ` +
+                                   'storage buffer bindings)', { kernel, file, log: e.message });
+    }
+  }
+
+  /** A query set of `count` timestamps and its resolve/readback buffers (timestamp-query only). */
+  createTimestamps(count) {
+    const U = globalThis.GPUBufferUsage;
+    const set = this.device.createQuerySet({ type: 'timestamp', count });
+    const resolve = this.device.createBuffer({ size: count * 8, usage: U.QUERY_RESOLVE | U.COPY_SRC });
+    const read = this.device.createBuffer({ size: count * 8, usage: U.MAP_READ | U.COPY_DST });
+    return { set, resolve, read, count };
+  }
+
+  /** Maps a staging buffer and copies its first `bytes` out (as Float32Array, or BigInt64Array for timestamps). */
+  async readStaging(staging, bytes, type = Float32Array) {
+    await staging.mapAsync(globalThis.GPUMapMode.READ);
+    const out = new type(staging.getMappedRange(0, bytes).slice(0));
+    staging.unmap();
+    return out;
+  }
+
+  /** Reads `bytes` of a storage buffer back (a one-off staging buffer). */
+  async read(buffer, bytes) {
+    this.checkLost('before a readback');
+    const staging = this.createStaging(`${buffer.label} readback`, bytes);
+    const enc = this.device.createCommandEncoder({ label: `read ${buffer.label}` });
+    enc.copyBufferToBuffer(buffer, 0, staging, 0, staging.size);
+    this.queue.submit([enc.finish()]);
+    try {
+      return await this.readStaging(staging, Math.ceil(bytes / 4) * 4);
+    } finally {
+      this.destroyBuffer(staging);
+    }
+  }
+
+  destroyBuffer(b) {
+    if (this._buffers.delete(b)) b.destroy();
+  }
+
+  /** Destroys every buffer and the device (a later device.lost is ours, not an error). */
+  dispose() {
+    this._destroyed = true;
+    for (const b of this._buffers) b.destroy();
+    this._buffers.clear();
+    this.device.destroy();
+  }
+
+  /** Destroys the device on purpose (as a GPU reset would), to test lost-device handling. */
+  loseForTesting() {
+    this.device.destroy();
+  }
+}

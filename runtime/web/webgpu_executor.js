@@ -1,0 +1,272 @@
+// shadergrad web runtime — running a bundle's programs on a WebGPUDevice: the `webgpu` plan of each program
+// (bundle.json programs.NAME.webgpu, docs/BUNDLE.md; the compute contract of codegen/include/sg/compute_kernel.h)
+// made real. Persistent values own a front and a back storage buffer shared by every program, swapped after each
+// run; pooled temporaries, inputs and constants have their own. Pipelines are built once at link(); bind groups
+// once per parity (which of front/back each persistent value is in); one command encoder per step, every kernel
+// dispatched in order in one compute pass (one pass per kernel with timestamp writes when profiling), only the
+// program outputs copied to MAP_READ staging buffers and read back.
+import { BundleError, FeedError, UnsupportedError } from './errors.js';
+import { numel } from './bundle.js';
+
+const fmtShape = (s) => `[${s.join(',')}]`;
+const now = () => (globalThis.performance ? performance.now() : Date.now());
+
+/** Persistent values (bundle.json `persistent`): a front and a back storage buffer each. */
+class PersistentStore {
+  constructor(device, bundle) {
+    this.entries = new Map();
+    for (const p of bundle.persistent) {
+      const bytes = p.buffer_bytes ?? 4 * numel(p.shape);
+      const front = device.createBuffer(p.name, bytes);
+      const back = device.createBuffer(`${p.name} (back)`, bytes);
+      device.upload(front, bundle.data(p.data));
+      this.entries.set(p.name, { desc: p, bufs: [front, back], front: 0 });
+    }
+  }
+  get(name) {
+    const e = this.entries.get(name);
+    if (!e) throw new BundleError(`no persistent value '${name}' in the bundle (it has ` +
+                                  `${[...this.entries.keys()].join(', ')})`, { tensor: name });
+    return e;
+  }
+  swap(name) { const e = this.get(name); e.front = 1 - e.front; }
+}
+
+/** One program's webgpu plan, ready to run. */
+class ProgramRun {
+  constructor(device, bundle, name, store) {
+    this.device = device;
+    this.bundle = bundle;
+    this.name = name;
+    const p = bundle.program(name);
+    if (!p.webgpu)
+      throw new UnsupportedError(`program '${name}' has no webgpu plan (the bundle was exported with --targets ` +
+                                 `${(bundle.targets || ['webgl2']).join(',')}): export it with --targets ` +
+                                 'webgpu,webgl2 or run it on WebGL2', { program: name });
+    this.io = p;
+    this.desc = p.webgpu;
+    this.store = store;
+    const d = this.desc;
+    this.pool = d.buffers.map((b, i) => device.createBuffer(`${name} buffer ${i}`, b.bytes));
+    this.own = new Map();  // inputs and constants
+    for (const v of d.values)
+      if (v.kind === 'input' || v.kind === 'constant') {
+        const buf = device.createBuffer(`${name} ${v.name}`, v.bytes);
+        if (v.kind === 'constant') device.upload(buf, bundle.data(v.data));
+        this.own.set(v.id, buf);
+      }
+    this.staging = new Map(d.outputs.map((o) => [o.value, device.createStaging(`${name} ${o.name} readback`,
+                                                                              d.values[o.value].bytes)]));
+    // the persistent values this program binds: their front/back parity selects the bind groups
+    this.persistentNames = [...new Set(d.values.filter((v) => v.kind === 'persistent' || v.update_of !== undefined)
+      .map((v) => v.tensor ?? v.update_of))];
+    this.kernels = null;
+    this.groups = new Map();
+    this.timings = [];
+  }
+
+  /** Compiles every kernel's WGSL (all at once) and builds its pipeline. */
+  async link() {
+    const d = this.desc;
+    this.kernels = await Promise.all(d.kernels.map(async (k) => {
+      const nodes = (k.nodes || []).map((n) => `  n${n.node} ${n.op} ${n.shape} ${n.source}`).join('\n');
+      const module = await this.device.compile(k.name, k.wgsl, this.bundle.source(k.wgsl), nodes);
+      const access = k.bindings.map((b) => b.access);
+      const { pipeline, layout } = await this.device.pipeline(k.name, k.wgsl, module, k.entry_point || 'main', access);
+      return { desc: k, pipeline, layout };
+    }));
+  }
+
+  /** The storage buffer holding value `id` now (persistent values: the current front; their updates: the back). */
+  buffer(id) {
+    const v = this.desc.values[id];
+    switch (v.kind) {
+      case 'input':
+      case 'constant': return this.own.get(id);
+      case 'persistent': { const e = this.store.get(v.tensor); return e.bufs[e.front]; }
+      case 'temp':
+        if (v.update_of !== undefined) { const e = this.store.get(v.update_of); return e.bufs[1 - e.front]; }
+        if (v.buffer !== undefined) return this.pool[v.buffer];
+    }
+    throw new BundleError(`program '${this.name}' (webgpu): value '${v.name}' (${v.kind}) has no storage (no ` +
+                          'buffer, no update_of)', { program: this.name, value: v.name });
+  }
+
+  /** The bind groups of every kernel for the persistent values' current parity (built once per parity). */
+  bindGroups() {
+    const key = this.persistentNames.map((n) => this.store.get(n).front).join('');
+    let g = this.groups.get(key);
+    if (!g) {
+      g = this.kernels.map((k) => this.device.device.createBindGroup({
+        label: `${k.desc.name} parity ${key}`, layout: k.layout,
+        entries: k.desc.bindings.map((b, i) => ({ binding: i, resource: { buffer: this.buffer(b.value) } })),
+      }));
+      this.groups.set(key, g);
+    }
+    return g;
+  }
+
+  /** Checks and converts the feeds; writes them into the inputs' buffers. */
+  upload(feeds) {
+    const d = this.desc;
+    const list = () => this.io.inputs.map((i) => `${i.name} ${fmtShape(i.shape)} ${i.dtype}`).join(', ');
+    for (const k of Object.keys(feeds))
+      if (!d.inputs.some((i) => i.name === k))
+        throw new FeedError(`run('${this.name}'): '${k}' is not an input of the program (its inputs: ${list()})`,
+                            { program: this.name, input: k });
+    for (const i of this.io.inputs) {
+      const f = feeds[i.name];
+      if (f === undefined)
+        throw new FeedError(`run('${this.name}'): input '${i.name}' ${fmtShape(i.shape)} (${i.dtype}) was not fed ` +
+                            `(the program's inputs: ${list()})`, { program: this.name, input: i.name });
+      const n = numel(i.shape);
+      if (f.length !== n)
+        throw new FeedError(`run('${this.name}'): input '${i.name}' ${fmtShape(i.shape)} needs ${n} values, got ` +
+                            `${f.length}`, { program: this.name, input: i.name });
+      const data = f instanceof Float32Array ? f : Float32Array.from(f);
+      if (i.dtype === 'i32')
+        for (let e = 0; e < n; ++e)
+          if (!Number.isInteger(data[e]) || Math.abs(data[e]) > 16777216)
+            throw new FeedError(`run('${this.name}'): input '${i.name}' is i32 but element ${e} is ${data[e]} (an ` +
+                                'integer of magnitude <= 2^24 is needed: buffers hold integers as exact floats)',
+                                { program: this.name, input: i.name, index: e });
+      const wi = d.inputs.find((x) => x.name === i.name);
+      if (wi) this.device.upload(this.own.get(wi.value), data);  // an input no kernel reads has no buffer
+    }
+  }
+
+  /** Records the step: every dispatch in order, then the outputs' copies into their staging buffers. */
+  encode(profile, ts) {
+    const dev = this.device.device;
+    const enc = dev.createCommandEncoder({ label: `${this.name} step` });
+    const groups = this.bindGroups();
+    const dispatch = (pass, i) => {
+      const k = this.kernels[i];
+      pass.setPipeline(k.pipeline);
+      pass.setBindGroup(0, groups[i]);
+      const [x, y, z] = k.desc.workgroups;
+      pass.dispatchWorkgroups(x, y, z);
+    };
+    if (ts) {
+      this.kernels.forEach((k, i) => {
+        const pass = enc.beginComputePass({ label: k.desc.name, timestampWrites: {
+          querySet: ts.set, beginningOfPassWriteIndex: 2 * i, endOfPassWriteIndex: 2 * i + 1 } });
+        dispatch(pass, i);
+        pass.end();
+      });
+      enc.resolveQuerySet(ts.set, 0, 2 * this.kernels.length, ts.resolve, 0);
+      enc.copyBufferToBuffer(ts.resolve, 0, ts.read, 0, 16 * this.kernels.length);
+    } else {
+      const pass = enc.beginComputePass({ label: `${this.name} kernels` });
+      for (let i = 0; i < this.kernels.length; ++i) dispatch(pass, i);
+      pass.end();
+    }
+    for (const o of this.desc.outputs) {
+      const s = this.staging.get(o.value);
+      enc.copyBufferToBuffer(this.buffer(o.value), 0, s, 0, s.size);
+    }
+    return enc.finish();
+  }
+
+  /** Host-timed run (profile without timestamp-query): one submit per kernel, each waited for. */
+  async runTimedOnHost() {
+    const dev = this.device.device, groups = this.bindGroups();
+    this.timings = [];
+    for (let i = 0; i < this.kernels.length; ++i) {
+      const k = this.kernels[i];
+      const enc = dev.createCommandEncoder();
+      const pass = enc.beginComputePass();
+      pass.setPipeline(k.pipeline);
+      pass.setBindGroup(0, groups[i]);
+      pass.dispatchWorkgroups(...k.desc.workgroups);
+      pass.end();
+      const t0 = now();
+      this.device.queue.submit([enc.finish()]);
+      await this.device.queue.onSubmittedWorkDone();
+      this.timings.push({ kernel: k.desc.name, ms: now() - t0, gpu_timer: false });
+    }
+    const enc = dev.createCommandEncoder();
+    for (const o of this.desc.outputs) {
+      const s = this.staging.get(o.value);
+      enc.copyBufferToBuffer(this.buffer(o.value), 0, s, 0, s.size);
+    }
+    return enc.finish();
+  }
+
+  async run(feeds, profile, ts) {
+    const dev = this.device;
+    dev.checkLost(`before running program '${this.name}'`);
+    dev.checkErrors(`before running program '${this.name}'`, { program: this.name });
+    this.upload(feeds);
+    const out = await dev.scoped(`while running program '${this.name}'`, { program: this.name }, async () => {
+      const cmd = profile && !ts ? await this.runTimedOnHost() : this.encode(profile, ts);
+      dev.queue.submit([cmd]);
+      const res = {};
+      for (const o of this.desc.outputs) {
+        const v = this.desc.values[o.value];
+        const f = await dev.readStaging(this.staging.get(o.value), 4 * numel(v.shape));
+        res[o.name] = o.dtype === 'i32' ? Int32Array.from(f) : f;
+      }
+      if (ts) {
+        const t = await dev.readStaging(ts.read, 16 * this.kernels.length, BigInt64Array);
+        this.timings = this.kernels.map((k, i) => ({ kernel: k.desc.name, ms: Number(t[2 * i + 1] - t[2 * i]) / 1e6,
+                                                     gpu_timer: true }));
+      }
+      return res;
+    });
+    dev.checkErrors(`while running program '${this.name}'`, { program: this.name });
+    for (const u of this.desc.updates) this.store.swap(u.target);
+    return out;
+  }
+}
+
+/** Runs a bundle's programs on a WebGPU device (the `webgpu` backend of a Runtime). */
+export class WebGPUExecutor {
+  /** Allocates every buffer and uploads the weights; link() compiles the kernels. */
+  constructor(bundle, device, options = {}) {
+    this.bundle = bundle;
+    this.device = device;
+    this.profile = !!options.profile;
+    this.store = new PersistentStore(device, bundle);
+    this.programs = new Map(bundle.programNames.map((n) => [n, new ProgramRun(device, bundle, n, this.store)]));
+    const most = Math.max(1, ...[...this.programs.values()].map((p) => p.desc.kernels.length));
+    this.ts = this.profile && device.timestamps ? device.createTimestamps(2 * most) : null;
+    this.last = null;
+  }
+
+  async link() {
+    await this.device.scoped('while creating buffers and pipelines', {}, async () => {
+      await Promise.all([...this.programs.values()].map((p) => p.link()));
+    });
+    this.device.checkErrors('while linking the kernels', {});
+  }
+
+  /**
+   * One step of `program`: feeds written, every kernel dispatched in one command buffer, the outputs read back,
+   * then the updates committed (front and back swapped).
+   * @returns {Promise<Record<string, Float32Array|Int32Array>>}
+   */
+  async run(program, feeds) {
+    const p = this.programs.get(program);
+    if (!p) throw new BundleError(`the bundle has no program '${program}' (it has ` +
+                                  `${[...this.programs.keys()].join(', ')})`, { program });
+    const out = await p.run(feeds, this.profile, this.ts);
+    this.last = p;
+    return out;
+  }
+
+  /** The current value of a persistent value (row-major). */
+  async read(name) {
+    const e = this.store.get(name);
+    this.device.checkLost(`before reading '${name}'`);
+    return this.device.read(e.bufs[e.front], 4 * numel(e.desc.shape));
+  }
+
+  /** Per-kernel times of the last run (profile on): timestamp queries where the adapter has them, else host time
+   * around one submit per kernel. */
+  async timings() {
+    return this.last ? this.last.timings.map((t) => ({ ...t })) : [];
+  }
+
+  dispose() {}
+}

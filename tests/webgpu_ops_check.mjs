@@ -1,0 +1,104 @@
+// Runs shadergrad bundles (webgpu target) on WebGPU in Node through the real runtime executor (runtime/web/,
+// loaded from each bundle's runtime/ copy), with npm `webgpu` (Dawn for Node). tests/test_webgpu_ops.cpp exports
+// every op case list of tests/op_cases.h as one bundle each (a program "ops" whose outputs are the ops and their
+// gradients, one check run with the fixed inputs, the native CPU backend's outputs as expected), runs this once for
+// all of them and judges the outputs it writes.
+//
+// Usage: node tests/webgpu_ops_check.mjs ROOT OUT NAME...
+//   ROOT/NAME/bundle.json   a bundle; ROOT/NAME/cases.json: {"outputs": [{"name", "rtol", "atol"}...]} in the
+//                           program's output order (the op cases' tolerances: |a - e| <= atol + rtol |e|)
+//   OUT/NAME.f32            what WebGPU computed: every output's f32 values, concatenated in output order
+// Prints one JSON line: per bundle the adapter, kernels run, and per output pass/fail with the worst element (a
+// report for people; the C++ test judges OUT/NAME.f32 itself). Exit 0 = every bundle ran, 1 = a bundle failed to
+// load or run (its error is in the JSON), 2 = the environment lacks npm `webgpu`.
+//
+// Dawn on this machine runs only through its OpenGL ES backend in compatibility mode (../shared/TOOLCHAIN.md):
+// EGL_PLATFORM=surfaceless, create(['backend=opengles']), requestAdapter({featureLevel: 'compatibility'}).
+import fs from 'node:fs';
+import path from 'node:path';
+import { pathToFileURL, fileURLToPath } from 'node:url';
+
+const [root, out, ...names] = process.argv.slice(2);
+if (!root || !out || !names.length) {
+  console.error('usage: node webgpu_ops_check.mjs ROOT OUT NAME...');
+  process.exit(2);
+}
+process.env.EGL_PLATFORM ??= 'surfaceless';
+let webgpu;
+try {
+  webgpu = await import('webgpu');
+} catch (e) {
+  console.error(`npm package 'webgpu' is missing: run 'npm ci' in tests/ (${e.message})`);
+  process.exit(2);
+}
+Object.assign(globalThis, webgpu.globals);
+const gpu = webgpu.create(['backend=opengles']);
+
+/** fetch() over file:// URLs (Node's fetch has none): a 404 Response for a missing file, as a server gives. */
+async function fileFetch(url) {
+  const file = fileURLToPath(url);
+  if (!fs.existsSync(file)) return new Response('not found', { status: 404 });
+  return new Response(fs.readFileSync(file));
+}
+
+/** |a - e| <= atol + rtol |e| elementwise; NaN meets NaN, infinities match exactly (tests/op_cases.h compare). */
+function judge(a, e, rtol, atol) {
+  let worst = -1, ratio = 0;
+  for (let i = 0; i < e.length; ++i) {
+    let r;
+    if (Number.isNaN(a[i]) || Number.isNaN(e[i])) r = Number.isNaN(a[i]) && Number.isNaN(e[i]) ? 0 : Infinity;
+    else if (!Number.isFinite(a[i]) || !Number.isFinite(e[i])) r = a[i] === e[i] ? 0 : Infinity;
+    else r = a[i] === e[i] ? 0 : Math.abs(a[i] - e[i]) / (atol + rtol * Math.abs(e[i]));
+    if (r > ratio) { ratio = r; worst = i; }
+  }
+  return { ok: a.length === e.length && ratio <= 1, ratio, worst, actual: worst >= 0 ? a[worst] : null,
+           expected: worst >= 0 ? e[worst] : null };
+}
+
+fs.mkdirSync(out, { recursive: true });
+const results = {};
+let status = 0;
+for (const name of names) {
+  const dir = path.resolve(root, name);
+  const r = (results[name] = {});
+  let rt;
+  try {
+    const mod = await import(pathToFileURL(path.join(dir, 'runtime/shadergrad.js')).href);
+    rt = await mod.createRuntime(pathToFileURL(path.join(dir, 'bundle.json')).href,
+                                 { backend: 'webgpu', gpu, fetch: fileFetch, featureLevel: 'compatibility' });
+    r.adapter = rt.attempts.map((a) => `${a.backend}: ${a.reason}`);
+    const cases = JSON.parse(fs.readFileSync(path.join(dir, 'cases.json'), 'utf8')).outputs;
+    const checks = await rt.bundle.loadChecks();
+    const run = checks.runs[0];
+    const feeds = {};
+    for (const [k, ref] of Object.entries(run.feeds)) feeds[k] = rt.bundle.data(ref);
+    const got = await rt.run(run.program, feeds);
+    r.kernels = rt.bundle.program(run.program).webgpu.kernels.length;
+    const parts = [];
+    r.outputs = {};
+    let pass = 0;
+    for (const c of cases) {
+      const a = Float32Array.from(got[c.name]);
+      parts.push(a);
+      r.outputs[c.name] = judge(a, rt.bundle.data(run.outputs[c.name]), c.rtol, c.atol);
+      pass += r.outputs[c.name].ok ? 1 : 0;
+    }
+    r.passed = pass;
+    r.failed = cases.length - pass;
+    const bad = cases.filter((c) => !r.outputs[c.name].ok).map((c) => c.name);
+    console.error(`${name}: ${pass}/${cases.length} outputs equal the CPU backend, ${r.kernels} kernels` +
+                  (bad.length ? `; differing: ${bad.join(', ')}` : ''));
+    const all = new Float32Array(parts.reduce((n, p) => n + p.length, 0));
+    let at = 0;
+    for (const p of parts) { all.set(p, at); at += p.length; }
+    fs.writeFileSync(path.join(out, `${name}.f32`), Buffer.from(all.buffer));
+  } catch (e) {
+    r.error = { name: e.name, message: e.message };
+    console.error(`${name}: ${e.name}: ${e.message.split('\n').slice(0, 2).join(' ')}`);
+    status = 1;
+  } finally {
+    try { rt?.dispose(); } catch { /* reported above */ }
+  }
+}
+console.log(JSON.stringify({ results }));
+process.exit(status);
