@@ -3,7 +3,7 @@
 // Native side: the bundle's structure hash (changes with the model, not with the target or the weights), the
 // train_debug program, the 128x128 five-conv CNN's fused conv+bias+relu kernels, the shapes task, colormap.js
 // against sg::image::map_value, `shadergrad serve` (MIME types, no traversal, a taken port).
-// Browser (headless Chromium on WebGL2/SwiftShader, pages served by `shadergrad serve`): the digits page draws a
+// Browser (headless Chromium, WebGL2 and WebGPU on SwiftShader, pages served by `shadergrad serve`): the digits page draws a
 // scripted stroke and predicts what an f64 forward pass of the pretrained checkpoint predicts for the page's 8x8;
 // fine-tuning raises the probability of the taught label on the taught samples; IndexedDB round trip (the same
 // weights after a reload); a changed model refuses the saved weights; a wrong checkpoint is refused; the page's
@@ -349,7 +349,7 @@ TEST_CASE("shadergrad serve: 127.0.0.1, MIME types, no directory traversal, a ta
   shell("kill " + pid, out);
 }
 
-TEST_CASE("the digits page and the shapes Worker in headless Chromium (WebGL2), served by shadergrad serve",
+TEST_CASE("the digits page and the shapes Worker in headless Chromium (WebGL2, WebGPU), served by shadergrad serve",
           "[web][browser]") {
   if (!fs::exists("/usr/bin/chromium"))
     FAIL("/usr/bin/chromium is missing: install the Debian package 'chromium' (scripts/setup.sh installs it)");
@@ -372,17 +372,19 @@ TEST_CASE("the digits page and the shapes Worker in headless Chromium (WebGL2), 
     auto cpu = sg::make_cpu_backend();
     sg::train::save_checkpoint((digits / "other_model.safetensors").string(), *cnn, *cpu, "cnn", {{"dataset", "digits"}});
   }
-  rc = shell(fmt::format("node '{}/web_app_check.mjs' '{}' '{}' '{}' webgl2", tests_dir(), root.path.string(), SG_CLI,
-                         shots.path.string()), out);
+  rc = shell(fmt::format("node '{}/web_app_check.mjs' '{}' '{}' '{}' webgl2 webgpu", tests_dir(), root.path.string(),
+                         SG_CLI, shots.path.string()), out);
   INFO(out.substr(0, 6000));
   REQUIRE(rc == 0);
   const json res = json::parse(out.substr(out.rfind("{\"results\"")));
-  const json& d = res["results"]["backends"]["webgl2"]["digits"];
+  for (const std::string backend : {"webgl2", "webgpu"}) {
+  INFO("backend " << backend);
+  const json& d = res["results"]["backends"][backend]["digits"];
   const json bundle = read_json(digits / "bundle/bundle.json");
   const std::string hash = bundle["metadata"]["structure_hash"];
 
   // start: the backend and why; the bundle's checks (train, train_debug, infer) equal the native CPU backend's
-  CHECK(d["start"]["backend"] == "webgl2");
+  CHECK(d["start"]["backend"] == backend);
   CHECK(d["start"]["attempts"].size() >= 1);
   CHECK(d["start"]["structure_hash"] == hash);
   CHECK(d["checks"]["ok"] == true);
@@ -435,7 +437,7 @@ TEST_CASE("the digits page and the shapes Worker in headless Chromium (WebGL2), 
   for (int k = 0; k < 10; ++k) CHECK(d["imported"][k].get<double>() == Approx(want[k]).margin(2e-5));
 
   // browser -> native: the page's checkpoint, read by shadergrad predict --load, and by an f64 forward pass
-  const fs::path ck = shots.path / "webgl2_browser.safetensors";
+  const fs::path ck = shots.path / (backend + "_browser.safetensors");
   const auto page_ck = sg::io::load_safetensors(ck.string());
   CHECK(page_ck.checksum_verified);
   const auto want_ft = probs_of(page_ck, drawn["x"]);
@@ -477,16 +479,16 @@ TEST_CASE("the digits page and the shapes Worker in headless Chromium (WebGL2), 
   for (int i = 0; i < 20; ++i) first += l[i].get<double>(), last += l[80 + i].get<double>();
   CHECK(last < 0.7 * first);
   // screenshots of the canvases are not blank
-  for (const char* s : {"webgl2_pad", "webgl2_seen", "webgl2_bars", "webgl2_loss", "webgl2_flow",
-                        "webgl2_scratch_loss", "webgl2_shapes_view"}) {
-    INFO(s);
-    REQUIRE(fs::exists(shots.path / (std::string(s) + ".png")));
-    CHECK(distinct_colours(shots.path / (std::string(s) + ".png")) > 2);
+  for (const char* s : {"pad", "seen", "bars", "loss", "flow", "scratch_loss", "shapes_view"}) {
+    const fs::path png = shots.path / fmt::format("{}_{}.png", backend, s);
+    INFO(png);
+    REQUIRE(fs::exists(png));
+    CHECK(distinct_colours(png) > 2);
   }
 
   // the shapes CNN in a Worker
-  const json& w = res["results"]["backends"]["webgl2"]["shapes"];
-  CHECK(w["ready"]["backend"] == "webgl2");
+  const json& w = res["results"]["backends"][backend]["shapes"];
+  CHECK(w["ready"]["backend"] == backend);
   CHECK(w["worker_checks"]["ok"] == true);  // the Worker's outputs equal the native CPU backend's
   const int textures = w["ready"]["textures"];
   CHECK(textures > 0);
@@ -499,4 +501,5 @@ TEST_CASE("the digits page and the shapes Worker in headless Chromium (WebGL2), 
     }
   for (const json& b : w["detached"]) CHECK(b == 0);  // every frame transferred, none copied
   CHECK(w["disposed"] == true);
+  }
 }

@@ -25,6 +25,21 @@ const log = (kind, message) => {
   $('status').textContent = message;
 };
 
+// One GPU call at a time: a WebGPU run is asynchronous (its readback maps a staging buffer), so a prediction
+// from the pointer and a training step must not overlap on one runtime. `gpu` queues run() and read() and looks
+// the runtime up when the call starts (after a lost context it is a new one).
+let queue = Promise.resolve();
+const serial = (fn) => {
+  const r = queue.then(fn);
+  queue = r.catch(() => {});
+  return r;
+};
+const gpu = {
+  run: (program, feeds) => serial(() => state.rt.run(program, feeds)),
+  read: (name) => serial(() => state.rt.read(name)),
+  get bundle() { return state.rt.bundle; },
+};
+
 // ---- start-up -----------------------------------------------------------------------------------------------
 
 async function loadSubset() {
@@ -186,7 +201,7 @@ async function recover(reason) {
 
 async function predict(x = state.current?.x) {
   if (!x) return null;
-  const { probs } = await guarded('predict', (rt) => rt.run('infer', { x }));
+  const { probs } = await guarded('predict', () => gpu.run('infer', { x }));
   state.probs = probs;
   showBars(probs);
   return probs;
@@ -229,7 +244,7 @@ function scratchBatch(step) {
 
 async function snapshot() {
   const m = new Map();
-  for (const p of state.bundle.persistent) m.set(p.name, await state.rt.read(p.name));
+  for (const p of state.bundle.persistent) m.set(p.name, await gpu.read(p.name));
   state.snapshot = m;
 }
 
@@ -242,7 +257,7 @@ async function train(kind, total) {
     await guarded('snapshot', () => snapshot());
     if (kind === 'scratch') state.losses = [];
     const done = await runSteps({
-      getRuntime: () => state.rt, program: 'train', total, signal: state.stop,
+      getRuntime: () => gpu, program: 'train', total, signal: state.stop,
       batch: kind === 'fine' ? fineBatch : scratchBatch,
       debugProgram: hasDebug ? 'train_debug' : null, debugEvery: hasDebug ? 10 : 0,
       onStep: (i, out, debug) => {
@@ -261,7 +276,7 @@ async function train(kind, total) {
       },
     });
     await snapshot();
-    await saveWeights(state.rt, { dbName: params.get('db') || undefined });
+    await saveWeights(gpu, { dbName: params.get('db') || undefined });
     $('persist').textContent = `saved in this browser under ${state.bundle.model}@${structureHash(state.bundle)}`;
     log('trained', `${kind === 'fine' ? 'fine-tuned' : 'trained'} ${done} steps; last loss ${state.losses.at(-1)?.toFixed(4)}`);
     await predict();
@@ -279,7 +294,7 @@ async function train(kind, total) {
 
 async function debugStep() {
   if (!state.fine.length && !state.subset) return null;
-  const out = await guarded('step', (rt) => rt.run('train_debug', state.fine.length ? fineBatch(0) : scratchBatch(0)));
+  const out = await guarded('step', () => gpu.run('train_debug', state.fine.length ? fineBatch(0) : scratchBatch(0)));
   state.losses.push(out.loss[0]);
   state.flow.show(out, state.bundle.program('train_debug'));
   drawChart($('loss'), [{ values: state.losses }], { label: 'loss' });
@@ -328,11 +343,11 @@ function setupButtons() {
   $('scratch').onclick = () => report(replaceWeights(null, 'fresh initial weights (the bundle\'s)').then(() => train('scratch', 300)));
   $('pretrained').onclick = () => report(replaceWeights(state.pretrained, 'the pretrained checkpoint'));
   $('step').onclick = () => report(debugStep());
-  $('save').onclick = () => report(saveWeights(state.rt, { dbName: params.get('db') || undefined })
+  $('save').onclick = () => report(saveWeights(gpu, { dbName: params.get('db') || undefined })
     .then((s) => { $('persist').textContent = `saved ${s.values} values (${s.bytes} bytes) under ${s.key}`; }));
   $('forget').onclick = () => report(forgetWeights(state.bundle, { dbName: params.get('db') || undefined })
     .then(() => { $('persist').textContent = 'forgotten'; }));
-  $('export').onclick = () => report(checkpointBytes(state.rt).then((b) => download(b, 'digits_mlp.safetensors')));
+  $('export').onclick = () => report(checkpointBytes(gpu).then((b) => download(b, 'digits_mlp.safetensors')));
   $('import').onchange = (e) => report((async () => {
     const f = e.target.files[0];
     const w = await checkpointWeights(state.bundle, await f.arrayBuffer(), f.name);
@@ -357,10 +372,10 @@ window.sgApp = {
   trainScratch: (steps = 100) => replaceWeights(null, 'fresh').then(() => train('scratch', steps)),
   debugStep: () => debugStep().then((o) => o && Object.fromEntries(Object.entries(o).map(([k, v]) => [k, Array.from(v)]))),
   norms: () => state.flow.latestNorms(),
-  save: () => saveWeights(state.rt, { dbName: params.get('db') || undefined }),
-  checkpoint: async () => Array.from(await checkpointBytes(state.rt)),
+  save: () => saveWeights(gpu, { dbName: params.get('db') || undefined }),
+  checkpoint: async () => Array.from(await checkpointBytes(gpu)),
   importCheckpoint: async (bytes) => replaceWeights(await checkpointWeights(state.bundle, Uint8Array.from(bytes)), 'imported'),
-  read: async (name) => Array.from(await state.rt.read(name)),
+  read: async (name) => Array.from(await gpu.read(name)),
   loseContext: () => state.rt.loseContextForTesting(),
   /** The bundle's checks (the native CPU backend's outputs) on a fresh runtime with the bundle's own weights. */
   checks: async () => {
