@@ -196,15 +196,19 @@ def bench_step_graph(torch, dev, model_name, batch, args):
     model, x, y, ref = step_data(torch, dev, model_name, batch)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3, capturable=True)
     lossf = torch.nn.functional.cross_entropy
-    # first step eagerly (the check), then warm up on a side stream as torch.cuda.graphs requires, then capture
-    opt.zero_grad(set_to_none=False)
-    loss = lossf(model(x), y)
-    loss.backward()
-    opt.step()
-    first = float(loss.item())
+    # first step eagerly (the check) and the warm-up, both on a side stream as torch.cuda.graphs requires, then
+    # capture. Every eager step's autograd graph is dropped before the capture: a graph kept alive (by `loss`) keeps
+    # its AccumulateGrad nodes bound to the stream they were made on, and the capture then syncs across streams and
+    # fails with cudaErrorStreamCaptureInvalidated (seen at MLP b=32, the process's first capture).
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
+        opt.zero_grad(set_to_none=False)
+        loss = lossf(model(x), y)
+        loss.backward()
+        opt.step()
+        first = float(loss.item())
+        del loss
         for _ in range(3):
             opt.zero_grad(set_to_none=False)
             lossf(model(x), y).backward()
