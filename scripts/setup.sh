@@ -13,6 +13,10 @@ PKGS=(
   llvm-14-dev librange-v3-dev catch2 libcli11-dev nlohmann-json3-dev libfmt-dev libpng-dev zlib1g-dev
   # SHA-256 of checkpoint data (linked statically)
   nettle-dev
+  # static file server of `shadergrad serve` (tools/serve_cmd.cpp)
+  libcpp-httplib-dev
+  # HTTP client of the serve test (tests/test_web_app.cpp)
+  curl
   # fuzzing (tests/fuzz, scripts/fuzz.sh) and the sanitizer build: clang with libFuzzer
   clang-14 libfuzzer-14-dev
   # shader toolchain

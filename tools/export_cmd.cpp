@@ -24,10 +24,11 @@ ExportCommand add_export_command(CLI::App& app) {
       "export", "write a model's inference program and Adam train step as a web bundle (bundle.json, WGSL and GLSL "
                 "ES shaders, weights.safetensors, expected outputs, the JavaScript runtime) for WebGPU and WebGL2 in a "
                 "browser");
-  e->add_option("--model", mo->model, "mlp | cnn | cnn-large")->check(CLI::IsMember({"mlp", "cnn", "cnn-large"}));
-  e->add_option("--dataset", mo->dataset, "input geometry: fashion-mnist (28x28) | digits (8x8); default: "
-                                          "fashion-mnist for mlp, digits otherwise")
-      ->check(CLI::IsMember({"fashion-mnist", "digits"}));
+  e->add_option("--model", mo->model, "mlp | cnn | cnn-large | cnn5")
+      ->check(CLI::IsMember({"mlp", "cnn", "cnn-large", "cnn5"}));
+  e->add_option("--dataset", mo->dataset, "input geometry: fashion-mnist (28x28) | digits (8x8) | shapes "
+                                          "(128x128); default: fashion-mnist for mlp, shapes for cnn5, digits otherwise")
+      ->check(CLI::IsMember({"fashion-mnist", "digits", "shapes"}));
   e->add_option("--load", mo->load, "initial parameters from a checkpoint (shadergrad train --save)");
   e->add_option("--targets", *target_list, "comma-separated targets the bundle carries: webgpu (WGSL compute "
                                           "kernels), webgl2 (GLSL ES fragment shaders); default webgpu,webgl2")
@@ -48,6 +49,10 @@ ExportCommand add_export_command(CLI::App& app) {
   e->add_option("--seed", mo->seed, "parameter init (without --load) and the fixed check inputs");
   e->add_option("--check-steps", mo->check_steps, "train steps in the expected-output checks (default 3)")
       ->check(CLI::Range(0, 100));
+  e->add_flag("--debug-program", mo->debug_program,
+              "also export program train_debug: the train step that outputs every layer's activation (act/I) and "
+              "gradient (grad/I) and every parameter's gradient (gradp/NAME), for a page's gradient-flow view");
+  e->add_flag("--infer-only", mo->infer_only, "only program infer (no train step), e.g. for a Worker that classifies");
   e->add_option("--max-texture-size", target->max_texture_size,
                 "texture side limit the layouts use (default 4096; the runtime checks the device's)")
       ->check(CLI::Range(int64_t{64}, int64_t{65536}));

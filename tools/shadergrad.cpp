@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sg/backend.h"
+#include "sg/datasets.h"
 #include "sg/dump.h"
 #include "sg/gles_device.h"
 #include "sg/image.h"
@@ -17,6 +18,7 @@
 #include "compress_cmd.h"
 #include "debug_cmd.h"
 #include "export_cmd.h"
+#include "serve_cmd.h"
 
 namespace {
 
@@ -40,11 +42,13 @@ const char* kFashionClasses[10] = {"T-shirt/top", "Trouser", "Pullover", "Dress"
 
 struct DatasetGeometry {
   int64_t c, h, w;
+  int64_t classes = 10;  ///< the model's outputs, as shadergrad train builds it (the dataset's num_classes)
 };
 DatasetGeometry geometry(const std::string& dataset) {
   if (dataset == "fashion-mnist") return {1, 28, 28};
   if (dataset == "digits") return {1, 8, 8};
-  throw sg::ValueError(fmt::format("unknown dataset '{}' (choose fashion-mnist or digits)", dataset));
+  if (dataset == "shapes") return {1, 128, 128, sg::data::kShapeClasses};
+  throw sg::ValueError(fmt::format("unknown dataset '{}' (choose fashion-mnist, digits or shapes)", dataset));
 }
 
 /// The Vulkan device the Vulkan backend would pick (JSON: its caps, or available = false with the reason).
@@ -110,7 +114,7 @@ int cmd_dump(const std::string& model_name, const std::string& target, const std
   DatasetGeometry g = geometry(dataset);
   if (batch <= 0) batch = model_name == "mlp" ? 128 : 64;
   sg::nn::Rng rng(0);
-  auto model = sg::nn::make_model(model_name, g.c, g.h, g.w);
+  auto model = sg::nn::make_model(model_name, g.c, g.h, g.w, g.classes);
   model->build(rng);
   sg::Tensor x = sg::input("x", {batch, g.c, g.h, g.w});
   sg::Tensor y = sg::input("labels", {batch}, sg::DType::i32);
@@ -180,7 +184,7 @@ int cmd_predict(const std::string& load, const std::string& image, const std::st
     throw sg::IOError(fmt::format("{}: checkpoint metadata lacks 'model' or 'dataset' (was it written by shadergrad "
                                   "train --save?)", load));
   DatasetGeometry g = geometry(dataset);
-  auto model = sg::nn::make_model(model_name, g.c, g.h, g.w);
+  auto model = sg::nn::make_model(model_name, g.c, g.h, g.w, g.classes);
   sg::nn::Rng rng(0);
   model->build(rng);
   sg::BackendOptions bo;
@@ -202,7 +206,9 @@ int cmd_predict(const std::string& load, const std::string& image, const std::st
   for (size_t i = 1; i < probs.size(); ++i)
     if (probs[i] > probs[best]) best = i;
   auto label = [&](size_t i) {
-    return dataset == "fashion-mnist" ? fmt::format("{} ({})", i, kFashionClasses[i]) : std::to_string(i);
+    if (dataset == "fashion-mnist") return fmt::format("{} ({})", i, kFashionClasses[i]);
+    if (dataset == "shapes") return fmt::format("{} ({})", i, sg::data::kShapeNames[i]);
+    return std::to_string(i);
   };
   std::cout << fmt::format("prediction: {} (p = {:.4f})\n", label(best), probs[best]);
   for (size_t i = 0; i < probs.size(); ++i) std::cout << fmt::format("  {:<18} {:.4f}\n", label(i), probs[i]);
@@ -217,9 +223,10 @@ int main(int argc, char** argv) {
 
   sg::train::Config cfg;
   auto* train = app.add_subcommand("train", "train a model on a dataset (the default command)");
-  train->add_option("--model", cfg.model, "mlp | cnn | cnn-large")->check(CLI::IsMember({"mlp", "cnn", "cnn-large"}));
-  train->add_option("--dataset", cfg.dataset, "fashion-mnist | digits")
-      ->check(CLI::IsMember({"fashion-mnist", "digits"}));
+  train->add_option("--model", cfg.model, "mlp | cnn | cnn-large | cnn5")
+      ->check(CLI::IsMember({"mlp", "cnn", "cnn-large", "cnn5"}));
+  train->add_option("--dataset", cfg.dataset, "fashion-mnist | digits | shapes (generated 128x128, for cnn5)")
+      ->check(CLI::IsMember({"fashion-mnist", "digits", "shapes"}));
   train->add_option("--split", cfg.split,
                     "digits: ours (seeded mt19937_64 permutation) | seed002 (seed 002's torch.randperm split)")
       ->check(CLI::IsMember({"ours", "seed002"}));
@@ -286,11 +293,13 @@ int main(int argc, char** argv) {
   auto debug_run = sg::cli::add_debug_command(app);
   auto export_run = sg::cli::add_export_command(app);
   auto compress_run = sg::cli::add_compress_command(app);
+  auto serve_run = sg::cli::add_serve_command(app);
   CLI11_PARSE(app, argc, argv);
   try {
     if (compress_run) return compress_run();
     if (debug_run) return debug_run();
     if (export_run) return export_run();
+    if (serve_run) return serve_run();
     if (*predict) return cmd_predict(load, image, pbackend, invert);
     if (*info) return cmd_info(json);
     if (*dump) return cmd_dump(dmodel, target, out, dbatch, dunfused, dgpu, dmax_outputs, dno_union);

@@ -149,6 +149,20 @@ std::unique_ptr<Sequential> make_cnn(int64_t c1, int64_t c2, int64_t hidden, int
   return m;
 }
 
+std::unique_ptr<Sequential> make_cnn5(int64_t channels, int64_t height, int64_t width, int64_t classes) {
+  if (height % 32 || width % 32)
+    throw ValueError(fmt::format("make_cnn5: input {}x{} must be divisible by 32 (five 2x2 max pools)", height, width));
+  auto m = std::make_unique<Sequential>();
+  const int64_t widths[5] = {4, 8, 8, 16, 16};
+  int64_t in = channels;
+  for (int64_t c : widths) {
+    m->add<Conv2d>(in, c, 3, 1, 1).add<ReLU>().add<MaxPool2d>(2);
+    in = c;
+  }
+  m->add<Flatten>().add<Linear>(in * (height / 32) * (width / 32), classes);
+  return m;
+}
+
 std::unique_ptr<Sequential> make_model(const std::string& name, int64_t channels, int64_t height, int64_t width,
                                        int64_t classes) {
   if (name == "mlp") {
@@ -158,7 +172,8 @@ std::unique_ptr<Sequential> make_model(const std::string& name, int64_t channels
   }
   if (name == "cnn") return make_cnn(8, 16, 32, channels, height, width, classes);
   if (name == "cnn-large") return make_cnn(64, 128, 256, channels, height, width, classes);
-  throw ValueError(fmt::format("unknown model '{}' (choose mlp, cnn or cnn-large)", name));
+  if (name == "cnn5") return make_cnn5(channels, height, width, classes);
+  throw ValueError(fmt::format("unknown model '{}' (choose mlp, cnn, cnn-large or cnn5)", name));
 }
 
 }  // namespace sg::nn

@@ -118,7 +118,8 @@ std::pair<data::Dataset, data::Dataset> load_split(const std::string& dataset, c
     data::Dataset all = data::load_digits();
     return {all.subset(s.train), all.subset(s.test)};
   }
-  throw ValueError(fmt::format("unknown dataset '{}' (choose fashion-mnist or digits)", dataset));
+  if (dataset == "shapes") return {data::make_shapes(2048, 1), data::make_shapes(512, 2)};
+  throw ValueError(fmt::format("unknown dataset '{}' (choose fashion-mnist, digits or shapes)", dataset));
 }
 
 nlohmann::json Result::to_json() const {

@@ -3,6 +3,7 @@
 // write the initial persistent values and constants as safetensors (recording each tensor's absolute byte range),
 // replay the checks on the CPU reference backend for the expected outputs, copy the JavaScript runtime, and write
 // bundle.json last (so a bundle.json on disk always refers to files that were written before it).
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -12,7 +13,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "sg/datasets.h"
 #include "sg/dump.h"
+#include "sg/kernel_cache.h"
 #include "sg/nn.h"
 #include "sg/safetensors.h"
 #include "sg/train.h"
@@ -405,7 +408,60 @@ json write_checks(const BundleSpec& spec, Backend& cpu, const std::vector<std::s
   return c;
 }
 
+void hash_node_attrs(const Node& n, std::string& s) {
+  const Attrs& a = n.attrs;
+  s += fmt::format(" axes[{}] keep{} perm[{}] shape{} starts{} steps{} pads{}/{}={} classes{} s{}x{} p{}x{} d{}x{} k{}x{}",
+                   fmt::join(a.axes, ","), a.keepdims, fmt::join(a.perm, ","), shape_str(a.shape),
+                   shape_str(a.starts), shape_str(a.steps), shape_str(a.pads_before), shape_str(a.pads_after),
+                   a.value, a.num_classes, a.stride[0], a.stride[1], a.padding[0], a.padding[1], a.dilation[0],
+                   a.dilation[1], a.kernel[0], a.kernel[1]);
+}
+
+/// The train step of `model` that also outputs every layer's activation and gradient and every parameter's
+/// gradient (ModelExportOptions::debug_program).
+Program debug_train_step(nn::Sequential& model, Optimizer& adam, int64_t batch, int64_t c, int64_t h, int64_t w) {
+  Tensor x = input("x", {batch, c, h, w});
+  Tensor labels = input("labels", {batch}, DType::i32);
+  std::vector<Tensor> acts;
+  Tensor loss = cross_entropy(model.forward_layers(x, acts), labels);
+  TrainStepGradients inspect;
+  inspect.also = acts;
+  std::vector<std::pair<std::string, Tensor>> extra;
+  for (size_t i = 0; i < acts.size(); ++i) extra.emplace_back(fmt::format("act/{}", i), acts[i]);
+  const auto params = model.named_parameters();
+  std::vector<Tensor> ps;
+  for (auto& [n, t] : params) ps.push_back(t);
+  Program p = make_train_step(loss, ps, adam, extra, inspect);
+  for (size_t i = 0; i < params.size(); ++i) p.add_output("gradp/" + params[i].first, inspect.grads[i]);
+  for (size_t i = 0; i < acts.size(); ++i) p.add_output(fmt::format("grad/{}", i), inspect.grads[params.size() + i]);
+  return p;
+}
+
 }  // namespace
+
+std::string structure_hash(const BundleSpec& spec) {
+  std::vector<const BundleProgram*> progs;
+  for (const BundleProgram& p : spec.programs) progs.push_back(&p);
+  std::sort(progs.begin(), progs.end(), [](auto* a, auto* b) { return a->name < b->name; });
+  std::string s = "shadergrad-structure/1\n";
+  for (const BundleProgram* bp : progs) {
+    const Program& p = bp->program;
+    std::vector<NodePtr> nodes = p.nodes();
+    std::map<const Node*, size_t> pos;
+    for (size_t i = 0; i < nodes.size(); ++i) pos[nodes[i].get()] = i;
+    s += "program " + bp->name + "\n";
+    for (const NodePtr& n : nodes) {
+      s += fmt::format("{} {} {}", n->label(), shape_str(n->shape), dtype_name(n->dtype));
+      for (const NodePtr& in : n->inputs) s += fmt::format(" %{}", pos.at(in.get()));
+      hash_node_attrs(*n, s);
+      s += "\n";
+    }
+    for (size_t i = 0; i < p.outputs.size(); ++i)
+      s += fmt::format("out {} %{}\n", p.output_names[i], pos.at(p.outputs[i].get()));
+    for (const Update& u : p.updates) s += fmt::format("update {} %{}\n", u.target->name, pos.at(u.value.get()));
+  }
+  return hash_hex(fnv1a64(s));
+}
 
 ExportSummary write_bundle(const BundleSpec& spec, const BundleTargets& targets, const std::string& dir) {
   if (!targets.webgl2 && !targets.webgpu)
@@ -439,6 +495,7 @@ ExportSummary write_bundle(const BundleSpec& spec, const BundleTargets& targets,
   write_runtime(dir, sum.files);
   json meta = json::object();
   for (auto& [k, v] : spec.metadata) meta[k] = v;
+  meta["structure_hash"] = structure_hash(spec);
   json target_list = json::array();
   if (targets.webgpu) target_list.push_back("webgpu");
   if (targets.webgl2) target_list.push_back("webgl2");
@@ -461,17 +518,22 @@ ExportSummary write_bundle(const BundleSpec& spec, const BundleTargets& targets,
 }
 
 BundleSpec model_bundle_spec(const ModelExportOptions& opt) {
-  const std::string dataset = !opt.dataset.empty() ? opt.dataset : opt.model == "mlp" ? "fashion-mnist" : "digits";
+  const std::string dataset = !opt.dataset.empty()    ? opt.dataset
+                              : opt.model == "mlp"  ? "fashion-mnist"
+                              : opt.model == "cnn5" ? "shapes"
+                                                    : "digits";
   int64_t c = 1, h = 0, w = 0;
   if (dataset == "fashion-mnist") h = w = 28;
   else if (dataset == "digits") h = w = 8;
-  else throw ValueError(fmt::format("export: unknown dataset '{}' (choose fashion-mnist or digits)", dataset));
+  else if (dataset == "shapes") h = w = 128;
+  else throw ValueError(fmt::format("export: unknown dataset '{}' (choose fashion-mnist, digits or shapes)", dataset));
   if (opt.batch < 0 || opt.infer_batch < 0 || opt.check_steps < 0 || opt.lr < 0)
     throw ValueError("export: batch, infer batch, check steps and learning rate must not be negative");
   const int64_t batch = opt.batch > 0 ? opt.batch : opt.model == "mlp" ? 128 : 64;
   const int64_t ibatch = opt.infer_batch > 0 ? opt.infer_batch : batch;
   const double lr = opt.lr > 0 ? opt.lr : opt.model == "mlp" ? 1e-3 : 2e-3;
-  constexpr int64_t kClasses = 10;
+  // the outputs shadergrad train gives the model: the dataset's classes (so its checkpoints load)
+  const int64_t kClasses = dataset == "shapes" ? data::kShapeClasses : 10;
 
   std::shared_ptr<nn::Sequential> model = nn::make_model(opt.model, c, h, w, kClasses);
   nn::Rng rng(opt.seed);
@@ -484,14 +546,21 @@ BundleSpec model_bundle_spec(const ModelExportOptions& opt) {
     infer.add_output("probs", softmax((*model)(x), 1));
     spec.programs.push_back({"infer", std::move(infer)});
   }
-  {
+  std::shared_ptr<Optimizer> adam = make_adam({.lr = lr});  // one Adam: train and train_debug share its state
+  if (!opt.infer_only) {
     Tensor x = input("x", {batch, c, h, w});
     Tensor labels = input("labels", {batch}, DType::i32);
     Tensor loss = cross_entropy((*model)(x), labels);
-    std::shared_ptr<Optimizer> adam = make_adam({.lr = lr});
     spec.programs.push_back({"train", make_train_step(loss, model->parameters(), *adam)});
   }
+  if (opt.debug_program && !opt.infer_only)
+    spec.programs.push_back({"train_debug", debug_train_step(*model, *adam, batch, c, h, w)});
+  json layers = json::array();
+  for (size_t i = 0; i < model->size(); ++i) layers.push_back(model->layer_name(i));
   spec.metadata = {{"dataset", dataset},
+                   {"layers", layers.dump()},
+                   {"checkpoint_model", opt.model},
+                   {"checkpoint_structure_hash", model->structure_hash()},
                    {"batch", std::to_string(batch)},
                    {"infer_batch", std::to_string(ibatch)},
                    {"optimizer", fmt::format("adam(lr={})", lr)},
@@ -513,7 +582,9 @@ BundleSpec model_bundle_spec(const ModelExportOptions& opt) {
   std::vector<float> yt(static_cast<size_t>(batch));
   for (float& y : yt) y = static_cast<float>(gen() % kClasses);
   spec.checks.push_back({"infer", {{"x", xi}}});
+  if (opt.infer_only) return spec;
   for (int s = 0; s < opt.check_steps; ++s) spec.checks.push_back({"train", {{"x", xt}, {"labels", yt}}});
+  if (opt.debug_program) spec.checks.push_back({"train_debug", {{"x", xt}, {"labels", yt}}});
   spec.checks.push_back({"infer", {{"x", xi}}});
   return spec;
 }

@@ -59,6 +59,16 @@ Dataset load_fashion_mnist(bool train, const std::string& dir = kFashionMnistDir
 /// line number, what was found), or no rows.
 Dataset load_digits(const std::string& path = kDigitsCsvPath);
 
+/// The generated "shapes" task (stdlib/src/shapes.cpp): `n` gray images 1 x side x side, pixels in [0, 1], one
+/// filled shape each, label = its class: 0 disc, 1 square, 2 triangle, 3 plus (kShapeNames), classes in rotation
+/// (sample i has class i % 4). Per sample, from std::mt19937 seeded with `seed` (24-bit uniform draws, bit-exact
+/// everywhere): radius 0.12..0.34 of the side, centre so that the shape's circle stays inside, rotation 0..2 pi,
+/// background 0.1..0.4, foreground 0.3..0.8 brighter, uniform noise +-0.1 per pixel, clamped to [0, 1].
+/// name "shapes", num_classes 4. Throws ValueError for n < 1 or side < 16.
+inline constexpr int64_t kShapeClasses = 4;
+inline constexpr const char* kShapeNames[kShapeClasses] = {"disc", "square", "triangle", "plus"};
+Dataset make_shapes(int64_t n, uint64_t seed, int64_t side = 128);
+
 /// A seeded random permutation of 0..n-1: Fisher–Yates driven by std::mt19937_64(seed), for i = n-1 down to 1
 /// swap(p[i], p[j]) with j = rng() % (i + 1) (modulo bias < 2^-50 here). Deterministic across platforms and
 /// standard libraries (std::uniform_int_distribution is deliberately not used: it is implementation-defined).

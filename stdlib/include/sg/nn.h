@@ -176,9 +176,15 @@ Tensor distillation_loss(const Tensor& student_logits, const Tensor& teacher_log
 ///  "cnn": seed 002's make_cnn(8, 16, 32) on 8x8 digits (3,658 parameters)
 ///  "cnn-large": make_cnn(64, 128, 256) (208,394 parameters)
 /// make_cnn(c1, c2, hidden) = Conv2d(C,c1,3,pad 1) ReLU MaxPool2d(2) Conv2d(c1,c2,3,pad 1) ReLU MaxPool2d(2)
-/// Flatten Linear(c2*(H/4)*(W/4), hidden) ReLU Linear(hidden, classes). Throws ValueError for unknown names.
+/// Flatten Linear(c2*(H/4)*(W/4), hidden) ReLU Linear(hidden, classes).
+///  "cnn5": make_cnn5, the 128x128 five-conv CNN of the browser Worker demo (seed 003; on 1x128x128 "shapes" with
+///  4 classes: 5,436 parameters). Throws ValueError for unknown names.
 std::unique_ptr<Sequential> make_model(const std::string& name, int64_t channels, int64_t height, int64_t width,
                                        int64_t classes = 10);
+/// Five blocks Conv2d(3x3, pad 1) ReLU MaxPool2d(2) with 4, 8, 8, 16, 16 channels, Flatten,
+/// Linear(16*(H/32)*(W/32), classes): on 128x128 the feature maps are 64, 32, 16, 8, 4 pixels wide. Throws
+/// ValueError unless H and W are multiples of 32.
+std::unique_ptr<Sequential> make_cnn5(int64_t channels, int64_t height, int64_t width, int64_t classes = 10);
 std::unique_ptr<Sequential> make_cnn(int64_t c1, int64_t c2, int64_t hidden, int64_t channels, int64_t height,
                                      int64_t width, int64_t classes = 10);
 

@@ -141,6 +141,16 @@ struct ExportSummary {
 /// IOError naming the path when a file cannot be written.
 ExportSummary write_bundle(const BundleSpec& spec, const BundleTargets& targets, const std::string& dir);
 
+/// The structure hash of a bundle (bundle.json `metadata.structure_hash`, 16 hex digits, FNV-1a 64): every
+/// program's graph in topological order (each node's op label, shape, dtype, leaf name, attributes and the
+/// positions of its inputs; constants by shape, not value), its output names and its updates' targets. It names
+/// the persistent values (parameters, optimizer state) with their shapes, so weights saved under one hash fit
+/// every bundle with that hash; it does not depend on the target or the schedule (the same model exported for
+/// WebGL2 or WebGPU has one hash), nor on the initial values. Hyper-parameters the graph holds as literals (a
+/// learning rate inside an update's map body) are part of the graph, so they change the hash too. The page's
+/// IndexedDB key includes it (runtime/web/persist.js): a changed model never loads old weights.
+std::string structure_hash(const BundleSpec& spec);
+
 /// The bundle description of one scheduled program (bundle.json's `programs.NAME`: values, buffers, kernels,
 /// inputs, outputs, updates), given where its shaders live (`shader_dir`, relative to the bundle). Persistent
 /// values are named by their node name; constants get no `data` here (write_bundle adds it). Exposed for tests.
@@ -164,10 +174,20 @@ struct ModelExportOptions {
   std::string load;              ///< checkpoint (shadergrad train --save) for the initial parameters; "" = fresh init
   uint64_t seed = 0;             ///< parameter init (when no checkpoint) and the fixed check inputs
   int check_steps = 3;           ///< train steps in the checks (inference, N train steps, inference again)
+  /// Adds program "train_debug": the train step (same inputs, same Adam state and updates) that also outputs
+  /// every layer's activation ("act/I", the output of layer I of the Sequential) and its gradient ("grad/I",
+  /// d loss / d act/I), and each parameter's gradient ("gradp/NAME"), for the gradient-flow view of a page.
+  bool debug_program = false;
+  /// Only program "infer" (no train step; checks: one inference), e.g. for a Worker that only classifies.
+  bool infer_only = false;
 };
 
 /// The bundle of a built-in model: programs "infer" (output "probs" = softmax of the logits, [infer_batch, 10])
-/// and "train" (output "loss", one Adam step); checks: infer, check_steps train steps on one fixed batch, infer.
+/// and "train" (output "loss", one Adam step), with debug_program also "train_debug"; checks: infer, check_steps
+/// train steps on one fixed batch, infer (and one train_debug step before the last infer when present).
+/// metadata: dataset, batch, infer_batch, optimizer, seed, initial_parameters, layers (JSON array of the layer
+/// names, "0: Flatten()"...), checkpoint_model and checkpoint_structure_hash (what a checkpoint of this model
+/// records, sg::nn::Sequential::structure_hash, so a page can write weights `shadergrad predict --load` reads).
 /// The fixed inputs are uniform in [0, 1) (labels uniform in 0..9) from a 32-bit Mersenne twister seeded with
 /// `seed` (bit-exact on every platform). Throws ValueError for unknown models/datasets, IOError for a bad
 /// checkpoint (naming the file).

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Builds the browser demos of examples/web/ into OUT (serve it with `shadergrad serve OUT`):
+#   OUT/index.html                 links to the demos
+#   OUT/digits/                    draw-a-digit page (examples/web/digits/): bundle/ (shadergrad export of the
+#                                  digits MLP 64-128-10 with train_debug, fresh init), pretrained.safetensors
+#                                  (shadergrad train --dataset digits --save), digits_subset.bin (the first N rows of
+#                                  sklearn's digits.csv.gz: 64 counts 0..16 and the label, one byte each)
+#   OUT/shapes/                    Worker CNN page (examples/web/shapes/): bundle/ of the 128x128 five-conv CNN
+#                                  (infer only), trained natively by `shadergrad train --model cnn5 --dataset shapes`
+# Usage: scripts/build_web_demo.sh OUT [path/to/shadergrad]   (default build/bin/shadergrad)
+# Env: DIGITS_EPOCHS (default 30), SUBSET (default 400 samples), SHAPES_EPOCHS (of the CNN, default 2),
+#      SKIP_SHAPES=1 to build only the digits page, SHAPES_UNTRAINED=1 to export the CNN's fresh init (tests).
+set -euo pipefail
+here="$(cd "$(dirname "$0")/.." && pwd)"
+out="${1:?usage: build_web_demo.sh OUT [shadergrad]}"
+sg="${2:-$here/build/bin/shadergrad}"
+[ -x "$sg" ] || { echo "build_web_demo.sh: $sg is missing: build the shadergrad target first" >&2; exit 2; }
+csv=/usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz
+[ -f "$csv" ] || { echo "build_web_demo.sh: $csv is missing: install python3-sklearn (scripts/setup.sh)" >&2; exit 2; }
+mkdir -p "$out/digits"
+cp "$here"/examples/web/index.html "$out/"
+cp "$here"/examples/web/digits/*.html "$here"/examples/web/digits/*.js "$here"/examples/web/digits/*.css "$out/digits/"
+
+# the pretrained digits MLP (native), then the bundle with the same structure and a fresh init
+"$sg" train --model mlp --dataset digits --epochs "${DIGITS_EPOCHS:-30}" --batch 32 --backend cpu --quiet \
+  --save "$out/digits/pretrained.safetensors"
+"$sg" export --model mlp --dataset digits --batch 16 --infer-batch 1 --lr 0.003 --debug-program --check-steps 1 \
+  --out "$out/digits/bundle" > /dev/null
+# the shipped subset: 64 counts and the label per sample, one byte each
+python3 - "$csv" "$out/digits/digits_subset.bin" "${SUBSET:-400}" <<'PY'
+import csv, gzip, sys
+src, dst, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+rows = []
+with gzip.open(src, 'rt') as f:
+    for r in csv.reader(f):
+        if len(r) == 65: rows.append(bytes(int(float(v)) for v in r))
+        if len(rows) == n: break
+open(dst, 'wb').write(b''.join(rows))
+PY
+
+if [ "${SKIP_SHAPES:-0}" != 1 ]; then
+  mkdir -p "$out/shapes"
+  cp "$here"/examples/web/shapes/*.html "$here"/examples/web/shapes/*.js "$out/shapes/"
+  load=()
+  if [ "${SHAPES_UNTRAINED:-0}" != 1 ]; then  # SHAPES_UNTRAINED=1: the fresh init (tests: only the plumbing)
+    "$sg" train --model cnn5 --dataset shapes --epochs "${SHAPES_EPOCHS:-2}" --batch 16 --quiet \
+      --save "$out/shapes/cnn5.safetensors"
+    load=(--load "$out/shapes/cnn5.safetensors")
+  fi
+  "$sg" export --model cnn5 --dataset shapes "${load[@]}" --infer-batch 1 --infer-only --out "$out/shapes/bundle" \
+    > /dev/null
+fi
+echo "built the web demos in $out: serve them with: $sg serve $out"
