@@ -411,6 +411,7 @@ TEST_CASE("web bundles run in headless Chromium on WebGPU and WebGL2 like the na
     const json& rep = t["report"];
     CHECK(rep["backend"] == backend);
     CHECK(rep["ok"] == true);
+    if (rep.contains("concurrent")) CHECK(rep["concurrent"]["ok"] == true);  // overlapping run()s are serialised
     REQUIRE(rep["runs"].size() == b["checks"]["runs"].size());
     for (size_t i = 0; i < rep["runs"].size(); ++i) {
       const json& want = b["checks"]["runs"][i];

@@ -36,6 +36,15 @@ export class Runtime {
     if (this._disposed) throw new ShadergradError(`${what}: the runtime was disposed`);
   }
 
+  /** Runs `fn` after every earlier GPU call of this runtime settled: calls that overlap (a page's animation frame
+   * and a button) are executed one at a time, in call order. Without it two WebGPU runs mapped one staging buffer
+   * at once ("Buffer already has an outstanding map pending"). */
+  _serial(fn) {
+    const next = (this._queue || Promise.resolve()).then(fn, fn);
+    this._queue = next.then(() => undefined, () => undefined);
+    return next;
+  }
+
   /**
    * One step of `program`. Feeds are keyed by input name (Float32Array, Int32Array or number arrays of numel
    * values, row-major; i32 inputs as integers). Resolves to the outputs by name (Float32Array; Int32Array for i32).
@@ -44,13 +53,13 @@ export class Runtime {
    */
   async run(program, feeds) {
     this._live(`run('${program}')`);
-    return this._exec.run(program, feeds);
+    return this._serial(() => this._exec.run(program, feeds));
   }
 
   /** The current value of persistent value `name` (row-major Float32Array). */
   async read(name) {
     this._live(`read('${name}')`);
-    return this._exec.read(name);
+    return this._serial(() => this._exec.read(name));
   }
 
   /** Per-kernel times of the last run when created with `profile: true`, else []. */

@@ -14,6 +14,26 @@ async function runtimeFor(mod, name, mode, options) {
 
 /** Replays the checks of bundle `name` on a fresh runtime ('main' thread or 'worker'; backend 'auto', 'webgpu' or
  * 'webgl2'). */
+/** Three overlapping run()s of the first check's program (an animation frame and a button in a page): the runtime
+ * executes them one at a time, so none throws and all give the same outputs as one run after them. */
+async function concurrentRuns(mod, name, rt) {
+  try {
+    const b = rt.bundle || (await mod.loadBundle(`/${name}/bundle.json`));
+    const run = (await b.loadChecks()).runs.find((r) => r.program === 'infer');
+    if (!run) return { ok: true, skipped: 'no inference check' };
+    const feeds = {};
+    for (const [k, ref] of Object.entries(run.feeds)) feeds[k] = b.data(ref);
+    const outs = await Promise.all([rt.run(run.program, feeds), rt.run(run.program, feeds), rt.run(run.program, feeds)]);
+    const after = await rt.run(run.program, feeds);
+    for (const o of outs)
+      for (const [k, v] of Object.entries(after))
+        if (o[k].length !== v.length || o[k].some((x, i) => !Object.is(x, v[i]))) return { ok: false, error: `output ${k} differs` };
+    return { ok: true, runs: outs.length };
+  } catch (e) {
+    return { ok: false, error: `${e.name}: ${e.message}` };
+  }
+}
+
 window.sgCheck = async (name, mode, backend = 'auto') => {
   const mod = await import(`/${name}/runtime/shadergrad.js`);
   let rt;
@@ -22,6 +42,7 @@ window.sgCheck = async (name, mode, backend = 'auto') => {
     const t0 = performance.now();
     const report = await rt.runChecks();
     report.checks_ms = performance.now() - t0;
+    if (mode === 'main') report.concurrent = await concurrentRuns(mod, name, rt);
     report.attempts = rt.attempts;
     report.stats = rt.stats;
     report.caps = rt.caps;
