@@ -23,7 +23,7 @@ done
 cmake --build build-dev --target "${present[@]}"
 rm -rf .stage && mkdir -p .stage/pkg/bin .stage/pkg/lib .stage/pkg/data
 for t in "${present[@]}"; do strip -o ".stage/pkg/bin/$t" "build-dev/bin/$t"; done
-for l in libfmt.so.9 libtinfo.so.6 libpng16.so.16; do cp -L "/usr/lib/x86_64-linux-gnu/$l" .stage/pkg/lib/; done
+for l in libfmt.so.9 libtinfo.so.6 libpng16.so.16 libcpp-httplib.so.0.11 libbrotlidec.so.1 libbrotlienc.so.1 libbrotlicommon.so.1; do cp -L "/usr/lib/x86_64-linux-gnu/$l" .stage/pkg/lib/; done
 cp -r /usr/share/datasets/fashion-mnist .stage/pkg/data/
 cp /usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz .stage/pkg/data/
 tar -C .stage -cJf .stage/sg.tar.xz pkg && rm -rf .stage/pkg
