@@ -31,16 +31,25 @@ PKGS=(
   python3-torch python3-numpy libopenblas0-pthread
   # headless browser for the debug report test (tests/debug_report_check.mjs, npm playwright-core)
   chromium
+  # node for the browser and WebGPU (Dawn) tests; npm is checked below (nodesource's nodejs ships its own)
+  nodejs
 )
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+export DEBIAN_FRONTEND=noninteractive
 if [ ${#missing[@]} -eq 0 ]; then
   echo "setup.sh: all ${#PKGS[@]} packages already installed"
-  exit 0
+else
+  echo "setup.sh: installing ${missing[*]}"
+  apt-get update -q
+  apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
-echo "setup.sh: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -q
-apt-get install -y -q --no-install-recommends "${missing[@]}"
+command -v npm >/dev/null || apt-get install -y -q --no-install-recommends npm
+# npm packages of the tests (playwright-core, webgpu = Dawn for Node), versions pinned in tests/package-lock.json;
+# the tests also run this when tests/node_modules is missing
+tests_dir="$(cd "$(dirname "$0")/../tests" && pwd)"
+if [ ! -f "$tests_dir/node_modules/webgpu/package.json" ] || [ ! -f "$tests_dir/node_modules/playwright-core/package.json" ]; then
+  (cd "$tests_dir" && npm ci --no-audit --no-fund)
+fi
