@@ -2,6 +2,7 @@
 #pragma once
 
 #include <stdlib.h>
+#include <sys/wait.h>
 
 #include <algorithm>
 #include <cmath>
@@ -48,6 +49,16 @@ struct TempDir {
 inline std::string read_file(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+}
+
+/// Runs `cmd` with /bin/sh, its standard output and error captured into `output`; returns its exit status (-1 when it
+/// did not exit normally, e.g. killed by a signal). The one runner of the tests that drive node, chromium and the CLI.
+inline int shell(const std::string& cmd, std::string& output) {
+  TempDir d("sg_shell");
+  const std::string log = d / "out.txt";
+  const int rc = std::system((cmd + " > '" + log + "' 2>&1").c_str());
+  output = read_file(log);
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
 
 /// Writes `bytes` to `path` (plain, non-atomic: test fixtures); the test fails when the write fails.

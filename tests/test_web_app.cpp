@@ -40,17 +40,10 @@ using Catch::Matchers::Contains;
 using nlohmann::json;
 using sg::testing::read_file;
 using sg::testing::TempDir;
+using sg::testing::shell;
 namespace fs = std::filesystem;
 
 namespace {
-
-int shell(const std::string& cmd, std::string& output) {
-  TempDir d("sg_webapp_sh");
-  std::string log = (d.path / "out.txt").string();
-  int rc = std::system((cmd + " > '" + log + "' 2>&1").c_str());
-  output = read_file(log);
-  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
 
 json read_json(const fs::path& p) { return json::parse(read_file(p.string())); }
 

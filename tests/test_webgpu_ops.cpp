@@ -28,18 +28,11 @@ using Catch::Matchers::Contains;
 using nlohmann::json;
 using sg::testing::read_file;
 using sg::testing::TempDir;
+using sg::testing::shell;
 namespace fs = std::filesystem;
 namespace oc = sg::op_cases;
 
 namespace {
-
-int shell(const std::string& cmd, std::string& output) {
-  TempDir d("sg_webgpu_sh");
-  const std::string log = (d.path / "out.txt").string();
-  const int rc = std::system((cmd + " > '" + log + "' 2>&1").c_str());
-  output = read_file(log);
-  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
 
 /// The tests/ directory with its npm packages installed (npm ci once, under a lock shared with the other tests).
 std::string tests_with_npm() {

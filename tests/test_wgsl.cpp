@@ -25,17 +25,10 @@
 namespace fs = std::filesystem;
 using sg::testing::read_file;
 using sg::testing::TempDir;
+using sg::testing::shell;
 using sg::testing::write_file;
 
 namespace {
-
-int shell(const std::string& cmd, std::string& output) {
-  TempDir d("sg_wgsl_sh");
-  const std::string log = d / "out.txt";
-  const int rc = std::system((cmd + " > '" + log + "' 2>&1").c_str());
-  output = read_file(log);
-  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
 
 /// A small train-free program: elementwise ops with NaN/Inf-producing inputs, a reduction, a matmul.
 sg::Program small_program() {
