@@ -442,6 +442,17 @@ TEST_CASE("vulkan: the autotuner runs a timed tile candidate of every tiled kern
     CHECK(again[k].source == first[k].source);
     CHECK(plain[k].tuning.empty());
     CHECK(first[k].source.find("// tile config " + first[k].tiles->str()) != std::string::npos);
+    // the heuristic is a candidate and stays unless another beat it by the margin in the final alternating rounds
+    if (first[k].tiles == plain[k].tiles) {
+      CHECK(first[k].source == plain[k].source);
+      const bool kept = first[k].tuning.find("the heuristic was fastest") != std::string::npos ||
+                        first[k].tuning.find("kept the heuristic") != std::string::npos;
+      CHECK(kept);
+    } else {
+      CHECK(first[k].tuning.find("replaced the heuristic") != std::string::npos);
+    }
+    CHECK(first[k].tuning_ms > 0);
+    CHECK(plain[k].tuning_ms == 0);
   }
   CHECK(tiled >= 4);
   int records = 0;

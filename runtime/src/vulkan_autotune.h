@@ -13,12 +13,14 @@ namespace sg::vk {
 ///    heuristic kernel's source (which names the shapes, the epilogue and the heuristic tiles). A record under the
 ///    key in `cache` (KernelCache::get_record: memory, or DIR/HASH.tune of SG_KERNEL_CACHE) is reused without timing
 ///    (ComputeKernel::tuning "autotune cache: ...").
-///  - Otherwise every candidate is compiled and dispatched on zero-filled buffers of the kernel's bindings: one
-///    untimed dispatch, then up to 5 timed by timestamps around each dispatch (fewer when one takes over 50 ms), the
-///    median counted; candidates after the first stop once the kernel's tuning has taken 6 s. Then the heuristic and the fastest are
-///    timed again, alternating, 3 rounds after ~20 ms of warm-up dispatches each (an idle GPU runs at low clocks);
-///    the fastest wins only when its median is below 0.97 of the heuristic's. The winner is stored
-///    (put_record) and returned (ComputeKernel::tuning "autotuned: ..." with the candidates' count and times).
+///  - Otherwise (see vulkan_autotune.cpp's comment for why each step is there): the candidates are compiled first and
+///    bound to scratch buffers of the kernel's bindings and sizes holding pseudo-random values; the heuristic runs
+///    back to back for 250 ms (clock ramp); then 3 round-robin rounds over the candidates, each a few ms of untimed
+///    dispatches and 5 timed ones (timestamps around each dispatch, barriers between), the median counted (one
+///    round of one dispatch when a dispatch takes over 50 ms; candidates beyond an estimated 6 s dropped). The
+///    fastest replaces the heuristic only when, in 5 alternating rounds against it, its median is >= 5 % below the
+///    heuristic's and it won most rounds. The pick is stored (put_record) and returned (ComputeKernel::tuning
+///    "autotuned: ..." with the times; ComputeKernel::tuning_ms the tuning's wall time).
 /// Compile errors of a candidate propagate (CompileError: an emitter bug).
 ComputeKernel autotune_kernel(Device& dev, KernelCache& cache, const Plan& plan, const Kernel& k,
                               const ComputeLimits& limits, ComputeKernel heuristic);

@@ -207,6 +207,18 @@ Result run(const Config& cfg, std::ostream& log) {
 
   Progress progress(log, cfg.progress);
   data::BatchIterator it(train_ds, cfg.batch, /*shuffle=*/true, cfg.seed);
+  {  // compile (with --autotune: tune) the train step of each batch size before the timed epochs: steps/s counts steps
+    const auto tc = Clock::now();
+    const int64_t full = std::min(cfg.batch, train_ds.n), rest = cfg.batch > 0 ? train_ds.n % cfg.batch : 0;
+    double tuning_ms = 0;
+    for (int64_t b : {full, rest}) {
+      if (b <= 0) continue;
+      if (const auto* cks = progs.train_step(b).compute_kernels())
+        for (const ComputeKernel& ck : *cks) tuning_ms += ck.tuning_ms;
+    }
+    log << fmt::format("compiled the train step in {:.0f} ms{}\n", since(tc) * 1000,
+                       tuning_ms > 0 ? fmt::format(" (autotuning {:.0f} ms of it)", tuning_ms) : std::string());
+  }
   double train_seconds = 0;
   for (int64_t epoch = 1; epoch <= cfg.epochs; ++epoch) {
     auto t0 = Clock::now();

@@ -102,6 +102,9 @@ struct ComputeKernel {
   /// How the tile configuration was picked, set by the backend: "" (heuristic), "autotuned" (timed on the device
   /// now) or "autotune cache" (a winner stored earlier in the kernel cache).
   std::string tuning;
+  /// Wall time the backend spent picking the configuration (timing candidates, or reading the cache record), ms;
+  /// 0 for the heuristic.
+  double tuning_ms = 0;
 };
 
 /// Schedule options for a buffer-storage target: multi-output fusion within the device's storage-buffer
