@@ -27,8 +27,8 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,
 #    chunks of 16, k rotation and no grouping (the order of L2 / DRAM partition accesses).
 configs=(heuristic
   16x16.8x8.k8.g8.v4.pf 16x16.8x4.k8.g8.v4.pf 16x16.4x8.k8.g8.v4.pf 16x16.4x4.k8.g8.v4.pf
-  16x16.8x8.k8.g8.v4 16x16.8x4.k8.g8.v4 16x8.8x8.k8.g8.v4.pf 16x16.8x8.k16.g8.v4.pf 16x16.8x4.k16.g8.v4.pf
-  16x16.8x8.k8.g8.v4.pf.kr 16x16.8x8.k8.g1.v4.pf 16x16.8x4.k8.g1.v4.pf)
+  16x16.8x8.k8.g8.v4 16x16.8x4.k8.g8.v4 16x8.8x8.k8.g8.v4.pf 16x16.8x8.k16.g8.v4.pf
+  16x16.8x8.k8.g8.v4.pf.kr 16x16.8x8.k8.g1.v4.pf)
 [ -n "${SG_TUNE_CONFIGS:-}" ] && read -r -a configs <<<"heuristic ${SG_TUNE_CONFIGS//,/ }"
 t0=$(date +%s)
 for c in "${configs[@]}"; do
