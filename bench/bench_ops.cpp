@@ -18,8 +18,8 @@
 //   --probe-sgemm N  N of the hand-written MRT SGEMM probes (a multiple of 32; default: 256 on llvmpipe, else 4096)
 //   --max-outputs N render targets per kernel of the GLES backends (0 = device limit; 1 = without multi-output
 //                  fusion, the schedule of before it, for same-run comparisons)
-//   --min-parallel N split-K threshold in output texels of the GLES backends (default: auto = 16384 on GPUs,
-//                  0 = off on llvmpipe)
+//   --min-parallel N split-K threshold in output texels (4 outputs each) of every backend (default: auto; GLES
+//                  16384 on GPUs, compute backends 256 x the device's compute units, 0 = off on llvmpipe/lavapipe)
 //   --row-layout B  texture layouts keep tensor rows whole in texture rows (1) or wrap at the max width (0)
 //                  (default: auto = 1 on GPUs, 0 on llvmpipe)
 //   --row-planes N  matmul-like kernels compute N rows per fragment into N render targets (1 = off)
@@ -1286,6 +1286,7 @@ int main(int argc, char** argv) {
       sg::BackendOptions bo;
       bo.kind = "gles-compute";
       bo.max_outputs = o.gles.max_outputs;
+      bo.min_parallel_texels = o.gles.min_parallel_texels;
       bo.gpu_tiles = o.gpu_tiles;
       bk.compute = sg::make_backend(bo).backend;
       bo.profile = true;
@@ -1301,6 +1302,7 @@ int main(int argc, char** argv) {
       sg::BackendOptions bo;
       bo.kind = "vulkan";
       bo.max_outputs = o.gles.max_outputs;
+      bo.min_parallel_texels = o.gles.min_parallel_texels;
       bo.gpu_tiles = o.gpu_tiles;
       bo.autotune = o.autotune;
       const char* tune_env = std::getenv("SG_AUTOTUNE");

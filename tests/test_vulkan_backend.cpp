@@ -461,3 +461,48 @@ TEST_CASE("vulkan: the autotuner runs a timed tile candidate of every tiled kern
   unsetenv("SG_KERNEL_CACHE");
   fs::remove_all(dir);
 }
+
+TEST_CASE("vulkan: split-K turns a long-K contraction with few outputs into a tiled partial-sum kernel and a final "
+          "kernel; train steps equal the CPU reference either way", "[vulkan][splitk]") {
+  // x @ w1: 67 x 131 = 8777 outputs (above the 8192 left to tree reductions) over K = 301 (>= 256): split when the
+  // threshold asks for more parallelism than 8777 / 4 texels; odd sizes, and K not a multiple of the slices
+  sg::testing::Mlp m(67, 301, 131, 7);
+  Program p = make_train_step(m.loss, m.params(), *make_adam({.lr = 0.01}));
+  std::vector<float> xs = randn(67 * 301, 41), ys(67);
+  for (int i = 0; i < 67; ++i) ys[i] = static_cast<float>(i % 7);
+  std::vector<Feed> feeds = {{"x", &xs}, {"labels", &ys}};
+  auto run = [&](std::optional<int64_t> min_parallel, bool gpu_tiles) {
+    auto cpu = make_cpu_backend();
+    auto cexe = cpu->compile(p);
+    BackendOptions bo = vulkan_options();
+    bo.min_parallel_texels = min_parallel;
+    bo.gpu_tiles = gpu_tiles;
+    auto be = make_backend(bo).backend;
+    auto exe = be->compile(p);
+    for (int step = 0; step < 2; ++step)
+      expect_close(exe->run(feeds)[0], cexe->run(feeds)[0], 1e-4, 1e-6, fmt::format("loss of step {}", step));
+    for (auto& prm : m.params()) expect_close(be->read(prm), cpu->read(prm), 1e-4, 1e-5, prm.name());
+    expect_no_validation_messages(vulkan_device(*be));
+    std::vector<std::pair<std::string, std::string>> kernels;  // (name, strategy)
+    for (size_t k = 0; k < exe->plan()->kernels.size(); ++k)
+      kernels.emplace_back(exe->plan()->kernels[k].name, (*exe->compute_kernels())[k].strategy);
+    return kernels;
+  };
+  auto partials = [](const std::vector<std::pair<std::string, std::string>>& ks) {
+    std::vector<std::pair<std::string, std::string>> out;
+    for (auto& k : ks)
+      if (k.first.size() > 8 && k.first.compare(k.first.size() - 8, 8, "_partial") == 0) out.push_back(k);
+    return out;
+  };
+  for (bool gpu_tiles : {false, true}) {
+    INFO("gpu tiles " << gpu_tiles);
+    const auto plain = run(std::nullopt, gpu_tiles);  // lavapipe is a CPU device: split-K is off by default
+    const auto split = run(int64_t{1} << 16, gpu_tiles);
+    const auto off = run(0, gpu_tiles);
+    CHECK(partials(plain).empty());
+    CHECK(off.size() == plain.size());
+    REQUIRE(partials(split).size() == 1);
+    CHECK(partials(split)[0].second == "tiled-contraction");  // the slice is the contraction's batch dimension
+    CHECK(split.size() == plain.size() + 1);                  // + the partial-sum kernel
+  }
+}

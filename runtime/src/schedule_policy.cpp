@@ -50,6 +50,7 @@ ScheduleOptions schedule_options(const Target& target, const BackendOptions& opt
     case StorageModel::Buffers: {
       ScheduleOptions so = compute_schedule_options(target.compute);
       so.unfused = opt.unfused;
+      if (opt.min_parallel_texels) so.min_parallel_texels = *opt.min_parallel_texels;  // split-K forced on / off
       if (opt.max_outputs) so.max_outputs = std::min(so.max_outputs, *opt.max_outputs);
       return so;
     }

@@ -516,13 +516,24 @@ void probe(VkPhysicalDevice pd, Caps& caps) {
   vkGetPhysicalDeviceProperties(pd, &p);
   VkPhysicalDeviceSubgroupProperties sub{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
   VkPhysicalDeviceDriverProperties drv{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
+  VkPhysicalDeviceShaderSMBuiltinsPropertiesNV sm{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV};
   VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
   const bool v11 = p.apiVersion >= VK_API_VERSION_1_1, v12 = p.apiVersion >= VK_API_VERSION_1_2;
+  bool has_sm = false;  // VK_NV_shader_sm_builtins: the multiprocessor count (ComputeLimits::compute_units)
+  {
+    uint32_t n = 0;
+    vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, nullptr);
+    std::vector<VkExtensionProperties> ext(n);
+    vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, ext.data());
+    for (auto& e : ext) has_sm |= std::strcmp(e.extensionName, VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME) == 0;
+  }
   if (v11) {
     p2.pNext = &sub;
     if (v12) sub.pNext = &drv;
+    if (has_sm) drv.pNext = &sm;
     vkGetPhysicalDeviceProperties2(pd, &p2);
   }
+  has_sm = has_sm && v12;
   caps.name = p.deviceName;
   caps.device_type = type_name(p.deviceType);
   caps.api_version = version_str(p.apiVersion);
@@ -538,6 +549,7 @@ void probe(VkPhysicalDevice pd, Caps& caps) {
   c.max_buffer_bytes = l.maxStorageBufferRange;
   c.subgroup_size = v11 && (sub.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) ? static_cast<int>(sub.subgroupSize) : 0;
   c.cpu_device = p.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+  c.compute_units = has_sm ? static_cast<int>(sm.shaderSMCount) : 0;
   caps.max_workgroup_size = {l.maxComputeWorkGroupSize[0], l.maxComputeWorkGroupSize[1], l.maxComputeWorkGroupSize[2]};
   caps.timestamp_period_ns = l.timestampPeriod;
   caps.queue_family = static_cast<uint32_t>(compute_family(pd));
@@ -968,7 +980,8 @@ nlohmann::json caps_json(const Caps& c) {
             {"maxComputeWorkGroupCount", l.max_workgroup_count},
             {"maxComputeSharedMemorySize", l.max_shared_bytes},
             {"maxStorageBufferRange", l.max_buffer_bytes},
-            {"subgroupSize", l.subgroup_size}}},
+            {"subgroupSize", l.subgroup_size},
+            {"computeUnits", l.compute_units}}},
           {"timestamps", c.timestamps},
           {"timestamp_period_ns", c.timestamp_period_ns},
           {"direct_map", c.direct_map},

@@ -39,6 +39,9 @@ struct ComputeLimits {
   int64_t max_workgroup_count = 65535;    ///< per dispatch dimension
   int64_t max_buffer_bytes = int64_t{128} << 20;  ///< largest storage buffer binding, bytes
   int subgroup_size = 0;                  ///< 0 = unknown / no subgroup ops
+  /// Multiprocessors (NVIDIA SMs, from VK_NV_shader_sm_builtins) or compute units of the device; 0 = unknown (the
+  /// schedule then assumes 128, a large GPU). Sizes split-K (compute_schedule_options).
+  int compute_units = 0;
   bool cpu_device = false;                ///< a CPU implementation (lavapipe, llvmpipe): fewer, larger invocations pay
 };
 

@@ -170,6 +170,9 @@ struct ScheduleOptions {
   /// it. 0 = off (the default; the GLES backend turns it on
   /// for hardware GPUs, not for CPU rasterisers such as llvmpipe, where more fragments buy nothing).
   int64_t min_parallel_texels = 0;
+  /// Split-K applies only to kernels with more output elements than this (compute targets on GPUs: 8192, the
+  /// outputs that the tree-reduction strategy already runs one workgroup each; 0 = any).
+  int64_t split_min_outputs = 0;
   /// Store 2-D temporaries whose every reader reduces over their axis 0 transposed (Value::transposed): the
   /// weight gradient x^T.dh then reads dh along contiguous texels (1 fetch per 4 rows instead of 4).
   bool transpose_row_reduced = true;

@@ -180,7 +180,7 @@ int append_copy_kernel(ScheduleState& st, const NodePtr& n, const NodePtr& sourc
 
 bool latency_bound(int64_t numel, double loop_iterations, const ScheduleOptions& opt) {
   return !opt.unfused && opt.min_parallel_texels > 0 && (numel + 3) / 4 < opt.min_parallel_texels &&
-         loop_iterations >= kLongLoop;
+         numel > opt.split_min_outputs && loop_iterations >= kLongLoop;
 }
 
 }  // namespace sg::sched

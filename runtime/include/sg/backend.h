@@ -137,15 +137,16 @@ struct VulkanOptions {
 struct BackendOptions {
   /// "auto" | "gles" (fragment shaders) | "gles-compute" (GLES 3.1 compute shaders over storage buffers) |
   /// "vulkan" (SPIR-V compute) | "cpu". The texture options below — max_texture_width, row_layout, row/col
-  /// planes, union_domains, flush_draws, min_parallel_texels — apply to "gles" only.
+  /// planes, union_domains, flush_draws — apply to "gles" only.
   std::string kind = "auto";
   std::optional<int64_t> max_texture_width;   ///< texels; empty = device limit; smaller forces row wrapping (tests)
   bool unfused = false;                       ///< one kernel per node (debug)
   /// Render targets (outputs) per kernel, i.e. multi-output fusion: empty = device limit (<= 8), 1 = off; capped by
   /// the device. schedule_options throws ValueError below 1.
   std::optional<int> max_outputs;
-  /// ScheduleOptions::min_parallel_texels (split-K for parallelism): empty = auto (16384 on GPUs, 0 = off on CPU
-  /// rasterisers such as llvmpipe), else the value (>= 0).
+  /// ScheduleOptions::min_parallel_texels (split-K for parallelism): empty = auto (gles: 16384 on GPUs; compute
+  /// targets: 256 x the device's compute units (128 when unknown) on GPUs; 0 = off on CPU devices such as llvmpipe
+  /// and lavapipe), else the value (>= 0; tests force split-K on CPU devices with it).
   std::optional<int64_t> min_parallel_texels;
   /// ScheduleOptions::row_aligned_layout: empty = auto (on for GPUs, off for CPU rasterisers).
   std::optional<bool> row_layout;
@@ -186,7 +187,7 @@ struct BackendOptions {
 ///    planes 2 on every device; split-K (16384 texels), row-aligned layouts and union-domain kernels on GPUs, off
 ///    on CPU devices; each overridable by `opt`;
 ///  - buffers (compute targets): compute_schedule_options(target.compute) (sg/compute_kernel.h), with `unfused`
-///    and a max_outputs cap from `opt`; the texture-only options are ignored;
+///    a max_outputs cap and min_parallel_texels (split-K) from `opt`; the texture-only options are ignored;
 ///  - host (cpu): ScheduleOptions defaults with `unfused` (the schedule the debug session shows for the CPU
 ///    reference, which itself runs node by node).
 /// Throws ValueError naming the field for out-of-range values (max_outputs < 1, min_parallel_texels < 0,
