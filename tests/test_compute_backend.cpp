@@ -328,3 +328,22 @@ TEST_CASE("tile configurations: text form round trip, the heuristic first among 
   CHECK_THROWS_WITH(emit_compute_kernel(plan, plan.kernels[0], small, parse_tile_config("16x16.8x8.k8.g1")),
                     Catch::Contains("max_workgroup_invocations"));
 }
+
+TEST_CASE("GPU tile heuristic: 16x16 invocations of 8x4 register tiles for large SGEMMs, shrunk for small ones",
+          "[compute][tiles]") {
+  // what the H200 measured fastest at every N (docs/PERFORMANCE.md Run 12a): 16x16.8x4.k8.g8.v4.pf
+  ComputeLimits l;
+  l.max_storage_buffers = 16, l.max_workgroup_invocations = 1024, l.max_shared_bytes = 49152, l.cpu_device = false;
+  auto heuristic = [&](int64_t m, int64_t k, int64_t n) {
+    Program p;
+    p.add_output("c", matmul(input("a", {m, k}), input("b", {k, n})));
+    Plan plan = schedule(p, compute_schedule_options(l));
+    REQUIRE(plan.kernels.size() == 1);
+    const ComputeKernel ck = emit_compute_kernel(plan, plan.kernels[0], l);
+    REQUIRE(ck.tiles);
+    return ck.tiles->str();
+  };
+  CHECK(heuristic(1024, 1024, 1024) == "16x16.8x4.k8.g1.v4.pf");  // 8 tile rows: no groups of 8
+  for (int64_t n : {2048, 3072, 4096, 4100}) CHECK(heuristic(n, n, n) == "16x16.8x4.k8.g8.v4.pf");
+  CHECK(heuristic(256, 64, 96) == "8x8.2x2.k8.g8.v4.pf");  // small: shrunk towards 128 workgroups (96 of 16 x 16)
+}

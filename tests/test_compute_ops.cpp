@@ -74,7 +74,7 @@ TEST_CASE("gles-compute matmul and conv across tile and K-chunk boundaries equal
 TEST_CASE("vulkan: tiled kernels under every kind of tile configuration equal the CPU backend", "[vulkan][ops]") {
   // each configuration forced on every tiled kernel (fitted per kernel): vec4 and scalar register tiles, prefetch
   // on and off, grouped and row-major workgroup orders, square and skewed tiles, chunks of 8 and 16 (the GPU
-  // heuristic's 16x16.8x8.k8.g8.v4.pf, shrunk per kernel, runs in the op cases' GPU-tile variant)
+  // heuristic's 16x16.8x4.k8.g8.v4.pf, shrunk per kernel, runs in the op cases' GPU-tile variant)
   for (const char* cfg : {"8x8.4x4.k8.g1", "8x8.4x4.k16.g2.v4.pf", "4x4.8x4.k16.g3.v4.kr", "8x16.4x4.k8.g1.pf.kr"}) {
     INFO("tile config " << cfg);
     auto t = parse_tile_config(cfg);

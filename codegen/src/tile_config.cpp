@@ -1,6 +1,6 @@
 // Tile configurations of tiled contractions: the heuristic default, the autotuner's candidate set, the text form.
 //
-// Heuristic (default_tile_config): 16x16 invocations of 8x8 outputs (128x128 tiles) on GPUs, 8x8 of 4x4 on CPU
+// Heuristic (default_tile_config): 16x16 invocations of 8x4 outputs (128x64 tiles) on GPUs, 8x8 of 4x4 on CPU
 // devices (fewer invocations and barriers per output); halved where the device allows fewer invocations, and per
 // dimension where M or N is small. On GPUs the tile then shrinks (register tile first, down to 2x2 outputs per
 // invocation, then invocations, down to 8x8) until the dispatch has kGpuTargetWorkgroups workgroups or cannot shrink
@@ -76,7 +76,11 @@ TileConfig fit_tile_config(TileConfig t, const ComputeLimits& l, const Contracti
 
 TileConfig default_tile_config(const ComputeLimits& l, const Contraction& c) {
   TileConfig t;
+  // GPUs: 8x4 register tiles (128 x 64 workgroup tiles). Measured on the H200 (docs/PERFORMANCE.md Run 12a, each
+  // configuration forced in its own process): 16x16.8x4.k8.g8.v4.pf was the fastest of ten at N=1024, 2048, 3072 and
+  // 4096 (0.077 / 0.473 / 1.539 / 12.35 ms against 0.148 / 0.507 / 1.838 / 18.32 ms for 8x8, the heuristic before).
   if (l.cpu_device) t = {.tx = 8, .ty = 8, .tm = 4, .tn = 4, .bk = 16};
+  else t.tn = 4;
   while (t.threads() > l.max_workgroup_invocations && (t.tx > 1 || t.ty > 1)) (t.ty >= t.tx ? t.ty : t.tx) /= 2;
   auto shrink = [](int& tile, int& threads, int64_t extent) {
     while (tile > 1 && int64_t{tile} * threads >= 2 * extent) tile /= 2;

@@ -189,7 +189,9 @@ ComputeKernel autotune_kernel(Device& dev, KernelCache& cache, const Plan& plan,
   for (size_t i = 1; i < cands.size() && i < fit; ++i) p.push_back(prepare(dev, cache, plan, k, limits, cands[i], bufs));
   warm_up(dev, p[0], once, kRoundWarmMs * 10);  // the compiles above let the GPU idle
 
-  for (int r = 0; r < rounds; ++r)
+  // rounds after the first are skipped once the kernel's tuning has run past twice the budget (a slow or busy device)
+  int rounds_run = 0;
+  for (int r = 0; r < rounds && (r == 0 || ms_since(t_start) < 2 * kKernelBudgetMs); ++r, ++rounds_run)
     for (Prepared& c : p) {
       const std::vector<double> ms = dispatch_batch(dev, c, warm, reps);
       c.ms.insert(c.ms.end(), ms.begin(), ms.end());
@@ -211,7 +213,7 @@ ComputeKernel autotune_kernel(Device& dev, KernelCache& cache, const Plan& plan,
                               p[best].tiles.str(), b_screen, h_screen, slow ? 3 : kFinalRounds, p[best].median(),
                               p[0].median(), replace ? "replaced the heuristic" : "kept the heuristic (needs -5 %)");
   const std::string note = fmt::format("{} ({} of {} candidates, {} rounds after {:.0f} ms of warm-up; {}; tuning took {:.0f} ms)",
-                                       p[pick].tiles.str(), p.size(), cands.size(), rounds, warmup_ms, verdict, tune_ms);
+                                       p[pick].tiles.str(), p.size(), cands.size(), rounds_run, warmup_ms, verdict, tune_ms);
   std::string record = p[pick].tiles.str() + "\n" + note + "\n";
   for (auto& [ms, t] : screened) record += fmt::format("{} {:.4f} ms\n", t.str(), ms);
   cache.put_record(key, record);
