@@ -5,6 +5,7 @@
 # Writes $OUT/tune/: sgemm_<config>.json/.log (bench_ops SGEMM N=1024,2048,3072,4096 kernel-only with the heuristic
 # and with SG_TILE_CONFIG forced to each candidate below), tuned.json/.log (--autotune 1: SGEMM + MLP/CNN steps +
 # per-kernel profiles, the tuner's records), steps_heuristic.json/.log (the same steps and profiles, --autotune 0),
+# steps_nosplit.json/.log (the same without split-K, --min-parallel 0),
 # train_*.log (the main job both ways), summary.txt (the tables printed at the end).
 # Locally: SG_LOCAL_BIN=build/bin SG_TUNE_SIZES=128,192 SG_TUNE_CONFIGS=16x16.8x4.k8.g8.v4.pf \
 #   SG_TUNE_TRAIN_ARGS="--epochs 1 --train-limit 1024 --test-limit 500" bash scripts/device/phase_tune.sh  (lavapipe)
@@ -46,6 +47,9 @@ rm -rf "$SG_KERNEL_CACHE"
 timeout 90 bench_ops --backend vulkan --only mlp,cnn,profile --max-seconds 2 --autotune 0 \
   --json "$out/steps_heuristic.json" > "$out/steps_heuristic.log" 2>&1
 log "== steps heuristic: rc=$? ($(( $(date +%s) - t0 )) s)"
+timeout 90 bench_ops --backend vulkan --only mlp,cnn,profile --max-seconds 2 --autotune 0 --min-parallel 0 \
+  --json "$out/steps_nosplit.json" > "$out/steps_nosplit.log" 2>&1
+log "== steps heuristic without split-K (--min-parallel 0): rc=$? ($(( $(date +%s) - t0 )) s)"
 timeout 200 bench_ops --backend vulkan --sgemm "$sizes" --only mlp,cnn,sgemm,profile --max-seconds 2 --autotune 1 \
   --json "$out/tuned.json" > "$out/tuned.log" 2>&1
 log "== tuned (steps, then SGEMM): rc=$? ($(( $(date +%s) - t0 )) s)"
@@ -83,11 +87,11 @@ print("| config | " + " | ".join("N=%d" % n for n in ns) + " |")
 for name, v in table.items():
     print("| %s | " % name + " | ".join(v.get(n, "-") for n in ns) + " |")
 print("\nTrain steps, median ms (kernels per step)")
-for f in ["steps_heuristic.json", "tuned.json"]:
+for f in ["steps_heuristic.json", "steps_nosplit.json", "tuned.json"]:
     for r in rows(os.path.join(out, f)):
         if "_step_" in r.get("key", ""):
             print("| %s | %s | %.3f | %s | %s |" % (f[:-5], r["key"], r["median_ms"], r.get("kernels"),
                                                     r.get("check", "")))
 EOF
-grep -hE "^\|.*(train step|k[0-9][0-9]_)|autotuned|total" "$out/steps_heuristic.log" "$out/tuned.log" 2>/dev/null | cut -c1-220 | head -80 >> "$out/summary.txt"
+grep -hE "^\|.*(train step|k[0-9][0-9]_)|autotuned|total" "$out/steps_heuristic.log" "$out/steps_nosplit.log" "$out/tuned.log" 2>/dev/null | cut -c1-220 | head -80 >> "$out/summary.txt"
 log "phase_tune done in $(( $(date +%s) - t0 )) s; results in $out (summary.txt)"
