@@ -286,7 +286,7 @@ TEST_CASE("tile configurations: text form round trip, the heuristic first among 
   for (const char* bad : {"", "16x16", "16x16.8x8.k8", "16x16.8x8.k8.g8.v5", "0x16.8x8.k8.g1", "16x16.8x8.k8.g1.pf.v4", "16x16.8x8.k8.g1.kr.pf",
                           "16x16.8x8.k8.g1 "})
     CHECK_FALSE(parse_tile_config(bad));
-  Tensor a = input("a", {1024, 200}), b = input("b", {200, 1040}), bias = input("bias", {1040});
+  Tensor a = input("a", {1160, 200}), b = input("b", {200, 1040}), bias = input("bias", {1040});  // > 8 tile rows
   Program p;
   p.add_output("y", relu(matmul(a, b) + bias));
   for (bool cpu : {false, true}) {
