@@ -6,10 +6,10 @@
 # corpus_TARGET.tar.gz (the inputs the processes added), and summary.txt: per target the executions summed over its
 # processes, the slowest process's rate, and the artifact count. Exit status 0 when no process found anything.
 # Usage there: bash scripts/device/phase_fuzz.sh [SECONDS] [PROCS] [TARGET...]
-#   (default 420 s, 3 processes each for idx image digits debugger, 1 each for safetensors kernel_cache: 14 processes)
+#   (default 400 s, 3 processes each for idx image digits debugger, 1 each for safetensors kernel_cache: 14 processes)
 # Locally (no device): SG_FUZZ_BIN=build-san/bin bash scripts/device/phase_fuzz.sh 10 1 idx
 set -uo pipefail
-secs=${1:-420}
+secs=${1:-400}
 procs=${2:-3}
 shift $(( $# >= 2 ? 2 : $# ))
 targets=("$@")
