@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
-# Device phase (accelerator machine, 16 cores): the libFuzzer targets of .stage_fuzz/fuzz.tar.xz
-# (scripts/device/stage_fuzz.sh) in parallel, PROCS processes per target, each on its own scratch copy of the
-# committed seeds (tests/fuzz/corpus/TARGET) with its own -seed, for SECONDS each. Writes under $OUT/fuzz/:
-# TARGET.pN.log (libFuzzer's output with -print_final_stats), crash/leak/timeout/oom files as TARGET.pN.<kind>-<sha1>,
-# corpus_TARGET.tar.gz (the inputs the processes added), and summary.txt: per target the executions summed over its
-# processes, the slowest process's rate, and the artifact count. Exit status 0 when no process found anything.
-# Usage there: bash scripts/device/phase_fuzz.sh [SECONDS] [PROCS] [TARGET...]
-#   (default 400 s, 3 processes each for idx image digits debugger, 1 each for safetensors kernel_cache: 14 processes)
-# Locally (no device): SG_FUZZ_BIN=build-san/bin bash scripts/device/phase_fuzz.sh 10 1 idx
+# Device phase (accelerator machine; the lead runs it beside other throughput phases: at most 6 processes): the
+# libFuzzer targets of .stage_fuzz/fuzz.tar.xz (scripts/device/stage_fuzz.sh) in parallel, N processes per target,
+# each on its own scratch copy of the committed seeds (tests/fuzz/corpus/TARGET) with its own -seed, for SECONDS
+# each. Writes under $OUT/fuzz/: TARGET.pN.log (libFuzzer's output with -print_final_stats), crash/leak/timeout/oom
+# files as TARGET.pN.<kind>-<sha1>, corpus_TARGET.tar.gz (the processes' corpora), and summary.txt: per target the
+# executions summed over its processes, the slowest process's rate, the artifact count. Exit status 0 when no
+# process found anything. Needs only .stage_fuzz and .gl (not .stage/ or the prelude).
+# Usage there: bash scripts/device/phase_fuzz.sh [SECONDS] [TARGET:N,...]
+#   (default 400 s and idx:2,digits:2,image:1,debugger:1 = 6 processes: the targets short of 10^6 executions,
+#   the slowest ones twice; about 7 min wall)
+# Locally (no device): SG_FUZZ_BIN=build-san/bin bash scripts/device/phase_fuzz.sh 10 idx:1
 set -uo pipefail
 secs=${1:-400}
-procs=${2:-3}
-shift $(( $# >= 2 ? 2 : $# ))
-targets=("$@")
+spec=${2:-idx:2,digits:2,image:1,debugger:1}
 out=${OUT:-/tmp/out}/fuzz
 mkdir -p "$out"
 if [ -n "${SG_FUZZ_BIN:-}" ]; then
@@ -26,13 +26,8 @@ else
 fi
 nproc | sed 's/^/cores: /'
 declare -A nprocs
-if [ ${#targets[@]} -eq 0 ]; then
-  targets=(idx image digits debugger safetensors kernel_cache)
-  for t in idx image digits debugger; do nprocs[$t]=$procs; done
-  nprocs[safetensors]=1; nprocs[kernel_cache]=1
-else
-  for t in "${targets[@]}"; do nprocs[$t]=$procs; done
-fi
+targets=()
+for tn in ${spec//,/ }; do targets+=("${tn%%:*}"); nprocs[${tn%%:*}]=${tn##*:}; done
 scratch=/dev/shm/sgfuzz
 mkdir -p "$scratch" 2>/dev/null && touch "$scratch/.w" 2>/dev/null || scratch=/tmp/sgfuzz
 rm -rf "$scratch" && mkdir -p "$scratch"

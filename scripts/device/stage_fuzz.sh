@@ -6,18 +6,16 @@
 # the machine there lacks (it runs another distribution: Debian's libstdc++/libgcc_s travel with them; clang links
 # the sanitizer runtimes statically; the GL/Vulkan loaders come from .gl/ as for stage.sh). A library the binaries
 # name but never call (LLVM's config adds libz3, 23 MB, to every link) travels as an empty stub of that soname.
-# The device call carries only .stage_fuzz and .gl (about 12 MB); phase_fuzz.sh needs nothing of .stage/.
-# Usage: scripts/device/stage_fuzz.sh [TARGET...]   (default: every tests/fuzz/fuzz_*.cpp); then, in a device call
-#        of its own with carry [".stage_fuzz", ".gl"],
+# phase_fuzz.sh needs only .stage_fuzz and .gl (about 9 MB in all), nothing of .stage/.
+# Usage: scripts/device/stage_fuzz.sh [TARGET...]   (default: idx digits image debugger, the targets short of 10^6
+#        executions; any of tests/fuzz/fuzz_*.cpp); then, on the device with .stage_fuzz and .gl carried,
 #        scripts/device/phase_fuzz.sh runs them there (docs/RELIABILITY.md, "Fuzzing").
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 ex=$(git rev-parse --git-path info/exclude); grep -qx "/.stage_fuzz/" "$ex" 2>/dev/null || echo "/.stage_fuzz/" >> "$ex"
 targets=("$@")
-if [ ${#targets[@]} -eq 0 ]; then
-  for f in tests/fuzz/fuzz_*.cpp; do t=${f##*/fuzz_}; targets+=("${t%.cpp}"); done
-fi
+[ ${#targets[@]} -gt 0 ] || targets=(idx digits image debugger)
 CC=clang-14 CXX=clang++-14 cmake -S . -B build-san -G Ninja -DSG_SANITIZE=ON -DSG_FUZZ=ON -DSG_BUILD_EXAMPLES=OFF \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSG_FUZZ_SECONDS="${SG_FUZZ_SECONDS:-5}" > /dev/null
 nice -n 10 cmake --build build-san --target "${targets[@]/#/fuzz_}"
