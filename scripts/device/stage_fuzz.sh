@@ -29,7 +29,8 @@ while read -r name path; do
   [ -n "$name" ] || continue
   used=0
   for b in "$st"/fuzz/bin/*; do
-    readelf -d "$b" | grep -q "Shared library: \[$name\]" && ! ldd -u "$b" | grep -q "/$name\$" && used=1
+    unused=$(ldd -u "$b" || true)  # (exit status 1 when it lists any)
+    readelf -d "$b" | grep -q "Shared library: \[$name\]" && ! grep -q "/$name\$" <<<"$unused" && used=1
   done
   if [ $used = 1 ]; then cp -L "$path" "$st/fuzz/lib/$name"
   else printf '' | clang-14 -shared -x c - -o "$st/fuzz/lib/$name" -Wl,-soname,"$name"; echo "stub: $name (not called)"; fi
