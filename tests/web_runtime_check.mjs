@@ -96,7 +96,8 @@ try {
       await demo.close();
       continue;
     }
-    const fn = { check: 'sgCheck', lost: 'sgLostContext', webgpu: 'sgSelectWebGPU', profile: 'sgProfile' }[kind];
+    const fn = { check: 'sgCheck', lost: 'sgLostContext', webgpu: 'sgSelectWebGPU', profile: 'sgProfile',
+                 labels: 'sgBadLabels' }[kind];
     if (!fn) throw new Error(`unknown task '${task}'`);
     // a hang guard, not a timing check: no task here takes more than a minute even on a busy 2-core machine
     let timer;

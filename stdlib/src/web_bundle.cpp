@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "sg/feeds.h"
 #include "sg/web_export.h"
 
 namespace sg::web {
@@ -129,13 +130,16 @@ json kernel_json(const Plan& plan, const Kernel& k, const std::string& shader_di
 }  // namespace
 
 json describe_program(const Plan& plan, const std::string& shader_dir) {
+  const FeedChecker checker(plan.program);  // which inputs are class indices (one_hot/cross_entropy labels)
   json values = json::array();
   json inputs = json::array();
   for (const Value& v : plan.values) {
     values.push_back(value_json(plan, v));
-    if (v.kind == ValueKind::Input)
+    if (v.kind == ValueKind::Input) {
       inputs.push_back({{"name", v.node->name}, {"value", v.id}, {"shape", shape_json(*v.node)},
                         {"dtype", dtype_name(v.node->dtype)}});
+      if (int64_t c = checker.classes_of(*v.node); c > 0) inputs.back()["classes"] = c;  // runtime/web/feeds.js
+    }
   }
   json outputs = json::array();
   for (size_t i = 0; i < plan.output_values.size(); ++i) {

@@ -8,6 +8,7 @@
 
 #include "sg/backend.h"
 #include "sg/target.h"
+#include "sg/feeds.h"
 #include "sg/web_export.h"
 
 namespace sg::web {
@@ -112,6 +113,7 @@ json WebGPUTarget::to_json() const {
 
 json describe_webgpu_program(const Plan& plan, const std::vector<ComputeKernel>& kernels,
                              const std::string& shader_dir) {
+  const FeedChecker checker(plan.program);  // which inputs are class indices (one_hot/cross_entropy labels)
   json values = json::array();
   json inputs = json::array();
   for (const Value& v : plan.values) {
@@ -119,9 +121,11 @@ json describe_webgpu_program(const Plan& plan, const std::vector<ComputeKernel>&
       throw CompileError(fmt::format("export (webgpu): value {} has texture planes, which the webgpu plan cannot "
                                      "store (schedule it with WebGPUTarget::schedule_options)", v.name));
     values.push_back(value_json(plan, v));
-    if (v.kind == ValueKind::Input)
+    if (v.kind == ValueKind::Input) {
       inputs.push_back({{"name", v.node->name}, {"value", v.id}, {"shape", shape_json(*v.node)},
                         {"dtype", dtype_name(v.node->dtype)}});
+      if (int64_t c = checker.classes_of(*v.node); c > 0) inputs.back()["classes"] = c;  // runtime/web/feeds.js
+    }
   }
   json outputs = json::array();
   for (size_t i = 0; i < plan.output_values.size(); ++i) {
