@@ -3,30 +3,30 @@
 # missing in docs/RESULTS.md, in parallel, one bench_seed002 process per job; JSON under $OUT/seed002/.
 # Stage targets: bench_seed002 (scripts/device/stage.sh bench_seed002 packs it with the digits CSV; the seed002
 # split is compiled in). Run from the staged tree:  bash scripts/device/phase_seed002.sh
-#   1. trial (<= 75 s): 4 short student jobs on vulkan and 4 on cpu at once, one short teacher job on each; the
+#   1. trial (<= 75 s): 3 short student jobs on vulkan and 3 on cpu at once, one short teacher job on each; the
 #      faster backend per job class (student-size, teacher-size) runs that class below (trial.txt says which).
 #   2. teachers 0-4 and students 0-4 (models shared by the next stage through $models).
 #   3. iterative, sweep, slim (teacher seeds 0-4), distill (student seeds 0-4, teacher 0), prune (teacher seeds
 #      0-4), longest first, then the extras (done on the dev VM already): PTQ/QAT of students 0-4, the int8 export.
-#      Nothing starts after the budget (SEED002_BUDGET s from the start, default 420) and a job still running then
+#      Nothing starts after the budget (SEED002_BUDGET s from the start, default 400) and a job still running then
 #      is stopped, so the phase ends inside 8 minutes; jobs.tsv lists rc and wall per job.
 # Then merge.py joins the job files into merged.json and render_results.py --print shows the tables.
 # Locally (lavapipe / CPU, tiny settings: the job list's dry run before a device request):
 #   SG_LOCAL_BIN=build/bin SEED002_SCALE=0.01 SEED002_TEACHER=4,8,16 OUT=/tmp/p bash scripts/device/phase_seed002.sh
-# Env: SEED002_PARALLEL (default nproc), SEED002_BUDGET, SEED002_SCALE (epoch scale, default 1), SEED002_TEACHER
+# Env: SEED002_PARALLEL (default 8: the lead runs this phase next to others), SEED002_BUDGET, SEED002_SCALE (epoch scale, default 1), SEED002_TEACHER
 # (widths, default 64,128,256), SEED002_TEACHER_BACKEND / SEED002_STUDENT_BACKEND (skip the trial's choice).
 set -uo pipefail
 if [ -n "${SG_LOCAL_BIN:-}" ]; then
   export PATH=$(cd "$SG_LOCAL_BIN" && pwd):$PATH SG_SOURCE_DIR=$PWD
-else
+elif ! command -v bench_seed002 > /dev/null; then  # the lead's batch sources the prelude once for all phases
   . scripts/device/h200_prelude.sh
 fi
 export SEED002_MACHINE=${SEED002_MACHINE:-$([ -n "${SG_LOCAL_BIN:-}" ] && hostname || echo "H200 device machine")}
 out=${OUT:-/tmp/out}/seed002
 mkdir -p "$out"
 start=$(date +%s)
-deadline=$(( start + ${SEED002_BUDGET:-420} ))
-parallel=${SEED002_PARALLEL:-$(nproc)}
+deadline=$(( start + ${SEED002_BUDGET:-400} ))
+parallel=${SEED002_PARALLEL:-8}  # the lead's batch: at most 8 processes, next to other phases
 scale=${SEED002_SCALE:-1}
 widths=${SEED002_TEACHER:-64,128,256}
 models=${SEED002_MODELS:-/tmp/seed002_models}
@@ -45,17 +45,17 @@ tb=${SEED002_TEACHER_BACKEND:-} sb=${SEED002_STUDENT_BACKEND:-}
 if [ -z "$tb" ] || [ -z "$sb" ]; then
   mkdir -p "$out/trial"
   for b in vulkan cpu; do
-    for s in 0 1 2 3; do
+    for s in 0 1 2; do
       echo "student_${b}_$s $b --table student --seed $s --epoch-scale $(mul "$scale" 0.1) --models $models/trial_$b --teacher $widths"
     done
     echo "teacher_${b} $b --table teacher --seed 0 --epoch-scale $(mul "$scale" 0.05) --models $models/trial_$b --teacher $widths"
   done > "$out/trial/jobs.txt"
-  bash $run "$out/trial/jobs.txt" "$out/trial" 10 $(( $(date +%s) + 75 ))
+  bash $run "$out/trial/jobs.txt" "$out/trial" 8 $(( $(date +%s) + 75 ))
   mean_wall() { awk -F'\t' -v p="$1" '$1 ~ p && $3 == "0" { t += $4; n++ } END { if (n) printf "%.1f", t / n; else print "inf" }' "$out/trial/jobs.tsv"; }
   sv=$(mean_wall '^student_vulkan') sc=$(mean_wall '^student_cpu') tv=$(mean_wall '^teacher_vulkan') tc=$(mean_wall '^teacher_cpu')
   faster() { awk -v v="$1" -v c="$2" 'BEGIN { print (c != "inf" && (v == "inf" || c + 0 < v + 0)) ? "cpu" : "vulkan" }'; }
   sb=${sb:-$(faster "$sv" "$sc")} tb=${tb:-$(faster "$tv" "$tc")}
-  echo "trial (mean wall per job, 4 students + 1 teacher per backend at once): student 15 epochs vulkan $sv s, cpu $sc s;" \
+  echo "trial (mean wall per job, 3 students + 1 teacher per backend, 8 processes at once): student 15 epochs vulkan $sv s, cpu $sc s;" \
        "teacher 2 epochs vulkan $tv s, cpu $tc s -> student-size jobs on $sb, teacher-size jobs on $tb" | tee "$out/trial.txt"
 fi
 
