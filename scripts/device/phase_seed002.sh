@@ -34,6 +34,9 @@ rm -rf "$models" && mkdir -p "$models"
 # one kernel cache for every job (atomic writes, entries checked on read): later jobs skip the SPIR-V compiles
 export SG_KERNEL_CACHE=${SG_KERNEL_CACHE:-/tmp/seed002_kernel_cache}
 run=scripts/seed002/run_jobs.sh
+# a private copy of the binary: on 2026-12-01 7 of the 8 trial processes died at exec with SIGBUS (rc 135, 0.0 s)
+# while the batch's other phases started, likely the staged binary being rewritten under them
+mkdir -p "$models/bin" && cp "$(command -v bench_seed002)" "$models/bin/" && export SEED002_BIN=$models/bin/bench_seed002
 common="--models $models --reuse --teacher $widths"
 { date -u +%FT%TZ; nproc; free -g | head -2; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null
   vulkaninfo --summary 2>/dev/null | grep -iE 'deviceName|driverInfo' | head -4; } > "$out/machine.txt"

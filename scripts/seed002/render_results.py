@@ -5,14 +5,15 @@ PyTorch compression study), between the markers <!-- seed002:begin --> and <!-- 
 absent).
 
   /usr/bin/python3 scripts/seed002/render_results.py MERGED.json [MORE.json ...] [--torch NAME=FILE ...]
-      [--split NAME=FILE] [--torch-tables FILE] [--print] [--no-provenance]
+      [--split NAME=FILE] [--torch-tables FILE] [--torch-distill FILE] [--print] [--no-provenance]
 
 Every shadergrad figure is the mean ± sample SD (statistics.stdev, as seed 002) over the seeds one machine (backend +
 device) produced, with the number of seeds; a table gets one row per machine. † marks a mean that differs from the
 seed's figure by more than the spread: the seed's SD where it printed one (5 seeds), else our SD over the seeds.
 --torch NAME=FILE adds a seed002_torch.py result (the peer baseline on a split) to the split-gap table; --split
 NAME=FILE a bench_seed002 --split NAME student result for shadergrad's column there; --torch-tables FILE the output of
-scripts/seed002/torch_tables.py (seed 002's own code over torch seeds) as a "PyTorch" row of the tables it covers.
+scripts/seed002/torch_tables.py (seed 002's own code over torch seeds) as a table of the peer's spread;
+--torch-distill FILE scripts/seed002/distill_torch.py's result under the distillation table.
 --no-provenance leaves out the provenance table (dates, commands, hosts, wall times): the rest depends only on
 the results (scripts/seed002/test_merge.sh compares it between a single run and the merge of its split jobs).
 """
@@ -231,7 +232,7 @@ def slim_table(R, L):
                      f"{seeds_label(recs)} | {m} |")
 
 
-def distill_table(R, L):
+def distill_table(R, L, td=None):
     if not R.of("distill") and not R.of("student"):
         return
     L.append("\n### Distillation (teacher seed 0, T = 4, α = 0.9; student make_cnn(8, 16, 32), seeds 0–4)\n")
@@ -241,6 +242,20 @@ def distill_table(R, L):
         for m, recs in R.of(table, row).items():
             a = vals(recs, "accuracy")
             L.append(f"| {name} | {mean:.4f} ± {s:.4f} | {ms(a)}{flag(a, mean, s)} {per_seed(a)} | {seeds_label(recs)} | {m} |")
+    if not td:
+        return
+    L.append(f"\nThe same experiment in PyTorch {td['torch']} (seed 002's own code, `scripts/seed002/distill_torch.py`, "
+             "CPU, same split, student seeds 0–4) with different teachers:\n")
+    L.append("| teacher | teacher accuracy | alone | distilled | distilled + 400 unlabeled |")
+    L.append("|---|---|---|---|---|")
+    names = {"torch_teacher": "seed 002's (torch.manual_seed(0), its code)",
+             "shadergrad_teacher": "shadergrad's teacher seed 0 (dev VM) loaded into torch"}
+    for k, r in td.items():
+        if not isinstance(r, dict):
+            continue
+        name = names.get(k, f"torch teacher seed {k.rsplit('_', 1)[-1]}")
+        L.append(f"| {name} | {r['teacher']:.4f} | {ms(r['alone'])} | {ms(r['distilled'])} | "
+                 f"{ms(r['distilled_unlabeled'])} |")
 
 
 def quant_table(R, L):
@@ -313,7 +328,7 @@ def provenance(R, L):
         L.append(f"| {m} | {t} | {dates[0]} – {dates[-1]} | {wall:.0f} | `{cmd}` |")
 
 
-def render(records, torch_runs=None, split_runs=None, torch_tables=None, with_provenance=True):
+def render(records, torch_runs=None, split_runs=None, torch_tables=None, with_provenance=True, torch_distill=None):
     R = Records(records)
     L = ["Split `seed002` (seed 002's torch.randperm split, 600 train / 400 pool / 797 test); one test image is "
          "0.0013. Seed S of a pruning table is teacher seed S (init and shuffling; seed 002 ran seed 0 only); of a "
@@ -326,7 +341,7 @@ def render(records, torch_runs=None, split_runs=None, torch_tables=None, with_pr
     iterative_table(R, L)
     sweep_table(R, L)
     slim_table(R, L)
-    distill_table(R, L)
+    distill_table(R, L, torch_distill)
     quant_table(R, L)
     int8_table(R, L)
     torch_rows(torch_tables, L)
@@ -337,7 +352,7 @@ def render(records, torch_runs=None, split_runs=None, torch_tables=None, with_pr
 
 def main():
     args = sys.argv[1:]
-    files, torch_runs, split_runs, torch_tables, show, prov = [], {}, {}, None, False, True
+    files, torch_runs, split_runs, torch_tables, torch_distill, show, prov = [], {}, {}, None, None, False, True
     i = 0
     while i < len(args):
         a = args[i]
@@ -346,8 +361,12 @@ def main():
             (torch_runs if a == "--torch" else split_runs)[name] = json.loads(pathlib.Path(path).read_text())
             i += 2
             continue
-        if a == "--torch-tables":
-            torch_tables = json.loads(pathlib.Path(args[i + 1]).read_text())
+        if a in ("--torch-tables", "--torch-distill"):
+            t = json.loads(pathlib.Path(args[i + 1]).read_text())
+            if a == "--torch-tables":
+                torch_tables = t
+            else:
+                torch_distill = t
             i += 2
             continue
         if a == "--print":
@@ -360,7 +379,7 @@ def main():
     records, conflicts = merging.merge(files)
     for c in conflicts:
         print("conflict:", c, file=sys.stderr)
-    text = render(records, torch_runs, split_runs, torch_tables, prov)
+    text = render(records, torch_runs, split_runs, torch_tables, prov, torch_distill)
     if show:
         print(text)
         return

@@ -24,6 +24,29 @@ SWEEP = [0.5, 0.7, 0.8, 0.9, 0.95, 0.98, 0.99]
 SLIM = [0.25, 0.5, 0.75]
 
 
+def kept(layer):
+    return layer.weight_mask.flatten(1).any(dim=1).nonzero().flatten()
+
+
+def slim_model(model, amount):  # seed 002's slim()
+    masked = copy.deepcopy(model)
+    for i in (0, 3, 7):
+        prune.ln_structured(masked[i], name="weight", amount=amount, n=1, dim=0)
+        mask = torch.zeros_like(masked[i].bias)
+        mask[kept(masked[i])] = 1
+        prune.custom_from_mask(masked[i], name="bias", mask=mask)
+    k1, k2, k3 = kept(masked[0]), kept(masked[3]), kept(masked[7])
+    small = make_cnn(len(k1), len(k2), len(k3))
+    with torch.no_grad():
+        small[0].weight.copy_(masked[0].weight[k1])
+        small[3].weight.copy_(masked[3].weight[k2][:, k1])
+        small[7].weight.copy_(masked[7].weight[k3].view(len(k3), -1, 4)[:, k2].flatten(1))
+        small[9].weight.copy_(masked[9].weight[:, k3])
+        for i, k in ((0, k1), (3, k2), (7, k3), (9, slice(None))):
+            small[i].bias.copy_(masked[i].bias[k])
+    return small
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", type=int, default=5)
@@ -56,28 +79,6 @@ def main():
 
     def prunable(m):
         return [(l, "weight") for l in m if isinstance(l, (nn.Conv2d, nn.Linear))]
-
-    def kept(layer):
-        return layer.weight_mask.flatten(1).any(dim=1).nonzero().flatten()
-
-    def slim(model, amount):  # seed 002's slim()
-        masked = copy.deepcopy(model)
-        for i in (0, 3, 7):
-            prune.ln_structured(masked[i], name="weight", amount=amount, n=1, dim=0)
-            mask = torch.zeros_like(masked[i].bias)
-            mask[kept(masked[i])] = 1
-            prune.custom_from_mask(masked[i], name="bias", mask=mask)
-        k1, k2, k3 = kept(masked[0]), kept(masked[3]), kept(masked[7])
-        small = make_cnn(len(k1), len(k2), len(k3))
-        with torch.no_grad():
-            small[0].weight.copy_(masked[0].weight[k1])
-            small[3].weight.copy_(masked[3].weight[k2][:, k1])
-            small[7].weight.copy_(masked[7].weight[k3].view(len(k3), -1, 4)[:, k2].flatten(1))
-            small[9].weight.copy_(masked[9].weight[:, k3])
-            for i, k in ((0, k1), (3, k2), (7, k3), (9, slice(None))):
-                small[i].bias.copy_(masked[i].bias[k])
-        return small
-
     res = {"torch": torch.__version__, "seeds": list(range(a.seeds)), "epoch_scale": a.epoch_scale, "teacher": [],
            "sweep": {f"{x:g}": {"before": [], "after": []} for x in SWEEP},
            "slim": {f"{x:g}": {"pruned": [], "finetuned": [], "scratch": []} for x in SLIM},
@@ -92,7 +93,7 @@ def main():
             res["sweep"][f"{amount:g}"]["before"].append(evaluate(m))
             res["sweep"][f"{amount:g}"]["after"].append(evaluate(train(m, E(10), lr=1e-3, seed=s)))
         for amount in SLIM:
-            small = slim(large, amount)
+            small = slim_model(large, amount)
             d = res["slim"][f"{amount:g}"]
             d["pruned"].append(evaluate(small))
             d["finetuned"].append(evaluate(train(small, E(10), lr=1e-3, seed=s)))
