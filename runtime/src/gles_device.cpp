@@ -1097,22 +1097,18 @@ void Device::draw(const Program& program, llvm::ArrayRef<std::pair<std::string, 
   draw_impl(program, inputs, outputs, kernel_name, /*check_declared_outputs=*/true, viewport_width, viewport_height);
 }
 
-void Device::draw_impl(const Program& program, llvm::ArrayRef<std::pair<std::string, const Texture*>> inputs,
-                       llvm::ArrayRef<Texture*> outputs, const std::string& kernel_name,
-                       bool check_declared_outputs, int64_t viewport_width, int64_t viewport_height) {
-  const std::string where = kernel_where(kernel_name);
-  if (!program.valid() || program.ctx_ != ctx_)
-    throw ValueError(fmt::format("gles::Device::draw({}): the program is empty or belongs to another device",
-                                 where));
-  if (outputs.empty())
-    throw ValueError(fmt::format("gles::Device::draw({}): no output textures (pass at least one)", where));
-  const bool mrt = outputs.size() > 1;
-  // "the output texture" for the single-output draw, "output j ('name')" for several.
-  auto output_label = [&](size_t j) {
-    if (!mrt) return std::string("the output texture");
-    const Texture* t = outputs[j];
-    return t && !t->name().empty() ? fmt::format("output {} ('{}')", j, t->name()) : fmt::format("output {}", j);
-  };
+namespace {
+/// "the output texture" for a single-output draw, "output j ('name')" for several.
+std::string output_label(llvm::ArrayRef<Texture*> outputs, size_t j) {
+  if (outputs.size() <= 1) return std::string("the output texture");
+  const Texture* t = outputs[j];
+  return t && !t->name().empty() ? fmt::format("output {} ('{}')", j, t->name()) : fmt::format("output {}", j);
+}
+}  // namespace
+
+void Device::validate_draw_outputs(const Program& program, llvm::ArrayRef<Texture*> outputs,
+                                   const std::string& where, bool check_declared_outputs, int64_t viewport_width,
+                                   int64_t viewport_height) const {
   if (static_cast<int64_t>(outputs.size()) > caps_.max_draw_buffers)
     throw ValueError(fmt::format("gles::Device::draw({}): {} output textures exceed the {} draw buffers of "
                                  "'{}' (caps().max_draw_buffers); split the kernel",
@@ -1121,24 +1117,24 @@ void Device::draw_impl(const Program& program, llvm::ArrayRef<std::pair<std::str
     const Texture* t = outputs[j];
     if (!t || !t->valid() || t->ctx_ != ctx_)
       throw ValueError(fmt::format("gles::Device::draw({}): {} is null, empty or belongs to another device",
-                                   where, output_label(j)));
+                                   where, output_label(outputs, j)));
     if (viewport_width > 0 && (t->alloc_width() < viewport_width || t->alloc_height() < viewport_height))
       throw ValueError(fmt::format("gles::Device::draw({}): {} is allocated {}x{} texels, smaller than the {}x{} "
                                    "viewport (GLES renders only where every attachment exists); allocate it at "
                                    "least as large as the largest draw that writes it",
-                                   where, output_label(j), t->alloc_width(), t->alloc_height(), viewport_width,
+                                   where, output_label(outputs, j), t->alloc_width(), t->alloc_height(), viewport_width,
                                    viewport_height));
     if (viewport_width == 0 && (t->width() != outputs[0]->width() || t->height() != outputs[0]->height()))
       throw ValueError(fmt::format("gles::Device::draw({}): output textures differ in size: {} is {}x{} "
                                    "texels but {} is {}x{}; every output of one draw needs the same width "
                                    "and height",
-                                   where, output_label(j), t->width(), t->height(), output_label(0),
+                                   where, output_label(outputs, j), t->width(), t->height(), output_label(outputs, 0),
                                    outputs[0]->width(), outputs[0]->height()));
     for (size_t k = 0; k < j; ++k)
       if (outputs[k]->id() == t->id())
         throw ValueError(fmt::format("gles::Device::draw({}): the same texture ({}) is both {} and {}; "
                                      "each output needs its own texture",
-                                     where, texture_where(t->name()), output_label(k), output_label(j)));
+                                     where, texture_where(t->name()), output_label(outputs, k), output_label(outputs, j)));
   }
   if (check_declared_outputs && program.fragment_outputs() > 0 &&
       static_cast<size_t>(program.fragment_outputs()) != outputs.size())
@@ -1147,9 +1143,12 @@ void Device::draw_impl(const Program& program, llvm::ArrayRef<std::pair<std::str
                                  where, outputs.size(), program.fragment_outputs(),
                                  program.fragment_outputs() - 1));
 
-  // Resolve sampler names to locations before touching GL state.
-  struct Binding { int location; const Texture* tex; };
-  std::vector<Binding> bindings;
+}
+
+std::vector<Device::SamplerBinding> Device::resolve_sampler_bindings(
+    const Program& program, llvm::ArrayRef<std::pair<std::string, const Texture*>> inputs,
+    llvm::ArrayRef<Texture*> outputs, const std::string& where) const {
+  std::vector<SamplerBinding> bindings;
   bindings.reserve(inputs.size());
   std::vector<bool> sampler_bound(program.samplers().size(), false);
   for (const auto& [name, tex] : inputs) {
@@ -1161,7 +1160,7 @@ void Device::draw_impl(const Program& program, llvm::ArrayRef<std::pair<std::str
       if (tex->id() == outputs[j]->id())
         throw ValueError(fmt::format("gles::Device::draw({}): input '{}' is also {} ({}): a "
                                      "framebuffer feedback loop; render into another texture (ping-pong)",
-                                     where, name, mrt ? output_label(j) : std::string("the output"),
+                                     where, name, outputs.size() > 1 ? output_label(outputs, j) : std::string("the output"),
                                      texture_where(outputs[j]->name())));
     const auto& s = program.samplers();
     auto it = std::find_if(s.begin(), s.end(), [&n = name](const auto& p) { return p.first == n; });  // clang 14
@@ -1186,18 +1185,13 @@ void Device::draw_impl(const Program& program, llvm::ArrayRef<std::pair<std::str
                                  "'{}'; split the kernel",
                                  where, bindings.size(), caps_.max_texture_units, caps_.renderer));
 
-  ctx_->make_current();
-  glUseProgram(program.id());
-  check_gl("glUseProgram", kernel_name);
-  for (size_t unit = 0; unit < bindings.size(); ++unit) {
-    glActiveTexture(GL_TEXTURE0 + static_cast<GLenum>(unit));
-    glBindTexture(GL_TEXTURE_2D, bindings[unit].tex->id());
-    glUniform1i(bindings[unit].location, static_cast<GLint>(unit));
-  }
-  glActiveTexture(GL_TEXTURE0);
-  check_gl("binding input textures", kernel_name);
+  return bindings;
+}
+
+void Device::bind_draw_framebuffer(llvm::ArrayRef<Texture*> outputs, const std::string& kernel_name,
+                                   const std::string& where) {
   const Texture& first = *outputs[0];
-  if (!mrt) {
+  if (outputs.size() == 1) {
     // The texture's own framebuffer: complete since creation, draw buffer 0 = COLOR_ATTACHMENT0.
     glBindFramebuffer(GL_DRAW_FRAMEBUFFER, first.framebuffer().id());
   } else {
@@ -1243,6 +1237,33 @@ void Device::draw_impl(const Program& program, llvm::ArrayRef<std::pair<std::str
       }
     }
   }
+}
+
+void Device::draw_impl(const Program& program, llvm::ArrayRef<std::pair<std::string, const Texture*>> inputs,
+                       llvm::ArrayRef<Texture*> outputs, const std::string& kernel_name,
+                       bool check_declared_outputs, int64_t viewport_width, int64_t viewport_height) {
+  const std::string where = kernel_where(kernel_name);
+  if (!program.valid() || program.ctx_ != ctx_)
+    throw ValueError(fmt::format("gles::Device::draw({}): the program is empty or belongs to another device",
+                                 where));
+  if (outputs.empty())
+    throw ValueError(fmt::format("gles::Device::draw({}): no output textures (pass at least one)", where));
+  validate_draw_outputs(program, outputs, where, check_declared_outputs, viewport_width, viewport_height);
+  // Sampler names resolved to locations before touching GL state.
+  const std::vector<SamplerBinding> bindings = resolve_sampler_bindings(program, inputs, outputs, where);
+
+  ctx_->make_current();
+  glUseProgram(program.id());
+  check_gl("glUseProgram", kernel_name);
+  for (size_t unit = 0; unit < bindings.size(); ++unit) {
+    glActiveTexture(GL_TEXTURE0 + static_cast<GLenum>(unit));
+    glBindTexture(GL_TEXTURE_2D, bindings[unit].tex->id());
+    glUniform1i(bindings[unit].location, static_cast<GLint>(unit));
+  }
+  glActiveTexture(GL_TEXTURE0);
+  check_gl("binding input textures", kernel_name);
+  bind_draw_framebuffer(outputs, kernel_name, where);
+  const Texture& first = *outputs[0];
   glViewport(0, 0, static_cast<GLsizei>(viewport_width > 0 ? viewport_width : first.width()),
              static_cast<GLsizei>(viewport_width > 0 ? viewport_height : first.height()));
   glBindVertexArray(ctx_->vao);

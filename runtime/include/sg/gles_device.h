@@ -448,6 +448,20 @@ class Device {
   void draw_impl(const Program& program, llvm::ArrayRef<std::pair<std::string, const Texture*>> inputs,
                  llvm::ArrayRef<Texture*> outputs, const std::string& kernel_name, bool check_declared_outputs,
                  int64_t viewport_width, int64_t viewport_height);
+  /// draw_impl's steps: the outputs' count, sizes, distinctness and declared locations; each input texture
+  /// matched to a sampler location of the program (every sampler bound, no feedback loop, within the texture
+  /// units); the output framebuffer bound (a texture's own for one output, a cached MRT framebuffer for several).
+  struct SamplerBinding {
+    int location;
+    const Texture* tex;
+  };
+  void validate_draw_outputs(const Program& program, llvm::ArrayRef<Texture*> outputs, const std::string& where,
+                             bool check_declared_outputs, int64_t viewport_width, int64_t viewport_height) const;
+  std::vector<SamplerBinding> resolve_sampler_bindings(
+      const Program& program, llvm::ArrayRef<std::pair<std::string, const Texture*>> inputs,
+      llvm::ArrayRef<Texture*> outputs, const std::string& where) const;
+  void bind_draw_framebuffer(llvm::ArrayRef<Texture*> outputs, const std::string& kernel_name,
+                             const std::string& where);
 
   std::shared_ptr<detail::Context> ctx_;
   Caps caps_;
