@@ -13,7 +13,9 @@
 //
 //   (cd bench/web && npm ci)     # TF.js 4.22, jax-js 0.1.25, playwright-core, pinned in package-lock.json
 //   nice -n 10 node bench/web_app_bench.mjs --cli build/bin/shadergrad [--json FILE] [--only train,worker,first]
-//                                           [--frames N] [--shapes-untrained]
+//                                           [--frames N] [--shapes-untrained] [--alt LABEL=[PATH][=EXPORT_ARGS]]...
+// --alt: ours also from another shadergrad build and/or with the shapes bundle exported with more flags, e.g.
+//   --alt wgsltile=/path/to/shadergrad --alt cpu-tiles==--webgpu-cpu
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -28,17 +30,28 @@ const npmDir = path.join(here, 'web', 'node_modules');
 const chromium = await loadChromium(npmDir);
 const root = fs.mkdtempSync(path.join(os.tmpdir(), 'sg_web_app_bench_'));
 // the shapes CNN: the shipped checkpoint (examples/web/shapes/cnn5.safetensors), or --shapes-untrained (fresh init)
-execFileSync('bash', [path.join(here, '..', 'scripts', 'build_web_demo.sh'), root, cli],
-             { stdio: 'inherit', env: { ...process.env, DIGITS_EPOCHS: '10',
-                                        SHAPES_UNTRAINED: process.argv.includes('--shapes-untrained') ? '1' : '0' } });
+const demo = (dir, withCli, shapesArgs = '') => execFileSync('bash', [path.join(here, '..', 'scripts', 'build_web_demo.sh'), dir, withCli],
+  { stdio: 'inherit', env: { ...process.env, DIGITS_EPOCHS: '10', SHAPES_EXPORT_ARGS: shapesArgs,
+                             SHAPES_UNTRAINED: process.argv.includes('--shapes-untrained') ? '1' : '0' } });
+demo(root, cli);
+// --alt LABEL=PATH[=EXPORT_ARGS] (repeatable): the same demo from another build of ours (a branch's codegen) and/or
+// the shapes bundle exported with more flags (e.g. --webgpu-cpu), served under /_altN/ and measured beside
+const alts = process.argv.flatMap((a, i) => (a === '--alt' ? [process.argv[i + 1]] : [])).map((spec, i) => {
+  const [label, exe, ...rest] = spec.split('=');
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sg_web_app_bench_alt_'));
+  demo(dir, exe || cli, rest.join('='));
+  return { label, dir, prefix: `/_alt${i}` };
+});
 
 const server = await serveStatic([{ prefix: '/_bench/', dir: path.join(here, 'web') }, { prefix: '/_npm/', dir: npmDir },
-                                  { prefix: '/', dir: root }], { isolated: true });
+                                  ...alts.map((a) => ({ prefix: `${a.prefix}/`, dir: a.dir })), { prefix: '/', dir: root }],
+                                 { isolated: true });
 const { origin } = server;
 const browser = await launchChromium(chromium);
 const results = [];
 const f = (r) => `${r.median_ms.toFixed(2)} ms (${r.min_ms.toFixed(2)}-${r.max_ms.toFixed(2)})`;
 const only = arg('--only', 'train,worker,first').split(',');
+const sites = [['', ''], ...alts.map((a) => [a.prefix, ` (${a.label})`])];
 const frames = Number(arg('--frames', '40'));
 /** One measurement in a fresh page (the peers keep global state: TF.js backends, jax-js devices); an error is
  * recorded and printed, not fatal (a peer without that API here). */
@@ -58,13 +71,15 @@ async function measure(fn, args, label) {
 }
 try {
   if (only.includes('train')) {
-    for (const backend of ['webgl2', 'webgpu'])
-      for (const w of ['pretrained', 'fresh']) {
-        const c = w === 'pretrained' ? 'finetune_step_b16' : 'scratch_step_b16';
-        const r = await measure('benchTrain', [w, backend], `${c} shadergrad ${backend}`);
-        results.push({ case: c, who: `shadergrad ${backend}`, ...r });
-        if (!r.error) console.log(`${c.padEnd(20)} shadergrad ${backend.padEnd(7)} ${f(r)}, ${r.kernels} kernels, loss ${r.loss_first.toFixed(3)} -> ${r.loss_last.toFixed(3)}`);
-      }
+    for (const [site, label] of sites)
+      for (const backend of ['webgl2', 'webgpu'])
+        for (const w of ['pretrained', 'fresh']) {
+          const c = w === 'pretrained' ? 'finetune_step_b16' : 'scratch_step_b16';
+          const who = `shadergrad${label} ${backend}`;
+          const r = await measure('benchTrain', [w, backend, site], `${c} ${who}`);
+          results.push({ case: c, who, ...r });
+          if (!r.error) console.log(`${c.padEnd(20)} ${who.padEnd(18)} ${f(r)}, ${r.kernels} kernels, loss ${r.loss_first.toFixed(3)} -> ${r.loss_last.toFixed(3)}`);
+        }
     for (const backend of ['webgl', 'webgpu']) {
       const r = await measure('benchTfjsTrain', [16, 0.003, backend], `train_step_b16 tfjs ${backend}`);
       results.push({ case: 'train_step_b16', who: `tfjs 4.22 ${backend}`, ...r });
@@ -77,10 +92,12 @@ try {
     }
   }
   if (only.includes('worker'))
-    for (const [kind, backend] of [['ours', 'webgpu'], ['ours', 'webgl2'], ['tfjs', 'webgpu'], ['tfjs', 'webgl']]) {
-      const r = await measure('benchWorker', [kind, frames, backend], `worker_cnn5_frame ${kind} ${backend}`);
-      results.push({ case: 'worker_cnn5_frame', who: kind === 'ours' ? `shadergrad ${r.backend || backend}` : r.backend || `tfjs ${backend}`, ...r });
-      if (!r.error) console.log(`${'worker_cnn5_frame'.padEnd(20)} ${kind} ${backend.padEnd(7)} in worker ${f(r.worker)}, round trip ${f(r.round_trip)}, setup ${r.setup_ms.toFixed(0)} ms, ${r.correct}/${r.frames} frames right (${r.backend})`);
+    for (const [kind, backend, site, label] of [...sites.flatMap(([st, l]) => [['ours', 'webgpu', st, l], ['ours', 'webgl2', st, l]]),
+                                                ['tfjs', 'webgpu', '', ''], ['tfjs', 'webgl', '', '']]) {
+      const who = kind === 'ours' ? `shadergrad${label} ${backend}` : `tfjs 4.22 ${backend}`;
+      const r = await measure('benchWorker', [kind, frames, backend, site], `worker_cnn5_frame ${who}`);
+      results.push({ case: 'worker_cnn5_frame', who, ...r });
+      if (!r.error) console.log(`${'worker_cnn5_frame'.padEnd(20)} ${who.padEnd(18)} in worker ${f(r.worker)}, round trip ${f(r.round_trip)}, setup ${r.setup_ms.toFixed(0)} ms, ${r.correct}/${r.frames} frames right (${r.backend})`);
     }
   if (only.includes('first')) {
     // time to first prediction: a fresh page each
@@ -105,4 +122,5 @@ try {
   await browser.close();
   server.close();
   fs.rmSync(root, { recursive: true, force: true });
+  for (const a of alts) fs.rmSync(a.dir, { recursive: true, force: true });
 }

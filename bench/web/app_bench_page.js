@@ -1,15 +1,16 @@
 // The page side of bench/web_app_bench.mjs (issue 17's benchmarks), same browser, same run; each call in a fresh
 // page (the peers keep global state: TF.js backends, jax-js devices):
-//   benchTrain(weights, backend)  the digits MLP (64-128-10, Adam) train step of the draw-a-digit page's bundle
+//   benchTrain(weights, backend, site) the digits MLP (64-128-10, Adam) train step of the draw-a-digit page's bundle
 //                                 (batch 16) on 'webgl2' or 'webgpu': 'pretrained' = the fine-tune step (the page's
 //                                 weights and batches), 'fresh' = the from-scratch step; 10 warm-up + 50 timed steps
 //   benchTfjsTrain(B, lr, backend) the same model, step and batches in TF.js 4.22 ('webgl' or 'webgpu')
 //   benchJaxTrain(B, lr, device)  the same in jax-js 0.1.25 ('webgpu' or 'webgl'): the whole step (loss, gradients,
 //                                 Adam written by hand, as bench_page.js does) under one jit
-//   benchWorker(kind, frames, backend) per-frame latency of the 128x128 five-conv CNN in a dedicated Worker: 'ours'
+//   benchWorker(kind, frames, backend, site) per-frame latency of the 128x128 five-conv CNN in a dedicated Worker: 'ours'
 //                                 (the shapes page's worker.js, backend 'webgpu' or 'webgl2') or 'tfjs'
 //                                 (tfjs_cnn_worker.js, the same layers and weights in TF.js, 'webgl' or 'webgpu')
 //   benchTfjsFirst()              TF.js: from module start to the first digits prediction (compile included)
+// `site`: '' (the demo built with --cli) or '/_altN' (the N-th --alt demo: another build of ours or export flags).
 const WARM = 10, STEPS = 50;
 const median = (a) => { const s = [...a].sort((x, y) => x - y); return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2; };
 const summary = (t) => ({ median_ms: median(t), min_ms: Math.min(...t), max_ms: Math.max(...t), n: t.length });
@@ -20,7 +21,7 @@ function lcg(seed) {
 }
 
 async function subset() {
-  const b = new Uint8Array(await (await fetch('/digits/digits_subset.bin')).arrayBuffer());
+  const b = new Uint8Array(await (await fetch('/digits/digits_subset.bin')).arrayBuffer());  // the same in every site
   return { n: b.length / 65, b };
 }
 
@@ -34,13 +35,13 @@ function batchOf(sub, step, B) {
   return { x, labels };
 }
 
-window.benchTrain = async (weights, backend = 'webgl2') => {
-  const sg = await import('/digits/bundle/runtime/shadergrad.js');
-  const persist = await import('/digits/bundle/runtime/persist.js');
-  const bundle = await sg.loadBundle('/digits/bundle/bundle.json');
+window.benchTrain = async (weights, backend = 'webgl2', site = '') => {
+  const sg = await import(`${site}/digits/bundle/runtime/shadergrad.js`);
+  const persist = await import(`${site}/digits/bundle/runtime/persist.js`);
+  const bundle = await sg.loadBundle(`${site}/digits/bundle/bundle.json`);
   let b = bundle;
   if (weights === 'pretrained') {
-    const bytes = await (await fetch('/digits/pretrained.safetensors')).arrayBuffer();
+    const bytes = await (await fetch(`${site}/digits/pretrained.safetensors`)).arrayBuffer();
     b = persist.withWeights(bundle, await persist.checkpointWeights(bundle, bytes));
   }
   const rt = await sg.createRuntime(b, { backend });
@@ -151,16 +152,16 @@ window.benchJaxTrain = async (B, lr, device) => {
 
 /** Frames through a Worker: per frame the Worker's own time around its inference (upload, kernels, readback)
  * and the page's round trip (post to result, frame transfer included). */
-window.benchWorker = async (kind, frames = 40, backend = kind === 'ours' ? 'webgl2' : 'webgl') => {
+window.benchWorker = async (kind, frames = 40, backend = kind === 'ours' ? 'webgl2' : 'webgl', site = '') => {
   const { drawShape, rng } = await import('/shapes/frames.js');
-  const url = kind === 'ours' ? '/shapes/worker.js' : '/_bench/tfjs_cnn_worker.js';
+  const url = kind === 'ours' ? `${site}/shapes/worker.js` : '/_bench/tfjs_cnn_worker.js';
   const w = new Worker(url, { type: kind === 'ours' ? 'module' : 'classic' });
   let resolveMsg;
   w.onmessage = (e) => resolveMsg(e.data);
   const next = () => new Promise((r) => { resolveMsg = r; });
   const t0 = performance.now();
   let m = next();
-  w.postMessage({ op: 'init', bundle: new URL('/shapes/bundle/bundle.json', location.href).href, backend,
+  w.postMessage({ op: 'init', bundle: new URL(`${site}/shapes/bundle/bundle.json`, location.href).href, backend,
                   tfjs: new URL('/_npm/@tensorflow/tfjs/dist/tf.min.js', location.href).href,
                   tfjsWebgpu: new URL('/_npm/@tensorflow/tfjs-backend-webgpu/dist/tf-backend-webgpu.min.js', location.href).href,
                   weights: new URL('/shapes/bundle/weights.safetensors', location.href).href });
