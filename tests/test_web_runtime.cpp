@@ -27,6 +27,7 @@
 #include "sg/sg.h"
 #include "sg/web_export.h"
 #include "test_util.h"
+#include "test_web_util.h"
 
 #ifndef SG_CLI
 #error "test_web_runtime needs SG_CLI (the shadergrad binary's path), defined in tests/CMakeLists.txt"
@@ -280,18 +281,8 @@ TEST_CASE("export refuses programs it cannot describe", "[web]") {
 
 TEST_CASE("web bundles run in headless Chromium on WebGPU and WebGL2 like the native CPU backend, bad bundles are refused",
           "[web][browser]") {
-  if (!fs::exists("/usr/bin/chromium"))
-    FAIL("/usr/bin/chromium is missing: install the Debian package 'chromium' (scripts/setup.sh installs it)");
-  const std::string tests = sg::golden::source_dir() + "/tests";
+  const std::string tests = sg::testing::browser_tests_dir();
   std::string out;
-  if (!fs::exists(tests + "/node_modules/playwright-core/package.json")) {
-    // one `npm ci` at a time (test_debug may run it concurrently under ctest -j)
-    int rc = shell("cd '" + tests + "' && flock /tmp/shadergrad-npm-ci.lock sh -c 'test -f node_modules/"
-                   "playwright-core/package.json || npm ci --no-audit --no-fund || npm install --no-audit --no-fund'",
-                   out);
-    INFO(out);
-    REQUIRE(rc == 0);
-  }
   TempDir root("sg_web_bundles");
   const int steps = 3;
   // mlp and cnn carry both targets (the default); the storage-feature bundles only the webgl2 plan

@@ -234,6 +234,17 @@ export class WebGL2Executor {
     return unpack([this.device.read(e.front, e.desc.layout.numel)], e.desc.layout, e.desc.shape, {});
   }
 
+  /** Replaces persistent value `name` (row-major values, numel of its shape) in its current (front) texture. */
+  write(name, values) {
+    const e = this.store.get(name);
+    const n = numel(e.desc.shape);
+    if (!values || values.length !== n)
+      throw new FeedError(`write('${name}'): ${values ? values.length : 'no'} values for shape ${fmtShape(e.desc.shape)}, ` +
+                          `which holds ${n}`, { tensor: name });
+    this.device.checkLost(`before writing '${name}'`);
+    this.device.upload(e.front, values instanceof Float32Array ? values : Float32Array.from(values));
+  }
+
   /**
    * Per-kernel times of the last run (profile on): GPU timer queries where EXT_disjoint_timer_query_webgl2 exists
    * (waits for their results), else host time between readbacks bracketing each draw.

@@ -264,6 +264,18 @@ export class WebGPUExecutor {
     return this.device.read(e.bufs[e.front], 4 * numel(e.desc.shape));
   }
 
+  /** Replaces persistent value `name` (row-major values, numel of its shape) in its current (front) buffer. */
+  async write(name, values) {
+    const e = this.store.get(name);
+    const n = numel(e.desc.shape);
+    if (!values || values.length !== n)
+      throw new FeedError(`write('${name}'): ${values ? values.length : 'no'} values for shape ${fmtShape(e.desc.shape)}, ` +
+                          `which holds ${n}`, { tensor: name });
+    this.device.checkLost(`before writing '${name}'`);
+    this.device.upload(e.bufs[e.front], values);
+    this.device.checkErrors(`while writing '${name}'`, { tensor: name });
+  }
+
   /** Per-kernel times of the last run (profile on): timestamp queries where the adapter has them, else host time
    * around one submit per kernel. */
   async timings() {
