@@ -11,8 +11,9 @@
 //   node bench/web_bench.mjs --cli build/bin/shadergrad --exporter build/bin/bench_web_export [--json FILE]
 //        [--no-peers] [--only mlp_b32,sgemm_256,...] [--profile]
 //
-// Ours: the default export (both targets) run with backend 'webgpu' and 'webgl2', and the webgl2 plan with 8 draw
-// buffers (what SwiftShader and most desktop GPUs offer). --profile adds per-kernel timings of one train step.
+// Ours: the default export (both targets) run with backend 'webgpu' and 'webgl2', the webgl2 plan with 8 draw
+// buffers (what SwiftShader and most desktop GPUs offer), and the webgpu plan exported for a CPU implementation
+// (--webgpu-cpu: CPU tile sizes; SwiftShader is one). --profile adds per-kernel timings of one train step.
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
@@ -45,14 +46,18 @@ const allCases = [
 const only = arg('--only');
 const cases = only ? allCases.filter((c) => only.split(',').includes(c.name)) : allCases;
 const root = fs.mkdtempSync(path.join(os.tmpdir(), 'sg_web_bench_'));
+// variants of ours: the default export; its webgl2 plan with 8 draw buffers; its webgpu plan made for a CPU
+// implementation (--webgpu-cpu: CPU tile sizes, e.g. 8x8 invocations of 4x4 outputs, as SwiftShader here)
+const variants = [['', ['--max-draw-buffers', '4'], ['--max-draw-buffers', '4']],
+                  ['_db8', ['--max-draw-buffers', '8', '--targets', 'webgl2'], ['--max-draw-buffers', '8']],
+                  ['_cpu', ['--webgpu-cpu', '--targets', 'webgpu'], ['--webgpu-cpu']]];
 for (const c of cases)
-  for (const [suffix, db] of [['', '4'], ['_db8', '8']]) {
+  for (const [suffix, exportArgs, sgemmArgs] of variants) {
     const out = path.join(root, c.name + suffix);
     if (c.kind === 'train')
-      execFileSync(cli, ['export', '--model', c.model, '--batch', String(c.size), '--check-steps', '0',
-                         '--max-draw-buffers', db, ...(suffix ? ['--targets', 'webgl2'] : []), '--out', out],
-                   { stdio: 'ignore' });
-    else execFileSync(exporter, ['sgemm', String(c.size), out, '--max-draw-buffers', db], { stdio: 'ignore' });
+      execFileSync(cli, ['export', '--model', c.model, '--batch', String(c.size), '--check-steps', '0', ...exportArgs,
+                         '--out', out], { stdio: 'ignore' });
+    else execFileSync(exporter, ['sgemm', String(c.size), out, ...sgemmArgs], { stdio: 'ignore' });
   }
 
 const types = { '.html': 'text/html', '.js': 'text/javascript', '.json': 'application/json' };
@@ -103,6 +108,7 @@ const record = (c, api, who, r) => {
 for (const c of cases) {
   const program = c.kind === 'sgemm' ? 'sgemm' : 'train';
   record(c, 'webgpu', 'shadergrad', await measure('benchOurs', [c.name, program, 'webgpu', false]));
+  record(c, 'webgpu', 'shadergrad (cpu tiles)', await measure('benchOurs', [`${c.name}_cpu`, program, 'webgpu', false]));
   record(c, 'webgl2', 'shadergrad', await measure('benchOurs', [c.name, program, 'webgl2', false]));
   record(c, 'webgl2', 'shadergrad (8 draw buffers)', await measure('benchOurs', [`${c.name}_db8`, program, 'webgl2', false]));
   if (flag('--no-peers')) continue;
@@ -131,7 +137,8 @@ for (const c of cases)
     const o = best(mine), p = best(peers);
     const cell = (r) => (r ? `${r.median_ms.toFixed(2)}` : '–');
     const each = (who) => cell(results.find((r) => r.case === c.name && r.api === api && r.who.startsWith(who) && ok(r)));
-    rows.push(`| ${c.name} | ${api} | ${cell(o)}${o && o.who !== 'shadergrad' ? ' (8 db)' : ''} | ${each('tfjs')} | ` +
+    const variant = !o || o.who === 'shadergrad' ? '' : o.who.includes('cpu') ? ' (cpu tiles)' : ' (8 db)';
+    rows.push(`| ${c.name} | ${api} | ${cell(o)}${variant} | ${each('tfjs')} | ` +
               `${each('jax-js')} | ${p ? `${p.who.split(' ')[0]} ${cell(p)}` : '–'} | ` +
               `${o && p ? (p.median_ms / o.median_ms).toFixed(2) + '×' : '–'} | ` +
               `${o ? (o.first_step_ms / 1000).toFixed(2) : '–'} / ${p ? (p.first_step_ms / 1000).toFixed(2) : '–'} |` +

@@ -6,10 +6,12 @@
 #                                  (shadergrad train --dataset digits --save), digits_subset.bin (the first N rows of
 #                                  sklearn's digits.csv.gz: 64 counts 0..16 and the label, one byte each)
 #   OUT/shapes/                    Worker CNN page (examples/web/shapes/): bundle/ of the 128x128 five-conv CNN
-#                                  (infer only), trained natively by `shadergrad train --model cnn5 --dataset shapes`
+#                                  (infer only) with the shipped checkpoint examples/web/shapes/cnn5.safetensors
+#                                  (`shadergrad train --model cnn5 --dataset shapes`, scripts/device/phase_cnn5.sh)
 # Usage: scripts/build_web_demo.sh OUT [path/to/shadergrad]   (default build/bin/shadergrad)
-# Env: DIGITS_EPOCHS (default 30), SUBSET (default 400 samples), SHAPES_EPOCHS (of the CNN, default 2),
-#      SKIP_SHAPES=1 to build only the digits page, SHAPES_UNTRAINED=1 to export the CNN's fresh init (tests).
+# Env: DIGITS_EPOCHS (default 30), SUBSET (default 400 samples), SHAPES_EPOCHS=N to train the CNN here instead of
+#      shipping the checkpoint, SKIP_SHAPES=1 to build only the digits page, SHAPES_UNTRAINED=1 to export the CNN's
+#      fresh init, SHAPES_EXPORT_ARGS: more `export` flags for the CNN's bundle (e.g. --webgpu-cpu).
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 out="${1:?usage: build_web_demo.sh OUT [shadergrad]}"
@@ -42,12 +44,19 @@ if [ "${SKIP_SHAPES:-0}" != 1 ]; then
   mkdir -p "$out/shapes"
   cp "$here"/examples/web/shapes/*.html "$here"/examples/web/shapes/*.js "$out/shapes/"
   load=()
-  if [ "${SHAPES_UNTRAINED:-0}" != 1 ]; then  # SHAPES_UNTRAINED=1: the fresh init (tests: only the plumbing)
-    "$sg" train --model cnn5 --dataset shapes --epochs "${SHAPES_EPOCHS:-2}" --batch 16 --quiet \
+  if [ "${SHAPES_UNTRAINED:-0}" = 1 ]; then  # SHAPES_UNTRAINED=1: the fresh init
+    :
+  elif [ -n "${SHAPES_EPOCHS:-}" ]; then    # SHAPES_EPOCHS=N: trained here (slow on a CPU: ~0.2 steps/s)
+    "$sg" train --model cnn5 --dataset shapes --epochs "$SHAPES_EPOCHS" --batch 32 --lr 0.003 --quiet \
       --save "$out/shapes/cnn5.safetensors"
     load=(--load "$out/shapes/cnn5.safetensors")
+  elif [ -f "$here/examples/web/shapes/cnn5.safetensors" ]; then  # the shipped checkpoint (examples/web/README.md)
+    cp "$here/examples/web/shapes/cnn5.safetensors" "$out/shapes/"
+    load=(--load "$out/shapes/cnn5.safetensors")
   fi
-  "$sg" export --model cnn5 --dataset shapes "${load[@]}" --infer-batch 1 --infer-only --out "$out/shapes/bundle" \
-    > /dev/null
+  # SHAPES_EXPORT_ARGS: more export flags for the CNN's bundle (benchmarks: e.g. --webgpu-cpu)
+  # shellcheck disable=SC2086
+  "$sg" export --model cnn5 --dataset shapes "${load[@]}" --infer-batch 1 --infer-only ${SHAPES_EXPORT_ARGS:-} \
+    --out "$out/shapes/bundle" > /dev/null
 fi
 echo "built the web demos in $out: serve them with: $sg serve $out"

@@ -9,9 +9,12 @@
 #  3. every fuzz target: replay of its committed seed corpus, then SG_FUZZ_SECONDS (default 5) s of fuzzing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# (measured clean here, 2026-12-01; test_image, test_autodiff, test_ops, test_losses, test_nn and test_debug are
-# the next candidates: add them once they have been built and run clean under clang-14 + ASan)
-TESTS=(test_safetensors test_datasets test_dsl test_kernel_ir test_numerics)
+# (session 6's five, then session 7's CPU-path suites, each run clean under clang-14 + ASan + UBSan here on
+# 2026-12-01: images (PNG, PGM, resize, colormaps), autodiff against PyTorch golden files and finite differences,
+# losses, nn, the debugger's CPU cases, compression; docs/RELIABILITY.md "Sanitizers". Next: test_ops,
+# test_schedule, test_train, test_shader_compiler, not yet run under the sanitizers)
+TESTS=(test_safetensors test_datasets test_dsl test_kernel_ir test_numerics
+       test_image test_autodiff test_losses test_nn test_debug test_compress)
 CC=clang-14 CXX=clang++-14 cmake -S . -B build-san -G Ninja -DSG_SANITIZE=ON -DSG_FUZZ=ON -DSG_BUILD_EXAMPLES=OFF \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSG_FUZZ_SECONDS="${SG_FUZZ_SECONDS:-5}"
 targets=("${TESTS[@]}")
@@ -21,6 +24,8 @@ export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktra
 # each executable directly, without the cases tagged [gles] or [cli] or naming GLES in their title
 for t in "${TESTS[@]}"; do
   echo "== $t (ASan + UBSan)"
+  t0=$SECONDS
   SG_SOURCE_DIR="$PWD" "build-san/bin/$t" "~[gles]" "~*GLES*" "~[cli]"
+  echo "== $t: $((SECONDS - t0)) s"
 done
 ctest --test-dir build-san -L fuzz --output-on-failure

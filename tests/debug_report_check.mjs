@@ -11,59 +11,24 @@
 // Prints one JSON line with what it found; exit status 0 = all checks passed, 1 = a check failed,
 // 2 = the environment is missing something (the message names it).
 import fs from 'node:fs';
-import http from 'node:http';
 import path from 'node:path';
+import { launchChromium, loadChromium, serveStatic } from './browser.mjs';
 
-const CHROMIUM = '/usr/bin/chromium';
 const dir = process.argv[2];
 const screenshot = process.argv[3];
 if (!dir || !fs.existsSync(path.join(dir, 'report.html'))) {
   console.error(`usage: node debug_report_check.mjs DIR [SCREENSHOT.png] (DIR/report.html must exist; got '${dir}')`);
   process.exit(2);
 }
-if (!fs.existsSync(CHROMIUM)) {
-  console.error(`${CHROMIUM} is missing: install the Debian package 'chromium' (apt-get install chromium; ` +
-                `scripts/setup.sh lists it)`);
-  process.exit(2);
-}
-let chromium;
-try {
-  ({ chromium } = await import('playwright-core'));
-} catch (e) {
-  console.error(`npm package 'playwright-core' is missing: run 'npm ci' in tests/ (${e.message})`);
-  process.exit(2);
-}
-
-const types = { '.html': 'text/html; charset=utf-8', '.png': 'image/png', '.json': 'application/json',
-                '.frag': 'text/plain; charset=utf-8' };
-const root = path.resolve(dir);
-const served = [];
-const server = http.createServer((req, res) => {
-  const url = new URL(req.url, 'http://127.0.0.1');
-  const file = path.resolve(root, '.' + decodeURIComponent(url.pathname));
-  if (!file.startsWith(root + path.sep) || !fs.existsSync(file) || !fs.statSync(file).isFile()) {
-    served.push({ path: url.pathname, status: 404 });
-    res.writeHead(404, { 'content-type': 'text/plain' });
-    res.end('not found');
-    return;
-  }
-  served.push({ path: url.pathname, status: 200 });
-  res.writeHead(200, { 'content-type': types[path.extname(file)] || 'application/octet-stream' });
-  fs.createReadStream(file).pipe(res);
-});
-await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
-const origin = `http://127.0.0.1:${server.address().port}`;
+const chromium = await loadChromium();
+const server = await serveStatic([{ prefix: '/', dir }]);
+const { origin, served } = server;
 
 const problems = [];
 let browser;
 let result = {};
 try {
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ['--headless', '--no-sandbox', '--disable-quic', '--no-first-run', '--disable-background-networking',
-           '--disable-component-update', '--disable-sync', '--use-angle=swiftshader', '--enable-unsafe-swiftshader'],
-  });
+  browser = await launchChromium(chromium, { webgpu: false });
   const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
   page.on('console', (m) => { if (m.type() === 'error') problems.push(`console error: ${m.text()}`); });
   page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));

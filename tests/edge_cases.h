@@ -60,6 +60,21 @@ inline std::vector<float> long_row(int nan_at) {
   return v;
 }
 
+/// pow(x, y) over bases near 1 and far from it and exponents |y| up to 1e4, the pairs whose result is a normal
+/// float with some margin (|y ln x| <= 85): GLSL's pow, exp2(y log2 x), was 7.5e-4 off at (1.0001, 1e4) on the H200.
+inline EdgeCase pow_sweep() {
+  const std::vector<float> xs = {1e-3f, 0.1f, 0.5f, 0.9f, 0.99f, 0.999f, 0.9999f, 0.99999f, 1.00001f, 1.0001f, 1.001f,
+                                 1.01f, 1.1f, 1.5f, 2.f, 3.f, 7.5f, 10.f, 100.f, 12345.f};
+  const std::vector<float> ys = {1e4f, -1e4f, 5000.f, -5000.f, 1234.5f, -1234.5f, 300.f, -300.f, 100.f, -100.f, 37.f,
+                                 -37.f, 10.5f, -10.5f, 3.f, -3.f, 0.5f, -0.5f, 0.1f, 1e-3f};
+  std::vector<float> as, bs;
+  for (float x : xs)
+    for (float y : ys)
+      if (std::fabs(static_cast<double>(y) * std::log(static_cast<double>(x))) <= 85.0) as.push_back(x), bs.push_back(y);
+  return binary("pow sweep (|y| <= 1e4, normal results)", std::move(as), std::move(bs),
+                [](const Tensor& a, const Tensor& b) { return pow(a, b); });
+}
+
 inline std::vector<EdgeCase> all() {
   const float nan = kNaN, inf = kInf;
   std::vector<EdgeCase> c;
@@ -86,6 +101,7 @@ inline std::vector<EdgeCase> all() {
                      {-1.f, -1.f, -2.f, 0.f, 0.f, nan, 1.f / 3.f, 3.f, 2.f, 0.5f, 3.f, -1.f, 3.f, 2.f, inf, inf, inf, -inf,
                       -inf, 1.f, nan, 30.f, 1e4f, -2.f, -3.f, -inf},
                      [](const Tensor& a, const Tensor& b) { return pow(a, b); }));
+  c.push_back(pow_sweep());
   c.push_back(unary("pow(x, -1.0)", {0.f, -0.f, 2.f, inf}, [](const Tensor& x) { return pow(x, -1.0); }));
   c.push_back(unary("pow(x, 0.5)", {0.f, -1.f, 4.f, inf}, [](const Tensor& x) { return pow(x, 0.5); }));
   // --- exp, log, sqrt: special values and accuracy ----------------------------------------------------------------
@@ -125,6 +141,15 @@ inline std::vector<EdgeCase> all() {
   c.push_back(matrix("argmax axis 1", [](const Tensor& x) { return argmax(x, 1); }, true));
   c.push_back(matrix("argmax axis 0", [](const Tensor& x) { return argmax(x, 0); }, true));
   c.push_back(matrix("argmin axis 1 (argmax of -x)", [](const Tensor& x) { return argmax(-x, 1); }, true));
+  // ties (torch: the first), signed zeros (equal), infinities, a NaN with the sign bit set, huge values
+  const Shape t{7, 3};
+  const std::vector<float> tv = {-0.f, 0.f, -1.f, 0.f, -0.f, 0.f, -inf, -inf, -inf, -nan, 1.f, nan, inf, 2.f, nan,
+                                 -3.f, -2.f, -2.f, 1e38f, 3e38f, inf};
+  auto ties = [&](std::string name, std::function<Tensor(const Tensor&)> f) {
+    return EdgeCase{std::move(name), {t}, {tv}, [f](const std::vector<Tensor>& in) { return f(in[0]); }, true};
+  };
+  c.push_back(ties("argmax ties, zeros, infinities, -NaN", [](const Tensor& x) { return argmax(x, 1); }));
+  c.push_back(ties("argmin ties, zeros, infinities, -NaN (argmax of -x)", [](const Tensor& x) { return argmax(-x, 1); }));
   const Shape rows{3, 300};
   std::vector<float> rv = long_row(-1), r1 = long_row(7), r2 = long_row(299);
   rv.insert(rv.end(), r1.begin(), r1.end());

@@ -382,6 +382,34 @@ inline void matmul_cases(Suite& s) {
   s.add("matmul tile of a left-padded operand", matmul(pad(a11, {0, 1}, {0, 0}), t12), {a11, t12}, kReduce);
 }
 
+/// Contractions the compute targets tile (emit_tiled.cpp) at shapes that are multiples of neither the tiles nor 4:
+/// tiny, one tile, many tile rows (grouped tile order), fused bias + relu epilogues and prologues, batched, and conv2d
+/// whose forward, grad-input and grad-weight (1152 outputs over 198 products: not a tree reduction) are contractions.
+inline void contraction_cases(Suite& s) {
+  Tensor a = s.in("a", {37, 53}, uniform(37 * 53, 111, -1, 1));
+  Tensor b = s.in("b", {53, 29}, uniform(53 * 29, 112, -1, 1));
+  Tensor bias = s.in("bias", {29}, uniform(29, 113, -1, 1));
+  Tensor t1 = s.in("t1", {2, 5}, uniform(10, 114, -1, 1));
+  Tensor t2 = s.in("t2", {5, 3}, uniform(15, 115, -1, 1));
+  Tensor big_a = s.in("big_a", {150, 257}, uniform(150 * 257, 116, -1, 1));
+  Tensor big_b = s.in("big_b", {257, 67}, uniform(257 * 67, 117, -1, 1));
+  Tensor x = s.in("x", {45, 70}, uniform(45 * 70, 118, -1, 1));
+  Tensor w = s.in("w", {33, 70}, uniform(33 * 70, 119, -1, 1));
+  Tensor wb = s.in("wb", {33}, uniform(33, 120, -1, 1));
+  Tensor p = s.in("p", {3, 19, 23}, uniform(3 * 19 * 23, 121, -1, 1));
+  Tensor q = s.in("q", {3, 23, 17}, uniform(3 * 23 * 17, 122, -1, 1));
+  Tensor cx = s.in("cx", {2, 8, 9, 11}, uniform(2 * 8 * 9 * 11, 123, -1, 1));
+  Tensor cw = s.in("cw", {16, 8, 3, 3}, uniform(16 * 8 * 9, 124, -0.5, 0.5));
+  Tensor cb = s.in("cb", {16}, uniform(16, 125, -0.5, 0.5));
+  s.add("tiled matmul 37x53 @ 53x29 + bias + relu", relu(matmul(a, b) + bias), {a, b, bias}, kReduce);
+  s.add("tiled matmul 2x5 @ 5x3", matmul(t1, t2), {t1, t2}, kReduce);
+  s.add("tiled matmul 150x257 @ 257x67", matmul(big_a, big_b), {big_a, big_b}, kReduce);
+  s.add("tiled x.W^T + b, relu, prologue", relu(matmul(sigmoid(x), transpose(w)) + wb), {x, w, wb}, kReduce);
+  s.add("tiled batched 3x19x23 @ 3x23x17", matmul(p, q), {p, q}, kReduce);
+  s.add("tiled conv2d 2x8x9x11 * 16x8x3x3 padding 1 + bias + relu", relu(conv2d(cx, cw, cb, {.padding = {1, 1}})),
+        {cx, cw, cb}, kReduce);
+}
+
 inline void movement_cases(Suite& s) {
   Tensor x = s.in("x", {3, 7, 13}, uniform(273, 51, -2, 2));
   Tensor x4 = s.in("x4", {2, 3, 5, 7}, uniform(210, 52, -2, 2));

@@ -244,7 +244,7 @@ TEST_CASE("check_numerics stops at the first launch producing NaN and names the 
   }
 }
 
-TEST_CASE("attach refuses an executable of another program and capture filters select launches", "[debug]") {
+TEST_CASE("attach refuses an executable of another program and capture filters select launches", "[debug][gles]") {
   Tiny a, b;
   auto be = backend("gles");
   auto exe_b = be->compile(b.ts.program);

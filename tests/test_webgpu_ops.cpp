@@ -7,6 +7,7 @@
 // "webgpu" preset gives a GPU (the long reductions: those of a CPU implementation, see kLists). One node process runs all bundles
 // (tests/webgpu_ops_check.mjs) and writes what WebGPU computed; this test judges it with the op cases' tolerances
 // (rel 1e-5 elementwise/movement, 1e-4 reductions, matmul, conv, pools, losses; NaN meets NaN, infinities exactly).
+// The contraction cases (odd shapes, fused epilogues, conv and its gradients) must run as tiled WGSL kernels.
 // Needs node and `npm ci` in tests/ (run here when tests/node_modules/webgpu is missing). No timing is asserted.
 #include <sys/wait.h>
 
@@ -60,6 +61,7 @@ const CaseList kLists[] = {
     {"unary", oc::unary_cases},   {"binary", oc::binary_cases},     {"reductions", oc::reductions_cases},
     {"matmul", oc::matmul_cases}, {"movement", oc::movement_cases}, {"conv", oc::conv_cases},
     {"losses", oc::losses_cases}, {"large", oc::large_cases},       {"long", oc::long_cases, true},
+    {"contraction", oc::contraction_cases},
 };
 
 /// Exports one case list as a webgpu bundle ROOT/NAME with cases.json (the outputs' tolerances).
@@ -136,4 +138,20 @@ TEST_CASE("webgpu (Dawn, node): every op forward and backward from WGSL equals t
     }
     CHECK(off == got_bytes.size());
   }
+
+  // the contraction cases ran as tiled WGSL kernels (workgroup tiles and barriers), not as a silent per-element
+  // fallback: matmuls with bias + relu, batched, x.W^T, conv2d forward, grad-input and grad-weight
+  const json b = json::parse(read_file((root.path / "contraction" / "bundle.json").string()));
+  int tiled = 0;
+  for (const json& k : b["programs"]["ops"]["webgpu"]["kernels"]) {
+    if (k["strategy"] != "tiled-contraction") continue;
+    ++tiled;
+    const std::string src = read_file((root.path / "contraction" / k["wgsl"].get<std::string>()).string());
+    INFO(k["name"].get<std::string>() << "\n" << src);
+    CHECK(src.find("var<workgroup> tile_a: array<") != std::string::npos);
+    CHECK(src.find("workgroupBarrier();") != std::string::npos);
+    CHECK(k["workgroup_storage_bytes"].get<int>() > 0);
+    CHECK(k["workgroup_storage_bytes"].get<int>() <= 16384);
+  }
+  CHECK(tiled >= 12);
 }

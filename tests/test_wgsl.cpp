@@ -1,7 +1,8 @@
 // The WGSL target: the compute emitter's second language (codegen/src/compute_lang.h, wgsl_math.h), the WebGPU
 // DeviceCaps presets, `shadergrad dump --target wgsl`, and every generated WGSL kernel compiled on Dawn (npm
 // `webgpu`, tests/wgsl_compile_check.mjs) — the mlp and cnn train steps and every op case of tests/op_cases.h
-// (forward and backward), whose plans also run there against the CPU reference backend.
+// (forward and backward), whose plans also run there against the CPU reference backend; the contractions as tiled
+// kernels (workgroup tiles) in every preset.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -80,13 +81,14 @@ nlohmann::json floats_json(const std::vector<float>& v) {
 }
 
 /// Writes every kernel of `plan` as KERNEL.wgsl into `dir` and run.json: the plan's launches, each value's data
-/// (inputs from `feeds`, constants), and the program outputs the CPU backend computes (tolerance `tol`).
+/// (inputs from `feeds`, constants), and the program outputs the CPU backend computes (tolerance `tol`). `tiles`: the
+/// tile configuration of the tiled contractions (empty = the heuristic's).
 void write_run_dir(const sg::Plan& plan, const sg::ComputeLimits& limits, const std::vector<sg::Feed>& feeds,
-                   sg::op_cases::Tol tol, const std::string& dir) {
+                   sg::op_cases::Tol tol, const std::string& dir, const std::optional<sg::TileConfig>& tiles = {}) {
   fs::create_directories(dir);
   nlohmann::json run{{"kernels", nlohmann::json::array()}, {"values", nlohmann::json::object()}, {"outputs", nlohmann::json::array()}};
   for (const sg::Kernel& k : plan.kernels) {
-    const sg::ComputeKernel ck = sg::emit_compute_kernel(plan, k, limits, sg::ComputeLanguage::Wgsl);
+    const sg::ComputeKernel ck = sg::emit_compute_kernel(plan, k, limits, sg::ComputeLanguage::Wgsl, tiles);
     write_file(dir + "/" + k.name + ".wgsl", ck.source);
     run["kernels"].push_back({{"file", k.name + ".wgsl"}, {"workgroups", ck.workgroups}, {"bindings", ck.bindings},
                               {"inputs", k.inputs.size()}});
@@ -207,6 +209,61 @@ TEST_CASE("WGSL kernels are byte-stable and match their GLSL twins in strategy, 
   CHECK(strategies.count("tree-reduction"));
 }
 
+TEST_CASE("contractions print as tiled WGSL kernels within every WebGPU preset's limits, launched like GLSL's",
+          "[wgsl][codegen][tiled]") {
+  sg::op_cases::Suite s;
+  sg::op_cases::contraction_cases(s);
+  sg::DeviceCaps dawn = sg::preset_caps("webgpu-compat");  // Dawn on llvmpipe: CPU tile sizes
+  dawn.cpu_device = dawn.compute.cpu_device = true;
+  for (const sg::DeviceCaps& caps : {sg::preset_caps("webgpu"), sg::preset_caps("webgpu-compat"), dawn}) {
+    const sg::Plan plan = plan_for(s.program(), caps);
+    int tiled = 0;
+    for (const sg::Kernel& k : plan.kernels) {
+      const auto w = sg::emit_compute_kernel(plan, k, caps.compute, sg::ComputeLanguage::Wgsl);
+      const auto g = sg::emit_compute_kernel(plan, k, caps.compute, sg::ComputeLanguage::Glsl450);
+      INFO(w.source);
+      CHECK(w.strategy == g.strategy);
+      CHECK(w.workgroups == g.workgroups);
+      CHECK(w.local_size == g.local_size);
+      CHECK(w.shared_bytes == g.shared_bytes);
+      CHECK(w.tiles == g.tiles);
+      // every kernel the GLSL autotuner could tile is tiled in WGSL too (no silent per-element fallback)
+      if (!sg::tile_candidates(plan, k, caps.compute).empty()) CHECK(w.strategy == "tiled-contraction");
+      if (w.strategy != "tiled-contraction") continue;
+      ++tiled;
+      CHECK(w.source == sg::emit_compute_kernel(plan, k, caps.compute, sg::ComputeLanguage::Wgsl).source);  // stable
+      CHECK(w.source.find("var<workgroup> tile_a: array<") != std::string::npos);
+      CHECK(w.source.find("var<workgroup> tile_b: array<") != std::string::npos);
+      CHECK(w.source.find("workgroupBarrier();") != std::string::npos);
+      CHECK(w.source.find("// contraction: C[batch][m][n]") != std::string::npos);
+      CHECK(w.source.find("test_wgsl.cpp:") == std::string::npos);  // (the nodes come from op_cases.h)
+      CHECK(w.source.find("op_cases.h:") != std::string::npos);     // user source lines in the header
+      for (const char* glsl_only : {"gl_", "\nshared ", "\nvoid ", "layout(", " ? ", "  vec4 ", "  float ", "  int ", "  barrier();"})
+        CHECK(w.source.find(glsl_only) == std::string::npos);
+      CHECK(w.shared_bytes <= caps.compute.max_shared_bytes);
+      CHECK(int64_t{w.local_size[0]} * w.local_size[1] <= caps.compute.max_workgroup_invocations);
+    }
+    CHECK(tiled >= 12);
+  }
+  // tiles that cannot fit the device's workgroup memory: per-element, the header saying why
+  const sg::DeviceCaps core = sg::preset_caps("webgpu");
+  sg::ComputeLimits tiny = core.compute;
+  tiny.max_shared_bytes = 16;  // 4 floats: no tile of these contractions fits
+  const sg::Plan plan = plan_for(s.program(), core);
+  int fallbacks = 0;
+  for (const sg::Kernel& k : plan.kernels) {
+    if (sg::tile_candidates(plan, k, core.compute).empty()) continue;
+    const auto w = sg::emit_compute_kernel(plan, k, tiny, sg::ComputeLanguage::Wgsl);
+    INFO(w.source);
+    CHECK(w.strategy == "per-element");
+    CHECK(w.source.find("not tiled: tile config") != std::string::npos);
+    CHECK(w.source.find("more than max_shared_bytes 16; one invocation per element instead") != std::string::npos);
+    CHECK(w.source.find("var<workgroup>") == std::string::npos);
+    ++fallbacks;
+  }
+  CHECK(fallbacks >= 12);
+}
+
 TEST_CASE("shadergrad dump --target wgsl writes KERNEL.wgsl per kernel, byte-stable, and Dawn compiles them all",
           "[wgsl][cli][dawn]") {
   TempDir root("sg_wgsl_dump");
@@ -249,7 +306,8 @@ TEST_CASE("every op case forward and backward compiles as WGSL and runs on Dawn 
   const std::vector<std::pair<const char*, void (*)(Suite&)>> lists = {
       {"unary", unary_cases},     {"binary", binary_cases}, {"reductions", reductions_cases},
       {"matmul", matmul_cases},   {"movement", movement_cases}, {"conv", conv_cases},
-      {"losses", losses_cases},   {"large", large_cases},   {"long", long_cases}};
+      {"losses", losses_cases},   {"large", large_cases},   {"long", long_cases},
+      {"contraction", contraction_cases}};
   for (auto& [name, fill] : lists) {
     Suite s;
     fill(s);
@@ -265,6 +323,27 @@ TEST_CASE("every op case forward and backward compiles as WGSL and runs on Dawn 
       write_file(gdir + "/" + k.name + ".wgsl", sg::emit_compute_kernel(gplan, k, core.compute, sg::ComputeLanguage::Wgsl).source);
     compile_dirs.push_back(gdir);
   }
+  // the tiled contractions with every option of the tile config (vec4 shared tiles, grouped tile order, register
+  // prefetch, k rotation), which the heuristic gives only larger contractions than these, run on Dawn too
+  Suite s;
+  contraction_cases(s);
+  const sg::Plan plan = plan_for(s.program(), dawn);
+  int tiled = 0;
+  for (const char* config : {"8x8.4x4.k8.g2.v4.pf", "8x8.4x4.k4.g2.v4.kr", "4x8.4x8.k16.g1.v4.pf.kr"}) {
+    const auto t = sg::parse_tile_config(config);
+    REQUIRE(t);
+    const std::string dir = root / fmt::format("contraction-{}", config);
+    write_run_dir(plan, dawn.compute, s.feeds(), kReduce, dir, t);
+    for (const sg::Kernel& k : plan.kernels) {
+      const std::string src = read_file(dir + "/" + k.name + ".wgsl");
+      if (src.find("(tiled-contraction)") == std::string::npos) continue;
+      ++tiled;
+      CHECK(src.find(": array<vec4<f32>, ") != std::string::npos);
+    }
+    run_dirs.push_back(dir);
+    outputs += static_cast<int>(s.program().outputs.size());
+  }
+  CHECK(tiled >= 3 * 12);
   check_on_dawn(run_dirs, true, outputs);
   check_on_dawn(compile_dirs, false, 0);
 }

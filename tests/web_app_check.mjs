@@ -6,15 +6,16 @@
 //   ROOT        the demo folder (digits/, shapes/)
 //   SHADERGRAD  the CLI binary (its `serve ROOT --port 0` serves the pages)
 //   OUTDIR      screenshots (*.png) and the checkpoint the page exported (browser.safetensors) are written here
-//   BACKEND     webgl2 (default) and/or webgpu: the digits page is run on each
+//   BACKEND     webgl2 (default) and/or webgpu: the digits and shapes pages are run on each, the backends at once
+//               in separate browser contexts; the shapes page is also opened without ?backend (auto)
 // Also (no browser, for test_web_app): --colormap CASES_JSON (colormap.js's colours), --preprocess RECTS_JSON
 // (preprocess.js's 8x8 counts of black rectangles on white)
 // Exit status 0 = every step ran (whatever it returned), 1 = the page broke, 2 = the environment is missing
 // something. Nothing here is timed except hang guards.
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { guard, launchChromium, loadChromium, serveCli, watchConsole } from './browser.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 
@@ -39,49 +40,18 @@ if (process.argv[2] === '--preprocess') {
   process.exit(0);
 }
 
-const CHROMIUM = '/usr/bin/chromium';
 const [root, cli, outDir, ...backendArgs] = process.argv.slice(2);
 const backends = backendArgs.length ? backendArgs : ['webgl2'];
 if (!root || !cli || !outDir) {
   console.error('usage: node web_app_check.mjs ROOT SHADERGRAD OUTDIR [webgl2|webgpu...]');
   process.exit(2);
 }
-if (!fs.existsSync(CHROMIUM)) {
-  console.error(`${CHROMIUM} is missing: install the Debian package 'chromium' (scripts/setup.sh lists it)`);
-  process.exit(2);
-}
-let chromium;
-try {
-  ({ chromium } = await import('playwright-core'));
-} catch (e) {
-  console.error(`npm package 'playwright-core' is missing: run 'npm ci' in tests/ (${e.message})`);
-  process.exit(2);
-}
+const chromium = await loadChromium();
 fs.mkdirSync(outDir, { recursive: true });
-
-/** Starts `shadergrad serve ROOT --port 0`; resolves to {origin, child}. */
-function serve() {
-  return new Promise((resolve, reject) => {
-    const child = spawn(cli, ['serve', root, '--port', '0'], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    child.stdout.on('data', (d) => {
-      out += d;
-      const m = out.match(/http:\/\/127\.0\.0\.1:(\d+)\//);
-      if (m) resolve({ origin: `http://127.0.0.1:${m[1]}`, port: Number(m[1]), child });
-    });
-    child.stderr.on('data', (d) => { out += d; });
-    child.on('exit', (code) => reject(new Error(`shadergrad serve exited ${code}: ${out}`)));
-  });
-}
 
 const results = { backends: {} };
 const console_ = [];
 let browser, server, status = 0;
-const guard = (p, what, s = 300) => {
-  let t;
-  return Promise.race([p, new Promise((_, rej) => { t = setTimeout(() => rej(new Error(`${what} hung (${s} s)`)), s * 1000); })])
-    .finally(() => clearTimeout(t));
-};
 
 /** Pixels of a canvas element as the page drew them (a screenshot of just that element, saved for C++). */
 async function shot(page, selector, name) {
@@ -93,8 +63,7 @@ async function shot(page, selector, name) {
 async function newPage(context, url) {
   const page = await context.newPage();
   page.setDefaultTimeout(300000);
-  page.on('console', (m) => console_.push(`${m.type()}: ${m.text()}`));
-  page.on('pageerror', (e) => console_.push(`pageerror: ${e.message}`));
+  watchConsole(page, console_);
   const r = await page.goto(url, { waitUntil: 'load' });
   if (!r || !r.ok()) throw new Error(`${url}: HTTP ${r ? r.status() : 'no response'}`);
   return page;
@@ -239,17 +208,13 @@ async function shapes(context, origin, backend) {
 }
 
 try {
-  server = await serve();
+  server = await serveCli(cli, root);
   results.origin = server.origin;
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ['--headless', '--no-sandbox', '--disable-quic', '--no-first-run', '--disable-background-networking',
-           '--disable-component-update', '--disable-sync', '--use-angle=swiftshader', '--enable-unsafe-swiftshader',
-           '--enable-unsafe-webgpu'],
-  });
-  const context = await browser.newContext();
-  for (const backend of backends) {
+  browser = await launchChromium(chromium);
+  // the backends side by side, each in its own browser context (its own IndexedDB, pages and GPU objects): the
+  // pages wait on the GPU process most of the time, so running them at once shortens the test, not what it checks
+  await Promise.all([...backends.map(async (backend) => {
+    const context = await browser.newContext();
     const b = {};
     results.backends[backend] = b;
     try {
@@ -259,14 +224,31 @@ try {
     } catch (e) {
       b.error = e.message;
       status = 1;
+    } finally {
+      await context.close();
     }
-  }
+  }), (async () => {
+    // the shapes page as a visitor opens it (backend auto): WebGPU where the browser has it, else WebGL2
+    if (!fs.existsSync(path.join(root, 'shapes', 'bundle', 'bundle.json'))) return;
+    const context = await browser.newContext();
+    try {
+      const page = await newPage(context, `${server.origin}/shapes/`);
+      results.shapes_auto = { ready: await guard(page.evaluate(() => window.sgShapes.ready), 'shapes (auto) start') };
+      results.shapes_auto.frame = await guard(page.evaluate(() => window.sgShapes.frame(1, false)), 'shapes (auto) frame');
+      results.shapes_auto.text = await page.evaluate(() => document.getElementById('backend').textContent);
+    } catch (e) {
+      results.shapes_auto = { error: e.message };
+      status = 1;
+    } finally {
+      await context.close();
+    }
+  })()]);
 } catch (e) {
   results.harness_error = e.message;
   status = 1;
 } finally {
   if (browser) await browser.close();
-  if (server) server.child.kill('SIGTERM');
+  if (server) server.close();
 }
 console.log(JSON.stringify({ results, console: console_ }));
 process.exit(status);

@@ -15,66 +15,26 @@
 // cross-origin isolated page). Exit status 0 = every task ran (whatever it returned), 1 = the page broke,
 // 2 = the environment is missing something (the message names it). No timing is asserted anywhere.
 import fs from 'node:fs';
-import http from 'node:http';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { launchChromium, loadChromium, serveStatic } from './browser.mjs';
 
-const CHROMIUM = '/usr/bin/chromium';
 const [root, ...tasks] = process.argv.slice(2);
 if (!root || !fs.existsSync(root) || !tasks.length) {
   console.error('usage: node web_runtime_check.mjs ROOT check:NAME:main|worker | lost:NAME:MODE | webgpu:NAME ...');
   process.exit(2);
 }
-if (!fs.existsSync(CHROMIUM)) {
-  console.error(`${CHROMIUM} is missing: install the Debian package 'chromium' (scripts/setup.sh lists it)`);
-  process.exit(2);
-}
-let chromium;
-try {
-  ({ chromium } = await import('playwright-core'));
-} catch (e) {
-  console.error(`npm package 'playwright-core' is missing: run 'npm ci' in tests/ (${e.message})`);
-  process.exit(2);
-}
-
+const chromium = await loadChromium();
 const here = path.dirname(fileURLToPath(import.meta.url));
-const testDir = path.join(here, 'web');
-const bundleRoot = path.resolve(root);
-const types = { '.html': 'text/html; charset=utf-8', '.js': 'text/javascript; charset=utf-8',
-                '.mjs': 'text/javascript; charset=utf-8', '.json': 'application/json', '.frag': 'text/plain; charset=utf-8',
-                '.wgsl': 'text/plain; charset=utf-8',
-                '.safetensors': 'application/octet-stream', '.ts': 'text/plain; charset=utf-8' };
-const served = [];
-const server = http.createServer((req, res) => {
-  const url = new URL(req.url, 'http://127.0.0.1');
-  const rel = decodeURIComponent(url.pathname);
-  const [base, sub] = rel.startsWith('/_test/') ? [testDir, rel.slice(6)] : [bundleRoot, rel];
-  const file = path.resolve(base, '.' + sub);
-  const headers = { 'cross-origin-opener-policy': 'same-origin', 'cross-origin-embedder-policy': 'require-corp',
-                    'cache-control': 'no-store' };
-  if (!file.startsWith(base + path.sep) || !fs.existsSync(file) || !fs.statSync(file).isFile()) {
-    served.push({ path: rel, status: 404 });
-    res.writeHead(404, { ...headers, 'content-type': 'text/plain' });
-    res.end('not found');
-    return;
-  }
-  served.push({ path: rel, status: 200 });
-  res.writeHead(200, { ...headers, 'content-type': types[path.extname(file)] || 'application/octet-stream' });
-  fs.createReadStream(file).pipe(res);
-});
-await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
-const origin = `http://127.0.0.1:${server.address().port}`;
+const server = await serveStatic([{ prefix: '/_test/', dir: path.join(here, 'web') }, { prefix: '/', dir: root }],
+                                 { isolated: true });
+const { origin, served } = server;
 
 const console_ = [];
 const results = {};
 let browser, status = 0;
 try {
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ['--headless', '--no-sandbox', '--disable-quic', '--no-first-run', '--disable-background-networking',
-           '--disable-component-update', '--disable-sync', '--use-angle=swiftshader', '--enable-unsafe-swiftshader', '--enable-unsafe-webgpu'],
-  });
+  browser = await launchChromium(chromium);
   const context = await browser.newContext();
   const page = await context.newPage();
   page.setDefaultTimeout(600000);
@@ -96,7 +56,8 @@ try {
       await demo.close();
       continue;
     }
-    const fn = { check: 'sgCheck', lost: 'sgLostContext', webgpu: 'sgSelectWebGPU', profile: 'sgProfile' }[kind];
+    const fn = { check: 'sgCheck', lost: 'sgLostContext', webgpu: 'sgSelectWebGPU', profile: 'sgProfile',
+                 labels: 'sgBadLabels' }[kind];
     if (!fn) throw new Error(`unknown task '${task}'`);
     // a hang guard, not a timing check: no task here takes more than a minute even on a busy 2-core machine
     let timer;

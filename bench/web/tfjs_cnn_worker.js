@@ -1,7 +1,8 @@
 // bench/web_app_bench.mjs's TF.js peer of the shapes Worker (examples/web/shapes/worker.js): the same 128x128
 // five-conv CNN (sg::nn::make_cnn5: 3x3 pad 1 convs of 4, 8, 8, 16, 16 channels, each + bias, ReLU, 2x2 max pool,
 // then Linear(256, 4), softmax) with the same weights (the bundle's weights.safetensors, OIHW converted to HWIO),
-// TF.js 4.22 webgl on the Worker's OffscreenCanvas. Same messages as ours: init -> ready, bitmap -> result {ms}.
+// TF.js 4.22 on 'webgl' (the Worker's OffscreenCanvas) or 'webgpu' (tfjs-backend-webgpu 4.22), init's `backend`.
+// Same messages as ours: init -> ready, bitmap -> result {probs, ms}.
 /* global tf, importScripts */
 let model = null, canvas = null;
 
@@ -26,8 +27,10 @@ self.onmessage = async (e) => {
   const m = e.data;
   try {
     if (m.op === 'init') {
+      const backend = m.backend === 'webgpu' ? 'webgpu' : 'webgl';
       importScripts(m.tfjs);
-      await tf.setBackend('webgl');
+      if (backend === 'webgpu') importScripts(m.tfjsWebgpu);
+      if (!(await tf.setBackend(backend))) throw new Error(`TF.js backend ${backend} is not available in this Worker`);
       await tf.ready();
       const w = parseSafetensors(await (await fetch(m.weights)).arrayBuffer());
       // Sequential indices: block b's conv is layer 3b (0, 3, 6, 9, 12), the Linear is layer 16

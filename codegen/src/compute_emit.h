@@ -25,9 +25,11 @@ std::string coordinates(const Shape& shape, const std::string& flat, int indent,
 std::array<uint32_t, 3> grid_for(const Kernel& k, int64_t groups, const ComputeLimits& limits);
 
 /// The shared-memory tiled kernel of a matmul-like contraction (emit_tiled.cpp), or nullopt when the kernel has
-/// none or its grid / tiles do not fit `limits`. `tiles` empty = default_tile_config. WGSL: nullopt (not written yet).
+/// none or its grid / tiles do not fit `limits` (then `*not_tiled`, when given, says which limit). `tiles` empty =
+/// default_tile_config. The same kernel in both languages (GLSL 4.50 and WGSL).
 std::optional<ComputeKernel> emit_tiled_contraction(const Plan& plan, const Kernel& k, const ComputeLimits& limits,
-                                                    const std::optional<TileConfig>& tiles, const Lang& lang);
+                                                    const std::optional<TileConfig>& tiles, const Lang& lang,
+                                                    std::string* not_tiled = nullptr);
 /// Shared memory a tiled kernel of configuration `t` declares for contraction `c`, bytes (emit_tiled.cpp: the
 /// tiles' padding depends on how each factor is staged).
 int64_t tile_shared_bytes(const TileConfig& t, const Contraction& c);
@@ -43,7 +45,9 @@ std::vector<TileConfig> candidate_configs(const ComputeLimits& l, const Contract
 /// nullopt.
 std::optional<ComputeKernel> emit_tree_reduction(const Plan& plan, const Kernel& k, const ComputeLimits& limits,
                                                  const Lang& lang);
-/// One invocation per output element (always applicable).
-ComputeKernel emit_per_element(const Plan& plan, const Kernel& k, const ComputeLimits& limits, const Lang& lang);
+/// One invocation per output element (always applicable). `not_tiled`: why a contraction is not tiled (a line of the
+/// kernel's header comment when not empty).
+ComputeKernel emit_per_element(const Plan& plan, const Kernel& k, const ComputeLimits& limits, const Lang& lang,
+                               const std::string& not_tiled = "");
 
 }  // namespace sg::compute

@@ -32,6 +32,7 @@ std::string Lang::type(LType t) const {
     case LType::Int: return wgsl() ? "i32" : "int";
     case LType::Bool: return "bool";
     case LType::Void: return "void";
+    case LType::Vec4: return wgsl() ? "vec4<f32>" : "vec4";
   }
   return "?";
 }
@@ -56,15 +57,17 @@ std::string Lang::lets(LType t, const std::vector<std::pair<std::string, std::st
 }
 
 namespace {
-std::string for_header(bool wgsl, const std::string& v, const std::string& begin, const std::string& end, int64_t step) {
-  const std::string inc = step == 1 ? (wgsl ? v + "++" : "++" + v) : fmt::format("{} += {}", v, step);
+std::string for_header(bool wgsl, const std::string& v, const std::string& begin, const std::string& end, int64_t step,
+                       bool explicit_step = false) {
+  const std::string inc = step == 1 && !explicit_step ? (wgsl ? v + "++" : "++" + v) : fmt::format("{} += {}", v, step);
   return wgsl ? fmt::format("for (var {0}: i32 = {1}; {0} < {2}; {3})", v, begin, end, inc)
               : fmt::format("for (int {0} = {1}; {0} < {2}; {3})", v, begin, end, inc);
 }
 }  // namespace
 
-std::string Lang::for_open(const std::string& v, const std::string& begin, const std::string& end, int64_t step) const {
-  return for_header(wgsl(), v, begin, end, step) + " {";
+std::string Lang::for_open(const std::string& v, const std::string& begin, const std::string& end, int64_t step,
+                           bool explicit_step) const {
+  return for_header(wgsl(), v, begin, end, step, explicit_step) + " {";
 }
 
 std::string Lang::for_stmt(const std::string& v, const std::string& begin, const std::string& end, int64_t step,
@@ -77,6 +80,10 @@ std::string Lang::increment(const std::string& x) const { return wgsl() ? x + "+
 
 std::string Lang::if_then(const std::string& cond, const std::string& stmt) const {
   return wgsl() ? fmt::format("if ({}) {{ {} }}", cond, stmt) : fmt::format("if ({}) {}", cond, stmt);
+}
+
+std::string Lang::assign_if(const std::string& cond, const std::string& x, const std::string& value) const {
+  return wgsl() ? fmt::format("if ({}) {{ {} = {}; }}", cond, x, value) : fmt::format("{} = {} ? {} : 0.0;", x, cond, value);
 }
 
 std::string Lang::to_float(const std::string& x) const { return fmt::format("{}({})", type(LType::Float), x); }
@@ -108,8 +115,9 @@ std::string Lang::function_open(LType ret, const std::string& name,
   return ret == LType::Void ? fmt::format("fn {}({}) {{", name, ps) : fmt::format("fn {}({}) -> {} {{", name, ps, type(ret));
 }
 
-std::string Lang::shared_array(const std::string& name, int64_t n, const std::string& comment) const {
-  std::string s = wgsl() ? fmt::format("var<workgroup> {}: array<f32, {}>;", name, n) : fmt::format("shared float {}[{}];", name, n);
+std::string Lang::shared_array(const std::string& name, int64_t n, const std::string& comment, LType element) const {
+  std::string s = wgsl() ? fmt::format("var<workgroup> {}: array<{}, {}>;", name, type(element), n)
+                         : fmt::format("shared {} {}[{}];", type(element), name, n);
   return comment.empty() ? s + "\n" : s + "  // " + comment + "\n";
 }
 
@@ -140,9 +148,9 @@ std::string Lang::load_function(const std::string& name, int64_t last) const {
                 : fmt::format("float load_{0}(int i) {{ return in_{0}.data[clamp(i, 0, {1})]; }}\n", name, last);
 }
 
-std::string Lang::workgroup_size_layout(uint32_t x, uint32_t y) const {
+std::string Lang::workgroup_size_layout(uint32_t x, uint32_t y, bool print_y) const {
   if (wgsl()) return {};
-  return y > 1 ? fmt::format("layout(local_size_x = {}, local_size_y = {}) in;\n", x, y)
+  return y > 1 || print_y ? fmt::format("layout(local_size_x = {}, local_size_y = {}) in;\n", x, y)
                : fmt::format("layout(local_size_x = {}) in;\n", x);
 }
 

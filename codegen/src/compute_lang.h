@@ -24,7 +24,7 @@
 namespace sg::compute {
 
 /// Scalar types of the kernel IR as the languages spell them.
-enum class LType { Float, Int, Bool, Void };
+enum class LType { Float, Int, Bool, Void, Vec4 };
 
 /// Invocation builtins the emitter reads (each as an int of one axis).
 enum class Builtin { WorkgroupId, LocalInvocationId, GlobalInvocationId };
@@ -35,7 +35,7 @@ class Lang {
   ComputeLanguage language() const { return language_; }
   bool wgsl() const { return language_ == ComputeLanguage::Wgsl; }
 
-  /// float / f32, int / i32, bool, void.
+  /// float / f32, int / i32, bool, void, vec4 / vec4<f32>.
   std::string type(LType t) const;
   /// The first line(s) of a kernel source: `#version 450\n` (GLSL) or nothing (WGSL).
   std::string version_line() const;
@@ -48,7 +48,9 @@ class Lang {
   std::string lets(LType t, const std::vector<std::pair<std::string, std::string>>& names_values,
                    bool mutable_ = false) const;
   /// `for (int v = begin; v < end; ++v) {` (step 1) or `v += step`; WGSL `for (var v: i32 = ...; v++)`.
-  std::string for_open(const std::string& v, const std::string& begin, const std::string& end, int64_t step = 1) const;
+  /// `explicit_step`: `v += 1` rather than `++v` for step 1 (GLSL; a loop whose step is a parameter).
+  std::string for_open(const std::string& v, const std::string& begin, const std::string& end, int64_t step = 1,
+                       bool explicit_step = false) const;
   /// A loop over one statement: `for (int v = begin; v < end; v += step) stmt` (GLSL) / `for (...) { stmt }` (WGSL).
   std::string for_stmt(const std::string& v, const std::string& begin, const std::string& end, int64_t step,
                        const std::string& stmt) const;
@@ -56,6 +58,9 @@ class Lang {
   std::string increment(const std::string& x) const;
   /// `if (cond) stmt` with stmt a statement (GLSL without braces, WGSL with them).
   std::string if_then(const std::string& cond, const std::string& stmt) const;
+  /// `x = value` where `cond` holds, else `x = 0.0` (GLSL: `x = cond ? value : 0.0;`) or left as it is (WGSL:
+  /// `if (cond) { x = value; }`: WGSL's select would evaluate `value` everywhere).
+  std::string assign_if(const std::string& cond, const std::string& x, const std::string& value) const;
 
   /// float(x) / f32(x); int(x) / i32(x).
   std::string to_float(const std::string& x) const;
@@ -71,8 +76,10 @@ class Lang {
   /// `float name(int idx, int k) {` / `fn name(idx: i32, k: i32) -> f32 {`.
   std::string function_open(LType ret, const std::string& name,
                             const std::vector<std::pair<LType, std::string>>& params) const;
-  /// `shared float name[n];` / `var<workgroup> name: array<f32, n>;` (with a trailing comment when not empty).
-  std::string shared_array(const std::string& name, int64_t n, const std::string& comment) const;
+  /// `shared float name[n];` / `var<workgroup> name: array<f32, n>;` (with a trailing comment when not empty);
+  /// `element` Float or Vec4.
+  std::string shared_array(const std::string& name, int64_t n, const std::string& comment,
+                           LType element = LType::Float) const;
   /// `barrier();` / `workgroupBarrier();`
   std::string barrier() const;
   /// The builtin's component `axis` (0..2) as an int expression: int(gl_WorkGroupID.y) / i32(workgroup_id.y).
@@ -85,8 +92,9 @@ class Lang {
   /// `float load_<name>(int i) { return in_<name>.data[clamp(i, 0, last)]; }` and its WGSL form.
   std::string load_function(const std::string& name, int64_t last) const;
 
-  /// GLSL: `layout(local_size_x = X[, local_size_y = Y]) in;\n` (before the bindings); WGSL: nothing.
-  std::string workgroup_size_layout(uint32_t x, uint32_t y) const;
+  /// GLSL: `layout(local_size_x = X[, local_size_y = Y]) in;\n` (before the bindings; local_size_y also when 1 with
+  /// `print_y`); WGSL: nothing.
+  std::string workgroup_size_layout(uint32_t x, uint32_t y, bool print_y = false) const;
   /// The entry point's first line(s): `\nvoid main() {\n` / `@compute @workgroup_size(X[, Y])` fn main with the
   /// builtins `body` reads as parameters, copied into their private variables.
   std::string entry_open(uint32_t x, uint32_t y, const std::string& body) const;

@@ -82,7 +82,9 @@ std::string plane_locate(const Value& v) {
 
 std::string component_helper(const std::string& loads) {
   if (loads.find("sg_component(") == std::string::npos) return "";
-  return "float sg_component(vec4 v, int c) { return mix(mix(v.x, v.y, c == 1), mix(v.z, v.w, c == 3), c >= 2); }\n";
+  return "float sg_component(vec4 v, int c) {  // component c of v: its bits under a mask, no select, no indexing\n"
+         "  uvec4 b = floatBitsToUint(v) & (uvec4(0u) - uvec4(equal(ivec4(c), ivec4(0, 1, 2, 3))));\n"
+         "  return uintBitsToFloat((b.x | b.y) | (b.z | b.w));\n}\n";
 }
 
 }  // namespace sg::glsl

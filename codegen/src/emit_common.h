@@ -47,8 +47,11 @@ struct BlockSource {
 /// (r, c) is in plane (r % Pr) * Pc + (c / 4) % Pc, at its row r / Pr, column ((c / 4) / Pc) * 4 + c % 4).
 std::string plane_locate(const Value& v);
 
-/// sg_component(v, c) when `loads` calls it: a texel's component chosen by selects, not by indexing the vec4 with
-/// a runtime value (NVIDIA's compiler puts a dynamically indexed vector in local memory).
+/// sg_component(v, c) when `loads` calls it: a texel's component chosen by masking the bits of the four (exact,
+/// NaN payloads included), neither by indexing the vec4 with a runtime value (NVIDIA's compiler puts a dynamically
+/// indexed vector in local memory) nor by selects (SPIRV-Cross prints them as nested ?:, which SwiftShader compiled
+/// in time exponential in their number: a WebGL2 kernel of 34 such loads, `export --max-draw-buffers 1`, did not
+/// finish compiling in 400 s; half of them took 26 s, the masked form 0.5 s; docs/RELIABILITY.md).
 std::string component_helper(const std::string& loads);
 
 }  // namespace sg::glsl

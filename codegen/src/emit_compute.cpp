@@ -14,8 +14,9 @@
 //    grid of workgroups when one dimension would exceed the device's max_workgroup_count.
 // Invariants: binding b < inputs.size() is kernel.inputs[b] (readonly), then outputs (writeonly), all in set 0;
 // no push constants; every load index is clamped into its buffer; the source is a function of (plan, kernel,
-// limits, language) only (byte-stable); both languages get the same strategy, workgroups and bindings, except that
-// WGSL has no tiled-contraction form yet (such kernels print per-element: emit_tiled.cpp is being reworked).
+// limits, language) only (byte-stable); both languages get the same strategy, workgroups, bindings and shared memory.
+// A contraction whose tiles do not fit the device (workgroup memory, invocations, grid) prints per-element with a
+// header line saying which limit.
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -88,7 +89,8 @@ std::array<uint32_t, 3> grid_for(const Kernel& k, int64_t groups, const ComputeL
 }
 
 /// One invocation per output element.
-ComputeKernel emit_per_element(const Plan& plan, const Kernel& k, const ComputeLimits& limits, const Lang& lang) {
+ComputeKernel emit_per_element(const Plan& plan, const Kernel& k, const ComputeLimits& limits, const Lang& lang,
+                               const std::string& not_tiled) {
   const Value& out = plan.values[k.output()];
   const int64_t n = std::max<int64_t>(out.node->numel(), 1);
   const int local = std::min(64, limits.max_workgroup_invocations);
@@ -111,6 +113,7 @@ ComputeKernel emit_per_element(const Plan& plan, const Kernel& k, const ComputeL
   for (size_t j = 0; j < k.outputs.size(); ++j) body += "  " + lang.store(plan.values[k.outputs[j]].name, "elem", values[j]) + "\n";
   body += "}\n";
   std::string src = kernel_header(plan, k, ck.strategy, lang);
+  if (!not_tiled.empty()) src += fmt::format("// {}; one invocation per element instead\n", not_tiled);
   src += fmt::format("// one invocation per element of {} ({} elements): {} x {} workgroups of {}\n", out.name, n,
                      ck.workgroups[0], ck.workgroups[1], local);
   src += lang.workgroup_size_layout(local, 1);
@@ -155,9 +158,10 @@ ComputeKernel emit_compute_kernel(const Plan& plan, const Kernel& k, const Compu
                                        k.name, tiles->str(), tiles->threads(), limits.max_workgroup_invocations));
   const compute::Lang lang(language);
   ComputeKernel ck;
+  std::string not_tiled;
   if (auto r = compute::emit_tree_reduction(plan, k, limits, lang)) ck = std::move(*r);
-  else if (auto t = compute::emit_tiled_contraction(plan, k, limits, tiles, lang)) ck = std::move(*t);
-  else ck = compute::emit_per_element(plan, k, limits, lang);
+  else if (auto t = compute::emit_tiled_contraction(plan, k, limits, tiles, lang, &not_tiled)) ck = std::move(*t);
+  else ck = compute::emit_per_element(plan, k, limits, lang, not_tiled);
   ck.language = language;
   for (int v : k.inputs) ck.bindings.push_back(v);
   for (int v : k.outputs) ck.bindings.push_back(v);

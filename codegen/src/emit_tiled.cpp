@@ -3,7 +3,7 @@
 // Tiled contraction (a Contraction of contraction.h, viewed as C[batch][M][N] = sum_k A[m][k] B[k][n]), for a
 // TileConfig t (sg/compute_kernel.h; tile_config.cpp picks the heuristic one and the autotuner's candidates):
 //   a workgroup of TX x TY invocations computes a BM x BN tile of C (BM = TY * TM, BN = TX * TN) of batch
-//   gl_WorkGroupID.z. The tile's origin is row-major in a 2-D grid, or (group_m > 1) from a 1-D grid walked in groups
+//   the workgroup id's z. The tile's origin is row-major in a 2-D grid, or (group_m > 1) from a 1-D grid walked in groups
 //   of group_m tile rows, column by column within a group, for L2 reuse. Per chunk of BK values of k it stages
 //   A[m0 .. m0+BM)[k0 .. k0+BK) and B[..][..] into shared memory (factor_a/factor_b evaluate the factors, prologues
 //   included, at one (m, k); 0 outside the ranges), a barrier, then each invocation accumulates its TM x TN register
@@ -15,6 +15,12 @@
 //   the chunks of tile row r start at chunk r mod (K / BK) and wrap around.
 //   Staging is unrolled (each invocation stages a fixed number of elements at coordinates computed once), so an
 //   invocation runs about K * (1 + 1/BK) loop iterations (Mesa's gallivm stops loops after 65535 per invocation).
+//   Both languages print this one kernel through the Lang of compute_lang.h. WGSL (W3C WGSL, uniformity analysis):
+//   every barrier sits in the uniform control flow of main (loops of constant trip count; staging guarded per
+//   element with `if`, never the barrier), the tiles are fixed-size `var<workgroup>` arrays (of vec4<f32> when vec4)
+//   indexed by i32 expressions, a guarded staging load is an `if` (GLSL's `g ? load : 0.0`: WGSL's select would
+//   evaluate the load everywhere). The tile config must fit the device's workgroup memory, invocations and grid;
+//   otherwise the kernel is per-element, its header saying which limit.
 // Tree reduction (<= 1024 outputs of a reduction at least as long; on GPUs also <= 8192 outputs of >= 512
 //   iterations): one workgroup per output element; invocation t sums (max/min) the body over k = t, t + NT, ...;
 //   a tree in shared memory halves the partial results; invocation 0 applies the epilogue and stores every output.
@@ -34,7 +40,7 @@ namespace {
 
 /// `int <name> = ...;` lines splitting flat index `flat` over the dims `dims` of `shape` (row-major among them).
 std::string split_dims(const Shape& shape, const std::vector<int>& dims, const std::string& flat, const char* prefix,
-                       int indent) {
+                       int indent, const Lang& lang) {
   std::string s;
   int64_t stride = 1;
   std::vector<int64_t> strides(dims.size());
@@ -42,7 +48,7 @@ std::string split_dims(const Shape& shape, const std::vector<int>& dims, const s
   for (size_t i = 0; i < dims.size(); ++i) {
     std::string q = strides[i] == 1 ? flat : fmt::format("({} / {})", flat, strides[i]);
     if (i > 0) q = fmt::format("{} % {}", q, shape[dims[i]]);
-    s += fmt::format("{}int {}{} = {};\n", std::string(indent * 2, ' '), prefix, dims[i], q);
+    s += std::string(indent * 2, ' ') + lang.let(LType::Int, fmt::format("{}{}", prefix, dims[i]), q) + "\n";
   }
   return s;
 }
@@ -76,18 +82,19 @@ std::string dims_str(const Shape& shape, const std::vector<int>& dims) {
   return s.empty() ? "-" : s;
 }
 
-/// A GLSL function `float NAME(int idx, int k)` evaluating `factor` at flat side index idx and flat loop index k
-/// (0 outside [0, extent) x [0, K)); batch coordinates come from gl_WorkGroupID.z.
+/// A function `float NAME(int idx, int k)` evaluating `factor` at flat side index idx and flat loop index k
+/// (0 outside [0, extent) x [0, K)); batch coordinates come from the workgroup id's z.
 std::string factor_function(const Plan& plan, const Kernel& k, const Contraction& c, const Shape& shape,
                             const KExprPtr& factor, const std::vector<int>& dims, int64_t extent, const char* name,
                             std::set<int>& loaded, MathHelpers& helpers, const Lang& lang) {
   // the factor's formula in the comment when short (kexpr_str prints the tree view: only for a small one)
   const std::string what = kcost(factor) <= 40 ? kexpr_str(factor) : std::string(101, ' ');
-  std::string s = fmt::format("float {}(int idx, int k) {{  // {} at idx over ({}), k over the loop\n", name,
+  std::string s = lang.function_open(LType::Float, name, {{LType::Int, "idx"}, {LType::Int, "k"}}) +
+                  fmt::format("  // {} at idx over ({}), k over the loop\n",
                               what.size() > 100 ? "the factor (prologue inlined)" : what, dims_str(shape, dims));
-  s += fmt::format("  if (idx >= {} || k >= {}) return 0.0;\n", extent, c.K);
-  s += split_dims(shape, dims, "idx", "i", 1);
-  if (!c.batch_dims.empty()) s += split_dims(shape, c.batch_dims, "int(gl_WorkGroupID.z)", "i", 1);
+  s += "  " + lang.if_then(fmt::format("idx >= {} || k >= {}", extent, c.K), "return 0.0;") + "\n";
+  s += split_dims(shape, dims, "idx", "i", 1, lang);
+  if (!c.batch_dims.empty()) s += split_dims(shape, c.batch_dims, lang.builtin(Builtin::WorkgroupId, 2), "i", 1, lang);
   s += split_loop(c.reduce, "k", 1, lang);
   KPrinter p(plan, k, {factor}, "", lang);
   const std::string v = p.print(factor);
@@ -157,16 +164,20 @@ std::string reg_name(const SideTile& s, int r) {
 }
 
 /// The shared reads of one k row (kk) of the tile into the side's registers.
-std::string shared_reads(const SideTile& s) {
+std::string shared_reads(const SideTile& s, const Lang& lang) {
   std::string out;
   if (s.vec) {
     for (int g = 0; g < s.regs / 4; ++g)
-      out += fmt::format("      vec4 {}{} = {}[kk * {} + {}{}];\n", s.name, g, s.tile(), s.stride / 4, s.t(),
-                         g ? fmt::format(" + {}", g * s.along) : "");
+      out += "      " +
+             lang.let(LType::Vec4, fmt::format("{}{}", s.name, g),
+                      fmt::format("{}[kk * {} + {}{}]", s.tile(), s.stride / 4, s.t(), g ? fmt::format(" + {}", g * s.along) : "")) +
+             "\n";
     return out;
   }
   for (int r = 0; r < s.regs; ++r)
-    out += fmt::format("      float {}{} = {}[kk * {} + {}];\n", s.name, r, s.tile(), s.stride, reg_offset(s, r));
+    out += "      " +
+           lang.let(LType::Float, fmt::format("{}{}", s.name, r), fmt::format("{}[kk * {} + {}]", s.tile(), s.stride, reg_offset(s, r))) +
+           "\n";
   return out;
 }
 
@@ -179,31 +190,31 @@ struct Staging {
   std::function<std::string(const std::string&)> load;
 };
 
-Staging staging(const SideTile& side, int bk, int threads, const char* base) {
+Staging staging(const SideTile& side, int bk, int threads, const char* base, const Lang& lang) {
   Staging st;
   const int total = side.rows * bk;
   const int per = (total + threads - 1) / threads;
-  std::string regs;
+  std::vector<std::pair<std::string, std::string>> regs;
   std::vector<std::string> guard(static_cast<size_t>(per));
   for (int u = 0; u < per; ++u) {
     const std::string s = u == 0 ? "tid" : fmt::format("(tid + {})", u * threads);
     const std::string kk = side.k_fastest ? fmt::format("{} % {}", s, bk) : fmt::format("{} / {}", s, side.rows);
     const std::string row = side.k_fastest ? fmt::format("{} / {}", s, bk) : fmt::format("{} % {}", s, side.rows);
-    st.decl += fmt::format("  int {0}_kk{1} = {2}, {0}_row{1} = {3};\n", side.name, u, kk, row);
+    st.decl += "  " + lang.lets(LType::Int, {{fmt::format("{}_kk{}", side.name, u), kk}, {fmt::format("{}_row{}", side.name, u), row}}) + "\n";
     if ((u + 1) * threads > total) {
-      st.decl += fmt::format("  bool {}_in{} = {} < {};\n", side.name, u, s, total);
       guard[u] = fmt::format("{}_in{}", side.name, u);
+      st.decl += "  " + lang.let(LType::Bool, guard[u], fmt::format("{} < {}", s, total)) + "\n";
     }
-    regs += fmt::format("{}{}_st{} = 0.0", regs.empty() ? "  float " : ", ", side.name, u);
+    regs.emplace_back(fmt::format("{}_st{}", side.name, u), "0.0");
   }
-  st.decl += regs + ";\n";
+  st.decl += "  " + lang.lets(LType::Float, regs, true) + "\n";
   const char n = side.name;
-  st.load = [=](const std::string& k) {
+  st.load = [=, &lang](const std::string& k) {
     std::string out;
     for (int u = 0; u < per; ++u) {
       const std::string call = fmt::format("factor_{0}({1} + {0}_row{2}, {3} + {0}_kk{2})", n, base, u, k);
-      out += guard[u].empty() ? fmt::format("    {}_st{} = {};\n", n, u, call)
-                              : fmt::format("    {}_st{} = {} ? {} : 0.0;\n", n, u, guard[u], call);
+      const std::string reg = fmt::format("{}_st{}", n, u);
+      out += "    " + (guard[u].empty() ? fmt::format("{} = {};", reg, call) : lang.assign_if(guard[u], reg, call)) + "\n";
     }
     return out;
   };
@@ -212,31 +223,32 @@ Staging staging(const SideTile& side, int bk, int threads, const char* base) {
                                                   side.stride / 4, n, u, n, u)
                                     : fmt::format("{}[{}_kk{} * {} + {}_row{}]", side.tile(), n, u, side.stride, n, u);
     const std::string store = fmt::format("{} = {}_st{};", at, n, u);
-    st.store += guard[u].empty() ? fmt::format("    {}\n", store) : fmt::format("    if ({}) {}\n", guard[u], store);
+    st.store += "    " + (guard[u].empty() ? store : lang.if_then(guard[u], store)) + "\n";
   }
   return st;
 }
 
 /// `int m0 = ..., n0 = ...;`: the workgroup's tile origin. Row-major over a gx x gy grid, or (group_m > 1, a 1-D
 /// grid of gx * gy workgroups) groups of group_m tile rows walked column by column.
-std::string tile_origin(const TileConfig& t, int64_t gx, int64_t gy) {
+std::string tile_origin(const TileConfig& t, int64_t gx, int64_t gy, const Lang& lang) {
+  const std::string wx = lang.builtin(Builtin::WorkgroupId, 0), wy = lang.builtin(Builtin::WorkgroupId, 1);
   if (t.group_m <= 1)
-    return fmt::format("  int m0 = int(gl_WorkGroupID.y) * {}, n0 = int(gl_WorkGroupID.x) * {};\n", t.bm(), t.bn());
+    return "  " + lang.lets(LType::Int, {{"m0", fmt::format("{} * {}", wy, t.bm())}, {"n0", fmt::format("{} * {}", wx, t.bn())}}) + "\n";
   std::string s = fmt::format("  // tile order: groups of {} tile rows, column by column within a group (the workgroups "
                               "running at once share A's rows and B's columns in L2)\n",
                               t.group_m);
-  s += fmt::format("  int wg = int(gl_WorkGroupID.x), in_group = wg % {}, first_row = wg / {} * {};\n", t.group_m * gx,
-                   t.group_m * gx, t.group_m);
-  s += fmt::format("  int rows_here = min({} - first_row, {});\n", gy, t.group_m);
-  s += fmt::format("  int m0 = (first_row + in_group % rows_here) * {}, n0 = (in_group / rows_here) * {};\n", t.bm(),
-                   t.bn());
+  s += "  " + lang.lets(LType::Int, {{"wg", wx}, {"in_group", fmt::format("wg % {}", t.group_m * gx)},
+                                    {"first_row", fmt::format("wg / {} * {}", t.group_m * gx, t.group_m)}}) + "\n";
+  s += "  " + lang.let(LType::Int, "rows_here", fmt::format("min({} - first_row, {})", gy, t.group_m)) + "\n";
+  s += "  " + lang.lets(LType::Int, {{"m0", fmt::format("(first_row + in_group % rows_here) * {}", t.bm())},
+                                    {"n0", fmt::format("(in_group / rows_here) * {}", t.bn())}}) + "\n";
   return s;
 }
 
 /// The chunk's inner product: for every kk, the registers' shared reads, then TM x TN FMAs.
-std::string inner_product(const TileConfig& t, const SideTile& a, const SideTile& b) {
-  std::string s = fmt::format("    for (int kk = 0; kk < {}; ++kk) {{\n", t.bk);
-  s += shared_reads(a) + shared_reads(b);
+std::string inner_product(const TileConfig& t, const SideTile& a, const SideTile& b, const Lang& lang) {
+  std::string s = "    " + lang.for_open("kk", "0", std::to_string(t.bk)) + "\n";
+  s += shared_reads(a, lang) + shared_reads(b, lang);
   for (int i = 0; i < t.tm; ++i) {
     s += "     ";
     for (int j = 0; j < t.tn; ++j) s += fmt::format(" acc_{}_{} += {} * {};", i, j, reg_name(a, i), reg_name(b, j));
@@ -252,18 +264,19 @@ struct ChunkLoop {
   std::string setup, header, first, next;
 };
 
-ChunkLoop chunk_loop(const TileConfig& t, int64_t K) {
+ChunkLoop chunk_loop(const TileConfig& t, int64_t K, const Lang& lang) {
   ChunkLoop l;
   const int64_t chunks = (K + t.bk - 1) / t.bk;
   if (!t.k_rotate) {
-    l.header = fmt::format("  for (int k0 = 0; k0 < {}; k0 += {}) {{\n", K, t.bk);
+    l.header = "  " + lang.for_open("k0", "0", std::to_string(K), t.bk, true) + "\n";
     l.first = "0";
     l.next = fmt::format("k0 + {}", t.bk);
     return l;
   }
-  l.setup = fmt::format("  int rot = (m0 / {}) % {};  // k rotation: this tile row's first chunk\n", t.bm(), chunks);
-  l.header = fmt::format("  for (int chunk = 0; chunk < {}; ++chunk) {{\n    int k0 = (chunk + rot) % {} * {};\n", chunks,
-                         chunks, t.bk);
+  l.setup = "  " + lang.let(LType::Int, "rot", fmt::format("(m0 / {}) % {}", t.bm(), chunks)) +
+            "  // k rotation: this tile row's first chunk\n";
+  l.header = "  " + lang.for_open("chunk", "0", std::to_string(chunks)) + "\n    " +
+             lang.let(LType::Int, "k0", fmt::format("(chunk + rot) % {} * {}", chunks, t.bk)) + "\n";
   l.first = fmt::format("rot * {}", t.bk);
   l.next = fmt::format("(chunk + rot + 1) % {} * {}", chunks, t.bk);
   return l;
@@ -300,8 +313,8 @@ int64_t tile_shared_bytes(const TileConfig& t, const Contraction& c) {
 /// The kernel: tile origin, staging coordinates, accumulators; per chunk of k: stage (or store the prefetched
 /// registers), barrier, [prefetch the next chunk], inner product, barrier; then the epilogue per accumulator.
 std::optional<ComputeKernel> emit_tiled_contraction(const Plan& plan, const Kernel& k, const ComputeLimits& limits,
-                                                    const std::optional<TileConfig>& tiles, const Lang& lang) {
-  if (lang.wgsl()) return std::nullopt;  // (the WGSL form of the tiled kernel is not written yet: per-element)
+                                                    const std::optional<TileConfig>& tiles, const Lang& lang,
+                                                    std::string* not_tiled) {
   const Shape shape = plan.values[k.output()].stored_shape();
   auto found = find_contraction(k, shape);
   if (!found) return std::nullopt;
@@ -309,9 +322,16 @@ std::optional<ComputeKernel> emit_tiled_contraction(const Plan& plan, const Kern
   const TileConfig t = tiles ? fit_tile_config(*tiles, limits, c) : default_tile_config(limits, c);
   const int64_t gx = (c.N + t.bn() - 1) / t.bn(), gy = (c.M + t.bm() - 1) / t.bm();
   const bool grouped = t.group_m > 1;
-  if ((grouped ? gx * gy : std::max(gx, gy)) > limits.max_workgroup_count || c.batch > limits.max_workgroup_count ||
-      t.threads() > limits.max_workgroup_invocations)
+  auto give_up = [&](std::string why) -> std::optional<ComputeKernel> {
+    if (not_tiled) *not_tiled = fmt::format("a contraction (M={}, N={}, K={}, batch {}), not tiled: {}", c.M, c.N, c.K, c.batch, why);
     return std::nullopt;
+  };
+  if ((grouped ? gx * gy : std::max(gx, gy)) > limits.max_workgroup_count || c.batch > limits.max_workgroup_count)
+    return give_up(fmt::format("tile config {} needs a grid of {}x{}x{} workgroups, more than max_workgroup_count {}", t.str(),
+                               grouped ? gx * gy : gx, grouped ? 1 : gy, c.batch, limits.max_workgroup_count));
+  if (t.threads() > limits.max_workgroup_invocations)
+    return give_up(fmt::format("tile config {} runs {} invocations per workgroup, more than max_workgroup_invocations {}",
+                               t.str(), t.threads(), limits.max_workgroup_invocations));
   const SideTile a = side_tile('a', t, c.a_k_contiguous), b = side_tile('b', t, c.b_k_contiguous);
   ComputeKernel ck;
   ck.strategy = "tiled-contraction";
@@ -320,51 +340,58 @@ std::optional<ComputeKernel> emit_tiled_contraction(const Plan& plan, const Kern
   ck.workgroups = {static_cast<uint32_t>(grouped ? gx * gy : gx), static_cast<uint32_t>(grouped ? 1 : gy),
                    static_cast<uint32_t>(c.batch)};
   ck.shared_bytes = tile_shared_bytes(t, c);
-  if (ck.shared_bytes > limits.max_shared_bytes) return std::nullopt;
+  if (ck.shared_bytes > limits.max_shared_bytes)
+    return give_up(fmt::format("tile config {} needs {} bytes of workgroup memory, more than max_shared_bytes {}", t.str(),
+                               ck.shared_bytes, limits.max_shared_bytes));
   std::set<int> loaded;
   MathHelpers helpers;
   std::string fns = factor_function(plan, k, c, shape, c.factor_a, c.m_dims, c.M, "factor_a", loaded, helpers, lang);
   fns += factor_function(plan, k, c, shape, c.factor_b, c.n_dims, c.N, "factor_b", loaded, helpers, lang);
-  std::string coords = fmt::format("  if (m >= {} || n >= {}) return;\n", c.M, c.N) + split_dims(shape, c.m_dims, "m", "i", 1) +
-                       split_dims(shape, c.n_dims, "n", "i", 1);
-  if (!c.batch_dims.empty()) coords += split_dims(shape, c.batch_dims, "int(gl_WorkGroupID.z)", "i", 1);
+  std::string coords = "  " + lang.if_then(fmt::format("m >= {} || n >= {}", c.M, c.N), "return;") + "\n" +
+                       split_dims(shape, c.m_dims, "m", "i", 1, lang) + split_dims(shape, c.n_dims, "n", "i", 1, lang);
+  if (!c.batch_dims.empty()) coords += split_dims(shape, c.batch_dims, lang.builtin(Builtin::WorkgroupId, 2), "i", 1, lang);
   fns += "// the epilogue of every output at one element of the tile, `acc` the contraction's sum there\n";
   fns += epilogue_function(plan, k, c.reduce,
                            lang.function_open(LType::Void, "store_tile", {{LType::Int, "m"}, {LType::Int, "n"}, {LType::Float, "acc"}}),
                            coords, shape, loaded, helpers, lang);
 
-  std::string src = kernel_header(plan, k, ck.strategy, lang) + tiling_comment(c, shape, t, a, b, ck.shared_bytes, gx, gy);
-  src += fmt::format("layout(local_size_x = {}, local_size_y = {}) in;\n", t.tx, t.ty);
-  src += buffer_declarations(plan, k, loaded, lang);
-  src += lang.helpers(helpers, fns);
-  for (const SideTile* s : {&a, &b})
-    src += fmt::format("shared {} {}[{}];  // {}[{} + {}][k0 + kk] at kk * {} + {} (floats)\n", s->vec ? "vec4" : "float",
-                       s->tile(), t.bk * s->stride / (s->vec ? 4 : 1), s->name == 'a' ? "A" : "B^T",
-                       s->name == 'a' ? "m0" : "n0", s->name == 'a' ? "row" : "col", s->stride,
-                       s->name == 'a' ? "row" : "col");
-  src += fns;
-  src += "\nvoid main() {\n";
-  src += fmt::format("  int tx = int(gl_LocalInvocationID.x), ty = int(gl_LocalInvocationID.y), tid = ty * {} + tx;\n", t.tx);
-  src += tile_origin(t, gx, gy);
-  const Staging sa = staging(a, t.bk, t.threads(), "m0"), sb = staging(b, t.bk, t.threads(), "n0");
-  src += sa.decl + sb.decl;
-  std::string acc_decl;
+  // main's body (the builtins it reads decide WGSL's entry-point parameters, so it is printed before the module)
+  std::string body = "  " + lang.lets(LType::Int, {{"tx", lang.builtin(Builtin::LocalInvocationId, 0)},
+                                                  {"ty", lang.builtin(Builtin::LocalInvocationId, 1)},
+                                                  {"tid", fmt::format("ty * {} + tx", t.tx)}}) + "\n";
+  body += tile_origin(t, gx, gy, lang);
+  const Staging sa = staging(a, t.bk, t.threads(), "m0", lang), sb = staging(b, t.bk, t.threads(), "n0", lang);
+  body += sa.decl + sb.decl;
+  std::vector<std::pair<std::string, std::string>> accs;
   for (int i = 0; i < t.tm; ++i)
-    for (int j = 0; j < t.tn; ++j) acc_decl += fmt::format("{}acc_{}_{} = 0.0", acc_decl.empty() ? "  float " : ", ", i, j);
-  src += acc_decl + ";\n";
-  const ChunkLoop loop = chunk_loop(t, c.K);
-  src += loop.setup;
-  if (t.prefetch) src += "  // the first chunk into registers\n" + sa.load(loop.first) + sb.load(loop.first);
-  src += loop.header;
-  if (!t.prefetch) src += sa.load("k0") + sb.load("k0");
-  src += sa.store + sb.store + "    barrier();\n";
+    for (int j = 0; j < t.tn; ++j) accs.emplace_back(fmt::format("acc_{}_{}", i, j), "0.0");
+  body += "  " + lang.lets(LType::Float, accs, true) + "\n";
+  const ChunkLoop loop = chunk_loop(t, c.K, lang);
+  body += loop.setup;
+  if (t.prefetch) body += "  // the first chunk into registers\n" + sa.load(loop.first) + sb.load(loop.first);
+  body += loop.header;
+  if (!t.prefetch) body += sa.load("k0") + sb.load("k0");
+  body += sa.store + sb.store + "    " + lang.barrier() + "\n";
   if (t.prefetch)
-    src += "    // the next chunk's loads, in flight during this chunk's FMAs\n" + sa.load(loop.next) + sb.load(loop.next);
-  src += inner_product(t, a, b) + "    barrier();\n  }\n";
+    body += "    // the next chunk's loads, in flight during this chunk's FMAs\n" + sa.load(loop.next) + sb.load(loop.next);
+  body += inner_product(t, a, b, lang) + "    " + lang.barrier() + "\n  }\n";
   for (int i = 0; i < t.tm; ++i)
     for (int j = 0; j < t.tn; ++j)
-      src += fmt::format("  store_tile(m0 + {}, n0 + {}, acc_{}_{});\n", reg_offset(a, i), reg_offset(b, j), i, j);
-  src += "}\n";
+      body += fmt::format("  store_tile(m0 + {}, n0 + {}, acc_{}_{});\n", reg_offset(a, i), reg_offset(b, j), i, j);
+  body += "}\n";
+
+  std::string src = kernel_header(plan, k, ck.strategy, lang) + tiling_comment(c, shape, t, a, b, ck.shared_bytes, gx, gy);
+  src += lang.workgroup_size_layout(t.tx, t.ty, true);
+  src += buffer_declarations(plan, k, loaded, lang);
+  src += lang.helpers(helpers, fns + body);
+  for (const SideTile* s : {&a, &b})
+    src += lang.shared_array(s->tile(), t.bk * s->stride / (s->vec ? 4 : 1),
+                             fmt::format("{}[{} + {}][k0 + kk] at kk * {} + {} (floats)", s->name == 'a' ? "A" : "B^T",
+                                         s->name == 'a' ? "m0" : "n0", s->name == 'a' ? "row" : "col", s->stride,
+                                         s->name == 'a' ? "row" : "col"),
+                             s->vec ? LType::Vec4 : LType::Float);
+  src += fns;
+  src += lang.entry_open(t.tx, t.ty, fns + body) + body;
   ck.source = std::move(src);
   return ck;
 }

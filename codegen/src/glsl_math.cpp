@@ -56,15 +56,7 @@ const HelperDef& helper_def(MathHelper h) {
        // WGSL
        "fn sg_relu(x: f32) -> f32 { return select(max(x, 0.0), x, sg_isnan(x)); }  // torch.relu(NaN) = NaN\n"
        "fn sg_sign(x: f32) -> f32 { return select(sign(x), x, sg_isnan(x)); }\n"},
-      {"", 0,
-       "// argmax: does candidate x replace best? NaN is the maximum (the first NaN wins), else the first maximum\n"
-       "bool sg_argmax_better(float x, float best) { return !sg_isnan(best) && (x > best || sg_isnan(x)); }\n"
-       "bvec4 sg_argmax_better(vec4 x, vec4 best) {\n"
-       "  return bvec4(sg_argmax_better(x.x, best.x), sg_argmax_better(x.y, best.y), sg_argmax_better(x.z, best.z),\n"
-       "               sg_argmax_better(x.w, best.w));\n}\n",
-       // WGSL
-       "// argmax: does candidate x replace best? NaN is the maximum (the first NaN wins), else the first maximum\n"
-       "fn sg_argmax_better(x: f32, best: f32) -> bool { return !sg_isnan(best) && (x > best || sg_isnan(x)); }\n"},
+      {"", 0, nullptr, nullptr},  // ArgBetter: argmax_helper_source (glsl_argmax.cpp)
       {"sg_times_zero,sg_times_negzero,sg_over_zero,sg_over_negzero,sg_zero_over,sg_negzero_over", 1,
        "// x * +-0, x / +-0 and +-0 / x by IEEE 754 from x's bits: compilers fold x * 0.0 and 0.0 / x to 0, x / 0.0 too\n"
        "float sg_signed_zero(bool neg) { return uintBitsToFloat(neg ? 0x80000000u : 0u); }\n"
@@ -178,6 +170,41 @@ const HelperDef& helper_def(MathHelper h) {
        "  return sg_f32_bits(0x7fc00000u);\n"
        "}\n"},
       {"sg_pow", 2,
+       "// pow of a finite m > 0 and a finite b as exp(b log m) with log m and the product b log m in two floats\n"
+       "// (hi + lo): GLSL's pow, exp2(b log2 m), loses the low bits of log2 m near 1, which |b| = 1e4 amplifies\n"
+       "float sg_split_hi(float x) { return uintBitsToFloat(floatBitsToUint(x) & 0xfffff000u); }  // the top 12 bits\n"
+       "vec2 sg_two_prod(float a, float b) {  // (p, e) with p + e = a b (Dekker: exact partial products, FMA-proof)\n"
+       "  float p = a * b, ah = sg_split_hi(a), al = a - ah, bh = sg_split_hi(b), bl = b - bh;\n"
+       "  return vec2(p, ((ah * bh - p) + ah * bl + al * bh) + al * bl);\n}\n"
+       "vec2 sg_log_hilo(float m) {  // log m = e ln 2 + 2 atanh(s), s = (f - 1) / (f + 1), f in [0.707, 1.414]: as hi + lo\n"
+       "  uint u = floatBitsToUint(m);\n"
+       "  int e = 0;\n"
+       "  if (u < 0x00800000u) { u = floatBitsToUint(m * 16777216.0); e = -24; }  // subnormal m\n"
+       "  e += int(u >> 23) - 127;\n"
+       "  float f = uintBitsToFloat((u & 0x007fffffu) | 0x3f800000u);\n"
+       "  if (f > 1.41421354) { f *= 0.5; e += 1; }\n"
+       "  float g = f - 1.0, d = 2.0 + g, dl = g - (d - 2.0);  // g exact; d + dl = 2 + g exactly\n"
+       "  float s = g / d;\n"
+       "  vec2 sd = sg_two_prod(s, d);\n"
+       "  float sl = (((g - sd.x) - sd.y) - s * dl) / d;  // s + sl = g / (2 + g)\n"
+       "  float z = s * s;\n"
+       "  float tail = 2.0 * s * z * (0.333333343 + z * (0.200000003 + z * (0.142857149 + z * (0.111111112 +\n"
+       "               z * (0.0909090936 + z * 0.0769230798)))));\n"
+       "  float eh = float(e) * 0.693145752, hi = eh + 2.0 * s;  // e * ln2's first part is exact (|e| < 2^8)\n"
+       "  float bv = hi - eh, err = (eh - (hi - bv)) + (2.0 * s - bv);  // two-sum\n"
+       "  float lo = err + 2.0 * sl + tail + float(e) * 1.42860677e-6;\n"
+       "  float h = hi + lo;\n"
+       "  return vec2(h, lo - (h - hi));\n}\n"
+       "float sg_pow_finite(float m, float b) {\n"
+       "  vec2 l = sg_log_hilo(m);\n"
+       "  vec2 t = sg_two_prod(b, l.x);\n"
+       "  if (t.x > 89.0) return uintBitsToFloat(0x7f800000u);\n"
+       "  if (t.x < -104.0) return 0.0;\n"
+       "  float tl = t.y + b * l.y;\n"
+       "  float n = roundEven(t.x * 1.44269502);  // exp(t.x + tl) = 2^n exp(r), ln 2 in two parts as in sg_exp\n"
+       "  float r = ((t.x - n * 0.693145752) - n * 1.42860677e-6) + tl;\n"
+       "  int k = int(n), kh = k >> 1;\n"
+       "  return exp(r) * sg_exp2i(kh) * sg_exp2i(k - kh);\n}\n"
        "float sg_pow(float a, float b) {  // torch.pow (C99's pow: every special case); GLSL's pow is undefined for a <= 0\n"
        "  if (b == 0.0 || a == 1.0) return 1.0;  // also for a NaN other operand\n"
        "  if (sg_isnan(a) || sg_isnan(b)) return uintBitsToFloat(0x7fc00000u);\n"
@@ -188,11 +215,58 @@ const HelperDef& helper_def(MathHelper h) {
        "  if (sg_isinf(b)) r = m == 1.0 ? 1.0 : ((m < 1.0) == (b < 0.0) ? uintBitsToFloat(0x7f800000u) : 0.0);\n"
        "  else if (m == 0.0) r = b < 0.0 ? uintBitsToFloat(0x7f800000u) : 0.0;\n"
        "  else if (sg_isinf(m)) r = b < 0.0 ? 0.0 : uintBitsToFloat(0x7f800000u);\n"
-       "  else r = pow(m, b);\n"
+       "  else r = sg_pow_finite(m, b);\n"
        "  if (!sg_signbit(a) || sg_isinf(b)) return r;\n"
        "  if (m != 0.0 && !sg_isinf(m) && !b_int) return uintBitsToFloat(0x7fc00000u);  // a negative base, b not an integer\n"
        "  return b_odd ? -r : r;\n}\n",
        // WGSL
+       "// pow of a finite m > 0 and a finite b as exp(b log m) with log m and the product b log m in two floats\n"
+       "// (hi + lo): WGSL's pow, exp2(b log2 m), loses the low bits of log2 m near 1, which |b| = 1e4 amplifies\n"
+       "fn sg_split_hi(x: f32) -> f32 { return bitcast<f32>(bitcast<u32>(x) & 0xfffff000u); }  // the top 12 bits\n"
+       "fn sg_two_prod(a: f32, b: f32) -> vec2<f32> {  // (p, e) with p + e = a b (Dekker: exact partial products, FMA-proof)\n"
+       "  let p = a * b;\n"
+       "  let ah = sg_split_hi(a);\n"
+       "  let al = a - ah;\n"
+       "  let bh = sg_split_hi(b);\n"
+       "  let bl = b - bh;\n"
+       "  return vec2<f32>(p, ((ah * bh - p) + ah * bl + al * bh) + al * bl);\n"
+       "}\n"
+       "fn sg_log_hilo(m: f32) -> vec2<f32> {  // log m = e ln 2 + 2 atanh(s), s = (f - 1) / (f + 1), f in [0.707, 1.414]: as hi + lo\n"
+       "  var u = bitcast<u32>(m);\n"
+       "  var e = 0;\n"
+       "  if (u < 0x00800000u) { u = bitcast<u32>(m * 16777216.0); e = -24; }  // subnormal m\n"
+       "  e += i32(u >> 23u) - 127;\n"
+       "  var f = bitcast<f32>((u & 0x007fffffu) | 0x3f800000u);\n"
+       "  if (f > 1.41421354) { f *= 0.5; e += 1; }\n"
+       "  let g = f - 1.0;\n"
+       "  let d = 2.0 + g;\n"
+       "  let dl = g - (d - 2.0);  // g exact; d + dl = 2 + g exactly\n"
+       "  let s = g / d;\n"
+       "  let sd = sg_two_prod(s, d);\n"
+       "  let sl = (((g - sd.x) - sd.y) - s * dl) / d;  // s + sl = g / (2 + g)\n"
+       "  let z = s * s;\n"
+       "  let tail = 2.0 * s * z * (0.333333343 + z * (0.200000003 + z * (0.142857149 + z * (0.111111112 +\n"
+       "             z * (0.0909090936 + z * 0.0769230798)))));\n"
+       "  let eh = f32(e) * 0.693145752;  // e * ln2's first part is exact (|e| < 2^8)\n"
+       "  let hi = eh + 2.0 * s;\n"
+       "  let bv = hi - eh;\n"
+       "  let err = (eh - (hi - bv)) + (2.0 * s - bv);  // two-sum\n"
+       "  let lo = err + 2.0 * sl + tail + f32(e) * 1.42860677e-6;\n"
+       "  let h = hi + lo;\n"
+       "  return vec2<f32>(h, lo - (h - hi));\n"
+       "}\n"
+       "fn sg_pow_finite(m: f32, b: f32) -> f32 {\n"
+       "  let l = sg_log_hilo(m);\n"
+       "  let t = sg_two_prod(b, l.x);\n"
+       "  if (t.x > 89.0) { return sg_f32_bits(0x7f800000u); }\n"
+       "  if (t.x < -104.0) { return 0.0; }\n"
+       "  let tl = t.y + b * l.y;\n"
+       "  let n = round(t.x * 1.44269502);  // exp(t.x + tl) = 2^n exp(r), ln 2 in two parts as in sg_exp\n"
+       "  let r = ((t.x - n * 0.693145752) - n * 1.42860677e-6) + tl;\n"
+       "  let k = i32(n);\n"
+       "  let kh = k >> 1u;\n"
+       "  return exp(r) * sg_exp2i(kh) * sg_exp2i(k - kh);\n"
+       "}\n"
        "fn sg_pow(a: f32, b: f32) -> f32 {  // torch.pow (C99's pow: every special case); WGSL's pow is indeterminate for a <= 0\n"
        "  if (b == 0.0 || a == 1.0) { return 1.0; }  // also for a NaN other operand\n"
        "  if (sg_isnan(a) || sg_isnan(b)) { return sg_f32_bits(0x7fc00000u); }\n"
@@ -203,7 +277,7 @@ const HelperDef& helper_def(MathHelper h) {
        "  if (sg_isinf(b)) { r = select(select(0.0, sg_f32_bits(0x7f800000u), (m < 1.0) == (b < 0.0)), 1.0, m == 1.0); }\n"
        "  else if (m == 0.0) { r = select(0.0, sg_f32_bits(0x7f800000u), b < 0.0); }\n"
        "  else if (sg_isinf(m)) { r = select(sg_f32_bits(0x7f800000u), 0.0, b < 0.0); }\n"
-       "  else { r = pow(m, b); }\n"
+       "  else { r = sg_pow_finite(m, b); }\n"
        "  if (!sg_signbit(a) || sg_isinf(b)) { return r; }\n"
        "  if (m != 0.0 && !sg_isinf(m) && !b_int) { return sg_f32_bits(0x7fc00000u); }  // a negative base, b not an integer\n"
        "  return select(r, -r, b_odd);\n"
@@ -297,9 +371,14 @@ MathHelpers dependencies(MathHelper h) {
   MathHelpers d;
   switch (h) {
     case MathHelper::IsNan: break;
+    case MathHelper::ArgBetter:
+      d.use(MathHelper::IsNan);
+      if (argmax_form() == ArgmaxForm::MaxBits) d.use(MathHelper::Max);
+      break;
     case MathHelper::Log1p: d.use(MathHelper::Log); [[fallthrough]];
     case MathHelper::Log: d.use(MathHelper::IsNan); break;
     case MathHelper::Tanh:
+    case MathHelper::Pow:  // sg_exp2i
     case MathHelper::Sigmoid: d.use(MathHelper::Exp); [[fallthrough]];
     default: d.use(MathHelper::IsNan); break;
   }
@@ -341,6 +420,10 @@ std::string MathHelpers::source(bool vec4) const {
   for (unsigned i = 0; i < static_cast<unsigned>(MathHelper::kCount); ++i) {
     if (!all.uses(static_cast<MathHelper>(i))) continue;
     const HelperDef& d = helper_def(static_cast<MathHelper>(i));
+    if (static_cast<MathHelper>(i) == MathHelper::ArgBetter) {
+      src += argmax_helper_source(argmax_form(), false);  // its vec4 overload included
+      continue;
+    }
     src += d.source;
     if (vec4) src += vec4_overloads(d);
   }
@@ -351,11 +434,14 @@ std::string MathHelpers::wgsl_source() const {
   const MathHelpers all = closure();
   std::string src;
   for (unsigned i = 0; i < static_cast<unsigned>(MathHelper::kCount); ++i)
-    if (all.uses(static_cast<MathHelper>(i))) src += helper_def(static_cast<MathHelper>(i)).wgsl;
+    if (all.uses(static_cast<MathHelper>(i)))
+      src += static_cast<MathHelper>(i) == MathHelper::ArgBetter ? argmax_helper_source(argmax_form(), true)
+                                                                 : std::string(helper_def(static_cast<MathHelper>(i)).wgsl);
   return src;
 }
 
 std::string math_helper_source(MathHelper h, bool wgsl) {
+  if (h == MathHelper::ArgBetter) return argmax_helper_source(argmax_form(), wgsl);
   const HelperDef& d = helper_def(h);
   return wgsl ? d.wgsl : d.source;
 }

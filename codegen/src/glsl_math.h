@@ -56,6 +56,17 @@ class MathHelpers {
   uint32_t bits_ = 0;
 };
 
+/// The formulations of argmax's comparison (glsl_argmax.cpp; the NVIDIA GLES compiler dropped the NaN test of
+/// `Or`). All compute the same function; `SG_ARGMAX_FORM=<name>` picks one for GLSL (a probe of a driver's compiler:
+/// scripts/device/phase_numerics.sh), unset is IntKey. WGSL always has IntKey.
+enum class ArgmaxForm : uint8_t { Or, Ugt, Branch, Arith, MaxBits, IntKey, kCount };
+/// The form of this process (SG_ARGMAX_FORM, read once). Throws ValueError for an unknown name.
+ArgmaxForm argmax_form();
+/// Its name as SG_ARGMAX_FORM spells it ("or", "ugt", "branch", "arith", "maxbits", "intkey").
+const char* argmax_form_name(ArgmaxForm f);
+/// The definitions of sg_argmax_better in form `f` (GLSL: scalar and bvec4; WGSL: scalar, always IntKey).
+std::string argmax_helper_source(ArgmaxForm f, bool wgsl);
+
 /// One helper's definitions in GLSL (`wgsl` false) or WGSL (tests check that both exist for every helper).
 std::string math_helper_source(MathHelper h, bool wgsl);
 

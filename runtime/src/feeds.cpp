@@ -33,6 +33,12 @@ FeedChecker::FeedChecker(const Program& program) : inputs_(program.inputs()), cl
   }
 }
 
+int64_t FeedChecker::classes_of(const Node& input) const {
+  for (size_t i = 0; i < inputs_.size(); ++i)
+    if (inputs_[i].get() == &input) return classes_[i];
+  return 0;
+}
+
 std::vector<const std::vector<float>*> FeedChecker::check(const std::vector<Feed>& feeds) const {
   std::vector<const std::vector<float>*> out(inputs_.size(), nullptr);
   std::unordered_map<std::string, size_t> slot;

@@ -62,6 +62,18 @@ export class Runtime {
     return this._serial(() => this._exec.read(name));
   }
 
+  /**
+   * Replaces the current value of persistent value `name` (a parameter or optimizer state) with `values`
+   * (row-major, numel of its shape), after every earlier call: loading weights into a running runtime without
+   * compiling anything again. FeedError for a wrong count, BundleError for an unknown name.
+   * @param {string} name
+   * @param {ArrayLike<number>} values
+   */
+  async write(name, values) {
+    this._live(`write('${name}')`);
+    return this._serial(() => this._exec.write(name, values));
+  }
+
   /** Per-kernel times of the last run when created with `profile: true`, else []. */
   async timings() {
     this._live('timings()');

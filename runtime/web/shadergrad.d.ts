@@ -125,6 +125,8 @@ export class Runtime {
   run(program: string, feeds: Feeds): Promise<Outputs>;
   /** A persistent value's current value. */
   read(name: string): Promise<Float32Array>;
+  /** Replaces a persistent value's current value (row-major, numel of its shape): new weights without recompiling. */
+  write(name: string, values: ArrayLike<number>): Promise<void>;
   timings(): Promise<KernelTiming[]>;
   runChecks(options?: { outputs?: Tolerance; persistent?: Tolerance }): Promise<CheckReport>;
   loseContextForTesting(): boolean;

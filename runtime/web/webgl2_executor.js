@@ -3,6 +3,7 @@
 // buffers, inputs, constants), kernels drawn in launch order with their samplers and render targets, only the
 // program outputs read back, per-kernel timings with EXT_disjoint_timer_query_webgl2 where it exists.
 import { BundleError, DeviceError, FeedError, UnsupportedError } from './errors.js';
+import { checkClassIndices } from './feeds.js';
 import { unpack } from './layout.js';
 import { numel } from './bundle.js';
 
@@ -136,6 +137,7 @@ class ProgramRun {
         throw new FeedError(`run('${this.name}'): input '${i.name}' ${fmtShape(i.shape)} needs ${n} values, got ` +
                             `${f.length}`, { program: this.name, input: i.name });
       let data = f instanceof Float32Array ? f : Float32Array.from(f);
+      checkClassIndices(this.name, i, data);  // labels of one_hot/cross_entropy: integers in [0, classes)
       if (i.dtype === 'i32') {
         for (let e = 0; e < n; ++e)
           if (!Number.isInteger(data[e]) || Math.abs(data[e]) > 16777216)
@@ -230,6 +232,17 @@ export class WebGL2Executor {
     const e = this.store.get(name);
     this.device.checkLost(`before reading '${name}'`);
     return unpack([this.device.read(e.front, e.desc.layout.numel)], e.desc.layout, e.desc.shape, {});
+  }
+
+  /** Replaces persistent value `name` (row-major values, numel of its shape) in its current (front) texture. */
+  write(name, values) {
+    const e = this.store.get(name);
+    const n = numel(e.desc.shape);
+    if (!values || values.length !== n)
+      throw new FeedError(`write('${name}'): ${values ? values.length : 'no'} values for shape ${fmtShape(e.desc.shape)}, ` +
+                          `which holds ${n}`, { tensor: name });
+    this.device.checkLost(`before writing '${name}'`);
+    this.device.upload(e.front, values instanceof Float32Array ? values : Float32Array.from(values));
   }
 
   /**

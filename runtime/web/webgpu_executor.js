@@ -7,6 +7,7 @@
 // program outputs copied to MAP_READ staging buffers and read back.
 import { BundleError, FeedError, UnsupportedError } from './errors.js';
 import { numel } from './bundle.js';
+import { checkClassIndices } from './feeds.js';
 
 const fmtShape = (s) => `[${s.join(',')}]`;
 const now = () => (globalThis.performance ? performance.now() : Date.now());
@@ -124,6 +125,7 @@ class ProgramRun {
         throw new FeedError(`run('${this.name}'): input '${i.name}' ${fmtShape(i.shape)} needs ${n} values, got ` +
                             `${f.length}`, { program: this.name, input: i.name });
       const data = f instanceof Float32Array ? f : Float32Array.from(f);
+      checkClassIndices(this.name, i.classes ? i : d.inputs.find((x) => x.name === i.name) ?? i, data);  // labels
       if (i.dtype === 'i32')
         for (let e = 0; e < n; ++e)
           if (!Number.isInteger(data[e]) || Math.abs(data[e]) > 16777216)
@@ -260,6 +262,18 @@ export class WebGPUExecutor {
     const e = this.store.get(name);
     this.device.checkLost(`before reading '${name}'`);
     return this.device.read(e.bufs[e.front], 4 * numel(e.desc.shape));
+  }
+
+  /** Replaces persistent value `name` (row-major values, numel of its shape) in its current (front) buffer. */
+  async write(name, values) {
+    const e = this.store.get(name);
+    const n = numel(e.desc.shape);
+    if (!values || values.length !== n)
+      throw new FeedError(`write('${name}'): ${values ? values.length : 'no'} values for shape ${fmtShape(e.desc.shape)}, ` +
+                          `which holds ${n}`, { tensor: name });
+    this.device.checkLost(`before writing '${name}'`);
+    this.device.upload(e.bufs[e.front], values);
+    this.device.checkErrors(`while writing '${name}'`, { tensor: name });
   }
 
   /** Per-kernel times of the last run (profile on): timestamp queries where the adapter has them, else host time

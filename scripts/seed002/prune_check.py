@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """Global 90 % L1 pruning (seed 002's prune.global_unstructured) of two teachers in PyTorch, without fine-tuning:
 the seed's own teacher (its code: torch.manual_seed(0), make_cnn(64, 128, 256), 40 epochs) and shadergrad's
-teacher loaded from a safetensors file (bench_seed002 --tmp DIR writes DIR/teacher_model.safetensors). Separates
-"our pruning differs" from "our teacher differs" in docs/RESULTS.md.
+teacher loaded from a safetensors file (bench_seed002 --tmp DIR writes DIR/teacher_model.safetensors). Also seed
+002's structured slim() of both at 25/50/75 % before fine-tuning. Separates "our pruning differs" from "our teacher
+differs" in docs/RESULTS.md.
 
   /usr/bin/python3 scripts/seed002/prune_check.py [--ours DIR/teacher_model.safetensors] [--skip-torch-teacher]
 """
@@ -51,6 +52,10 @@ def main():
         prune.global_unstructured(ps, pruning_method=prune.L1Unstructured, amount=0.9)
         return evaluate(m), [round((l.weight == 0).float().mean().item(), 3) for l, _ in ps]
 
+    def slim_pruned(m):  # seed 002's slim() without fine-tuning (torch_tables.py has the whole table)
+        from torch_tables import slim_model
+        return {f"{a:g}": evaluate(slim_model(m, a)) for a in (0.25, 0.5, 0.75)}
+
     res = {}
     if not a.skip_torch_teacher:
         torch.manual_seed(0)
@@ -67,11 +72,11 @@ def main():
                 loss.backward()
                 opt.step()
         acc = evaluate(m)
-        res["torch_teacher"] = {"accuracy": acc, "pruned_90": pruned(m)}
+        res["torch_teacher"] = {"accuracy": acc, "slim_pruned": slim_pruned(m), "pruned_90": pruned(m)}
     if a.ours:
         m = make_cnn(64, 128, 256)
         m.load_state_dict(read_safetensors(a.ours))
-        res["shadergrad_teacher"] = {"accuracy": evaluate(m), "pruned_90": pruned(m)}
+        res["shadergrad_teacher"] = {"accuracy": evaluate(m), "slim_pruned": slim_pruned(m), "pruned_90": pruned(m)}
     print(json.dumps(res))
 
 

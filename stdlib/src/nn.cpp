@@ -47,6 +47,12 @@ std::string Linear::describe() const { return fmt::format("Linear({}, {}{})", in
 
 void Conv2d::build(const std::string& prefix, Rng& rng) {
   int64_t fan_in = c_ * k_ * k_;
+  if (init_ == ConvInit::KaimingRelu) {
+    const double bound = std::sqrt(6.0 / static_cast<double>(fan_in));
+    weight = param(prefix + "weight", {o_, c_, k_, k_}, rng.uniform(o_ * c_ * k_ * k_, -bound, bound));
+    bias = param(prefix + "bias", {o_}, std::vector<float>(static_cast<size_t>(o_), 0.0f));
+    return;
+  }
   weight = init_param(prefix + "weight", {o_, c_, k_, k_}, fan_in, rng);
   bias = init_param(prefix + "bias", {o_}, fan_in, rng);
 }
@@ -156,7 +162,7 @@ std::unique_ptr<Sequential> make_cnn5(int64_t channels, int64_t height, int64_t 
   const int64_t widths[5] = {4, 8, 8, 16, 16};
   int64_t in = channels;
   for (int64_t c : widths) {
-    m->add<Conv2d>(in, c, 3, 1, 1).add<ReLU>().add<MaxPool2d>(2);
+    m->add<Conv2d>(in, c, 3, 1, 1, 1, ConvInit::KaimingRelu).add<ReLU>().add<MaxPool2d>(2);
     in = c;
   }
   m->add<Flatten>().add<Linear>(in * (height / 32) * (width / 32), classes);

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sg/web_export.h"
+#include "web_records.h"
 
 namespace sg::web {
 
@@ -52,48 +53,21 @@ json WebGL2Target::to_json() const {
 
 namespace {
 
-const char* kind_name(ValueKind k) {
-  switch (k) {
-    case ValueKind::Input: return "input";
-    case ValueKind::Persistent: return "persistent";
-    case ValueKind::Constant: return "constant";
-    case ValueKind::Temp: return "temp";
-  }
-  return "?";
-}
-
 json layout_json(const TextureLayout& l) {
   return {{"numel", l.numel}, {"texels", l.texels}, {"width", l.width}, {"height", l.height}};
 }
 
-json shape_json(const Node& n) { return json(std::vector<int64_t>(n.shape.begin(), n.shape.end())); }
-
-/// Where a value lives and how its elements are arranged there.
+/// Where a value lives and how its elements are arranged there: the shared record plus the texture layout, the
+/// allocated extent and the storage (transposed, planes).
 json value_json(const Plan& plan, const Value& v) {
-  json j = {{"id", v.id},
-            {"name", v.name},
-            {"kind", kind_name(v.kind)},
-            {"op", v.node->label()},
-            {"node", plan.node_index(v.node.get())},
-            {"shape", shape_json(*v.node)},
-            {"dtype", dtype_name(v.node->dtype)},
-            {"layout", layout_json(v.layout)},
-            {"allocated", {v.extent.width, v.extent.height}},
-            {"storage",
-             {{"transposed", v.transposed},
-              {"planes", v.planes},
-              {"row_planes", v.row_planes()},
-              {"col_planes", v.col_planes}}}};
-  if (v.node->loc.known()) j["source"] = v.node->loc.str();
-  if (v.kind == ValueKind::Persistent || v.kind == ValueKind::Input) j["tensor"] = v.node->name;
-  if (v.kind == ValueKind::Temp) {
-    if (v.update_of >= 0) {
-      j["update_of"] = plan.values[v.update_of].node->name;  // lives in that persistent value's back texture
-    } else if (v.buffer >= 0) {
-      j["buffer"] = v.buffer;
-      if (v.planes > 1) j["plane_buffers"] = v.plane_buffers;
-    }
-  }
+  json j = records::value(plan, v);
+  j["layout"] = layout_json(v.layout);
+  j["allocated"] = {v.extent.width, v.extent.height};
+  j["storage"] = {{"transposed", v.transposed},
+                  {"planes", v.planes},
+                  {"row_planes", v.row_planes()},
+                  {"col_planes", v.col_planes}};
+  if (v.kind == ValueKind::Temp && v.update_of < 0 && v.buffer >= 0 && v.planes > 1) j["plane_buffers"] = v.plane_buffers;
   return j;
 }
 
@@ -113,47 +87,32 @@ json kernel_json(const Plan& plan, const Kernel& k, const std::string& shader_di
     for (int p = 0; p < v.planes; ++p)
       targets.push_back({{"location", location++}, {"value", v.id}, {"plane", p}, {"block", k.block_of(j)}});
   }
-  json nodes = json::array();
-  for (const NodePtr& n : k.nodes)
-    nodes.push_back({{"node", plan.node_index(n.get())}, {"op", n->label()}, {"shape", shape_str(n->shape)},
-                     {"source", n->loc.known() ? n->loc.str() : ""}});
   return {{"name", k.name},
           {"glsl_es", shader_dir + "/" + k.name + ".frag"},
           {"extent", {k.extent.width, k.extent.height}},
           {"blocks", k.blocks()},
           {"samplers", samplers},
           {"render_targets", targets},
-          {"nodes", nodes}};
+          {"nodes", records::kernel_nodes(plan, k)}};
 }
 
 }  // namespace
 
 json describe_program(const Plan& plan, const std::string& shader_dir) {
   json values = json::array();
-  json inputs = json::array();
-  for (const Value& v : plan.values) {
-    values.push_back(value_json(plan, v));
-    if (v.kind == ValueKind::Input)
-      inputs.push_back({{"name", v.node->name}, {"value", v.id}, {"shape", shape_json(*v.node)},
-                        {"dtype", dtype_name(v.node->dtype)}});
-  }
-  json outputs = json::array();
-  for (size_t i = 0; i < plan.output_values.size(); ++i) {
-    const Value& v = plan.values[plan.output_values[i]];
-    outputs.push_back({{"name", plan.program.output_names[i]}, {"value", v.id}, {"shape", shape_json(*v.node)},
-                       {"dtype", dtype_name(v.node->dtype)}});
-  }
-  json updates = json::array();
-  for (auto& [target, value] : plan.updates)
-    updates.push_back({{"target", plan.values[target].node->name}, {"target_value", target}, {"value", value}});
+  for (const Value& v : plan.values) values.push_back(value_json(plan, v));
   json buffers = json::array();
   for (size_t b = 0; b < plan.buffers.size(); ++b)
     buffers.push_back({{"layout", layout_json(plan.buffers[b])},
                        {"allocated", {plan.buffer_extents[b].width, plan.buffer_extents[b].height}}});
   json kernels = json::array();
   for (const Kernel& k : plan.kernels) kernels.push_back(kernel_json(plan, k, shader_dir));
-  return {{"inputs", inputs},   {"outputs", outputs}, {"updates", updates},   {"values", values},
-          {"buffers", buffers}, {"kernels", kernels}, {"peak_bytes", plan.peak_bytes}};
+  json j = records::program_interface(plan);
+  j["values"] = values;
+  j["buffers"] = buffers;
+  j["kernels"] = kernels;
+  j["peak_bytes"] = plan.peak_bytes;
+  return j;
 }
 
 }  // namespace sg::web

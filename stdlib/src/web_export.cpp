@@ -568,6 +568,10 @@ BundleSpec model_bundle_spec(const ModelExportOptions& opt) {
                    {"initial_parameters", opt.load.empty() ? "fresh init (seed)" : opt.load}};
   if (!opt.load.empty()) {
     const std::string path = opt.load;
+    // what the checkpoint says of its training (shadergrad train --save records the test accuracy), for pages to show
+    const io::SafetensorsFile ck = io::load_safetensors(path);
+    for (const char* key : {"test_accuracy", "dataset"})
+      if (auto it = ck.metadata.find(key); it != ck.metadata.end()) spec.metadata[std::string("checkpoint_") + key] = it->second;
     spec.prepare = [model, path](Backend& be) { train::load_checkpoint(path, *model, be); };
   }
   // fixed check inputs: bit-exact everywhere (mt19937 is specified; the distributions of <random> are not)

@@ -9,6 +9,7 @@
 #include "sg/backend.h"
 #include "sg/target.h"
 #include "sg/web_export.h"
+#include "web_records.h"
 
 namespace sg::web {
 
@@ -19,34 +20,11 @@ namespace {
 /// Bytes of a buffer of `numel` floats, rounded up to a whole vec4 (16 bytes; sg/compute_kernel.h "Buffers").
 int64_t vec4_bytes(int64_t numel) { return (std::max<int64_t>(numel, 1) * 4 + 15) / 16 * 16; }
 
-const char* kind_name(ValueKind k) {
-  switch (k) {
-    case ValueKind::Input: return "input";
-    case ValueKind::Persistent: return "persistent";
-    case ValueKind::Constant: return "constant";
-    case ValueKind::Temp: return "temp";
-  }
-  return "?";
-}
-
-json shape_json(const Node& n) { return json(std::vector<int64_t>(n.shape.begin(), n.shape.end())); }
-
+/// The shared value record plus the buffer size (vec4-rounded bytes) and, for transposed storage, the flag.
 json value_json(const Plan& plan, const Value& v) {
-  json j = {{"id", v.id},
-            {"name", v.name},
-            {"kind", kind_name(v.kind)},
-            {"op", v.node->label()},
-            {"node", plan.node_index(v.node.get())},
-            {"shape", shape_json(*v.node)},
-            {"dtype", dtype_name(v.node->dtype)},
-            {"bytes", vec4_bytes(v.node->numel())}};
+  json j = records::value(plan, v);
+  j["bytes"] = vec4_bytes(v.node->numel());
   if (v.transposed) j["transposed"] = true;
-  if (v.node->loc.known()) j["source"] = v.node->loc.str();
-  if (v.kind == ValueKind::Persistent || v.kind == ValueKind::Input) j["tensor"] = v.node->name;
-  if (v.kind == ValueKind::Temp) {
-    if (v.update_of >= 0) j["update_of"] = plan.values[v.update_of].node->name;
-    else if (v.buffer >= 0) j["buffer"] = v.buffer;
-  }
   return j;
 }
 
@@ -60,10 +38,6 @@ json kernel_json(const Plan& plan, const Kernel& k, const ComputeKernel& ck, con
                         {"value", ck.bindings[b]},
                         {"name", plan.values[ck.bindings[b]].name},
                         {"access", b < k.inputs.size() ? "read" : "read_write"}});
-  json nodes = json::array();
-  for (const NodePtr& n : k.nodes)
-    nodes.push_back({{"node", plan.node_index(n.get())}, {"op", n->label()}, {"shape", shape_str(n->shape)},
-                     {"source", n->loc.known() ? n->loc.str() : ""}});
   return {{"name", k.name},
           {"wgsl", shader_dir + "/" + k.name + ".wgsl"},
           {"entry_point", "main"},
@@ -72,7 +46,7 @@ json kernel_json(const Plan& plan, const Kernel& k, const ComputeKernel& ck, con
           {"workgroups", ck.workgroups},
           {"workgroup_storage_bytes", ck.shared_bytes},
           {"bindings", bindings},
-          {"nodes", nodes}};
+          {"nodes", records::kernel_nodes(plan, k)}};
 }
 
 }  // namespace
@@ -113,25 +87,12 @@ json WebGPUTarget::to_json() const {
 json describe_webgpu_program(const Plan& plan, const std::vector<ComputeKernel>& kernels,
                              const std::string& shader_dir) {
   json values = json::array();
-  json inputs = json::array();
   for (const Value& v : plan.values) {
     if (v.planes > 1)
       throw CompileError(fmt::format("export (webgpu): value {} has texture planes, which the webgpu plan cannot "
                                      "store (schedule it with WebGPUTarget::schedule_options)", v.name));
     values.push_back(value_json(plan, v));
-    if (v.kind == ValueKind::Input)
-      inputs.push_back({{"name", v.node->name}, {"value", v.id}, {"shape", shape_json(*v.node)},
-                        {"dtype", dtype_name(v.node->dtype)}});
   }
-  json outputs = json::array();
-  for (size_t i = 0; i < plan.output_values.size(); ++i) {
-    const Value& v = plan.values[plan.output_values[i]];
-    outputs.push_back({{"name", plan.program.output_names[i]}, {"value", v.id}, {"shape", shape_json(*v.node)},
-                       {"dtype", dtype_name(v.node->dtype)}});
-  }
-  json updates = json::array();
-  for (auto& [target, value] : plan.updates)
-    updates.push_back({{"target", plan.values[target].node->name}, {"target_value", target}, {"value", value}});
   json buffers = json::array();
   int64_t peak = 0;
   for (const TextureLayout& b : plan.buffers) {
@@ -142,9 +103,13 @@ json describe_webgpu_program(const Plan& plan, const std::vector<ComputeKernel>&
     if (v.kind != ValueKind::Temp) peak += vec4_bytes(v.node->numel()) * (v.kind == ValueKind::Persistent ? 2 : 1);
   json ks = json::array();
   for (size_t i = 0; i < plan.kernels.size(); ++i) ks.push_back(kernel_json(plan, plan.kernels[i], kernels.at(i), shader_dir));
-  return {{"inputs", inputs},   {"outputs", outputs}, {"updates", updates},
-          {"values", values},   {"buffers", buffers}, {"kernels", ks},
-          {"kernels_per_run", plan.kernels.size()}, {"peak_bytes", peak}};
+  json j = records::program_interface(plan);
+  j["values"] = values;
+  j["buffers"] = buffers;
+  j["kernels"] = ks;
+  j["kernels_per_run"] = plan.kernels.size();
+  j["peak_bytes"] = peak;
+  return j;
 }
 
 }  // namespace sg::web

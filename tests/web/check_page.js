@@ -115,4 +115,33 @@ window.sgProfile = async (name, mode, backend = 'webgl2') => {
     await rt.dispose();
   }
 };
+/** Runs the train program with labels that are no class indices (-1, 1.5, 10 of 10 classes, NaN): each must be
+ * refused before anything is uploaded with a FeedError naming the input, the element and the value; a valid run
+ * follows and succeeds (the runtime still works). */
+window.sgBadLabels = async (name, mode, backend = 'webgl2') => {
+  const mod = await import(`/${name}/runtime/shadergrad.js`);
+  const rt = await runtimeFor(mod, name, mode, { backend });
+  try {
+    const b = rt.bundle || (await mod.loadBundle(`/${name}/bundle.json`));
+    const run = (await b.loadChecks()).runs.find((r) => r.program === 'train');
+    const desc = b.program('train');
+    const labelInputs = [...desc.inputs, ...(desc.webgpu?.inputs || [])].filter((i) => i.classes)
+      .map((i) => ({ name: i.name, classes: i.classes }));
+    const feeds = {};
+    for (const [k, ref] of Object.entries(run.feeds)) feeds[k] = b.data(ref);
+    const label = labelInputs[0]?.name;
+    const results = [];
+    for (const bad of [-1, 1.5, 10, NaN]) {
+      const f = { ...feeds, [label]: Float32Array.from(feeds[label]) };
+      f[label][3] = bad;
+      try { await rt.run('train', f); results.push({ value: String(bad), threw: false }); } catch (e) {
+        results.push({ value: String(bad), threw: true, ...plainError(e) });
+      }
+    }
+    const ok = await rt.run('train', feeds);
+    return { backend: rt.backend, labelInputs, results, valid_loss: Array.from(ok.loss || []) };
+  } finally {
+    await rt.dispose();
+  }
+};
 window.sgReady = true;

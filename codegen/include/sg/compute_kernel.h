@@ -119,13 +119,13 @@ ScheduleOptions compute_schedule_options(const ComputeLimits& limits);
 
 /// The compute kernel for kernel `k` of a plan made with compute_schedule_options(limits), printed in `language`
 /// (codegen/src/emit_compute.cpp: strategies per-element, tiled-contraction, tree-reduction; see
-/// ComputeKernel::strategy; both languages get the same strategy, tiles, workgroups and bindings, except that WGSL
-/// has no tiled-contraction form yet: those kernels are per-element in WGSL).
+/// ComputeKernel::strategy; both languages get the same strategy, tiles, workgroups, bindings and workgroup memory;
+/// a contraction whose tiles do not fit `limits` is per-element, its source's header saying which limit).
 /// Tile sizes and workgroup sizes follow `limits` (shared memory, invocations, cpu_device). Throws
 /// UnsupportedError (naming the kernel and the limit: max_storage_buffers, max_workgroup_count,
 /// max_workgroup_invocations, max_buffer_bytes) when the kernel cannot fit the device, and for plans whose values
 /// use texture-plane storage (row/column planes, transposed temporaries, union-domain kernels).
-/// `language`: GLSL 4.50 or WGSL (WGSL prints tiled contractions per-element for now).
+/// `language`: GLSL 4.50 or WGSL (the same kernel in either language).
 /// `tiles`: the tile configuration of a "tiled-contraction" kernel (ignored for the other strategies); empty = the
 /// heuristic (default_tile_config). UnsupportedError (max_workgroup_invocations, max_shared_bytes) when a given
 /// configuration does not fit the device.

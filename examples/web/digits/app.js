@@ -26,7 +26,7 @@ const log = (kind, message) => {
 };
 
 // One GPU call at a time: a WebGPU run is asynchronous (its readback maps a staging buffer), so a prediction
-// from the pointer and a training step must not overlap on one runtime. `gpu` queues run() and read() and looks
+// from the pointer and a training step must not overlap on one runtime. `gpu` queues run(), read() and write() and looks
 // the runtime up when the call starts (after a lost context it is a new one).
 let queue = Promise.resolve();
 const serial = (fn) => {
@@ -37,6 +37,7 @@ const serial = (fn) => {
 const gpu = {
   run: (program, feeds) => serial(() => state.rt.run(program, feeds)),
   read: (name) => serial(() => state.rt.read(name)),
+  write: (name, values) => serial(() => state.rt.write(name, values)),
   get bundle() { return state.rt.bundle; },
 };
 
@@ -318,12 +319,15 @@ function download(bytes, name) {
   setTimeout(() => URL.revokeObjectURL(a.href), 1000);
 }
 
+/** Every persistent value (parameters, Adam state) replaced: from `weights` (a Map name -> values, e.g. a
+ * checkpoint's parameters) where it has them, else the bundle's initial values; written into the running runtime
+ * (nothing is compiled again). */
 async function replaceWeights(weights, what) {
   state.stop.stopped = true;
-  const old = state.rt;
-  state.rt = await makeRuntime(weights);
-  old?.dispose();
-  showBackend(state.rt);
+  await guarded('weights', async () => {
+    for (const p of state.bundle.persistent)
+      await gpu.write(p.name, weights?.get(p.name) ?? state.bundle.data(p.data));
+  });
   state.snapshot = null;
   log('weights', what);
   await predict();

@@ -35,8 +35,16 @@ worker.postMessage({ op: 'init', bundle: new URL('bundle/bundle.json', location.
 ready.then((m) => {
   $('backend').textContent = `backend (in the Worker): ${m.backend}\n` +
     m.attempts.map((a) => `${a.ok ? '✓' : '✗'} ${a.backend}: ${a.reason}`).join('\n') +
-    `\ninfer: ${m.kernels.length} kernels`;
+    `\ninfer: ${m.kernels.length} kernels\n` + weightsLine(m.weights);
 }, (e) => { $('backend').textContent = `failed: ${e.message}`; });
+
+/** What the Worker's weights are: the shipped checkpoint with its test accuracy, or an untrained fresh init. */
+function weightsLine(w) {
+  if (w.test_accuracy !== undefined)
+    return `weights: trained natively (shadergrad train --model cnn5 --dataset shapes), test accuracy ${(100 * Number(w.test_accuracy)).toFixed(1)}% on the generated test set`;
+  if (w.initial && !w.initial.startsWith('fresh init')) return `weights: ${w.initial}`;
+  return 'weights: UNTRAINED (fresh init; the predictions are chance): build the page with the shipped checkpoint, see examples/web/README.md';
+}
 
 /** Draws frame `seed` (class seed % 4) and sends it; resolves to the Worker's result {probs, ms, k}. */
 async function frame(seed, useBuffers = $('buffers').checked) {

@@ -3,7 +3,7 @@
 // are read into the model's input, classified, and drawn with the prediction on the page's canvas, whose control
 // was transferred here (transferControlToOffscreen). Input buffers are reused (one Float32Array for every frame),
 // transferred ArrayBuffers are sent back for the page to refill (double buffering). Messages:
-//   {op: 'init', bundle, canvas, backend}         -> {op: 'ready', backend, attempts, kernels, textures}
+//   {op: 'init', bundle, canvas, backend}         -> {op: 'ready', backend, attempts, weights, kernels, textures}
 //   {op: 'bitmap', id, bitmap}                     -> {op: 'result', id, probs, ms, textures}
 //   {op: 'buffer', id, buffer (RGBA bytes)}        -> {op: 'result', id, probs, ms, textures, buffer (returned)}
 //   {op: 'checks', id}                             -> {op: 'result', id, ok, runs} (the bundle's checks)
@@ -54,7 +54,9 @@ self.onmessage = async (e) => {
       x = new Float32Array(SIDE * SIDE);
       rt = await createRuntime(m.bundle, { backend: m.backend || 'auto' });
       const infer = rt.bundle.program('infer');
+      const meta = rt.bundle.json.metadata || {};
       self.postMessage({ op: 'ready', backend: rt.backend, attempts: rt.attempts, stats: rt.stats,
+                         weights: { initial: meta.initial_parameters, test_accuracy: meta.checkpoint_test_accuracy },
                          kernels: infer.kernels.map((k) => ({ name: k.name, ops: k.nodes.map((n) => n.op) })),
                          textures: created });
     } else if (m.op === 'bitmap') {

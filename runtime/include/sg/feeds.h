@@ -32,6 +32,10 @@ class FeedChecker {
   explicit FeedChecker(const Program& program);
   /// The Input leaves, sorted by name (Program::inputs()).
   const std::vector<NodePtr>& inputs() const { return inputs_; }
+  /// The number of classes the values of Input leaf `input` index (valid values are [0, n)); 0 for an input not
+  /// read as class indices or not of this program. The web export records it per input (docs/BUNDLE.md,
+  /// "classes"), so the JavaScript runtime refuses the same labels.
+  int64_t classes_of(const Node& input) const;
   /// Validates `feeds` (ValueError as above); returns each input's data, in inputs() order.
   std::vector<const std::vector<float>*> check(const std::vector<Feed>& feeds) const;
 
