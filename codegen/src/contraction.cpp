@@ -162,8 +162,12 @@ std::optional<Contraction> try_contraction(const KExprPtr& r, const Shape& shape
   std::vector<const Atom*> side_a, side_b;
   for (auto& a : atoms) {
     int side = 0;  // atoms reading no M/N coordinate go with A
+    bool reads_mn = false;
     for (int d : a.dims)
-      if (!batch.count(d)) side = find(d) == root_a ? 0 : 1;
+      if (!batch.count(d)) side = find(d) == root_a ? 0 : 1, reads_mn = true;
+    // a mask of the loop and batch coordinates only (split-K's chunk guard `k < K`) guards both sides' loads:
+    // with it on A alone, B would still be read past its last row (0 * Inf/NaN there is NaN)
+    if (a.mask && !reads_mn) side_b.push_back(&a);
     (side == 0 ? side_a : side_b).push_back(&a);
   }
   for (size_t d = 0; d < shape.size(); ++d) {
