@@ -3,7 +3,7 @@
 // buffers, inputs, constants), kernels drawn in launch order with their samplers and render targets, only the
 // program outputs read back, per-kernel timings with EXT_disjoint_timer_query_webgl2 where it exists.
 import { BundleError, DeviceError, FeedError, UnsupportedError } from './errors.js';
-import { checkClassIndices } from './feeds.js';
+import { checkedFeeds } from './feeds.js';
 import { unpack } from './layout.js';
 import { numel } from './bundle.js';
 
@@ -122,31 +122,8 @@ class ProgramRun {
   /** Checks and converts the feeds; uploads them. */
   upload(feeds) {
     const d = this.desc;
-    const list = () => d.inputs.map((i) => `${i.name} ${fmtShape(i.shape)} ${i.dtype}`).join(', ');
-    for (const k of Object.keys(feeds))
-      if (!d.inputs.some((i) => i.name === k))
-        throw new FeedError(`run('${this.name}'): '${k}' is not an input of the program (its inputs: ${list()})`,
-                            { program: this.name, input: k });
-    for (const i of d.inputs) {
-      const f = feeds[i.name];
-      if (f === undefined)
-        throw new FeedError(`run('${this.name}'): input '${i.name}' ${fmtShape(i.shape)} (${i.dtype}) was not fed ` +
-                            `(the program's inputs: ${list()})`, { program: this.name, input: i.name });
-      const n = numel(i.shape);
-      if (f.length !== n)
-        throw new FeedError(`run('${this.name}'): input '${i.name}' ${fmtShape(i.shape)} needs ${n} values, got ` +
-                            `${f.length}`, { program: this.name, input: i.name });
-      let data = f instanceof Float32Array ? f : Float32Array.from(f);
-      checkClassIndices(this.name, i, data);  // labels of one_hot/cross_entropy: integers in [0, classes)
-      if (i.dtype === 'i32') {
-        for (let e = 0; e < n; ++e)
-          if (!Number.isInteger(data[e]) || Math.abs(data[e]) > 16777216)
-            throw new FeedError(`run('${this.name}'): input '${i.name}' is i32 but element ${e} is ${data[e]} (an ` +
-                                'integer of magnitude <= 2^24 is needed: textures hold integers as exact floats)',
-                                { program: this.name, input: i.name, index: e });
-      }
+    for (const { input: i, data } of checkedFeeds(this.name, d.inputs, feeds, 'textures'))
       this.device.upload(this.own.get(i.value), data);
-    }
   }
 
   /** Draws every kernel in launch order; with `profile`, each inside a timer query (or bounded by a readback). */

@@ -7,7 +7,7 @@
 // program outputs copied to MAP_READ staging buffers and read back.
 import { BundleError, FeedError, UnsupportedError } from './errors.js';
 import { numel } from './bundle.js';
-import { checkClassIndices } from './feeds.js';
+import { checkedFeeds } from './feeds.js';
 
 const fmtShape = (s) => `[${s.join(',')}]`;
 const now = () => (globalThis.performance ? performance.now() : Date.now());
@@ -110,28 +110,7 @@ class ProgramRun {
   /** Checks and converts the feeds; writes them into the inputs' buffers. */
   upload(feeds) {
     const d = this.desc;
-    const list = () => this.io.inputs.map((i) => `${i.name} ${fmtShape(i.shape)} ${i.dtype}`).join(', ');
-    for (const k of Object.keys(feeds))
-      if (!d.inputs.some((i) => i.name === k))
-        throw new FeedError(`run('${this.name}'): '${k}' is not an input of the program (its inputs: ${list()})`,
-                            { program: this.name, input: k });
-    for (const i of this.io.inputs) {
-      const f = feeds[i.name];
-      if (f === undefined)
-        throw new FeedError(`run('${this.name}'): input '${i.name}' ${fmtShape(i.shape)} (${i.dtype}) was not fed ` +
-                            `(the program's inputs: ${list()})`, { program: this.name, input: i.name });
-      const n = numel(i.shape);
-      if (f.length !== n)
-        throw new FeedError(`run('${this.name}'): input '${i.name}' ${fmtShape(i.shape)} needs ${n} values, got ` +
-                            `${f.length}`, { program: this.name, input: i.name });
-      const data = f instanceof Float32Array ? f : Float32Array.from(f);
-      checkClassIndices(this.name, i.classes ? i : d.inputs.find((x) => x.name === i.name) ?? i, data);  // labels
-      if (i.dtype === 'i32')
-        for (let e = 0; e < n; ++e)
-          if (!Number.isInteger(data[e]) || Math.abs(data[e]) > 16777216)
-            throw new FeedError(`run('${this.name}'): input '${i.name}' is i32 but element ${e} is ${data[e]} (an ` +
-                                'integer of magnitude <= 2^24 is needed: buffers hold integers as exact floats)',
-                                { program: this.name, input: i.name, index: e });
+    for (const { input: i, data } of checkedFeeds(this.name, this.io.inputs, feeds, 'buffers', d.inputs)) {
       const wi = d.inputs.find((x) => x.name === i.name);
       if (wi) this.device.upload(this.own.get(wi.value), data);  // an input no kernel reads has no buffer
     }
