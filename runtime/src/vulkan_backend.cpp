@@ -101,8 +101,12 @@ class VulkanBackend final : public Backend {
     d.device = opt.vulkan.device;
     d.direct_map = opt.vulkan.direct_map ? int{*opt.vulkan.direct_map} : -1;
     d.pipeline_cache_dir = cache_.disk_dir();  // the VkPipelineCache file lives next to the kernel cache
+    d.memory_policy = opt.vulkan.memory_policy;
     dev_ = vk::Device::create(d);
     limits_ = clamp_limits(dev_->caps().limits, opt.vulkan.max_limits);
+    const char* sub_env = std::getenv("SG_VULKAN_SUBGROUPS");
+    if (!(opt.vulkan.subgroups ? *opt.vulkan.subgroups : !(sub_env && std::string(sub_env) == "0")))
+      limits_.subgroup_arithmetic = false;
     emit_limits_ = limits_;  // the schedule's loop budget follows the device; the tile sizes may be forced (tests)
     if (opt.gpu_tiles) emit_limits_.cpu_device = !*opt.gpu_tiles;
     const char* tune = std::getenv("SG_AUTOTUNE");

@@ -130,6 +130,11 @@ struct VulkanOptions {
   /// (TileConfig::str() form, e.g. "16x16.8x8.k8.g8.v4.pf"; ValueError when it does not parse), else the heuristic
   /// or the autotuner's pick.
   std::optional<TileConfig> tiles;
+  /// Subgroup operations in tree reductions (GL_KHR_shader_subgroup_arithmetic) where the device has them
+  /// (ComputeLimits::subgroup_arithmetic): empty = env SG_VULKAN_SUBGROUPS ("0" = off; default on), else on/off.
+  std::optional<bool> subgroups;
+  /// Buffer placement (vk::DeviceOptions::memory_policy): "" = env SG_VULKAN_MEMORY, default "dedicated"; "blocks".
+  std::string memory_policy;
 };
 
 /// How a backend is made and what it may choose. Every std::optional left empty means "auto": the backend
