@@ -396,6 +396,51 @@ std::optional<ComputeKernel> emit_tiled_contraction(const Plan& plan, const Kern
   return ck;
 }
 
+namespace {
+
+/// The tree-reduction kernel's end after each invocation folded its strided share into `acc`: a tree of `nt` partial
+/// results in shared memory halved by barriers; invocation 0 stores the element.
+std::string shared_tree(int nt, int64_t n, const std::function<std::string(std::string, std::string)>& combine,
+                        const Lang& lang) {
+  std::string body = "  partial[tid] = acc;\n  " + lang.barrier() + "\n";
+  for (int h = nt / 2; h >= 1; h /= 2) {
+    body += "  " + lang.if_then(fmt::format("tid < {}", h), fmt::format("partial[tid] = {};", combine("partial[tid]", fmt::format("partial[tid + {}]", h)))) + "\n";
+    body += "  " + lang.barrier() + "\n";
+  }
+  return body + "  " + lang.if_then(fmt::format("tid == 0 && elem < {}", n), "store_element(elem, partial[0]);") + "\n}\n";
+}
+
+/// GLSL `x = subgroupAdd(x);` (sum) or the max/min over the subgroup with torch's NaN semantics: subgroupMax/Min
+/// leave NaN operands undefined (SPIR-V OpGroupNonUniformFMax), so a subgroupAny of sg_isnan decides NaN.
+std::string subgroup_step(ReduceKind kind, const std::string& x, int indent) {
+  const std::string pad(static_cast<size_t>(indent) * 2, ' ');
+  if (kind == ReduceKind::Sum) return fmt::format("{0}{1} = subgroupAdd({1});\n", pad, x);
+  const char* op = kind == ReduceKind::Max ? "subgroupMax" : "subgroupMin";
+  return fmt::format("{0}{{\n{0}  bool any_nan = subgroupAny(sg_isnan({1}));  // {2} of NaN operands is undefined\n"
+                     "{0}  {1} = any_nan ? uintBitsToFloat(0x7fc00000u) : {2}({1});\n{0}}}\n",
+                     pad, x, op);
+}
+
+/// The tree-reduction kernel's end with GL_KHR_shader_subgroup_arithmetic (GLSL only): each subgroup reduces its
+/// invocations' `acc`, its first invocation writes the result to partial[gl_SubgroupID], and after one barrier
+/// subgroup 0 folds the gl_NumSubgroups results (strided by gl_SubgroupSize) and reduces them once more. Correct for
+/// any subgroup size (the workgroup's invocations are all active at both subgroup operations).
+std::string subgroup_tree(ReduceKind kind, int64_t n, const std::string& init,
+                          const std::function<std::string(std::string, std::string)>& combine) {
+  std::string body = "  // subgroup reduction, then one partial result per subgroup\n";
+  body += subgroup_step(kind, "acc", 1);
+  body += "  if (subgroupElect()) partial[gl_SubgroupID] = acc;\n  barrier();\n";
+  body += "  if (gl_SubgroupID == 0u) {\n";
+  body += fmt::format("    float total = {};\n", init);
+  body += fmt::format("    for (uint s = gl_SubgroupInvocationID; s < gl_NumSubgroups; s += gl_SubgroupSize) total = {};\n",
+                      combine("total", "partial[s]"));
+  body += subgroup_step(kind, "total", 2);
+  body += fmt::format("    if (subgroupElect() && elem < {}) store_element(elem, total);\n  }}\n}}\n", n);
+  return body;
+}
+
+}  // namespace
+
 std::optional<ComputeKernel> emit_tree_reduction(const Plan& plan, const Kernel& k, const ComputeLimits& limits,
                                                  const Lang& lang) {
   const Shape shape = plan.values[k.output()].stored_shape();
@@ -448,16 +493,21 @@ std::optional<ComputeKernel> emit_tree_reduction(const Plan& plan, const Kernel&
   body += "  " + lang.var(LType::Float, "acc", init) + "\n";
   body += "  " + lang.if_then(fmt::format("elem < {}", n), lang.for_stmt("k", "tid", std::to_string(L), nt,
                                                                   fmt::format("acc = {};", combine("acc", "body(elem, k)")))) + "\n";
-  body += "  partial[tid] = acc;\n  " + lang.barrier() + "\n";
-  for (int h = nt / 2; h >= 1; h /= 2) {
-    body += "  " + lang.if_then(fmt::format("tid < {}", h), fmt::format("partial[tid] = {};", combine("partial[tid]", fmt::format("partial[tid + {}]", h)))) + "\n";
-    body += "  " + lang.barrier() + "\n";
-  }
-  body += "  " + lang.if_then(fmt::format("tid == 0 && elem < {}", n), "store_element(elem, partial[0]);") + "\n}\n";
+  const bool subgroups = limits.subgroup_arithmetic && !lang.wgsl();
+  body += subgroups ? subgroup_tree(kind, n, init, combine) : shared_tree(nt, n, combine, lang);
   std::string src = kernel_header(plan, k, ck.strategy, lang);
+  if (subgroups) {  // right after #version
+    ck.strategy += "+subgroups";
+    src.insert(src.find('\n') + 1, "#extension GL_KHR_shader_subgroup_basic : require\n"
+                                    "#extension GL_KHR_shader_subgroup_vote : require\n"
+                                    "#extension GL_KHR_shader_subgroup_arithmetic : require\n");
+  }
   src += fmt::format("// one workgroup of {} invocations per element ({} elements, grid {}x{}); each folds ({}) of {} "
-                     "iterations strided by {}, then a tree in shared memory; invocation 0 stores\n",
-                     nt, n, ck.workgroups[0], ck.workgroups[1], reduce_name(kind), L, nt);
+                     "iterations strided by {}, then {}\n",
+                     nt, n, ck.workgroups[0], ck.workgroups[1], reduce_name(kind), L, nt,
+                     subgroups ? "a subgroup reduction, the subgroups' results in shared memory, and subgroup 0 "
+                                 "reduces those; its first invocation stores"
+                               : "a tree in shared memory; invocation 0 stores");
   src += lang.workgroup_size_layout(nt, 1);
   src += buffer_declarations(plan, k, loaded, lang);
   src += lang.helpers(helpers, fns + body);
