@@ -29,6 +29,10 @@ desc=$(echo "$sizes" | tr ',' '\n' | sort -rn | paste -sd, -)
 reduce_rows=${SG_VKALLOC_REDUCE_ROWS:-}
 budget=${SG_VKALLOC_BUDGET_S:-185}  # no new run starts after this many seconds (the phase stays under 4 minutes)
 log() { echo "$@" | tee -a "$out/phase.log"; }
+# the kernel cache and the VkPipelineCache file live here (written only under $out; warm after the first run, and
+# order_blocks_again repeats the first run with it warm)
+export SG_KERNEL_CACHE="$out/kernel-cache"
+rm -rf "$SG_KERNEL_CACHE"
 t0=$(date +%s)
 log "phase_vkalloc $(date -u +%FT%TZ) sizes $sizes alone $alone"
 smi_pid=
