@@ -72,6 +72,7 @@ SG_VULKAN_SUBGROUPS=0 run reduce_sub0 dedicated 30 --only reduce "${rr[@]}"
 run fresh_dedicated dedicated 40 --only mlp,cnn,sgemm --sgemm "$sizes" --fresh-vulkan
 run order_blocks_again blocks 40 --only mlp,cnn,sgemm --sgemm "$sizes"
 [ -n "$smi_pid" ] && kill "$smi_pid" 2>/dev/null
+rm -rf "$SG_KERNEL_CACHE"  # SPIR-V and pipeline-cache files: not results (keeps what comes back small)
 
 python3 - "$out" <<'EOF' | tee "$out/summary.txt"
 import json, os, sys, datetime
