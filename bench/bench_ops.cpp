@@ -35,6 +35,10 @@
 //   --fresh-vulkan  vulkan: new Vulkan backends (a new VkInstance and VkDevice) before every case, so that no case
 //                  runs on memory, pipelines or descriptor pools that an earlier case left (A/B of the order effect
 //                  of docs/PERFORMANCE.md Run 12b; env SG_VULKAN_MEMORY=blocks|dedicated picks the buffer placement)
+//   --vk-repeats R  vulkan: every run() dispatches its kernels R times back to back before its one readback
+//                  (VulkanOptions::repeat_dispatches; the outputs are those of one run), so the GPU stays busy (a GPU
+//                  idle between short runs is clocked down by its driver: docs/PERFORMANCE.md Run 13); SGEMM GFLOP/s
+//                  then count R x 2 N^3 per run, kernel-only times are per dispatch; default 1
 //   --reduce-rows LIST  rows R of the reduce case's R x C inputs (default: 1024,8191 on GPUs, 250 on CPU devices)
 //   --autotune B   vulkan: 1 = time every tiled kernel's tile candidates on the device and run the fastest
 //                  (BackendOptions::autotune; winners kept in SG_KERNEL_CACHE, a temporary directory when unset, so
@@ -147,6 +151,7 @@ struct Options {
   std::optional<bool> autotune;   // BackendOptions::autotune of the Vulkan backends (--autotune; unset = env SG_AUTOTUNE)
   std::optional<bool> gpu_tiles;  // BackendOptions::gpu_tiles of the compute backends (--compute-tiles; unset = the device's class)
   bool fresh_vulkan = false;      // --fresh-vulkan
+  int vk_repeats = 1;             // --vk-repeats
   std::vector<int64_t> reduce_rows;  // --reduce-rows (empty = by device class)
   bool wants(const std::string& c) const { return only.empty() || only.count(c) != 0; }
 };
@@ -157,7 +162,7 @@ struct Options {
              "                 [--large] [--sgemm N,N,..] [--only sgemm,mlp,cnn,fusion,compile,cpuref,profile,probe]\n"
              "                 [--max-seconds S] [--probe-side N] [--probe-sgemm N] [--max-outputs N] [--min-parallel N]\n"
              "                 [--row-layout 0|1] [--row-planes N] [--col-planes 1|2] [--union-domains 0|1] [--flush-draws 0|1]\n"
-             "                 [--compute-tiles -1|0|1] [--autotune 0|1] [--fresh-vulkan] [--reduce-rows R,R,..]\n",
+             "                 [--compute-tiles -1|0|1] [--autotune 0|1] [--fresh-vulkan] [--vk-repeats R] [--reduce-rows R,R,..]\n",
              why);
   std::exit(2);
 }
@@ -254,6 +259,8 @@ Options parse(int argc, char** argv) {
       o.gles.union_domains = parse_switch(value(), "--union-domains");
     } else if (a == "--flush-draws") {
       o.gles.flush_draws = parse_switch(value(), "--flush-draws");
+    } else if (a == "--vk-repeats") {
+      o.vk_repeats = static_cast<int>(std::max<int64_t>(1, parse_int(value(), "--vk-repeats")));
     } else if (a == "--fresh-vulkan") {
       o.fresh_vulkan = true;
     } else if (a == "--reduce-rows") {
@@ -410,6 +417,7 @@ void make_vulkan_backends(Backends& bk, const Options& o) {
   bo.min_parallel_texels = o.gles.min_parallel_texels;
   bo.gpu_tiles = o.gpu_tiles;
   bo.autotune = o.autotune;
+  bo.vulkan.repeat_dispatches = o.vk_repeats;
   const char* tune_env = std::getenv("SG_AUTOTUNE");
   const bool tuning = o.autotune ? *o.autotune : (tune_env && std::string(tune_env) == "1");
   const char* cache_env = std::getenv("SG_KERNEL_CACHE");
@@ -514,10 +522,11 @@ void bench_sgemm(Backends& bk, const std::string& backend, int64_t n, const Opti
                         full_err >= 0 ? fmt::format(", ref {:.1e}", full_err) : "");
   r.ms = measure([&] { (void)exe->run({}); }, o, first_ms);
   const double flop = 2.0 * static_cast<double>(n) * n * n;
-  r.throughput = flop / (r.ms.median * 1e-3) / 1e9;
+  const int reps = backend == "vulkan" ? o.vk_repeats : 1;  // --vk-repeats: R dispatches per run()
+  r.throughput = reps * flop / (r.ms.median * 1e-3) / 1e9;
   r.unit = "GFLOP/s";
   r.extra = {{"n", n}, {"kernels", exe->kernels_per_step()}, {"sampled_rel_err", sampled.max_err},
-             {"full_ref_err", full_err}};
+             {"full_ref_err", full_err}, {"dispatch_repeats", reps}};
   if (const sg::Plan* plan = exe->plan()) r.extra["peak_bytes"] = plan->peak_bytes;
 
   // Kernel-only time (GLES, Vulkan): the same program on the profiled backend.
@@ -1439,6 +1448,7 @@ int main(int argc, char** argv) {
     const char* sub_env = std::getenv("SG_VULKAN_SUBGROUPS");
     meta["vulkan_subgroups"] = vc.limits.subgroup_arithmetic && !(sub_env && std::string(sub_env) == "0");
     meta["fresh_vulkan"] = o.fresh_vulkan;
+    meta["vulkan_dispatch_repeats"] = o.vk_repeats;
   }
   meta["renderer"] = bk.renderer;
   meta["vulkan_device"] = bk.vulkan_device;

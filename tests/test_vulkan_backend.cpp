@@ -382,6 +382,40 @@ TEST_CASE("vulkan: no leaks over 1000 steps with buffers in memory of their own,
   expect_no_validation_messages(dev);
 }
 
+TEST_CASE("vulkan: repeat_dispatches runs a step's kernels back to back and computes what one run computes",
+          "[vulkan][backend]") {
+  // an MLP train step (parameters ping-pong, pooled temporaries reused) 3 steps with 1 and with 4 dispatches per
+  // run: the same losses and parameters; profiled, one timing per kernel; validation (synchronization) clean
+  const bool profile = GENERATE(false, true);
+  INFO("profile " << profile);
+  std::vector<std::vector<float>> params[2];
+  std::vector<float> losses[2];
+  for (int variant = 0; variant < 2; ++variant) {
+    BackendOptions bo = vulkan_options(variant == 1 ? 0 : -1);  // the repeated one also on the staging path
+    bo.vulkan.repeat_dispatches = variant == 1 ? 4 : 1;
+    bo.profile = profile;
+    auto be = make_backend(bo).backend;
+    auto model = nn::make_model("mlp", 1, 6, 6, 10);
+    nn::Rng rng(3);
+    model->build(rng);
+    Tensor x = input("x", {9, 1, 6, 6});
+    Tensor y = input("labels", {9}, DType::i32);
+    Program p = make_train_step(cross_entropy((*model)(x), y), model->parameters(), *make_adam({.lr = 1e-2}));
+    std::vector<float> xs = uniform(9 * 36, 4, 0, 1), ys(9);
+    for (int i = 0; i < 9; ++i) ys[i] = static_cast<float>(i % 10);
+    auto exe = be->compile(p);
+    for (int s = 0; s < 3; ++s) losses[variant].push_back(exe->run({{"x", &xs}, {"labels", &ys}})[0][0]);
+    if (profile) CHECK(exe->last_timings().size() == static_cast<size_t>(exe->kernels_per_step()));
+    for (auto& t : model->parameters()) params[variant].push_back(be->read(t));
+    expect_no_validation_messages(vulkan_device(*be));
+  }
+  CHECK(losses[1] == losses[0]);  // bit-identical: the same kernels on the same values
+  CHECK(params[1] == params[0]);
+  BackendOptions bad = vulkan_options();
+  bad.vulkan.repeat_dispatches = 0;
+  CHECK_THROWS_AS(make_backend(bad), ValueError);
+}
+
 TEST_CASE("vulkan: shadergrad's training driver with --backend vulkan equals the CPU backend", "[vulkan][backend]") {
   // sg::train::run behind `shadergrad train --backend vulkan`: 200 digits samples in batches of 64 (a last batch of
   // 8 gets its own program sharing the parameters), 2 epochs, the test split evaluated by a third program
