@@ -30,6 +30,27 @@ std::array<uint32_t, 3> grid_for(const Kernel& k, int64_t groups, const ComputeL
 std::optional<ComputeKernel> emit_tiled_contraction(const Plan& plan, const Kernel& k, const ComputeLimits& limits,
                                                     const std::optional<TileConfig>& tiles, const Lang& lang,
                                                     std::string* not_tiled = nullptr);
+/// The register-tiled kernel of a matmul-like contraction (emit_regtile.cpp): each invocation computes a small
+/// register tile of C over the whole K from global memory, no workgroup memory and no barriers (CPU
+/// implementations of WebGPU: ComputeLimits::register_tiles), or nullopt when the kernel has no contraction or its
+/// grid does not fit (then `*not_tiled` says why).
+std::optional<ComputeKernel> emit_register_tiled(const Plan& plan, const Kernel& k, const ComputeLimits& limits,
+                                                 const Lang& lang, std::string* not_tiled = nullptr);
+/// emit_tiled.cpp: `int <prefix><d> = ...;` lines splitting flat index `flat` over the dims `dims` of `shape`
+/// (row-major among them), indented by `indent` levels.
+std::string split_dims(const Shape& shape, const std::vector<int>& dims, const std::string& flat, const char* prefix,
+                       int indent, const Lang& lang);
+/// emit_tiled.cpp: a function `float NAME(int idx, int k)` evaluating `factor` (of contraction `c` of kernel `k`,
+/// output stored shape `shape`) at flat side index idx over `dims` and flat loop index k (0 outside [0, extent) x
+/// [0, K)); batch coordinates come from the workgroup id's z. Records the inputs it loads and the helpers it needs.
+std::string factor_function(const Plan& plan, const Kernel& k, const Contraction& c, const Shape& shape,
+                            const KExprPtr& factor, const std::vector<int>& dims, int64_t extent, const char* name,
+                            std::set<int>& loaded, MathHelpers& helpers, const Lang& lang);
+/// emit_tiled.cpp: `signature` + `guard_and_coords` + the epilogue of every output of `k` at one element, with `acc`
+/// standing for reduction r, each output stored at the element's flat index.
+std::string epilogue_function(const Plan& plan, const Kernel& k, const KExprPtr& r, const std::string& signature,
+                              const std::string& guard_and_coords, const Shape& shape, std::set<int>& loaded,
+                              MathHelpers& helpers, const Lang& lang);
 /// Shared memory a tiled kernel of configuration `t` declares for contraction `c`, bytes (emit_tiled.cpp: the
 /// tiles' padding depends on how each factor is staged).
 int64_t tile_shared_bytes(const TileConfig& t, const Contraction& c);

@@ -10,6 +10,9 @@
 //    (factor of some output coordinates M and r) x (factor of the other output coordinates N and r): matmul, x.W^T,
 //    x^T.dh, conv2d forward and both gradients in their lowered form. Shared-memory tiles, register blocking,
 //    the epilogue on the register tile.
+//  - "register-tiled" (emit_regtile.cpp), instead of the two above where ComputeLimits::register_tiles (CPU
+//    implementations of WebGPU): a contraction as a small register tile per invocation over the whole K, factors
+//    read from the buffers, no workgroup memory and no barriers; other reductions per element.
 //  - "per-element" (here): one invocation per output element, every output stored, each store guarded; a 2-D
 //    grid of workgroups when one dimension would exceed the device's max_workgroup_count.
 // Invariants: binding b < inputs.size() is kernel.inputs[b] (readonly), then outputs (writeonly), all in set 0;
@@ -159,9 +162,16 @@ ComputeKernel emit_compute_kernel(const Plan& plan, const Kernel& k, const Compu
   const compute::Lang lang(language);
   ComputeKernel ck;
   std::string not_tiled;
-  if (auto r = compute::emit_tree_reduction(plan, k, limits, lang)) ck = std::move(*r);
-  else if (auto t = compute::emit_tiled_contraction(plan, k, limits, tiles, lang, &not_tiled)) ck = std::move(*t);
-  else ck = compute::emit_per_element(plan, k, limits, lang, not_tiled);
+  if (limits.register_tiles) {  // no workgroup memory, no barriers (a CPU implementation of WebGPU)
+    if (auto t = compute::emit_register_tiled(plan, k, limits, lang, &not_tiled)) ck = std::move(*t);
+    else ck = compute::emit_per_element(plan, k, limits, lang, not_tiled);
+  } else if (auto r = compute::emit_tree_reduction(plan, k, limits, lang)) {
+    ck = std::move(*r);
+  } else if (auto t = compute::emit_tiled_contraction(plan, k, limits, tiles, lang, &not_tiled)) {
+    ck = std::move(*t);
+  } else {
+    ck = compute::emit_per_element(plan, k, limits, lang, not_tiled);
+  }
   ck.language = language;
   for (int v : k.inputs) ck.bindings.push_back(v);
   for (int v : k.outputs) ck.bindings.push_back(v);

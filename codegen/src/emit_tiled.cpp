@@ -36,9 +36,6 @@
 
 namespace sg::compute {
 
-namespace {
-
-/// `int <name> = ...;` lines splitting flat index `flat` over the dims `dims` of `shape` (row-major among them).
 std::string split_dims(const Shape& shape, const std::vector<int>& dims, const std::string& flat, const char* prefix,
                        int indent, const Lang& lang) {
   std::string s;
@@ -52,6 +49,8 @@ std::string split_dims(const Shape& shape, const std::vector<int>& dims, const s
   }
   return s;
 }
+
+namespace {
 
 /// `int r0 = ...;` lines splitting flat loop index `flat` over a reduction's loop variables.
 std::string split_loop(const KExprPtr& r, const std::string& flat, int indent, const Lang& lang) {
@@ -82,8 +81,8 @@ std::string dims_str(const Shape& shape, const std::vector<int>& dims) {
   return s.empty() ? "-" : s;
 }
 
-/// A function `float NAME(int idx, int k)` evaluating `factor` at flat side index idx and flat loop index k
-/// (0 outside [0, extent) x [0, K)); batch coordinates come from the workgroup id's z.
+}  // namespace
+
 std::string factor_function(const Plan& plan, const Kernel& k, const Contraction& c, const Shape& shape,
                             const KExprPtr& factor, const std::vector<int>& dims, int64_t extent, const char* name,
                             std::set<int>& loaded, MathHelpers& helpers, const Lang& lang) {
@@ -104,8 +103,6 @@ std::string factor_function(const Plan& plan, const Kernel& k, const Contraction
   return s;
 }
 
-/// `void NAME(...)`: the epilogue of every output at one element, with `acc` standing for reduction r;
-/// `guard_and_coords` declares i0.. from the function's parameters.
 std::string epilogue_function(const Plan& plan, const Kernel& k, const KExprPtr& r, const std::string& signature,
                               const std::string& guard_and_coords, const Shape& shape, std::set<int>& loaded,
                               MathHelpers& helpers, const Lang& lang) {
@@ -121,6 +118,8 @@ std::string epilogue_function(const Plan& plan, const Kernel& k, const KExprPtr&
   helpers |= p.helpers();
   return s + "}\n";
 }
+
+namespace {
 
 /// One factor's tile: how it lives in shared memory, how invocations stage it and which registers read it.
 struct SideTile {
