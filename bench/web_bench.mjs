@@ -9,7 +9,8 @@
 //
 //   (cd bench/web && npm ci)                     # TF.js, jax-js, playwright-core, pinned in package-lock.json
 //   node bench/web_bench.mjs --cli build/bin/shadergrad --exporter build/bin/bench_web_export [--json FILE]
-//        [--no-peers] [--only mlp_b32,sgemm_256,...] [--api webgpu,webgl2] [--profile]
+//        [--no-peers] [--peers tfjs,jax] [--only mlp_b32,sgemm_256,...] [--api webgpu,webgl2] [--no-gpu-plan]
+//        [--profile]
 //
 // Ours: the default export (both targets; the webgpu target with its gpu and cpu plans) run with backend 'webgpu'
 // — the plan the runtime picks for the adapter (the cpu plan on SwiftShader) and the gpu plan forced — and
@@ -52,6 +53,7 @@ const variants = [['', ['--max-draw-buffers', '4'], ['--max-draw-buffers', '4']]
                   ['_db8', ['--max-draw-buffers', '8', '--targets', 'webgl2'], ['--max-draw-buffers', '8']]];
 const apis = (arg('--api') || 'webgpu,webgl2').split(',');
 const on = (api) => apis.includes(api);
+const peers = (arg('--peers') || 'tfjs,jax').split(',');
 if (!on('webgl2')) variants.splice(1);  // the webgl2-only variant
 for (const c of cases)
   for (const [suffix, exportArgs, sgemmArgs] of variants) {
@@ -112,19 +114,19 @@ for (const c of cases) {
   const program = c.kind === 'sgemm' ? 'sgemm' : 'train';
   if (on('webgpu')) {
     record(c, 'webgpu', 'shadergrad (picked plan)', await measure('benchOurs', [c.name, program, 'webgpu', false, 'auto']));
-    record(c, 'webgpu', 'shadergrad (gpu plan)', await measure('benchOurs', [c.name, program, 'webgpu', false, 'gpu']));
+    if (!flag('--no-gpu-plan'))
+      record(c, 'webgpu', 'shadergrad (gpu plan)', await measure('benchOurs', [c.name, program, 'webgpu', false, 'gpu']));
   }
   if (on('webgl2')) {
     record(c, 'webgl2', 'shadergrad', await measure('benchOurs', [c.name, program, 'webgl2', false]));
     record(c, 'webgl2', 'shadergrad (8 draw buffers)', await measure('benchOurs', [`${c.name}_db8`, program, 'webgl2', false]));
   }
   if (flag('--no-peers')) continue;
-  if (on('webgl2')) record(c, 'webgl2', 'tfjs 4.22 webgl', await measure('benchTfjs', [c.kind, c.model, c.size, 'webgl']));
-  if (on('webgpu')) {
-    record(c, 'webgpu', 'tfjs 4.22 webgpu', await measure('benchTfjs', [c.kind, c.model, c.size, 'webgpu']));
-    record(c, 'webgpu', 'jax-js 0.1.25 webgpu', await measure('benchJax', [c.kind, c.model, c.size, 'webgpu']));
-  }
-  if (on('webgl2')) record(c, 'webgl2', 'jax-js 0.1.25 webgl', await measure('benchJax', [c.kind, c.model, c.size, 'webgl']));
+  const tfjs = peers.includes('tfjs'), jax = peers.includes('jax');
+  if (on('webgl2') && tfjs) record(c, 'webgl2', 'tfjs 4.22 webgl', await measure('benchTfjs', [c.kind, c.model, c.size, 'webgl']));
+  if (on('webgpu') && tfjs) record(c, 'webgpu', 'tfjs 4.22 webgpu', await measure('benchTfjs', [c.kind, c.model, c.size, 'webgpu']));
+  if (on('webgpu') && jax) record(c, 'webgpu', 'jax-js 0.1.25 webgpu', await measure('benchJax', [c.kind, c.model, c.size, 'webgpu']));
+  if (on('webgl2') && jax) record(c, 'webgl2', 'jax-js 0.1.25 webgl', await measure('benchJax', [c.kind, c.model, c.size, 'webgl']));
 }
 if (flag('--profile'))
   for (const c of cases.filter((x) => x.kind === 'train'))

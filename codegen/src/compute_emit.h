@@ -41,11 +41,12 @@ std::optional<ComputeKernel> emit_register_tiled(const Plan& plan, const Kernel&
 std::string split_dims(const Shape& shape, const std::vector<int>& dims, const std::string& flat, const char* prefix,
                        int indent, const Lang& lang);
 /// emit_tiled.cpp: a function `float NAME(int idx, int k)` evaluating `factor` (of contraction `c` of kernel `k`,
-/// output stored shape `shape`) at flat side index idx over `dims` and flat loop index k (0 outside [0, extent) x
-/// [0, K)); batch coordinates come from the workgroup id's z. Records the inputs it loads and the helpers it needs.
+/// output stored shape `shape`) at flat side index idx over `dims` and flat loop index k (`guarded`: 0 outside
+/// [0, extent) x [0, K); else the callers keep idx and k inside); batch coordinates come from the workgroup id's z.
+/// Records the inputs it loads and the helpers it needs.
 std::string factor_function(const Plan& plan, const Kernel& k, const Contraction& c, const Shape& shape,
                             const KExprPtr& factor, const std::vector<int>& dims, int64_t extent, const char* name,
-                            std::set<int>& loaded, MathHelpers& helpers, const Lang& lang);
+                            std::set<int>& loaded, MathHelpers& helpers, const Lang& lang, bool guarded = true);
 /// emit_tiled.cpp: `signature` + `guard_and_coords` + the epilogue of every output of `k` at one element, with `acc`
 /// standing for reduction r, each output stored at the element's flat index.
 std::string epilogue_function(const Plan& plan, const Kernel& k, const KExprPtr& r, const std::string& signature,

@@ -56,8 +56,10 @@ std::optional<ComputeKernel> emit_register_tiled(const Plan& plan, const Kernel&
   ck.shared_bytes = 0;
   std::set<int> loaded;
   MathHelpers helpers;
-  std::string fns = factor_function(plan, k, c, shape, c.factor_a, c.m_dims, c.M, "factor_a", loaded, helpers, lang);
-  fns += factor_function(plan, k, c, shape, c.factor_b, c.n_dims, c.N, "factor_b", loaded, helpers, lang);
+  // unguarded factors: k < K in the loop, and the rows / columns of a partial tile read the last one again (their
+  // sums are discarded by store_tile's guard), so no load leaves the tile's range and no call branches
+  std::string fns = factor_function(plan, k, c, shape, c.factor_a, c.m_dims, c.M, "factor_a", loaded, helpers, lang, false);
+  fns += factor_function(plan, k, c, shape, c.factor_b, c.n_dims, c.N, "factor_b", loaded, helpers, lang, false);
   std::string coords = "  " + lang.if_then(fmt::format("m >= {} || n >= {}", c.M, c.N), "return;") + "\n" +
                        split_dims(shape, c.m_dims, "m", "i", 1, lang) + split_dims(shape, c.n_dims, "n", "i", 1, lang);
   if (!c.batch_dims.empty()) coords += split_dims(shape, c.batch_dims, lang.builtin(Builtin::WorkgroupId, 2), "i", 1, lang);
@@ -74,11 +76,21 @@ std::optional<ComputeKernel> emit_register_tiled(const Plan& plan, const Kernel&
   for (int i = 0; i < tm; ++i)
     for (int j = 0; j < tn; ++j) accs.emplace_back(fmt::format("acc_{}_{}", i, j), "0.0");
   body += "  " + lang.lets(LType::Float, accs, true) + "\n";
+  // the rows and columns each register reads: m0 + i, or the side's last one past its end (a partial tile)
+  auto side = [&](const char* v, const char* origin, int regs, int64_t extent) {
+    std::vector<std::pair<std::string, std::string>> at;
+    for (int i = 0; i < regs; ++i)
+      at.emplace_back(fmt::format("{}{}", v, i), i == 0 ? std::string(origin)
+                                                 : extent % regs == 0 ? fmt::format("{} + {}", origin, i)
+                                                                      : fmt::format("min({} + {}, {})", origin, i, extent - 1));
+    return "  " + lang.lets(LType::Int, at) + "\n";
+  };
+  body += side("row", "m0", tm, c.M) + side("col", "n0", tn, c.N);
   body += "  " + lang.for_open("k", "0", std::to_string(c.K)) + "\n";
   for (int i = 0; i < tm; ++i)
-    body += "    " + lang.let(LType::Float, fmt::format("a{}", i), fmt::format("factor_a(m0{}, k)", i ? fmt::format(" + {}", i) : "")) + "\n";
+    body += "    " + lang.let(LType::Float, fmt::format("a{}", i), fmt::format("factor_a(row{}, k)", i)) + "\n";
   for (int j = 0; j < tn; ++j)
-    body += "    " + lang.let(LType::Float, fmt::format("b{}", j), fmt::format("factor_b(n0{}, k)", j ? fmt::format(" + {}", j) : "")) + "\n";
+    body += "    " + lang.let(LType::Float, fmt::format("b{}", j), fmt::format("factor_b(col{}, k)", j)) + "\n";
   for (int i = 0; i < tm; ++i) {
     body += "   ";
     for (int j = 0; j < tn; ++j) body += fmt::format(" acc_{0}_{1} += a{0} * b{1};", i, j);

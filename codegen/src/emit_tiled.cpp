@@ -85,13 +85,14 @@ std::string dims_str(const Shape& shape, const std::vector<int>& dims) {
 
 std::string factor_function(const Plan& plan, const Kernel& k, const Contraction& c, const Shape& shape,
                             const KExprPtr& factor, const std::vector<int>& dims, int64_t extent, const char* name,
-                            std::set<int>& loaded, MathHelpers& helpers, const Lang& lang) {
+                            std::set<int>& loaded, MathHelpers& helpers, const Lang& lang, bool guarded) {
   // the factor's formula in the comment when short (kexpr_str prints the tree view: only for a small one)
   const std::string what = kcost(factor) <= 40 ? kexpr_str(factor) : std::string(101, ' ');
   std::string s = lang.function_open(LType::Float, name, {{LType::Int, "idx"}, {LType::Int, "k"}}) +
-                  fmt::format("  // {} at idx over ({}), k over the loop\n",
-                              what.size() > 100 ? "the factor (prologue inlined)" : what, dims_str(shape, dims));
-  s += "  " + lang.if_then(fmt::format("idx >= {} || k >= {}", extent, c.K), "return 0.0;") + "\n";
+                  fmt::format("  // {} at idx over ({}), k over the loop{}\n",
+                              what.size() > 100 ? "the factor (prologue inlined)" : what, dims_str(shape, dims),
+                              guarded ? "" : fmt::format(" (callers keep idx < {} and k < {})", extent, c.K));
+  if (guarded) s += "  " + lang.if_then(fmt::format("idx >= {} || k >= {}", extent, c.K), "return 0.0;") + "\n";
   s += split_dims(shape, dims, "idx", "i", 1, lang);
   if (!c.batch_dims.empty()) s += split_dims(shape, c.batch_dims, lang.builtin(Builtin::WorkgroupId, 2), "i", 1, lang);
   s += split_loop(c.reduce, "k", 1, lang);
