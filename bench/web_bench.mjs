@@ -141,7 +141,7 @@ if (flag('--profile'))
 const ok = (r) => r && !r.error;
 const rows = [];
 for (const c of cases)
-  for (const api of ['webgpu', 'webgl2']) {
+  for (const api of ['webgpu', 'webgl2'].filter(on)) {
     const mine = results.filter((r) => r.case === c.name && r.api === api && r.who.startsWith('shadergrad') && ok(r));
     const peers = results.filter((r) => r.case === c.name && r.api === api && !r.who.startsWith('shadergrad') && ok(r));
     const best = (l) => l.reduce((a, b) => (!a || b.median_ms < a.median_ms ? b : a), null);

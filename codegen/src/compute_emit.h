@@ -18,7 +18,8 @@ struct Contraction;  // contraction.h
 std::string kernel_header(const Plan& plan, const Kernel& k, const std::string& strategy, const Lang& lang);
 /// The storage-buffer declarations (binding order: inputs, then outputs) and load_<value>(i) for the inputs in
 /// `loaded` (kernel input slots), each index clamped into its buffer.
-std::string buffer_declarations(const Plan& plan, const Kernel& k, const std::set<int>& loaded, const Lang& lang);
+std::string buffer_declarations(const Plan& plan, const Kernel& k, const std::set<int>& loaded, const Lang& lang,
+                                bool clamped = true);
 /// `int iD = ...;` lines decomposing the row-major flat index `flat` of `shape` into coordinates i0.. .
 std::string coordinates(const Shape& shape, const std::string& flat, int indent, const Lang& lang);
 /// A grid of `groups` workgroups as x (<= max_workgroup_count) by y; UnsupportedError when it does not fit.

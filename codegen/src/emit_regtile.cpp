@@ -7,7 +7,8 @@
 // Why: a CPU implementation runs the invocations of a workgroup as SIMD lanes and fibers; each barrier switches
 // every fiber of the workgroup, and the shared tile is ordinary memory behind the same caches as the storage buffers,
 // so the shared-memory kernel pays its staging and barriers for nothing (docs/PERFORMANCE.md Run W4: its per-kernel
-// profile on SwiftShader). The tile's invocation order: n fastest (TILES_N tiles per row of tiles), then m; batch
+// profile on SwiftShader). In WGSL the loads are not clamped (the language bounds every storage access). The tile's
+// invocation order: n fastest (TILES_N tiles per row of tiles), then m; batch
 // from the workgroup id's z, as the factor functions expect.
 #include <algorithm>
 
@@ -110,7 +111,9 @@ std::optional<ComputeKernel> emit_register_tiled(const Plan& plan, const Kernel&
                      "buffers, no workgroup memory; {} workgroups of {} per batch\n",
                      tm, tn, tiles_m, tiles_n, gx, local);
   src += lang.workgroup_size_layout(local, 1);
-  src += buffer_declarations(plan, k, loaded, lang);
+  // WGSL: loads unclamped (every index is in range or masked by the factor's own select, and WGSL bounds every
+  // storage access anyway: the clamp was a second bound per load, about a third of an SGEMM's time on SwiftShader)
+  src += buffer_declarations(plan, k, loaded, lang, !lang.wgsl());
   src += lang.helpers(helpers, fns + body);
   src += fns;
   src += lang.entry_open(local, 1, fns + body) + body;

@@ -78,9 +78,10 @@ struct WebGL2Target {
 /// refuses a device below them with the limit named.
 struct WebGPUTarget {
   std::string preset = "webgpu";  ///< "webgpu" | "webgpu-compat"
-  /// Kernels for a CPU implementation of WebGPU (SwiftShader in Chromium, Dawn over llvmpipe): CPU tile sizes and
-  /// reductions split below the fragment target's 32768 iterations per invocation (Mesa's gallivm stops a loop after
-  /// 65535, ComputeLimits::cpu_device). Off by default. write_bundle sets it per plan (BundleTargets::webgpu_plans).
+  /// Kernels for a CPU implementation of WebGPU (SwiftShader in Chromium, Dawn over llvmpipe): reductions split below
+  /// the fragment target's 32768 iterations per invocation (Mesa's gallivm stops a loop after 65535,
+  /// ComputeLimits::cpu_device), no split-K, and contractions as register tiles without workgroup memory or barriers
+  /// (ComputeLimits::register_tiles). Off by default. write_bundle sets it per plan (BundleTargets::webgpu_plans).
   bool cpu_device = false;
 
   /// The compute limits of the preset (what compute_schedule_options and emit_compute_kernel see). Throws
