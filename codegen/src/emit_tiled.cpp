@@ -36,9 +36,6 @@
 
 namespace sg::compute {
 
-namespace {
-
-/// `int <name> = ...;` lines splitting flat index `flat` over the dims `dims` of `shape` (row-major among them).
 std::string split_dims(const Shape& shape, const std::vector<int>& dims, const std::string& flat, const char* prefix,
                        int indent, const Lang& lang) {
   std::string s;
@@ -52,6 +49,8 @@ std::string split_dims(const Shape& shape, const std::vector<int>& dims, const s
   }
   return s;
 }
+
+namespace {
 
 /// `int r0 = ...;` lines splitting flat loop index `flat` over a reduction's loop variables.
 std::string split_loop(const KExprPtr& r, const std::string& flat, int indent, const Lang& lang) {
@@ -82,17 +81,18 @@ std::string dims_str(const Shape& shape, const std::vector<int>& dims) {
   return s.empty() ? "-" : s;
 }
 
-/// A function `float NAME(int idx, int k)` evaluating `factor` at flat side index idx and flat loop index k
-/// (0 outside [0, extent) x [0, K)); batch coordinates come from the workgroup id's z.
+}  // namespace
+
 std::string factor_function(const Plan& plan, const Kernel& k, const Contraction& c, const Shape& shape,
                             const KExprPtr& factor, const std::vector<int>& dims, int64_t extent, const char* name,
-                            std::set<int>& loaded, MathHelpers& helpers, const Lang& lang) {
+                            std::set<int>& loaded, MathHelpers& helpers, const Lang& lang, bool guarded) {
   // the factor's formula in the comment when short (kexpr_str prints the tree view: only for a small one)
   const std::string what = kcost(factor) <= 40 ? kexpr_str(factor) : std::string(101, ' ');
   std::string s = lang.function_open(LType::Float, name, {{LType::Int, "idx"}, {LType::Int, "k"}}) +
-                  fmt::format("  // {} at idx over ({}), k over the loop\n",
-                              what.size() > 100 ? "the factor (prologue inlined)" : what, dims_str(shape, dims));
-  s += "  " + lang.if_then(fmt::format("idx >= {} || k >= {}", extent, c.K), "return 0.0;") + "\n";
+                  fmt::format("  // {} at idx over ({}), k over the loop{}\n",
+                              what.size() > 100 ? "the factor (prologue inlined)" : what, dims_str(shape, dims),
+                              guarded ? "" : fmt::format(" (callers keep idx < {} and k < {})", extent, c.K));
+  if (guarded) s += "  " + lang.if_then(fmt::format("idx >= {} || k >= {}", extent, c.K), "return 0.0;") + "\n";
   s += split_dims(shape, dims, "idx", "i", 1, lang);
   if (!c.batch_dims.empty()) s += split_dims(shape, c.batch_dims, lang.builtin(Builtin::WorkgroupId, 2), "i", 1, lang);
   s += split_loop(c.reduce, "k", 1, lang);
@@ -104,8 +104,6 @@ std::string factor_function(const Plan& plan, const Kernel& k, const Contraction
   return s;
 }
 
-/// `void NAME(...)`: the epilogue of every output at one element, with `acc` standing for reduction r;
-/// `guard_and_coords` declares i0.. from the function's parameters.
 std::string epilogue_function(const Plan& plan, const Kernel& k, const KExprPtr& r, const std::string& signature,
                               const std::string& guard_and_coords, const Shape& shape, std::set<int>& loaded,
                               MathHelpers& helpers, const Lang& lang) {
@@ -121,6 +119,8 @@ std::string epilogue_function(const Plan& plan, const Kernel& k, const KExprPtr&
   helpers |= p.helpers();
   return s + "}\n";
 }
+
+namespace {
 
 /// One factor's tile: how it lives in shared memory, how invocations stage it and which registers read it.
 struct SideTile {

@@ -47,6 +47,10 @@ struct ComputeLimits {
   /// schedule then assumes 128, a large GPU). Sizes split-K (compute_schedule_options).
   int compute_units = 0;
   bool cpu_device = false;                ///< a CPU implementation (lavapipe, llvmpipe): fewer, larger invocations pay
+  /// Contractions as register tiles read straight from the buffers, no workgroup memory or barriers, and no tree
+  /// reductions (strategy "register-tiled", codegen/src/emit_regtile.cpp): the webgpu plan for CPU implementations
+  /// of WebGPU (SwiftShader), where every barrier switches all fibers of a workgroup. Off elsewhere.
+  bool register_tiles = false;
 };
 
 /// The language a compute kernel is printed in.
