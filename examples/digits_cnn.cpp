@@ -86,8 +86,9 @@ int main(int argc, char** argv) try {
   auto [f2w, f2b] = layer("9", {10, 32});       // torch: nn.Linear(32, 10)
   std::vector<sg::Tensor> params = {c1w, c1b, c2w, c2b, f1w, f1b, f2w, f2b};  // torch: model.parameters()
 
-  // torch: model(x), x (N, 1, 8, 8) -> logits (N, 10). Only builds graph nodes.
-  auto model = [&](const sg::Tensor& x) {
+  // torch: model(x), x (N, 1, 8, 8) -> logits (N, 10). Only builds graph nodes. (Init-captures: clang 14 cannot
+  // capture structured bindings.)
+  auto model = [c1w = c1w, c1b = c1b, c2w = c2w, c2b = c2b, f1w = f1w, f1b = f1b, f2w = f2w, f2b = f2b](const sg::Tensor& x) {
     sg::Conv2dOptions same{.padding = {1, 1}};
     sg::Tensor h = sg::relu(sg::conv2d(x, c1w, c1b, same));            // torch: relu(conv1(x))     (N, 8, 8, 8)
     h = sg::max_pool2d(h, {.kernel = {2, 2}});                         // torch: max_pool2d(h, 2)   (N, 8, 4, 4)

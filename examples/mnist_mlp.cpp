@@ -86,7 +86,8 @@ int main(int argc, char** argv) try {
   std::vector<sg::Tensor> params = {w1, b1, w2, b2};  // torch: model.parameters()
 
   // torch: model(x). Builds graph nodes (no computation); relu(matmul + bias) fuses into one kernel.
-  auto model = [&](const sg::Tensor& x) {
+  // (Init-captures: clang 14 cannot capture structured bindings.)
+  auto model = [w1 = w1, b1 = b1, w2 = w2, b2 = b2](const sg::Tensor& x) {
     sg::Tensor h = sg::relu(sg::matmul(sg::flatten(x, 1), sg::transpose(w1)) + b1);  // relu(fc1(flatten(x)))
     return sg::Tensor(sg::matmul(h, sg::transpose(w2)) + b2);                         // fc2(h)
   };

@@ -810,6 +810,20 @@ TEST_CASE("schedule rule loop-budget: a reduction longer than max_loop_iteration
   CHECK(kernel_count(p) == 1);
 }
 
+TEST_CASE("schedule rule loop-budget: the final kernel's note names the split reduction (max, min, sum)",
+          "[schedule][rule]") {
+  // Regression (ASan, docs/RELIABILITY.md): split_once read the reduction's kind through a pointer into the
+  // expression it had just replaced, i.e. from freed memory when the reduction was the kernel's whole expression.
+  Tensor x = input("x", {2, 4096});
+  for (auto [kind, y] : {std::pair{"max", max(x, {1})}, std::pair{"min", min(x, {1})}, std::pair{"sum", sum(x, {1})}}) {
+    INFO(kind);
+    const Plan plan = schedule(outputs({{"y", y}}), {.max_loop_iterations = 1024});
+    REQUIRE(plan.kernels.size() == 2);
+    CHECK(plan.kernels[0].notes.find(fmt::format("partial {}s:", kind)) != std::string::npos);
+    CHECK(plan.kernels[1].notes.find(fmt::format("final {} over ", kind)) != std::string::npos);
+  }
+}
+
 TEST_CASE("schedule rule union-domains: independent kernels of different shapes share one draw", "[schedule][rule]") {
   Tensor a = input("a", {3, 7}), b = input("b", {5, 8});
   const Program p = outputs({{"s", sum(a, {1})}, {"e", exp(b)}});
@@ -833,7 +847,8 @@ TEST_CASE("schedule rule row-planes: a matmul computes P rows per fragment into 
   CHECK(schedule(p, {.max_outputs = 8, .row_planes = 1}).value_of(c.node().get()).planes == 1);
   ScheduleOptions col = planed;
   col.col_planes = 2;
-  const Value& v = schedule(p, col).value_of(c.node().get());
+  const Plan col_plan = schedule(p, col);  // (a reference into a temporary plan dangled here: found by ASan)
+  const Value& v = col_plan.value_of(c.node().get());
   CHECK(v.planes == 8);
   CHECK(v.col_planes == 2);
 }

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../codegen/src/glsl_math.h"
+#include "../codegen/src/shader_files.h"
 #include "golden_util.h"
 #include "op_cases.h"
 #include "sg/backend.h"
@@ -109,6 +110,26 @@ void write_run_dir(const sg::Plan& plan, const sg::ComputeLimits& limits, const 
 }
 
 }  // namespace
+
+TEST_CASE("the helpers' shader files of codegen/shaders are embedded verbatim, each one helper's source",
+          "[wgsl][codegen]") {
+  // every helper's pair of files (ArgBetter's forms are in glsl_argmax.cpp)
+  std::set<std::string> helper_sources;
+  for (int h = 0; h < static_cast<int>(sg::MathHelper::kCount); ++h)
+    if (static_cast<sg::MathHelper>(h) != sg::MathHelper::ArgBetter)
+      for (bool wgsl : {false, true}) helper_sources.insert(sg::math_helper_source(static_cast<sg::MathHelper>(h), wgsl));
+  CHECK(helper_sources.size() == 2 * (static_cast<size_t>(sg::MathHelper::kCount) - 1));
+  const auto& files = sg::shaders::shader_files();
+  CHECK(files.size() == helper_sources.size());  // no file that no helper prints
+  for (const auto& f : files) {
+    INFO(f.path);
+    const std::string on_disk = sg::testing::read_file(sg::golden::source_dir() + "/codegen/shaders/" + std::string(f.path));
+    CHECK(!on_disk.empty());
+    CHECK(std::string(f.bytes) == on_disk);  // byte for byte
+    CHECK(helper_sources.count(on_disk) == 1);
+  }
+  CHECK_THROWS_AS(sg::shaders::shader_file("math/no_such_helper.glsl"), sg::CompileError);
+}
 
 TEST_CASE("every float op and every math helper has a GLSL and a WGSL formula", "[wgsl][codegen]") {
   for (int i = static_cast<int>(sg::SOp::Neg); i <= static_cast<int>(sg::SOp::Select); ++i) {

@@ -182,7 +182,11 @@ class Lowerer {
     ai.push_back(kvar(kv));
     bi.push_back(kvar(kv));
     bi.push_back(idx[r - 1]);
-    return kreduce(ReduceKind::Sum, {kv}, {as.back()}, kmath(SOp::Mul, read(in(0), ai), read(in(1), bi)));
+    // read() assigns sampler slots and fresh names: sequenced, B first (the unspecified argument order had GCC
+    // read B first and clang A, so the two compilers' kernels bound their inputs differently)
+    KExprPtr b = read(in(1), bi);
+    KExprPtr a = read(in(0), ai);
+    return kreduce(ReduceKind::Sum, {kv}, {as.back()}, kmath(SOp::Mul, a, b));
   }
 
   KExprPtr lower_conv2d(const Node& n, const std::vector<KExprPtr>& idx) {
@@ -222,8 +226,8 @@ class Lowerer {
       valid = band(valid, kibin(KOp::ILt, q, kint(ys[2 + d])));
       pos[d] = q;
     }
-    KExprPtr prod = kmath(SOp::Mul, read(in(0), {idx[0], kvar(o), pos[0], pos[1]}),
-                          read(in(1), {kvar(o), idx[1], kvar(kh), kvar(kw)}));
+    KExprPtr w = read(in(1), {kvar(o), idx[1], kvar(kh), kvar(kw)});  // sequenced, w first: as in lower_matmul
+    KExprPtr prod = kmath(SOp::Mul, read(in(0), {idx[0], kvar(o), pos[0], pos[1]}), w);
     return kreduce(ReduceKind::Sum, {o, kh, kw}, {ys[1], ws[2], ws[3]}, kselect(valid, prod, kfloat(0)));
   }
 

@@ -133,8 +133,9 @@ bool split_once(ScheduleState& st, Kernel& k, const std::vector<NodePtr>& name_n
   for (size_t i = 0; i < oshape.size(); ++i) idx.push_back(kvar(fmt::format("i{}", i)));
   std::string pv = fmt::format("p{}", guard);
   KExprPtr flat = kibin(KOp::IAdd, kibin(KOp::IMul, kvar(pv), kint(numel(oshape))), linearize(idx, oshape));
-  k.exprs[0] = kreplace(k.exprs[0], best, kreduce(best->reduce, {pv}, {P}, kload(slot, flat)));
-  k.notes = fmt::format("// final {} over {} partial results\n", reduce_name(best->reduce), P) + k.notes;
+  const ReduceKind kind = best->reduce;  // `best` points into k.exprs[0], which the next line may free
+  k.exprs[0] = kreplace(k.exprs[0], best, kreduce(kind, {pv}, {P}, kload(slot, flat)));
+  k.notes = fmt::format("// final {} over {} partial results\n", reduce_name(kind), P) + k.notes;
   return true;
 }
 

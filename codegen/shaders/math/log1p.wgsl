@@ -1,0 +1,6 @@
+fn sg_log1p(x: f32) -> f32 {  // log(1 + x): 2 atanh(s), s = x / (2 + x), by its series for |x| < 0.25
+  if (!(abs(x) < 0.25)) { return sg_log(1.0 + x); }
+  let w = 2.0 / (2.0 + x);
+  let s = 0.5 * x * w;  // 2 s = x w: no underflow of s for tiny x
+  return x * w * sg_atanh_poly(s * s);
+}
