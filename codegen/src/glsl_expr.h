@@ -498,9 +498,38 @@ class ExprEmitter {
       texel_loads_.insert(name);
       return {fmt::format("load4_{}({})", name, emit_lane(e->a, 0)), true};
     }
+    // the same element for all 4 lanes (e.g. a conv weight read by 4 outputs of one output row): one fetch
+    if (lane_form(e->a) == LaneForm::Uniform) return {fmt::format("vec4({})", emit_lane(e, 0)), true};
     std::string g = "vec4(";
     for (int lane = 0; lane < 4; ++lane) g += fmt::format("{}{}", lane ? ", " : "", emit_lane(e, lane));
     return {g + ")", true};
+  }
+
+  /// What an integer expression is across the 4 lanes of the vectorised variable (whose lane values are
+  /// base + 0..3 with base a multiple of 4): the same value in every lane, values inside one aligned block of 4
+  /// (base + lane, clamped or not), or anything else.
+  enum class LaneForm { Uniform, InBlock, Other };
+  LaneForm lane_form(const KExprPtr& e) {
+    if (!varies(e)) return LaneForm::Uniform;
+    // (every value involved is non-negative: the variable's base, and the bounds and divisors, which must be
+    // constants; C-style division of negative values would not keep a block's quotient)
+    auto multiple_of_4 = [](const KExprPtr& x) { return x->op == KOp::IntConst && x->ivalue % 4 == 0 && x->ivalue > 0; };
+    auto bound = [](const KExprPtr& x) { return x->op == KOp::IntConst && x->ivalue >= 0; };
+    if (e->op == KOp::Var) return LaneForm::InBlock;  // varies: the vectorised variable itself
+    if (e->op < KOp::IAdd || e->op > KOp::IMax || !e->b) return LaneForm::Other;
+    const LaneForm a = lane_form(e->a), b = lane_form(e->b);
+    if (a == LaneForm::Uniform && b == LaneForm::Uniform) return LaneForm::Uniform;
+    switch (e->op) {
+      case KOp::IMin:
+      case KOp::IMax:  // clamping values of one block to a constant bound keeps them in one block
+        if ((a == LaneForm::InBlock && bound(e->b)) || (b == LaneForm::InBlock && bound(e->a))) return LaneForm::InBlock;
+        return LaneForm::Other;
+      case KOp::IDiv:  // values of one aligned block of 4 divided by a multiple of 4: one quotient
+        return a == LaneForm::InBlock && multiple_of_4(e->b) ? LaneForm::Uniform : LaneForm::Other;
+      case KOp::IMod:
+        return a == LaneForm::InBlock && multiple_of_4(e->b) ? LaneForm::InBlock : LaneForm::Other;
+      default: return LaneForm::Other;
+    }
   }
 
   Code emit_math(const KExprPtr& e) {
