@@ -477,10 +477,12 @@ class ExprEmitter {
     if (base && aligned(base)) {
       int64_t comp = ((off % 4) + 4) % 4;
       KExprPtr tb = off - comp == 0 ? base : kibin(KOp::IAdd, base, kint(off - comp));
-      std::string idx = emit(tb).s;
-      std::string key = name + "|" + idx;
+      // keyed by the index's tree (and the lane substitution in effect), not its printed form: the row-plane copies
+      // of a matmul build equal indices as distinct nodes, printed differently (j5 vs (4 * i0)), yet one texel
+      const std::string key = name + "|" + kexpr_str(tb) + "|" + subst_signature();
       for (auto it = texels_.rbegin(); it != texels_.rend(); ++it)
         if (auto f = it->find(key); f != it->end()) return {fmt::format("{}[{}]", f->second, comp), false};
+      std::string idx = emit(tb).s;
       std::string var = fmt::format("tx{}", temp_++);
       texel_loads_.insert(name);
       line(fmt::format("vec4 {} = load4_{}({});", var, name, idx));
