@@ -32,6 +32,14 @@
 //   --flush-draws B  glFlush after the uploads and every draw of a run (1) or not (0) (default: auto = on for GPUs,
 //                  off for llvmpipe)
 //   --compute-tiles T  gles-compute tile sizes: -1 = the device's class (default), 0 = CPU sizes, 1 = GPU sizes
+//   --fresh-vulkan  vulkan: new Vulkan backends (a new VkInstance and VkDevice) before every case, so that no case
+//                  runs on memory, pipelines or descriptor pools that an earlier case left (A/B of the order effect
+//                  of docs/PERFORMANCE.md Run 12b; env SG_VULKAN_MEMORY=blocks|dedicated picks the buffer placement)
+//   --vk-repeats R  vulkan: every run() dispatches its kernels R times back to back before its one readback
+//                  (VulkanOptions::repeat_dispatches; the outputs are those of one run), so the GPU stays busy (a GPU
+//                  idle between short runs is clocked down by its driver: docs/PERFORMANCE.md Run 13); SGEMM GFLOP/s
+//                  then count R x 2 N^3 per run, kernel-only times are per dispatch; default 1
+//   --reduce-rows LIST  rows R of the reduce case's R x C inputs (default: 1024,8191 on GPUs, 250 on CPU devices)
 //   --autotune B   vulkan: 1 = time every tiled kernel's tile candidates on the device and run the fastest
 //                  (BackendOptions::autotune; winners kept in SG_KERNEL_CACHE, a temporary directory when unset, so
 //                  the profiled backend runs the same configs), 0 = the heuristic tiles (default: env SG_AUTOTUNE)
@@ -55,6 +63,11 @@
 //              SPIR-V -> SPIRV-Cross, fresh memory-only cache), memory hit, disk hit (fresh cache on a temporary
 //              directory); and Backend::compile of the whole step on a fresh backend vs the same backend again.
 //   cpuref     the CPU reference backend running the MLP forward pass (logits), batch 128.
+//   reduce     (only with --only reduce) sum, max, min and mean of an R x C constant over its rows (axis 1: R outputs; C = 4095 for
+//              R <= 1024, else 1023) and over all of it (R = the first of --reduce-rows), checked against the CPU
+//              reference (max/min exactly, sum/mean within 1e-4 of sum |x|); kernel-only time from the profiled
+//              backend; the JSON names each kernel's strategy (tree-reduction[+subgroups]: env SG_VULKAN_SUBGROUPS=0
+//              turns subgroup operations off).
 //   roofline   (vulkan) the compute ALU and bandwidth probes (hand-written kernels), then per Vulkan row the
 //              achieved GFLOP/s and GB/s (FLOPs and compulsory bytes of the program, bench/vulkan_probes.h) against
 //              the bound min(ALU, FLOP/byte x bandwidth); SGEMM rows at their kernel-only time.
@@ -108,6 +121,7 @@
 #include "sg/nn.h"
 #include "sg/schedule.h"
 #include "sg/sg.h"
+#include "sg/vulkan_device.h"
 #include "vulkan_probes.h"
 
 namespace {
@@ -136,6 +150,9 @@ struct Options {
   sg::BackendOptions gles{.kind = "gles"};
   std::optional<bool> autotune;   // BackendOptions::autotune of the Vulkan backends (--autotune; unset = env SG_AUTOTUNE)
   std::optional<bool> gpu_tiles;  // BackendOptions::gpu_tiles of the compute backends (--compute-tiles; unset = the device's class)
+  bool fresh_vulkan = false;      // --fresh-vulkan
+  int vk_repeats = 1;             // --vk-repeats
+  std::vector<int64_t> reduce_rows;  // --reduce-rows (empty = by device class)
   bool wants(const std::string& c) const { return only.empty() || only.count(c) != 0; }
 };
 
@@ -145,7 +162,7 @@ struct Options {
              "                 [--large] [--sgemm N,N,..] [--only sgemm,mlp,cnn,fusion,compile,cpuref,profile,probe]\n"
              "                 [--max-seconds S] [--probe-side N] [--probe-sgemm N] [--max-outputs N] [--min-parallel N]\n"
              "                 [--row-layout 0|1] [--row-planes N] [--col-planes 1|2] [--union-domains 0|1] [--flush-draws 0|1]\n"
-             "                 [--compute-tiles -1|0|1] [--autotune 0|1]\n",
+             "                 [--compute-tiles -1|0|1] [--autotune 0|1] [--fresh-vulkan] [--vk-repeats R] [--reduce-rows R,R,..]\n",
              why);
   std::exit(2);
 }
@@ -212,7 +229,7 @@ Options parse(int argc, char** argv) {
       sizes_given = true;
     } else if (a == "--only") {
       static const std::set<std::string> known{"sgemm", "mlp", "cnn", "fusion", "compile", "cpuref", "profile", "roofline",
-                                               "probe"};
+                                               "probe", "reduce"};
       for (auto& c : split(value())) {
         if (!known.count(c)) usage("unknown case '" + c + "' in --only");
         o.only.insert(c);
@@ -242,6 +259,12 @@ Options parse(int argc, char** argv) {
       o.gles.union_domains = parse_switch(value(), "--union-domains");
     } else if (a == "--flush-draws") {
       o.gles.flush_draws = parse_switch(value(), "--flush-draws");
+    } else if (a == "--vk-repeats") {
+      o.vk_repeats = static_cast<int>(std::max<int64_t>(1, parse_int(value(), "--vk-repeats")));
+    } else if (a == "--fresh-vulkan") {
+      o.fresh_vulkan = true;
+    } else if (a == "--reduce-rows") {
+      for (auto& r : split(value())) o.reduce_rows.push_back(std::max<int64_t>(1, parse_int(r, "--reduce-rows")));
     } else if (a == "--autotune") {
       o.autotune = parse_switch(value(), "--autotune");
     } else if (a == "--compute-tiles") {
@@ -312,6 +335,7 @@ struct Row {
 std::vector<Row> g_rows;
 json g_tables = json::object();
 bool g_failed = false;
+sg::Backend* g_vulkan = nullptr;  // the unprofiled Vulkan backend (its device's memory counters go into Vulkan rows)
 
 void print_row_header() {
   fmt::print("| {:<30} | {:<12} | {:>4} | {:>10} | {:>21} | {:>12} | {:<8} | {:<34} |\n", "case", "backend", "reps",
@@ -321,6 +345,12 @@ void print_row_header() {
 
 void add_row(Row r) {
   if (!r.ok) g_failed = true;
+  if (r.backend == "vulkan" && g_vulkan) {  // what the device held when the case ended (its executable still alive)
+    const sg::vk::LiveObjects l = sg::vulkan_device(*g_vulkan).live_objects();
+    r.extra["vk_memory"] = {{"buffers", l.buffers}, {"memory_objects", l.memory_blocks},
+                            {"dedicated", l.dedicated_allocations}, {"device_memory_bytes", l.device_memory_bytes},
+                            {"bound_bytes", l.allocated_bytes}, {"pipelines", l.pipelines}};
+  }
   fmt::print("| {:<30} | {:<12} | {:>4} | {:>10.3f} | {:>10.3f} - {:>8.3f} | {:>12.2f} | {:<8} | {:<34} |\n", r.label,
              r.backend, r.ms.n, r.ms.median, r.ms.min, r.ms.max, r.throughput, r.unit, r.check);
   if (r.extra.contains("phase_ms")) {
@@ -374,6 +404,33 @@ sg::Backend& backend_named(Backends& b, const std::string& name) {
   }
   if (name == "vulkan") return *b.vulkan;
   return name == "gles-compute" ? *b.compute : *b.gles;
+}
+
+/// The Vulkan backends of the run (unprofiled and profiled), replacing any earlier ones (whose devices go first).
+void make_vulkan_backends(Backends& bk, const Options& o) {
+  g_vulkan = nullptr;
+  bk.vulkan.reset();
+  bk.vulkan_profiled.reset();
+  sg::BackendOptions bo;
+  bo.kind = "vulkan";
+  bo.max_outputs = o.gles.max_outputs;
+  bo.min_parallel_texels = o.gles.min_parallel_texels;
+  bo.gpu_tiles = o.gpu_tiles;
+  bo.autotune = o.autotune;
+  bo.vulkan.repeat_dispatches = o.vk_repeats;
+  const char* tune_env = std::getenv("SG_AUTOTUNE");
+  const bool tuning = o.autotune ? *o.autotune : (tune_env && std::string(tune_env) == "1");
+  const char* cache_env = std::getenv("SG_KERNEL_CACHE");
+  if (tuning && (!cache_env || !*cache_env)) {  // one record store for both backends: the same winners
+    const auto dir = std::filesystem::temp_directory_path() / fmt::format("sg_bench_ops_tune_{}", ::getpid());
+    ::setenv("SG_KERNEL_CACHE", dir.c_str(), 1);
+    fmt::print("autotune on: tuning records in {} (SG_KERNEL_CACHE was unset)\n", dir.string());
+  }
+  bk.vulkan = sg::make_backend(bo).backend;
+  bo.profile = true;
+  bk.vulkan_profiled = sg::make_backend(bo).backend;
+  bk.vulkan_device = bk.vulkan->device();
+  g_vulkan = bk.vulkan.get();
 }
 
 std::vector<float> uniform(std::mt19937_64& g, int64_t n, float lo, float hi) {
@@ -465,10 +522,11 @@ void bench_sgemm(Backends& bk, const std::string& backend, int64_t n, const Opti
                         full_err >= 0 ? fmt::format(", ref {:.1e}", full_err) : "");
   r.ms = measure([&] { (void)exe->run({}); }, o, first_ms);
   const double flop = 2.0 * static_cast<double>(n) * n * n;
-  r.throughput = flop / (r.ms.median * 1e-3) / 1e9;
+  const int reps = backend == "vulkan" ? o.vk_repeats : 1;  // --vk-repeats: R dispatches per run()
+  r.throughput = reps * flop / (r.ms.median * 1e-3) / 1e9;
   r.unit = "GFLOP/s";
   r.extra = {{"n", n}, {"kernels", exe->kernels_per_step()}, {"sampled_rel_err", sampled.max_err},
-             {"full_ref_err", full_err}};
+             {"full_ref_err", full_err}, {"dispatch_repeats", reps}};
   if (const sg::Plan* plan = exe->plan()) r.extra["peak_bytes"] = plan->peak_bytes;
 
   // Kernel-only time (GLES, Vulkan): the same program on the profiled backend.
@@ -517,6 +575,85 @@ void bench_sgemm(Backends& bk, const std::string& backend, int64_t n, const Opti
     r.extra["kernel_time_plausible"] = ks.median >= 0.5 * r.ms.median;
   }
   add_row(std::move(r));
+}
+
+// ------------------------------------------------------------------------------------------------
+// Reductions
+// ------------------------------------------------------------------------------------------------
+
+/// One reduction `op` (sum, max, min, mean) of an R x C constant over axis 1 (`full` = over all of it).
+void bench_reduce(Backends& bk, const std::string& backend, const std::string& op, int64_t rows, int64_t cols, bool full,
+                  const Options& o) {
+  std::mt19937_64 g(77 + rows * 31 + cols);
+  std::vector<float> x = uniform(g, rows * cols, -1, 1);
+  sg::Tensor tx = sg::constant({rows, cols}, x);
+  const std::vector<int> axes_v = full ? std::vector<int>{} : std::vector<int>{1};
+  const sg::Axes axes(axes_v);
+  sg::Tensor ty = op == "sum" ? sg::sum(tx, axes) : op == "max" ? sg::max(tx, axes) : op == "min" ? sg::min(tx, axes) : sg::mean(tx, axes);
+  sg::Program p;
+  p.add_output("y", ty);
+  sg::Backend& be = backend_named(bk, backend);
+  auto exe = be.compile(p);
+  auto t_first = Clock::now();
+  std::vector<float> y = exe->run({})[0];
+  const double first_ms = ms_since(t_first);
+  const std::vector<double> ref = sg::cpu::evaluate({ty.node()}, {})[0];
+  // max/min are exact; sum/mean within 1e-4 of the magnitude sum of the reduced values (per output)
+  const int64_t per = full ? rows * cols : cols;
+  double err = ref.size() == y.size() ? 0 : INFINITY;
+  for (size_t i = 0; i < y.size() && i < ref.size(); ++i) {
+    double mag = 0;
+    for (int64_t k = 0; k < per; ++k) mag += std::abs(x[static_cast<size_t>(full ? k : static_cast<int64_t>(i) * cols + k)]);
+    if (op == "mean") mag /= static_cast<double>(per);
+    const double e = std::abs(static_cast<double>(y[i]) - ref[i]);
+    err = std::max(err, !std::isfinite(y[i]) ? INFINITY : (op == "max" || op == "min") ? e : e / (mag + 1e-30));
+  }
+  Row r;
+  r.key = fmt::format("reduce_{}_{}x{}{}", op, rows, cols, full ? "_all" : "_axis1");
+  r.label = fmt::format("{} {}x{} {}", op, rows, cols, full ? "all" : "axis 1");
+  r.backend = backend;
+  const double tol = (op == "max" || op == "min") ? 0 : 1e-4;
+  r.ok = err <= tol;
+  r.check = fmt::format("{} (err {:.1e} on {})", r.ok ? "ok" : "FAIL", err, y.size());
+  r.ms = measure([&] { (void)exe->run({}); }, o, first_ms);
+  r.throughput = static_cast<double>(rows * cols) * 4 / (r.ms.median * 1e-3) / 1e9;
+  r.unit = "GB/s";
+  r.extra = {{"rows", rows}, {"cols", cols}, {"full", full}, {"op", op}, {"kernels", exe->kernels_per_step()}, {"err", err}};
+  if (const auto* ck = exe->compute_kernels()) {
+    json strategies = json::array();
+    for (auto& k : *ck) strategies.push_back(k.strategy);
+    r.extra["strategies"] = strategies;
+  }
+  sg::Backend* profiled = backend == "vulkan" ? bk.vulkan_profiled.get() : backend == "gles-compute" ? bk.compute_profiled.get() : nullptr;
+  if (profiled && first_ms <= 5000) {
+    auto pexe = profiled->compile(p);
+    std::vector<double> kms;
+    Options po = o;
+    po.repeats = std::min(o.repeats, 5);
+    (void)measure(
+        [&] {
+          (void)pexe->run({});
+          double t = 0;
+          for (auto& kt : pexe->last_timings()) t += kt.ms;
+          kms.push_back(t);
+        },
+        po, first_ms);
+    kms.erase(kms.begin(), kms.begin() + std::min<size_t>(kms.size(), static_cast<size_t>(first_ms > 2000 ? 0 : po.warmup)));
+    const Stat ks = summarize(kms);
+    r.extra["reduce_kernel_ms"] = ks.median;  // not "kernel_ms": that key puts a row into the SGEMM kernel table
+    r.extra["kernel_gbps"] = static_cast<double>(rows * cols) * 4 / (ks.median * 1e-3) / 1e9;
+    r.check += fmt::format(", kernels {:.4f} ms", ks.median);
+  }
+  add_row(std::move(r));
+}
+
+/// The reduce case: every op over axis 1 of each R x C of --reduce-rows, then over all of the first.
+void bench_reductions(Backends& bk, const std::string& backend, const Options& o, bool cpu_device) {
+  std::vector<int64_t> rows = o.reduce_rows;
+  if (rows.empty()) rows = cpu_device ? std::vector<int64_t>{250} : std::vector<int64_t>{1024, 8191};
+  for (int64_t r : rows)
+    for (const char* op : {"sum", "max", "min", "mean"}) bench_reduce(bk, backend, op, r, r <= 1024 ? 4095 : 1023, false, o);
+  for (const char* op : {"sum", "max"}) bench_reduce(bk, backend, op, rows.front(), rows.front() <= 1024 ? 4095 : 1023, true, o);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -1299,28 +1436,19 @@ int main(int argc, char** argv) {
   }
   if (std::find(o.backends.begin(), o.backends.end(), "vulkan") != o.backends.end()) {
     try {
-      sg::BackendOptions bo;
-      bo.kind = "vulkan";
-      bo.max_outputs = o.gles.max_outputs;
-      bo.min_parallel_texels = o.gles.min_parallel_texels;
-      bo.gpu_tiles = o.gpu_tiles;
-      bo.autotune = o.autotune;
-      const char* tune_env = std::getenv("SG_AUTOTUNE");
-      const bool tuning = o.autotune ? *o.autotune : (tune_env && std::string(tune_env) == "1");
-      const char* cache_env = std::getenv("SG_KERNEL_CACHE");
-      if (tuning && (!cache_env || !*cache_env)) {  // one record store for both backends: the same winners
-        const auto dir = std::filesystem::temp_directory_path() / fmt::format("sg_bench_ops_tune_{}", ::getpid());
-        ::setenv("SG_KERNEL_CACHE", dir.c_str(), 1);
-        fmt::print("autotune on: tuning records in {} (SG_KERNEL_CACHE was unset)\n", dir.string());
-      }
-      bk.vulkan = sg::make_backend(bo).backend;
-      bo.profile = true;
-      bk.vulkan_profiled = sg::make_backend(bo).backend;
-      bk.vulkan_device = bk.vulkan->device();
+      make_vulkan_backends(bk, o);
     } catch (const sg::Error& e) {
       fmt::print(stderr, "bench_ops: Vulkan backend unavailable: {}\n", e.what());
       return 1;
     }
+    const sg::vk::Caps& vc = sg::vulkan_device(*bk.vulkan).caps();
+    meta["vulkan_memory_policy"] = sg::vk::memory_policy_name(vc.memory_policy);
+    meta["vulkan_dedicated_min_bytes"] = vc.dedicated_min_bytes;
+    meta["vulkan_subgroup_arithmetic"] = vc.limits.subgroup_arithmetic;
+    const char* sub_env = std::getenv("SG_VULKAN_SUBGROUPS");
+    meta["vulkan_subgroups"] = vc.limits.subgroup_arithmetic && !(sub_env && std::string(sub_env) == "0");
+    meta["fresh_vulkan"] = o.fresh_vulkan;
+    meta["vulkan_dispatch_repeats"] = o.vk_repeats;
   }
   meta["renderer"] = bk.renderer;
   meta["vulkan_device"] = bk.vulkan_device;
@@ -1337,12 +1465,22 @@ int main(int argc, char** argv) {
     print_row_header();
     for (auto& backend : o.backends) {
       if ((backend == "gles" && !bk.gles) || (backend == "gles-compute" && !bk.compute)) continue;
+      // --fresh-vulkan: every case on new Vulkan backends (nothing left by earlier cases)
+      auto fresh = [&] {
+        if (o.fresh_vulkan && backend == "vulkan") make_vulkan_backends(bk, o);
+      };
       // train steps first: on the H200 they ran 2-3x slower after the large SGEMM cases in the same process
       if (o.wants("mlp"))
-        for (int64_t b : {32, 128}) bench_step(bk, backend, "mlp", b, o);
-      if (o.wants("cnn")) bench_step(bk, backend, "cnn", 64, o);
+        for (int64_t b : {32, 128}) fresh(), bench_step(bk, backend, "mlp", b, o);
+      if (o.wants("cnn")) fresh(), bench_step(bk, backend, "cnn", 64, o);
       if (o.wants("sgemm"))
-        for (int64_t n : o.sgemm) bench_sgemm(bk, backend, n, o);
+        for (int64_t n : o.sgemm) fresh(), bench_sgemm(bk, backend, n, o);
+      if (o.only.count("reduce") && backend != "gles") {  // opt-in (not part of the default cases)
+        fresh();
+        const bool cpu_device = backend == "vulkan" ? sg::vulkan_device(*bk.vulkan).caps().limits.cpu_device
+                                                    : bk.renderer.find("llvmpipe") != std::string::npos;
+        bench_reductions(bk, backend, o, cpu_device);
+      }
     }
     if (o.wants("cpuref")) bench_cpuref(bk, o);
     if (o.wants("probe") && bk.gles) {

@@ -1,10 +1,10 @@
 // Benchmark helper (not a benchmark by itself): writes the web bundles bench/web_bench.mjs times that the export
 // CLI has no model for. Today: SGEMM, a program "sgemm" with inputs a [N, N], b [N, N] and output c = a @ b, with
-// both targets (webgpu, webgl2) and no checks (the bundle runs the kernels the exporter schedules for a matmul).
+// both targets (webgpu with its gpu and cpu plans, webgl2) and no checks (the bundle runs the kernels the exporter schedules for a matmul).
 //
 //   build/bin/bench_web_export sgemm N DIR [--max-draw-buffers K] [--row-planes P] [--col-planes Q] [--webgpu-cpu]
 //
-// --webgpu-cpu: the webgpu kernels of a CPU implementation (WebGPUTarget::cpu_device: CPU tile sizes), only the
+// --webgpu-cpu: only the webgpu plan of a CPU implementation (WebGPUTarget::cpu_device: CPU tile sizes), only the
 // webgpu target (what `shadergrad export --webgpu-cpu --targets webgpu` writes for a model).
 #include <cstdlib>
 #include <iostream>
@@ -39,7 +39,7 @@ int main(int argc, char** argv) {
       if (a == "--max-draw-buffers" && i + 1 < argc) t.webgl2_target.max_draw_buffers = std::atoi(argv[++i]);
       else if (a == "--row-planes" && i + 1 < argc) t.webgl2_target.row_planes = std::atoi(argv[++i]);
       else if (a == "--col-planes" && i + 1 < argc) t.webgl2_target.col_planes = std::atoi(argv[++i]);
-      else if (a == "--webgpu-cpu") t.webgpu_target.cpu_device = true, t.webgl2 = false;
+      else if (a == "--webgpu-cpu") t.webgpu_plans = {"cpu"}, t.webgl2 = false;
       else throw sg::ValueError(fmt::format("unknown option '{}' (--max-draw-buffers K, --row-planes P, --col-planes Q, --webgpu-cpu)", a));
     }
     const sg::web::ExportSummary s = sg::web::write_bundle(spec, t, argv[3]);

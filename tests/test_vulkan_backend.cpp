@@ -340,6 +340,82 @@ TEST_CASE("vulkan: no leaks over 1000 steps, executables release what they own",
   expect_no_validation_messages(dev);
 }
 
+TEST_CASE("vulkan: no leaks over 1000 steps with buffers in memory of their own, under both memory policies",
+          "[vulkan][leaks][memory]") {
+  const std::string policy = GENERATE("dedicated", "blocks");
+  INFO("memory policy " << policy);
+  BackendOptions bo = vulkan_options();
+  bo.vulkan.memory_policy = policy;
+  auto be = make_backend(bo).backend;
+  vk::Device& dev = vulkan_device(*be);
+  const vk::LiveObjects base = dev.live_objects();
+  constexpr int64_t n = 300000;  // 1.2 MB per value: above kDedicatedMinBytes
+  Tensor x = input("x", {n});
+  std::vector<float> w0(n);
+  for (int64_t i = 0; i < n; ++i) w0[i] = 0.5f + static_cast<float>(i % 7) * 0.25f;
+  Tensor w = param("w", {n}, w0);
+  const double lr = 0.001;
+  Program p = make_train_step(sum(x * w * w), {w}, *make_sgd({.lr = lr}));
+  std::vector<float> xs(n);
+  for (int64_t i = 0; i < n; ++i) xs[i] = static_cast<float>(i % 3) - 1.f;
+  vk::LiveObjects after_first;
+  {
+    auto exe = be->compile(p);
+    exe->run({{"x", &xs}});
+    exe->run({{"x", &xs}});
+    after_first = dev.live_objects();
+    // the two buffers of w and the input x at least, each in memory of its own under "dedicated"
+    if (policy == "dedicated") CHECK(after_first.dedicated_allocations >= base.dedicated_allocations + 3);
+    else CHECK(after_first.dedicated_allocations == 0);
+    for (int step = 2; step < 1000; ++step) exe->run({{"x", &xs}});
+    CHECK(dev.live_objects() == after_first);
+  }
+  const vk::LiveObjects with_persistent = dev.live_objects();
+  CHECK(with_persistent.allocated_bytes < after_first.allocated_bytes);  // the executable's buffers went back
+  if (policy == "dedicated") CHECK(with_persistent.device_memory_bytes < after_first.device_memory_bytes);  // and their memory
+  else CHECK(with_persistent.device_memory_bytes <= after_first.device_memory_bytes);  // (one shared 32 MiB block here)
+  CHECK(with_persistent.descriptor_pools == base.descriptor_pools);
+  // 1000 SGD steps of d/dw sum(x w^2) = 2 x w: w = w0 (1 - 2 lr x)^1000
+  const std::vector<float> wv = be->read(w);
+  for (int64_t i : {int64_t{0}, int64_t{1}, int64_t{2}, n - 1})
+    CHECK(wv[i] == Approx(w0[i] * std::pow(1 - 2 * lr * xs[i], 1000)).epsilon(1e-3));
+  expect_no_validation_messages(dev);
+}
+
+TEST_CASE("vulkan: repeat_dispatches runs a step's kernels back to back and computes what one run computes",
+          "[vulkan][backend]") {
+  // an MLP train step (parameters ping-pong, pooled temporaries reused) 3 steps with 1 and with 4 dispatches per
+  // run: the same losses and parameters; profiled, one timing per kernel; validation (synchronization) clean
+  const bool profile = GENERATE(false, true);
+  INFO("profile " << profile);
+  std::vector<std::vector<float>> params[2];
+  std::vector<float> losses[2];
+  for (int variant = 0; variant < 2; ++variant) {
+    BackendOptions bo = vulkan_options(variant == 1 ? 0 : -1);  // the repeated one also on the staging path
+    bo.vulkan.repeat_dispatches = variant == 1 ? 4 : 1;
+    bo.profile = profile;
+    auto be = make_backend(bo).backend;
+    auto model = nn::make_model("mlp", 1, 6, 6, 10);
+    nn::Rng rng(3);
+    model->build(rng);
+    Tensor x = input("x", {9, 1, 6, 6});
+    Tensor y = input("labels", {9}, DType::i32);
+    Program p = make_train_step(cross_entropy((*model)(x), y), model->parameters(), *make_adam({.lr = 1e-2}));
+    std::vector<float> xs = uniform(9 * 36, 4, 0, 1), ys(9);
+    for (int i = 0; i < 9; ++i) ys[i] = static_cast<float>(i % 10);
+    auto exe = be->compile(p);
+    for (int s = 0; s < 3; ++s) losses[variant].push_back(exe->run({{"x", &xs}, {"labels", &ys}})[0][0]);
+    if (profile) CHECK(exe->last_timings().size() == static_cast<size_t>(exe->kernels_per_step()));
+    for (auto& t : model->parameters()) params[variant].push_back(be->read(t));
+    expect_no_validation_messages(vulkan_device(*be));
+  }
+  CHECK(losses[1] == losses[0]);  // bit-identical: the same kernels on the same values
+  CHECK(params[1] == params[0]);
+  BackendOptions bad = vulkan_options();
+  bad.vulkan.repeat_dispatches = 0;
+  CHECK_THROWS_AS(make_backend(bad), ValueError);
+}
+
 TEST_CASE("vulkan: shadergrad's training driver with --backend vulkan equals the CPU backend", "[vulkan][backend]") {
   // sg::train::run behind `shadergrad train --backend vulkan`: 200 digits samples in batches of 64 (a last batch of
   // 8 gets its own program sharing the parameters), 2 epochs, the test split evaluated by a third program

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fstream>
 #include <regex>
+#include <set>
 
 #include "sg/error.h"
 #include "sg/shader_compiler.h"
@@ -112,6 +113,105 @@ TEST_CASE("vulkan buffers: upload/download round trips of odd and large sizes, d
   CHECK_THROWS_WITH(dev->create_buffer(dev->caps().limits.max_buffer_bytes + 1, "huge"),
                     Catch::Contains("maxStorageBufferRange"));
   expect_no_validation_messages(*dev);
+}
+
+TEST_CASE("vulkan memory: large buffers get memory of their own, small ones share aligned blocks, and blocks is the old "
+          "placement", "[vulkan][device][memory]") {
+  const int direct = GENERATE(1, 0);
+  INFO("direct_map " << direct);
+  auto o = vulkan_device_options(direct);
+  o.memory_policy = "dedicated";
+  auto dev = vk::Device::create(o);
+  CHECK(dev->caps().memory_policy == vk::MemoryPolicy::Dedicated);
+  CHECK(dev->caps().dedicated_min_bytes == vk::kDedicatedMinBytes);
+  const vk::LiveObjects base = dev->live_objects();
+  {
+    vk::Buffer big = dev->create_buffer(vk::kDedicatedMinBytes + 12, "big");
+    vk::Buffer big2 = dev->create_buffer(3 * vk::kDedicatedMinBytes, "big2");
+    const auto pb = big.placement(), pb2 = big2.placement();
+    CHECK(pb.dedicated);
+    CHECK(pb.offset == 0);
+    CHECK(pb.memory_bytes >= big.alloc_bytes());
+    CHECK(pb.memory_bytes < big.alloc_bytes() + 65536);  // the buffer's requirement, not a shared block
+    CHECK((pb.flags & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT) != 0);
+    CHECK(pb2.dedicated);
+    CHECK(pb2.offset == 0);
+    CHECK(dev->live_objects().dedicated_allocations == base.dedicated_allocations + 2);
+    CHECK(dev->live_objects().device_memory_bytes == base.device_memory_bytes + pb.memory_bytes + pb2.memory_bytes);
+    // small buffers: one shared block, 256-byte aligned offsets, none dedicated
+    std::vector<vk::Buffer> small;
+    for (int i = 0; i < 40; ++i) small.push_back(dev->create_buffer(100 + 37 * i, "small"));
+    std::set<int64_t> offsets;
+    for (auto& b : small) {
+      const auto p = b.placement();
+      CHECK(!p.dedicated);
+      CHECK(p.offset % 256 == 0);
+      CHECK(p.memory_bytes == (int64_t{8} << 20));
+      offsets.insert(p.offset);
+    }
+    CHECK(offsets.size() == small.size());
+    CHECK(dev->live_objects().memory_blocks == base.memory_blocks + 3);
+    // data survive in both kinds of memory
+    auto data = pattern(static_cast<size_t>(big.bytes()), 5);
+    dev->upload(big, data.data(), big.bytes());
+    std::vector<uint8_t> back(data.size());
+    dev->download(big, back.data(), big.bytes());
+    CHECK(back == data);
+    auto sdata = pattern(static_cast<size_t>(small[7].bytes()), 6);
+    dev->upload(small[7], sdata.data(), small[7].bytes());
+    std::vector<uint8_t> sback(sdata.size());
+    dev->download(small[7], sback.data(), small[7].bytes());
+    CHECK(sback == sdata);
+  }
+  CHECK(dev->live_objects() == base);  // every VkDeviceMemory went back to the driver
+  expect_no_validation_messages(*dev);
+
+  // threshold 0: every buffer dedicated
+  o.dedicated_min_bytes = 0;
+  auto all = vk::Device::create(o);
+  {
+    vk::Buffer a = all->create_buffer(16, "a"), b = all->create_buffer(16, "b");
+    CHECK(a.placement().dedicated);
+    CHECK(b.placement().dedicated);
+  }
+  expect_no_validation_messages(*all);
+
+  // the old policy: a block of 32 MiB shared by everything below that size, a large buffer in a block of its own
+  o.memory_policy = "blocks";
+  o.dedicated_min_bytes = -1;
+  auto old = vk::Device::create(o);
+  CHECK(old->caps().memory_policy == vk::MemoryPolicy::Blocks);
+  {
+    const vk::LiveObjects ob = old->live_objects();
+    vk::Buffer a = old->create_buffer(4 << 20, "a"), b = old->create_buffer(1000, "b");
+    vk::Buffer huge = old->create_buffer((40 << 20) + 3, "huge");
+    CHECK(!a.placement().dedicated);
+    CHECK(a.placement().memory_bytes == (int64_t{32} << 20));
+    CHECK(b.placement().memory_bytes == (int64_t{32} << 20));
+    CHECK(b.placement().offset == a.placement().offset + a.alloc_bytes());  // first fit right after a (16-aligned)
+    CHECK(!huge.placement().dedicated);
+    CHECK(huge.placement().memory_bytes >= huge.alloc_bytes());
+    // staging path: the device's 4 MiB staging buffer opened the shared block already
+    CHECK(old->live_objects().memory_blocks == ob.memory_blocks + (direct ? 2 : 1));
+    CHECK(old->live_objects().dedicated_allocations == 0);
+  }
+  expect_no_validation_messages(*old);
+
+  o.memory_policy = "first-fit";
+  CHECK_THROWS_WITH(vk::Device::create(o), Catch::Contains("first-fit") && Catch::Contains("dedicated") &&
+                                               Catch::Contains("blocks"));
+  o.memory_policy = "";
+  o.dedicated_min_bytes = -2;
+  CHECK_THROWS_AS(vk::Device::create(o), ValueError);
+  o.dedicated_min_bytes = -1;
+  setenv("SG_VULKAN_MEMORY", "blocks", 1);  // the env decides when the option is empty
+  CHECK(vk::Device::create(o)->caps().memory_policy == vk::MemoryPolicy::Blocks);
+  setenv("SG_VULKAN_DEDICATED_MIN_BYTES", "1k", 1);
+  unsetenv("SG_VULKAN_MEMORY");
+  CHECK_THROWS_WITH(vk::Device::create(o), Catch::Contains("SG_VULKAN_DEDICATED_MIN_BYTES"));
+  setenv("SG_VULKAN_DEDICATED_MIN_BYTES", "4096", 1);
+  CHECK(vk::Device::create(o)->caps().dedicated_min_bytes == 4096);
+  unsetenv("SG_VULKAN_DEDICATED_MIN_BYTES");
 }
 
 TEST_CASE("vulkan: a hand-written compute shader, recorded once and submitted twice, computes y = 2a + b",

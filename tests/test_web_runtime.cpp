@@ -115,6 +115,7 @@ std::map<std::string, int> write_seed004_bundle(const fs::path& dir) {
   }
   sg::web::BundleTargets t;
   t.webgl2 = false;
+  t.webgpu_plans = {"gpu"};  // the GPU kernels only: the runtime runs them on any adapter, saying why
   sg::web::write_bundle(spec, t, dir.string());
   const json b = read_json(dir / "bundle.json");
   std::map<std::string, int> n;
@@ -225,6 +226,81 @@ TEST_CASE("export: bundle.json describes the WebGL2 plan, its data offsets and c
   }
   CHECK(ref(runs[1]["outputs"]["loss"])[0] == Approx(loss).epsilon(1e-5));
   CHECK(b["checks"]["persistent_after"].size() == 13);
+}
+
+TEST_CASE("export: a bundle carries a gpu and a cpu webgpu plan, sharing weights and identical shaders", "[web]") {
+  TempDir dir("sg_web_plans");
+  sg::web::ModelExportOptions mo;
+  mo.model = "mlp";
+  mo.batch = 8;
+  mo.check_steps = 1;
+  sg::web::BundleSpec spec = sg::web::model_bundle_spec(mo);
+  sg::web::BundleTargets t;
+  t.webgl2 = false;
+  const sg::web::ExportSummary sum = sg::web::write_bundle(spec, t, dir.path.string());
+  const json b = read_json(dir.path / "bundle.json");
+  CHECK(b["format"] == "shadergrad-bundle/3");
+  const json& plans = b["webgpu"]["plans"];
+  REQUIRE(plans.size() == 2);
+  CHECK(plans[0]["name"] == "gpu");
+  CHECK(plans[0]["program_key"] == "webgpu");
+  CHECK(plans[0]["target"]["cpu_device"] == false);
+  CHECK(plans[1]["name"] == "cpu");
+  CHECK(plans[1]["program_key"] == "webgpu_cpu");
+  CHECK(plans[1]["target"]["cpu_device"] == true);
+  CHECK(b["webgpu"]["target"] == plans[0]["target"]);  // format 2's fields: the first plan
+  CHECK(b["webgpu"]["requires"] == plans[0]["requires"]);
+  REQUIRE(sum.webgpu_plans.size() == 2);
+  for (const sg::web::BundleProgram& p : spec.programs) {
+    INFO("program " << p.name);
+    // each plan is what the WGSL target of its kind schedules: GPU tiles and split-K, CPU tiles and loop budget
+    for (const json& pl : plans) {
+      sg::web::WebGPUTarget wt;
+      wt.cpu_device = pl["name"] == "cpu";
+      const sg::Plan plan = sg::schedule(p.program, wt.schedule_options());
+      const json& d = b["programs"][p.name][pl["program_key"].get<std::string>()];
+      REQUIRE(d["kernels"].size() == plan.kernels.size());
+      for (size_t k = 0; k < plan.kernels.size(); ++k) {
+        const json& jk = d["kernels"][k];
+        CHECK(jk["name"] == plan.kernels[k].name);
+        const sg::ComputeKernel ck = sg::emit_compute_kernel(plan, plan.kernels[k], wt.limits(), sg::ComputeLanguage::Wgsl);
+        // the file the kernel names holds its source, whether its own or one shared with the other plan
+        CHECK(read_file((dir.path / jk["wgsl"].get<std::string>()).string()) == ck.source);
+        CHECK(jk["workgroups"] == json(ck.workgroups));
+      }
+    }
+  }
+  // the tiled contractions differ (GPU and CPU tile sizes), so the cpu plan has files of its own
+  CHECK(fs::exists(dir.path / "shaders/train/cpu"));
+  // one copy of every persistent value (both plans bind the same buffers) and of every constant with equal values
+  sg::io::SafetensorsFile w = sg::io::load_safetensors((dir.path / "weights.safetensors").string());
+  for (const sg::io::NamedTensor& x : w.tensors) {
+    if (x.name.rfind("webgpu_cpu/", 0) != 0) continue;
+    const sg::io::NamedTensor* same = w.find("webgpu/" + x.name.substr(11));
+    INFO("constant " << x.name);
+    CHECK((same == nullptr || same->data != x.data));
+  }
+  CHECK(b["persistent"].size() == 13);
+  // the plan list is checked
+  t.webgpu_plans = {"gpu", "gpu"};
+  CHECK_THROWS_WITH(sg::web::write_bundle(spec, t, dir.path.string()), Contains("webgpu plan 'gpu' is listed twice"));
+  t.webgpu_plans = {"tpu"};
+  CHECK_THROWS_WITH(sg::web::write_bundle(spec, t, dir.path.string()), Contains("unknown webgpu plan 'tpu'"));
+  t.webgpu_plans = {};
+  CHECK_THROWS_WITH(sg::web::write_bundle(spec, t, dir.path.string()), Contains("at least one webgpu plan"));
+  t.webgpu_plans = {"gpu"};
+  t.webgpu_target.cpu_device = true;
+  CHECK_THROWS_WITH(sg::web::write_bundle(spec, t, dir.path.string()), Contains("webgpu_plans = {\"cpu\"}"));
+  // a cpu plan alone keeps format 2's places (programs.NAME.webgpu, shaders/PROGRAM/)
+  t.webgpu_target.cpu_device = false;
+  t.webgpu_plans = {"cpu"};
+  sg::web::write_bundle(spec, t, (dir.path / "cpu_only").string());
+  const json c = read_json(dir.path / "cpu_only/bundle.json");
+  CHECK(c["webgpu"]["plans"].size() == 1);
+  CHECK(c["webgpu"]["plans"][0]["program_key"] == "webgpu");
+  CHECK(c["webgpu"]["target"]["cpu_device"] == true);
+  CHECK(c["programs"]["train"].contains("webgpu"));
+  CHECK(!c["programs"]["train"].contains("webgpu_cpu"));
 }
 
 TEST_CASE("export --load: the bundle's initial parameters are the checkpoint's", "[web]") {
@@ -342,7 +418,7 @@ TEST_CASE("web bundles run in headless Chromium on WebGPU and WebGL2 like the na
     fs::copy(root.path / "mlp", root.path / b, fs::copy_options::recursive);
   {
     json j = mlp;  // a WebGPU limit no adapter offers: the webgpu attempt is refused naming it, auto takes WebGL2
-    j["webgpu"]["requires"]["limits"]["maxComputeInvocationsPerWorkgroup"] = 100000;
+    for (json& plan : j["webgpu"]["plans"]) plan["requires"]["limits"]["maxComputeInvocationsPerWorkgroup"] = 100000;
     sg::testing::write_file(root / "big_limits/bundle.json", j.dump());
   }
   {
@@ -372,13 +448,14 @@ TEST_CASE("web bundles run in headless Chromium on WebGPU and WebGL2 like the na
   }
 
   std::string tasks;
+  // webgpu: the plan the runtime picks for SwiftShader (cpu) on the main thread, the gpu plan forced in a Worker
   for (const std::string& name : both)
-    for (const char* backend : {"webgpu", "webgl2"}) tasks += fmt::format(" check:{0}:main:{1} check:{0}:worker:{1}", name, backend);
+    tasks += fmt::format(" check:{0}:main:webgpu check:{0}:worker:webgpu:gpu check:{0}:main:webgl2 check:{0}:worker:webgl2", name);
   for (const char* name : {"mlp8", "cnn_linear", "planes", "db1"}) tasks += fmt::format(" check:{0}:main check:{0}:worker", name);
   tasks += " check:cnn:main check:seed004:main:webgpu check:seed004:worker:webgpu check:big_limits:worker";
   tasks += " check:bad_version:main check:missing_shader:main check:missing_wgsl:worker check:truncated_weights:worker"
-           " check:bad_shader:main:webgl2 check:bad_shader:worker:webgl2 check:bad_wgsl:main:webgpu"
-           " check:bad_wgsl:worker:webgpu lost:mlp:main lost:cnn:worker lost:mlp:main:webgpu lost:cnn:worker:webgpu"
+           " check:bad_shader:main:webgl2 check:bad_shader:worker:webgl2 check:bad_wgsl:main:webgpu:gpu"
+           " check:bad_wgsl:worker:webgpu:gpu lost:mlp:main lost:cnn:worker lost:mlp:main:webgpu lost:cnn:worker:webgpu"
            " webgpu:cnn_linear demo:cnn:worker profile:mlp:main profile:cnn:worker profile:mlp:main:webgpu"
            " profile:cnn:worker:webgpu";
   for (const char* backend : {"webgl2", "webgpu"}) tasks += fmt::format(" labels:mlp:main:{0} labels:mlp:worker:{0}", backend);
@@ -451,12 +528,29 @@ TEST_CASE("web bundles run in headless Chromium on WebGPU and WebGL2 like the na
       CHECK(std::isfinite(t["valid_loss"][0].get<double>()));
     }
   for (const std::string& name : both)
-    for (const char* backend : {"webgpu", "webgl2"})
-      for (const char* mode : {"main", "worker"}) {
-        const json rep = check_report(name, fmt::format("check:{}:{}:{}", name, mode, backend), backend);
-        CHECK(rep["runs"].size() == static_cast<size_t>(steps + 2));  // infer, train x steps, infer
-        CHECK(rep["attempts"].size() == 1);  // forced
+    for (const std::string& task : {"check:" + name + ":main:webgpu", "check:" + name + ":worker:webgpu:gpu",
+                                   "check:" + name + ":main:webgl2", "check:" + name + ":worker:webgl2"}) {
+      const std::string backend = task.find("webgpu") != std::string::npos ? "webgpu" : "webgl2";
+      const json rep = check_report(name, task, backend);
+      CHECK(rep["runs"].size() == static_cast<size_t>(steps + 2));  // infer, train x steps, infer
+      CHECK(rep["attempts"].size() == 1);  // forced
+      if (backend == "webgl2") {
+        CHECK(rep["webgpu_plan"].is_null());
+        continue;
       }
+      // both webgpu plans equal the native CPU backend; the runtime says which ran and why
+      const json& plan = rep["webgpu_plan"];
+      INFO(task << " webgpu plan " << plan.dump());
+      const bool forced = task.find(":gpu") != std::string::npos;
+      CHECK(plan["name"] == (forced ? "gpu" : "cpu"));
+      CHECK(plan["program_key"] == (forced ? "webgpu" : "webgpu_cpu"));
+      if (forced) CHECK_THAT(plan["reason"].get<std::string>(), Contains("forced (webgpuPlan: 'gpu')"));
+      else CHECK_THAT(plan["reason"].get<std::string>(), Contains("is a CPU implementation of WebGPU") && Contains("swiftshader"));
+      CHECK_THAT(rep["attempts"][0]["reason"].get<std::string>(), Contains(plan["reason"].get<std::string>()));
+      const json b = read_json(root.path / name / "bundle.json");
+      for (auto& [program, ks] : rep["kernels"].items())
+        CHECK(ks.size() == b["programs"][program][plan["program_key"].get<std::string>()]["kernels"].size());
+    }
   {
     // auto picks WebGPU when the bundle carries it and the adapter covers its limits
     const json rep = check_report("cnn", "check:cnn:main", "webgpu");
@@ -490,6 +584,10 @@ TEST_CASE("web bundles run in headless Chromium on WebGPU and WebGL2 like the na
   for (const char* mode : {"main", "worker"}) {
     // the seed 004 operator set on WebGPU: each op's program equals the CPU backend, run with the kernels asserted
     const json rep = check_report("seed004", fmt::format("check:seed004:{}:webgpu", mode), "webgpu");
+    // a bundle with the gpu plan alone runs it on SwiftShader too, saying why
+    CHECK(rep["webgpu_plan"]["name"] == "gpu");
+    CHECK_THAT(rep["webgpu_plan"]["reason"].get<std::string>(),
+               Contains("the only one of the bundle") && Contains("has no cpu plan"));
     for (auto& [program, n] : seed004_kernels) {
       INFO("seed 004 program " << program);
       CHECK(rep["kernels"][program].size() == static_cast<size_t>(n));
@@ -505,7 +603,8 @@ TEST_CASE("web bundles run in headless Chromium on WebGPU and WebGL2 like the na
   {
     auto [name, msg] = error_of("check:bad_version:main");
     CHECK(name == "BundleError");
-    CHECK_THAT(msg, Contains("bundle.json") && Contains("'shadergrad-bundle/1'") && Contains("'shadergrad-bundle/2'"));
+    CHECK_THAT(msg, Contains("bundle.json") && Contains("'shadergrad-bundle/1'") && Contains("'shadergrad-bundle/3'") &&
+                        Contains("'shadergrad-bundle/2'"));
   }
   {
     auto [name, msg] = error_of("check:missing_shader:main");
@@ -516,7 +615,7 @@ TEST_CASE("web bundles run in headless Chromium on WebGPU and WebGL2 like the na
     auto [name, msg] = error_of("check:missing_wgsl:worker");
     CHECK(name == "BundleError");
     CHECK_THAT(msg, Contains(gone_wgsl_file) && Contains("kernel '" + gone_wgsl_kernel + "'") && Contains("HTTP 404") &&
-                        Contains("webgpu plan"));
+                        Contains("webgpu gpu plan"));
   }
   {
     auto [name, msg] = error_of("check:truncated_weights:worker");
@@ -531,7 +630,7 @@ TEST_CASE("web bundles run in headless Chromium on WebGPU and WebGL2 like the na
   }
   for (const char* mode : {"main", "worker"}) {
     // a WGSL compile error names the kernel, its file and the failing line (getCompilationInfo), marked in the source
-    const std::string task = fmt::format("check:bad_wgsl:{}:webgpu", mode);
+    const std::string task = fmt::format("check:bad_wgsl:{}:webgpu:gpu", mode);
     auto [name, msg] = error_of(task);
     CHECK(name == "ShaderCompileError");
     CHECK_THAT(msg, Contains("kernel '" + bad_wgsl_kernel + "'") && Contains(bad_wgsl_file));

@@ -4,8 +4,10 @@
 // (the ones the GLES, GLES compute and Vulkan backends run), each exported as a bundle with only the webgpu target
 // (program "ops": the ops' outputs and the gradients of sum(out * R) w.r.t. every float input; one check run with
 // the fixed inputs; the expected outputs computed by the CPU backend at export), with the kernels the default
-// "webgpu" preset gives a GPU (the long reductions: those of a CPU implementation, see kLists). One node process runs all bundles
-// (tests/webgpu_ops_check.mjs) and writes what WebGPU computed; this test judges it with the op cases' tolerances
+// "webgpu" preset gives a GPU and those of a CPU implementation (both webgpu plans; the long reductions only the CPU
+// one, see kLists). One node process runs all bundles (tests/webgpu_ops_check.mjs), each with the plan the runtime picks
+// for the adapter (the cpu plan: Dawn's adapter here is llvmpipe) and then the other plan forced, and writes what
+// WebGPU computed; this test judges both with the op cases' tolerances
 // (rel 1e-5 elementwise/movement, 1e-4 reductions, matmul, conv, pools, losses; NaN meets NaN, infinities exactly).
 // The contraction cases (odd shapes, fused epilogues, conv and its gradients) must run as tiled WGSL kernels.
 // Needs node and `npm ci` in tests/ (run here when tests/node_modules/webgpu is missing). No timing is asserted.
@@ -51,9 +53,10 @@ std::string tests_with_npm() {
 struct CaseList {
   const char* name;
   void (*fill)(oc::Suite&);
-  /// Export the kernels of a CPU implementation of WebGPU (WebGPUTarget::cpu_device): reductions split below
-  /// 32768 iterations per invocation. Only for the long reductions: Dawn's GLES backend runs on Mesa's llvmpipe here,
-  /// whose gallivm stops every loop of an invocation after 65535 iterations (the GLES tests' LONG_TARGETS likewise).
+  /// Export only the kernels of a CPU implementation of WebGPU (the cpu plan: reductions split below 32768
+  /// iterations per invocation). For the long reductions: Dawn's GLES backend runs on Mesa's llvmpipe here, whose
+  /// gallivm stops every loop of an invocation after 65535 iterations (the GLES tests' LONG_TARGETS likewise), so
+  /// their gpu plan cannot run here.
   bool cpu_kernels = false;
 };
 
@@ -74,7 +77,7 @@ void export_list(const CaseList& l, oc::Suite& s, const fs::path& dir) {
   spec.checks.push_back(std::move(run));
   sg::web::BundleTargets t;
   t.webgl2 = false;
-  t.webgpu_target.cpu_device = l.cpu_kernels;
+  if (l.cpu_kernels) t.webgpu_plans = {"cpu"};
   sg::web::write_bundle(spec, t, dir.string());
   json cases = json::array();
   for (size_t i = 0; i < s.program().outputs.size(); ++i)
@@ -114,29 +117,42 @@ TEST_CASE("webgpu (Dawn, node): every op forward and backward from WGSL equals t
     INFO("case list " << l.name);
     if (r.contains("error")) FAIL_CHECK(r["error"].dump().substr(0, 3000));
     if (r.contains("error")) continue;
-    CHECK(r["kernels"].get<int>() > 0);
     const fs::path dir = root.path / l.name;
     const json b = json::parse(read_file((dir / "bundle.json").string()));
     CHECK(b["targets"] == json::array({"webgpu"}));
+    REQUIRE(b["webgpu"]["plans"].size() == (l.cpu_kernels ? 1u : 2u));
+    // the runtime picks the cpu plan for Dawn's llvmpipe adapter and says why
+    CHECK(r["picked"] == "cpu");
+    CHECK_THAT(r["plans"]["cpu"]["plan"]["reason"].get<std::string>(),
+               Contains("is a CPU implementation of WebGPU") && Contains("llvmpipe"));
     const sg::io::SafetensorsFile e = sg::io::load_safetensors((dir / "expected.safetensors").string());
-    const std::string got_bytes = read_file((root.path / "out" / (std::string(l.name) + ".f32")).string());
-    size_t off = 0;
-    for (size_t i = 0; i < s.program().outputs.size(); ++i) {
-      const std::string& name = s.program().output_names[i];
-      const sg::io::NamedTensor* want = e.find(b["checks"]["runs"][0]["outputs"][name]["tensor"].get<std::string>());
-      REQUIRE(want != nullptr);
-      REQUIRE(off + 4 * want->data.size() <= got_bytes.size());
-      std::vector<float> got(want->data.size());
-      std::memcpy(got.data(), got_bytes.data() + off, 4 * got.size());
-      off += 4 * got.size();
-      const oc::Diff d = oc::compare(got, want->data, s.tolerances()[i]);
-      INFO("output '" << name << "' " << d.why << " worst element " << d.worst << ": webgpu "
-                      << (d.worst >= 0 ? got[d.worst] : 0.f) << " cpu " << (d.worst >= 0 ? want->data[d.worst] : 0.f)
-                      << " (" << d.ratio << "x the tolerance)");
-      CHECK(d.ok);
-      CHECK(r["outputs"][name]["ok"] == d.ok);  // the node report agrees
+    for (const json& pl : b["webgpu"]["plans"]) {
+      const std::string plan = pl["name"];
+      INFO("webgpu plan " << plan);
+      const json& rp = r["plans"][plan];
+      if (rp.contains("error")) FAIL_CHECK(rp["error"].dump().substr(0, 3000));
+      if (rp.contains("error")) continue;
+      CHECK(rp["plan"]["name"] == plan);
+      CHECK(rp["kernels"].get<int>() > 0);
+      const std::string got_bytes = read_file((root.path / "out" / fmt::format("{}.{}.f32", l.name, plan)).string());
+      size_t off = 0;
+      for (size_t i = 0; i < s.program().outputs.size(); ++i) {
+        const std::string& name = s.program().output_names[i];
+        const sg::io::NamedTensor* want = e.find(b["checks"]["runs"][0]["outputs"][name]["tensor"].get<std::string>());
+        REQUIRE(want != nullptr);
+        REQUIRE(off + 4 * want->data.size() <= got_bytes.size());
+        std::vector<float> got(want->data.size());
+        std::memcpy(got.data(), got_bytes.data() + off, 4 * got.size());
+        off += 4 * got.size();
+        const oc::Diff d = oc::compare(got, want->data, s.tolerances()[i]);
+        INFO("output '" << name << "' " << d.why << " worst element " << d.worst << ": webgpu "
+                        << (d.worst >= 0 ? got[d.worst] : 0.f) << " cpu " << (d.worst >= 0 ? want->data[d.worst] : 0.f)
+                        << " (" << d.ratio << "x the tolerance)");
+        CHECK(d.ok);
+        CHECK(rp["outputs"][name]["ok"] == d.ok);  // the node report agrees
+      }
+      CHECK(off == got_bytes.size());
     }
-    CHECK(off == got_bytes.size());
   }
 
   // the contraction cases ran as tiled WGSL kernels (workgroup tiles and barriers), not as a silent per-element
@@ -154,4 +170,16 @@ TEST_CASE("webgpu (Dawn, node): every op forward and backward from WGSL equals t
     CHECK(k["workgroup_storage_bytes"].get<int>() <= 16384);
   }
   CHECK(tiled >= 12);
+  // the cpu plan's contractions are register tiles: no workgroup memory, no barrier (and no tree reductions)
+  int registers = 0;
+  for (const json& k : b["programs"]["ops"]["webgpu_cpu"]["kernels"]) {
+    const std::string src = read_file((root.path / "contraction" / k["wgsl"].get<std::string>()).string());
+    INFO(k["name"].get<std::string>() << "\n" << src);
+    CHECK(k["strategy"] != "tree-reduction");
+    CHECK(k["strategy"] != "tiled-contraction");
+    CHECK(src.find("var<workgroup>") == std::string::npos);
+    CHECK(src.find("workgroupBarrier") == std::string::npos);
+    registers += k["strategy"] == "register-tiled";
+  }
+  CHECK(registers >= tiled);
 }

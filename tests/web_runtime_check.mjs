@@ -4,8 +4,9 @@
 //
 // Usage: node tests/web_runtime_check.mjs ROOT TASK...
 //   ROOT      a directory with one bundle per subdirectory (ROOT/NAME/bundle.json)
-//   TASK      check:NAME:MODE[:BACKEND]   replay NAME's checks (MODE main | worker; BACKEND auto (default) | webgpu
-//                                         | webgl2): the report, or the error thrown
+//   TASK      check:NAME:MODE[:BACKEND[:PLAN]]  replay NAME's checks (MODE main | worker; BACKEND auto (default) |
+//                                         webgpu | webgl2; PLAN the webgpu plan: auto (default) | gpu | cpu): the
+//                                         report (with the webgpu plan run and why), or the error thrown
 //             lost:NAME:MODE[:BACKEND]    one run, then WEBGL_lose_context / GPUDevice.destroy(): what the next run
 //                                         and read throw (BACKEND default webgl2)
 //             webgpu:NAME                 createRuntime with backend 'webgpu' forced: the error and its reasons
@@ -45,7 +46,7 @@ try {
   await page.waitForFunction(() => window.sgReady === true);
   results.crossOriginIsolated = await page.evaluate(() => self.crossOriginIsolated);
   for (const task of tasks) {
-    const [kind, name, mode, backend] = task.split(':');
+    const [kind, name, mode, backend, plan] = task.split(':');
     if (kind === 'demo') {
       const demo = await context.newPage();
       demo.on('pageerror', (e) => console_.push(`demo pageerror: ${e.message}`));
@@ -62,7 +63,8 @@ try {
     // a hang guard, not a timing check: no task here takes more than a minute even on a busy 2-core machine
     let timer;
     const hang = new Promise((_, reject) => { timer = setTimeout(() => reject(new Error(`task ${task} hung (300 s)`)), 300000); });
-    results[task] = await Promise.race([page.evaluate(([f, n, m, b]) => window[f](n, m, b), [fn, name, mode, backend]),
+    results[task] = await Promise.race([page.evaluate(([f, n, m, b, p]) => window[f](n, m, b, p),
+                                                      [fn, name, mode, backend, plan]),
                                         hang]);
     clearTimeout(timer);
   }

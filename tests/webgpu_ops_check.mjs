@@ -7,9 +7,11 @@
 // Usage: node tests/webgpu_ops_check.mjs ROOT OUT NAME...
 //   ROOT/NAME/bundle.json   a bundle; ROOT/NAME/cases.json: {"outputs": [{"name", "rtol", "atol"}...]} in the
 //                           program's output order (the op cases' tolerances: |a - e| <= atol + rtol |e|)
-//   OUT/NAME.f32            what WebGPU computed: every output's f32 values, concatenated in output order
-// Prints one JSON line: per bundle the adapter, kernels run, and per output pass/fail with the worst element (a
-// report for people; the C++ test judges OUT/NAME.f32 itself). Exit 0 = every bundle ran, 1 = a bundle failed to
+//   OUT/NAME.PLAN.f32       what WebGPU computed with webgpu plan PLAN (gpu, cpu): every output's f32 values,
+//                           concatenated in output order. Each bundle runs first with the plan the runtime picks for
+//                           the adapter ('auto'), then with each other plan of the bundle forced.
+// Prints one JSON line: per bundle and plan the adapter, whether the plan was picked or forced and why, kernels run,
+// and per output pass/fail with the worst element (a report for people; the C++ test judges the .f32 files itself). Exit 0 = every bundle ran, 1 = a bundle failed to
 // load or run (its error is in the JSON), 2 = the environment lacks npm `webgpu`.
 //
 // Dawn on this machine runs only through its OpenGL ES backend in compatibility mode (../shared/TOOLCHAIN.md):
@@ -58,22 +60,24 @@ function judge(a, e, rtol, atol) {
 fs.mkdirSync(out, { recursive: true });
 const results = {};
 let status = 0;
-for (const name of names) {
-  const dir = path.resolve(root, name);
-  const r = (results[name] = {});
+/** Runs bundle `dir` once with webgpu plan `plan` ('auto' or forced); fills `r` and writes OUT/NAME.PLAN.f32. */
+async function runPlan(name, dir, plan, r) {
   let rt;
   try {
     const mod = await import(pathToFileURL(path.join(dir, 'runtime/shadergrad.js')).href);
     rt = await mod.createRuntime(pathToFileURL(path.join(dir, 'bundle.json')).href,
-                                 { backend: 'webgpu', gpu, fetch: fileFetch, featureLevel: 'compatibility' });
+                                 { backend: 'webgpu', webgpuPlan: plan, gpu, fetch: fileFetch,
+                                   featureLevel: 'compatibility' });
     r.adapter = rt.attempts.map((a) => `${a.backend}: ${a.reason}`);
+    r.plan = rt.webgpuPlan;
+    r.picked = plan === 'auto';
     const cases = JSON.parse(fs.readFileSync(path.join(dir, 'cases.json'), 'utf8')).outputs;
     const checks = await rt.bundle.loadChecks();
     const run = checks.runs[0];
     const feeds = {};
     for (const [k, ref] of Object.entries(run.feeds)) feeds[k] = rt.bundle.data(ref);
     const got = await rt.run(run.program, feeds);
-    r.kernels = rt.bundle.program(run.program).webgpu.kernels.length;
+    r.kernels = rt.plan(run.program).kernels.length;
     const parts = [];
     r.outputs = {};
     let pass = 0;
@@ -86,19 +90,33 @@ for (const name of names) {
     r.passed = pass;
     r.failed = cases.length - pass;
     const bad = cases.filter((c) => !r.outputs[c.name].ok).map((c) => c.name);
-    console.error(`${name}: ${pass}/${cases.length} outputs equal the CPU backend, ${r.kernels} kernels` +
-                  (bad.length ? `; differing: ${bad.join(', ')}` : ''));
+    console.error(`${name} (${rt.webgpuPlan.name} plan, ${r.picked ? 'picked' : 'forced'}): ${pass}/${cases.length} ` +
+                  `outputs equal the CPU backend, ${r.kernels} kernels` + (bad.length ? `; differing: ${bad.join(', ')}` : ''));
     const all = new Float32Array(parts.reduce((n, p) => n + p.length, 0));
     let at = 0;
     for (const p of parts) { all.set(p, at); at += p.length; }
-    fs.writeFileSync(path.join(out, `${name}.f32`), Buffer.from(all.buffer));
+    fs.writeFileSync(path.join(out, `${name}.${rt.webgpuPlan.name}.f32`), Buffer.from(all.buffer));
+    return rt.webgpuPlan.name;
   } catch (e) {
     r.error = { name: e.name, message: e.message };
-    console.error(`${name}: ${e.name}: ${e.message.split('\n').slice(0, 2).join(' ')}`);
+    console.error(`${name} (${plan}): ${e.name}: ${e.message.split('\n').slice(0, 2).join(' ')}`);
     status = 1;
+    return null;
   } finally {
     try { rt?.dispose(); } catch { /* reported above */ }
   }
+}
+
+for (const name of names) {
+  const dir = path.resolve(root, name);
+  const r = (results[name] = { plans: {} });
+  const auto = {};
+  const picked = await runPlan(name, dir, 'auto', auto);
+  if (!picked) { r.error = auto.error; continue; }
+  r.picked = picked;
+  r.plans[picked] = auto;
+  const all = JSON.parse(fs.readFileSync(path.join(dir, 'bundle.json'), 'utf8')).webgpu.plans.map((p) => p.name);
+  for (const plan of all.filter((p) => p !== picked)) await runPlan(name, dir, plan, (r.plans[plan] = {}));
 }
 console.log(JSON.stringify({ results }));
 process.exit(status);

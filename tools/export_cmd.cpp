@@ -38,9 +38,14 @@ ExportCommand add_export_command(CLI::App& app) {
                 "WebGPU limits the webgpu kernels are made for: webgpu (core defaults, the default) | webgpu-compat "
                 "(compatibility mode, e.g. WebGPU on OpenGL ES)")
       ->check(CLI::IsMember({"webgpu", "webgpu-compat"}));
-  e->add_flag("--webgpu-cpu", targets->webgpu_target.cpu_device,
-              "make the webgpu kernels for a CPU implementation of WebGPU (SwiftShader, Dawn over llvmpipe): CPU tile "
-              "sizes, long reductions split");
+  e->add_option("--webgpu-plans", targets->webgpu_plans,
+                "comma-separated webgpu plans the bundle carries: gpu (kernels for GPUs), cpu (for CPU implementations of "
+                "WebGPU: SwiftShader, Dawn over llvmpipe; CPU tile sizes, long reductions split); default gpu,cpu: the "
+                "runtime picks one by the adapter")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"gpu", "cpu"}));
+  auto cpu_only = std::make_shared<bool>(false);
+  e->add_flag("--webgpu-cpu", *cpu_only, "only the webgpu plan for CPU implementations of WebGPU (--webgpu-plans cpu)");
   e->add_option("--out", *out, "bundle directory (created; an earlier bundle there is replaced)")->required();
   e->add_option("--batch", mo->batch, "train step batch (default 128 mlp, 64 otherwise)")->check(CLI::PositiveNumber);
   e->add_option("--infer-batch", mo->infer_batch, "inference batch (default: the train batch)")
@@ -73,7 +78,8 @@ ExportCommand add_export_command(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   ExportCommand cmd;
   cmd.sub = e;
-  cmd.run = [mo, targets, target_list, out, linear]() {
+  cmd.run = [mo, targets, target_list, out, linear, cpu_only]() {
+    if (*cpu_only) targets->webgpu_plans = {"cpu"};
     web::WebGL2Target* target = &targets->webgl2_target;
     target->row_aligned_layout = !*linear;
     if (target->col_planes > 1 && (target->max_draw_buffers < 8 || target->row_planes != 4))  // was silently off
@@ -92,9 +98,11 @@ ExportCommand add_export_command(CLI::App& app) {
     std::cout << fmt::format("wrote the {} bundle to {}/ ({} files); {} persistent values, weights.safetensors "
                              "{:.2f} MiB\n", mo->model, *out, s.files.size(), s.persistent_values,
                              s.weight_bytes / 1048576.0);
-    if (targets->webgpu)
-      std::cout << fmt::format("target webgpu (preset {}): WGSL compute kernels per run: {}\n",
-                               targets->webgpu_target.preset, list(s.webgpu_kernels));
+    for (const auto& p : s.webgpu_plans)
+      std::cout << fmt::format("target webgpu, {} plan (preset {}): WGSL compute kernels per run: {}{}\n", p.name,
+                               targets->webgpu_target.preset, list(p.kernels),
+                               p.shared_shaders ? fmt::format(" ({} shaders shared with the plan before)", p.shared_shaders)
+                                                : "");
     if (targets->webgl2)
       std::cout << fmt::format("target webgl2: kernels per run: {}; {} draw buffers, {} texture units, textures up "
                                "to {}, row planes {}, column planes {}, union-domain kernels {}, {} layouts\n",

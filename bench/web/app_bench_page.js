@@ -57,8 +57,9 @@ window.benchTrain = async (weights, backend = 'webgl2', site = '') => {
     times.push(performance.now() - s);
     losses.push(out.loss[0]);
   }
-  const plan = rt.backend === 'webgpu' ? bundle.program('train').webgpu : bundle.program('train');
+  const plan = rt.plan('train');
   const r = { ...summary(times), batch: B, kernels: plan.kernels.length, backend: rt.backend,
+              webgpu_plan: rt.webgpuPlan?.name,
               renderer: rt.caps.renderer, loss_first: losses[0], loss_last: losses.at(-1) };
   rt.dispose();
   return r;

@@ -2,7 +2,8 @@
 // ../../shared/PEERS.md): one fixed random batch (SGEMM: two fixed random matrices), a step = the whole train step
 // with only the scalar loss read back (SGEMM: one product, C read back), 10 warm-up + 50 timed steps (SGEMM: 3 + 10),
 // median (a step slower than 1 s: 1 + 3); first step = from nothing to the first result, shader compiles included.
-//   benchOurs(bundle, program, backend, profile)  a bundle's program with the runtime copy inside the bundle
+//   benchOurs(bundle, program, backend, profile, webgpuPlan)  a bundle's program with the runtime copy inside the
+//                                                  bundle (webgpuPlan: 'auto' = the runtime's pick, 'gpu', 'cpu')
 //   benchTfjs(kind, model, size, backend)         TF.js 4.22 on 'webgl' or 'webgpu'
 //   benchJax(kind, model, size, device)           jax-js 0.1.25 on 'webgpu' or 'webgl', the whole step under jit
 // kind: 'train' (model 'mlp' | 'cnn', size = batch) or 'sgemm' (size = N).
@@ -36,10 +37,10 @@ async function timeSteps(kind, t0, step) {
   return { ...summary(times), first_step_ms: firstMs, values };
 }
 
-window.benchOurs = async (name, program, backend, profile) => {
+window.benchOurs = async (name, program, backend, profile, webgpuPlan = 'auto') => {
   const mod = await import(`/${name}/runtime/shadergrad.js`);
   const t0 = performance.now();
-  const rt = await mod.createRuntime(`/${name}/bundle.json`, { profile: !!profile, backend });
+  const rt = await mod.createRuntime(`/${name}/bundle.json`, { profile: !!profile, backend, webgpuPlan });
   const p = rt.bundle.program(program);
   const rnd = lcg(1);
   const feeds = {};
@@ -49,8 +50,9 @@ window.benchOurs = async (name, program, backend, profile) => {
   }
   const out = p.outputs[0].name;
   const r = await timeSteps(program === 'sgemm' ? 'sgemm' : 'train', t0, async () => (await rt.run(program, feeds))[out][0]);
-  const plan = rt.backend === 'webgpu' ? p.webgpu : p;
-  r.kernels = plan.kernels.length;
+  r.kernels = rt.plan(program).kernels.length;
+  r.webgpu_plan = rt.webgpuPlan?.name;
+  r.webgpu_plan_reason = rt.webgpuPlan?.reason;
   r.renderer = rt.caps.renderer;
   r.backend = rt.backend;
   r.timings = profile ? await rt.timings() : [];

@@ -18,7 +18,8 @@ struct Contraction;  // contraction.h
 std::string kernel_header(const Plan& plan, const Kernel& k, const std::string& strategy, const Lang& lang);
 /// The storage-buffer declarations (binding order: inputs, then outputs) and load_<value>(i) for the inputs in
 /// `loaded` (kernel input slots), each index clamped into its buffer.
-std::string buffer_declarations(const Plan& plan, const Kernel& k, const std::set<int>& loaded, const Lang& lang);
+std::string buffer_declarations(const Plan& plan, const Kernel& k, const std::set<int>& loaded, const Lang& lang,
+                                bool clamped = true);
 /// `int iD = ...;` lines decomposing the row-major flat index `flat` of `shape` into coordinates i0.. .
 std::string coordinates(const Shape& shape, const std::string& flat, int indent, const Lang& lang);
 /// A grid of `groups` workgroups as x (<= max_workgroup_count) by y; UnsupportedError when it does not fit.
@@ -30,6 +31,28 @@ std::array<uint32_t, 3> grid_for(const Kernel& k, int64_t groups, const ComputeL
 std::optional<ComputeKernel> emit_tiled_contraction(const Plan& plan, const Kernel& k, const ComputeLimits& limits,
                                                     const std::optional<TileConfig>& tiles, const Lang& lang,
                                                     std::string* not_tiled = nullptr);
+/// The register-tiled kernel of a matmul-like contraction (emit_regtile.cpp): each invocation computes a small
+/// register tile of C over the whole K from global memory, no workgroup memory and no barriers (CPU
+/// implementations of WebGPU: ComputeLimits::register_tiles), or nullopt when the kernel has no contraction or its
+/// grid does not fit (then `*not_tiled` says why).
+std::optional<ComputeKernel> emit_register_tiled(const Plan& plan, const Kernel& k, const ComputeLimits& limits,
+                                                 const Lang& lang, std::string* not_tiled = nullptr);
+/// emit_tiled.cpp: `int <prefix><d> = ...;` lines splitting flat index `flat` over the dims `dims` of `shape`
+/// (row-major among them), indented by `indent` levels.
+std::string split_dims(const Shape& shape, const std::vector<int>& dims, const std::string& flat, const char* prefix,
+                       int indent, const Lang& lang);
+/// emit_tiled.cpp: a function `float NAME(int idx, int k)` evaluating `factor` (of contraction `c` of kernel `k`,
+/// output stored shape `shape`) at flat side index idx over `dims` and flat loop index k (`guarded`: 0 outside
+/// [0, extent) x [0, K); else the callers keep idx and k inside); batch coordinates come from the workgroup id's z.
+/// Records the inputs it loads and the helpers it needs.
+std::string factor_function(const Plan& plan, const Kernel& k, const Contraction& c, const Shape& shape,
+                            const KExprPtr& factor, const std::vector<int>& dims, int64_t extent, const char* name,
+                            std::set<int>& loaded, MathHelpers& helpers, const Lang& lang, bool guarded = true);
+/// emit_tiled.cpp: `signature` + `guard_and_coords` + the epilogue of every output of `k` at one element, with `acc`
+/// standing for reduction r, each output stored at the element's flat index.
+std::string epilogue_function(const Plan& plan, const Kernel& k, const KExprPtr& r, const std::string& signature,
+                              const std::string& guard_and_coords, const Shape& shape, std::set<int>& loaded,
+                              MathHelpers& helpers, const Lang& lang);
 /// Shared memory a tiled kernel of configuration `t` declares for contraction `c`, bytes (emit_tiled.cpp: the
 /// tiles' padding depends on how each factor is staged).
 int64_t tile_shared_bytes(const TileConfig& t, const Contraction& c);

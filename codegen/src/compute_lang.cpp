@@ -143,7 +143,10 @@ std::string Lang::store(const std::string& name, const std::string& idx, const s
   return wgsl() ? fmt::format("out_{}[{}] = {};", name, idx, v) : fmt::format("out_{}.data[{}] = {};", name, idx, v);
 }
 
-std::string Lang::load_function(const std::string& name, int64_t last) const {
+std::string Lang::load_function(const std::string& name, int64_t last, bool clamped) const {
+  if (wgsl() && !clamped)
+    return fmt::format("fn load_{0}(i: i32) -> f32 {{ return in_{0}[i]; }}  // i in [0, {1}] or masked: WGSL bounds "
+                       "every access\n", name, last);
   return wgsl() ? fmt::format("fn load_{0}(i: i32) -> f32 {{ return in_{0}[clamp(i, 0, {1})]; }}\n", name, last)
                 : fmt::format("float load_{0}(int i) {{ return in_{0}.data[clamp(i, 0, {1})]; }}\n", name, last);
 }

@@ -89,8 +89,10 @@ class Lang {
   std::string buffer_binding(int binding, const std::string& name, bool readonly, const std::string& comment) const;
   /// `out_<name>.data[idx] = v;` / `out_<name>[idx] = v;`
   std::string store(const std::string& name, const std::string& idx, const std::string& v) const;
-  /// `float load_<name>(int i) { return in_<name>.data[clamp(i, 0, last)]; }` and its WGSL form.
-  std::string load_function(const std::string& name, int64_t last) const;
+  /// `float load_<name>(int i) { return in_<name>.data[clamp(i, 0, last)]; }` and its WGSL form; in WGSL with
+  /// `clamped` false the plain `in_<name>[i]` (for callers whose indices are in range or masked: WGSL itself bounds
+  /// every storage access, so an index past the end reads some element of the buffer or 0, never undefined memory).
+  std::string load_function(const std::string& name, int64_t last, bool clamped = true) const;
 
   /// GLSL: `layout(local_size_x = X[, local_size_y = Y]) in;\n` (before the bindings; local_size_y also when 1 with
   /// `print_y`); WGSL: nothing.

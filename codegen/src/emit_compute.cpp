@@ -10,11 +10,14 @@
 //    (factor of some output coordinates M and r) x (factor of the other output coordinates N and r): matmul, x.W^T,
 //    x^T.dh, conv2d forward and both gradients in their lowered form. Shared-memory tiles, register blocking,
 //    the epilogue on the register tile.
+//  - "register-tiled" (emit_regtile.cpp), instead of the two above where ComputeLimits::register_tiles (CPU
+//    implementations of WebGPU): a contraction as a small register tile per invocation over the whole K, factors
+//    read from the buffers, no workgroup memory and no barriers; other reductions per element.
 //  - "per-element" (here): one invocation per output element, every output stored, each store guarded; a 2-D
 //    grid of workgroups when one dimension would exceed the device's max_workgroup_count.
 // Invariants: binding b < inputs.size() is kernel.inputs[b] (readonly), then outputs (writeonly), all in set 0;
-// no push constants; every load index is clamped into its buffer; the source is a function of (plan, kernel,
-// limits, language) only (byte-stable); both languages get the same strategy, workgroups, bindings and shared memory.
+// no push constants; every load index is clamped into its buffer (WGSL register-tiled kernels: WGSL bounds it); the
+// source is a function of (plan, kernel, limits, language) only (byte-stable); both languages get the same strategy, workgroups, bindings and shared memory.
 // A contraction whose tiles do not fit the device (workgroup memory, invocations, grid) prints per-element with a
 // header line saying which limit.
 #include <algorithm>
@@ -47,7 +50,8 @@ std::string kernel_header(const Plan& plan, const Kernel& k, const std::string& 
   return s;
 }
 
-std::string buffer_declarations(const Plan& plan, const Kernel& k, const std::set<int>& loaded, const Lang& lang) {
+std::string buffer_declarations(const Plan& plan, const Kernel& k, const std::set<int>& loaded, const Lang& lang,
+                                bool clamped) {
   std::string s = lang.wgsl() ? "// bindings (group 0): the kernel's inputs, then its outputs; f32 storage buffers, row-major\n"
                               : "// bindings (set 0): the kernel's inputs, then its outputs; std430 float buffers, row-major\n";
   int binding = 0;
@@ -62,7 +66,7 @@ std::string buffer_declarations(const Plan& plan, const Kernel& k, const std::se
   for (size_t i = 0; i < k.inputs.size(); ++i) {
     if (!loaded.count(static_cast<int>(i))) continue;
     const Value& v = plan.values[k.inputs[i]];
-    s += lang.load_function(v.name, std::max<int64_t>(v.node->numel() - 1, 0));
+    s += lang.load_function(v.name, std::max<int64_t>(v.node->numel() - 1, 0), clamped);
   }
   return s;
 }
@@ -159,9 +163,16 @@ ComputeKernel emit_compute_kernel(const Plan& plan, const Kernel& k, const Compu
   const compute::Lang lang(language);
   ComputeKernel ck;
   std::string not_tiled;
-  if (auto r = compute::emit_tree_reduction(plan, k, limits, lang)) ck = std::move(*r);
-  else if (auto t = compute::emit_tiled_contraction(plan, k, limits, tiles, lang, &not_tiled)) ck = std::move(*t);
-  else ck = compute::emit_per_element(plan, k, limits, lang, not_tiled);
+  if (limits.register_tiles) {  // no workgroup memory, no barriers (a CPU implementation of WebGPU)
+    if (auto t = compute::emit_register_tiled(plan, k, limits, lang, &not_tiled)) ck = std::move(*t);
+    else ck = compute::emit_per_element(plan, k, limits, lang, not_tiled);
+  } else if (auto r = compute::emit_tree_reduction(plan, k, limits, lang)) {
+    ck = std::move(*r);
+  } else if (auto t = compute::emit_tiled_contraction(plan, k, limits, tiles, lang, &not_tiled)) {
+    ck = std::move(*t);
+  } else {
+    ck = compute::emit_per_element(plan, k, limits, lang, not_tiled);
+  }
   ck.language = language;
   for (int v : k.inputs) ck.bindings.push_back(v);
   for (int v : k.outputs) ck.bindings.push_back(v);

@@ -36,9 +36,6 @@
 
 namespace sg::compute {
 
-namespace {
-
-/// `int <name> = ...;` lines splitting flat index `flat` over the dims `dims` of `shape` (row-major among them).
 std::string split_dims(const Shape& shape, const std::vector<int>& dims, const std::string& flat, const char* prefix,
                        int indent, const Lang& lang) {
   std::string s;
@@ -52,6 +49,8 @@ std::string split_dims(const Shape& shape, const std::vector<int>& dims, const s
   }
   return s;
 }
+
+namespace {
 
 /// `int r0 = ...;` lines splitting flat loop index `flat` over a reduction's loop variables.
 std::string split_loop(const KExprPtr& r, const std::string& flat, int indent, const Lang& lang) {
@@ -82,17 +81,18 @@ std::string dims_str(const Shape& shape, const std::vector<int>& dims) {
   return s.empty() ? "-" : s;
 }
 
-/// A function `float NAME(int idx, int k)` evaluating `factor` at flat side index idx and flat loop index k
-/// (0 outside [0, extent) x [0, K)); batch coordinates come from the workgroup id's z.
+}  // namespace
+
 std::string factor_function(const Plan& plan, const Kernel& k, const Contraction& c, const Shape& shape,
                             const KExprPtr& factor, const std::vector<int>& dims, int64_t extent, const char* name,
-                            std::set<int>& loaded, MathHelpers& helpers, const Lang& lang) {
+                            std::set<int>& loaded, MathHelpers& helpers, const Lang& lang, bool guarded) {
   // the factor's formula in the comment when short (kexpr_str prints the tree view: only for a small one)
   const std::string what = kcost(factor) <= 40 ? kexpr_str(factor) : std::string(101, ' ');
   std::string s = lang.function_open(LType::Float, name, {{LType::Int, "idx"}, {LType::Int, "k"}}) +
-                  fmt::format("  // {} at idx over ({}), k over the loop\n",
-                              what.size() > 100 ? "the factor (prologue inlined)" : what, dims_str(shape, dims));
-  s += "  " + lang.if_then(fmt::format("idx >= {} || k >= {}", extent, c.K), "return 0.0;") + "\n";
+                  fmt::format("  // {} at idx over ({}), k over the loop{}\n",
+                              what.size() > 100 ? "the factor (prologue inlined)" : what, dims_str(shape, dims),
+                              guarded ? "" : fmt::format(" (callers keep idx < {} and k < {})", extent, c.K));
+  if (guarded) s += "  " + lang.if_then(fmt::format("idx >= {} || k >= {}", extent, c.K), "return 0.0;") + "\n";
   s += split_dims(shape, dims, "idx", "i", 1, lang);
   if (!c.batch_dims.empty()) s += split_dims(shape, c.batch_dims, lang.builtin(Builtin::WorkgroupId, 2), "i", 1, lang);
   s += split_loop(c.reduce, "k", 1, lang);
@@ -104,8 +104,6 @@ std::string factor_function(const Plan& plan, const Kernel& k, const Contraction
   return s;
 }
 
-/// `void NAME(...)`: the epilogue of every output at one element, with `acc` standing for reduction r;
-/// `guard_and_coords` declares i0.. from the function's parameters.
 std::string epilogue_function(const Plan& plan, const Kernel& k, const KExprPtr& r, const std::string& signature,
                               const std::string& guard_and_coords, const Shape& shape, std::set<int>& loaded,
                               MathHelpers& helpers, const Lang& lang) {
@@ -121,6 +119,8 @@ std::string epilogue_function(const Plan& plan, const Kernel& k, const KExprPtr&
   helpers |= p.helpers();
   return s + "}\n";
 }
+
+namespace {
 
 /// One factor's tile: how it lives in shared memory, how invocations stage it and which registers read it.
 struct SideTile {
@@ -396,6 +396,51 @@ std::optional<ComputeKernel> emit_tiled_contraction(const Plan& plan, const Kern
   return ck;
 }
 
+namespace {
+
+/// The tree-reduction kernel's end after each invocation folded its strided share into `acc`: a tree of `nt` partial
+/// results in shared memory halved by barriers; invocation 0 stores the element.
+std::string shared_tree(int nt, int64_t n, const std::function<std::string(std::string, std::string)>& combine,
+                        const Lang& lang) {
+  std::string body = "  partial[tid] = acc;\n  " + lang.barrier() + "\n";
+  for (int h = nt / 2; h >= 1; h /= 2) {
+    body += "  " + lang.if_then(fmt::format("tid < {}", h), fmt::format("partial[tid] = {};", combine("partial[tid]", fmt::format("partial[tid + {}]", h)))) + "\n";
+    body += "  " + lang.barrier() + "\n";
+  }
+  return body + "  " + lang.if_then(fmt::format("tid == 0 && elem < {}", n), "store_element(elem, partial[0]);") + "\n}\n";
+}
+
+/// GLSL `x = subgroupAdd(x);` (sum) or the max/min over the subgroup with torch's NaN semantics: subgroupMax/Min
+/// leave NaN operands undefined (SPIR-V OpGroupNonUniformFMax), so a subgroupAny of sg_isnan decides NaN.
+std::string subgroup_step(ReduceKind kind, const std::string& x, int indent) {
+  const std::string pad(static_cast<size_t>(indent) * 2, ' ');
+  if (kind == ReduceKind::Sum) return fmt::format("{0}{1} = subgroupAdd({1});\n", pad, x);
+  const char* op = kind == ReduceKind::Max ? "subgroupMax" : "subgroupMin";
+  return fmt::format("{0}{{\n{0}  bool any_nan = subgroupAny(sg_isnan({1}));  // {2} of NaN operands is undefined\n"
+                     "{0}  {1} = any_nan ? uintBitsToFloat(0x7fc00000u) : {2}({1});\n{0}}}\n",
+                     pad, x, op);
+}
+
+/// The tree-reduction kernel's end with GL_KHR_shader_subgroup_arithmetic (GLSL only): each subgroup reduces its
+/// invocations' `acc`, its first invocation writes the result to partial[gl_SubgroupID], and after one barrier
+/// subgroup 0 folds the gl_NumSubgroups results (strided by gl_SubgroupSize) and reduces them once more. Correct for
+/// any subgroup size (the workgroup's invocations are all active at both subgroup operations).
+std::string subgroup_tree(ReduceKind kind, int64_t n, const std::string& init,
+                          const std::function<std::string(std::string, std::string)>& combine) {
+  std::string body = "  // subgroup reduction, then one partial result per subgroup\n";
+  body += subgroup_step(kind, "acc", 1);
+  body += "  if (subgroupElect()) partial[gl_SubgroupID] = acc;\n  barrier();\n";
+  body += "  if (gl_SubgroupID == 0u) {\n";
+  body += fmt::format("    float total = {};\n", init);
+  body += fmt::format("    for (uint s = gl_SubgroupInvocationID; s < gl_NumSubgroups; s += gl_SubgroupSize) total = {};\n",
+                      combine("total", "partial[s]"));
+  body += subgroup_step(kind, "total", 2);
+  body += fmt::format("    if (subgroupElect() && elem < {}) store_element(elem, total);\n  }}\n}}\n", n);
+  return body;
+}
+
+}  // namespace
+
 std::optional<ComputeKernel> emit_tree_reduction(const Plan& plan, const Kernel& k, const ComputeLimits& limits,
                                                  const Lang& lang) {
   const Shape shape = plan.values[k.output()].stored_shape();
@@ -448,16 +493,21 @@ std::optional<ComputeKernel> emit_tree_reduction(const Plan& plan, const Kernel&
   body += "  " + lang.var(LType::Float, "acc", init) + "\n";
   body += "  " + lang.if_then(fmt::format("elem < {}", n), lang.for_stmt("k", "tid", std::to_string(L), nt,
                                                                   fmt::format("acc = {};", combine("acc", "body(elem, k)")))) + "\n";
-  body += "  partial[tid] = acc;\n  " + lang.barrier() + "\n";
-  for (int h = nt / 2; h >= 1; h /= 2) {
-    body += "  " + lang.if_then(fmt::format("tid < {}", h), fmt::format("partial[tid] = {};", combine("partial[tid]", fmt::format("partial[tid + {}]", h)))) + "\n";
-    body += "  " + lang.barrier() + "\n";
-  }
-  body += "  " + lang.if_then(fmt::format("tid == 0 && elem < {}", n), "store_element(elem, partial[0]);") + "\n}\n";
+  const bool subgroups = limits.subgroup_arithmetic && !lang.wgsl();
+  body += subgroups ? subgroup_tree(kind, n, init, combine) : shared_tree(nt, n, combine, lang);
   std::string src = kernel_header(plan, k, ck.strategy, lang);
+  if (subgroups) {  // right after #version
+    ck.strategy += "+subgroups";
+    src.insert(src.find('\n') + 1, "#extension GL_KHR_shader_subgroup_basic : require\n"
+                                    "#extension GL_KHR_shader_subgroup_vote : require\n"
+                                    "#extension GL_KHR_shader_subgroup_arithmetic : require\n");
+  }
   src += fmt::format("// one workgroup of {} invocations per element ({} elements, grid {}x{}); each folds ({}) of {} "
-                     "iterations strided by {}, then a tree in shared memory; invocation 0 stores\n",
-                     nt, n, ck.workgroups[0], ck.workgroups[1], reduce_name(kind), L, nt);
+                     "iterations strided by {}, then {}\n",
+                     nt, n, ck.workgroups[0], ck.workgroups[1], reduce_name(kind), L, nt,
+                     subgroups ? "a subgroup reduction, the subgroups' results in shared memory, and subgroup 0 "
+                                 "reduces those; its first invocation stores"
+                               : "a tree in shared memory; invocation 0 stores");
   src += lang.workgroup_size_layout(nt, 1);
   src += buffer_declarations(plan, k, loaded, lang);
   src += lang.helpers(helpers, fns + body);

@@ -144,6 +144,9 @@ CompiledShader compile_shader(const std::string& name, const std::string& glsl45
   init_glslang_once();
   CompiledShader result;
   result.glsl450 = glsl450;
+  // subgroup operations are SPIR-V 1.3 (Vulkan 1.1) and have no GLSL ES 3.10 form; other kernels stay SPIR-V 1.0
+  const bool vulkan11 = glsl450.find("#extension GL_KHR_shader_subgroup") != std::string::npos;
+  const spv_target_env env = vulkan11 ? SPV_ENV_VULKAN_1_1 : SPV_ENV_VULKAN_1_0;
 
   // 1. GLSL 4.50 -> SPIR-V 1.0 (Vulkan 1.0 client) with glslang.
   {
@@ -153,8 +156,8 @@ CompiledShader compile_shader(const std::string& name, const std::string& glsl45
     const int len = static_cast<int>(glsl450.size());
     shader.setStringsWithLengths(&text, &len, 1);
     shader.setEnvInput(glslang::EShSourceGlsl, lang, glslang::EShClientVulkan, 100);
-    shader.setEnvClient(glslang::EShClientVulkan, glslang::EShTargetVulkan_1_0);
-    shader.setEnvTarget(glslang::EShTargetSpv, glslang::EShTargetSpv_1_0);
+    shader.setEnvClient(glslang::EShClientVulkan, vulkan11 ? glslang::EShTargetVulkan_1_1 : glslang::EShTargetVulkan_1_0);
+    shader.setEnvTarget(glslang::EShTargetSpv, vulkan11 ? glslang::EShTargetSpv_1_3 : glslang::EShTargetSpv_1_0);
     const auto messages = static_cast<EShMessages>(EShMsgSpvRules | EShMsgVulkanRules);
     if (!shader.parse(GetDefaultResources(), 450, ECoreProfile, false, false, messages)) {
       throw_glslang_error("GLSL 4.50 source does not compile (glslang)", name, stage, glsl450,
@@ -181,7 +184,7 @@ CompiledShader compile_shader(const std::string& name, const std::string& glsl45
   }
 
   // 2. Validate, 3. optimise (+ validate again).
-  spvtools::SpirvTools tools(SPV_ENV_VULKAN_1_0);
+  spvtools::SpirvTools tools(env);
   std::string tool_messages;
   tools.SetMessageConsumer([&tool_messages](spv_message_level_t, const char*, const spv_position_t& pos,
                                             const char* message) {
@@ -191,14 +194,14 @@ CompiledShader compile_shader(const std::string& name, const std::string& glsl45
     tool_messages.clear();
     if (!tools.Validate(result.spirv)) {
       throw CompileError(fmt::format(
-          "kernel '{}' ({} shader): SPIR-V {} fails validation (SPIRV-Tools, Vulkan 1.0 rules) — a bug in "
+          "kernel '{}' ({} shader): SPIR-V {} fails validation (SPIRV-Tools, Vulkan {} rules) — a bug in "
           "shadergrad's code generator or in glslang/spirv-opt:\n{}GLSL 4.50 source:\n{}",
-          name, stage_name(stage), when, tool_messages, number_all(glsl450)));
+          name, stage_name(stage), when, vulkan11 ? "1.1" : "1.0", tool_messages, number_all(glsl450)));
     }
   };
   if (opt.validate) validate("from glslang");
   if (opt.optimize) {
-    spvtools::Optimizer optimizer(SPV_ENV_VULKAN_1_0);
+    spvtools::Optimizer optimizer(env);
     std::string opt_messages;
     optimizer.SetMessageConsumer([&opt_messages](spv_message_level_t level, const char*, const spv_position_t&,
                                                  const char* message) {
@@ -227,7 +230,13 @@ CompiledShader compile_shader(const std::string& name, const std::string& glsl45
                                    stage_name(stage), tool_messages));
   }
 
-  // 5. SPIRV-Cross -> GLSL ES.
+  // 5. SPIRV-Cross -> GLSL ES (not for subgroup kernels: only the Vulkan backend runs them).
+  if (vulkan11) {
+    result.gles = "// no GLSL ES 3.10 form: the kernel uses GL_KHR_shader_subgroup operations (Vulkan 1.1 only)\n";
+    result.declared = reflect_interface(result.spirv);
+    result.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    return result;
+  }
   try {
     spirv_cross::CompilerGLSL cross(result.spirv);
     spirv_cross::CompilerGLSL::Options o = cross.get_common_options();

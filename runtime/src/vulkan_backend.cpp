@@ -88,7 +88,9 @@ class VulkanExecutable final : public Executable {
   std::vector<Persistent*> persistent_;               // every persistent value read or updated
   std::map<std::vector<uint8_t>, Variant> variants_;  // by parity_key()
   vk::CommandBuffer scratch_;                         // unrecorded steps, per-kernel submits
-  vk::QueryPool queries_;                             // 2 timestamps per kernel (profiling)
+  vk::QueryPool queries_;                             // 2 timestamps per kernel and repeat (profiling)
+  int repeats_ = 1;                                   // VulkanOptions::repeat_dispatches
+  int last_repeats_ = 1;                              // repeats of the last recorded command buffer
   std::vector<KernelTiming> timings_;
   std::vector<std::pair<std::string, double>> phases_;
 };
@@ -101,8 +103,15 @@ class VulkanBackend final : public Backend {
     d.device = opt.vulkan.device;
     d.direct_map = opt.vulkan.direct_map ? int{*opt.vulkan.direct_map} : -1;
     d.pipeline_cache_dir = cache_.disk_dir();  // the VkPipelineCache file lives next to the kernel cache
+    d.memory_policy = opt.vulkan.memory_policy;
+    if (opt.vulkan.repeat_dispatches < 1)
+      throw ValueError(fmt::format("vulkan: VulkanOptions::repeat_dispatches must be >= 1, got {}",
+                                   opt.vulkan.repeat_dispatches));
     dev_ = vk::Device::create(d);
     limits_ = clamp_limits(dev_->caps().limits, opt.vulkan.max_limits);
+    const char* sub_env = std::getenv("SG_VULKAN_SUBGROUPS");
+    if (!(opt.vulkan.subgroups ? *opt.vulkan.subgroups : !(sub_env && std::string(sub_env) == "0")))
+      limits_.subgroup_arithmetic = false;
     emit_limits_ = limits_;  // the schedule's loop budget follows the device; the tile sizes may be forced (tests)
     if (opt.gpu_tiles) emit_limits_.cpu_device = !*opt.gpu_tiles;
     const char* tune = std::getenv("SG_AUTOTUNE");
@@ -285,9 +294,10 @@ VulkanExecutable::VulkanExecutable(VulkanBackend& be, Plan plan, std::vector<Com
       if (!out_staging_.count(id))
         out_staging_.emplace(id, d.create_staging_buffer(plan_.values[id].node->numel() * 4,
                                                          plan_.values[id].name + ".readback", true));
+  repeats_ = be_.options().vulkan.repeat_dispatches;
   scratch_ = d.create_command_buffer();
   if (be_.options().profile && d.caps().timestamps)
-    queries_ = d.create_timestamp_pool(static_cast<uint32_t>(2 * std::max<size_t>(plan_.kernels.size(), 1)));
+    queries_ = d.create_timestamp_pool(static_cast<uint32_t>(2 * std::max<size_t>(plan_.kernels.size(), 1) * repeats_));
 }
 
 vk::Device& VulkanExecutable::dev() { return be_.dev(); }
@@ -343,9 +353,20 @@ void VulkanExecutable::record(vk::CommandBuffer& cmd, const Variant& var, size_t
     for (auto& [id, st] : in_staging_) cmd.copy(st, own_.at(id), plan_.values[id].node->numel() * 4);
     cmd.barrier();
   }
-  if (timestamps) cmd.reset_queries(queries_, static_cast<uint32_t>(2 * k0), static_cast<uint32_t>(2 * (k1 - k0)));
+  // the whole step may be dispatched several times back to back (VulkanOptions::repeat_dispatches): the same kernels
+  // over the same buffers, so the outputs are those of one step; timestamps 2 (rep * K + k) and + 1
+  const size_t K = kernels_.size();
+  const int reps = k0 == 0 && k1 == K ? repeats_ : 1;
+  last_repeats_ = reps;
+  if (timestamps) {
+    if (reps > 1) cmd.reset_queries(queries_, 0, static_cast<uint32_t>(2 * K * reps));
+    else cmd.reset_queries(queries_, static_cast<uint32_t>(2 * k0), static_cast<uint32_t>(2 * (k1 - k0)));
+  }
   std::set<VkBuffer> written, read;
-  for (size_t k = k0; k < k1; ++k) {
+  bool first = true;
+  for (size_t i = 0; i < (k1 - k0) * reps; ++i) {
+    const size_t k = k0 + i % (k1 - k0);
+    const uint32_t q = static_cast<uint32_t>(2 * ((i / (k1 - k0)) * K + k));
     const ComputeKernel& ck = kernels_[k];
     const size_t nin = plan_.kernels[k].inputs.size();
     bool hazard = timestamps;
@@ -353,16 +374,17 @@ void VulkanExecutable::record(vk::CommandBuffer& cmd, const Variant& var, size_t
       VkBuffer h = buffer_of(ck.bindings[b]).handle();
       hazard |= written.count(h) > 0 || (b >= nin && read.count(h) > 0);
     }
-    if (hazard && k > k0) {
+    if (hazard && !first) {
       cmd.barrier();
       written.clear();
       read.clear();
     }
+    first = false;
     for (size_t b = 0; b < ck.bindings.size(); ++b)
       (b < nin ? read : written).insert(buffer_of(ck.bindings[b]).handle());
-    if (timestamps) cmd.timestamp(queries_, static_cast<uint32_t>(2 * k));
+    if (timestamps) cmd.timestamp(queries_, q);
     cmd.dispatch(*pipelines_[k], var.sets[k], ck.workgroups);
-    if (timestamps) cmd.timestamp(queries_, static_cast<uint32_t>(2 * k + 1));
+    if (timestamps) cmd.timestamp(queries_, q + 1);
   }
   if (k1 == kernels_.size() && !out_staging_.empty()) {
     cmd.barrier();
@@ -421,11 +443,16 @@ std::vector<float> VulkanExecutable::read_value(int id, bool after_step) {
   return v;
 }
 
+/// Per kernel: its time (the mean over the step's back-to-back repeats) and its start in the first repeat.
 void VulkanExecutable::collect_timestamps() {
-  const uint32_t n = static_cast<uint32_t>(2 * kernels_.size());
+  const size_t K = kernels_.size();
+  const uint32_t n = static_cast<uint32_t>(2 * K * last_repeats_);
   std::vector<double> ns = dev().read_timestamps_ns(queries_, 0, n);
-  for (size_t k = 0; k < kernels_.size(); ++k)
-    timings_.push_back({plan_.kernels[k].name, (ns[2 * k + 1] - ns[2 * k]) * 1e-6, true, (ns[2 * k] - ns[0]) * 1e-6});
+  for (size_t k = 0; k < K; ++k) {
+    double total = 0;
+    for (int r = 0; r < last_repeats_; ++r) total += ns[2 * (r * K + k) + 1] - ns[2 * (r * K + k)];
+    timings_.push_back({plan_.kernels[k].name, total / last_repeats_ * 1e-6, true, (ns[2 * k] - ns[0]) * 1e-6});
+  }
 }
 
 std::vector<std::vector<float>> VulkanExecutable::run(const std::vector<Feed>& feeds) {

@@ -16,6 +16,7 @@
 
 #include "sg/dump.h"
 #include "sg/error.h"
+#include "vulkan_memory.h"
 
 namespace sg::vk {
 
@@ -52,17 +53,6 @@ void check(VkResult r, const char* what) {
 
 namespace detail {
 
-/// One VkDeviceMemory of a memory type, mapped when host-visible, with a first-fit free list (offset -> size).
-struct Block {
-  VkDeviceMemory mem = VK_NULL_HANDLE;
-  VkDeviceSize size = 0, used = 0;
-  uint32_t type = 0;
-  char* mapped = nullptr;
-  std::map<VkDeviceSize, VkDeviceSize> free;
-};
-
-constexpr VkDeviceSize kBlockBytes = VkDeviceSize{32} << 20;  // blocks of 32 MiB (larger buffers get their own)
-
 struct Context {
   VkInstance instance = VK_NULL_HANDLE;
   VkDebugUtilsMessengerEXT messenger = VK_NULL_HANDLE;
@@ -72,88 +62,20 @@ struct Context {
   VkCommandPool cmd_pool = VK_NULL_HANDLE;
   VkPipelineCache pipeline_cache = VK_NULL_HANDLE;
   VkPhysicalDeviceMemoryProperties mem_props{};
-  std::vector<std::unique_ptr<Block>> blocks;
+  Allocator memory;  // buffer placement (vulkan_memory.h)
   LiveObjects live;
   mutable std::mutex log_mu;  // the messenger may be called from driver threads
   int64_t messages = 0;
   std::vector<std::string> log;
 
-  Allocation allocate(const VkMemoryRequirements& req, uint32_t type);
-  void release(const Allocation& a);
+  void release(const Allocation& a) { memory.release(a); }
   ~Context();
 };
-
-Allocation Context::allocate(const VkMemoryRequirements& req, uint32_t type) {
-  const VkDeviceSize align = std::max<VkDeviceSize>(req.alignment, 16);
-  for (auto& b : blocks) {
-    if (b->type != type) continue;
-    for (auto it = b->free.begin(); it != b->free.end(); ++it) {
-      const VkDeviceSize off = it->first, len = it->second;
-      const VkDeviceSize start = (off + align - 1) / align * align;
-      if (start + req.size > off + len) continue;
-      b->free.erase(it);
-      if (start > off) b->free.emplace(off, start - off);
-      if (off + len > start + req.size) b->free.emplace(start + req.size, off + len - (start + req.size));
-      b->used += req.size;
-      live.allocated_bytes += static_cast<int64_t>(req.size);
-      return {b.get(), start, req.size};
-    }
-  }
-  auto b = std::make_unique<Block>();
-  b->type = type;
-  b->size = std::max(kBlockBytes, (req.size + 65535) / 65536 * 65536);
-  VkMemoryAllocateInfo ai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
-  ai.allocationSize = b->size;
-  ai.memoryTypeIndex = type;
-  VkResult r = vkAllocateMemory(device, &ai, nullptr, &b->mem);
-  if (r != VK_SUCCESS && b->size > req.size) {  // a whole block did not fit: just this buffer
-    b->size = ai.allocationSize = req.size;
-    r = vkAllocateMemory(device, &ai, nullptr, &b->mem);
-  }
-  check(r, fmt::format("vkAllocateMemory of {} bytes (memory type {})", ai.allocationSize, type).c_str());
-  if (mem_props.memoryTypes[type].propertyFlags & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT) {
-    void* p = nullptr;
-    VkResult mr = vkMapMemory(device, b->mem, 0, VK_WHOLE_SIZE, 0, &p);
-    if (mr != VK_SUCCESS) vkFreeMemory(device, b->mem, nullptr);
-    check(mr, "vkMapMemory");
-    b->mapped = static_cast<char*>(p);
-  }
-  if (b->size > req.size) b->free.emplace(req.size, b->size - req.size);
-  b->used = req.size;
-  ++live.memory_blocks;
-  live.allocated_bytes += static_cast<int64_t>(req.size);
-  blocks.push_back(std::move(b));
-  return {blocks.back().get(), 0, req.size};
-}
-
-void Context::release(const Allocation& a) {
-  Block* b = a.block;
-  b->used -= a.size;
-  live.allocated_bytes -= static_cast<int64_t>(a.size);
-  if (b->used == 0) {  // an empty block goes back to the driver
-    vkFreeMemory(device, b->mem, nullptr);
-    --live.memory_blocks;
-    blocks.erase(std::find_if(blocks.begin(), blocks.end(), [&](auto& p) { return p.get() == b; }));
-    return;
-  }
-  auto it = b->free.emplace(a.offset, a.size).first;
-  if (auto next = std::next(it); next != b->free.end() && it->first + it->second == next->first) {
-    it->second += next->second;
-    b->free.erase(next);
-  }
-  if (it != b->free.begin()) {
-    auto prev = std::prev(it);
-    if (prev->first + prev->second == it->first) {
-      prev->second += it->second;
-      b->free.erase(it);
-    }
-  }
-}
 
 Context::~Context() {
   if (device) {
     vkDeviceWaitIdle(device);
-    for (auto& b : blocks) vkFreeMemory(device, b->mem, nullptr);
+    memory.free_all();
     if (pipeline_cache) vkDestroyPipelineCache(device, pipeline_cache, nullptr);
     if (cmd_pool) vkDestroyCommandPool(device, cmd_pool, nullptr);
     vkDestroyDevice(device, nullptr);
@@ -170,6 +92,19 @@ Context::~Context() {
 
 // ---------------------------------------------------------------------------------------------------------------
 // RAII handles
+
+const char* memory_policy_name(MemoryPolicy p) { return p == MemoryPolicy::Blocks ? "blocks" : "dedicated"; }
+
+Buffer::Placement Buffer::placement() const {
+  Placement p;
+  if (!mem_.block) return p;
+  p.memory_type = mem_.block->type;
+  p.flags = ctx_->mem_props.memoryTypes[p.memory_type].propertyFlags;
+  p.dedicated = mem_.block->dedicated;
+  p.offset = static_cast<int64_t>(mem_.offset);
+  p.memory_bytes = static_cast<int64_t>(mem_.block->size);
+  return p;
+}
 
 Buffer::Buffer(Buffer&& o) noexcept { *this = std::move(o); }
 Buffer& Buffer::operator=(Buffer&& o) noexcept {
@@ -548,6 +483,9 @@ void probe(VkPhysicalDevice pd, Caps& caps) {
   c.max_workgroup_count = std::min({l.maxComputeWorkGroupCount[0], l.maxComputeWorkGroupCount[1], l.maxComputeWorkGroupCount[2]});
   c.max_buffer_bytes = l.maxStorageBufferRange;
   c.subgroup_size = v11 && (sub.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) ? static_cast<int>(sub.subgroupSize) : 0;
+  constexpr VkSubgroupFeatureFlags kArith =
+      VK_SUBGROUP_FEATURE_BASIC_BIT | VK_SUBGROUP_FEATURE_VOTE_BIT | VK_SUBGROUP_FEATURE_ARITHMETIC_BIT;
+  c.subgroup_arithmetic = c.subgroup_size > 0 && (sub.supportedOperations & kArith) == kArith;
   c.cpu_device = p.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
   c.compute_units = has_sm ? static_cast<int>(sm.shaderSMCount) : 0;
   caps.max_workgroup_size = {l.maxComputeWorkGroupSize[0], l.maxComputeWorkGroupSize[1], l.maxComputeWorkGroupSize[2]};
@@ -558,21 +496,6 @@ void probe(VkPhysicalDevice pd, Caps& caps) {
   std::vector<VkQueueFamilyProperties> q(nq);
   vkGetPhysicalDeviceQueueFamilyProperties(pd, &nq, q.data());
   caps.timestamps = q[caps.queue_family].timestampValidBits > 0 && l.timestampPeriod > 0;
-}
-
-/// The memory type for `bits` with all of `need`, as many of `want` as possible and then as few other flags as
-/// possible (a discrete GPU's device buffers go to plain DEVICE_LOCAL memory, not to its small host-visible BAR
-/// window); -1 if none.
-int find_type(const VkPhysicalDeviceMemoryProperties& mp, uint32_t bits, VkMemoryPropertyFlags need,
-              VkMemoryPropertyFlags want = 0) {
-  int best = -1, best_score = INT32_MIN;
-  for (uint32_t i = 0; i < mp.memoryTypeCount; ++i) {
-    const VkMemoryPropertyFlags f = mp.memoryTypes[i].propertyFlags;
-    if (!(bits & (1u << i)) || (f & need) != need) continue;
-    const int score = 64 * __builtin_popcount(f & want) - __builtin_popcount(f & ~(need | want));
-    if (score > best_score) best = static_cast<int>(i), best_score = score;
-  }
-  return best;
 }
 
 constexpr int64_t kStagingBytes = int64_t{4} << 20;  // transfers on the staging path go in pieces of this size
@@ -586,6 +509,26 @@ std::unique_ptr<Device> Device::create(const DeviceOptions& opt) {
     throw ValueError(fmt::format("vulkan DeviceOptions::validation must be -1 (env), 0 or 1, got {}", opt.validation));
   if (opt.direct_map < -1 || opt.direct_map > 1)
     throw ValueError(fmt::format("vulkan DeviceOptions::direct_map must be -1 (auto), 0 or 1, got {}", opt.direct_map));
+  if (opt.dedicated_min_bytes < -1)
+    throw ValueError(fmt::format("vulkan DeviceOptions::dedicated_min_bytes must be -1 (env) or >= 0, got {}",
+                                 opt.dedicated_min_bytes));
+  std::string policy = opt.memory_policy;
+  if (policy.empty())
+    if (const char* e = std::getenv("SG_VULKAN_MEMORY")) policy = e;
+  if (!policy.empty() && policy != "dedicated" && policy != "blocks")
+    throw ValueError(fmt::format("vulkan: memory policy '{}' (DeviceOptions::memory_policy or SG_VULKAN_MEMORY) is "
+                                 "neither 'dedicated' nor 'blocks'", policy));
+  int64_t dedicated_min = opt.dedicated_min_bytes;
+  if (dedicated_min == -1) {
+    dedicated_min = kDedicatedMinBytes;
+    if (const char* e = std::getenv("SG_VULKAN_DEDICATED_MIN_BYTES"); e && *e) {
+      char* end = nullptr;
+      const long long v = std::strtoll(e, &end, 10);
+      if (*end || v < 0)
+        throw ValueError(fmt::format("vulkan: SG_VULKAN_DEDICATED_MIN_BYTES='{}' is not a byte count (an integer >= 0)", e));
+      dedicated_min = v;
+    }
+  }
   std::unique_ptr<Device> dev(new Device());
   auto ctx = std::make_shared<detail::Context>();
   Caps& caps = dev->caps_;
@@ -622,6 +565,14 @@ std::unique_ptr<Device> Device::create(const DeviceOptions& opt) {
   di.queueCreateInfoCount = 1;
   di.pQueueCreateInfos = &qi;
   check(vkCreateDevice(ctx->phys, &di, nullptr, &ctx->device), "vkCreateDevice");
+  caps.memory_policy = policy == "blocks" ? MemoryPolicy::Blocks : MemoryPolicy::Dedicated;
+  caps.dedicated_min_bytes = dedicated_min;
+  {
+    VkPhysicalDeviceProperties p;
+    vkGetPhysicalDeviceProperties(ctx->phys, &p);
+    ctx->memory.init(ctx->device, ctx->mem_props, p.apiVersion >= VK_API_VERSION_1_1, caps.memory_policy, dedicated_min,
+                     env_on("SG_VULKAN_MEMORY_LOG"), &ctx->live);
+  }
   vkGetDeviceQueue(ctx->device, caps.queue_family, 0, &ctx->queue);
   VkCommandPoolCreateInfo pi{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
   pi.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
@@ -707,25 +658,12 @@ Buffer Device::make_buffer(const std::shared_ptr<detail::Context>& ctx, int64_t 
   bi.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
   VkBuffer vb = VK_NULL_HANDLE;
   check(vkCreateBuffer(ctx->device, &bi, nullptr, &vb), fmt::format("vkCreateBuffer ({}, {} bytes)", name, alloc).c_str());
-  VkMemoryRequirements req;
-  vkGetBufferMemoryRequirements(ctx->device, vb, &req);
-  int type = find_type(ctx->mem_props, req.memoryTypeBits, need, want);
-  if (type < 0) {
-    vkDestroyBuffer(ctx->device, vb, nullptr);
-    throw BackendError(fmt::format("vulkan: no memory type for buffer {} (needs flags {:#x})", name, need));
-  }
   detail::Allocation a;
   try {
-    a = ctx->allocate(req, static_cast<uint32_t>(type));
+    a = ctx->memory.bind_buffer(vb, name, need, want);
   } catch (...) {
     vkDestroyBuffer(ctx->device, vb, nullptr);
     throw;
-  }
-  VkResult r = vkBindBufferMemory(ctx->device, vb, a.block->mem, a.offset);
-  if (r != VK_SUCCESS) {
-    ctx->release(a);
-    vkDestroyBuffer(ctx->device, vb, nullptr);
-    check(r, "vkBindBufferMemory");
   }
   ++ctx->live.buffers;
   Buffer b;
@@ -981,12 +919,15 @@ nlohmann::json caps_json(const Caps& c) {
             {"maxComputeSharedMemorySize", l.max_shared_bytes},
             {"maxStorageBufferRange", l.max_buffer_bytes},
             {"subgroupSize", l.subgroup_size},
+            {"subgroupArithmetic", l.subgroup_arithmetic},
             {"computeUnits", l.compute_units}}},
           {"timestamps", c.timestamps},
           {"timestamp_period_ns", c.timestamp_period_ns},
           {"direct_map", c.direct_map},
           {"validation", c.validation},
-          {"device_local_bytes", c.device_local_bytes}};
+          {"device_local_bytes", c.device_local_bytes},
+          {"memory_policy", memory_policy_name(c.memory_policy)},
+          {"dedicated_min_bytes", c.dedicated_min_bytes}};
 }
 
 }  // namespace sg::vk

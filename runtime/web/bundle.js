@@ -5,8 +5,26 @@
 import { BundleError, UnsupportedError } from './errors.js';
 import { parseSafetensors } from './safetensors.js';
 
-/** The bundle format this runtime reads (bundle.json `format`). */
-export const BUNDLE_FORMAT = 'shadergrad-bundle/2';
+/** The bundle format this runtime writes about (bundle.json `format`); it also reads format 2 (one webgpu plan). */
+export const BUNDLE_FORMAT = 'shadergrad-bundle/3';
+/** Every format this runtime reads, newest first. */
+export const BUNDLE_FORMATS = ['shadergrad-bundle/3', 'shadergrad-bundle/2'];
+
+/** The webgpu plans a bundle may carry (bundle.json `webgpu.plans[].name`): 'gpu' (kernels for GPUs) and 'cpu'
+ * (kernels for CPU implementations of WebGPU such as SwiftShader or Dawn over llvmpipe). */
+export const WEBGPU_PLANS = ['gpu', 'cpu'];
+
+/**
+ * The webgpu plans of a bundle.json: format 3's `webgpu.plans`, or format 2's one plan (`webgpu.target`,
+ * `webgpu.requires`, programs.NAME.webgpu; its kind from target.cpu_device).
+ * @returns {{name: string, program_key: string, target: object, requires: object}[]}
+ */
+export function webgpuPlans(json) {
+  const w = json.webgpu;
+  if (!w) return [];
+  if (Array.isArray(w.plans)) return w.plans;
+  return [{ name: w.target?.cpu_device ? 'cpu' : 'gpu', program_key: 'webgpu', target: w.target, requires: w.requires }];
+}
 
 /** Targets a bundle may carry (bundle.json `targets`): per program a `webgpu` plan (WGSL compute kernels over
  * storage buffers) and the `webgl2` plan (GLSL ES 3.00 fragment kernels over RGBA32F textures). */
@@ -68,8 +86,11 @@ export class Bundle {
   get format() { return this.json.format; }
   /** @returns {string[]} the targets the bundle carries (`webgpu`, `webgl2`) */
   get targets() { return this.json.targets; }
-  /** The webgpu section ({target, requires}); undefined without the webgpu target. */
+  /** The webgpu section ({target, requires, plans}); undefined without the webgpu target. */
   get webgpu() { return this.json.webgpu; }
+  /** @returns {{name: string, program_key: string, target: object, requires: object}[]} the webgpu plans, in
+   * bundle order ([] without the webgpu target) */
+  get webgpuPlans() { return webgpuPlans(this.json); }
   get model() { return this.json.model; }
   get target() { return this.json.target; }
   get requires() { return this.json.requires; }
@@ -154,14 +175,24 @@ export function numel(shape) { return shape.reduce((a, b) => a * b, 1); }
 function validate(json, file) {
   const fail = (msg, where = {}) => { throw new BundleError(`${file}: ${msg}`, { file, ...where }); };
   if (!json || typeof json !== 'object') fail('is not a JSON object');
-  if (json.format !== BUNDLE_FORMAT)
-    fail(`bundle format '${json.format}' is not supported by this runtime, which reads '${BUNDLE_FORMAT}'. Export ` +
-         `the bundle again with the shadergrad release that matches this runtime, or load it with the runtime ` +
-         `copy inside the bundle (runtime/shadergrad.js)`, { format: json.format });
+  if (!BUNDLE_FORMATS.includes(json.format))
+    fail(`bundle format '${json.format}' is not supported by this runtime, which reads ` +
+         `${BUNDLE_FORMATS.map((f) => `'${f}'`).join(' and ')}. Export the bundle again with the shadergrad release ` +
+         `that matches this runtime, or load it with the runtime copy inside the bundle (runtime/shadergrad.js)`,
+         { format: json.format });
   if (!Array.isArray(json.targets) || !json.targets.length || json.targets.some((t) => !TARGETS.includes(t)))
     fail(`\`targets\` is ${JSON.stringify(json.targets)}; expected a non-empty list of ${TARGETS.join(', ')}`);
   if (json.targets.includes('webgpu') && !json.webgpu?.requires)
     fail('lists the webgpu target but has no `webgpu.requires`');
+  const plans = json.targets.includes('webgpu') ? webgpuPlans(json) : [];
+  if (json.targets.includes('webgpu') && !plans.length) fail('lists the webgpu target but `webgpu.plans` is empty');
+  plans.forEach((pl, i) => {
+    if (!WEBGPU_PLANS.includes(pl.name) || plans.findIndex((q) => q.name === pl.name) !== i)
+      fail(`webgpu.plans[${i}] is named '${pl.name}'; expected one of ${WEBGPU_PLANS.join(', ')}, each once`);
+    if (typeof pl.program_key !== 'string' || !/^webgpu(_[a-z]+)?$/.test(pl.program_key) || !pl.requires)
+      fail(`webgpu.plans[${i}] ('${pl.name}') has program_key ${JSON.stringify(pl.program_key)} and ` +
+           `${pl.requires ? '' : 'no '}requires; expected 'webgpu' or 'webgpu_NAME' and its requires`);
+  });
   for (const f of json.features || [])
     if (!KNOWN_FEATURES.includes(f))
       throw new UnsupportedError(`${file}: the bundle uses storage feature '${f}', which this runtime does not know ` +
@@ -181,17 +212,19 @@ function validate(json, file) {
     for (const key of ['inputs', 'outputs'])
       if (!Array.isArray(p[key])) fail(`program '${name}' has no '${key}' array`, { program: name });
     if (json.targets.includes('webgl2')) validateProgram(name, p, persistent, fail);
-    if (json.targets.includes('webgpu')) {
-      if (!p.webgpu || typeof p.webgpu !== 'object')
-        fail(`program '${name}' has no webgpu plan although \`targets\` lists webgpu`, { program: name });
-      validateWebGPUProgram(name, p.webgpu, persistent, fail);
+    for (const pl of plans) {
+      const w = p[pl.program_key];
+      if (!w || typeof w !== 'object')
+        fail(`program '${name}' has no webgpu ${pl.name} plan (\`${pl.program_key}\`) although \`webgpu.plans\` ` +
+             'lists it', { program: name });
+      validateWebGPUProgram(name, w, persistent, fail, pl.name);
     }
   }
 }
 
 /** Checks a program's webgpu plan: value ids, buffers, persistent names, kernel bindings and dispatch sizes. */
-function validateWebGPUProgram(program, p, persistent, fail) {
-  const where = { program, target: 'webgpu' };
+function validateWebGPUProgram(program, p, persistent, fail, plan = 'gpu') {
+  const where = { program, target: `webgpu ${plan}` };
   for (const key of ['values', 'kernels', 'inputs', 'outputs', 'updates', 'buffers'])
     if (!Array.isArray(p[key])) fail(`program '${program}': the webgpu plan has no '${key}' array`, where);
   const value = (id, what, w) => {
@@ -313,19 +346,24 @@ export async function loadBundle(url, options = {}) {
   validate(json, file);
   // every shader file, in parallel; a missing one names its kernel and program
   const wanted = new Map();
-  for (const [program, p] of Object.entries(json.programs))
-    for (const target of json.targets)
-      for (const k of (target === 'webgpu' ? p.webgpu : p).kernels) {
-        const f = k[SOURCE_FIELD[target]];
+  const plans = json.targets.includes('webgpu') ? webgpuPlans(json) : [];
+  for (const [program, p] of Object.entries(json.programs)) {
+    const descs = [...(json.targets.includes('webgl2') ? [['webgl2', p]] : []),
+                   ...plans.map((pl) => [`webgpu ${pl.name}`, p[pl.program_key]])];
+    for (const [target, d] of descs)
+      for (const k of d.kernels) {
+        const f = k[SOURCE_FIELD[target.split(' ')[0]]];
         if (!wanted.has(f)) wanted.set(f, { program, kernel: k.name, target });
       }
+  }
   const sources = new Map();
   await Promise.all([...wanted].map(async ([path, where]) => {
     const r = await fetchFile(new URL(path, base), fetchImpl, path, where, 'shader file');
     sources.set(path, await r.text());
   }));
   const refs = [...json.persistent.map((p) => p.data),
-                ...Object.values(json.programs).flatMap((p) => [...(p.values || []), ...(p.webgpu?.values || [])]
+                ...Object.values(json.programs).flatMap((p) => [...(p.values || []),
+                                                                ...plans.flatMap((pl) => p[pl.program_key].values)]
                   .filter((v) => v.data).map((v) => v.data))];
   const files = await fetchDataFiles(base, refs, fetchImpl, 'weights file');
   return new Bundle(base, json, sources, files, fetchImpl);

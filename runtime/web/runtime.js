@@ -20,6 +20,9 @@ export class Runtime {
     this.backend = selection.backend;
     /** @type {{backend: string, ok: boolean, reason: string}[]} every backend tried, with the reason in words */
     this.attempts = selection.attempts;
+    /** @type {{name: 'gpu'|'cpu', program_key: string, reason: string}|null} on WebGPU: the webgpu plan running
+     * (the gpu plan, or the cpu plan on a CPU implementation of WebGPU) and why, in words; null on WebGL2 */
+    this.webgpuPlan = selection.webgpuPlan ?? null;
     this.device = selection.device;
     this._exec = executor;
     /** @type {{load_ms: number, setup_ms: number}} bundle fetch, and context + uploads + shader compile/link */
@@ -31,6 +34,13 @@ export class Runtime {
   get caps() { return this.device.caps; }
   /** Program names of the bundle. */
   get programs() { return this.bundle.programNames; }
+
+  /** The plan of `program` this runtime runs (bundle.json: the webgl2 plan is the program's description itself, a
+   * webgpu plan its `webgpu` / `webgpu_cpu` field): its kernels, values, buffers. */
+  plan(program) {
+    const p = this.bundle.program(program);
+    return this.webgpuPlan ? p[this.webgpuPlan.program_key] : p;
+  }
 
   _live(what) {
     if (this._disposed) throw new ShadergradError(`${what}: the runtime was disposed`);
@@ -108,11 +118,12 @@ export class Runtime {
 /**
  * Loads a bundle (unless given one), picks a backend, uploads the weights and compiles every kernel.
  * @param {string|URL|Bundle} bundle URL of bundle.json, or a loaded Bundle
- * @param {{backend?: 'auto'|'webgpu'|'webgl2', gpu?: GPU, canvas?: HTMLCanvasElement|OffscreenCanvas,
- *          profile?: boolean, fetch?: typeof fetch, contextAttributes?: WebGLContextAttributes,
- *          featureLevel?: 'core'|'compatibility'}} [options] `gpu`: a GPU object where there is no navigator.gpu
- *   (Node: npm webgpu's create([...])); `featureLevel`: the WebGPU adapter to ask for (default: core, else
- *   compatibility)
+ * @param {{backend?: 'auto'|'webgpu'|'webgl2', webgpuPlan?: 'auto'|'gpu'|'cpu', gpu?: GPU,
+ *          canvas?: HTMLCanvasElement|OffscreenCanvas, profile?: boolean, fetch?: typeof fetch,
+ *          contextAttributes?: WebGLContextAttributes, featureLevel?: 'core'|'compatibility'}} [options]
+ *   `gpu`: a GPU object where there is no navigator.gpu (Node: npm webgpu's create([...])); `featureLevel`: the
+ *   WebGPU adapter to ask for (default: core, else compatibility); `webgpuPlan`: which webgpu plan to run (default
+ *   auto: the cpu plan on a CPU implementation of WebGPU, else the gpu plan; rt.webgpuPlan says which and why)
  * @returns {Promise<Runtime>}
  */
 export async function createRuntime(bundle, options = {}) {
@@ -122,8 +133,9 @@ export async function createRuntime(bundle, options = {}) {
   const selection = await selectBackend(b, options);
   let exec;
   try {
-    const Executor = selection.backend === 'webgpu' ? WebGPUExecutor : WebGL2Executor;
-    exec = new Executor(b, selection.device, options);
+    exec = selection.backend === 'webgpu'
+      ? new WebGPUExecutor(b, selection.device, options, selection.webgpuPlan.program_key)
+      : new WebGL2Executor(b, selection.device, options);
     await exec.link();
   } catch (e) {
     exec?.dispose();

@@ -18,12 +18,15 @@ function bundleReason(bundle, backend) {
 }
 
 /**
- * Tries the backends in order and returns the first that can run the bundle.
+ * Tries the backends in order and returns the first that can run the bundle. On WebGPU it also picks the webgpu
+ * plan (chooseWebGPUPlan: by the adapter, or `webgpuPlan` forces one) and says why.
  * @param {import('./bundle.js').Bundle} bundle
- * @param {{backend?: 'auto'|'webgpu'|'webgl2', gpu?: GPU, canvas?: HTMLCanvasElement|OffscreenCanvas,
- *          contextAttributes?: WebGLContextAttributes, profile?: boolean}} [options]
+ * @param {{backend?: 'auto'|'webgpu'|'webgl2', webgpuPlan?: 'auto'|'gpu'|'cpu', gpu?: GPU,
+ *          canvas?: HTMLCanvasElement|OffscreenCanvas, contextAttributes?: WebGLContextAttributes,
+ *          profile?: boolean}} [options]
  * @returns {Promise<{backend: string, device: import('./webgl2.js').WebGL2Device|import('./webgpu.js').WebGPUDevice,
- *                    attempts: {backend: string, ok: boolean, reason: string}[]}>}
+ *                    attempts: {backend: string, ok: boolean, reason: string}[],
+ *                    webgpuPlan: {name: string, program_key: string, reason: string}|null}>}
  * @throws {BackendUnavailableError} listing every attempt and its reason
  */
 export async function selectBackend(bundle, options = {}) {
@@ -35,14 +38,15 @@ export async function selectBackend(bundle, options = {}) {
   for (const backend of order) {
     const no = bundleReason(bundle, backend);
     if (no) { attempts.push({ backend, ok: false, reason: no }); continue; }
-    const r = backend === 'webgpu' ? await probeWebGPU(bundle.webgpu.requires, options)
+    const r = backend === 'webgpu' ? await probeWebGPU(bundle.webgpuPlans, options)
                                    : probeWebGL2(bundle.requires, options);
     if (r.device) {
       const ok = backend === 'webgpu'
-        ? `${r.device.renderer}: limits cover the bundle${r.device.timestamps ? ', timestamp-query' : ''}`
+        ? `${r.device.renderer}: ${r.planReason}; limits cover that plan${r.device.timestamps ? ', timestamp-query' : ''}`
         : `${r.device.renderer}: EXT_color_buffer_float, fp32 round trip ok, limits cover the bundle`;
       attempts.push({ backend, ok: true, reason: ok });
-      return { backend, device: r.device, attempts };
+      const webgpuPlan = r.plan ? { name: r.plan.name, program_key: r.plan.program_key, reason: r.planReason } : null;
+      return { backend, device: r.device, attempts, webgpuPlan };
     }
     attempts.push({ backend, ok: false, reason: r.reason });
   }

@@ -1,8 +1,12 @@
 // shadergrad web runtime — TypeScript declarations of the public API (shadergrad.js and what it re-exports).
 // The bundle format is docs/BUNDLE.md; the JSDoc in each module says the same in more words.
 
-/** The bundle format this runtime reads: "shadergrad-bundle/2". */
+/** The newest bundle format this runtime reads: "shadergrad-bundle/3". */
 export const BUNDLE_FORMAT: string;
+/** Every bundle format this runtime reads: ["shadergrad-bundle/3", "shadergrad-bundle/2"]. */
+export const BUNDLE_FORMATS: readonly string[];
+/** The webgpu plans a bundle may carry: ['gpu', 'cpu']. */
+export const WEBGPU_PLANS: readonly WebGPUPlanName[];
 /** The targets a bundle may carry: ['webgpu', 'webgl2']. */
 export const TARGETS: readonly BackendName[];
 /** Storage features (bundle.json `features`) this runtime can run. */
@@ -12,6 +16,22 @@ export const BACKENDS: readonly BackendName[];
 export const VERSION: string;
 
 export type BackendName = 'webgpu' | 'webgl2';
+/** 'gpu': WGSL kernels made for GPUs; 'cpu': made for CPU implementations of WebGPU (SwiftShader, llvmpipe). */
+export type WebGPUPlanName = 'gpu' | 'cpu';
+
+/** One webgpu plan of a bundle (bundle.json webgpu.plans[]): its programs live at programs.NAME[program_key]. */
+export interface WebGPUPlanInfo {
+  name: WebGPUPlanName; program_key: string; target: Record<string, unknown>;
+  requires: { limits: Record<string, number>; features: string[] };
+}
+/** The webgpu plan a runtime runs and why, in words. */
+export interface ChosenWebGPUPlan { name: WebGPUPlanName; program_key: string; reason: string; }
+
+/** The plan for `adapter`: 'cpu' on a fallback adapter or one whose info names a CPU implementation (SwiftShader,
+ * llvmpipe, lavapipe, WARP, CPU), else 'gpu'; `want` forces one. A missing forced plan gives only a reason. */
+export function chooseWebGPUPlan(adapter: { isFallbackAdapter?: boolean; info?: Record<string, unknown> },
+                                 plans: WebGPUPlanInfo[], want?: 'auto' | WebGPUPlanName):
+  { plan: WebGPUPlanInfo; reason: string } | { reason: string };
 
 /** A reference to f32 data in a bundle file: absolute byte offset and length. */
 export interface DataRef { file: string; tensor: string; offset: number; bytes: number; }
@@ -27,9 +47,12 @@ export class Bundle {
   readonly model: string;
   /** The plans every program carries: 'webgpu' (WGSL compute), 'webgl2' (GLSL ES fragment). */
   readonly targets: BackendName[];
-  /** The webgpu section: its target and the WebGPU limits (GPUSupportedLimits names) it requires. */
+  /** The webgpu section: the first plan's target and the WebGPU limits (GPUSupportedLimits names) it requires,
+   * and every plan (format 3). */
   readonly webgpu?: { target: Record<string, unknown>;
-                      requires: { limits: Record<string, number>; features: string[] } };
+                      requires: { limits: Record<string, number>; features: string[] }; plans?: WebGPUPlanInfo[] };
+  /** The webgpu plans in bundle order (format 2: its one plan); [] without the webgpu target. */
+  readonly webgpuPlans: WebGPUPlanInfo[];
   readonly target: Record<string, unknown>;
   readonly requires: { max_draw_buffers: number; max_texture_image_units: number; max_texture_size: number;
                        extensions: string[]; };
@@ -56,6 +79,8 @@ export function loadBundle(url: string | URL, options?: LoadOptions): Promise<Bu
 export interface RuntimeOptions extends LoadOptions {
   /** 'auto' (default) tries BACKENDS in order. */
   backend?: 'auto' | BackendName;
+  /** WebGPU: which webgpu plan to run; 'auto' (default): chooseWebGPUPlan by the adapter. */
+  webgpuPlan?: 'auto' | WebGPUPlanName;
   /** WebGPU: the GPU object to use where there is no navigator.gpu (Node: npm `webgpu`'s create([...])). */
   gpu?: unknown;
   /** WebGPU: the adapter's feature level; default: 'core', else 'compatibility'. */
@@ -116,7 +141,11 @@ export class Runtime {
   readonly bundle: Bundle;
   readonly backend: BackendName;
   readonly attempts: BackendAttempt[];
+  /** On WebGPU: the webgpu plan running and why; null on WebGL2. */
+  readonly webgpuPlan: ChosenWebGPUPlan | null;
   readonly caps: DeviceCaps;
+  /** The plan of `program` this runtime runs (the webgl2 plan, or programs.NAME[webgpuPlan.program_key]). */
+  plan(program: string): any;
   readonly programs: string[];
   /** load_ms: fetching the bundle; setup_ms: device/context, uploads, shader compile and link (pipelines). */
   readonly stats: { load_ms: number; setup_ms: number };
@@ -141,6 +170,7 @@ export class WorkerRuntime {
   readonly worker: Worker;
   backend: BackendName | null;
   attempts: BackendAttempt[];
+  webgpuPlan: ChosenWebGPUPlan | null;
   caps: DeviceCaps | null;
   programs: string[];
   stats: { load_ms: number; setup_ms: number } | null;
@@ -158,7 +188,7 @@ export function createWorkerRuntime(bundleUrl: string | URL,
                                     options?: Omit<RuntimeOptions, 'canvas' | 'fetch' | 'gpu'>): Promise<WorkerRuntime>;
 
 export function selectBackend(bundle: Bundle, options?: RuntimeOptions):
-  Promise<{ backend: BackendName; device: unknown; attempts: BackendAttempt[] }>;
+  Promise<{ backend: BackendName; device: unknown; attempts: BackendAttempt[]; webgpuPlan: ChosenWebGPUPlan | null }>;
 
 export function compare(actual: ArrayLike<number>, expected: ArrayLike<number>, tol: Tolerance): Comparison;
 export function runChecks(runtime: Runtime, options?: { outputs?: Tolerance; persistent?: Tolerance }):

@@ -8,12 +8,13 @@
 //
 //   import { createWorkerRuntime } from './runtime/shadergrad.js';
 //   const wrt = await createWorkerRuntime('bundle.json');     // the same API, running in a module Worker
-export { BUNDLE_FORMAT, KNOWN_FEATURES, TARGETS, Bundle, loadBundle } from './bundle.js';
+export { BUNDLE_FORMAT, BUNDLE_FORMATS, KNOWN_FEATURES, TARGETS, WEBGPU_PLANS, Bundle, loadBundle } from './bundle.js';
+export { chooseWebGPUPlan } from './webgpu.js';
 export { Runtime, createRuntime } from './runtime.js';
 export { BACKENDS, selectBackend } from './select.js';
 export { compare, runChecks } from './checks.js';
 export { createWorkerRuntime, WorkerRuntime } from './worker_client.js';
 export * from './errors.js';
 
-/** Version of this runtime (the bundle format it reads is BUNDLE_FORMAT). */
-export const VERSION = '0.2.0';
+/** Version of this runtime (the bundle formats it reads are BUNDLE_FORMATS). */
+export const VERSION = '0.3.0';

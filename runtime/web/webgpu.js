@@ -26,14 +26,56 @@ export const REQUIRED_LIMITS = {
 
 const fail = (reason) => ({ reason });
 
+/** What the adapter info of a CPU implementation of WebGPU names (vendor, architecture, device, description):
+ * SwiftShader (Chromium's fallback adapter), Mesa's llvmpipe / lavapipe / softpipe (Dawn over GLES or Vulkan),
+ * Microsoft's WARP ("Microsoft Basic Render Driver"), or a CPU device type. */
+const CPU_ADAPTER = /swiftshader|llvmpipe|lavapipe|softpipe|software rasterizer|basic render driver|\bwarp\b|\bcpu\b/i;
+
 /**
- * Tries to make a WebGPU device that can run a bundle with `requires` ({limits: {NAME: N}}). Never throws: a
- * failure is a reason in words (the backend-selection chain reports it).
- * @param {{limits?: Record<string, number>}} requires
- * @param {{gpu?: GPU, profile?: boolean, featureLevel?: string, powerPreference?: string}} [options]
- * @returns {Promise<{device: WebGPUDevice} | {reason: string}>}
+ * Which webgpu plan of the bundle runs on `adapter`: the `cpu` plan (CPU tile sizes and schedule) on a CPU
+ * implementation of WebGPU — a fallback adapter, or adapter info naming SwiftShader, llvmpipe, lavapipe, WARP or a
+ * CPU — the `gpu` plan otherwise; `want` ('gpu' | 'cpu') forces one. Never throws.
+ * @param {{isFallbackAdapter?: boolean, info?: object}} adapter
+ * @param {{name: string}[]} plans the bundle's webgpu plans
+ * @param {'auto'|'gpu'|'cpu'} [want]
+ * @returns {{plan: object, reason: string} | {reason: string}} the plan and why, in words; or why none can run
  */
-export async function probeWebGPU(requires = {}, options = {}) {
+export function chooseWebGPUPlan(adapter, plans, want = 'auto') {
+  const names = plans.map((p) => p.name);
+  const has = (n) => plans.find((p) => p.name === n);
+  if (want !== 'auto') {
+    if (!['gpu', 'cpu'].includes(want))
+      return fail(`unknown webgpu plan '${want}' (choose auto, gpu, cpu)`);
+    if (!has(want))
+      return fail(`the bundle has no webgpu ${want} plan (it has ${names.join(', ')}; export it with --webgpu-plans ` +
+                  'gpu,cpu)');
+    return { plan: has(want), reason: `the ${want} plan, forced (webgpuPlan: '${want}')` };
+  }
+  const info = adapter.info ?? {};
+  const text = [info.vendor, info.architecture, info.device, info.description].filter(Boolean).join(' ');
+  const fallback = adapter.isFallbackAdapter ?? info.isFallbackAdapter;
+  const named = text.match(CPU_ADAPTER)?.[0];
+  const cpu = !!fallback || !!named;
+  const why = cpu
+    ? `the adapter${text ? ` (${text})` : ''} is a CPU implementation of WebGPU (${[
+      fallback ? 'a fallback adapter' : '', named ? `its info names ${named}` : ''].filter(Boolean).join(', ')})`
+    : `the adapter${text ? ` (${text})` : ''} is a GPU (not a fallback adapter; its info names no CPU implementation)`;
+  const kind = cpu ? 'cpu' : 'gpu';
+  if (has(kind)) return { plan: has(kind), reason: `the ${kind} plan: ${why}` };
+  return { plan: plans[0], reason: `the ${plans[0].name} plan, the only one of the bundle: ${why}, but the bundle ` +
+                                   `has no ${kind} plan (export it with --webgpu-plans gpu,cpu)` };
+}
+
+/**
+ * Tries to make a WebGPU device that can run one of a bundle's webgpu plans (chooseWebGPUPlan picks it by the
+ * adapter, or `options.webgpuPlan` forces it) with that plan's `requires` ({limits: {NAME: N}}). Never throws: a
+ * failure is a reason in words (the backend-selection chain reports it).
+ * @param {{name: string, program_key: string, requires: {limits?: Record<string, number>}}[]} plans
+ * @param {{gpu?: GPU, profile?: boolean, featureLevel?: string, powerPreference?: string,
+ *          webgpuPlan?: 'auto'|'gpu'|'cpu'}} [options]
+ * @returns {Promise<{device: WebGPUDevice, plan: object, planReason: string} | {reason: string}>}
+ */
+export async function probeWebGPU(plans, options = {}) {
   const gpu = options.gpu ?? globalThis.navigator?.gpu;
   if (!gpu)
     return fail('navigator.gpu is missing: this browser or context has no WebGPU (it needs a secure context; ' +
@@ -56,7 +98,9 @@ export async function probeWebGPU(requires = {}, options = {}) {
   const info = adapter.info ?? {};
   const name = [info.vendor, info.architecture, info.device, info.description].filter(Boolean).join(' ') ||
                'unknown adapter';
-  const wanted = requires.limits ?? {};
+  const chosen = chooseWebGPUPlan(adapter, plans, options.webgpuPlan ?? 'auto');
+  if (!chosen.plan) return fail(`adapter ${name}: ${chosen.reason}`);
+  const wanted = chosen.plan.requires?.limits ?? {};
   const short = [];
   const requiredLimits = {};
   for (const [limit, need] of Object.entries(wanted)) {
@@ -66,7 +110,8 @@ export async function probeWebGPU(requires = {}, options = {}) {
     else requiredLimits[limit] = need;
   }
   if (short.length)
-    return fail(`the WebGPU adapter ${name} cannot run this bundle: it needs ${short.join('; ')}`);
+    return fail(`the WebGPU adapter ${name} cannot run this bundle's ${chosen.plan.name} plan (${chosen.reason}): ` +
+                `it needs ${short.join('; ')}`);
   const requiredFeatures = [];
   const timestamps = !!options.profile && adapter.features.has('timestamp-query');
   if (timestamps) requiredFeatures.push('timestamp-query');
@@ -76,7 +121,8 @@ export async function probeWebGPU(requires = {}, options = {}) {
   } catch (e) {
     return fail(`requestDevice on ${name} failed: ${e.message}`);
   }
-  return { device: new WebGPUDevice(gpu, adapter, device, name, timestamps) };
+  return { device: new WebGPUDevice(gpu, adapter, device, name, timestamps), plan: chosen.plan,
+           planReason: chosen.reason };
 }
 
 /** Line, column and text of every message of a shader module's compilation info, errors first. */

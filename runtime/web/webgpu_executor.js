@@ -1,5 +1,5 @@
 // shadergrad web runtime — running a bundle's programs on a WebGPUDevice: the `webgpu` plan of each program
-// (bundle.json programs.NAME.webgpu, docs/BUNDLE.md; the compute contract of codegen/include/sg/compute_kernel.h)
+// (bundle.json programs.NAME.webgpu or webgpu_cpu, the plan chosen for the adapter, docs/BUNDLE.md; the compute contract of codegen/include/sg/compute_kernel.h)
 // made real. Persistent values own a front and a back storage buffer shared by every program, swapped after each
 // run; pooled temporaries, inputs and constants have their own. Pipelines are built once at link(); bind groups
 // once per parity (which of front/back each persistent value is in); one command encoder per step, every kernel
@@ -35,17 +35,17 @@ class PersistentStore {
 
 /** One program's webgpu plan, ready to run. */
 class ProgramRun {
-  constructor(device, bundle, name, store) {
+  constructor(device, bundle, name, store, planKey) {
     this.device = device;
     this.bundle = bundle;
     this.name = name;
     const p = bundle.program(name);
-    if (!p.webgpu)
-      throw new UnsupportedError(`program '${name}' has no webgpu plan (the bundle was exported with --targets ` +
-                                 `${(bundle.targets || ['webgl2']).join(',')}): export it with --targets ` +
+    if (!p[planKey])
+      throw new UnsupportedError(`program '${name}' has no webgpu plan '${planKey}' (the bundle was exported with ` +
+                                 `--targets ${(bundle.targets || ['webgl2']).join(',')}): export it with --targets ` +
                                  'webgpu,webgl2 or run it on WebGL2', { program: name });
     this.io = p;
-    this.desc = p.webgpu;
+    this.desc = p[planKey];
     this.store = store;
     const d = this.desc;
     this.pool = d.buffers.map((b, i) => device.createBuffer(`${name} buffer ${i}`, b.bytes));
@@ -203,13 +203,14 @@ class ProgramRun {
 
 /** Runs a bundle's programs on a WebGPU device (the `webgpu` backend of a Runtime). */
 export class WebGPUExecutor {
-  /** Allocates every buffer and uploads the weights; link() compiles the kernels. */
-  constructor(bundle, device, options = {}) {
+  /** Allocates every buffer and uploads the weights; link() compiles the kernels. `planKey`: the programs' key of
+   * the webgpu plan to run ('webgpu', 'webgpu_cpu'; bundle.json webgpu.plans[].program_key). */
+  constructor(bundle, device, options = {}, planKey = 'webgpu') {
     this.bundle = bundle;
     this.device = device;
     this.profile = !!options.profile;
     this.store = new PersistentStore(device, bundle);
-    this.programs = new Map(bundle.programNames.map((n) => [n, new ProgramRun(device, bundle, n, this.store)]));
+    this.programs = new Map(bundle.programNames.map((n) => [n, new ProgramRun(device, bundle, n, this.store, planKey)]));
     const most = Math.max(1, ...[...this.programs.values()].map((p) => p.desc.kernels.length));
     this.ts = this.profile && device.timestamps ? device.createTimestamps(2 * most) : null;
     this.last = null;

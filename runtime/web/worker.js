@@ -1,6 +1,6 @@
 // shadergrad web runtime — the module Worker that hosts a Runtime for createWorkerRuntime() (worker_client.js).
 // WebGL2 runs on an OffscreenCanvas here (seed article 003 §2.2: the main thread stays free). Messages:
-//   {id, op: 'create', args: [bundleUrl, options]} -> {backend, attempts, caps, programs, stats}
+//   {id, op: 'create', args: [bundleUrl, options]} -> {backend, attempts, webgpuPlan, caps, programs, stats}
 //   {id, op: 'run', args: [program, feeds]}        -> outputs (their buffers transferred, not copied)
 //   {id, op: 'read' | 'timings' | 'runChecks' | 'loseContextForTesting' | 'dispose', args}
 // Replies {id, ok: true, result} or {id, ok: false, error: {name, message, details}}.
@@ -13,8 +13,8 @@ const ops = {
   async create(url, options) {
     if (runtime) runtime.dispose();
     runtime = await createRuntime(url, options || {});
-    return { backend: runtime.backend, attempts: runtime.attempts, caps: runtime.caps, programs: runtime.programs,
-             stats: runtime.stats };
+    return { backend: runtime.backend, attempts: runtime.attempts, webgpuPlan: runtime.webgpuPlan, caps: runtime.caps,
+             programs: runtime.programs, stats: runtime.stats };
   },
   run: (program, feeds) => need().run(program, feeds),
   read: (name) => need().read(name),

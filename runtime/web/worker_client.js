@@ -12,6 +12,7 @@ export class WorkerRuntime {
     this._pending = new Map();
     this.backend = null;
     this.attempts = [];
+    this.webgpuPlan = null;  // on WebGPU: {name, program_key, reason}, the webgpu plan running and why
     this.caps = null;
     this.programs = [];
     this.stats = null;

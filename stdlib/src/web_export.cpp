@@ -202,11 +202,19 @@ std::pair<json, json> requirements(const std::vector<Plan>& plans, const std::ma
           features};
 }
 
-/// The programs scheduled for one target of a bundle.
+/// The programs scheduled for one target (or one webgpu plan) of a bundle.
 struct TargetPlans {
   std::vector<Plan> plans;
   std::vector<std::vector<ComputeKernel>> kernels;  ///< webgpu: per plan, its WGSL kernels
+  std::vector<std::vector<std::string>> wgsl;       ///< webgpu: per plan, each kernel's WGSL file (bundle-relative)
+  std::string name;  ///< webgpu: the plan's name ("gpu" | "cpu")
+  std::string key;   ///< webgpu: its key in bundle.json programs.NAME ("webgpu" for the first plan, else "webgpu_NAME")
+  WebGPUTarget target;  ///< webgpu: the target it was scheduled for
 };
+
+/// WGSL files already written, per program and source text (a kernel of another plan with the same source names
+/// the same file).
+using WrittenShaders = std::map<std::pair<std::string, std::string>, std::string>;
 
 void check_program_names(const BundleSpec& spec) {
   for (const BundleProgram& p : spec.programs)
@@ -236,39 +244,75 @@ TargetPlans schedule_webgl2(const BundleSpec& spec, const WebGL2Target& target, 
   return t;
 }
 
-/// webgpu: every program scheduled for the WGSL compute target, each kernel emitted in WGSL and written as
-/// shaders/PROGRAM/KERNEL.wgsl, plan.webgpu.json beside it.
-TargetPlans schedule_webgpu(const BundleSpec& spec, const WebGPUTarget& target, const std::string& dir,
-                            ExportSummary& sum, std::vector<std::string>& order,
-                            std::map<std::string, PersistentEntry>& reg) {
-  const ScheduleOptions so = target.schedule_options();
-  const ComputeLimits limits = target.limits();
+/// webgpu: every program scheduled for the WGSL compute target of one plan, each kernel emitted in WGSL and written
+/// as shaders/PROGRAM[/PLAN]/KERNEL.wgsl unless a byte-identical file was written for the program before (then the
+/// kernel names that file), plan.webgpu.json beside them. `first`: the bundle's first webgpu plan (its files and
+/// constants keep format 2's places: shaders/PROGRAM/, webgpu/PROGRAM/NAME).
+TargetPlans schedule_webgpu(const BundleSpec& spec, const WebGPUTarget& target, const std::string& plan_name,
+                            bool first, const std::string& dir, ExportSummary& sum, std::vector<std::string>& order,
+                            std::map<std::string, PersistentEntry>& reg, WrittenShaders& written) {
   TargetPlans t;
+  t.name = plan_name;
+  t.key = first ? "webgpu" : "webgpu_" + plan_name;
+  t.target = target;
+  t.target.cpu_device = plan_name == "cpu";
+  const ScheduleOptions so = t.target.schedule_options();
+  const ComputeLimits limits = t.target.limits();
+  ExportSummary::WebGPUPlanSummary ps{plan_name, {}, 0};
   for (const BundleProgram& p : spec.programs) {
     Plan plan = schedule(p.program, so);
-    const fs::path sdir = fs::path(dir) / "shaders" / p.name;
+    const std::string rel = first ? fmt::format("shaders/{}", p.name) : fmt::format("shaders/{}/{}", p.name, plan_name);
+    const fs::path sdir = fs::path(dir) / rel;
     std::error_code ec;
     fs::create_directories(sdir, ec);
     if (ec) throw IOError(fmt::format("cannot create {}: {}", sdir.string(), ec.message()));
     std::vector<ComputeKernel> ks;
+    std::vector<std::string> files;
     for (const Kernel& k : plan.kernels) {
       try {
         ks.push_back(emit_compute_kernel(plan, k, limits, ComputeLanguage::Wgsl));
       } catch (const UnsupportedError& e) {
-        throw UnsupportedError(fmt::format("export (webgpu, preset {}): program '{}': {}", target.preset, p.name,
-                                           e.what()));
+        throw UnsupportedError(fmt::format("export (webgpu {} plan, preset {}): program '{}': {}", plan_name,
+                                           target.preset, p.name, e.what()));
       }
-      write_file_atomic((sdir / (k.name + ".wgsl")).string(), ks.back().source);
-      sum.files.push_back(fmt::format("shaders/{}/{}.wgsl", p.name, k.name));
+      auto [it, fresh] = written.try_emplace({p.name, ks.back().source}, rel + "/" + k.name + ".wgsl");
+      if (fresh) {
+        write_file_atomic((fs::path(dir) / it->second).string(), ks.back().source);
+        sum.files.push_back(it->second);
+      } else {
+        ++ps.shared_shaders;
+      }
+      files.push_back(it->second);
     }
     write_file_atomic((sdir / "plan.webgpu.json").string(), plan.to_json().dump(1) + "\n");
-    sum.files.push_back(fmt::format("shaders/{}/plan.webgpu.json", p.name));
-    sum.webgpu_kernels.emplace_back(p.name, static_cast<int>(plan.kernels.size()));
+    sum.files.push_back(rel + "/plan.webgpu.json");
+    ps.kernels.emplace_back(p.name, static_cast<int>(plan.kernels.size()));
+    if (first) sum.webgpu_kernels.emplace_back(p.name, static_cast<int>(plan.kernels.size()));
     collect_persistent(plan, p.name, order, reg, false);
     t.plans.push_back(std::move(plan));
     t.kernels.push_back(std::move(ks));
+    t.wgsl.push_back(std::move(files));
   }
+  sum.webgpu_plans.push_back(std::move(ps));
   return t;
+}
+
+/// Checks BundleTargets::webgpu_plans and the shared webgpu target (ValueError naming what is wrong).
+void check_webgpu_plans(const BundleTargets& targets) {
+  if (!targets.webgpu) return;
+  if (targets.webgpu_target.cpu_device)
+    throw ValueError("export: BundleTargets::webgpu_target.cpu_device is set; choose the plan for CPU implementations "
+                     "of WebGPU with webgpu_plans = {\"cpu\"} (or both: {\"gpu\", \"cpu\"})");
+  if (targets.webgpu_plans.empty())
+    throw ValueError("export: the webgpu target needs at least one webgpu plan (gpu, cpu)");
+  for (size_t i = 0; i < targets.webgpu_plans.size(); ++i) {
+    const std::string& n = targets.webgpu_plans[i];
+    if (std::find(std::begin(kWebGPUPlanNames), std::end(kWebGPUPlanNames), n) == std::end(kWebGPUPlanNames))
+      throw ValueError(fmt::format("export: unknown webgpu plan '{}' (choose gpu, cpu)", n));
+    if (std::find(targets.webgpu_plans.begin(), targets.webgpu_plans.begin() + static_cast<std::ptrdiff_t>(i), n) !=
+        targets.webgpu_plans.begin() + static_cast<std::ptrdiff_t>(i))
+      throw ValueError(fmt::format("export: webgpu plan '{}' is listed twice", n));
+  }
 }
 
 /// What a WebGPU device must offer (bundle.json `webgpu.requires`): the GPUSupportedLimits every kernel and buffer
@@ -302,27 +346,33 @@ json webgpu_requires(const TargetPlans& t, const std::map<std::string, Persisten
   return {{"limits", limits}, {"features", json::array()}};
 }
 
-/// Every persistent value's initial value, then every program's constants (webgl2 plans first, then the webgpu
-/// plans' constants under webgpu/PROGRAM/NAME): weights.safetensors.
+/// Every persistent value's initial value, then every program's constants (webgl2 plans first, then each webgpu
+/// plan's under webgpu/PROGRAM/NAME for the first plan and webgpu_PLAN/PROGRAM/NAME for another, unless the first
+/// plan has that constant with the same values: its plan then refers to the first plan's tensor): weights.safetensors.
 std::vector<io::NamedTensor> initial_tensors(const BundleSpec& spec, Backend& cpu,
                                              const std::vector<std::string>& order,
                                              const std::map<std::string, PersistentEntry>& reg,
-                                             const TargetPlans& gl, const TargetPlans& gpu) {
+                                             const TargetPlans& gl, const std::vector<TargetPlans>& gpus) {
   std::vector<io::NamedTensor> weights;
   for (const std::string& name : order) {
     const PersistentEntry& e = reg.at(name);
     weights.push_back({name, std::vector<int64_t>(e.node->shape.begin(), e.node->shape.end()),
                        cpu.read(Tensor(e.node))});
   }
-  auto constants = [&](const TargetPlans& t, const std::string& prefix) {
+  std::map<std::string, const std::vector<float>*> first;  // the first webgpu plan's constants by tensor name
+  auto constants = [&](const TargetPlans& t, const std::string& prefix, bool dedupe) {
     for (size_t i = 0; i < t.plans.size(); ++i)
-      for (const Value& v : t.plans[i].values)
-        if (v.kind == ValueKind::Constant)
-          weights.push_back({fmt::format("{}{}/{}", prefix, spec.programs[i].name, v.name),
-                             std::vector<int64_t>(v.node->shape.begin(), v.node->shape.end()), *v.node->data});
+      for (const Value& v : t.plans[i].values) {
+        if (v.kind != ValueKind::Constant) continue;
+        const std::string tail = fmt::format("{}/{}", spec.programs[i].name, v.name);
+        auto it = first.find("webgpu/" + tail);
+        if (dedupe && it != first.end() && *it->second == *v.node->data) continue;
+        weights.push_back({prefix + tail, std::vector<int64_t>(v.node->shape.begin(), v.node->shape.end()), *v.node->data});
+        if (prefix == "webgpu/") first[prefix + tail] = &*v.node->data;
+      }
   };
-  constants(gl, "");
-  constants(gpu, "webgpu/");
+  constants(gl, "", false);
+  for (size_t g = 0; g < gpus.size(); ++g) constants(gpus[g], gpus[g].key + "/", g > 0);
   return weights;
 }
 
@@ -351,8 +401,9 @@ json persistent_json(const std::vector<std::string>& order, const std::map<std::
   return persistent;
 }
 
-/// bundle.json `programs`: per program its inputs/outputs, the webgl2 plan's fields and the `webgpu` plan.
-json programs_json(const BundleSpec& spec, const TargetPlans& gl, const TargetPlans& gpu,
+/// bundle.json `programs`: per program its inputs/outputs, the webgl2 plan's fields and each webgpu plan (under
+/// `webgpu` for the first, `webgpu_PLAN` for another).
+json programs_json(const BundleSpec& spec, const TargetPlans& gl, const std::vector<TargetPlans>& gpus,
                    const std::map<std::string, std::pair<int64_t, int64_t>>& wranges) {
   json programs = json::object();
   for (size_t i = 0; i < spec.programs.size(); ++i) {
@@ -365,19 +416,22 @@ json programs_json(const BundleSpec& spec, const TargetPlans& gl, const TargetPl
           v["data"] = data_ref("weights.safetensors", fmt::format("{}/{}", name, v["name"].get<std::string>()), wranges);
       d["kernels_per_run"] = gl.plans[i].kernels.size();
     }
-    if (!gpu.plans.empty()) {
+    for (const TargetPlans& gpu : gpus) {
       json w = describe_webgpu_program(gpu.plans[i], gpu.kernels[i], "shaders/" + name);
+      for (size_t k = 0; k < gpu.wgsl[i].size(); ++k) w["kernels"][k]["wgsl"] = gpu.wgsl[i][k];
       for (json& v : w["values"])
-        if (v["kind"] == "constant")
-          v["data"] = data_ref("weights.safetensors",
-                               fmt::format("webgpu/{}/{}", name, v["name"].get<std::string>()), wranges);
-      if (gl.plans.empty()) {  // the program's interface without a webgl2 plan: names, shapes, dtypes
+        if (v["kind"] == "constant") {
+          const std::string tail = fmt::format("{}/{}", name, v["name"].get<std::string>());
+          const std::string own = gpu.key + "/" + tail;
+          v["data"] = data_ref("weights.safetensors", wranges.count(own) ? own : "webgpu/" + tail, wranges);
+        }
+      if (gl.plans.empty() && !d.contains("inputs")) {  // the program's interface without a webgl2 plan
         d["inputs"] = w["inputs"];
         d["outputs"] = w["outputs"];
         for (json& io : d["inputs"]) io.erase("value");
         for (json& io : d["outputs"]) io.erase("value");
       }
-      d["webgpu"] = std::move(w);
+      d[gpu.key] = std::move(w);
     }
     programs[name] = std::move(d);
   }
@@ -467,6 +521,7 @@ ExportSummary write_bundle(const BundleSpec& spec, const BundleTargets& targets,
   if (!targets.webgl2 && !targets.webgpu)
     throw ValueError("export: no target chosen (a bundle carries webgpu, webgl2 or both: --targets webgpu,webgl2)");
   check_program_names(spec);
+  check_webgpu_plans(targets);
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) throw IOError(fmt::format("cannot create the bundle directory {}: {}", dir, ec.message()));
@@ -477,18 +532,22 @@ ExportSummary write_bundle(const BundleSpec& spec, const BundleTargets& targets,
   ExportSummary sum;
   std::vector<std::string> order;
   std::map<std::string, PersistentEntry> reg;
-  TargetPlans gl, gpu;
+  TargetPlans gl;
+  std::vector<TargetPlans> gpus;
   if (targets.webgl2) gl = schedule_webgl2(spec, targets.webgl2_target, dir, sum, order, reg);
-  if (targets.webgpu) gpu = schedule_webgpu(spec, targets.webgpu_target, dir, sum, order, reg);
+  WrittenShaders written;
+  for (size_t i = 0; targets.webgpu && i < targets.webgpu_plans.size(); ++i)
+    gpus.push_back(schedule_webgpu(spec, targets.webgpu_target, targets.webgpu_plans[i], i == 0, dir, sum, order, reg,
+                                   written));
 
   const std::string wpath = dir + "/weights.safetensors";
-  io::save_safetensors(wpath, initial_tensors(spec, *cpu, order, reg, gl, gpu),
+  io::save_safetensors(wpath, initial_tensors(spec, *cpu, order, reg, gl, gpus),
                        {{"format", "shadergrad-bundle-weights/1"}, {"model", spec.model}});
   sum.files.push_back("weights.safetensors");
   sum.weight_bytes = static_cast<int64_t>(fs::file_size(wpath));
   sum.persistent_values = static_cast<int64_t>(order.size());
   const auto wranges = tensor_ranges(wpath);
-  json programs = programs_json(spec, gl, gpu, wranges);
+  json programs = programs_json(spec, gl, gpus, wranges);
   json persistent = persistent_json(order, reg, targets, wranges);
   json checks = write_checks(spec, *cpu, order, reg, dir, sum);
 
@@ -507,8 +566,14 @@ ExportSummary write_bundle(const BundleSpec& spec, const BundleTargets& targets,
     bundle["requires"] = requires_;
     bundle["features"] = features;
   }
-  if (targets.webgpu)
-    bundle["webgpu"] = {{"target", targets.webgpu_target.to_json()}, {"requires", webgpu_requires(gpu, reg)}};
+  if (targets.webgpu) {
+    // the first plan's target and requires where format 2 had them; every plan in `plans`
+    json plans = json::array();
+    for (const TargetPlans& g : gpus)
+      plans.push_back({{"name", g.name}, {"program_key", g.key}, {"target", g.target.to_json()},
+                       {"requires", webgpu_requires(g, reg)}});
+    bundle["webgpu"] = {{"target", plans[0]["target"]}, {"requires", plans[0]["requires"]}, {"plans", plans}};
+  }
   bundle["persistent"] = persistent;
   bundle["programs"] = programs;
   bundle["checks"] = checks;

@@ -57,7 +57,7 @@ DeviceCaps webgpu_caps(const WebGPUTarget& t) {
   if (t.preset != "webgpu" && t.preset != "webgpu-compat")
     throw ValueError(fmt::format("WebGPUTarget::preset '{}' is unknown (choose webgpu or webgpu-compat)", t.preset));
   DeviceCaps caps = preset_caps(t.preset);
-  if (t.cpu_device) caps.cpu_device = caps.compute.cpu_device = true;
+  if (t.cpu_device) caps.cpu_device = caps.compute.cpu_device = caps.compute.register_tiles = true;
   return caps;
 }
 
@@ -74,6 +74,7 @@ json WebGPUTarget::to_json() const {
   return {{"name", "webgpu"},
           {"preset", preset},
           {"cpu_device", cpu_device},
+          {"register_tiles", l.register_tiles},
           {"stage", "compute"},
           {"language", "wgsl"},
           {"storage", "buffers"},

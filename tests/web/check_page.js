@@ -13,7 +13,7 @@ async function runtimeFor(mod, name, mode, options) {
 }
 
 /** Replays the checks of bundle `name` on a fresh runtime ('main' thread or 'worker'; backend 'auto', 'webgpu' or
- * 'webgl2'). */
+ * 'webgl2'; webgpuPlan 'auto', 'gpu' or 'cpu'). */
 /** Three overlapping run()s of the first check's program (an animation frame and a button in a page): the runtime
  * executes them one at a time, so none throws and all give the same outputs as one run after them. */
 async function concurrentRuns(mod, name, rt) {
@@ -34,23 +34,24 @@ async function concurrentRuns(mod, name, rt) {
   }
 }
 
-window.sgCheck = async (name, mode, backend = 'auto') => {
+window.sgCheck = async (name, mode, backend = 'auto', webgpuPlan = 'auto') => {
   const mod = await import(`/${name}/runtime/shadergrad.js`);
   let rt;
   try {
-    rt = await runtimeFor(mod, name, mode, { backend });
+    rt = await runtimeFor(mod, name, mode, { backend, webgpuPlan });
     const t0 = performance.now();
     const report = await rt.runChecks();
     report.checks_ms = performance.now() - t0;
     if (mode === 'main') report.concurrent = await concurrentRuns(mod, name, rt);
     report.attempts = rt.attempts;
+    report.webgpu_plan = rt.webgpuPlan;
     report.stats = rt.stats;
     report.caps = rt.caps;
     report.mode = mode;
     // the kernels of the plan the runtime ran (a WorkerRuntime has no bundle here: load the description)
     const p = (rt.bundle || (await mod.loadBundle(`/${name}/bundle.json`))).json.programs;
     report.kernels = Object.fromEntries(Object.entries(p).map(([k, v]) =>
-      [k, (rt.backend === 'webgpu' ? v.webgpu : v).kernels.map((x) => x.name)]));
+      [k, (rt.webgpuPlan ? v[rt.webgpuPlan.program_key] : v).kernels.map((x) => x.name)]));
     log(`${name} ${mode} ${backend}: ok=${report.ok}`);
     return { ok: true, report };
   } catch (e) {
@@ -108,7 +109,7 @@ window.sgProfile = async (name, mode, backend = 'webgl2') => {
     for (const [k, ref] of Object.entries(run.feeds)) feeds[k] = b.data(ref);
     await rt.run('train', feeds);
     const timings = await rt.timings();
-    const plan = backend === 'webgpu' ? b.program('train').webgpu : b.program('train');
+    const plan = rt.webgpuPlan ? b.program('train')[rt.webgpuPlan.program_key] : b.program('train');
     return { backend: rt.backend, kernels: plan.kernels.map((k) => k.name), timings,
              timer_query: backend === 'webgpu' ? rt.caps.timestamp_query : rt.caps.timer_query };
   } finally {

@@ -39,10 +39,18 @@ struct ComputeLimits {
   int64_t max_workgroup_count = 65535;    ///< per dispatch dimension
   int64_t max_buffer_bytes = int64_t{128} << 20;  ///< largest storage buffer binding, bytes
   int subgroup_size = 0;                  ///< 0 = unknown / no subgroup ops
+  /// The device runs GL_KHR_shader_subgroup_arithmetic (with _basic and _vote) in compute shaders: tree reductions
+  /// of the GLSL 4.50 (Vulkan) language then combine within subgroups first (emit_tiled.cpp). Set by the Vulkan
+  /// backend only (VkPhysicalDeviceSubgroupProperties; GLES 3.1 and WGSL have no subgroup operations).
+  bool subgroup_arithmetic = false;
   /// Multiprocessors (NVIDIA SMs, from VK_NV_shader_sm_builtins) or compute units of the device; 0 = unknown (the
   /// schedule then assumes 128, a large GPU). Sizes split-K (compute_schedule_options).
   int compute_units = 0;
   bool cpu_device = false;                ///< a CPU implementation (lavapipe, llvmpipe): fewer, larger invocations pay
+  /// Contractions as register tiles read straight from the buffers, no workgroup memory or barriers, and no tree
+  /// reductions (strategy "register-tiled", codegen/src/emit_regtile.cpp): the webgpu plan for CPU implementations
+  /// of WebGPU (SwiftShader), where every barrier switches all fibers of a workgroup. Off elsewhere.
+  bool register_tiles = false;
 };
 
 /// The language a compute kernel is printed in.

@@ -57,7 +57,9 @@ ShaderInterface reflect_interface(const std::vector<uint32_t>& spirv);
 /// Everything the toolchain produced for one kernel.
 struct CompiledShader {
   std::string glsl450;          ///< the input: Vulkan-flavoured GLSL 4.50
-  std::vector<uint32_t> spirv;  ///< SPIR-V 1.0 words (validated when options.validate)
+  /// SPIR-V 1.0 words (validated when options.validate); SPIR-V 1.3 (Vulkan 1.1 rules) when the source enables a
+  /// GL_KHR_shader_subgroup extension (the Vulkan target's subgroup reductions; `gles` is then only a comment)
+  std::vector<uint32_t> spirv;
   std::string spvasm;           ///< SPIRV-Tools disassembly of `spirv` (friendly names, no header)
   /// GLSL ES: fragment -> `#version 300 es` with `precision highp float; precision highp int;`;
   /// compute -> `#version 310 es`. Names of samplers, buffers and outputs are those of the GLSL 4.50 source.

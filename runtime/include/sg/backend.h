@@ -130,6 +130,16 @@ struct VulkanOptions {
   /// (TileConfig::str() form, e.g. "16x16.8x8.k8.g8.v4.pf"; ValueError when it does not parse), else the heuristic
   /// or the autotuner's pick.
   std::optional<TileConfig> tiles;
+  /// Subgroup operations in tree reductions (GL_KHR_shader_subgroup_arithmetic) where the device has them
+  /// (ComputeLimits::subgroup_arithmetic): empty = env SG_VULKAN_SUBGROUPS ("0" = off; default on), else on/off.
+  std::optional<bool> subgroups;
+  /// Buffer placement (vk::DeviceOptions::memory_policy): "" = env SG_VULKAN_MEMORY, default "dedicated"; "blocks".
+  std::string memory_policy;
+  /// Each run() dispatches the step's kernels this many times back to back in its command buffer before the one
+  /// readback (>= 1; ValueError otherwise). The repeats compute the same outputs from the same buffers, so results are
+  /// those of one run; with profiling a kernel's time is the mean of its repeats. For benchmarks: a GPU left idle
+  /// between short dispatches (readbacks, host work) is clocked down by its driver (docs/PERFORMANCE.md Run 13).
+  int repeat_dispatches = 1;
 };
 
 /// How a backend is made and what it may choose. Every std::optional left empty means "auto": the backend

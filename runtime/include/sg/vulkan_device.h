@@ -4,12 +4,12 @@
 // messenger that counts its messages), picks a physical device (discrete > integrated > virtual > cpu, or the one
 // named by DeviceOptions::device / env SG_VULKAN_DEVICE), probes its compute limits into sg::ComputeLimits, opens
 // one compute queue, and offers RAII handles for what a compute runtime needs: storage buffers sub-allocated from
-// large memory blocks (a small first-fit allocator; bookworm has no Vulkan Memory Allocator), compute pipelines
+// memory blocks or in memory of their own (MemoryPolicy; bookworm has no Vulkan Memory Allocator), compute pipelines
 // from SPIR-V (through a VkPipelineCache persisted as one file next to the kernel cache), descriptor pools and
 // sets, command buffers that can be recorded once and submitted many times, and timestamp query pools. Nothing
 // here knows about graphs or plans (runtime/src/vulkan_backend.cpp sits on top).
 //
-// Memory: every buffer lives in DEVICE_LOCAL memory. On devices whose device-local memory is also HOST_VISIBLE and
+// Memory: every buffer lives in DEVICE_LOCAL memory; where in VkDeviceMemory is the MemoryPolicy (below). On devices whose device-local memory is also HOST_VISIBLE and
 // HOST_COHERENT and that share memory with the host (integrated GPUs, CPU implementations such as lavapipe) buffers
 // are mapped and read/written directly ("direct map"); elsewhere (discrete GPUs) transfers go through host-visible
 // staging buffers and vkCmdCopyBuffer. DeviceOptions::direct_map forces either path (tests run the staging path
@@ -59,6 +59,24 @@ struct Allocation {
 };
 }  // namespace detail
 
+/// Where buffers are placed in VkDeviceMemory (runtime/src/vulkan_memory.h has the details).
+enum class MemoryPolicy {
+  /// Buffers of at least DeviceOptions::dedicated_min_bytes, and those whose driver prefers or requires it
+  /// (VkMemoryDedicatedRequirements), get a VkDeviceMemory of their own (VkMemoryDedicatedAllocateInfo, Vulkan 1.1
+  /// core); smaller ones share blocks of 8 MiB per memory type at 256-byte aligned offsets. The default.
+  Dedicated,
+  /// The policy before session 8, for A/B runs: every buffer first-fit in shared 32 MiB blocks (a larger buffer in a
+  /// block of its own size), 16-byte aligned.
+  Blocks,
+};
+
+/// "dedicated" or "blocks".
+const char* memory_policy_name(MemoryPolicy p);
+
+/// The default of DeviceOptions::dedicated_min_bytes: 1 MiB (the large operands of SGEMM N >= 512, conv and MLP
+/// activations of big batches; a train step's parameters and small temporaries stay in shared blocks).
+inline constexpr int64_t kDedicatedMinBytes = int64_t{1} << 20;
+
 /// Options for Device::create.
 struct DeviceOptions {
   /// VK_LAYER_KHRONOS_validation (with synchronization validation: missing barriers are reported) + a
@@ -75,6 +93,12 @@ struct DeviceOptions {
   /// Directory of the persisted VkPipelineCache (one file per device, see Device::pipeline_cache_path); empty = an
   /// in-memory pipeline cache only.
   std::filesystem::path pipeline_cache_dir;
+  /// Buffer placement: "" = env SG_VULKAN_MEMORY, and when that is unset "dedicated"; else "dedicated" or "blocks"
+  /// (MemoryPolicy); anything else -> ValueError naming both.
+  std::string memory_policy;
+  /// The "dedicated" policy's threshold, bytes: -1 = env SG_VULKAN_DEDICATED_MIN_BYTES, and when that is unset
+  /// kDedicatedMinBytes; 0 = every buffer dedicated. ValueError below -1 or when the env value is not an integer.
+  int64_t dedicated_min_bytes = -1;
 };
 
 /// What the probe at creation found.
@@ -86,7 +110,8 @@ struct Caps {
   uint32_t vendor_id = 0, device_id = 0;
   /// The limits kernels are scheduled and checked against (ComputeLimits fields from maxPerStageDescriptorStorageBuffers,
   /// maxComputeWorkGroupInvocations, maxComputeSharedMemorySize, min of maxComputeWorkGroupCount[0..2],
-  /// maxStorageBufferRange, VkPhysicalDeviceSubgroupProperties::subgroupSize, deviceType == CPU).
+  /// maxStorageBufferRange, VkPhysicalDeviceSubgroupProperties::subgroupSize, deviceType == CPU;
+  /// subgroup_arithmetic: supportedStages has COMPUTE and supportedOperations has BASIC, VOTE and ARITHMETIC).
   ComputeLimits limits;
   std::array<uint32_t, 3> max_workgroup_size{};  ///< maxComputeWorkGroupSize x, y, z
   uint32_t queue_family = 0;                     ///< the compute queue's family
@@ -95,6 +120,8 @@ struct Caps {
   bool direct_map = false;            ///< buffers are mapped directly (see the file comment), else staging
   bool validation = false;            ///< the validation layer and messenger are on
   int64_t device_local_bytes = 0;     ///< size of the largest DEVICE_LOCAL heap
+  MemoryPolicy memory_policy = MemoryPolicy::Dedicated;  ///< the buffer placement in use
+  int64_t dedicated_min_bytes = 0;    ///< the "dedicated" policy's threshold in use, bytes
   std::vector<std::string> devices;   ///< every physical device found: "index: name (type)"
   int device_index = 0;               ///< which of `devices` was chosen
 };
@@ -106,8 +133,10 @@ nlohmann::json caps_json(const Caps& c);
 /// command buffer, and on the staging path one 4 MiB staging buffer (transfers go through it in pieces).
 struct LiveObjects {
   int64_t buffers = 0;           ///< VkBuffer (device and staging)
-  int64_t memory_blocks = 0;     ///< VkDeviceMemory blocks of the allocator
-  int64_t allocated_bytes = 0;   ///< bytes sub-allocated from those blocks
+  int64_t memory_blocks = 0;     ///< VkDeviceMemory objects of the allocator (shared blocks and dedicated ones)
+  int64_t dedicated_allocations = 0;  ///< of which dedicated to one buffer (MemoryPolicy::Dedicated)
+  int64_t device_memory_bytes = 0;    ///< bytes of those VkDeviceMemory objects
+  int64_t allocated_bytes = 0;   ///< bytes bound to buffers (each buffer's memory requirement)
   int64_t pipelines = 0;         ///< compute pipelines (each with its layouts)
   int64_t descriptor_pools = 0;
   int64_t command_buffers = 0;
@@ -131,6 +160,15 @@ class Buffer {
   int64_t alloc_bytes() const { return alloc_; }   ///< allocated size (a multiple of 16)
   void* mapped() const { return mapped_; }         ///< host pointer (direct map or staging), else nullptr
   const std::string& name() const { return name_; }
+  /// Where the buffer lives (tests, placement logs).
+  struct Placement {
+    uint32_t memory_type = 0;              ///< VkPhysicalDeviceMemoryProperties::memoryTypes index
+    VkMemoryPropertyFlags flags = 0;       ///< that type's propertyFlags
+    bool dedicated = false;                ///< a VkDeviceMemory of its own
+    int64_t offset = 0;                    ///< bytes into its VkDeviceMemory
+    int64_t memory_bytes = 0;              ///< size of that VkDeviceMemory
+  };
+  Placement placement() const;
 
  private:
   friend class Device;

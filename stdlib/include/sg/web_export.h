@@ -2,19 +2,22 @@
 // runs in a browser on WebGPU (WGSL compute kernels over storage buffers) or WebGL2 (GLSL ES fragment shaders over
 // RGBA32F textures); docs/BUNDLE.md is the format's schema.
 //
-//   DIR/bundle.json                 format "shadergrad-bundle/2": targets, persistent values, programs (inputs/
+//   DIR/bundle.json                 format "shadergrad-bundle/3": targets, persistent values, programs (inputs/
 //                                   outputs; the webgl2 plan: values with their texture layouts, pooled buffers,
 //                                   kernels in launch order with their samplers, render targets and draw extents;
-//                                   the webgpu plan: values with their buffer sizes, pooled buffers, kernels in
-//                                   dispatch order with their bindings and workgroups), checks
+//                                   the webgpu plans — one for GPUs, one for CPU implementations of WebGPU — each
+//                                   with values with their buffer sizes, pooled buffers, kernels in dispatch order
+//                                   with their bindings and workgroups), checks
 //   DIR/weights.safetensors         initial values of every persistent value (parameters and optimizer state)
 //                                   and every constant, F32; bundle.json gives each one's absolute byte offset
 //   DIR/expected.safetensors        the checks: fixed inputs and the outputs the native CPU reference backend
 //                                   computed for them (a sequence of runs), and the persistent values after it
 //   DIR/shaders/PROGRAM/*.frag      GLSL ES 3.00 fragment shaders, one per kernel, as `shadergrad dump` writes
 //                                   them (header comment naming the graph nodes and user source lines)
-//   DIR/shaders/PROGRAM/*.wgsl      WGSL compute shaders, one per kernel of the webgpu plan (emit_compute_kernel
-//                                   in WGSL: the same kernel IR as the Vulkan and GLES compute backends)
+//   DIR/shaders/PROGRAM/*.wgsl      WGSL compute shaders, one per kernel of the first webgpu plan (emit_compute_kernel
+//                                   in WGSL: the same kernel IR as the Vulkan and GLES compute backends); those of
+//                                   the other plan in shaders/PROGRAM/PLAN/ unless byte-identical to one already
+//                                   written for the program (then the kernel names that file)
 //   DIR/shaders/PROGRAM/plan.json   Plan::to_json of the program (for people; the runtime reads bundle.json);
 //                                   plan.webgpu.json the same for the webgpu plan
 //   DIR/runtime/                    a copy of the JavaScript runtime (ES modules + shadergrad.d.ts)
@@ -40,8 +43,9 @@
 
 namespace sg::web {
 
-/// The format tag of bundle.json; the JavaScript runtime refuses any other.
-inline constexpr const char* kBundleFormat = "shadergrad-bundle/2";
+/// The format tag of bundle.json. The JavaScript runtime reads it and format 2 (one webgpu plan; a format-3 bundle
+/// with a single webgpu plan has the same fields plus `webgpu.plans`) and refuses any other.
+inline constexpr const char* kBundleFormat = "shadergrad-bundle/3";
 
 /// The schedule a WebGL2 bundle is made for. The defaults stay within what every WebGL2 implementation
 /// guarantees except the texture size (WebGL2 guarantees MAX_DRAW_BUFFERS >= 4, MAX_TEXTURE_IMAGE_UNITS >= 16,
@@ -74,9 +78,10 @@ struct WebGL2Target {
 /// refuses a device below them with the limit named.
 struct WebGPUTarget {
   std::string preset = "webgpu";  ///< "webgpu" | "webgpu-compat"
-  /// Kernels for a CPU implementation of WebGPU (SwiftShader in Chromium, Dawn over llvmpipe): CPU tile sizes and
-  /// reductions split below the fragment target's 32768 iterations per invocation (Mesa's gallivm stops a loop after
-  /// 65535, ComputeLimits::cpu_device). Off by default: the bundle is made for GPUs.
+  /// Kernels for a CPU implementation of WebGPU (SwiftShader in Chromium, Dawn over llvmpipe): reductions split below
+  /// the fragment target's 32768 iterations per invocation (Mesa's gallivm stops a loop after 65535,
+  /// ComputeLimits::cpu_device), no split-K, and contractions as register tiles without workgroup memory or barriers
+  /// (ComputeLimits::register_tiles). Off by default. write_bundle sets it per plan (BundleTargets::webgpu_plans).
   bool cpu_device = false;
 
   /// The compute limits of the preset (what compute_schedule_options and emit_compute_kernel see). Throws
@@ -88,10 +93,19 @@ struct WebGPUTarget {
   nlohmann::json to_json() const;
 };
 
+/// The names of the webgpu plans a bundle may carry: "gpu" (kernels for hardware GPUs) and "cpu" (for CPU
+/// implementations of WebGPU: WebGPUTarget::cpu_device). The runtime picks one by the adapter (docs/BUNDLE.md).
+inline constexpr const char* kWebGPUPlanNames[] = {"gpu", "cpu"};
+
 /// The targets a bundle carries; at least one. Converts from a WebGL2Target (both targets, that webgl2 schedule).
 struct BundleTargets {
   bool webgpu = true;
   bool webgl2 = true;
+  /// The webgpu plans, in bundle.json order (`webgpu.plans`; the first one is `programs.NAME.webgpu`, another one
+  /// `programs.NAME.webgpu_PLAN`): a non-empty list of distinct kWebGPUPlanNames. Default both, GPU first.
+  std::vector<std::string> webgpu_plans = {"gpu", "cpu"};
+  /// The preset of every webgpu plan. Its cpu_device must stay false (write_bundle throws ValueError otherwise):
+  /// choose the CPU implementation's kernels with webgpu_plans = {"cpu"}.
   WebGPUTarget webgpu_target;
   WebGL2Target webgl2_target;
   BundleTargets() = default;
@@ -126,7 +140,15 @@ struct BundleSpec {
 /// What write_bundle wrote.
 struct ExportSummary {
   std::vector<std::pair<std::string, int>> kernels;  ///< per program: kernels per run (webgl2 plan)
-  std::vector<std::pair<std::string, int>> webgpu_kernels;  ///< per program: kernels per run (webgpu plan)
+  std::vector<std::pair<std::string, int>> webgpu_kernels;  ///< per program: kernels per run (first webgpu plan)
+  /// Per webgpu plan in bundle order: its name, kernels per run per program, and how many of its WGSL files are
+  /// shared with (byte-identical to) a file written before for the same program.
+  struct WebGPUPlanSummary {
+    std::string name;
+    std::vector<std::pair<std::string, int>> kernels;
+    int shared_shaders = 0;
+  };
+  std::vector<WebGPUPlanSummary> webgpu_plans;
   int64_t weight_bytes = 0;                          ///< size of weights.safetensors
   int64_t persistent_values = 0;
   std::vector<std::string> files;                    ///< every file written, relative to the bundle directory
@@ -134,10 +156,10 @@ struct ExportSummary {
 
 /// Schedules every program for each target of `targets` — webgl2: kernels compiled to GLSL ES 3.00 fragment
 /// shaders; webgpu: WGSL compute kernels — and writes the bundle into `dir` (created if missing; an earlier
-/// bundle's shaders and runtime files there are replaced). Throws ValueError when no target is chosen, two
-/// persistent values share a node name or a name is empty, when a persistent value gets different texture layouts
-/// in two programs, or when a check names an unknown program or input; CompileError for a kernel that does not
-/// compile; UnsupportedError (naming the kernel and limit) for a kernel that does not fit the WebGPU preset;
+/// bundle's shaders and runtime files there are replaced). Throws ValueError when no target is chosen, when the
+/// webgpu plans are empty, repeated or unknown (or webgpu_target.cpu_device is set), when two persistent values
+/// share a node name or a name is empty, when a persistent value gets different texture layouts in two programs, or
+/// when a check names an unknown program or input; CompileError for a kernel that does not compile; UnsupportedError (naming the kernel and limit) for a kernel that does not fit the WebGPU preset;
 /// IOError naming the path when a file cannot be written.
 ExportSummary write_bundle(const BundleSpec& spec, const BundleTargets& targets, const std::string& dir);
 

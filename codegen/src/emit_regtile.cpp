@@ -1,0 +1,124 @@
+// Register-tiled contractions without workgroup memory (ComputeLimits::register_tiles: CPU implementations of
+// WebGPU, e.g. SwiftShader in Chromium): every invocation computes a TM x TN tile of C[batch][M][N] = sum_k
+// A[m][k] B[k][n] (contraction.h) over the whole K, reading both factors straight from the storage buffers through
+// factor_a / factor_b (the factor functions of the shared-memory kernel, emit_tiled.cpp), then applies the kernel's
+// epilogue to each accumulator (store_tile). No `var<workgroup>` tile, no barrier, no unrolled staging.
+//
+// Why: a CPU implementation runs the invocations of a workgroup as SIMD lanes and fibers; each barrier switches
+// every fiber of the workgroup, and the shared tile is ordinary memory behind the same caches as the storage buffers,
+// so the shared-memory kernel pays its staging and barriers for nothing (docs/PERFORMANCE.md Run W4: its per-kernel
+// profile on SwiftShader). In WGSL the loads are not clamped (the language bounds every storage access). The tile's
+// invocation order: n fastest (TILES_N tiles per row of tiles), then m; batch
+// from the workgroup id's z, as the factor functions expect.
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "compute_emit.h"
+#include "contraction.h"
+
+namespace sg::compute {
+
+namespace {
+
+/// Invocations per workgroup of a register-tiled kernel (SIMD lanes times a few fibers on a CPU implementation).
+constexpr int kInvocations = 64;
+
+/// The register tile extent along a side of `extent` elements: 4, or the next power of two >= extent below that.
+int reg_extent(int64_t extent) {
+  int r = 4;
+  while (r > 1 && r / 2 >= extent) r /= 2;
+  return r;
+}
+
+}  // namespace
+
+std::optional<ComputeKernel> emit_register_tiled(const Plan& plan, const Kernel& k, const ComputeLimits& limits,
+                                                 const Lang& lang, std::string* not_tiled) {
+  const Shape shape = plan.values[k.output()].stored_shape();
+  auto found = find_contraction(k, shape);
+  if (!found) return std::nullopt;
+  const Contraction& c = *found;
+  const int tm = reg_extent(c.M), tn = reg_extent(c.N);
+  const int64_t tiles_m = (c.M + tm - 1) / tm, tiles_n = (c.N + tn - 1) / tn, tiles = tiles_m * tiles_n;
+  const int local = std::min(kInvocations, limits.max_workgroup_invocations);
+  const int64_t gx = (tiles + local - 1) / local;
+  if (gx > limits.max_workgroup_count || c.batch > limits.max_workgroup_count) {
+    if (not_tiled)
+      *not_tiled = fmt::format("a contraction (M={}, N={}, K={}, batch {}), not register-tiled: a grid of {}x1x{} "
+                               "workgroups, more than max_workgroup_count {}", c.M, c.N, c.K, c.batch, gx, c.batch,
+                               limits.max_workgroup_count);
+    return std::nullopt;
+  }
+  ComputeKernel ck;
+  ck.strategy = "register-tiled";
+  ck.local_size = {static_cast<uint32_t>(local), 1, 1};
+  ck.workgroups = {static_cast<uint32_t>(gx), 1, static_cast<uint32_t>(c.batch)};
+  ck.shared_bytes = 0;
+  std::set<int> loaded;
+  MathHelpers helpers;
+  // unguarded factors: k < K in the loop, and the rows / columns of a partial tile read the last one again (their
+  // sums are discarded by store_tile's guard), so no load leaves the tile's range and no call branches
+  std::string fns = factor_function(plan, k, c, shape, c.factor_a, c.m_dims, c.M, "factor_a", loaded, helpers, lang, false);
+  fns += factor_function(plan, k, c, shape, c.factor_b, c.n_dims, c.N, "factor_b", loaded, helpers, lang, false);
+  std::string coords = "  " + lang.if_then(fmt::format("m >= {} || n >= {}", c.M, c.N), "return;") + "\n" +
+                       split_dims(shape, c.m_dims, "m", "i", 1, lang) + split_dims(shape, c.n_dims, "n", "i", 1, lang);
+  if (!c.batch_dims.empty()) coords += split_dims(shape, c.batch_dims, lang.builtin(Builtin::WorkgroupId, 2), "i", 1, lang);
+  fns += "// the epilogue of every output at one element of the tile, `acc` the contraction's sum there\n";
+  fns += epilogue_function(plan, k, c.reduce,
+                           lang.function_open(LType::Void, "store_tile", {{LType::Int, "m"}, {LType::Int, "n"}, {LType::Float, "acc"}}),
+                           coords, shape, loaded, helpers, lang);
+
+  std::string body = "  " + lang.let(LType::Int, "tile", lang.builtin(Builtin::GlobalInvocationId, 0)) + "\n";
+  body += "  " + lang.if_then(fmt::format("tile >= {}", tiles), "return;") + "\n";
+  body += "  " + lang.lets(LType::Int, {{"m0", fmt::format("tile / {} * {}", tiles_n, tm)},
+                                       {"n0", fmt::format("tile % {} * {}", tiles_n, tn)}}) + "\n";
+  std::vector<std::pair<std::string, std::string>> accs;
+  for (int i = 0; i < tm; ++i)
+    for (int j = 0; j < tn; ++j) accs.emplace_back(fmt::format("acc_{}_{}", i, j), "0.0");
+  body += "  " + lang.lets(LType::Float, accs, true) + "\n";
+  // the rows and columns each register reads: m0 + i, or the side's last one past its end (a partial tile)
+  auto side = [&](const char* v, const char* origin, int regs, int64_t extent) {
+    std::vector<std::pair<std::string, std::string>> at;
+    for (int i = 0; i < regs; ++i)
+      at.emplace_back(fmt::format("{}{}", v, i), i == 0 ? std::string(origin)
+                                                 : extent % regs == 0 ? fmt::format("{} + {}", origin, i)
+                                                                      : fmt::format("min({} + {}, {})", origin, i, extent - 1));
+    return "  " + lang.lets(LType::Int, at) + "\n";
+  };
+  body += side("row", "m0", tm, c.M) + side("col", "n0", tn, c.N);
+  body += "  " + lang.for_open("k", "0", std::to_string(c.K)) + "\n";
+  for (int i = 0; i < tm; ++i)
+    body += "    " + lang.let(LType::Float, fmt::format("a{}", i), fmt::format("factor_a(row{}, k)", i)) + "\n";
+  for (int j = 0; j < tn; ++j)
+    body += "    " + lang.let(LType::Float, fmt::format("b{}", j), fmt::format("factor_b(col{}, k)", j)) + "\n";
+  for (int i = 0; i < tm; ++i) {
+    body += "   ";
+    for (int j = 0; j < tn; ++j) body += fmt::format(" acc_{0}_{1} += a{0} * b{1};", i, j);
+    body += "\n";
+  }
+  body += "  }\n";
+  for (int i = 0; i < tm; ++i)
+    for (int j = 0; j < tn; ++j)
+      body += fmt::format("  store_tile(m0{}, n0{}, acc_{}_{});\n", i ? fmt::format(" + {}", i) : "",
+                          j ? fmt::format(" + {}", j) : "", i, j);
+  body += "}\n";
+
+  std::string src = kernel_header(plan, k, ck.strategy, lang);
+  src += fmt::format("// contraction: C[batch][m][n] = sum_k A[m][k] * B[k][n], M = {}, N = {}, K = {}, batch {}\n", c.M,
+                     c.N, c.K, c.batch);
+  src += fmt::format("// register tiles of {}x{} outputs per invocation ({}x{} tiles, n fastest), factors read from the "
+                     "buffers, no workgroup memory; {} workgroups of {} per batch\n",
+                     tm, tn, tiles_m, tiles_n, gx, local);
+  src += lang.workgroup_size_layout(local, 1);
+  // WGSL: loads unclamped (every index is in range or masked by the factor's own select, and WGSL bounds every
+  // storage access anyway: the clamp was a second bound per load, about a third of an SGEMM's time on SwiftShader)
+  src += buffer_declarations(plan, k, loaded, lang, !lang.wgsl());
+  src += lang.helpers(helpers, fns + body);
+  src += fns;
+  src += lang.entry_open(local, 1, fns + body) + body;
+  ck.source = std::move(src);
+  return ck;
+}
+
+}  // namespace sg::compute
