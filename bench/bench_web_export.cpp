@@ -2,7 +2,7 @@
 // CLI has no model for. Today: SGEMM, a program "sgemm" with inputs a [N, N], b [N, N] and output c = a @ b, with
 // both targets (webgpu with its gpu and cpu plans, webgl2) and no checks (the bundle runs the kernels the exporter schedules for a matmul).
 //
-//   build/bin/bench_web_export sgemm N DIR [--max-draw-buffers K] [--webgpu-cpu]
+//   build/bin/bench_web_export sgemm N DIR [--max-draw-buffers K] [--row-planes P] [--col-planes Q] [--webgpu-cpu]
 //
 // --webgpu-cpu: only the webgpu plan of a CPU implementation (WebGPUTarget::cpu_device: CPU tile sizes), only the
 // webgpu target (what `shadergrad export --webgpu-cpu --targets webgpu` writes for a model).
@@ -17,7 +17,7 @@
 
 int main(int argc, char** argv) {
   if (argc < 4 || std::string(argv[1]) != "sgemm") {
-    std::cerr << "usage: bench_web_export sgemm N DIR [--max-draw-buffers K] [--webgpu-cpu]\n";
+    std::cerr << "usage: bench_web_export sgemm N DIR [--max-draw-buffers K] [--row-planes P] [--col-planes Q] [--webgpu-cpu]\n";
     return 2;
   }
   const int64_t n = std::atoll(argv[2]);
@@ -37,8 +37,10 @@ int main(int argc, char** argv) {
     for (int i = 4; i < argc; ++i) {
       const std::string a = argv[i];
       if (a == "--max-draw-buffers" && i + 1 < argc) t.webgl2_target.max_draw_buffers = std::atoi(argv[++i]);
+      else if (a == "--row-planes" && i + 1 < argc) t.webgl2_target.row_planes = std::atoi(argv[++i]);
+      else if (a == "--col-planes" && i + 1 < argc) t.webgl2_target.col_planes = std::atoi(argv[++i]);
       else if (a == "--webgpu-cpu") t.webgpu_plans = {"cpu"}, t.webgl2 = false;
-      else throw sg::ValueError(fmt::format("unknown option '{}' (--max-draw-buffers K, --webgpu-cpu)", a));
+      else throw sg::ValueError(fmt::format("unknown option '{}' (--max-draw-buffers K, --row-planes P, --col-planes Q, --webgpu-cpu)", a));
     }
     const sg::web::ExportSummary s = sg::web::write_bundle(spec, t, argv[3]);
     std::cout << fmt::format("wrote sgemm N={} to {}: webgpu {} kernel(s), webgl2 {} kernel(s)\n", n, argv[3],

@@ -16,6 +16,7 @@
 //                                           [--frames N] [--shapes-untrained] [--alt LABEL=[PATH][=EXPORT_ARGS]]...
 // --alt: ours also from another shadergrad build and/or with the shapes bundle exported with more flags, e.g.
 //   --alt wgsltile=/path/to/shadergrad --alt cpu-tiles==--webgpu-cpu
+// --api webgl2|webgpu: only that API's rows (TF.js's webgl backend for webgl2); --no-jax: no jax-js rows.
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -51,6 +52,9 @@ const browser = await launchChromium(chromium);
 const results = [];
 const f = (r) => `${r.median_ms.toFixed(2)} ms (${r.min_ms.toFixed(2)}-${r.max_ms.toFixed(2)})`;
 const only = arg('--only', 'train,worker,first').split(',');
+const api = arg('--api');  // ours' backend name; TF.js and jax-js call WebGL2 'webgl'
+const wanted = (backend) => !api || backend === api || (api === 'webgl2' && backend === 'webgl');
+const jaxRows = !process.argv.includes('--no-jax');
 const sites = [['', ''], ...alts.map((a) => [a.prefix, ` (${a.label})`])];
 const frames = Number(arg('--frames', '40'));
 /** One measurement in a fresh page (the peers keep global state: TF.js backends, jax-js devices); an error is
@@ -72,7 +76,7 @@ async function measure(fn, args, label) {
 try {
   if (only.includes('train')) {
     for (const [site, label] of sites)
-      for (const backend of ['webgl2', 'webgpu'])
+      for (const backend of ['webgl2', 'webgpu'].filter(wanted))
         for (const w of ['pretrained', 'fresh']) {
           const c = w === 'pretrained' ? 'finetune_step_b16' : 'scratch_step_b16';
           const who = `shadergrad${label} ${backend}`;
@@ -80,12 +84,12 @@ try {
           results.push({ case: c, who, ...r });
           if (!r.error) console.log(`${c.padEnd(20)} ${who.padEnd(18)} ${f(r)}, ${r.kernels} kernels, loss ${r.loss_first.toFixed(3)} -> ${r.loss_last.toFixed(3)}`);
         }
-    for (const backend of ['webgl', 'webgpu']) {
+    for (const backend of ['webgl', 'webgpu'].filter(wanted)) {
       const r = await measure('benchTfjsTrain', [16, 0.003, backend], `train_step_b16 tfjs ${backend}`);
       results.push({ case: 'train_step_b16', who: `tfjs 4.22 ${backend}`, ...r });
       if (!r.error) console.log(`${'train_step_b16'.padEnd(20)} tfjs ${backend.padEnd(13)} ${f(r)}, loss ${r.loss_first.toFixed(3)} -> ${r.loss_last.toFixed(3)}`);
     }
-    for (const device of ['webgpu', 'webgl']) {
+    for (const device of ['webgpu', 'webgl'].filter((d) => jaxRows && wanted(d))) {
       const r = await measure('benchJaxTrain', [16, 0.003, device], `train_step_b16 jax-js ${device}`);
       results.push({ case: 'train_step_b16', who: `jax-js 0.1.25 ${device}`, ...r });
       if (!r.error) console.log(`${'train_step_b16'.padEnd(20)} jax-js ${device.padEnd(11)} ${f(r)}, loss ${r.loss_first.toFixed(3)} -> ${r.loss_last.toFixed(3)}`);
@@ -93,7 +97,7 @@ try {
   }
   if (only.includes('worker'))
     for (const [kind, backend, site, label] of [...sites.flatMap(([st, l]) => [['ours', 'webgpu', st, l], ['ours', 'webgl2', st, l]]),
-                                                ['tfjs', 'webgpu', '', ''], ['tfjs', 'webgl', '', '']]) {
+                                                ['tfjs', 'webgpu', '', ''], ['tfjs', 'webgl', '', '']].filter((x) => wanted(x[1]))) {
       const who = kind === 'ours' ? `shadergrad${label} ${backend}` : `tfjs 4.22 ${backend}`;
       const r = await measure('benchWorker', [kind, frames, backend, site], `worker_cnn5_frame ${who}`);
       results.push({ case: 'worker_cnn5_frame', who, ...r });

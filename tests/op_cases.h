@@ -461,6 +461,11 @@ inline void conv_cases(Suite& s) {
   Tensor xt = s.in("xt", {1, 2, 7, 5}, coarse(70, 67));        // ties: the first maximum gets the gradient
   Tensor xs = s.in("xs", {1, 1, 1, 1}, {0.375f});
   Tensor w5 = s.in("w5", {2, 5, 2, 2}, uniform(40, 68, -0.5, 0.5));
+  // 4x4 planes (16 outputs per channel): the fragment emitter reads a weight once for the 4 outputs of a texel
+  // (lane-uniform loads), with odd channel counts and batch
+  Tensor x44 = s.in("x44", {3, 5, 4, 4}, uniform(240, 69, -1, 1));
+  Tensor w75 = s.in("w75", {7, 5, 3, 3}, uniform(315, 70, -0.5, 0.5));
+  Tensor b7 = s.in("b7", {7}, uniform(7, 71, -0.5, 0.5));
 
   s.add("conv2d stride 2 padding 1 dilation 2 bias", conv2d(x, w, bias, {.stride = {2, 2}, .padding = {1, 1}, .dilation = {2, 2}}),
         {x, w, bias}, kReduce);
@@ -470,6 +475,9 @@ inline void conv_cases(Suite& s) {
   s.add("conv2d 2x5 stride 3 padding (1,2) + relu", relu(conv2d(x, w25, Tensor(), {.stride = {3, 3}, .padding = {1, 2}})),
         {x, w25}, kReduce);
   s.add("conv2d default + bias", conv2d(x, w, bias), {x, w, bias}, kReduce);
+  s.add("conv2d 4x4 planes padding 1 + bias", conv2d(x44, w75, b7, {.padding = {1, 1}}), {x44, w75, b7}, kReduce);
+  s.add("conv2d 4x4 planes stride 2 padding 1 (2x2 outputs)", conv2d(x44, w75, Tensor(), {.stride = {2, 2}, .padding = {1, 1}}),
+        {x44, w75}, kReduce);
   s.add("max_pool2d k3 s2 p1", max_pool2d(xd, {.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}}), {xd}, kReduce);
   s.add("max_pool2d k(2,3) s(1,2) p(1,1)", max_pool2d(xd, {.kernel = {2, 3}, .stride = {1, 2}, .padding = {1, 1}}),
         {xd}, kReduce);

@@ -294,3 +294,34 @@ TEST_CASE("values stored transposed read back row-major and equal the CPU backen
   }
   CHECK(transposed == 1);
 }
+
+TEST_CASE("texel addresses in textures of non-power-of-two width (a float multiply and a correction step) hold "
+          "over a million texels", "[gles][backend]") {
+  // Row-aligned layouts: x [300, 4004] is 1001 texels wide and 300 high, y = x^T + 1 [4004, 300] 75 texels wide and
+  // 4004 high. The fragment emitter computes a texel's row as int(float(t) * (1 / width)) corrected by one step
+  // (no integer division: docs/PERFORMANCE.md, Run W5); y reads x element by element (scalar loads), z = 2x + 1
+  // texel by texel. Every element is an exact small integer, so the results must be exact.
+  const int64_t R = 300, C = 4004;
+  std::vector<float> xs(static_cast<size_t>(R * C));
+  for (size_t i = 0; i < xs.size(); ++i) xs[i] = static_cast<float>(i % 1000003);
+  Tensor x = input("x", {R, C});
+  Program p;
+  p.add_output("y", transpose(x) + 1.0);
+  p.add_output("z", x * 2.0 + 1.0);
+  auto gl = make_backend({.kind = "gles", .row_layout = true}).backend;
+  auto exe = gl->compile(p);
+  const Plan* plan = exe->plan();
+  REQUIRE(plan != nullptr);
+  CHECK(plan->value_of(x.node().get()).layout.width == 1001);
+  auto out = exe->run({{"x", &xs}});
+  REQUIRE(out.size() == 2);
+  size_t wrong_y = 0, wrong_z = 0;
+  for (int64_t i = 0; i < R; ++i)
+    for (int64_t j = 0; j < C; ++j) {
+      const float v = xs[static_cast<size_t>(i * C + j)];
+      wrong_y += out[0][static_cast<size_t>(j * R + i)] != v + 1.0f;
+      wrong_z += out[1][static_cast<size_t>(i * C + j)] != 2.0f * v + 1.0f;
+    }
+  CHECK(wrong_y == 0);
+  CHECK(wrong_z == 0);
+}

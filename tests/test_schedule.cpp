@@ -494,6 +494,55 @@ TEST_CASE("loops of a texel's 4 elements are jammed into one loop when the eleme
   CHECK_NOTHROW(compile_shader("jam", src, ShaderStage::Fragment));
 }
 
+TEST_CASE("a conv's index math is computed outside the loops it does not depend on, a weight read once per texel",
+          "[codegen]") {
+  // conv2d 5 -> 7 channels over 4x4 planes, padding 1 (jam mode: a texel's 4 outputs are 4 columns of one output
+  // row). SwiftShader's shader compiler neither moves integer division out of loops nor turns it into shifts
+  // (docs/PERFORMANCE.md, Run W5): the emitter prints each loop's invariant index math in its preheader, reads the
+  // weight the 4 outputs share with one fetch, and addresses 64-texel-wide textures by mask and shift.
+  Tensor x = input("x", {3, 5, 4, 4});
+  Tensor w = input("w", {7, 5, 3, 3});
+  Program p;
+  p.add_output("y", conv2d(x, w, Tensor(), {.padding = {1, 1}}));
+  Plan plan = schedule(p);
+  REQUIRE(plan.kernels.size() == 1);
+  std::string src = emit_glsl450(plan, plan.kernels[0], ShaderStage::Fragment);
+  INFO(src);
+  REQUIRE(src.find("loops jammed into one") != std::string::npos);
+  const size_t inner = src.find("for (int r2 = 0; r2 < 3; r2 += 1)");
+  REQUIRE(inner != std::string::npos);
+  const std::string body = src.substr(inner, src.find("acc0 +=", inner) - inner);
+  CHECK(body.find(" / ") == std::string::npos);  // no division or modulo left in the innermost loop
+  CHECK(body.find(" % ") == std::string::npos);
+  CHECK(src.find("// loop-invariant index math of the loop over r0, computed once") != std::string::npos);
+  CHECK(src.find("// loop-invariant index math of the loop over r2, computed once") != std::string::npos);
+  CHECK(src.find("* vec4(load_w(") != std::string::npos);  // the weight: one scalar load broadcast to the lanes
+  CHECK(src.find("load_w(", src.find("* vec4(load_w(") + 15) == std::string::npos);
+  CHECK(src.find("vec4(load_x(") != std::string::npos);  // the input: 4 different elements, 4 loads
+  // w is 315 elements = 79 texels, one texture row 79 texels wide
+  CHECK(src.find("t % ") == std::string::npos);  // other widths: a float multiply by 1 / width, then a correction
+  CHECK(src.find("(t / ") == std::string::npos);
+  CHECK(src.find("int y = int(float(t) * 0.0126582282);  // t / 79, or one off") != std::string::npos);
+  CHECK(src.find("y += int(x >= 79) - int(x < 0);") != std::string::npos);
+  CHECK_NOTHROW(compile_shader("conv_hoist", src, ShaderStage::Fragment));
+}
+
+TEST_CASE("texel coordinates of power-of-two-wide textures are masks and shifts", "[codegen]") {
+  Tensor a = input("a", {64, 256});  // 64 texels per row: a 64-texel-wide texture on every layout
+  Tensor b = input("b", {256, 8});
+  Program p;
+  p.add_output("c", matmul(a, b));
+  ScheduleOptions so;
+  so.max_texture_width = 64;
+  Plan plan = schedule(p, so);
+  REQUIRE(plan.kernels.size() == 1);
+  std::string src = emit_glsl450(plan, plan.kernels[0], ShaderStage::Fragment);
+  INFO(src);
+  CHECK(src.find("ivec2(t & 63, t >> 6)") != std::string::npos);
+  CHECK(src.find("t % 64") == std::string::npos);
+  CHECK_NOTHROW(compile_shader("pow2", src, ShaderStage::Fragment));
+}
+
 TEST_CASE("a reduction that does not depend on an enclosing loop is computed once, before that loop",
           "[codegen]") {
   // sum_j (x_ij - logsumexp_i)^2: the log-sum-exp of row i is read inside the loop over j but does not depend on j

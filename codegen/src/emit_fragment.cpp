@@ -193,6 +193,23 @@ BlockSource emit_block(const Plan& plan, const Kernel& kernel, const std::vector
   return bs;
 }
 
+/// Statements declaring `ivec2 xy`, the texel coordinates of texel index `t` (a non-negative int) in a texture
+/// `width` texels wide. CPU rasterisers' shader compilers keep an integer division by a constant a division, done
+/// lane by lane (docs/PERFORMANCE.md, Run W5), so neither a modulo nor a division is printed: a power-of-two width
+/// takes a mask and a shift; any other width a float multiply by 1/width (the product's relative error is below
+/// 3 * 2^-24, i.e. less than one row for textures under 2^22 rows high), truncated: the row or one off, corrected
+/// by one step on the remainder's sign and size.
+std::string texel_xy(int64_t width) {
+  if (width > 0 && (width & (width - 1)) == 0) {
+    int shift = 0;
+    while ((int64_t{1} << shift) < width) ++shift;
+    return fmt::format("  ivec2 xy = ivec2(t & {}, t >> {});\n", width - 1, shift);
+  }
+  return fmt::format("  int y = int(float(t) * {1});  // t / {0}, or one off\n  int x = t - y * {0};\n"
+                     "  y += int(x >= {0}) - int(x < 0);\n  ivec2 xy = ivec2(t - y * {0}, y);\n",
+                     width, glsl::flit(1.0 / static_cast<double>(width)));
+}
+
 /// The sampler declarations (`decls`) and load_/load4_ functions (`loads`) of kernel k's inputs; load4_ only for
 /// the inputs the printer read as whole texels.
 void declare_inputs(const Plan& plan, const Kernel& k, const std::set<std::string>& texel_loads, std::string& decls,
@@ -210,7 +227,7 @@ void declare_inputs(const Plan& plan, const Kernel& k, const std::set<std::strin
                              binding++, v.name, p, desc, which, v.layout.width, v.layout.height);
       }
       const std::string locate = glsl::plane_locate(v);
-      std::string pick = fmt::format("  int t = j >> 2;\n  ivec2 xy = ivec2(t % {}, t / {});\n  vec4 v;\n", v.layout.width, v.layout.width);
+      std::string pick = "  int t = j >> 2;\n" + texel_xy(v.layout.width) + "  vec4 v;\n";
       for (int p = 0; p < P; ++p)
         pick += fmt::format("  {}v = texelFetch(in_{}_p{}, xy, 0);\n", p == 0 ? "if (p == 0) " : p + 1 < P ? fmt::format("else if (p == {}) ", p) : "else ", v.name, p);
       loads += fmt::format("float load_{}(int i) {{\n{}{}  return sg_component(v, i & 3);\n}}\n", v.name, locate, pick);
@@ -222,13 +239,13 @@ void declare_inputs(const Plan& plan, const Kernel& k, const std::set<std::strin
     decls += fmt::format("layout(set = 0, binding = {}) uniform sampler2D in_{};  // {}, texture {}x{}\n", binding++,
                          v.name, desc, v.layout.width, v.layout.height);
     loads += fmt::format(
-        "float load_{0}(int i) {{\n  int t = max(i, 0) >> 2;\n  return sg_component(texelFetch(in_{0}, ivec2(t % {1}, t / {1}), 0), i & 3);\n}}\n",
-        v.name, v.layout.width);
+        "float load_{0}(int i) {{\n  int t = max(i, 0) >> 2;\n{1}  return sg_component(texelFetch(in_{0}, xy, 0), i & 3);\n}}\n",
+        v.name, texel_xy(v.layout.width));
     if (texel_loads.count(v.name))
       loads += fmt::format(
           "vec4 load4_{0}(int i) {{  // elements i..i+3, i a multiple of 4: one texel\n  int t = max(i, 0) >> 2;\n"
-          "  return texelFetch(in_{0}, ivec2(t % {1}, t / {1}), 0);\n}}\n",
-          v.name, v.layout.width);
+          "{1}  return texelFetch(in_{0}, xy, 0);\n}}\n",
+          v.name, texel_xy(v.layout.width));
   }
 }
 

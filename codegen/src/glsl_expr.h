@@ -16,7 +16,9 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <iterator>
 #include <tuple>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -54,7 +56,14 @@ class ExprEmitter {
         auto f = it->find(e.get());
         if (f != it->end()) return f->second;
       }
+    } else {
+      const std::string sig = subst_signature();
+      for (auto it = lane_scopes_.rbegin(); it != lane_scopes_.rend(); ++it) {
+        auto f = it->find({e.get(), sig});
+        if (f != it->end()) return f->second;
+      }
     }
+    if (const size_t level = hoist_level(e); level < loops_.size()) return hoist(e, level);
     Code c = emit_raw(e);
     bool trivial = e->op == KOp::IntConst || e->op == KOp::FloatConst || e->op == KOp::Var;
     if (!trivial && refs_[e.get()] > 1 && !(gathering && var_dep)) {
@@ -124,6 +133,98 @@ class ExprEmitter {
   std::set<const KExpr*> step4_;
   std::set<std::string> aligned_vars_;                         // integer variables known to be multiples of 4
   std::vector<std::map<std::string, std::string>> texels_{1};  // per scope: "input|texel index" -> vec4 local
+  // per scope: values printed under a lane substitution (subst_ of a gathered load), keyed by that substitution
+  std::vector<std::map<std::pair<const KExpr*, std::string>, Code>> lane_scopes_{1};
+
+  /// A loop of a reduction nest being printed, innermost last (the loop-invariant code motion's view).
+  struct OpenLoop {
+    std::string var;   ///< its loop variable
+    size_t at = 0;     ///< offset in body_ of its `for` line: its preheader goes there when the nest is closed
+    int indent = 0;    ///< the indentation of its `for` line
+    size_t scope = 0;  ///< index in scopes_ (texels_, lane_scopes_) of the scope around the loop
+    std::string pre;   ///< loop-invariant definitions hoisted out of it (its preheader)
+  };
+  std::vector<OpenLoop> loops_;
+  std::unordered_map<const KExpr*, bool> index_math_;  // memo of pure_index_math
+
+  std::string subst_signature() const {
+    std::string s;
+    for (auto& [var, value] : subst_) s += var + "=" + value + ";";
+    return s;
+  }
+  /// Integer arithmetic and comparisons over variables and constants only, with at least one division, modulo,
+  /// min or max inside: the index math worth computing once per loop instead of once per iteration (CPU
+  /// rasterisers' shader compilers do not move it out of loops: docs/PERFORMANCE.md, Runs W1 and W5).
+  bool pure_index_math(const KExprPtr& e, bool& costly) {
+    switch (e->op) {
+      case KOp::IntConst:
+      case KOp::Var: return true;
+      case KOp::IDiv:
+      case KOp::IMod:
+      case KOp::IMin:
+      case KOp::IMax: costly = true; [[fallthrough]];
+      case KOp::IAdd:
+      case KOp::ISub:
+      case KOp::IMul:
+      case KOp::ILt:
+      case KOp::ILe:
+      case KOp::IEq:
+      case KOp::IGe:
+      case KOp::IAnd: return pure_index_math(e->a, costly) && pure_index_math(e->b, costly);
+      default: return false;
+    }
+  }
+  /// The outermost open loop that integer expression `e` can be hoisted out of (loops_.size() when none: `e` is
+  /// trivial, not pure index math, or reads the innermost loop's variable).
+  size_t hoist_level(const KExprPtr& e) {
+    if (loops_.empty() || e->type != KType::Int || e->op == KOp::IntConst || e->op == KOp::Var) return loops_.size();
+    auto memo = index_math_.find(e.get());
+    if (memo == index_math_.end()) {
+      bool costly = false;
+      const bool pure = pure_index_math(e, costly);
+      memo = index_math_.emplace(e.get(), pure && costly).first;
+    }
+    if (!memo->second) return loops_.size();
+    const auto& fv = free_vars(e);
+    size_t level = 0;
+    for (size_t i = 0; i < loops_.size(); ++i)
+      if (fv.count(loops_[i].var)) level = i + 1;
+    return level;
+  }
+  /// Prints loop-invariant `e` once, into the preheader of open loop `level` (hiding the scopes inside that loop
+  /// while doing so; its own subexpressions may go further out), and returns the local holding it.
+  Code hoist(const KExprPtr& e, size_t level) {
+    const size_t keep = loops_[level].scope + 1;
+    auto cut = [keep](auto& v) {
+      std::remove_reference_t<decltype(v)> tail(std::make_move_iterator(v.begin() + static_cast<std::ptrdiff_t>(keep)),
+                                                std::make_move_iterator(v.end()));
+      v.resize(keep);
+      return tail;
+    };
+    auto inner_scopes = cut(scopes_);
+    auto inner_texels = cut(texels_);
+    auto inner_lanes = cut(lane_scopes_);
+    std::vector<OpenLoop> inner(std::make_move_iterator(loops_.begin() + static_cast<std::ptrdiff_t>(level)),
+                                std::make_move_iterator(loops_.end()));
+    loops_.resize(level);
+    std::swap(body_, inner.front().pre);
+    const int saved_indent = indent_;
+    indent_ = inner.front().indent;
+    Code c = emit_raw(e);
+    const std::string name = fmt::format("{}{}", is_bool(e) ? "c" : "j", temp_++);
+    line(fmt::format("{} {} = {};", type_name(e, c.vec), name, c.s));
+    indent_ = saved_indent;
+    std::swap(body_, inner.front().pre);
+    loops_.insert(loops_.end(), std::make_move_iterator(inner.begin()), std::make_move_iterator(inner.end()));
+    auto put_back = [](auto& v, auto& tail) { v.insert(v.end(), std::make_move_iterator(tail.begin()), std::make_move_iterator(tail.end())); };
+    put_back(scopes_, inner_scopes);
+    put_back(texels_, inner_texels);
+    put_back(lane_scopes_, inner_lanes);
+    const Code named{name, c.vec};
+    if (!subst_.empty() && !vvar_.empty() && varies(e)) lane_scopes_[keep - 1][{e.get(), subst_signature()}] = named;
+    else scopes_[keep - 1][e.get()] = named;
+    return named;
+  }
 
   /// Integer variables `e` reads that it does not bind itself (a Reduce binds its loop variables).
   const std::set<std::string>& free_vars(const KExprPtr& e) {
@@ -376,10 +477,12 @@ class ExprEmitter {
     if (base && aligned(base)) {
       int64_t comp = ((off % 4) + 4) % 4;
       KExprPtr tb = off - comp == 0 ? base : kibin(KOp::IAdd, base, kint(off - comp));
-      std::string idx = emit(tb).s;
-      std::string key = name + "|" + idx;
+      // keyed by the index's tree (and the lane substitution in effect), not its printed form: the row-plane copies
+      // of a matmul build equal indices as distinct nodes, printed differently (j5 vs (4 * i0)), yet one texel
+      const std::string key = name + "|" + kexpr_str(tb) + "|" + subst_signature();
       for (auto it = texels_.rbegin(); it != texels_.rend(); ++it)
         if (auto f = it->find(key); f != it->end()) return {fmt::format("{}[{}]", f->second, comp), false};
+      std::string idx = emit(tb).s;
       std::string var = fmt::format("tx{}", temp_++);
       texel_loads_.insert(name);
       line(fmt::format("vec4 {} = load4_{}({});", var, name, idx));
@@ -397,9 +500,38 @@ class ExprEmitter {
       texel_loads_.insert(name);
       return {fmt::format("load4_{}({})", name, emit_lane(e->a, 0)), true};
     }
+    // the same element for all 4 lanes (e.g. a conv weight read by 4 outputs of one output row): one fetch
+    if (lane_form(e->a) == LaneForm::Uniform) return {fmt::format("vec4({})", emit_lane(e, 0)), true};
     std::string g = "vec4(";
     for (int lane = 0; lane < 4; ++lane) g += fmt::format("{}{}", lane ? ", " : "", emit_lane(e, lane));
     return {g + ")", true};
+  }
+
+  /// What an integer expression is across the 4 lanes of the vectorised variable (whose lane values are
+  /// base + 0..3 with base a multiple of 4): the same value in every lane, values inside one aligned block of 4
+  /// (base + lane, clamped or not), or anything else.
+  enum class LaneForm { Uniform, InBlock, Other };
+  LaneForm lane_form(const KExprPtr& e) {
+    if (!varies(e)) return LaneForm::Uniform;
+    // (every value involved is non-negative: the variable's base, and the bounds and divisors, which must be
+    // constants; C-style division of negative values would not keep a block's quotient)
+    auto multiple_of_4 = [](const KExprPtr& x) { return x->op == KOp::IntConst && x->ivalue % 4 == 0 && x->ivalue > 0; };
+    auto bound = [](const KExprPtr& x) { return x->op == KOp::IntConst && x->ivalue >= 0; };
+    if (e->op == KOp::Var) return LaneForm::InBlock;  // varies: the vectorised variable itself
+    if (e->op < KOp::IAdd || e->op > KOp::IMax || !e->b) return LaneForm::Other;
+    const LaneForm a = lane_form(e->a), b = lane_form(e->b);
+    if (a == LaneForm::Uniform && b == LaneForm::Uniform) return LaneForm::Uniform;
+    switch (e->op) {
+      case KOp::IMin:
+      case KOp::IMax:  // clamping values of one block to a constant bound keeps them in one block
+        if ((a == LaneForm::InBlock && bound(e->b)) || (b == LaneForm::InBlock && bound(e->a))) return LaneForm::InBlock;
+        return LaneForm::Other;
+      case KOp::IDiv:  // values of one aligned block of 4 divided by a multiple of 4: one quotient
+        return a == LaneForm::InBlock && multiple_of_4(e->b) ? LaneForm::Uniform : LaneForm::Other;
+      case KOp::IMod:
+        return a == LaneForm::InBlock && multiple_of_4(e->b) ? LaneForm::InBlock : LaneForm::Other;
+      default: return LaneForm::Other;
+    }
   }
 
   Code emit_math(const KExprPtr& e) {
@@ -501,14 +633,19 @@ class ExprEmitter {
         line(fmt::format("{0} {1} = {0}({2});", a.ty, a.name, init));
       }
     }
-    for (size_t i = 0; i < e0->loop_vars.size(); ++i) {
-      bool step4 = (vreduce || unrolled) && i + 1 == e0->loop_vars.size();
+    // one scope per loop, so that loop-invariant index math (hoist) can be printed in the preheader of the
+    // outermost loop it does not depend on
+    const size_t nest = e0->loop_vars.size();
+    for (size_t i = 0; i < nest; ++i) {
+      bool step4 = (vreduce || unrolled) && i + 1 == nest;
       if (unrolled && step4) aligned_vars_.insert(e0->loop_vars[i]);
+      loops_.push_back({e0->loop_vars[i], body_.size(), indent_, scopes_.size() - 1, {}});
       line(fmt::format("for (int {0} = 0; {0} < {1}; {0} += {2}) {{", e0->loop_vars[i], e0->extents[i], step4 ? 4 : 1));
       ++indent_;
+      scopes_.emplace_back();
+      texels_.emplace_back();
+      lane_scopes_.emplace_back();
     }
-    scopes_.emplace_back();
-    texels_.emplace_back();
     for (size_t i = 0; i < rs.size(); ++i) {
       const Acc& a = accs[i];
       Code body = emit(rs[i]->a);
@@ -534,12 +671,21 @@ class ExprEmitter {
           break;
       }
     }
-    scopes_.pop_back();
-    texels_.pop_back();
     if (unrolled) aligned_vars_.erase(e0->loop_vars.back());
-    for (size_t i = 0; i < e0->loop_vars.size(); ++i) {
+    for (size_t i = 0; i < nest; ++i) {
+      scopes_.pop_back();
+      texels_.pop_back();
+      lane_scopes_.pop_back();
       --indent_;
       line("}");
+    }
+    // the preheaders, innermost first (an insertion leaves the offsets of the loops around it valid)
+    for (size_t i = 0; i < nest; ++i) {
+      OpenLoop l = std::move(loops_.back());
+      loops_.pop_back();
+      if (!l.pre.empty())
+        body_.insert(l.at, fmt::format("{}// loop-invariant index math of the loop over {}, computed once\n{}",
+                                       std::string(l.indent * 2, ' '), l.var, l.pre));
     }
     std::vector<Code> out;
     if (vreduce) {
