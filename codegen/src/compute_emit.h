@@ -53,6 +53,11 @@ std::string factor_function(const Plan& plan, const Kernel& k, const Contraction
 std::string epilogue_function(const Plan& plan, const Kernel& k, const KExprPtr& r, const std::string& signature,
                               const std::string& guard_and_coords, const Shape& shape, std::set<int>& loaded,
                               MathHelpers& helpers, const Lang& lang);
+/// emit_tiled.cpp: the functions a tiled or register-tiled contraction kernel calls: `factor_a(idx, k)` and
+/// `factor_b(idx, k)` (factor_function, `guarded` as there) and `store_tile(m, n, acc)` (the epilogue of every output
+/// at tile element (m, n), returning when it is outside M x N; batch coordinates from the workgroup id's z).
+std::string tile_functions(const Plan& plan, const Kernel& k, const Contraction& c, const Shape& shape,
+                           std::set<int>& loaded, MathHelpers& helpers, const Lang& lang, bool guarded);
 /// Shared memory a tiled kernel of configuration `t` declares for contraction `c`, bytes (emit_tiled.cpp: the
 /// tiles' padding depends on how each factor is staged).
 int64_t tile_shared_bytes(const TileConfig& t, const Contraction& c);

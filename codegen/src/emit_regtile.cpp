@@ -59,15 +59,7 @@ std::optional<ComputeKernel> emit_register_tiled(const Plan& plan, const Kernel&
   MathHelpers helpers;
   // unguarded factors: k < K in the loop, and the rows / columns of a partial tile read the last one again (their
   // sums are discarded by store_tile's guard), so no load leaves the tile's range and no call branches
-  std::string fns = factor_function(plan, k, c, shape, c.factor_a, c.m_dims, c.M, "factor_a", loaded, helpers, lang, false);
-  fns += factor_function(plan, k, c, shape, c.factor_b, c.n_dims, c.N, "factor_b", loaded, helpers, lang, false);
-  std::string coords = "  " + lang.if_then(fmt::format("m >= {} || n >= {}", c.M, c.N), "return;") + "\n" +
-                       split_dims(shape, c.m_dims, "m", "i", 1, lang) + split_dims(shape, c.n_dims, "n", "i", 1, lang);
-  if (!c.batch_dims.empty()) coords += split_dims(shape, c.batch_dims, lang.builtin(Builtin::WorkgroupId, 2), "i", 1, lang);
-  fns += "// the epilogue of every output at one element of the tile, `acc` the contraction's sum there\n";
-  fns += epilogue_function(plan, k, c.reduce,
-                           lang.function_open(LType::Void, "store_tile", {{LType::Int, "m"}, {LType::Int, "n"}, {LType::Float, "acc"}}),
-                           coords, shape, loaded, helpers, lang);
+  std::string fns = tile_functions(plan, k, c, shape, loaded, helpers, lang, false);
 
   std::string body = "  " + lang.let(LType::Int, "tile", lang.builtin(Builtin::GlobalInvocationId, 0)) + "\n";
   body += "  " + lang.if_then(fmt::format("tile >= {}", tiles), "return;") + "\n";

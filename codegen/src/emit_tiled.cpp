@@ -120,6 +120,20 @@ std::string epilogue_function(const Plan& plan, const Kernel& k, const KExprPtr&
   return s + "}\n";
 }
 
+std::string tile_functions(const Plan& plan, const Kernel& k, const Contraction& c, const Shape& shape,
+                           std::set<int>& loaded, MathHelpers& helpers, const Lang& lang, bool guarded) {
+  std::string fns = factor_function(plan, k, c, shape, c.factor_a, c.m_dims, c.M, "factor_a", loaded, helpers, lang, guarded);
+  fns += factor_function(plan, k, c, shape, c.factor_b, c.n_dims, c.N, "factor_b", loaded, helpers, lang, guarded);
+  std::string coords = "  " + lang.if_then(fmt::format("m >= {} || n >= {}", c.M, c.N), "return;") + "\n" +
+                       split_dims(shape, c.m_dims, "m", "i", 1, lang) + split_dims(shape, c.n_dims, "n", "i", 1, lang);
+  if (!c.batch_dims.empty()) coords += split_dims(shape, c.batch_dims, lang.builtin(Builtin::WorkgroupId, 2), "i", 1, lang);
+  fns += "// the epilogue of every output at one element of the tile, `acc` the contraction's sum there\n";
+  fns += epilogue_function(plan, k, c.reduce,
+                           lang.function_open(LType::Void, "store_tile", {{LType::Int, "m"}, {LType::Int, "n"}, {LType::Float, "acc"}}),
+                           coords, shape, loaded, helpers, lang);
+  return fns;
+}
+
 namespace {
 
 /// One factor's tile: how it lives in shared memory, how invocations stage it and which registers read it.
@@ -345,15 +359,7 @@ std::optional<ComputeKernel> emit_tiled_contraction(const Plan& plan, const Kern
                                ck.shared_bytes, limits.max_shared_bytes));
   std::set<int> loaded;
   MathHelpers helpers;
-  std::string fns = factor_function(plan, k, c, shape, c.factor_a, c.m_dims, c.M, "factor_a", loaded, helpers, lang);
-  fns += factor_function(plan, k, c, shape, c.factor_b, c.n_dims, c.N, "factor_b", loaded, helpers, lang);
-  std::string coords = "  " + lang.if_then(fmt::format("m >= {} || n >= {}", c.M, c.N), "return;") + "\n" +
-                       split_dims(shape, c.m_dims, "m", "i", 1, lang) + split_dims(shape, c.n_dims, "n", "i", 1, lang);
-  if (!c.batch_dims.empty()) coords += split_dims(shape, c.batch_dims, lang.builtin(Builtin::WorkgroupId, 2), "i", 1, lang);
-  fns += "// the epilogue of every output at one element of the tile, `acc` the contraction's sum there\n";
-  fns += epilogue_function(plan, k, c.reduce,
-                           lang.function_open(LType::Void, "store_tile", {{LType::Int, "m"}, {LType::Int, "n"}, {LType::Float, "acc"}}),
-                           coords, shape, loaded, helpers, lang);
+  std::string fns = tile_functions(plan, k, c, shape, loaded, helpers, lang, true);
 
   // main's body (the builtins it reads decide WGSL's entry-point parameters, so it is printed before the module)
   std::string body = "  " + lang.lets(LType::Int, {{"tx", lang.builtin(Builtin::LocalInvocationId, 0)},
