@@ -68,3 +68,15 @@ export function checkedFeeds(program, inputs, feeds, storage, known = inputs) {
     return { input: i, data };
   });
 }
+
+/**
+ * Checks the values of a write(name, values) of persistent value `name` of shape `shape`: throws FeedError
+ * (details: tensor) when `values` is missing or its length is not numel(shape).
+ * @param {string} name @param {number[]} shape @param {ArrayLike<number>|undefined} values
+ */
+export function checkWriteValues(name, shape, values) {
+  const n = numel(shape);
+  if (!values || values.length !== n)
+    throw new FeedError(`write('${name}'): ${values ? values.length : 'no'} values for shape ${fmtShape(shape)}, ` +
+                        `which holds ${n}`, { tensor: name });
+}

@@ -2,12 +2,11 @@
 // real (persistent values as front/back texture pairs shared by every program and swapped after each run, pooled
 // buffers, inputs, constants), kernels drawn in launch order with their samplers and render targets, only the
 // program outputs read back, per-kernel timings with EXT_disjoint_timer_query_webgl2 where it exists.
-import { BundleError, DeviceError, FeedError, UnsupportedError } from './errors.js';
-import { checkedFeeds } from './feeds.js';
+import { BundleError, DeviceError, UnsupportedError } from './errors.js';
+import { checkedFeeds, checkWriteValues } from './feeds.js';
 import { unpack } from './layout.js';
 import { numel } from './bundle.js';
 
-const fmtShape = (s) => `[${s.join(',')}]`;
 
 /** Persistent values (bundle.json `persistent`): two textures each, `front` holding the current value. */
 class PersistentStore {
@@ -214,10 +213,7 @@ export class WebGL2Executor {
   /** Replaces persistent value `name` (row-major values, numel of its shape) in its current (front) texture. */
   write(name, values) {
     const e = this.store.get(name);
-    const n = numel(e.desc.shape);
-    if (!values || values.length !== n)
-      throw new FeedError(`write('${name}'): ${values ? values.length : 'no'} values for shape ${fmtShape(e.desc.shape)}, ` +
-                          `which holds ${n}`, { tensor: name });
+    checkWriteValues(name, e.desc.shape, values);
     this.device.checkLost(`before writing '${name}'`);
     this.device.upload(e.front, values instanceof Float32Array ? values : Float32Array.from(values));
   }

@@ -5,11 +5,10 @@
 // once per parity (which of front/back each persistent value is in); one command encoder per step, every kernel
 // dispatched in order in one compute pass (one pass per kernel with timestamp writes when profiling), only the
 // program outputs copied to MAP_READ staging buffers and read back.
-import { BundleError, FeedError, UnsupportedError } from './errors.js';
+import { BundleError, UnsupportedError } from './errors.js';
 import { numel } from './bundle.js';
-import { checkedFeeds } from './feeds.js';
+import { checkedFeeds, checkWriteValues } from './feeds.js';
 
-const fmtShape = (s) => `[${s.join(',')}]`;
 const now = () => (globalThis.performance ? performance.now() : Date.now());
 
 /** Persistent values (bundle.json `persistent`): a front and a back storage buffer each. */
@@ -247,10 +246,7 @@ export class WebGPUExecutor {
   /** Replaces persistent value `name` (row-major values, numel of its shape) in its current (front) buffer. */
   async write(name, values) {
     const e = this.store.get(name);
-    const n = numel(e.desc.shape);
-    if (!values || values.length !== n)
-      throw new FeedError(`write('${name}'): ${values ? values.length : 'no'} values for shape ${fmtShape(e.desc.shape)}, ` +
-                          `which holds ${n}`, { tensor: name });
+    checkWriteValues(name, e.desc.shape, values);
     this.device.checkLost(`before writing '${name}'`);
     this.device.upload(e.bufs[e.front], values);
     this.device.checkErrors(`while writing '${name}'`, { tensor: name });
