@@ -484,6 +484,14 @@ inline void conv_cases(Suite& s) {
   s.add("max_pool2d default 2x2 (odd sizes drop the tail)", max_pool2d(xd), {xd}, kReduce);
   s.add("max_pool2d with ties", max_pool2d(xt, {.kernel = {3, 2}, .stride = {2, 1}, .padding = {1, 0}}), {xt}, kReduce);
   s.add("max_pool2d 1x1 input", max_pool2d(xs, {.kernel = {1, 1}}), {xs}, kReduce);
+  // windows that do not overlap along a dimension (stride >= kernel): the gradient reads one window there
+  s.add("max_pool2d k2 s3 p1 (gaps between windows)", max_pool2d(xd, {.kernel = {2, 2}, .stride = {3, 3}, .padding = {1, 1}}),
+        {xd}, kReduce);
+  s.add("max_pool2d k(2,3) s(2,1) p(0,1) (one dimension overlaps)",
+        max_pool2d(xd, {.kernel = {2, 3}, .stride = {2, 1}, .padding = {0, 1}}), {xd}, kReduce);
+  s.add("max_pool2d 2x2 with ties", max_pool2d(xt), {xt}, kReduce);
+  s.add("avg_pool2d k2 s3 p1 (gaps between windows)", avg_pool2d(x, {.kernel = {2, 2}, .stride = {3, 3}, .padding = {1, 1}}),
+        {x}, kReduce);
   s.add("avg_pool2d k3 s2 p1", avg_pool2d(x, {.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}}), {x}, kReduce);
   s.add("avg_pool2d k(2,3) s(3,1) p(0,1)", avg_pool2d(x, {.kernel = {2, 3}, .stride = {3, 1}, .padding = {0, 1}}),
         {x}, kReduce);
