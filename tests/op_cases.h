@@ -568,6 +568,20 @@ inline void long_cases(Suite& s) {
   s.add("softmax over 70000", softmax(rows * 10.0), {rows}, kReduce);
 }
 
+/// The edge inputs of tests/edge_cases.h as a forward-only case list, for harnesses that judge a Suite's outputs
+/// elsewhere (the WebGPU test): each case's inputs fed with its values, its output with edge_cases::agrees'
+/// tolerance (rel 1e-5 + FLT_MIN, NaN with NaN, infinities exactly; argmax exactly).
+inline void edge_input_cases(Suite& s) {
+  const std::vector<edge_cases::EdgeCase> cases = edge_cases::all();
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const edge_cases::EdgeCase& c = cases[i];
+    std::vector<Tensor> ins;
+    for (size_t j = 0; j < c.shapes.size(); ++j)
+      ins.push_back(s.in("e" + std::to_string(i) + "_" + std::to_string(j), c.shapes[j], c.inputs[j]));
+    s.output(c.name, c.f(ins), c.exact ? kExact : Tol{1e-5, FLT_MIN});
+  }
+}
+
 /// The edge inputs of tests/edge_cases.h (NaN, infinities, x/0, pow's special cases, precision at large |x|, NaN in
 /// reductions, pools and argmax) on each backend of `targets` against the CPU reference, value by value
 /// (edge_cases::agrees: rel 1e-5 + FLT_MIN, NaN with NaN, infinities exactly). One CHECK per case, naming every
