@@ -10,7 +10,11 @@
 //   (cd bench/web && npm ci)                     # TF.js, jax-js, playwright-core, pinned in package-lock.json
 //   node bench/web_bench.mjs --cli build/bin/shadergrad --exporter build/bin/bench_web_export [--json FILE]
 //        [--no-peers] [--peers tfjs,jax] [--only mlp_b32,sgemm_256,...] [--api webgpu,webgl2] [--no-gpu-plan]
-//        [--profile]
+//        [--profile] [--no-jax] [--base-cli OTHER/shadergrad --base-exporter OTHER/bench_web_export] [--rounds R]
+// --no-jax: the same as --peers tfjs; --base-cli/--base-exporter: our bundles also exported by another build (e.g.
+// main before a codegen change), measured in the same run as "shadergrad (base)"; --rounds: every measurement R
+// times, interleaved (ours, base, peers, ours, ...), each round its own row in the JSON and the table giving the
+// median of the rounds' medians with their range (this machine is shared: compare within one run).
 //
 // Ours: the default export (both targets; the webgpu target with its gpu and cpu plans) run with backend 'webgpu'
 // — the plan the runtime picks for the adapter (the cpu plan on SwiftShader) and the gpu plan forced — and
@@ -53,16 +57,19 @@ const variants = [['', ['--max-draw-buffers', '4'], ['--max-draw-buffers', '4']]
                   ['_db8', ['--max-draw-buffers', '8', '--targets', 'webgl2'], ['--max-draw-buffers', '8']]];
 const apis = (arg('--api') || 'webgpu,webgl2').split(',');
 const on = (api) => apis.includes(api);
-const peers = (arg('--peers') || 'tfjs,jax').split(',');
+const peers = flag('--no-jax') ? ['tfjs'] : (arg('--peers') || 'tfjs,jax').split(',');
 if (!on('webgl2')) variants.splice(1);  // the webgl2-only variant
+const baseCli = arg('--base-cli'), baseExporter = arg('--base-exporter');
+const builds = [['', cli, exporter], ...(baseCli ? [['_base', baseCli, baseExporter || exporter]] : [])];
 for (const c of cases)
-  for (const [suffix, exportArgs, sgemmArgs] of variants) {
-    const out = path.join(root, c.name + suffix);
-    if (c.kind === 'train')
-      execFileSync(cli, ['export', '--model', c.model, '--batch', String(c.size), '--check-steps', '0', ...exportArgs,
-                         '--out', out], { stdio: 'ignore' });
-    else execFileSync(exporter, ['sgemm', String(c.size), out, ...sgemmArgs], { stdio: 'ignore' });
-  }
+  for (const [tag, withCli, withExporter] of builds)
+    for (const [suffix, exportArgs, sgemmArgs] of variants) {
+      const out = path.join(root, c.name + suffix + tag);
+      if (c.kind === 'train')
+        execFileSync(withCli, ['export', '--model', c.model, '--batch', String(c.size), '--check-steps', '0', ...exportArgs,
+                               '--out', out], { stdio: 'ignore' });
+      else execFileSync(withExporter, ['sgemm', String(c.size), out, ...sgemmArgs], { stdio: 'ignore' });
+    }
 
 const types = { '.html': 'text/html', '.js': 'text/javascript', '.json': 'application/json' };
 const server = http.createServer((req, res) => {
@@ -110,24 +117,29 @@ const record = (c, api, who, r) => {
   console.log(`${c.name.padEnd(10)} ${api.padEnd(6)} ${who.padEnd(26)} ${what}` +
               (r.webgpu_plan ? ` [${r.webgpu_plan} plan: ${r.webgpu_plan_reason}]` : ''));
 };
-for (const c of cases) {
-  const program = c.kind === 'sgemm' ? 'sgemm' : 'train';
-  if (on('webgpu')) {
-    record(c, 'webgpu', 'shadergrad (picked plan)', await measure('benchOurs', [c.name, program, 'webgpu', false, 'auto']));
-    if (!flag('--no-gpu-plan'))
-      record(c, 'webgpu', 'shadergrad (gpu plan)', await measure('benchOurs', [c.name, program, 'webgpu', false, 'gpu']));
+const rounds = Number(arg('--rounds', '1'));
+for (const c of cases)
+  for (let round = 0; round < rounds; ++round) {
+    const program = c.kind === 'sgemm' ? 'sgemm' : 'train';
+    for (const [tag] of builds) {
+      const who = tag ? ' (base)' : '';
+      if (on('webgpu')) {
+        record(c, 'webgpu', `shadergrad${who} (picked plan)`, await measure('benchOurs', [c.name + tag, program, 'webgpu', false, 'auto']));
+        if (!flag('--no-gpu-plan'))
+          record(c, 'webgpu', `shadergrad${who} (gpu plan)`, await measure('benchOurs', [c.name + tag, program, 'webgpu', false, 'gpu']));
+      }
+      if (on('webgl2')) {
+        record(c, 'webgl2', `shadergrad${who}`, await measure('benchOurs', [c.name + tag, program, 'webgl2', false]));
+        record(c, 'webgl2', `shadergrad${who} (8 draw buffers)`, await measure('benchOurs', [`${c.name}_db8${tag}`, program, 'webgl2', false]));
+      }
+    }
+    if (flag('--no-peers')) continue;
+    const tfjs = peers.includes('tfjs'), jax = peers.includes('jax');
+    if (on('webgl2') && tfjs) record(c, 'webgl2', 'tfjs 4.22 webgl', await measure('benchTfjs', [c.kind, c.model, c.size, 'webgl']));
+    if (on('webgpu') && tfjs) record(c, 'webgpu', 'tfjs 4.22 webgpu', await measure('benchTfjs', [c.kind, c.model, c.size, 'webgpu']));
+    if (on('webgpu') && jax) record(c, 'webgpu', 'jax-js 0.1.25 webgpu', await measure('benchJax', [c.kind, c.model, c.size, 'webgpu']));
+    if (on('webgl2') && jax) record(c, 'webgl2', 'jax-js 0.1.25 webgl', await measure('benchJax', [c.kind, c.model, c.size, 'webgl']));
   }
-  if (on('webgl2')) {
-    record(c, 'webgl2', 'shadergrad', await measure('benchOurs', [c.name, program, 'webgl2', false]));
-    record(c, 'webgl2', 'shadergrad (8 draw buffers)', await measure('benchOurs', [`${c.name}_db8`, program, 'webgl2', false]));
-  }
-  if (flag('--no-peers')) continue;
-  const tfjs = peers.includes('tfjs'), jax = peers.includes('jax');
-  if (on('webgl2') && tfjs) record(c, 'webgl2', 'tfjs 4.22 webgl', await measure('benchTfjs', [c.kind, c.model, c.size, 'webgl']));
-  if (on('webgpu') && tfjs) record(c, 'webgpu', 'tfjs 4.22 webgpu', await measure('benchTfjs', [c.kind, c.model, c.size, 'webgpu']));
-  if (on('webgpu') && jax) record(c, 'webgpu', 'jax-js 0.1.25 webgpu', await measure('benchJax', [c.kind, c.model, c.size, 'webgpu']));
-  if (on('webgl2') && jax) record(c, 'webgl2', 'jax-js 0.1.25 webgl', await measure('benchJax', [c.kind, c.model, c.size, 'webgl']));
-}
 if (flag('--profile'))
   for (const c of cases.filter((x) => x.kind === 'train'))
     for (const backend of ['webgpu', 'webgl2'].filter(on)) {
@@ -137,31 +149,43 @@ if (flag('--profile'))
       for (const t of r.timings) console.log(`  ${t.kernel.padEnd(36)} ${t.ms.toFixed(3)} ms`);
     }
 
-// the table: per case and API, ours (best of our variants on that API) against the best peer on the same API
+// the table: per case and API, ours (best of our variants on that API) against the best peer on the same API; with
+// --rounds, each variant's median over its rounds' medians (and its range over the rounds' medians; one round: the
+// min-max of its steps)
 const ok = (r) => r && !r.error;
+const med = (a) => { const x = [...a].sort((p, q) => p - q); return x.length % 2 ? x[(x.length - 1) / 2] : (x[x.length / 2 - 1] + x[x.length / 2]) / 2; };
 const rows = [];
 for (const c of cases)
   for (const api of ['webgpu', 'webgl2'].filter(on)) {
-    const mine = results.filter((r) => r.case === c.name && r.api === api && r.who.startsWith('shadergrad') && ok(r));
-    const peers = results.filter((r) => r.case === c.name && r.api === api && !r.who.startsWith('shadergrad') && ok(r));
+    const byWho = new Map();
+    for (const r of results.filter((x) => x.case === c.name && x.api === api && ok(x)))
+      byWho.set(r.who, [...(byWho.get(r.who) || []), r]);
+    const agg = [...byWho].map(([who, rs]) => ({ who, webgpu_plan: rs[0].webgpu_plan,
+      median_ms: med(rs.map((r) => r.median_ms)),
+      lo: rs.length > 1 ? Math.min(...rs.map((r) => r.median_ms)) : rs[0].min_ms,
+      hi: rs.length > 1 ? Math.max(...rs.map((r) => r.median_ms)) : rs[0].max_ms,
+      first_step_ms: med(rs.map((r) => r.first_step_ms)) }));
     const best = (l) => l.reduce((a, b) => (!a || b.median_ms < a.median_ms ? b : a), null);
-    const o = best(mine), p = best(peers);
-    const cell = (r) => (r ? `${r.median_ms.toFixed(2)}` : '–');
-    const each = (who) => cell(results.find((r) => r.case === c.name && r.api === api && r.who.startsWith(who) && ok(r)));
-    const variant = !o || o.who === 'shadergrad' ? '' : o.webgpu_plan ? ` (${o.webgpu_plan} plan)` : ' (8 db)';
-    const span = (r) => (r ? ` (${r.min_ms.toFixed(2)}–${r.max_ms.toFixed(2)})` : '');
-    rows.push(`| ${c.name} | ${api} | ${cell(o)}${span(o)}${variant} | ${each('tfjs')} | ` +
-              `${each('jax-js')} | ${p ? `${p.who.split(' ')[0]} ${cell(p)}` : '–'} | ` +
+    const o = best(agg.filter((r) => r.who.startsWith('shadergrad') && !r.who.includes('(base)')));
+    const b = best(agg.filter((r) => r.who.includes('(base)')));
+    const p = best(agg.filter((r) => !r.who.startsWith('shadergrad')));
+    const cell = (r) => (r ? `${r.median_ms.toFixed(2)} (${r.lo.toFixed(1)}–${r.hi.toFixed(1)})` : '–');
+    const each = (who) => cell(best(agg.filter((r) => r.who.startsWith(who))));
+    const variant = (r) => (!r || !r.who.includes('(') ? '' : r.webgpu_plan ? ` (${r.webgpu_plan} plan)`
+      : r.who.includes('8 draw') ? ' (8 db)' : '');
+    rows.push(`| ${c.name} | ${api} | ${cell(o)}${variant(o)} | ${baseCli ? `${cell(b)}${variant(b)} | ` : ''}${each('tfjs')} | ` +
+              `${each('jax-js')} | ${p ? `${p.who.split(' ')[0]} ${p.median_ms.toFixed(2)}` : '–'} | ` +
               `${o && p ? (p.median_ms / o.median_ms).toFixed(2) + '×' : '–'} | ` +
               `${o ? (o.first_step_ms / 1000).toFixed(2) : '–'} / ${p ? (p.first_step_ms / 1000).toFixed(2) : '–'} |` +
               (c.kind === 'sgemm' && o ? ` ${(2 * c.size ** 3 / (o.median_ms * 1e6)).toFixed(2)} GFLOP/s` : ''));
   }
-console.log('\n| case | API | ours ms | TF.js ms | jax-js ms | best peer ms | best peer / ours | first step s (ours / best peer) |');
-console.log('|---|---|---|---|---|---|---|---|');
+console.log(`\n| case | API | ours ms | ${baseCli ? 'ours (base) ms | ' : ''}TF.js ms | jax-js ms | best peer ms | best peer / ours | first step s (ours / best peer) |`);
+console.log(`|---|---|---|${baseCli ? '---|' : ''}---|---|---|---|---|`);
 for (const r of rows) console.log(r);
 const renderer = results.find((r) => r.renderer)?.renderer;
 console.log(`\nours on: ${[...new Set(results.filter((r) => r.renderer).map((r) => `${r.backend}: ${r.renderer}`))].join('; ')}; ` +
-            `${os.cpus().length} CPUs (${os.cpus()[0]?.model}); chromium ${browser.version()}`);
+            `${os.cpus().length} CPUs (${os.cpus()[0]?.model}); load average ${os.loadavg().map((x) => x.toFixed(1)).join(' ')}; ` +
+            `chromium ${browser.version()}; ${new Date().toISOString()}`);
 if (arg('--json')) fs.writeFileSync(arg('--json'), JSON.stringify({ date: new Date().toISOString(), renderer,
                                                                      chromium: browser.version(), results }, null, 1));
 await browser.close();
