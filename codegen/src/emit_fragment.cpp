@@ -257,7 +257,7 @@ void declare_inputs(const Plan& plan, const Kernel& k, const std::set<std::strin
     if (unaligned_loads.count(v.name))
       loads += fmt::format(
           "vec4 load4u_{0}(int i) {{  // elements i..i+3, any i: from the two texels holding them (past either end: "
-          "lanes the caller discards)\n  int t = i >> 2;\n  vec4 lo = load4_{0}(min(t, {1}) * 4);\n"
+          "elements the caller discards)\n  int t = i >> 2;\n  vec4 lo = load4_{0}(min(t, {1}) * 4);\n"
           "  vec4 hi = load4_{0}(min(t + 1, {1}) * 4);\n  return sg_unaligned(lo, hi, i & 3);\n}}\n",
           v.name, v.layout.texels - 1);
   }
