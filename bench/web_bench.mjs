@@ -10,7 +10,9 @@
 //   (cd bench/web && npm ci)                     # TF.js, jax-js, playwright-core, pinned in package-lock.json
 //   node bench/web_bench.mjs --cli build/bin/shadergrad --exporter build/bin/bench_web_export [--json FILE]
 //        [--no-peers] [--peers tfjs,jax] [--only mlp_b32,sgemm_256,...] [--api webgpu,webgl2] [--no-gpu-plan]
-//        [--profile] [--rounds R] [--base-cli OLD/shadergrad --base-exporter OLD/bench_web_export]
+//        [--profile] [--rounds R] [--base-cli OLD/shadergrad --base-exporter OLD/bench_web_export] [--no-jax]
+//
+// --no-jax: the same as --peers tfjs (jax-js takes seconds per SGEMM step on SwiftShader).
 //
 // --rounds R measures every row R times, interleaved (ours, base, peers per case, then the next round): the table
 // gives the median of the rounds' medians and their range (this machine is shared: its load moves between rows).
@@ -61,7 +63,7 @@ const variants = [['', ['--max-draw-buffers', '4'], ['--max-draw-buffers', '4']]
                   ['_db8', ['--max-draw-buffers', '8', '--targets', 'webgl2'], ['--max-draw-buffers', '8']]];
 const apis = (arg('--api') || 'webgpu,webgl2').split(',');
 const on = (api) => apis.includes(api);
-const peers = (arg('--peers') || 'tfjs,jax').split(',');
+const peers = flag('--no-jax') ? ['tfjs'] : (arg('--peers') || 'tfjs,jax').split(',');
 if (!on('webgl2')) variants.splice(1);  // the webgl2-only variant
 const builds = [['', cli, exporter], ...(baseCli ? [['_base', baseCli, baseExporter]] : [])];
 for (const c of cases)

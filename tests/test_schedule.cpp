@@ -341,8 +341,10 @@ TEST_CASE("matmul kernels read each texel once per 4 loop iterations (tile mode)
     CHECK(src.find("r0 += 4") != std::string::npos);
     size_t body = src.find("r0 += 4"), end = src.find(";\n", src.find("acc0 +=", body));
     std::string loop = src.substr(body, end - body);
-    const size_t fetches = count_of(loop, "load4_");
+    // texel coordinates straight from the index (row * 4W + column, proved by range analysis): texture() reads
+    const size_t fetches = count_of(loop, "texture(in_");
     CHECK(fetches == 5);
+    CHECK(loop.find("load4_") == std::string::npos);
     CHECK(loop.find("load_") == std::string::npos);  // no scalar texel fetches left in the loop
     CHECK_NOTHROW(compile_shader("tile", src, ShaderStage::Fragment));
   }
@@ -374,7 +376,7 @@ TEST_CASE("row planes: a matmul computes 4 rows per fragment into 4 render targe
   CHECK(src.find("4 reductions in one loop") != std::string::npos);
   size_t body = src.find("r0 += 4"), end = src.find("\n  }", body);
   std::string loop = src.substr(body, end - body);
-  const size_t fetches = count_of(loop, "load4_");
+  const size_t fetches = count_of(loop, "load4_") + count_of(loop, "texture(in_");
   CHECK(fetches == 8);  // 4 texels of B shared by the 4 rows + 1 texel of A per row, for 64 multiply-adds
   CHECK_NOTHROW(compile_shader("planes", src, ShaderStage::Fragment));
   // readers pick the plane of each row
@@ -434,7 +436,7 @@ TEST_CASE("column planes: a matmul computes a 4 x 8 tile per fragment into 8 ren
   CHECK(src.find("8 reductions in one loop") != std::string::npos);
   size_t body = src.find("r0 += 4"), end = src.find("\n  }", body);
   std::string loop = src.substr(body, end - body);
-  const size_t fetches = count_of(loop, "load4_");
+  const size_t fetches = count_of(loop, "load4_") + count_of(loop, "texture(in_");
   CHECK(fetches == 12);  // 4 texels of B per column plane (8) shared by the 4 rows + 1 texel of A per row (4), for 128 multiply-adds
   CHECK(loop.find("load_") == std::string::npos);  // no scalar fetches
   CHECK_NOTHROW(compile_shader("col planes", src, ShaderStage::Fragment));
@@ -488,8 +490,11 @@ TEST_CASE("loops of a texel's 4 elements are jammed into one loop when the eleme
   for (size_t at = src.find("for ("); at != std::string::npos; at = src.find("for (", at + 1)) ++loops;
   CHECK(loops == 1);
   CHECK(src.find("vec4 acc0") != std::string::npos);
-  // the last texel (elements 8, 9 and two past the end) clamps its lanes and zeroes the padding on output
-  CHECK(src.find("min((elem + 3), 9)") != std::string::npos);
+  // the last texel (elements 8, 9 and two past the end) clamps its lanes and zeroes the padding on output; the
+  // 4 lanes read 4 consecutive elements of a row of g: two texels (load4u_), not 4 scalar loads
+  CHECK(src.find("min(elem, 9)") != std::string::npos);
+  CHECK(src.find("load4u_g(") != std::string::npos);
+  CHECK(src.find("load_g(", src.find("void main")) == std::string::npos);
   CHECK(src.find("lessThan(ivec4(elem) + ivec4(0, 1, 2, 3), ivec4(10))") != std::string::npos);
   CHECK_NOTHROW(compile_shader("jam", src, ShaderStage::Fragment));
 }
@@ -518,7 +523,9 @@ TEST_CASE("a conv's index math is computed outside the loops it does not depend 
   CHECK(src.find("// loop-invariant index math of the loop over r2, computed once") != std::string::npos);
   CHECK(src.find("* vec4(load_w(") != std::string::npos);  // the weight: one scalar load broadcast to the lanes
   CHECK(src.find("load_w(", src.find("* vec4(load_w(") + 15) == std::string::npos);
-  CHECK(src.find("vec4(load_x(") != std::string::npos);  // the input: 4 different elements, 4 loads
+  // the input: 4 consecutive elements of one input row (any alignment), two texels instead of 4 scalar loads
+  CHECK(src.find("load4u_x(") != std::string::npos);
+  CHECK(src.find("load_x(", src.find("void main")) == std::string::npos);
   // w is 315 elements = 79 texels, one texture row 79 texels wide
   CHECK(src.find("t % ") == std::string::npos);  // other widths: a float multiply by 1 / width, then a correction
   CHECK(src.find("(t / ") == std::string::npos);
@@ -541,6 +548,31 @@ TEST_CASE("texel coordinates of power-of-two-wide textures are masks and shifts"
   CHECK(src.find("ivec2(t & 63, t >> 6)") != std::string::npos);
   CHECK(src.find("t % 64") == std::string::npos);
   CHECK_NOTHROW(compile_shader("pow2", src, ShaderStage::Fragment));
+}
+
+TEST_CASE("texel coordinates come straight from a load's index where range analysis proves its row and column",
+          "[codegen]") {
+  // a (64 x 256): one tensor row per texture row of 64 texels; a's index i0 * 256 + r0 with r0 < 256 is texel
+  // (r0 >> 2, i0): texture() at the texel centre, no load4_a helper. With textures 7 texels wide (28 elements a
+  // row) the index is of no such form: the helper stays (test_gles_ops checks the values of both at these widths).
+  Tensor a = input("a", {64, 256});
+  Tensor b = input("b", {256, 8});
+  Program p;
+  p.add_output("c", matmul(a, b));
+  for (int64_t width : {int64_t{0}, int64_t{7}}) {
+    INFO("max_texture_width " << width);
+    ScheduleOptions so;
+    if (width) so.max_texture_width = width, so.max_texture_height = 4096;
+    Plan plan = schedule(p, so);
+    REQUIRE(plan.kernels.size() == 1);
+    std::string src = emit_glsl450(plan, plan.kernels[0], ShaderStage::Fragment);
+    INFO(src);
+    const bool direct = width == 0;
+    CHECK((src.find("vec2 uv_texel_a = 1.0 / vec2(textureSize(in_a, 0));") != std::string::npos) == direct);
+    CHECK((src.find("texture(in_a, (vec2(ivec2(") != std::string::npos) == direct);
+    CHECK((src.find("vec4 load4_a(int i)") != std::string::npos) == !direct);
+    CHECK_NOTHROW(compile_shader("texel_coords", src, ShaderStage::Fragment));
+  }
 }
 
 TEST_CASE("a reduction that does not depend on an enclosing loop is computed once, before that loop",

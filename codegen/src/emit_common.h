@@ -39,6 +39,8 @@ struct BlockSource {
   std::string mode;  ///< the vectorisation comment line ("" for scalar code)
   std::string main;  ///< statements of main() (2-space indented), including the texel guard
   std::set<std::string> texel_loads;
+  std::set<std::string> unaligned_loads;  ///< inputs read as 4 consecutive elements at any index
+  std::set<std::string> uv_inputs;        ///< inputs sampled by texture() (main declares uv_texel_<name>)
   MathHelpers helpers;  ///< the math helper functions its code calls
 };
 

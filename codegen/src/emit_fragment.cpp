@@ -1,6 +1,7 @@
 // The fragment-stage emitter: kernel IR -> Vulkan-flavoured GLSL 4.50 fragment shader (glslang's input; SPIRV-Cross
 // makes the GLSL ES 3.00 the GLES backend runs). Storage: RGBA32F textures (sg/texture_layout.h); each fragment
-// renders one texel, i.e. 4 consecutive elements, of every render target; inputs are samplers read with texelFetch.
+// renders one texel, i.e. 4 consecutive elements, of every render target; inputs are samplers read with texelFetch, or
+// with texture() at texel centres where the texel coordinates come straight from the index (NEAREST textures).
 #include "emit_stages.h"
 
 #include "emit_common.h"
@@ -163,18 +164,25 @@ BlockSource emit_block(const Plan& plan, const Kernel& kernel, const std::vector
   BlockMode b = choose_mode(plan, kernel, shape, out, vector_var, last_var);
   ExprEmitter& em = *b.em;
   const std::string coords = coordinates(shape, b.lane ? 2 : em.indent_, b.lane, Pc, last_var);
+  // inputs are textures: texel coordinates straight from the index where the ranges of the coordinates prove it
+  em.set_texture_addressing(true);
+  for (size_t i = 0; i < shape.size(); ++i) em.set_var_range(fmt::format("i{}", i), 0, shape[i] - 1);
+  em.set_var_range("elem", 0, 4 * out.layout.texels - 1);
   if (b.lane) {
     em.indent_ = 2;
     em.set_vector_var(vector_var, vector_var);
   } else if (b.jam) {
     em.indent_ = 2;
     em.set_vector_var("elem", "elem");
+    em.set_discarded_lanes_past(out.layout.numel - 1);  // lanes past the end are zeroed on output
   }
   em.fuse_sibling_loops(b.k.exprs);
   std::vector<ExprEmitter::Code> values;
   for (auto& e : b.k.exprs) values.push_back(em.emit(e));
   BlockSource bs;
   bs.texel_loads = em.texel_loads_;
+  bs.unaligned_loads = em.unaligned_loads_;
+  bs.uv_inputs = em.uv_inputs_;
   bs.helpers = em.helpers_;
   if (b.tile)
     bs.mode = "// vectorised: the 4 elements of each output texel are computed together (vec4), and loops are unrolled by 4\n";
@@ -212,8 +220,8 @@ std::string texel_xy(int64_t width) {
 
 /// The sampler declarations (`decls`) and load_/load4_ functions (`loads`) of kernel k's inputs; load4_ only for
 /// the inputs the printer read as whole texels.
-void declare_inputs(const Plan& plan, const Kernel& k, const std::set<std::string>& texel_loads, std::string& decls,
-                    std::string& loads) {
+void declare_inputs(const Plan& plan, const Kernel& k, const std::set<std::string>& texel_loads,
+                    const std::set<std::string>& unaligned_loads, std::string& decls, std::string& loads) {
   int binding = 0;
   for (size_t i = 0; i < k.inputs.size(); ++i) {
     const Value& v = plan.values[k.inputs[i]];
@@ -241,11 +249,17 @@ void declare_inputs(const Plan& plan, const Kernel& k, const std::set<std::strin
     loads += fmt::format(
         "float load_{0}(int i) {{\n  int t = max(i, 0) >> 2;\n{1}  return sg_component(texelFetch(in_{0}, xy, 0), i & 3);\n}}\n",
         v.name, texel_xy(v.layout.width));
-    if (texel_loads.count(v.name))
+    if (texel_loads.count(v.name) || unaligned_loads.count(v.name))
       loads += fmt::format(
           "vec4 load4_{0}(int i) {{  // elements i..i+3, i a multiple of 4: one texel\n  int t = max(i, 0) >> 2;\n"
           "{1}  return texelFetch(in_{0}, xy, 0);\n}}\n",
           v.name, texel_xy(v.layout.width));
+    if (unaligned_loads.count(v.name))
+      loads += fmt::format(
+          "vec4 load4u_{0}(int i) {{  // elements i..i+3, any i: from the two texels holding them (past either end: "
+          "elements the caller discards)\n  int t = i >> 2;\n  vec4 lo = load4_{0}(min(t, {1}) * 4);\n"
+          "  vec4 hi = load4_{0}(min(t + 1, {1}) * 4);\n  return sg_unaligned(lo, hi, i & 3);\n}}\n",
+          v.name, v.layout.texels - 1);
   }
 }
 
@@ -276,16 +290,18 @@ std::string emit_fragment(const Plan& plan, const Kernel& k) {
       blocks.push_back(emit_block(plan, glsl::block_kernel(k, block_outputs[b]), names, true));
     }
   }
-  std::set<std::string> texel_loads;
+  std::set<std::string> texel_loads, unaligned_loads, uv_inputs;
   MathHelpers helpers;
   for (auto& b : blocks) {
+    uv_inputs.insert(b.uv_inputs.begin(), b.uv_inputs.end());
     texel_loads.insert(b.texel_loads.begin(), b.texel_loads.end());
+    unaligned_loads.insert(b.unaligned_loads.begin(), b.unaligned_loads.end());
     helpers |= b.helpers;
   }
   std::string src = header(plan, k);
   if (nblocks == 1) src += blocks[0].mode;
   std::string decls, loads;
-  declare_inputs(plan, k, texel_loads, decls, loads);
+  declare_inputs(plan, k, texel_loads, unaligned_loads, decls, loads);
   src += decls;
   for (size_t j = 0; j < nout; ++j)
     src += fmt::format("layout(location = {}) out vec4 {};{}\n", j, outs.name[j],
@@ -296,9 +312,17 @@ std::string emit_fragment(const Plan& plan, const Kernel& k) {
   // a texel's component chosen by selects (docs/PERFORMANCE.md, Run 7: NVIDIA put a dynamically indexed vec4 in
   // local memory, which serialised a bias-gradient loop)
   src += glsl::component_helper(loads);
+  if (!unaligned_loads.empty())
+    src += "vec4 sg_unaligned(vec4 lo, vec4 hi, int s) {  // elements s..s+3 of the 8 in lo, hi (s in 0..3): selects, no branch\n"
+           "  vec4 first = mix(lo, vec4(lo.yzw, hi.x), bvec4(s == 1));\n"
+           "  vec4 second = mix(vec4(lo.zw, hi.xy), vec4(lo.w, hi.xyz), bvec4(s == 3));\n"
+           "  return mix(first, second, bvec4(s >= 2));\n}\n";
   src += loads;
   src += helpers.source(true);
   src += "\nvoid main() {\n";
+  for (const auto& name : uv_inputs)
+    src += fmt::format("  vec2 uv_texel_{0} = 1.0 / vec2(textureSize(in_{0}, 0));  // one texel of in_{0} in texture "
+                       "coordinates (texture() reads texel centres)\n", name);
   if (nblocks == 1) {
     src += blocks[0].main;
   } else {

@@ -14,6 +14,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <iterator>
@@ -114,11 +115,27 @@ class ExprEmitter {
   /// Reductions whose innermost loop steps by 4 (their body already sums the 4 iterations v, v+1, v+2, v+3):
   /// the loop variable is then a multiple of 4, which lets loads of v + d share one texel fetch.
   void set_step4_reduces(std::set<const KExpr*> r) { step4_ = std::move(r); }
+  /// The values integer variable `var` takes (inclusive); the printer's range analysis (`range`) starts from
+  /// these and from the loops it opens. Coordinates of the output, the element index...
+  void set_var_range(const std::string& var, int64_t lo, int64_t hi) { var_ranges_[var] = {true, lo, hi}; }
+  /// Fragment stage: inputs are textures `in_<value>`. A load whose flat index is provably row * (4 * width) +
+  /// column, column in [0, 4 * width) and row inside the texture (range analysis), is printed as a texture() read
+  /// of texel (column >> 2, row) at its centre (`uv_texel_<value>`, one texel's size in texture coordinates, is
+  /// the stage emitter's to declare: uv_inputs_), its loop-invariant parts in loop preheaders, instead of a
+  /// load4_/load_ call turning the flat index back into texel coordinates per fetch (CPU rasterisers pay every
+  /// integer op per fetch: docs/PERFORMANCE.md, Run W7), and
+  /// divisions and modulos by powers of two of provably non-negative values are printed as shifts and masks.
+  void set_texture_addressing(bool on) { textures_ = on; }
 
   std::string body_;
   int indent_ = 2;
   MathHelpers helpers_;  // the math helper functions (glsl_math.h) the printed code calls
   std::set<std::string> texel_loads_;  // inputs read as whole texels
+  std::set<std::string> unaligned_loads_;  // inputs read as 4 consecutive elements from any index (load4u_)
+  std::set<std::string> uv_inputs_;        // inputs sampled by texture() at texel centres (uv_texel_<name>)
+  /// Jam mode: lanes whose element is past `elem_hi` are discarded, so the clamp min(elem, elem_hi) of their
+  /// coordinates does not break the lanes' unit stride (lane_stride).
+  void set_discarded_lanes_past(int64_t elem_hi) { discard_past_ = elem_hi; }
 
  private:
   const Plan& plan_;
@@ -146,6 +163,208 @@ class ExprEmitter {
   };
   std::vector<OpenLoop> loops_;
   std::unordered_map<const KExpr*, bool> index_math_;  // memo of pure_index_math
+  bool force_hoist_ = false;
+  std::set<const KExpr*> cheap_index_math_;  // pure index math without a division, modulo, min or max  // hoist_level: any pure index math (texel coordinates), not only the costly kind
+  bool textures_ = false;     // set_texture_addressing
+  std::optional<int64_t> discard_past_;  // set_discarded_lanes_past
+
+  /// How an integer expression changes across the 4 lanes of the vectorised variable: by 0 (the same value), by
+  /// 1 per lane (lane d = lane 0 + d, in every lane that is not discarded), or otherwise (nullopt).
+  std::optional<int64_t> lane_stride(const KExprPtr& e) {
+    if (!varies(e) || lane_form(e) == LaneForm::Uniform) return 0;
+    if (e->op == KOp::Var) return 1;
+    if (!e->a || !e->b) return std::nullopt;
+    switch (e->op) {
+      case KOp::IAdd:
+      case KOp::ISub: {
+        auto a = lane_stride(e->a), b = lane_stride(e->b);
+        if (!a || !b) return std::nullopt;
+        return e->op == KOp::IAdd ? *a + *b : *a - *b;
+      }
+      case KOp::IMul: {
+        const KExprPtr& k = e->a->op == KOp::IntConst ? e->a : e->b;
+        const KExprPtr& x = e->a->op == KOp::IntConst ? e->b : e->a;
+        auto a = k->op == KOp::IntConst ? lane_stride(x) : std::nullopt;
+        if (!a) return std::nullopt;
+        return *a * k->ivalue;
+      }
+      case KOp::IMin:  // jam mode's clamp of the element index: it only changes discarded lanes
+        if (discard_past_ && e->a->op == KOp::Var && e->a->name == vvar_ && kis_int(e->b, *discard_past_)) return 1;
+        return std::nullopt;
+      case KOp::IDiv:
+        if (lane_form(e) == LaneForm::Uniform) return 0;
+        return std::nullopt;
+      case KOp::IMod:  // an aligned block of 4 modulo a multiple of 4 stays consecutive
+        if (e->b->op == KOp::IntConst && e->b->ivalue > 0 && e->b->ivalue % 4 == 0 &&
+            lane_form(e->a) == LaneForm::InBlock && lane_stride(e->a) == std::optional<int64_t>(1))
+          return 1;
+        return std::nullopt;
+      default: return std::nullopt;
+    }
+  }
+
+  /// The values an integer expression takes (inclusive bounds), where the analysis knows them.
+  struct Range {
+    bool ok = false;
+    int64_t lo = 0, hi = 0;
+  };
+  std::map<std::string, Range> var_ranges_;
+  std::unordered_map<const KExpr*, Range> range_memo_;   // cleared when a variable's range changes
+  std::map<std::string, KExprPtr> canon_;                // texel coordinate nodes by their text: one node each
+  std::vector<KExprPtr> made_;  // every node texel_coords built, kept alive: range_memo_ is keyed by address
+  static constexpr int64_t kRangeLimit = int64_t{1} << 40;  // beyond this the analysis gives up (no overflow)
+
+  Range range(const KExprPtr& e) {
+    if (!e || e->type != KType::Int) return {};
+    if (auto it = range_memo_.find(e.get()); it != range_memo_.end()) return it->second;
+    Range r = range_raw(e);
+    made_.push_back(e);  // (its address stays its own while the memo holds it)
+    if (r.ok && (r.lo < -kRangeLimit || r.hi > kRangeLimit)) r = {};
+    return range_memo_[e.get()] = r;
+  }
+  Range range_raw(const KExprPtr& e) {
+    if (e->op == KOp::IntConst) return {true, e->ivalue, e->ivalue};
+    if (e->op == KOp::Var) {
+      // a substituted variable is one lane of the vectorised variable (or a gathered lane): the variable's range
+      // covers every lane value (a lane-0 base plus 0..3 stays inside the coordinate's range)
+      auto it = var_ranges_.find(e->name);
+      return it == var_ranges_.end() ? Range{} : it->second;
+    }
+    if (!e->a || !e->b) return {};
+    const Range a = range(e->a), b = range(e->b);
+    if (!a.ok || !b.ok) return {};
+    switch (e->op) {
+      case KOp::IAdd: return {true, a.lo + b.lo, a.hi + b.hi};
+      case KOp::ISub: return {true, a.lo - b.hi, a.hi - b.lo};
+      case KOp::IMul: {
+        const int64_t p[] = {a.lo * b.lo, a.lo * b.hi, a.hi * b.lo, a.hi * b.hi};
+        return {true, *std::min_element(p, p + 4), *std::max_element(p, p + 4)};
+      }
+      case KOp::IDiv:  // C-style division of non-negative values by a positive constant
+        if (e->b->op != KOp::IntConst || e->b->ivalue <= 0 || a.lo < 0) return {};
+        return {true, a.lo / e->b->ivalue, a.hi / e->b->ivalue};
+      case KOp::IMod:
+        if (e->b->op != KOp::IntConst || e->b->ivalue <= 0 || a.lo < 0) return {};
+        if (a.hi < e->b->ivalue) return a;
+        return {true, 0, e->b->ivalue - 1};
+      case KOp::IMin: return {true, std::min(a.lo, b.lo), std::min(a.hi, b.hi)};
+      case KOp::IMax: return {true, std::max(a.lo, b.lo), std::max(a.hi, b.hi)};
+      default: return {};
+    }
+  }
+  void push_var_range(const std::string& var, Range r, std::vector<std::pair<std::string, std::optional<Range>>>& saved) {
+    auto it = var_ranges_.find(var);
+    saved.emplace_back(var, it == var_ranges_.end() ? std::nullopt : std::optional<Range>(it->second));
+    var_ranges_[var] = r;
+    range_memo_.clear();
+  }
+  void pop_var_ranges(std::vector<std::pair<std::string, std::optional<Range>>>& saved) {
+    for (auto it = saved.rbegin(); it != saved.rend(); ++it) {
+      if (it->second) var_ranges_[it->first] = *it->second;
+      else var_ranges_.erase(it->first);
+    }
+    saved.clear();
+    range_memo_.clear();
+  }
+  /// One node per printed form, so that the scopes (keyed by node) share a texel coordinate between fetches.
+  KExprPtr canon(const KExprPtr& e) {
+    if (e->op == KOp::IntConst || e->op == KOp::Var) return e;
+    auto [it, fresh] = canon_.emplace(kexpr_str(e), e);
+    if (fresh) refs_[e.get()] = 2;  // named once it is printed (count_refs never saw the new nodes)
+    return it->second;
+  }
+  static bool power_of_two(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
+  static int log2i(int64_t v) {
+    int k = 0;
+    while ((int64_t{1} << k) < v) ++k;
+    return k;
+  }
+  /// The texel coordinates (column texel, row) of flat element index `idx` (a multiple of 4 when `aligned`) of
+  /// input `v`, when the analysis proves idx = row * 4W + column with column in [0, 4W) and row in [0, H);
+  /// {nullptr, nullptr} otherwise (planed textures, unknown ranges, an index of another form).
+  std::pair<KExprPtr, KExprPtr> texel_coords(const KExprPtr& idx, const Value& v) {
+    if (!textures_ || v.planes > 1) return {};
+    const int64_t W = v.layout.width, H = v.layout.height, L = 4 * W;
+    std::vector<KExprPtr> terms;
+    std::function<void(const KExprPtr&)> flat = [&](const KExprPtr& x) {
+      if (x->op == KOp::IAdd) flat(x->a), flat(x->b);
+      else terms.push_back(x);
+    };
+    flat(idx);
+    KExprPtr row, col, sub;  // sub: x of a term x * k with k dividing 4W (k rows of k elements per texture row)
+    int64_t konst = 0, k_sub = 0;
+    auto add = [this](KExprPtr& acc, const KExprPtr& t) {
+      made_.push_back(t);
+      acc = acc ? kibin(KOp::IAdd, acc, t) : t;
+      made_.push_back(acc);
+    };
+    for (const auto& t : terms) {
+      if (t->op == KOp::IntConst) {
+        konst += t->ivalue;
+        continue;
+      }
+      if (t->op == KOp::IMul) {
+        const bool ka = t->a->op == KOp::IntConst, kb = t->b->op == KOp::IntConst;
+        const int64_t k = ka ? t->a->ivalue : kb ? t->b->ivalue : 0;
+        const KExprPtr& x = ka ? t->b : t->a;
+        if (k > 0 && k % L == 0) {
+          add(row, k == L ? x : kibin(KOp::IMul, x, kint(k / L)));
+          continue;
+        }
+        if (k > 0 && L % k == 0 && !sub) {
+          sub = x, k_sub = k;
+          continue;
+        }
+      }
+      add(col, t);
+    }
+    if (konst < 0) return {};
+    if (konst / L) add(row, kint(konst / L));
+    if (konst % L) add(col, kint(konst % L));
+    if (sub) {
+      // idx = ... + sub * k + col with col in [0, k): texture row sub / (4W / k), element (sub % (4W / k)) * k + col
+      const Range rs = range(sub), rc = col ? range(col) : Range{true, 0, 0};
+      if (!rs.ok || rs.lo < 0 || !rc.ok || rc.lo < 0 || rc.hi >= k_sub) return {};
+      const int64_t m = L / k_sub;
+      add(row, kibin(KOp::IDiv, sub, kint(m)));
+      KExprPtr within = kibin(KOp::IMul, kibin(KOp::IMod, sub, kint(m)), kint(k_sub));
+      made_.push_back(within);
+      if (col) {
+        KExprPtr c2 = kibin(KOp::IAdd, within, col);
+        made_.push_back(c2);
+        col = c2;
+      } else {
+        col = within;
+      }
+    }
+    if (!row) row = kint(0);
+    if (!col) col = kint(0);
+    const Range rr = range(row), rc = range(col);
+    if (!rr.ok || !rc.ok || rr.lo < 0 || rr.hi >= H || rc.lo < 0 || rc.hi >= L) return {};
+    made_.push_back(row), made_.push_back(col);
+    KExprPtr ctexel = canon(kibin(KOp::IDiv, canon(col), kint(4)));
+    made_.push_back(ctexel);
+    range_memo_[ctexel.get()] = {true, rc.lo / 4, rc.hi / 4};
+    return {ctexel, canon(row)};
+  }
+  /// Prints texel coordinates: hoisted to the outermost loop they do not depend on.
+  std::string coord(const KExprPtr& e) {
+    const bool saved = force_hoist_;
+    force_hoist_ = true;
+    std::string s = emit(e).s;
+    force_hoist_ = saved;
+    return s;
+  }
+  /// `texelFetch(in_<name>, ivec2(column texel, row), 0)` for flat index `idx` of input `v`, or "" (see texel_coords).
+  std::string texel_fetch(const KExprPtr& idx, const Value& v) {
+    auto [c, r] = texel_coords(idx, v);
+    if (!c) return {};
+    const std::string cs = coord(c), rs = coord(r);
+    // texture() at the texel's centre (the textures are NEAREST): SwiftShader's texelFetch costs more than a
+    // float multiply-add and a nearest sample (docs/PERFORMANCE.md, Run W7)
+    uv_inputs_.insert(v.name);
+    return fmt::format("texture(in_{0}, (vec2(ivec2({1}, {2})) + 0.5) * uv_texel_{0})", v.name, cs, rs);
+  }
 
   std::string subst_signature() const {
     std::string s;
@@ -183,8 +402,9 @@ class ExprEmitter {
       bool costly = false;
       const bool pure = pure_index_math(e, costly);
       memo = index_math_.emplace(e.get(), pure && costly).first;
+      if (pure && !costly) cheap_index_math_.insert(e.get());
     }
-    if (!memo->second) return loops_.size();
+    if (!memo->second && !(force_hoist_ && cheap_index_math_.count(e.get()))) return loops_.size();
     const auto& fv = free_vars(e);
     size_t level = 0;
     for (size_t i = 0; i < loops_.size(); ++i)
@@ -420,8 +640,15 @@ class ExprEmitter {
       case KOp::IAdd: return bin("+");
       case KOp::ISub: return bin("-");
       case KOp::IMul: return bin("*");
-      case KOp::IDiv: return bin("/");
-      case KOp::IMod: return bin("%");
+      case KOp::IDiv:
+      case KOp::IMod: {
+        // a power of two dividing a non-negative value: a shift or a mask (CPU rasterisers divide lane by lane)
+        const bool pow2 = textures_ && e->b->op == KOp::IntConst && power_of_two(e->b->ivalue);
+        if (pow2 && range(e->a).ok && range(e->a).lo >= 0)
+          return e->op == KOp::IDiv ? Code{fmt::format("({} >> {})", a.s, log2i(e->b->ivalue)), v}
+                                    : Code{fmt::format("({} & {})", a.s, e->b->ivalue - 1), v};
+        return bin(e->op == KOp::IDiv ? "/" : "%");
+      }
       case KOp::IMin: return {fmt::format("min({}, {})", v ? ivec(a) : a.s, v ? ivec(b) : b.s), v};
       case KOp::IMax: return {fmt::format("max({}, {})", v ? ivec(a) : a.s, v ? ivec(b) : b.s), v};
       case KOp::ILt: return cmp("<", "lessThan");
@@ -482,10 +709,13 @@ class ExprEmitter {
       const std::string key = name + "|" + kexpr_str(tb) + "|" + subst_signature();
       for (auto it = texels_.rbegin(); it != texels_.rend(); ++it)
         if (auto f = it->find(key); f != it->end()) return {fmt::format("{}[{}]", f->second, comp), false};
-      std::string idx = emit(tb).s;
+      std::string fetch = texel_fetch(tb, plan_.values[k_.inputs[e->input]]);
+      if (fetch.empty()) {
+        texel_loads_.insert(name);
+        fetch = fmt::format("load4_{}({})", name, emit(tb).s);
+      }
       std::string var = fmt::format("tx{}", temp_++);
-      texel_loads_.insert(name);
-      line(fmt::format("vec4 {} = load4_{}({});", var, name, idx));
+      line(fmt::format("vec4 {} = {};", var, fetch));
       texels_.back()[key] = var;
       return {fmt::format("{}[{}]", var, comp), false};
     }
@@ -497,11 +727,22 @@ class ExprEmitter {
     if (!subst_.empty() || !varies(e->a)) return scalar_load(e, name);
     Lin l = analyse_index(e->a);
     if (l.ok && l.coeff == 1 && l.aligned) {
+      auto saved = subst_;  // lane 0 (as emit_lane)
+      subst_[vvar_] = vbase_;
+      std::string fetch = texel_fetch(e->a, plan_.values[k_.inputs[e->input]]);
+      subst_ = saved;
+      if (!fetch.empty()) return {fetch, true};
       texel_loads_.insert(name);
       return {fmt::format("load4_{}({})", name, emit_lane(e->a, 0)), true};
     }
     // the same element for all 4 lanes (e.g. a conv weight read by 4 outputs of one output row): one fetch
     if (lane_form(e->a) == LaneForm::Uniform) return {fmt::format("vec4({})", emit_lane(e, 0)), true};
+    // 4 consecutive elements from an index of any alignment (a conv tap read by 4 outputs of one output row):
+    // the two texels holding them instead of 4 scalar loads
+    if (textures_ && plan_.values[k_.inputs[e->input]].planes == 1 && lane_stride(e->a) == std::optional<int64_t>(1)) {
+      unaligned_loads_.insert(name);
+      return {fmt::format("load4u_{}({})", name, emit_lane(e->a, 0)), true};
+    }
     std::string g = "vec4(";
     for (int lane = 0; lane < 4; ++lane) g += fmt::format("{}{}", lane ? ", " : "", emit_lane(e, lane));
     return {g + ")", true};
@@ -636,9 +877,12 @@ class ExprEmitter {
     // one scope per loop, so that loop-invariant index math (hoist) can be printed in the preheader of the
     // outermost loop it does not depend on
     const size_t nest = e0->loop_vars.size();
+    std::vector<std::pair<std::string, std::optional<Range>>> saved_ranges;
     for (size_t i = 0; i < nest; ++i) {
       bool step4 = (vreduce || unrolled) && i + 1 == nest;
       if (unrolled && step4) aligned_vars_.insert(e0->loop_vars[i]);
+      // an unrolled loop's variable steps by 4 up to extent - 4; a vectorised one's lanes reach extent - 1
+      push_var_range(e0->loop_vars[i], {true, 0, e0->extents[i] - (unrolled && step4 && !vreduce ? 4 : 1)}, saved_ranges);
       loops_.push_back({e0->loop_vars[i], body_.size(), indent_, scopes_.size() - 1, {}});
       line(fmt::format("for (int {0} = 0; {0} < {1}; {0} += {2}) {{", e0->loop_vars[i], e0->extents[i], step4 ? 4 : 1));
       ++indent_;
@@ -672,6 +916,7 @@ class ExprEmitter {
       }
     }
     if (unrolled) aligned_vars_.erase(e0->loop_vars.back());
+    pop_var_ranges(saved_ranges);
     for (size_t i = 0; i < nest; ++i) {
       scopes_.pop_back();
       texels_.pop_back();
