@@ -964,13 +964,16 @@ TEST_CASE("schedule rule union-domains (compute): small independent kernels are 
   CHECK(big.kernels.size() >= 2);  // (3 with split-K's partial sums)
   for (const Kernel& bk : big.kernels) CHECK(bk.blocks() == 1);
   // the loop budget counts the longest block (an invocation runs one block), not the blocks added up
-  Tensor c = input("c", {2, 3000}), d = input("d", {3, 3000});
+  Tensor c = input("c", {2, 200}), d = input("d", {3, 200});
   ScheduleOptions budget = so;
-  budget.max_loop_iterations = 4 * 3001 + 4;
+  budget.max_loop_iterations = 4 * 201 + 4;
   const Program two_sums = outputs({{"c", sum(c, {1})}, {"d", sum(d, {1})}});
   CHECK(kernel_count(two_sums, budget) == 1);
   budget.union_invocation_blocks = false;  // every fragment runs every block: the loops add up, over the budget
   CHECK(kernel_count(two_sums, budget) == 2);
+  // a long loop (>= 256 iterations per element) stays alone: the emitter gives it a tree reduction's parallelism
+  Tensor lng = input("lng", {8, 4096});
+  CHECK(kernel_count(outputs({{"l", sum(lng, {1})}, {"e", e0}}), so) == 2);
 }
 
 TEST_CASE("schedule rule union-domains (compute): kernels stay within the target's storage buffers",

@@ -4,8 +4,9 @@
 // Compute targets (union_invocation_blocks): a dispatch's invocation range is partitioned into blocks, each
 // invocation computing one element of one block, so the loop budget is the largest block's (not the sum), no
 // storage grows, and only *small* groups join (outputs x (1 + loop iterations per element) at most
-// union_max_block_work): every block of a compute union is computed one invocation per element, which costs nothing
-// for kernels that small (they are launch-bound) but would lose the tiled and tree strategies of large ones.
+// union_max_block_work, and fewer than kLongLoop = 256 loop iterations per element): every block of a compute union
+// is computed one invocation per element, which costs nothing for kernels that small (they are launch-bound) but
+// would lose the tiled and tree strategies of large ones and the parallelism of long reductions.
 //
 // A draw renders one rectangle, so independent fusion groups of different iteration domains can share one draw:
 // each becomes a domain block computing the fragments inside its own texture layout (and writing 0 elsewhere),
@@ -68,9 +69,13 @@ U single_group_union(const ScheduleState& st, const Group& g) {
   x.fixed = x.outputs == 1 && (4 * (1 + x.iters) > opt.max_loop_iterations ||
                                latency_bound(g.members[0]->numel(), x.iters, opt) ||
                                tree_bound(g.members[0]->numel(), x.iters, opt));
-  // compute targets: only small groups, computed one invocation per element in any case, join a union
+  // compute targets: only small groups with short loops join a union (its blocks are computed one invocation per
+  // element): a loop of kLongLoop (256) or more iterations per element stays alone, where the emitter gives it a
+  // tree reduction or a tiled contraction (the H200, Run 15: the CNN's conv bias gradients, 1024-4096 iterations
+  // per output, as union blocks made its step 9 % slower)
   if (opt.union_invocation_blocks)
-    x.fixed = x.fixed || static_cast<double>(g.members[0]->numel()) * (1 + x.iters) > opt.union_max_block_work;
+    x.fixed = x.fixed || x.iters >= kLongLoop ||
+              static_cast<double>(g.members[0]->numel()) * (1 + x.iters) > opt.union_max_block_work;
   // a kernel the row-planes pass will tile (P rows per fragment into P render targets, the GPU's matmul fast
   // path) stays alone as well: the same test on its stored members
   if (const int P = std::min(opt.row_planes, opt.max_outputs); P > 1 && !x.fixed && x.outputs * P <= opt.max_outputs) {
