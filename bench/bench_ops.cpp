@@ -1390,28 +1390,32 @@ std::string utc_now() {
   return buf;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  Options o = parse(argc, argv);
+/// The run's metadata (host, CPU, load, command line); the backends' entries are added by make_backends.
+json run_meta(const Options& o, int argc, char** argv) {
   std::string cmd;
   for (int i = 0; i < argc; ++i) cmd += (i ? " " : "") + std::string(argv[i]);
   char host[256] = {0};
   ::gethostname(host, sizeof host - 1);
-  json meta = {{"tool", "bench_ops"},
-               {"date", utc_now()},
-               {"host", host},
-               {"cpu", cpu_model()},
-               {"cores", ::sysconf(_SC_NPROCESSORS_ONLN)},
-               {"loadavg_start", read_first_line("/proc/loadavg")},
-               {"command", cmd},
-               {"repeats", o.repeats},
-               {"warmup", o.warmup}};
+  return {{"tool", "bench_ops"},
+          {"date", utc_now()},
+          {"host", host},
+          {"cpu", cpu_model()},
+          {"cores", ::sysconf(_SC_NPROCESSORS_ONLN)},
+          {"loadavg_start", read_first_line("/proc/loadavg")},
+          {"command", cmd},
+          {"repeats", o.repeats},
+          {"warmup", o.warmup}};
+}
 
-  Backends bk;
+bool wants_backend(const Options& o, const char* name) {
+  return std::find(o.backends.begin(), o.backends.end(), name) != o.backends.end();
+}
+
+/// The backends `o` asks for (each also profiled), their names in `meta`. False (message printed) when a backend
+/// that was asked for is unavailable.
+bool make_backends(Backends& bk, const Options& o, json& meta) {
   bk.cpu = sg::make_cpu_backend();
-  const bool want_gles = std::find(o.backends.begin(), o.backends.end(), "gles") != o.backends.end();
-  const bool want_vulkan = std::find(o.backends.begin(), o.backends.end(), "vulkan") != o.backends.end();
+  const bool want_gles = wants_backend(o, "gles"), want_vulkan = wants_backend(o, "vulkan");
   // the GLES profile runs unless only Vulkan rows were asked for (then the profile is Vulkan's)
   const bool need_gles = want_gles || (o.wants("profile") && !want_vulkan) || o.wants("probe");
   if (need_gles) {
@@ -1423,10 +1427,10 @@ int main(int argc, char** argv) {
       bk.renderer = bk.gles->device();
     } catch (const sg::Error& e) {
       fmt::print(stderr, "bench_ops: GLES backend unavailable: {}\n", e.what());
-      if (want_gles) return 1;
+      if (want_gles) return false;
     }
   }
-  if (std::find(o.backends.begin(), o.backends.end(), "gles-compute") != o.backends.end()) {
+  if (wants_backend(o, "gles-compute")) {
     try {
       sg::BackendOptions bo;
       bo.kind = "gles-compute";
@@ -1441,15 +1445,15 @@ int main(int argc, char** argv) {
       if (bk.renderer.empty()) bk.renderer = bk.compute->device();
     } catch (const sg::Error& e) {
       fmt::print(stderr, "bench_ops: GLES compute backend unavailable: {}\n", e.what());
-      return 1;
+      return false;
     }
   }
-  if (std::find(o.backends.begin(), o.backends.end(), "vulkan") != o.backends.end()) {
+  if (want_vulkan) {
     try {
       make_vulkan_backends(bk, o);
     } catch (const sg::Error& e) {
       fmt::print(stderr, "bench_ops: Vulkan backend unavailable: {}\n", e.what());
-      return 1;
+      return false;
     }
     const sg::vk::Caps& vc = sg::vulkan_device(*bk.vulkan).caps();
     meta["vulkan_memory_policy"] = sg::vk::memory_policy_name(vc.memory_policy);
@@ -1463,86 +1467,117 @@ int main(int argc, char** argv) {
   meta["renderer"] = bk.renderer;
   meta["vulkan_device"] = bk.vulkan_device;
   meta["cpu_backend"] = bk.cpu->device();
-  fmt::print("bench_ops  {}  host {}  cpu {} x{}  load {}\n", meta["date"].get<std::string>(), host, cpu_model(),
-             meta["cores"].get<long>(), meta["loadavg_start"].get<std::string>());
+  return true;
+}
+
+void print_banner(const Backends& bk, const Options& o, const json& meta) {
+  fmt::print("bench_ops  {}  host {}  cpu {} x{}  load {}\n", meta["date"].get<std::string>(),
+             meta["host"].get<std::string>(), cpu_model(), meta["cores"].get<long>(),
+             meta["loadavg_start"].get<std::string>());
   fmt::print("GLES renderer: {}\n", bk.renderer.empty() ? "(none)" : bk.renderer);
   if (!bk.vulkan_device.empty()) fmt::print("Vulkan device: {}\n", bk.vulkan_device);
   fmt::print("warm-up {} run(s), then up to {} timed repeats (stopping after {} s of timed runs, at least 3); "
              "each run() reads its outputs back (synchronised)\n\n",
              o.warmup, o.repeats, o.max_seconds);
+}
 
+/// The table rows: per backend the train steps, SGEMMs and (opt-in) reductions; then the CPU reference and the
+/// GLES probes.
+void run_cases(Backends& bk, const Options& o) {
+  print_row_header();
+  for (auto& backend : o.backends) {
+    if ((backend == "gles" && !bk.gles) || (backend == "gles-compute" && !bk.compute)) continue;
+    // --fresh-vulkan: every case on new Vulkan backends (nothing left by earlier cases)
+    auto fresh = [&] {
+      if (o.fresh_vulkan && backend == "vulkan") make_vulkan_backends(bk, o);
+    };
+    // train steps first: on the H200 they ran 2-3x slower after the large SGEMM cases in the same process
+    if (o.wants("mlp"))
+      for (int64_t b : {32, 128}) fresh(), bench_step(bk, backend, "mlp", b, o);
+    if (o.wants("cnn")) fresh(), bench_step(bk, backend, "cnn", 64, o);
+    if (o.wants("sgemm"))
+      for (int64_t n : o.sgemm) fresh(), bench_sgemm(bk, backend, n, o);
+    if (o.only.count("reduce") && backend != "gles") {  // opt-in (not part of the default cases)
+      fresh();
+      const bool cpu_device = backend == "vulkan" ? sg::vulkan_device(*bk.vulkan).caps().limits.cpu_device
+                                                  : bk.renderer.find("llvmpipe") != std::string::npos;
+      bench_reductions(bk, backend, o, cpu_device);
+    }
+  }
+  if (o.wants("cpuref")) bench_cpuref(bk, o);
+  if (o.wants("probe") && bk.gles) {
+    bench_probe(bk.renderer, o);
+    bench_fetch_probe(bk.renderer, o, false);
+    bench_fetch_probe(bk.renderer, o, true);
+    for (auto [R, C] : {std::pair{1, 1}, {4, 1}, {4, 2}, {8, 1}, {2, 4}}) bench_mrt_sgemm_probe(bk.renderer, o, R, C, false);
+    for (auto [R, C] : {std::pair{4, 1}, {4, 2}, {8, 1}}) bench_mrt_sgemm_probe(bk.renderer, o, R, C, true);
+  }
+}
+
+/// GLES and Vulkan SGEMM kernel-only times (the rows that have them).
+void print_kernel_times() {
+  bool any_kernel = false;
+  for (auto& r : g_rows)
+    if (r.extra.contains("kernel_ms")) {
+      if (!any_kernel)
+        fmt::print("\nSGEMM kernel-only time (profiled backend; excludes the readback of C):\n\n"
+                   "| {:<14} | {:<12} | {:<17} | {:>10} | {:>12} | {:<26} | {:<12} |\n"
+                   "|{:-<16}|{:-<14}|{:-<19}|{:-<12}|{:-<14}|{:-<28}|{:-<14}|\n",
+                   "case", "backend", "timer", "kernel ms", "GFLOP/s", "tile config", "note", "", "", "", "", "", "", "");
+      any_kernel = true;
+      fmt::print("| {:<14} | {:<12} | {:<17} | {:>10.3f} | {:>12.2f} | {:<26} | {:<12} |\n", r.label, r.backend,
+                 r.extra["kernel_timer"].get<std::string>(), r.extra["kernel_ms"].get<double>(),
+                 r.extra["kernel_gflops"].get<double>(), r.extra.value("config", "-"),
+                 r.extra["kernel_time_plausible"].get<bool>() ? "" : "implausible: < 0.5x wall time");
+      if (r.extra.contains("tuning")) fmt::print("|   {}: {:<160} |\n", r.label, r.extra["tuning"].get<std::string>());
+    }
+}
+
+/// The sections after the table: roofline and Vulkan profile, fusion, compile times, the GLES profile.
+void run_sections(Backends& bk, const Options& o) {
+  const bool want_gles = wants_backend(o, "gles"), want_vulkan = wants_backend(o, "vulkan");
+  if (bk.vulkan && (o.wants("roofline") || o.wants("profile"))) bench_vulkan_roofline_and_profile(bk, o);
+  if (o.wants("fusion")) bench_fusion(o);
+  if (o.wants("compile")) bench_compile_times(bk, o);
+  if (o.wants("profile") && bk.gles_profiled && (want_gles || !want_vulkan)) {
+    bench_profile(bk, "mlp", 128, o);
+    bench_profile(bk, "cnn", 64, o);
+  }
+}
+
+/// --json PATH: the metadata, every row and every table. False (message printed) when the file cannot be written.
+bool write_json(const Options& o, const json& meta) {
+  json j = {{"meta", meta}, {"results", json::array()}, {"tables", g_tables}};
+  for (auto& r : g_rows) j["results"].push_back(row_json(r));
+  std::ofstream f(o.json_path);
+  f << j.dump(2) << "\n";
+  if (!f) {
+    fmt::print(stderr, "bench_ops: could not write {}\n", o.json_path);
+    return false;
+  }
+  fmt::print("wrote {}\n", o.json_path);
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o = parse(argc, argv);
+  json meta = run_meta(o, argc, argv);
+  Backends bk;
+  if (!make_backends(bk, o, meta)) return 1;
+  print_banner(bk, o, meta);
   try {
-    print_row_header();
-    for (auto& backend : o.backends) {
-      if ((backend == "gles" && !bk.gles) || (backend == "gles-compute" && !bk.compute)) continue;
-      // --fresh-vulkan: every case on new Vulkan backends (nothing left by earlier cases)
-      auto fresh = [&] {
-        if (o.fresh_vulkan && backend == "vulkan") make_vulkan_backends(bk, o);
-      };
-      // train steps first: on the H200 they ran 2-3x slower after the large SGEMM cases in the same process
-      if (o.wants("mlp"))
-        for (int64_t b : {32, 128}) fresh(), bench_step(bk, backend, "mlp", b, o);
-      if (o.wants("cnn")) fresh(), bench_step(bk, backend, "cnn", 64, o);
-      if (o.wants("sgemm"))
-        for (int64_t n : o.sgemm) fresh(), bench_sgemm(bk, backend, n, o);
-      if (o.only.count("reduce") && backend != "gles") {  // opt-in (not part of the default cases)
-        fresh();
-        const bool cpu_device = backend == "vulkan" ? sg::vulkan_device(*bk.vulkan).caps().limits.cpu_device
-                                                    : bk.renderer.find("llvmpipe") != std::string::npos;
-        bench_reductions(bk, backend, o, cpu_device);
-      }
-    }
-    if (o.wants("cpuref")) bench_cpuref(bk, o);
-    if (o.wants("probe") && bk.gles) {
-      bench_probe(bk.renderer, o);
-      bench_fetch_probe(bk.renderer, o, false);
-      bench_fetch_probe(bk.renderer, o, true);
-      for (auto [R, C] : {std::pair{1, 1}, {4, 1}, {4, 2}, {8, 1}, {2, 4}}) bench_mrt_sgemm_probe(bk.renderer, o, R, C, false);
-      for (auto [R, C] : {std::pair{4, 1}, {4, 2}, {8, 1}}) bench_mrt_sgemm_probe(bk.renderer, o, R, C, true);
-    }
-
-    // GLES and Vulkan SGEMM kernel-only times.
-    bool any_kernel = false;
-    for (auto& r : g_rows)
-      if (r.extra.contains("kernel_ms")) {
-        if (!any_kernel)
-          fmt::print("\nSGEMM kernel-only time (profiled backend; excludes the readback of C):\n\n"
-                     "| {:<14} | {:<12} | {:<17} | {:>10} | {:>12} | {:<26} | {:<12} |\n"
-                     "|{:-<16}|{:-<14}|{:-<19}|{:-<12}|{:-<14}|{:-<28}|{:-<14}|\n",
-                     "case", "backend", "timer", "kernel ms", "GFLOP/s", "tile config", "note", "", "", "", "", "", "", "");
-        any_kernel = true;
-        fmt::print("| {:<14} | {:<12} | {:<17} | {:>10.3f} | {:>12.2f} | {:<26} | {:<12} |\n", r.label, r.backend,
-                   r.extra["kernel_timer"].get<std::string>(), r.extra["kernel_ms"].get<double>(),
-                   r.extra["kernel_gflops"].get<double>(), r.extra.value("config", "-"),
-                   r.extra["kernel_time_plausible"].get<bool>() ? "" : "implausible: < 0.5x wall time");
-        if (r.extra.contains("tuning")) fmt::print("|   {}: {:<160} |\n", r.label, r.extra["tuning"].get<std::string>());
-      }
-
-    if (bk.vulkan && (o.wants("roofline") || o.wants("profile"))) bench_vulkan_roofline_and_profile(bk, o);
-    if (o.wants("fusion")) bench_fusion(o);
-    if (o.wants("compile")) bench_compile_times(bk, o);
-    if (o.wants("profile") && bk.gles_profiled && (want_gles || !want_vulkan)) {
-      bench_profile(bk, "mlp", 128, o);
-      bench_profile(bk, "cnn", 64, o);
-    }
+    run_cases(bk, o);
+    print_kernel_times();
+    run_sections(bk, o);
   } catch (const sg::Error& e) {
     fmt::print(stderr, "bench_ops: {}\n", e.what());
     g_failed = true;
   }
-
   meta["loadavg_end"] = read_first_line("/proc/loadavg");
   fmt::print("\nload average at end: {}\n", meta["loadavg_end"].get<std::string>());
-  if (!o.json_path.empty()) {
-    json j = {{"meta", meta}, {"results", json::array()}, {"tables", g_tables}};
-    for (auto& r : g_rows) j["results"].push_back(row_json(r));
-    std::ofstream f(o.json_path);
-    f << j.dump(2) << "\n";
-    if (!f) {
-      fmt::print(stderr, "bench_ops: could not write {}\n", o.json_path);
-      return 1;
-    }
-    fmt::print("wrote {}\n", o.json_path);
-  }
+  if (!o.json_path.empty() && !write_json(o, meta)) return 1;
   if (g_failed) fmt::print("SOME CORRECTNESS CHECKS FAILED (see FAIL rows)\n");
   return g_failed ? 1 : 0;
 }

@@ -10,7 +10,13 @@
 //   (cd bench/web && npm ci)                     # TF.js, jax-js, playwright-core, pinned in package-lock.json
 //   node bench/web_bench.mjs --cli build/bin/shadergrad --exporter build/bin/bench_web_export [--json FILE]
 //        [--no-peers] [--peers tfjs,jax] [--only mlp_b32,sgemm_256,...] [--api webgpu,webgl2] [--no-gpu-plan]
-//        [--profile]
+//        [--profile] [--rounds R] [--base-cli OLD/shadergrad --base-exporter OLD/bench_web_export]
+//
+// --rounds R measures every row R times, interleaved (ours, base, peers per case, then the next round): the table
+// gives the median of the rounds' medians and their range (this machine is shared: its load moves between rows).
+// --base-cli/--base-exporter export the same cases with another build ("base": before a change) and time its
+// picked webgpu plan and its webgl2 plan beside ours in each round. The 1-minute load average is sampled before
+// every measurement and printed at the end.
 //
 // Ours: the default export (both targets; the webgpu target with its gpu and cpu plans) run with backend 'webgpu'
 // — the plan the runtime picks for the adapter (the cpu plan on SwiftShader) and the gpu plan forced — and
@@ -28,6 +34,8 @@ const arg = (name, dflt) => { const i = process.argv.indexOf(name); return i > 0
 const flag = (name) => process.argv.includes(name);
 const cli = arg('--cli', path.join(here, '..', 'build', 'bin', 'shadergrad'));
 const exporter = arg('--exporter', path.join(here, '..', 'build', 'bin', 'bench_web_export'));
+const baseCli = arg('--base-cli'), baseExporter = arg('--base-exporter', baseCli && path.join(path.dirname(baseCli), 'bench_web_export'));
+const rounds = Number(arg('--rounds', '1'));
 const npmDir = path.join(here, 'web', 'node_modules');
 let chromium;
 try {
@@ -55,14 +63,16 @@ const apis = (arg('--api') || 'webgpu,webgl2').split(',');
 const on = (api) => apis.includes(api);
 const peers = (arg('--peers') || 'tfjs,jax').split(',');
 if (!on('webgl2')) variants.splice(1);  // the webgl2-only variant
+const builds = [['', cli, exporter], ...(baseCli ? [['_base', baseCli, baseExporter]] : [])];
 for (const c of cases)
-  for (const [suffix, exportArgs, sgemmArgs] of variants) {
-    const out = path.join(root, c.name + suffix);
-    if (c.kind === 'train')
-      execFileSync(cli, ['export', '--model', c.model, '--batch', String(c.size), '--check-steps', '0', ...exportArgs,
-                         '--out', out], { stdio: 'ignore' });
-    else execFileSync(exporter, ['sgemm', String(c.size), out, ...sgemmArgs], { stdio: 'ignore' });
-  }
+  for (const [build, bcli, bexporter] of builds)
+    for (const [suffix, exportArgs, sgemmArgs] of (build ? variants.slice(0, 1) : variants)) {
+      const out = path.join(root, c.name + build + suffix);
+      if (c.kind === 'train')
+        execFileSync(bcli, ['export', '--model', c.model, '--batch', String(c.size), '--check-steps', '0', ...exportArgs,
+                            '--out', out], { stdio: 'ignore' });
+      else execFileSync(bexporter, ['sgemm', String(c.size), out, ...sgemmArgs], { stdio: 'ignore' });
+    }
 
 const types = { '.html': 'text/html', '.js': 'text/javascript', '.json': 'application/json' };
 const server = http.createServer((req, res) => {
@@ -88,6 +98,7 @@ const browser = await chromium.launch({
   // (playwright starts every launch with a fresh temporary user-data dir)
 });
 const results = [];
+let round = 0;
 const ms = (r) => `${r.median_ms.toFixed(2)} ms (${r.min_ms.toFixed(2)}-${r.max_ms.toFixed(2)}), first ${r.first_step_ms.toFixed(0)} ms`;
 /** One measurement in a fresh page (peers keep global state: TF.js backends, jax-js devices). */
 async function measure(fn, args) {
@@ -104,22 +115,25 @@ async function measure(fn, args) {
   }
 }
 const record = (c, api, who, r) => {
-  results.push({ case: c.name, api, who, ...r });
+  results.push({ case: c.name, api, who, round, load1: os.loadavg()[0], ...r });
   const what = r.error ? `ERROR ${r.error}` : `${ms(r)}${r.kernels ? `, ${r.kernels} kernels` : ''}, ` +
     `${c.kind === 'sgemm' ? `${(2 * c.size ** 3 / (r.median_ms * 1e6)).toFixed(2)} GFLOP/s` : `loss ${r.values.map((l) => l.toFixed(4)).join(' -> ')}`}`;
   console.log(`${c.name.padEnd(10)} ${api.padEnd(6)} ${who.padEnd(26)} ${what}` +
               (r.webgpu_plan ? ` [${r.webgpu_plan} plan: ${r.webgpu_plan_reason}]` : ''));
 };
-for (const c of cases) {
+for (round = 0; round < rounds; ++round) for (const c of cases) {
   const program = c.kind === 'sgemm' ? 'sgemm' : 'train';
   if (on('webgpu')) {
     record(c, 'webgpu', 'shadergrad (picked plan)', await measure('benchOurs', [c.name, program, 'webgpu', false, 'auto']));
+    if (baseCli)
+      record(c, 'webgpu', 'base (picked plan)', await measure('benchOurs', [`${c.name}_base`, program, 'webgpu', false, 'auto']));
     if (!flag('--no-gpu-plan'))
       record(c, 'webgpu', 'shadergrad (gpu plan)', await measure('benchOurs', [c.name, program, 'webgpu', false, 'gpu']));
   }
   if (on('webgl2')) {
     record(c, 'webgl2', 'shadergrad', await measure('benchOurs', [c.name, program, 'webgl2', false]));
     record(c, 'webgl2', 'shadergrad (8 draw buffers)', await measure('benchOurs', [`${c.name}_db8`, program, 'webgl2', false]));
+    if (baseCli) record(c, 'webgl2', 'base', await measure('benchOurs', [`${c.name}_base`, program, 'webgl2', false]));
   }
   if (flag('--no-peers')) continue;
   const tfjs = peers.includes('tfjs'), jax = peers.includes('jax');
@@ -137,29 +151,50 @@ if (flag('--profile'))
       for (const t of r.timings) console.log(`  ${t.kernel.padEnd(36)} ${t.ms.toFixed(3)} ms`);
     }
 
-// the table: per case and API, ours (best of our variants on that API) against the best peer on the same API
+// the table: per case and API, ours (best of our variants on that API) against the best peer on the same API; with
+// rounds, each row's cells are the median of its rounds' medians (min–max: the rounds' medians' range)
 const ok = (r) => r && !r.error;
+const median = (a) => { const b = [...a].sort((x, y) => x - y); return b.length % 2 ? b[b.length >> 1] : (b[b.length / 2 - 1] + b[b.length / 2]) / 2; };
+const merged = [];
+for (const r of results.filter(ok)) {
+  const m = merged.find((x) => x.case === r.case && x.api === r.api && x.who === r.who);
+  if (m) m.all.push(r); else merged.push({ ...r, all: [r] });
+}
+for (const m of merged)
+  if (m.all.length > 1) {
+    const meds = m.all.map((r) => r.median_ms);
+    Object.assign(m, { median_ms: median(meds), min_ms: Math.min(...meds), max_ms: Math.max(...meds),
+                       first_step_ms: median(m.all.map((r) => r.first_step_ms)) });
+  }
 const rows = [];
+const isOurs = (r) => r.who.startsWith('shadergrad'), isBase = (r) => r.who.startsWith('base');
 for (const c of cases)
   for (const api of ['webgpu', 'webgl2'].filter(on)) {
-    const mine = results.filter((r) => r.case === c.name && r.api === api && r.who.startsWith('shadergrad') && ok(r));
-    const peers = results.filter((r) => r.case === c.name && r.api === api && !r.who.startsWith('shadergrad') && ok(r));
+    const mine = merged.filter((r) => r.case === c.name && r.api === api && isOurs(r));
+    const peers = merged.filter((r) => r.case === c.name && r.api === api && !isOurs(r) && !isBase(r));
+    const base = merged.find((r) => r.case === c.name && r.api === api && isBase(r));
     const best = (l) => l.reduce((a, b) => (!a || b.median_ms < a.median_ms ? b : a), null);
     const o = best(mine), p = best(peers);
     const cell = (r) => (r ? `${r.median_ms.toFixed(2)}` : '–');
-    const each = (who) => cell(results.find((r) => r.case === c.name && r.api === api && r.who.startsWith(who) && ok(r)));
+    const each = (who) => cell(merged.find((r) => r.case === c.name && r.api === api && r.who.startsWith(who)));
     const variant = !o || o.who === 'shadergrad' ? '' : o.webgpu_plan ? ` (${o.webgpu_plan} plan)` : ' (8 db)';
     const span = (r) => (r ? ` (${r.min_ms.toFixed(2)}–${r.max_ms.toFixed(2)})` : '');
-    rows.push(`| ${c.name} | ${api} | ${cell(o)}${span(o)}${variant} | ${each('tfjs')} | ` +
+    rows.push(`| ${c.name} | ${api} | ${cell(o)}${span(o)}${variant} | ` +
+              (baseCli ? `${cell(base)}${span(base)} | ${base && o ? (base.median_ms / o.median_ms).toFixed(2) + '×' : '–'} | ` : '') +
+              `${each('tfjs')} | ` +
               `${each('jax-js')} | ${p ? `${p.who.split(' ')[0]} ${cell(p)}` : '–'} | ` +
               `${o && p ? (p.median_ms / o.median_ms).toFixed(2) + '×' : '–'} | ` +
               `${o ? (o.first_step_ms / 1000).toFixed(2) : '–'} / ${p ? (p.first_step_ms / 1000).toFixed(2) : '–'} |` +
               (c.kind === 'sgemm' && o ? ` ${(2 * c.size ** 3 / (o.median_ms * 1e6)).toFixed(2)} GFLOP/s` : ''));
   }
-console.log('\n| case | API | ours ms | TF.js ms | jax-js ms | best peer ms | best peer / ours | first step s (ours / best peer) |');
-console.log('|---|---|---|---|---|---|---|---|');
+console.log(`\n| case | API | ours ms |${baseCli ? ' base ms | base / ours |' : ''} TF.js ms | jax-js ms | best peer ms | ` +
+            `best peer / ours | first step s (ours / best peer) |`);
+console.log(`|---|---|---|${baseCli ? '---|---|' : ''}---|---|---|---|---|`);
 for (const r of rows) console.log(r);
 const renderer = results.find((r) => r.renderer)?.renderer;
+const loads = results.map((r) => r.load1);
+console.log(`\n${rounds} round(s); 1-minute load average before each measurement ${Math.min(...loads).toFixed(1)}–` +
+            `${Math.max(...loads).toFixed(1)} (median ${median(loads).toFixed(1)})`);
 console.log(`\nours on: ${[...new Set(results.filter((r) => r.renderer).map((r) => `${r.backend}: ${r.renderer}`))].join('; ')}; ` +
             `${os.cpus().length} CPUs (${os.cpus()[0]?.model}); chromium ${browser.version()}`);
 if (arg('--json')) fs.writeFileSync(arg('--json'), JSON.stringify({ date: new Date().toISOString(), renderer,

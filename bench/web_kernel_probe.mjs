@@ -1,7 +1,9 @@
-// Benchmark tool (not a test): per-kernel GPU times of exported bundles on WebGL2 in headless Chromium, for A/B
-// comparisons of fragment plans (docs/PERFORMANCE.md, Run W5). Each bundle directory under ROOT runs one program
-// in a fresh page with the runtime's profile mode (EXT_disjoint_timer_query_webgl2 around every draw where the
-// context has it, as SwiftShader's does; else a readback bounds each draw): 1 warm-up run, then STEPS timed runs;
+// Benchmark tool (not a test): per-kernel GPU times of exported bundles on WebGL2 or WebGPU in headless Chromium,
+// for A/B comparisons of plans (docs/PERFORMANCE.md, Runs W5, W6). Each bundle directory under ROOT runs one
+// program in a fresh page with the runtime's profile mode (WebGL2: EXT_disjoint_timer_query_webgl2 around every
+// draw where the context has it, as SwiftShader's does, else a readback bounds each draw; WebGPU: timestamp
+// queries around every dispatch, SwiftShader has them; --backend webgpu, the plan the runtime picks unless
+// --webgpu-plan gpu|cpu): 1 warm-up run, then STEPS timed runs;
 // it prints the median wall time of a run, the sum of the kernels' median GPU times and each kernel's median, and
 // the first and last element of the first output (variants of one plan must agree). `tfjs:N` instead of a bundle
 // name times TF.js 4.22's webgl matMul of two N x N matrices (wall time, C read back) in the same browser.
@@ -9,7 +11,8 @@
 //
 //   (cd bench/web && npm ci)
 //   build/bin/bench_web_export sgemm 512 /tmp/b/new && OTHER/bench_web_export sgemm 512 /tmp/b/old
-//   nice -n 10 node bench/web_kernel_probe.mjs --root /tmp/b --program sgemm [--steps 5] [--rounds 2] [--quiet] new old tfjs:512
+//   nice -n 10 node bench/web_kernel_probe.mjs --root /tmp/b --program sgemm [--steps 5] [--rounds 2] [--quiet]
+//     [--backend webgl2|webgpu] [--webgpu-plan auto|gpu|cpu] new old tfjs:512
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { launchChromium, loadChromium, serveStatic } from '../tests/browser.mjs';
@@ -20,20 +23,22 @@ const opt = (name, dflt) => { const i = argv.indexOf(name); return i >= 0 ? argv
 const quiet = argv.includes('--quiet') ? (argv.splice(argv.indexOf('--quiet'), 1), true) : false;
 const root = opt('--root'), program = opt('--program', 'train');
 const steps = Number(opt('--steps', '5')), rounds = Number(opt('--rounds', '1'));
+const backend = opt('--backend', 'webgl2'), webgpuPlan = opt('--webgpu-plan', 'auto');
 if (!root || argv.length === 0) {
-  console.error('usage: web_kernel_probe.mjs --root DIR [--program NAME] [--steps N] [--rounds R] [--quiet] BUNDLE|tfjs:N ...');
+  console.error('usage: web_kernel_probe.mjs --root DIR [--program NAME] [--steps N] [--rounds R] [--quiet] ' +
+                '[--backend webgl2|webgpu] [--webgpu-plan auto|gpu|cpu] BUNDLE|tfjs:N ...');
   process.exit(2);
 }
 const npmDir = path.join(here, 'web', 'node_modules');
 const chromium = await loadChromium(npmDir);
 const server = await serveStatic([{ prefix: '/_bench/', dir: path.join(here, 'web') }, { prefix: '/_npm/', dir: npmDir },
                                   { prefix: '/', dir: root }], { isolated: true });
-const browser = await launchChromium(chromium, { webgpu: false });
+const browser = await launchChromium(chromium, { webgpu: backend === 'webgpu' });
 
 /** Page side: a bundle's program, profiled. */
-async function runBundle([name, prog, n]) {
+async function runBundle([name, prog, n, backend, webgpuPlan]) {
   const mod = await import(`/${name}/runtime/shadergrad.js`);
-  const rt = await mod.createRuntime(`/${name}/bundle.json`, { profile: true, backend: 'webgl2' });
+  const rt = await mod.createRuntime(`/${name}/bundle.json`, { profile: true, backend, webgpuPlan });
   const p = rt.bundle.program(prog);
   let s = 1;
   const rnd = () => ((s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 4294967296);
@@ -86,7 +91,7 @@ for (let round = 0; round < rounds; ++round)
     page.setDefaultTimeout(600000);
     await page.goto(`${server.origin}/_bench/bench_page.html`);
     const r = await (name.startsWith('tfjs:') ? page.evaluate(runTfjs, [Number(name.slice(5)), steps])
-                                             : page.evaluate(runBundle, [name, program, steps]))
+                                             : page.evaluate(runBundle, [name, program, steps, backend, webgpuPlan]))
       .catch((e) => ({ error: e.message.split('\n').slice(0, 4).join(' ') }));
     await page.close();
     if (r.error) { console.log(`${name}: ERROR ${r.error}`); continue; }

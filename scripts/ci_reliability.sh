@@ -3,6 +3,8 @@
 #  1. one clang-14 build dir, build-san, with AddressSanitizer + UndefinedBehaviorSanitizer (-DSG_SANITIZE=ON) and
 #     the libFuzzer targets (-DSG_FUZZ=ON): every test executable (tests/test_*.cpp), the CLI and the two examples
 #     test_cli runs, the fuzz targets;
+#  1b. scripts/compare_dumps.sh: the MLP's and the CNN's generated kernels for every target, dumped by the GCC-built
+#     CLI (build/) and by the clang-built one, byte for byte the same;
 #  2. the whole test suite under the sanitizers: every test executable with all its cases, GLES (llvmpipe) and
 #     Vulkan (lavapipe) included, two executables at a time. Mesa's drivers are not instrumented; the sanitizer
 #     build keeps them mapped until exit (tests/sanitizer/pin_drivers.cpp) and tests/sanitizer/lsan.supp names the
@@ -29,6 +31,14 @@ for f in tests/fuzz/fuzz_*.cpp; do t=${f##*/}; targets+=("${t%.cpp}"); done
 t0=$SECONDS
 cmake --build build-san --target "${targets[@]}"
 echo "== build-san: $((SECONDS - t0)) s"
+# generated shaders byte-identical between the GCC-built CLI (build/, the main run) and this clang-built one
+t0=$SECONDS
+if [[ -x build/bin/shadergrad ]]; then
+  bash scripts/compare_dumps.sh build/bin/shadergrad build-san/bin/shadergrad
+  echo "== compare_dumps (GCC vs clang): $((SECONDS - t0)) s"
+else
+  echo "== compare_dumps skipped: no build/bin/shadergrad (the main build of .ci/run makes it)"
+fi
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export LSAN_OPTIONS="suppressions=$PWD/tests/sanitizer/lsan.supp:print_suppressions=0"
 export SG_SOURCE_DIR="$PWD"

@@ -2,9 +2,10 @@
 // arguments where the usual GPU formulas lose precision (tanh near 0, softplus and sigmoid' at large |x|, sin at
 // large |x|, exp near its overflow, log near 1), and NaN inside reductions, pools and argmax.
 //
-// One list for two users: tests/op_cases.h runs it on every GPU backend of the op-case tests against the CPU
-// reference backend (f64, torch's semantics: docs/RELIABILITY.md), and bench/bench_numerics prints it as a table
-// per backend (the record of a machine's drivers). No Catch2 here.
+// One list for three users: tests/op_cases.h runs it on every GPU backend of the op-case tests against the CPU
+// reference backend (f64, torch's semantics: docs/RELIABILITY.md), tests/test_webgpu_ops.cpp on WebGPU (Dawn; the
+// list as op_cases::edge_input_cases), and bench/bench_numerics prints it as a table per backend (the record of a
+// machine's drivers). No Catch2 here.
 //
 // Tolerance: |got - want| <= 1e-5 |want| + FLT_MIN (the project's elementwise rtol; FLT_MIN because GPUs may flush
 // subnormal results to zero, which GLSL allows), NaN only against NaN, an infinity only against the same one;

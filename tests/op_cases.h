@@ -484,6 +484,14 @@ inline void conv_cases(Suite& s) {
   s.add("max_pool2d default 2x2 (odd sizes drop the tail)", max_pool2d(xd), {xd}, kReduce);
   s.add("max_pool2d with ties", max_pool2d(xt, {.kernel = {3, 2}, .stride = {2, 1}, .padding = {1, 0}}), {xt}, kReduce);
   s.add("max_pool2d 1x1 input", max_pool2d(xs, {.kernel = {1, 1}}), {xs}, kReduce);
+  // windows that do not overlap along a dimension (stride >= kernel): the gradient reads one window there
+  s.add("max_pool2d k2 s3 p1 (gaps between windows)", max_pool2d(xd, {.kernel = {2, 2}, .stride = {3, 3}, .padding = {1, 1}}),
+        {xd}, kReduce);
+  s.add("max_pool2d k(2,3) s(2,1) p(0,1) (one dimension overlaps)",
+        max_pool2d(xd, {.kernel = {2, 3}, .stride = {2, 1}, .padding = {0, 1}}), {xd}, kReduce);
+  s.add("max_pool2d 2x2 with ties", max_pool2d(xt), {xt}, kReduce);
+  s.add("avg_pool2d k2 s3 p1 (gaps between windows)", avg_pool2d(x, {.kernel = {2, 2}, .stride = {3, 3}, .padding = {1, 1}}),
+        {x}, kReduce);
   s.add("avg_pool2d k3 s2 p1", avg_pool2d(x, {.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}}), {x}, kReduce);
   s.add("avg_pool2d k(2,3) s(3,1) p(0,1)", avg_pool2d(x, {.kernel = {2, 3}, .stride = {3, 1}, .padding = {0, 1}}),
         {x}, kReduce);
@@ -558,6 +566,20 @@ inline void long_cases(Suite& s) {
   s.add("min over axis 1 of 4x70000", min(rows, {1}, true), {rows}, kReduce);
   s.add("matmul K=20000", matmul(a, b), {a, b}, kReduce);
   s.add("softmax over 70000", softmax(rows * 10.0), {rows}, kReduce);
+}
+
+/// The edge inputs of tests/edge_cases.h as a forward-only case list, for harnesses that judge a Suite's outputs
+/// elsewhere (the WebGPU test): each case's inputs fed with its values, its output with edge_cases::agrees'
+/// tolerance (rel 1e-5 + FLT_MIN, NaN with NaN, infinities exactly; argmax exactly).
+inline void edge_input_cases(Suite& s) {
+  const std::vector<edge_cases::EdgeCase> cases = edge_cases::all();
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const edge_cases::EdgeCase& c = cases[i];
+    std::vector<Tensor> ins;
+    for (size_t j = 0; j < c.shapes.size(); ++j)
+      ins.push_back(s.in("e" + std::to_string(i) + "_" + std::to_string(j), c.shapes[j], c.inputs[j]));
+    s.output(c.name, c.f(ins), c.exact ? kExact : Tol{1e-5, FLT_MIN});
+  }
 }
 
 /// The edge inputs of tests/edge_cases.h (NaN, infinities, x/0, pow's special cases, precision at large |x|, NaN in

@@ -188,6 +188,17 @@ TEST_CASE("numerics: Adam's first step equals torch's to 1e-6 on GLES (bias corr
   for (int s = 1; s < 3; ++s) expect_ieee(got[s], values(steps[s]), fmt::format("GLES Adam step {}", s + 1), 1e-5);
 }
 
+TEST_CASE("numerics: Adam's first step equals torch's to 1e-6 on gles-compute and vulkan (bias correction in f32)") {
+  const auto& steps = golden()["adam"]["steps"];
+  for (const char* kind : {"gles-compute", "vulkan"}) {
+    auto be = make_backend({.kind = kind}).backend;
+    REQUIRE(be->name() == kind);
+    auto got = adam_steps(*be, 3);
+    expect_ieee(got[0], values(steps[0]), fmt::format("{} Adam step 1", kind), 1e-6);
+    for (int s = 1; s < 3; ++s) expect_ieee(got[s], values(steps[s]), fmt::format("{} Adam step {}", kind, s + 1), 1e-5);
+  }
+}
+
 namespace {
 
 /// The message of the ValueError `f` throws ("" when it throws none, and the test fails).
@@ -241,6 +252,15 @@ TEST_CASE("run: labels for one_hot/cross_entropy are validated on the CPU backen
 TEST_CASE("run: labels for one_hot/cross_entropy are validated on the GLES backend as on the CPU") {
   auto be = make_backend({.kind = "gles"}).backend;
   check_label_validation(*be);
+}
+
+TEST_CASE("run: labels for one_hot/cross_entropy are validated on the gles-compute and vulkan backends as on the CPU") {
+  for (const char* kind : {"gles-compute", "vulkan"}) {
+    auto be = make_backend({.kind = kind}).backend;
+    REQUIRE(be->name() == kind);
+    INFO("backend " << kind);
+    check_label_validation(*be);
+  }
 }
 
 TEST_CASE("run: one_hot through a reshape checks the fed labels, f32 inputs are not checked") {

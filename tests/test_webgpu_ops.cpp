@@ -65,6 +65,9 @@ const CaseList kLists[] = {
     {"matmul", oc::matmul_cases}, {"movement", oc::movement_cases}, {"conv", oc::conv_cases},
     {"losses", oc::losses_cases}, {"large", oc::large_cases},       {"long", oc::long_cases, true},
     {"contraction", oc::contraction_cases},
+    // NaN, infinities, x/0, pow's special cases, accuracy at large |x| (issue 19: every backend follows the CPU
+    // reference's numeric semantics)
+    {"edge", oc::edge_input_cases},
 };
 
 /// Exports one case list as a webgpu bundle ROOT/NAME with cases.json (the outputs' tolerances).

@@ -41,13 +41,19 @@ std::optional<ComputeKernel> emit_register_tiled(const Plan& plan, const Kernel&
 /// (row-major among them), indented by `indent` levels.
 std::string split_dims(const Shape& shape, const std::vector<int>& dims, const std::string& flat, const char* prefix,
                        int indent, const Lang& lang);
+/// emit_tiled.cpp: `int r0 = ...;` lines splitting flat loop index `flat` over reduction r's loop variables
+/// (row-major), indented by `indent` levels.
+std::string split_loop(const KExprPtr& r, const std::string& flat, int indent, const Lang& lang);
 /// emit_tiled.cpp: a function `float NAME(int idx, int k)` evaluating `factor` (of contraction `c` of kernel `k`,
 /// output stored shape `shape`) at flat side index idx over `dims` and flat loop index k (`guarded`: 0 outside
 /// [0, extent) x [0, K); else the callers keep idx and k inside); batch coordinates come from the workgroup id's z.
+/// `coord_args` (unguarded only): `float NAME(int i<d>..., int <loop var>...)` instead, the coordinates of `dims`
+/// and the reduction's loop variables split by the caller (once per register row, and by nested loops).
 /// Records the inputs it loads and the helpers it needs.
 std::string factor_function(const Plan& plan, const Kernel& k, const Contraction& c, const Shape& shape,
                             const KExprPtr& factor, const std::vector<int>& dims, int64_t extent, const char* name,
-                            std::set<int>& loaded, MathHelpers& helpers, const Lang& lang, bool guarded = true);
+                            std::set<int>& loaded, MathHelpers& helpers, const Lang& lang, bool guarded = true,
+                            bool coord_args = false);
 /// emit_tiled.cpp: `signature` + `guard_and_coords` + the epilogue of every output of `k` at one element, with `acc`
 /// standing for reduction r, each output stored at the element's flat index.
 std::string epilogue_function(const Plan& plan, const Kernel& k, const KExprPtr& r, const std::string& signature,
@@ -56,8 +62,10 @@ std::string epilogue_function(const Plan& plan, const Kernel& k, const KExprPtr&
 /// emit_tiled.cpp: the functions a tiled or register-tiled contraction kernel calls: `factor_a(idx, k)` and
 /// `factor_b(idx, k)` (factor_function, `guarded` as there) and `store_tile(m, n, acc)` (the epilogue of every output
 /// at tile element (m, n), returning when it is outside M x N; batch coordinates from the workgroup id's z).
+/// `coord_args`: the factors take split coordinates and loop variables (factor_function).
 std::string tile_functions(const Plan& plan, const Kernel& k, const Contraction& c, const Shape& shape,
-                           std::set<int>& loaded, MathHelpers& helpers, const Lang& lang, bool guarded);
+                           std::set<int>& loaded, MathHelpers& helpers, const Lang& lang, bool guarded,
+                           bool coord_args = false);
 /// Shared memory a tiled kernel of configuration `t` declares for contraction `c`, bytes (emit_tiled.cpp: the
 /// tiles' padding depends on how each factor is staged).
 int64_t tile_shared_bytes(const TileConfig& t, const Contraction& c);

@@ -138,7 +138,12 @@ std::string KPrinter::raw(const KExprPtr& e) {
       std::string c = cond(e->a), t = print(e->b), f = print(e->c);
       return lang_.select(c, t, f);
     }
-    case KOp::IAnd: return fmt::format("({} && {})", cond(e->a), cond(e->b));
+    case KOp::IAnd: {
+      // sequenced (print() names shared subexpressions as it goes; argument order is unspecified): b first, the
+      // order GCC evaluated the two arguments in, so GCC builds print what they did and clang builds the same
+      std::string b = cond(e->b), a = cond(e->a);
+      return fmt::format("({} && {})", a, b);
+    }
     case KOp::ToFloat: return lang_.to_float(print(e->a));
     case KOp::FToInt: return lang_.to_int(print(e->a));
     default: break;

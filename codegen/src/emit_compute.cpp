@@ -18,7 +18,7 @@
 //  - "per-element" (here): one invocation per output element, every output stored, each store guarded; a 2-D
 //    grid of workgroups when one dimension would exceed the device's max_workgroup_count.
 // Invariants: binding b < inputs.size() is kernel.inputs[b] (readonly), then outputs (writeonly), all in set 0;
-// no push constants; every load index is clamped into its buffer (WGSL register-tiled kernels: WGSL bounds it); the
+// no push constants; every load index is clamped into its buffer (WGSL on a CPU implementation: WGSL bounds it); the
 // source is a function of (plan, kernel, limits, language) only (byte-stable); both languages get the same strategy, workgroups, bindings and shared memory.
 // A contraction whose tiles do not fit the device (workgroup memory, invocations, grid) prints per-element with a
 // header line saying which limit.
@@ -123,7 +123,9 @@ ComputeKernel emit_per_element(const Plan& plan, const Kernel& k, const ComputeL
   src += fmt::format("// one invocation per element of {} ({} elements): {} x {} workgroups of {}\n", out.name, n,
                      ck.workgroups[0], ck.workgroups[1], local);
   src += lang.workgroup_size_layout(local, 1);
-  src += buffer_declarations(plan, k, p.loaded_inputs(), lang);
+  // WGSL on a CPU implementation (register_tiles): loads unclamped as in the register-tiled kernels (every index is
+  // in range or its value masked; WGSL bounds every storage access)
+  src += buffer_declarations(plan, k, p.loaded_inputs(), lang, !(lang.wgsl() && limits.register_tiles));
   src += lang.helpers(p.helpers(), body);
   src += lang.entry_open(local, 1, body) + body;
   ck.source = std::move(src);

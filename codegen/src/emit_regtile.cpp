@@ -1,8 +1,10 @@
 // Register-tiled contractions without workgroup memory (ComputeLimits::register_tiles: CPU implementations of
 // WebGPU, e.g. SwiftShader in Chromium): every invocation computes a TM x TN tile of C[batch][M][N] = sum_k
 // A[m][k] B[k][n] (contraction.h) over the whole K, reading both factors straight from the storage buffers through
-// factor_a / factor_b (the factor functions of the shared-memory kernel, emit_tiled.cpp), then applies the kernel's
-// epilogue to each accumulator (store_tile). No `var<workgroup>` tile, no barrier, no unrolled staging.
+// factor_a / factor_b (the factor functions of the shared-memory kernel, emit_tiled.cpp, here taking coordinates
+// split once per register row and column before the loop, and the loop index split into the reduction's loop
+// variables once per iteration), then applies the kernel's epilogue to each accumulator (store_tile). No
+// `var<workgroup>` tile, no barrier, no unrolled staging.
 //
 // Why: a CPU implementation runs the invocations of a workgroup as SIMD lanes and fibers; each barrier switches
 // every fiber of the workgroup, and the shared tile is ordinary memory behind the same caches as the storage buffers,
@@ -59,7 +61,7 @@ std::optional<ComputeKernel> emit_register_tiled(const Plan& plan, const Kernel&
   MathHelpers helpers;
   // unguarded factors: k < K in the loop, and the rows / columns of a partial tile read the last one again (their
   // sums are discarded by store_tile's guard), so no load leaves the tile's range and no call branches
-  std::string fns = tile_functions(plan, k, c, shape, loaded, helpers, lang, false);
+  std::string fns = tile_functions(plan, k, c, shape, loaded, helpers, lang, false, true);
 
   std::string body = "  " + lang.let(LType::Int, "tile", lang.builtin(Builtin::GlobalInvocationId, 0)) + "\n";
   body += "  " + lang.if_then(fmt::format("tile >= {}", tiles), "return;") + "\n";
@@ -69,23 +71,42 @@ std::optional<ComputeKernel> emit_register_tiled(const Plan& plan, const Kernel&
   for (int i = 0; i < tm; ++i)
     for (int j = 0; j < tn; ++j) accs.emplace_back(fmt::format("acc_{}_{}", i, j), "0.0");
   body += "  " + lang.lets(LType::Float, accs, true) + "\n";
-  // the rows and columns each register reads: m0 + i, or the side's last one past its end (a partial tile)
-  auto side = [&](const char* v, const char* origin, int regs, int64_t extent) {
+  // the rows and columns each register reads: m0 + i, or the side's last one past its end (a partial tile), split
+  // into output coordinates here, once: the factor calls in the loop do no division by a constant for them
+  // (SwiftShader's JIT keeps such a division a division and does not move it out of the loop, Run W1b)
+  auto side = [&](const char* v, const char* origin, int regs, int64_t extent, const std::vector<int>& dims) {
     std::vector<std::pair<std::string, std::string>> at;
     for (int i = 0; i < regs; ++i)
       at.emplace_back(fmt::format("{}{}", v, i), i == 0 ? std::string(origin)
                                                  : extent % regs == 0 ? fmt::format("{} + {}", origin, i)
                                                                       : fmt::format("min({} + {}, {})", origin, i, extent - 1));
-    return "  " + lang.lets(LType::Int, at) + "\n";
+    std::string s = "  " + lang.lets(LType::Int, at) + "\n";
+    std::vector<std::string> args(regs);
+    for (int i = 0; i < regs; ++i) {
+      const std::string reg = fmt::format("{}{}", v, i), prefix = reg + "_i";
+      s += split_dims(shape, dims, reg, prefix.c_str(), 1, lang);
+      for (int d : dims) args[i] += fmt::format("{}{}{}", args[i].empty() ? "" : ", ", prefix, d);
+    }
+    return std::pair{s, args};
   };
-  body += side("row", "m0", tm, c.M) + side("col", "n0", tn, c.N);
+  auto [rows, row_args] = side("row", "m0", tm, c.M, c.m_dims);
+  auto [cols, col_args] = side("col", "n0", tn, c.N, c.n_dims);
+  body += rows + cols;
+  // one loop over the reduction's flat index k, split into its loop variables once per iteration for every call
+  // (nested loops of 3 taps ran slower on SwiftShader than the split: Run W6)
+  const std::vector<std::string>& loop_vars = c.reduce->loop_vars;
+  std::string loop_args;
+  for (const std::string& v : loop_vars) loop_args += ", " + v;
   body += "  " + lang.for_open("k", "0", std::to_string(c.K)) + "\n";
-  for (int i = 0; i < tm; ++i)
-    body += "    " + lang.let(LType::Float, fmt::format("a{}", i), fmt::format("factor_a(row{}, k)", i)) + "\n";
-  for (int j = 0; j < tn; ++j)
-    body += "    " + lang.let(LType::Float, fmt::format("b{}", j), fmt::format("factor_b(col{}, k)", j)) + "\n";
+  const std::string in = "    ";
+  body += split_loop(c.reduce, "k", 2, lang);
+  auto call = [&](const char* fn, const std::string& coords) {
+    return fmt::format("{}({}{})", fn, coords, coords.empty() ? loop_args.substr(2) : loop_args);
+  };
+  for (int i = 0; i < tm; ++i) body += in + lang.let(LType::Float, fmt::format("a{}", i), call("factor_a", row_args[i])) + "\n";
+  for (int j = 0; j < tn; ++j) body += in + lang.let(LType::Float, fmt::format("b{}", j), call("factor_b", col_args[j])) + "\n";
   for (int i = 0; i < tm; ++i) {
-    body += "   ";
+    body += in.substr(1);
     for (int j = 0; j < tn; ++j) body += fmt::format(" acc_{0}_{1} += a{0} * b{1};", i, j);
     body += "\n";
   }

@@ -50,8 +50,6 @@ std::string split_dims(const Shape& shape, const std::vector<int>& dims, const s
   return s;
 }
 
-namespace {
-
 /// `int r0 = ...;` lines splitting flat loop index `flat` over a reduction's loop variables.
 std::string split_loop(const KExprPtr& r, const std::string& flat, int indent, const Lang& lang) {
   std::string s;
@@ -65,6 +63,8 @@ std::string split_loop(const KExprPtr& r, const std::string& flat, int indent, c
   }
   return s;
 }
+
+namespace {
 
 /// The flat element index of coordinates i0.. of `shape` (row-major).
 std::string flat_index(const Shape& shape) {
@@ -85,17 +85,32 @@ std::string dims_str(const Shape& shape, const std::vector<int>& dims) {
 
 std::string factor_function(const Plan& plan, const Kernel& k, const Contraction& c, const Shape& shape,
                             const KExprPtr& factor, const std::vector<int>& dims, int64_t extent, const char* name,
-                            std::set<int>& loaded, MathHelpers& helpers, const Lang& lang, bool guarded) {
+                            std::set<int>& loaded, MathHelpers& helpers, const Lang& lang, bool guarded,
+                            bool coord_args) {
   // the factor's formula in the comment when short (kexpr_str prints the tree view: only for a small one)
   const std::string what = kcost(factor) <= 40 ? kexpr_str(factor) : std::string(101, ' ');
-  std::string s = lang.function_open(LType::Float, name, {{LType::Int, "idx"}, {LType::Int, "k"}}) +
-                  fmt::format("  // {} at idx over ({}), k over the loop{}\n",
-                              what.size() > 100 ? "the factor (prologue inlined)" : what, dims_str(shape, dims),
-                              guarded ? "" : fmt::format(" (callers keep idx < {} and k < {})", extent, c.K));
-  if (guarded) s += "  " + lang.if_then(fmt::format("idx >= {} || k >= {}", extent, c.K), "return 0.0;") + "\n";
-  s += split_dims(shape, dims, "idx", "i", 1, lang);
+  const std::string formula = what.size() > 100 ? "the factor (prologue inlined)" : what;
+  std::string s;
+  if (coord_args) {  // the caller splits idx and k once: no division by a constant per call
+    std::vector<std::pair<LType, std::string>> params;
+    std::string loop_vars;
+    for (int d : dims) params.emplace_back(LType::Int, fmt::format("i{}", d));
+    for (const std::string& v : c.reduce->loop_vars) {
+      params.emplace_back(LType::Int, v);
+      loop_vars += (loop_vars.empty() ? "" : ", ") + v;
+    }
+    s = lang.function_open(LType::Float, name, params) +
+        fmt::format("  // {} at ({}), loop variables {} (callers keep them in range)\n", formula,
+                    dims_str(shape, dims), loop_vars);
+  } else {
+    s = lang.function_open(LType::Float, name, {{LType::Int, "idx"}, {LType::Int, "k"}}) +
+        fmt::format("  // {} at idx over ({}), k over the loop{}\n", formula, dims_str(shape, dims),
+                    guarded ? "" : fmt::format(" (callers keep idx < {} and k < {})", extent, c.K));
+    if (guarded) s += "  " + lang.if_then(fmt::format("idx >= {} || k >= {}", extent, c.K), "return 0.0;") + "\n";
+    s += split_dims(shape, dims, "idx", "i", 1, lang);
+  }
   if (!c.batch_dims.empty()) s += split_dims(shape, c.batch_dims, lang.builtin(Builtin::WorkgroupId, 2), "i", 1, lang);
-  s += split_loop(c.reduce, "k", 1, lang);
+  if (!coord_args) s += split_loop(c.reduce, "k", 1, lang);
   KPrinter p(plan, k, {factor}, "", lang);
   const std::string v = p.print(factor);
   s += p.take_code() + fmt::format("  return {};\n}}\n", v);
@@ -121,9 +136,12 @@ std::string epilogue_function(const Plan& plan, const Kernel& k, const KExprPtr&
 }
 
 std::string tile_functions(const Plan& plan, const Kernel& k, const Contraction& c, const Shape& shape,
-                           std::set<int>& loaded, MathHelpers& helpers, const Lang& lang, bool guarded) {
-  std::string fns = factor_function(plan, k, c, shape, c.factor_a, c.m_dims, c.M, "factor_a", loaded, helpers, lang, guarded);
-  fns += factor_function(plan, k, c, shape, c.factor_b, c.n_dims, c.N, "factor_b", loaded, helpers, lang, guarded);
+                           std::set<int>& loaded, MathHelpers& helpers, const Lang& lang, bool guarded,
+                           bool coord_args) {
+  std::string fns = factor_function(plan, k, c, shape, c.factor_a, c.m_dims, c.M, "factor_a", loaded, helpers, lang,
+                                    guarded, coord_args);
+  fns += factor_function(plan, k, c, shape, c.factor_b, c.n_dims, c.N, "factor_b", loaded, helpers, lang, guarded,
+                         coord_args);
   std::string coords = "  " + lang.if_then(fmt::format("m >= {} || n >= {}", c.M, c.N), "return;") + "\n" +
                        split_dims(shape, c.m_dims, "m", "i", 1, lang) + split_dims(shape, c.n_dims, "n", "i", 1, lang);
   if (!c.batch_dims.empty()) coords += split_dims(shape, c.batch_dims, lang.builtin(Builtin::WorkgroupId, 2), "i", 1, lang);

@@ -90,6 +90,13 @@ export class Runtime {
     return this._exec.timings();
   }
 
+  /** GPU objects of the WebGPU device (WebGPUDevice.liveObjects: buffers alive, buffers / bind groups / pipelines /
+   * shader modules created), for leak checks; null on WebGL2. */
+  liveObjects() {
+    this._live('liveObjects()');
+    return this.device.liveObjects ? this.device.liveObjects() : null;
+  }
+
   /** Replays the bundle's checks (expected outputs of the native CPU backend); see checks.js. */
   async runChecks(options) {
     this._live('runChecks()');

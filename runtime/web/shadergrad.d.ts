@@ -157,6 +157,10 @@ export class Runtime {
   /** Replaces a persistent value's current value (row-major, numel of its shape): new weights without recompiling. */
   write(name: string, values: ArrayLike<number>): Promise<void>;
   timings(): Promise<KernelTiming[]>;
+  /** WebGPU only (null on WebGL2), for leak checks: buffers alive now, and buffers / bind groups / compute pipelines
+   * / shader modules created since the runtime was made (a steady state of run() creates none). */
+  liveObjects(): { buffers: number; buffers_created: number; bind_groups_created: number; pipelines_created: number;
+                   shader_modules_created: number } | null;
   runChecks(options?: { outputs?: Tolerance; persistent?: Tolerance }): Promise<CheckReport>;
   loseContextForTesting(): boolean;
   dispose(): void;

@@ -145,6 +145,8 @@ export class WebGPUDevice {
     this.lost = null;       // {reason, message} once device.lost resolved
     this.errors = [];       // uncaptured errors, oldest first
     this._buffers = new Set();
+    /** objects created so far (liveObjects()) */
+    this._created = { buffers: 0, bind_groups: 0, pipelines: 0, shader_modules: 0 };
     this._destroyed = false;
     device.lost.then((i) => {
       if (!this._destroyed) this.lost = { reason: i.reason, message: i.message };
@@ -205,6 +207,7 @@ export class WebGPUDevice {
     const b = this.device.createBuffer({ label, size: Math.max(16, Math.ceil(bytes / 16) * 16),
                                          usage: U.STORAGE | U.COPY_SRC | U.COPY_DST | extraUsage });
     this._buffers.add(b);
+    ++this._created.buffers;
     return b;
   }
 
@@ -214,6 +217,7 @@ export class WebGPUDevice {
     const b = this.device.createBuffer({ label, size: Math.max(16, Math.ceil(bytes / 16) * 16),
                                          usage: U.MAP_READ | U.COPY_DST });
     this._buffers.add(b);
+    ++this._created.buffers;
     return b;
   }
 
@@ -233,6 +237,7 @@ export class WebGPUDevice {
     this.checkLost(`before compiling kernel '${kernel}'`);
     this.device.pushErrorScope('validation');
     const module = this.device.createShaderModule({ label: `${kernel} (${file})`, code: source });
+    ++this._created.shader_modules;
     const info = await module.getCompilationInfo();
     const scopeError = await this.device.popErrorScope();
     const msgs = compileMessages(info);
@@ -268,12 +273,32 @@ export class WebGPUDevice {
     try {
       const pipeline = this.device.createComputePipelineAsync
         ? await this.device.createComputePipelineAsync(desc) : this.device.createComputePipeline(desc);
+      ++this._created.pipelines;
       return { pipeline, layout };
     } catch (e) {
       throw new ShaderCompileError(`kernel '${kernel}' (${file}): its compute pipeline could not be created on ` +
                                    `${this.renderer}: ${e.message} (entry point '${entryPoint}', ${access.length} ` +
                                    'storage buffer bindings)', { kernel, file, log: e.message });
     }
+  }
+
+  /** A bind group (GPUDevice.createBindGroup), counted in liveObjects(). */
+  createBindGroup(desc) {
+    ++this._created.bind_groups;
+    return this.device.createBindGroup(desc);
+  }
+
+  /**
+   * GPU objects of this device, for leak checks (tests/webgpu_soak.mjs): `buffers` storage and staging buffers
+   * alive now (created by createBuffer/createStaging, not yet destroyed); `*_created` buffers, bind groups,
+   * compute pipelines and shader modules created since the device was made (a steady state creates none).
+   * @returns {{buffers: number, buffers_created: number, bind_groups_created: number, pipelines_created: number,
+   *            shader_modules_created: number}}
+   */
+  liveObjects() {
+    const c = this._created;
+    return { buffers: this._buffers.size, buffers_created: c.buffers, bind_groups_created: c.bind_groups,
+             pipelines_created: c.pipelines, shader_modules_created: c.shader_modules };
   }
 
   /** A query set of `count` timestamps and its resolve/readback buffers (timestamp-query only). */

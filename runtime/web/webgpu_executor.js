@@ -97,7 +97,7 @@ class ProgramRun {
     const key = this.persistentNames.map((n) => this.store.get(n).front).join('');
     let g = this.groups.get(key);
     if (!g) {
-      g = this.kernels.map((k) => this.device.device.createBindGroup({
+      g = this.kernels.map((k) => this.device.createBindGroup({
         label: `${k.desc.name} parity ${key}`, layout: k.layout,
         entries: k.desc.bindings.map((b, i) => ({ binding: i, resource: { buffer: this.buffer(b.value) } })),
       }));

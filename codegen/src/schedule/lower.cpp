@@ -268,44 +268,77 @@ class Lowerer {
     return mx ? r : kmath(SOp::Mul, r, kfloat(1.0 / static_cast<double>(a.kernel[0] * a.kernel[1])));
   }
 
+  /// Where input coordinate `h` (dimension d of the pool) sits in the windows that contain it: the window
+  /// coordinate `pos` and the position inside it `k` for one window, `valid` when that window exists.
+  struct WindowSlot {
+    KExprPtr pos, k, valid;
+  };
+
+  /// Windows of dimension d that do not overlap (stride >= kernel): `h` lies in at most one window,
+  /// (h + p) / s at offset (h + p) % s, so the gradient needs no loop over window positions along d (the 2x2 max
+  /// pool's gradient reads its window's 4 inputs and 1 dy per element instead of 16 and 4).
+  WindowSlot only_window(const Attrs& a, int d, const KExprPtr& h, int64_t in_extent, int64_t out_extent) {
+    KExprPtr t = kibin(KOp::IAdd, h, kint(a.padding[d]));
+    KExprPtr q = kibin(KOp::IDiv, t, kint(a.stride[d]));
+    KExprPtr r = kibin(KOp::IMod, t, kint(a.stride[d]));
+    KExprPtr valid = kint(1);
+    if (a.stride[d] > a.kernel[d]) valid = band(valid, kibin(KOp::ILt, r, kint(a.kernel[d])));
+    if ((in_extent - 1 + a.padding[d]) / a.stride[d] >= out_extent) valid = band(valid, kibin(KOp::ILt, q, kint(out_extent)));
+    return {q, r, valid};
+  }
+
+  /// Overlapping windows along d: the window whose position `kvar` covers `h`, for each kvar in [0, kernel).
+  WindowSlot window_at(const Attrs& a, int d, const KExprPtr& h, const std::string& kvar_name, int64_t out_extent) {
+    KExprPtr t = kibin(KOp::ISub, kibin(KOp::IAdd, h, kint(a.padding[d])), kvar(kvar_name));
+    KExprPtr q = kibin(KOp::IDiv, t, kint(a.stride[d]));
+    KExprPtr valid = kibin(KOp::IGe, t, kint(0));
+    if (a.stride[d] != 1) valid = band(valid, kibin(KOp::IEq, kibin(KOp::IMod, t, kint(a.stride[d])), kint(0)));
+    valid = band(valid, kibin(KOp::ILt, q, kint(out_extent)));
+    return {q, kvar(kvar_name), valid};
+  }
+
   KExprPtr lower_pool_grad(const Node& n, const std::vector<KExprPtr>& idx) {
     const Attrs& a = n.attrs;
     auto in = [&](size_t i) { return n.inputs[i]; };
     auto ishape = [&](size_t i) -> ShapeRef { return n.inputs[i]->shape; };
-    // dx[b,c,h,w] = sum over windows (oh,ow) that contain (h,w) at window position (kh,kw)
+    // dx[b,c,h,w] = sum over windows (oh,ow) that contain (h,w) at window position (kh,kw); along a dimension
+    // whose windows do not overlap (stride >= kernel, the usual 2x2 max pool) that is one window, no loop
     ShapeRef ys = ishape(0);
     Shape xs = n.shape;
-    std::string kh = fresh(), kw = fresh();
-    std::string kvars[2] = {kh, kw};
-    KExprPtr valid = kint(1);
-    KExprPtr pos[2];
+    bool max_pool = n.op == Op::MaxPool2dGrad;
+    std::vector<std::string> loop_vars;
+    std::vector<int64_t> loop_extents;
+    WindowSlot slot[2];
     for (int d = 0; d < 2; ++d) {
-      KExprPtr t = kibin(KOp::ISub, kibin(KOp::IAdd, idx[2 + d], kint(a.padding[d])), kvar(kvars[d]));
-      KExprPtr q = kibin(KOp::IDiv, t, kint(a.stride[d]));
-      valid = band(valid, kibin(KOp::IGe, t, kint(0)));
-      if (a.stride[d] != 1) valid = band(valid, kibin(KOp::IEq, kibin(KOp::IMod, t, kint(a.stride[d])), kint(0)));
-      valid = band(valid, kibin(KOp::ILt, q, kint(ys[2 + d])));
-      pos[d] = q;
+      if (a.stride[d] >= a.kernel[d]) {
+        slot[d] = only_window(a, d, idx[2 + d], xs[2 + d], ys[2 + d]);
+        continue;
+      }
+      loop_vars.push_back(fresh());
+      loop_extents.push_back(a.kernel[d]);
+      slot[d] = window_at(a, d, idx[2 + d], loop_vars.back(), ys[2 + d]);
     }
-    KExprPtr dy = read(in(0), {idx[0], idx[1], pos[0], pos[1]});
-    if (n.op == Op::AvgPool2dGrad) {
-      KExprPtr r = kreduce(ReduceKind::Sum, {kh, kw}, {a.kernel[0], a.kernel[1]}, kselect(valid, dy, kfloat(0)));
+    KExprPtr valid = band(slot[0].valid, slot[1].valid);
+    KExprPtr dy = read(in(0), {idx[0], idx[1], slot[0].pos, slot[1].pos});
+    if (!max_pool) {
+      KExprPtr r = kselect(valid, dy, kfloat(0));
+      if (!loop_vars.empty()) r = kreduce(ReduceKind::Sum, loop_vars, loop_extents, r);
       return kmath(SOp::Mul, r, kfloat(1.0 / static_cast<double>(a.kernel[0] * a.kernel[1])));
     }
-    // the window's first maximum (row-major window order), as PyTorch picks it
+    // the window's first maximum (row-major window order, NaN wins), as PyTorch picks it; only that element gets
+    // dy (a select, not dy * [is max]: an infinite or NaN dy reaches no other element, as on the CPU reference)
     std::string kh2 = fresh(), kw2 = fresh();
-    KExprPtr ih2 = kibin(KOp::IAdd, kibin(KOp::ISub, kibin(KOp::IMul, pos[0], kint(a.stride[0])), kint(a.padding[0])), kvar(kh2));
-    KExprPtr iw2 = kibin(KOp::IAdd, kibin(KOp::ISub, kibin(KOp::IMul, pos[1], kint(a.stride[1])), kint(a.padding[1])), kvar(kw2));
+    KExprPtr ih2 = kibin(KOp::IAdd, kibin(KOp::ISub, kibin(KOp::IMul, slot[0].pos, kint(a.stride[0])), kint(a.padding[0])), kvar(kh2));
+    KExprPtr iw2 = kibin(KOp::IAdd, kibin(KOp::ISub, kibin(KOp::IMul, slot[1].pos, kint(a.stride[1])), kint(a.padding[1])), kvar(kw2));
     KExprPtr valid2 = kint(1);
     if (a.padding[0]) valid2 = band(valid2, in_range(ih2, xs[2]));
     if (a.padding[1]) valid2 = band(valid2, in_range(iw2, xs[3]));
     KExprPtr xv = kselect(valid2, read(in(1), {idx[0], idx[1], ih2, iw2}),
                           kfloat(-std::numeric_limits<double>::infinity()));
     KExprPtr am = kreduce(ReduceKind::ArgMax, {kh2, kw2}, {a.kernel[0], a.kernel[1]}, xv);
-    KExprPtr here = kto_float(kibin(KOp::IAdd, kibin(KOp::IMul, kvar(kh), kint(a.kernel[1])), kvar(kw)));
-    KExprPtr is_max = kmath(SOp::Eq, am, here);
-    KExprPtr contrib = kselect(valid, kmath(SOp::Mul, dy, is_max), kfloat(0));
-    return kreduce(ReduceKind::Sum, {kh, kw}, {a.kernel[0], a.kernel[1]}, contrib);
+    KExprPtr here = kibin(KOp::IAdd, kibin(KOp::IMul, slot[0].k, kint(a.kernel[1])), slot[1].k);
+    KExprPtr contrib = kselect(band(valid, kibin(KOp::IEq, kto_int(am), here)), dy, kfloat(0));
+    return loop_vars.empty() ? contrib : kreduce(ReduceKind::Sum, loop_vars, loop_extents, contrib);
   }
 
   KExprPtr lower_uncached(const NodePtr& np, const std::vector<KExprPtr>& idx) {

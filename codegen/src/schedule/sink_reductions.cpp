@@ -3,8 +3,8 @@
 // sink_reductions (multi-output fusion only): a reduction kept in a group of its own (a heavy op, not an output
 // or update, not split-K) that exactly one other group reads is computed inside that reader instead of being
 // stored, when the reader, lowered with the reduction inlined, stays within max_inputs and the loop budget and
-// computes the reduction once (its loop iterations do not exceed the reader's plus the reduction's own): the
-// weight gradient becomes a local of the optimizer kernel. A reduction the target will register-tile
+// computes the reduction once (its loop iterations do not exceed the reader's plus the reduction's own, per
+// element and over all elements of each): the weight gradient becomes a local of the optimizer kernel. A reduction the target will register-tile
 // (ScheduleState::tiles_alone) is not sunk into a reader that writes updates: that reader is never tiled, and
 // the sum would run untiled there.
 // Invariants left: sunk groups are dead and their node is no longer in ScheduleState::mat (nor in trial_of);
@@ -63,7 +63,13 @@ void sink_reductions(ScheduleState& st) {
         4 * (1 + kloop_iterations(l->exprs)) > opt.max_loop_iterations)
       continue;
     double before = kloop_iterations(groups[reader].lowered.exprs), own = kloop_iterations(g.lowered.exprs);
-    if (kloop_iterations(l->exprs) > before + own + 0.5) continue;  // it would be computed more than once
+    // it would be computed more than once: per element of the reader, or for several of the reader's elements
+    // (a reader over more elements than the reduction, e.g. a 2x2 max pool's gradient reading dy = a conv's
+    // input gradient once per input element: 4x the sums)
+    const double after = kloop_iterations(l->exprs);
+    const double reader_elems = static_cast<double>(groups[reader].members[0]->numel());
+    if (after > before + own + 0.5) continue;
+    if (after * reader_elems > (before + 0.5) * reader_elems + own * static_cast<double>(r->numel())) continue;
     groups[reader].lowered = std::move(*l);
     g.dead = true;
     st.mat.erase(r.get());
