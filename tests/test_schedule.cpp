@@ -957,7 +957,7 @@ TEST_CASE("schedule rule union-domains (compute): small independent kernels are 
   CHECK(kernel_count(p, off) == 2);
   // a kernel that reads the other's value depends on it: never in one dispatch
   Tensor s = sum(a, {1});
-  CHECK(kernel_count(outputs({{"s", s}, {"e", exp(b) + sum(s)}}), so) == 2);
+  CHECK(kernel_count(outputs({{"s", s}, {"e", exp(b) + sum(s)}}), so) >= 2);
   // a large kernel (a tiled contraction alone) stays alone: blocks are computed one invocation per element
   Tensor x = input("x", {256, 256}), w = input("w", {256, 256});
   const Plan big = schedule(outputs({{"c", matmul(x, w)}, {"e", exp(b)}}), so);
