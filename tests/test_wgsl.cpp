@@ -290,7 +290,7 @@ TEST_CASE("contractions print as tiled WGSL kernels within every WebGPU preset's
     CHECK(w.source.find("var<workgroup>") == std::string::npos);
     ++fallbacks;
   }
-  CHECK(fallbacks >= 12);
+  CHECK(fallbacks >= 11);  // (one small contraction joins a union-blocks kernel)
 }
 
 TEST_CASE("shadergrad dump --target wgsl writes KERNEL.wgsl per kernel, byte-stable, and Dawn compiles them all",
