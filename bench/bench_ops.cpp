@@ -27,8 +27,11 @@
 //   --col-planes N  1 = off, 2 = kernels with row planes also compute 2 texels per row (a 4 x 8 tile per fragment
 //                  with 4 row planes; BackendOptions::col_planes) (default: auto = 2)
 //   --union-domains B  union-domain kernels (independent kernels of different shapes drawn as one) on (1) or off
-//                  (0) in the GLES backends (default: auto = on for GPUs, off on llvmpipe); the fusion table's
-//                  columns are on unless 0 is given
+//                  (0) in the GLES backend (default: auto = on for GPUs, off on llvmpipe) and in the compute backends
+//                  (small independent kernels as one dispatch; default: on); the fusion table's columns are on unless
+//                  0 is given
+//   --reduce-tree B  compute backends: reductions to a few outputs over a long axis as a two-stage tree (1) or not (0)
+//                  (BackendOptions::reduce_tree; default: auto = on for GPUs, off for lavapipe/llvmpipe)
 //   --flush-draws B  glFlush after the uploads and every draw of a run (1) or not (0) (default: auto = on for GPUs,
 //                  off for llvmpipe)
 //   --compute-tiles T  gles-compute tile sizes: -1 = the device's class (default), 0 = CPU sizes, 1 = GPU sizes
@@ -150,6 +153,7 @@ struct Options {
   sg::BackendOptions gles{.kind = "gles"};
   std::optional<bool> autotune;   // BackendOptions::autotune of the Vulkan backends (--autotune; unset = env SG_AUTOTUNE)
   std::optional<bool> gpu_tiles;  // BackendOptions::gpu_tiles of the compute backends (--compute-tiles; unset = the device's class)
+  std::optional<bool> reduce_tree;  // BackendOptions::reduce_tree of the compute backends (--reduce-tree; unset = auto)
   bool fresh_vulkan = false;      // --fresh-vulkan
   int vk_repeats = 1;             // --vk-repeats
   std::vector<int64_t> reduce_rows;  // --reduce-rows (empty = by device class)
@@ -161,7 +165,7 @@ struct Options {
              "bench_ops: {}\nusage: bench_ops [--backend gles|gles-compute|vulkan|cpu|both|all|LIST] [--json FILE] [--repeats N] [--warmup N]\n"
              "                 [--large] [--sgemm N,N,..] [--only sgemm,mlp,cnn,fusion,compile,cpuref,profile,probe]\n"
              "                 [--max-seconds S] [--probe-side N] [--probe-sgemm N] [--max-outputs N] [--min-parallel N]\n"
-             "                 [--row-layout 0|1] [--row-planes N] [--col-planes 1|2] [--union-domains 0|1] [--flush-draws 0|1]\n"
+             "                 [--row-layout 0|1] [--row-planes N] [--col-planes 1|2] [--union-domains 0|1] [--reduce-tree 0|1] [--flush-draws 0|1]\n"
              "                 [--compute-tiles -1|0|1] [--autotune 0|1] [--fresh-vulkan] [--vk-repeats R] [--reduce-rows R,R,..]\n",
              why);
   std::exit(2);
@@ -257,6 +261,8 @@ Options parse(int argc, char** argv) {
       o.gles.col_planes = static_cast<int>(v);
     } else if (a == "--union-domains") {
       o.gles.union_domains = parse_switch(value(), "--union-domains");
+    } else if (a == "--reduce-tree") {
+      o.reduce_tree = parse_switch(value(), "--reduce-tree");
     } else if (a == "--flush-draws") {
       o.gles.flush_draws = parse_switch(value(), "--flush-draws");
     } else if (a == "--vk-repeats") {
@@ -415,6 +421,8 @@ void make_vulkan_backends(Backends& bk, const Options& o) {
   bo.kind = "vulkan";
   bo.max_outputs = o.gles.max_outputs;
   bo.min_parallel_texels = o.gles.min_parallel_texels;
+  bo.union_domains = o.gles.union_domains;
+  bo.reduce_tree = o.reduce_tree;
   bo.gpu_tiles = o.gpu_tiles;
   bo.autotune = o.autotune;
   bo.vulkan.repeat_dispatches = o.vk_repeats;
@@ -1428,6 +1436,8 @@ bool make_backends(Backends& bk, const Options& o, json& meta) {
       bo.kind = "gles-compute";
       bo.max_outputs = o.gles.max_outputs;
       bo.min_parallel_texels = o.gles.min_parallel_texels;
+      bo.union_domains = o.gles.union_domains;
+      bo.reduce_tree = o.reduce_tree;
       bo.gpu_tiles = o.gpu_tiles;
       bk.compute = sg::make_backend(bo).backend;
       bo.profile = true;

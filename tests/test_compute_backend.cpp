@@ -215,12 +215,15 @@ TEST_CASE("gles-compute emits the MLP's and the CNN's matmul and conv kernels as
   // CNN's 22. Every matmul (forward, x.W^T, x^T.dh with the relu mask and the optimizer epilogue) and every conv
   // (forward, grad-input, grad-weight) is tiled; a conv weight gradient of few outputs (the CNN's first layer: 72
   // outputs over 64 x 8 x 8 products) may be a tree reduction instead; the bias gradient + loss kernels are not
-  // contractions.
+  // contractions. (With the union-domain rule off: on, the small ones among them, such as h.W2's gradient with its
+  // update, join the small independent kernels of the step in union-blocks kernels: 7 and 18 kernels.)
   for (std::string model : {"mlp", "cnn"}) {
     INFO(model);
-    StepRun r = train_steps(model, 64, {.kind = "gles-compute"}, 1);
+    StepRun r = train_steps(model, 64, {.kind = "gles-compute", .union_domains = false}, 1);
     REQUIRE(r.kernels.size() == r.names.size());
     CHECK(r.names.size() == (model == "mlp" ? 10u : 22u));
+    const StepRun fused = train_steps(model, 64, {.kind = "gles-compute"}, 1);
+    CHECK(fused.names.size() == (model == "mlp" ? 7u : 18u));
     int tiled = 0;
     for (size_t i = 0; i < r.names.size(); ++i) {
       INFO(r.names[i] << ": " << r.kernels[i].strategy);
@@ -272,8 +275,12 @@ TEST_CASE("compute kernel sources are byte-stable and name the kernel, its graph
     CHECK(a[i].find("// bindings (set 0)") != std::string::npos);
     CHECK(a[i].find("push_constant") == std::string::npos);
     tiled += a[i].find("(tiled-contraction)") != std::string::npos;
+    if (a[i].find("(union-blocks)") != std::string::npos) {  // every block commented in the body as well
+      CHECK(a[i].find("\n  // block 0 (") != std::string::npos);
+      CHECK(a[i].find("\n  // block 1 (") != std::string::npos);
+    }
   }
-  CHECK(tiled >= 4);  // x.W1, h.W2, dh = dlogits.W2^T, x^T.dh (+ Adam)
+  CHECK(tiled >= 3);  // x.W1, dh = dlogits.W2^T, x^T.dh (+ Adam); h.W2 (9 x 5) is small: in a union-blocks kernel
 }
 
 TEST_CASE("tile configurations: text form round trip, the heuristic first among candidates that fit the device",

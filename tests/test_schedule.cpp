@@ -942,3 +942,158 @@ TEST_CASE("schedule rule unfused: one kernel per non-leaf node", "[schedule][rul
   CHECK(kernel_count(p) == 1);
   CHECK(kernel_count(p, {.unfused = true}) == 3);  // matmul, add, relu
 }
+
+namespace {
+
+/// A GPU-like compute device (not a CPU implementation: no loop budget, the two-stage tree on).
+ComputeLimits gpu_compute_limits() {
+  ComputeLimits l;
+  l.max_storage_buffers = 32;  // 8 outputs, 24 inputs per kernel (NVIDIA reports far more)
+  l.max_workgroup_invocations = 256;
+  l.max_shared_bytes = 32768;
+  l.max_buffer_bytes = int64_t{1} << 30;
+  return l;
+}
+
+}  // namespace
+
+TEST_CASE("schedule rule union-domains (compute): small independent kernels are one dispatch, its workgroups "
+          "partitioned among the blocks",
+          "[schedule][rule]") {
+  const ComputeLimits limits = gpu_compute_limits();
+  const ScheduleOptions so = compute_schedule_options(limits);
+  CHECK(so.union_domains);
+  CHECK(so.union_invocation_blocks);
+  Tensor a = input("a", {3, 7}), b = input("b", {5, 8});
+  Tensor s0 = sum(a, {1});
+  Tensor e0 = exp(b);
+  const Program p = outputs({{"s", s0}, {"e", e0}});
+  const Plan plan = schedule(p, so);
+  REQUIRE(plan.kernels.size() == 1);
+  const Kernel& k = plan.kernels[0];
+  REQUIRE(k.blocks() == 2);
+  for (ComputeLanguage lang : {ComputeLanguage::Glsl450, ComputeLanguage::Wgsl}) {
+    const ComputeKernel ck = emit_compute_kernel(plan, k, limits, lang);
+    INFO(ck.source);
+    CHECK(ck.strategy == "union-blocks");
+    CHECK(ck.workgroups[0] * ck.workgroups[1] == 2);  // one workgroup of 64 for 3 sums, one for 40 exps
+    // each block is commented with its graph nodes and their user source lines
+    CHECK(ck.source.find("  // block 0 (domain 3, 3 elements):") != std::string::npos);
+    CHECK(ck.source.find("  // block 1 (domain 5x8, 40 elements):") != std::string::npos);
+    CHECK(count_of(ck.source, "test_schedule.cpp:") >= 4);  // in the header and in each block
+    CHECK(ck.bindings.size() == 4);
+    CHECK(ck.source.find(fmt::format("test_schedule.cpp:{}", s0.node()->loc.line)) != std::string::npos);
+  }
+  ScheduleOptions off = so;
+  off.union_domains = false;
+  CHECK(kernel_count(p, off) == 2);
+  // a kernel that reads the other's value depends on it: never in one dispatch
+  Tensor s = sum(a, {1});
+  CHECK(kernel_count(outputs({{"s", s}, {"e", exp(b) + sum(s)}}), so) >= 2);
+  // a large kernel (a tiled contraction alone) stays alone: blocks are computed one invocation per element
+  Tensor x = input("x", {256, 256}), w = input("w", {256, 256});
+  const Plan big = schedule(outputs({{"c", matmul(x, w)}, {"e", exp(b)}}), so);
+  CHECK(big.kernels.size() >= 2);  // (3 with split-K's partial sums)
+  for (const Kernel& bk : big.kernels) CHECK(bk.blocks() == 1);
+  // the loop budget counts the longest block (an invocation runs one block), not the blocks added up
+  Tensor c = input("c", {2, 200}), d = input("d", {3, 200});
+  ScheduleOptions budget = so;
+  budget.max_loop_iterations = 4 * 201 + 4;
+  const Program two_sums = outputs({{"c", sum(c, {1})}, {"d", sum(d, {1})}});
+  CHECK(kernel_count(two_sums, budget) == 1);
+  budget.union_invocation_blocks = false;  // every fragment runs every block: the loops add up, over the budget
+  CHECK(kernel_count(two_sums, budget) == 2);
+  // a long loop (>= 256 iterations per element) stays alone: the emitter gives it a tree reduction's parallelism
+  Tensor lng = input("lng", {8, 4096});
+  CHECK(kernel_count(outputs({{"l", sum(lng, {1})}, {"e", e0}}), so) == 2);
+}
+
+TEST_CASE("schedule rule union-domains (compute): kernels stay within the target's storage buffers",
+          "[schedule][rule]") {
+  // WebGPU compatibility-mode-like device with 4 storage buffers per stage: 2 outputs, 2 inputs per kernel
+  ComputeLimits limits = gpu_compute_limits();
+  limits.max_storage_buffers = 4;
+  const ScheduleOptions so = compute_schedule_options(limits);
+  std::vector<std::pair<const char*, Tensor>> outs;
+  Tensor i0 = input("i0", {3}), i1 = input("i1", {4, 2}), i2 = input("i2", {5, 3}), i3 = input("i3", {7});
+  Program p;
+  p.add_output("o0", exp(i0));
+  p.add_output("o1", exp(i1));
+  p.add_output("o2", exp(i2));
+  p.add_output("o3", exp(i3) + 1.0);
+  const Plan plan = schedule(p, so);
+  CHECK(plan.kernels.size() == 2);  // 4 blocks of one input and one output each, 2 a kernel
+  for (const Kernel& k : plan.kernels) {
+    CHECK(k.inputs.size() + k.outputs.size() <= 4u);
+    CHECK_NOTHROW(emit_compute_kernel(plan, k, limits, ComputeLanguage::Wgsl));
+  }
+}
+
+TEST_CASE("schedule rule union-domains (compute): Adam updates of small parameters share one dispatch",
+          "[schedule][rule]") {
+  const ComputeLimits limits = gpu_compute_limits();
+  ScheduleOptions so = compute_schedule_options(limits);
+  ScheduleOptions single = so;
+  single.union_domains = false;
+  for (int64_t batch : {int64_t{32}, int64_t{128}}) {
+    INFO("batch " << batch);
+    const Program mlp = train_program("mlp", make_adam({}), batch);
+    const Plan fused = schedule(mlp, so), alone = schedule(mlp, single);
+    for (const Kernel& k : fused.kernels) UNSCOPED_INFO(k.name << " blocks " << k.blocks() << " outputs " << k.outputs.size() << " inputs " << k.inputs.size());
+    CHECK(fused.kernels.size() < alone.kernels.size());
+    // some kernel has two blocks writing updates (a block: one parameter's next value and moments)
+    int most = 0;
+    for (const Kernel& k : fused.kernels) {
+      std::set<int> update_blocks;
+      for (size_t j = 0; j < k.outputs.size(); ++j)
+        if (fused.values[k.outputs[j]].update_of >= 0) update_blocks.insert(k.block_of(j));
+      most = std::max(most, static_cast<int>(update_blocks.size()));
+      const ComputeKernel ck = emit_compute_kernel(fused, k, limits);
+      CHECK((k.blocks() > 1) == (ck.strategy == "union-blocks"));
+    }
+    CHECK(most >= 2);
+  }
+}
+
+TEST_CASE("schedule rule two-stage-tree: a reduction to a few outputs over a long axis is partial sums of "
+          "contiguous chunks, then one reduction of the partials",
+          "[schedule][rule]") {
+  const ComputeLimits limits = gpu_compute_limits();
+  const ScheduleOptions so = compute_schedule_options(limits);
+  REQUIRE(so.reduce_tree_workgroups == 1024);  // 8 workgroups per compute unit, 128 units when unknown
+  Tensor x = input("x", {1024, 4095});
+  for (const char* op : {"sum", "max"}) {
+    INFO(op);
+    const Program p = outputs({{"y", std::string(op) == "sum" ? sum(x) : max(x)}});
+    const Plan plan = schedule(p, so);
+    REQUIRE(plan.kernels.size() == 2);
+    // stage 1: 1024 partials, each a whole row (the outermost loop cut: contiguous memory); stage 2: one workgroup
+    const Value& part = plan.values[plan.kernels[0].output()];
+    CHECK(part.node->numel() == 1024);
+    CHECK(plan.kernels[0].notes.find("1024 chunks of 1 iterations of loop r0") != std::string::npos);
+    for (const Kernel& k : plan.kernels) CHECK(emit_compute_kernel(plan, k, limits).strategy == "tree-reduction");
+    ScheduleOptions off = so;
+    off.reduce_tree_workgroups = 0;
+    const Plan one = schedule(p, off);
+    for (const Kernel& k : one.kernels) UNSCOPED_INFO(k.name << ": " << k.notes);
+    // without the tree only the loop budget splits it: a stage 1 of 3 workgroups
+    REQUIRE(one.kernels.size() == 2);
+    CHECK(one.values[one.kernels[0].output()].node->numel() == 3);
+    // an H200 (132 SMs) asks for 1056 partials: still whole rows, 1024 of them
+    ComputeLimits h200 = limits;
+    h200.compute_units = 132;
+    const Plan big = schedule(p, compute_schedule_options(h200));
+    REQUIRE(big.kernels.size() == 2);
+    CHECK(big.kernels[0].notes.find("1024 chunks of 1 iterations of loop r0") != std::string::npos);
+  }
+  // a few outputs of one long axis: chunks of that axis, a multiple of 4 long
+  Tensor v = input("v", {3, 100003});
+  const Plan few = schedule(outputs({{"y", sum(v, {1})}}), so);
+  REQUIRE(few.kernels.size() == 2);
+  CHECK(few.values[few.kernels[0].output()].node->numel() % 3 == 0);
+  CHECK(few.values[few.kernels[0].output()].node->numel() / 3 >= 48);
+  // many outputs are already many workgroups: not split
+  CHECK(kernel_count(outputs({{"y", sum(x, {1})}}), so) == 1);
+  // short reductions are not split
+  CHECK(kernel_count(outputs({{"y", sum(input("s", {100, 100}))}}), so) == 1);
+}

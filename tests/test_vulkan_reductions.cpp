@@ -116,6 +116,46 @@ TEST_CASE("vulkan reductions: sum, max, min and mean on odd sizes equal the CPU 
   expect_no_validation_messages(vulkan_device(*be));
 }
 
+TEST_CASE("vulkan reductions: the two-stage tree (many partial workgroups of contiguous chunks, then one) equals the "
+          "CPU reference on odd sizes with NaN rows, with and without subgroups",
+          "[vulkan][ops][subgroups][tree]") {
+  const bool subgroups = GENERATE(true, false);
+  const bool specials = GENERATE(false, true);
+  INFO("subgroups " << subgroups << ", NaN/Inf/signed-zero rows " << specials);
+  BackendOptions bo = vulkan_options();
+  bo.vulkan.subgroups = subgroups;
+  bo.reduce_tree = true;  // off by default on lavapipe, whose loop budget splits these loops another way
+  auto be = make_backend(bo).backend;
+  auto cpu = make_cpu_backend();
+  // each reduction has >= 16384 iterations per output and few outputs: stage 1 cuts its outermost long-enough loop
+  const std::vector<Case> cases = {
+      {"129x257 all", {129, 257}, {}},          // 15 chunks of 9 rows (the last one short: padded with the identity)
+      {"3x20001 last axis", {3, 20001}, {1}},   // 9 chunks of 2224 per output
+      {"2x17001x3 middle axis", {2, 17001, 3}, {1}},
+      {"16411 all", {16411}, {}},
+  };
+  uint32_t seed = 300;
+  for (const Case& c : cases)
+    for (const char* op : {"sum", "max", "min", "mean"}) {
+      INFO(op << " over " << c.name);
+      Tensor x = input("x", c.shape);
+      Program p;
+      p.add_output("y", reduce(op, x, c.axes));
+      std::vector<float> xs = values(c.shape, seed++, specials);
+      if (specials && c.shape.size() == 1) xs[777] = NAN, xs[9000] = -0.f;  // a 1-D input has no rows
+      auto exe = be->compile(p);
+      const std::vector<float> got = exe->run({{"x", &xs}})[0];
+      const std::vector<float> want = cpu->compile(p)->run({{"x", &xs}})[0];
+      CHECK(mismatch(got, want, std::string(op) == "max" || std::string(op) == "min") == "");
+      const Plan& plan = *exe->plan();
+      REQUIRE(plan.kernels.size() == 2);  // stage 1 (partials), stage 2 (the outputs)
+      CHECK(plan.kernels[0].name.find("_partial") != std::string::npos);
+      CHECK(plan.kernels[0].notes.find(" chunks of ") != std::string::npos);
+      if (c.axes.empty() && c.shape.size() == 2) CHECK(plan.kernels[0].notes.find("of loop r0 (of 129)") != std::string::npos);
+    }
+  expect_no_validation_messages(vulkan_device(*be));
+}
+
 TEST_CASE("vulkan reductions: the subgroup kernels also run on the staging path, in a train step", "[vulkan][subgroups]") {
   // d/dw of mean((x w)^2) sums over the batch (a tree reduction of 300 rows per weight) ; 3 SGD steps vs the CPU
   BackendOptions bo = vulkan_options(0);

@@ -172,7 +172,7 @@ TEST_CASE("webgpu (Dawn, node): every op forward and backward from WGSL equals t
     CHECK(k["workgroup_storage_bytes"].get<int>() > 0);
     CHECK(k["workgroup_storage_bytes"].get<int>() <= 16384);
   }
-  CHECK(tiled >= 12);
+  CHECK(tiled >= 11);  // (one small contraction of the op cases joins a union-blocks kernel with its independent neighbour)
   // the cpu plan's contractions are register tiles: no workgroup memory, no barrier (and no tree reductions)
   int registers = 0;
   for (const json& k : b["programs"]["ops"]["webgpu_cpu"]["kernels"]) {

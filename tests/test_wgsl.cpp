@@ -272,7 +272,7 @@ TEST_CASE("contractions print as tiled WGSL kernels within every WebGPU preset's
       CHECK(w.shared_bytes <= caps.compute.max_shared_bytes);
       CHECK(int64_t{w.local_size[0]} * w.local_size[1] <= caps.compute.max_workgroup_invocations);
     }
-    CHECK(tiled >= 12);
+    CHECK(tiled >= 11);  // (one small contraction joins a union-blocks kernel: the compute union-domain rule)
   }
   // tiles that cannot fit the device's workgroup memory: per-element, the header saying why
   const sg::DeviceCaps core = sg::preset_caps("webgpu");
@@ -290,7 +290,7 @@ TEST_CASE("contractions print as tiled WGSL kernels within every WebGPU preset's
     CHECK(w.source.find("var<workgroup>") == std::string::npos);
     ++fallbacks;
   }
-  CHECK(fallbacks >= 12);
+  CHECK(fallbacks >= 11);  // (one small contraction joins a union-blocks kernel)
 }
 
 TEST_CASE("shadergrad dump --target wgsl writes KERNEL.wgsl per kernel, byte-stable, and Dawn compiles them all",
@@ -372,7 +372,7 @@ TEST_CASE("every op case forward and backward compiles as WGSL and runs on Dawn 
     run_dirs.push_back(dir);
     outputs += static_cast<int>(s.program().outputs.size());
   }
-  CHECK(tiled >= 3 * 12);
+  CHECK(tiled >= 3 * 11);  // (one small contraction per preset joins a union-blocks kernel)
   check_on_dawn(run_dirs, true, outputs);
   check_on_dawn(compile_dirs, false, 0);
 }

@@ -81,6 +81,9 @@ std::vector<TileConfig> candidate_configs(const ComputeLimits& l, const Contract
 /// nullopt.
 std::optional<ComputeKernel> emit_tree_reduction(const Plan& plan, const Kernel& k, const ComputeLimits& limits,
                                                  const Lang& lang);
+/// A union-domain kernel (several domain blocks, ScheduleOptions::union_invocation_blocks) as one dispatch whose
+/// workgroups are partitioned among the blocks, one invocation per element of its block (emit_union.cpp).
+ComputeKernel emit_union_blocks(const Plan& plan, const Kernel& k, const ComputeLimits& limits, const Lang& lang);
 /// One invocation per output element (always applicable). `not_tiled`: why a contraction is not tiled (a line of the
 /// kernel's header comment when not empty).
 ComputeKernel emit_per_element(const Plan& plan, const Kernel& k, const ComputeLimits& limits, const Lang& lang,

@@ -13,6 +13,8 @@
 //  - "register-tiled" (emit_regtile.cpp), instead of the two above where ComputeLimits::register_tiles (CPU
 //    implementations of WebGPU): a contraction as a small register tile per invocation over the whole K, factors
 //    read from the buffers, no workgroup memory and no barriers; other reductions per element.
+//  - "union-blocks" (emit_union.cpp), a kernel of several domain blocks (union_invocation_blocks): the dispatch's
+//    workgroups partitioned among the blocks, one invocation per element of its block.
 //  - "per-element" (here): one invocation per output element, every output stored, each store guarded; a 2-D
 //    grid of workgroups when one dimension would exceed the device's max_workgroup_count.
 // Invariants: binding b < inputs.size() is kernel.inputs[b] (readonly), then outputs (writeonly), all in set 0;
@@ -148,9 +150,9 @@ ComputeKernel emit_compute_kernel(const Plan& plan, const Kernel& k, const Compu
         k.name, nbind, limits.max_storage_buffers));
   for (size_t j = 0; j < k.outputs.size(); ++j) {
     const Value& v = plan.values[k.outputs[j]];
-    if (v.planes > 1 || v.transposed || k.blocks() > 1)
-      throw UnsupportedError(fmt::format("kernel {}: output {} uses texture-plane storage (row/column planes, transposed or "
-                                         "union-domain); compute kernels need a plan made with compute_schedule_options",
+    if (v.planes > 1 || v.transposed)
+      throw UnsupportedError(fmt::format("kernel {}: output {} uses texture-plane storage (row/column planes or "
+                                         "transposed); compute kernels need a plan made with compute_schedule_options",
                                          k.name, v.name));
   }
   for (int i : k.inputs)
@@ -165,7 +167,9 @@ ComputeKernel emit_compute_kernel(const Plan& plan, const Kernel& k, const Compu
   const compute::Lang lang(language);
   ComputeKernel ck;
   std::string not_tiled;
-  if (limits.register_tiles) {  // no workgroup memory, no barriers (a CPU implementation of WebGPU)
+  if (k.blocks() > 1) {  // a union-domain kernel: the workgroups partitioned among its blocks
+    ck = compute::emit_union_blocks(plan, k, limits, lang);
+  } else if (limits.register_tiles) {  // no workgroup memory, no barriers (a CPU implementation of WebGPU)
     if (auto t = compute::emit_register_tiled(plan, k, limits, lang, &not_tiled)) ck = std::move(*t);
     else ck = compute::emit_per_element(plan, k, limits, lang, not_tiled);
   } else if (auto r = compute::emit_tree_reduction(plan, k, limits, lang)) {
@@ -199,6 +203,7 @@ ComputeKernel emit_compute_kernel(const Plan& plan, const Kernel& k, const Compu
 
 std::vector<TileConfig> tile_candidates(const Plan& plan, const Kernel& k, const ComputeLimits& limits) {
   const compute::Lang glsl(ComputeLanguage::Glsl450);  // the autotuner times GLSL 4.50 (Vulkan) kernels
+  if (k.blocks() > 1) return {};  // union-blocks kernels are never tiled
   if (compute::emit_tree_reduction(plan, k, limits, glsl)) return {};  // the strategy order of emit_compute_kernel
   const Shape shape = plan.values[k.output()].stored_shape();
   auto c = compute::find_contraction(k, shape);

@@ -52,6 +52,8 @@ ScheduleOptions schedule_options(const Target& target, const BackendOptions& opt
       so.unfused = opt.unfused;
       if (opt.min_parallel_texels) so.min_parallel_texels = *opt.min_parallel_texels;  // split-K forced on / off
       if (opt.max_outputs) so.max_outputs = std::min(so.max_outputs, *opt.max_outputs);
+      if (opt.union_domains) so.union_domains = *opt.union_domains;
+      if (opt.reduce_tree) so.reduce_tree_workgroups = *opt.reduce_tree ? reduce_tree_workgroups(target.compute) : 0;
       return so;
     }
     case StorageModel::Host: break;

@@ -103,7 +103,8 @@ struct ComputeKernel {
   /// How the emitter maps the kernel onto invocations (also named in the source's first comment line):
   /// "per-element" (one invocation per output element), "tiled-contraction" (a workgroup computes a tile of a
   /// matmul-like sum through shared memory, each invocation a register tile of outputs) or "tree-reduction"
-  /// (one workgroup per output element, partial results combined in shared memory).
+  /// (one workgroup per output element, partial results combined in shared memory) or "union-blocks" (a union-domain
+  /// kernel: its workgroups partitioned among its domain blocks, one invocation per element of its block).
   std::string strategy;
   /// Shared (workgroup) memory the kernel declares, bytes (<= ComputeLimits::max_shared_bytes).
   int64_t shared_bytes = 0;
@@ -119,11 +120,17 @@ struct ComputeKernel {
 };
 
 /// Schedule options for a buffer-storage target: multi-output fusion within the device's storage-buffer
-/// budget, no texture-specific passes (no row/column planes, union-domain draws or row-aligned layouts), no
-/// per-invocation loop budget on GPUs (on cpu_device the fragment target's 32768: Mesa's gallivm stops loops after
+/// budget, two-stage tree reductions on GPUs (reduce_tree_workgroups), union-domain kernels of small independent
+/// groups with the invocation range partitioned among their blocks (union_invocation_blocks), no texture-specific
+/// passes (no row/column planes, transposed temporaries or row-aligned layouts), no per-invocation loop budget on GPUs (on cpu_device the fragment target's 32768: Mesa's gallivm stops loops after
 /// 65535 iterations per invocation, so longer reductions are split). Throws ValueError when the device allows
 /// fewer than 2 storage buffers per kernel.
 ScheduleOptions compute_schedule_options(const ComputeLimits& limits);
+
+/// Stage-1 workgroups of a two-stage tree reduction on this device (ScheduleOptions::reduce_tree_workgroups): 8 per
+/// compute unit, 128 units when unknown. compute_schedule_options turns the tree on with it on GPUs (not on
+/// cpu_device, where the loop budget already splits long reductions).
+int64_t reduce_tree_workgroups(const ComputeLimits& limits);
 
 /// The compute kernel for kernel `k` of a plan made with compute_schedule_options(limits), printed in `language`
 /// (codegen/src/emit_compute.cpp: strategies per-element, tiled-contraction, tree-reduction; see
@@ -132,7 +139,9 @@ ScheduleOptions compute_schedule_options(const ComputeLimits& limits);
 /// Tile sizes and workgroup sizes follow `limits` (shared memory, invocations, cpu_device). Throws
 /// UnsupportedError (naming the kernel and the limit: max_storage_buffers, max_workgroup_count,
 /// max_workgroup_invocations, max_buffer_bytes) when the kernel cannot fit the device, and for plans whose values
-/// use texture-plane storage (row/column planes, transposed temporaries, union-domain kernels).
+/// use texture-plane storage (row/column planes, transposed temporaries). A kernel of several domain blocks (a
+/// union-domain kernel of union_invocation_blocks) has strategy "union-blocks": its workgroups partitioned among
+/// the blocks, one invocation per element of its block (codegen/src/emit_union.cpp).
 /// `language`: GLSL 4.50 or WGSL (the same kernel in either language).
 /// `tiles`: the tile configuration of a "tiled-contraction" kernel (ignored for the other strategies); empty = the
 /// heuristic (default_tile_config). UnsupportedError (max_workgroup_invocations, max_shared_bytes) when a given

@@ -173,6 +173,13 @@ struct ScheduleOptions {
   /// Split-K applies only to kernels with more output elements than this (compute targets on GPUs: 8192, the
   /// outputs that the tree-reduction strategy already runs one workgroup each; 0 = any).
   int64_t split_min_outputs = 0;
+  /// Two-stage tree reductions (compute targets on GPUs; 0 = off, the default): a single-output kernel of n output
+  /// elements, each a reduction of at least 16384 loop iterations, with 4 n <= reduce_tree_workgroups, is split like
+  /// split-K into about reduce_tree_workgroups / n partial reductions of contiguous chunks (at least 2048 iterations
+  /// each; the outermost loop with enough iterations is cut, so a chunk of a reduction over all of a row-major tensor
+  /// is whole rows) and a final reduction of the partials: stage 1 runs one workgroup per partial instead of one per
+  /// output (a reduction to a scalar ran on one workgroup). Such reductions stay out of multi-output kernels.
+  int64_t reduce_tree_workgroups = 0;
   /// Store 2-D temporaries whose every reader reduces over their axis 0 transposed (Value::transposed): the
   /// weight gradient x^T.dh then reads dh along contiguous texels (1 fetch per 4 rows instead of 4).
   bool transpose_row_reduced = true;
@@ -210,6 +217,14 @@ struct ScheduleOptions {
   /// db1+Adam(b1) [128] with dW1+Adam(W1) [128,784] costs 3 MiB). Keeps a bias of a large layer from being
   /// allocated at its weight's size.
   int64_t union_max_extra_bytes = int64_t{16} << 20;
+  /// Union-domain kernels of buffer (compute) targets: the dispatch's invocation range is partitioned into one range
+  /// per block (each invocation computes one element of one block, so the loop budget is the largest block's and no
+  /// buffer grows), and only groups of at most union_max_block_work (outputs x (1 + loop iterations per element))
+  /// join: the emitter computes every block of such a kernel one invocation per element. False (the fragment target):
+  /// every fragment runs every block.
+  bool union_invocation_blocks = false;
+  /// See union_invocation_blocks.
+  double union_max_block_work = 131072;
 };
 
 /// The scheduled program: what a backend executes.

@@ -90,8 +90,10 @@ void build_kernel(ScheduleState& st, const std::vector<int>& union_groups,
     if (union_kernel) {
       const Value& fv = st.plan.values[k.outputs[first]];
       Shape dom = fv.stored_shape();
-      b.comment += fmt::format("// block {} (domain {}, texture {}x{}):\n", bi, shape_str(dom), fv.layout.width,
-                               fv.layout.height);
+      b.comment += st.opt.union_invocation_blocks
+                       ? fmt::format("// block {} (domain {}, {} elements):\n", bi, shape_str(dom), numel(dom))
+                       : fmt::format("// block {} (domain {}, texture {}x{}):\n", bi, shape_str(dom), fv.layout.width,
+                                     fv.layout.height);
     }
     b.comment += node_comment(st, l.inlined);
     for (auto& x : l.inlined)

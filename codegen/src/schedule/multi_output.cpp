@@ -93,7 +93,8 @@ std::optional<Lowered> try_lower(const ScheduleState& st, const std::vector<Node
 }
 
 bool split_k_candidate(const ScheduleState& st, const NodePtr& n, const Lowered& l) {
-  return latency_bound(n->numel(), kloop_iterations(l.exprs), st.opt);
+  const double iters = kloop_iterations(l.exprs);
+  return latency_bound(n->numel(), iters, st.opt) || tree_bound(n->numel(), iters, st.opt);
 }
 
 void group_multi_output(ScheduleState& st) {

@@ -5,11 +5,18 @@
 //  - loop budget: its loops run more than ScheduleOptions::max_loop_iterations per invocation (4 elements each);
 //    llvmpipe silently stops a loop after 65535 iterations, a GPU watchdog kills long ones, or
 //  - split-K (first round only): it is latency-bound (fewer than min_parallel_texels output texels, loops of
-//    kLongLoop or more iterations per element): too few invocations to fill the device.
-// A split takes the costliest top-level reduction (not argmax, not nested) and its longest loop: a partial kernel
-// over (P, domain...) reduces chunk p of that loop (chunks a multiple of 4 iterations of an innermost loop, so
-// the fragment emitter's tile mode still applies), appended first (and split again if need be), and the kernel
-// reduces the P partial results instead. A kernel whose loops still exceed the budget throws UnsupportedError.
+//    kLongLoop or more iterations per element): too few invocations to fill the device, or
+//  - two-stage tree (first round only, before the other two, ScheduleOptions::reduce_tree_workgroups): a few outputs (4 per output at
+//    most per reduce_tree_workgroups) of kTreeLoop or more iterations each, which the compute emitter would give
+//    one workgroup per output: stage 1 is about reduce_tree_workgroups / n partial reductions of contiguous
+//    chunks (the outermost loop with at least a quarter of that many iterations is cut, so a chunk is whole rows
+//    of a row-major input), stage 2 reduces the partials.
+// A split takes the costliest top-level reduction (not argmax, not nested) and its longest loop (the tree: its
+// outermost loop of at least P / 4 iterations, else the longest): a partial kernel over (P, domain...) reduces chunk p
+// of that loop (chunks a multiple of 4 iterations of an innermost loop, so the fragment emitter's tile mode still
+// applies), appended first (and split again if need be), and the kernel reduces the P partial results instead.
+// Max/min chunks padded past the loop's end read the identity (-inf / +inf), so NaN still propagates as in one
+// loop. A kernel whose loops still exceed the budget throws UnsupportedError.
 // Multi-output kernels are formed within the budget (multi_output.cpp) and never split.
 // Invariants left: kernels in launch order; every output's Value::producer is its kernel's index; Kernel::extent
 // covers every output's layout (row planes may narrow layouts later: plan_memory recomputes it); kernel names
@@ -71,8 +78,12 @@ std::pair<const KExpr*, double> costliest_reduction(const KExprPtr& root) {
 
 /// Splits the costliest reduction of single-output kernel `k` (round `guard`) into a partial kernel, appended to
 /// the plan, and a final reduction in k. False when nothing can be split.
+/// Why a kernel is split: its loops exceed the budget, it is latency-bound (split-K) or a few long reductions
+/// (the two-stage tree).
+enum class SplitWhy { Budget, SplitK, Tree };
+
 bool split_once(ScheduleState& st, Kernel& k, const std::vector<NodePtr>& name_nodes, const std::string& suffix,
-                int guard, bool over_budget) {
+                int guard, SplitWhy why) {
   const ScheduleOptions& opt = st.opt;
   const NodePtr out_node = st.plan.values[k.output()].node;  // copies: add_value below grows plan.values
   const std::string out_name = st.plan.values[k.output()].name;
@@ -81,14 +92,26 @@ bool split_once(ScheduleState& st, Kernel& k, const std::vector<NodePtr>& name_n
   auto [best, best_cost] = costliest_reduction(k.exprs[0]);
   if (!best) return false;
   size_t vi = std::max_element(best->extents.begin(), best->extents.end()) - best->extents.begin();
-  int64_t E = best->extents[vi];
   int64_t P = static_cast<int64_t>(std::ceil(4 * (1 + best_cost) / (opt.max_loop_iterations / 2)));
-  if (!over_budget) {
+  if (why == SplitWhy::SplitK) {
     // split-K for parallelism: enough chunks to give min_parallel_texels fragments, each chunk still running
     // kLongLoop / 4 iterations or more
     P = std::min<int64_t>((opt.min_parallel_texels + texels - 1) / texels,
                           static_cast<int64_t>(best_cost / (kLongLoop / 4)));
+  } else if (why == SplitWhy::Tree) {
+    // stage 1 of the tree: about reduce_tree_workgroups workgroups in all, each chunk at least kTreeChunk iterations;
+    // contiguous chunks: the outermost loop with at least a quarter of that many iterations (whole rows of a
+    // row-major input; 1024 rows when the device asks for 1056 partials)
+    const int64_t n = numel(oshape);
+    P = std::min<int64_t>(opt.reduce_tree_workgroups / std::max<int64_t>(n, 1),
+                          static_cast<int64_t>(best_cost / kTreeChunk));
+    for (size_t d = 0; d < best->extents.size(); ++d)
+      if (best->extents[d] >= std::max<int64_t>(P / 4, 2)) {  // (P is clamped to the loop's extent below)
+        vi = d;
+        break;
+      }
   }
+  int64_t E = best->extents[vi];
   P = std::clamp<int64_t>(P, 2, E);
   int64_t C = (E + P - 1) / P;
   // chunks of a multiple of 4 iterations of the innermost loop keep the emitter's tile mode (unroll by 4)
@@ -148,10 +171,19 @@ void append_kernel(ScheduleState& st, Kernel&& k, const std::vector<NodePtr>& na
   for (int guard = 0; guard < 8 && k.exprs.size() == 1; ++guard) {
     const bool over_budget = 4 * (1 + kloop_iterations(k.exprs[0])) > opt.max_loop_iterations;
     const bool too_serial = guard == 0 && latency_bound(n, kloop_iterations(k.exprs[0]), opt);
-    if (!over_budget && !too_serial) break;
-    if (!split_once(st, k, name_nodes, suffix, guard, over_budget)) break;
+    // the tree first: its partial kernels are split again when over the budget
+    const bool tree = guard == 0 && tree_bound(n, kloop_iterations(k.exprs[0]), opt);
+    if (!over_budget && !too_serial && !tree) break;
+    const SplitWhy why = tree ? SplitWhy::Tree : over_budget ? SplitWhy::Budget : SplitWhy::SplitK;
+    if (!split_once(st, k, name_nodes, suffix, guard, why)) break;
   }
   double iters = kloop_iterations(k.exprs);
+  if (opt.union_invocation_blocks && k.blocks() > 1) {  // an invocation runs one block: the longest block's loops
+    std::vector<std::vector<KExprPtr>> per(static_cast<size_t>(k.blocks()));
+    for (size_t j = 0; j < k.exprs.size(); ++j) per[static_cast<size_t>(k.block_of(j))].push_back(k.exprs[j]);
+    iters = 0;
+    for (auto& b : per) iters = std::max(iters, kloop_iterations(b));
+  }
   if (4 * (1 + iters) > opt.max_loop_iterations)
     throw UnsupportedError(fmt::format(
         "schedule: kernel computing {} needs {:.0f} loop iterations per invocation (limit {:.0f}) and its loops "
@@ -177,6 +209,11 @@ int append_copy_kernel(ScheduleState& st, const NodePtr& n, const NodePtr& sourc
   k.outputs = {vid};
   append_kernel(st, std::move(k), {}, "");
   return vid;
+}
+
+bool tree_bound(int64_t numel, double loop_iterations, const ScheduleOptions& opt) {
+  return !opt.unfused && opt.reduce_tree_workgroups > 0 && numel * 4 <= opt.reduce_tree_workgroups &&
+         loop_iterations >= kTreeLoop;
 }
 
 bool latency_bound(int64_t numel, double loop_iterations, const ScheduleOptions& opt) {

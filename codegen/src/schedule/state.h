@@ -31,6 +31,11 @@ namespace sg::sched {
 /// (ScheduleOptions::min_parallel_texels).
 inline constexpr double kLongLoop = 256;
 
+/// Two-stage tree (ScheduleOptions::reduce_tree_workgroups): loop iterations per output from which a reduction
+/// of few outputs is split, and the fewest iterations of one stage-1 chunk.
+inline constexpr double kTreeLoop = 16384;
+inline constexpr double kTreeChunk = 2048;
+
 /// Value ids >= kPseudo name materialised non-leaf nodes during grouping (trial lowerings), before their values
 /// exist: kPseudo + index in ScheduleState::mat_nodes.
 inline constexpr int kPseudo = 1 << 28;
@@ -40,6 +45,9 @@ bool is_heavy(Op op);
 
 /// The split-K rule's test: few output texels, long loops (see ScheduleOptions::min_parallel_texels).
 bool latency_bound(int64_t numel, double loop_iterations, const ScheduleOptions& opt);
+
+/// The two-stage tree rule's test: few outputs, each a long reduction (see ScheduleOptions::reduce_tree_workgroups).
+bool tree_bound(int64_t numel, double loop_iterations, const ScheduleOptions& opt);
 
 /// One fusion group: materialised nodes computed by one kernel at the same element (multi-output fusion).
 struct Group {

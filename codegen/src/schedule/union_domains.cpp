@@ -1,4 +1,12 @@
-// Fragment target, launch pass: union-domain kernels (ScheduleOptions::union_domains).
+// Launch pass: union-domain kernels (ScheduleOptions::union_domains), for the fragment target and, with
+// ScheduleOptions::union_invocation_blocks, for buffer (compute) targets.
+//
+// Compute targets (union_invocation_blocks): a dispatch's invocation range is partitioned into blocks, each
+// invocation computing one element of one block, so the loop budget is the largest block's (not the sum), no
+// storage grows, and only *small* groups join (outputs x (1 + loop iterations per element) at most
+// union_max_block_work, and fewer than kLongLoop = 256 loop iterations per element): every block of a compute union
+// is computed one invocation per element, which costs nothing for kernels that small (they are launch-bound) but
+// would lose the tiled and tree strategies of large ones and the parallelism of long reductions.
 //
 // A draw renders one rectangle, so independent fusion groups of different iteration domains can share one draw:
 // each becomes a domain block computing the fragments inside its own texture layout (and writing 0 elsewhere),
@@ -56,9 +64,18 @@ U single_group_union(const ScheduleState& st, const Group& g) {
       x.extent = x.extent.cover(x.outs.back().first);
     }
   x.iters = kloop_iterations(g.lowered.exprs);
-  // a single stored output is split by append_kernel when over the loop budget or latency-bound (split-K)
+  // a single stored output is split by append_kernel when over the loop budget, latency-bound (split-K) or a few
+  // long reductions (the two-stage tree)
   x.fixed = x.outputs == 1 && (4 * (1 + x.iters) > opt.max_loop_iterations ||
-                               latency_bound(g.members[0]->numel(), x.iters, opt));
+                               latency_bound(g.members[0]->numel(), x.iters, opt) ||
+                               tree_bound(g.members[0]->numel(), x.iters, opt));
+  // compute targets: only small groups with short loops join a union (its blocks are computed one invocation per
+  // element): a loop of kLongLoop (256) or more iterations per element stays alone, where the emitter gives it a
+  // tree reduction or a tiled contraction (the H200, Run 15: the CNN's conv bias gradients, 1024-4096 iterations
+  // per output, as union blocks made its step 9 % slower)
+  if (opt.union_invocation_blocks)
+    x.fixed = x.fixed || x.iters >= kLongLoop ||
+              static_cast<double>(g.members[0]->numel()) * (1 + x.iters) > opt.union_max_block_work;
   // a kernel the row-planes pass will tile (P rows per fragment into P render targets, the GPU's matmul fast
   // path) stays alone as well: the same test on its stored members
   if (const int P = std::min(opt.row_planes, opt.max_outputs); P > 1 && !x.fixed && x.outputs * P <= opt.max_outputs) {
@@ -98,6 +115,12 @@ std::vector<std::vector<char>> reachability(const ScheduleState& st, const std::
   return reach;
 }
 
+/// Loop iterations per invocation of a union of a and b: every fragment runs every block (textures), an invocation
+/// runs one block (union_invocation_blocks).
+double joint_iters(const ScheduleOptions& opt, const U& a, const U& b) {
+  return opt.union_invocation_blocks ? std::max(a.iters, b.iters) : a.iters + b.iters;
+}
+
 int overlap(const std::set<int>& a, const std::set<int>& b) {
   int c = 0;
   for (int x : a) c += b.count(x) > 0;
@@ -115,15 +138,17 @@ std::pair<int, int> best_pair(const ScheduleState& st, const std::vector<U>& us)
     for (size_t b = a + 1; b < us.size(); ++b) {
       if (us[b].dead || us[b].fixed || reach[a][b] || reach[b][a]) continue;
       if (us[a].outputs + us[b].outputs > st.max_out) continue;
-      if (4 * (1 + us[a].iters + us[b].iters) > opt.max_loop_iterations) continue;
+      if (4 * (1 + joint_iters(opt, us[a], us[b])) > opt.max_loop_iterations) continue;
       const int shared = overlap(us[a].inputs, us[b].inputs);
       if (static_cast<int>(us[a].inputs.size() + us[b].inputs.size()) - shared > opt.max_inputs) continue;
-      // texture memory allocated beyond the outputs' own layouts (every output covers the draw's extent)
-      const Extent e = us[a].extent.cover(us[b].extent);
-      double extra = 0;
-      for (const U* x : {&us[a], &us[b]})
-        for (auto& [le, copies] : x->outs) extra += double(copies) * double(e.texels() - le.texels()) * 16.0;
-      if (extra > static_cast<double>(opt.union_max_extra_bytes)) continue;
+      // textures: memory allocated beyond the outputs' own layouts (every output covers the draw's extent)
+      if (!opt.union_invocation_blocks) {
+        const Extent e = us[a].extent.cover(us[b].extent);
+        double extra = 0;
+        for (const U* x : {&us[a], &us[b]})
+          for (auto& [le, copies] : x->outs) extra += double(copies) * double(e.texels() - le.texels()) * 16.0;
+        if (extra > static_cast<double>(opt.union_max_extra_bytes)) continue;
+      }
       std::pair<int, int> score{shared, overlap(us[a].producers, us[b].producers)};
       if (score > best_score) best_score = score, best_a = static_cast<int>(a), best_b = static_cast<int>(b);
     }
@@ -137,7 +162,7 @@ void merge(ScheduleState& st, std::vector<U>& us, int best_a, int best_b) {
   a.inputs.insert(b.inputs.begin(), b.inputs.end());
   a.producers.insert(b.producers.begin(), b.producers.end());
   a.outputs += b.outputs;
-  a.iters += b.iters;
+  a.iters = joint_iters(st.opt, a, b);
   a.outs.insert(a.outs.end(), b.outs.begin(), b.outs.end());
   a.extent = a.extent.cover(b.extent);
   b.dead = true;

@@ -147,7 +147,7 @@ struct VulkanOptions {
 struct BackendOptions {
   /// "auto" | "gles" (fragment shaders) | "gles-compute" (GLES 3.1 compute shaders over storage buffers) |
   /// "vulkan" (SPIR-V compute) | "cpu". The texture options below — max_texture_width, row_layout, row/col
-  /// planes, union_domains, flush_draws — apply to "gles" only.
+  /// planes, flush_draws — apply to "gles" only (union_domains to all three GPU kinds).
   std::string kind = "auto";
   std::optional<int64_t> max_texture_width;   ///< texels; empty = device limit; smaller forces row wrapping (tests)
   bool unfused = false;                       ///< one kernel per node (debug)
@@ -170,9 +170,15 @@ struct BackendOptions {
   /// docs/PERFORMANCE.md Run 7d), 1 = off, 2 = on. schedule_options throws ValueError for other values.
   std::optional<int> col_planes;
   /// ScheduleOptions::union_domains: independent kernels of different shapes become one draw (union-domain
-  /// kernels). empty = auto: on for GPUs, off for CPU rasterisers (on llvmpipe every fragment runs every block's
-  /// code under a mask; docs/PERFORMANCE.md).
+  /// kernels). gles: empty = auto: on for GPUs, off for CPU rasterisers (on llvmpipe every fragment runs every block's
+  /// code under a mask; docs/PERFORMANCE.md). gles-compute and vulkan: small independent kernels become one dispatch
+  /// with its workgroups partitioned among them (ScheduleOptions::union_invocation_blocks); empty = on.
   std::optional<bool> union_domains;
+  /// gles-compute and vulkan: ScheduleOptions::reduce_tree_workgroups (a reduction to a few outputs over a long axis
+  /// as a two-stage tree: many workgroups of partial reductions, then one per output). empty = auto (on for GPUs, off
+  /// for CPU devices, whose loop budget splits such loops already), true = on (sg::reduce_tree_workgroups of the
+  /// device), false = off.
+  std::optional<bool> reduce_tree;
   /// glFlush after the uploads and after every draw of a run, so the GPU starts on a step's kernels while the CPU
   /// is still submitting the later ones (drivers otherwise buffer the commands until the readback waits).
   /// empty = auto: on for GPUs, off for CPU rasterisers.
@@ -197,7 +203,8 @@ struct BackendOptions {
 ///    planes 2 on every device; split-K (16384 texels), row-aligned layouts and union-domain kernels on GPUs, off
 ///    on CPU devices; each overridable by `opt`;
 ///  - buffers (compute targets): compute_schedule_options(target.compute) (sg/compute_kernel.h), with `unfused`
-///    a max_outputs cap and min_parallel_texels (split-K) from `opt`; the texture-only options are ignored;
+///    a max_outputs cap, min_parallel_texels (split-K), union_domains (small independent kernels as one dispatch) and
+///    reduce_tree (the two-stage tree) from `opt`; the texture-only options are ignored;
 ///  - host (cpu): ScheduleOptions defaults with `unfused` (the schedule the debug session shows for the CPU
 ///    reference, which itself runs node by node).
 /// Throws ValueError naming the field for out-of-range values (max_outputs < 1, min_parallel_texels < 0,
