@@ -3,6 +3,7 @@
 // format version, a missing shader, truncated weights or an inconsistent description is refused with a
 // BundleError naming the file (and the program, kernel or tensor).
 import { BundleError, UnsupportedError } from './errors.js';
+import { checkBundleTypes } from './bundle_schema.js';
 import { parseSafetensors } from './safetensors.js';
 
 /** The bundle format this runtime writes about (bundle.json `format`); it also reads format 2 (one webgpu plan). */
@@ -180,6 +181,7 @@ function validate(json, file) {
          `${BUNDLE_FORMATS.map((f) => `'${f}'`).join(' and ')}. Export the bundle again with the shadergrad release ` +
          `that matches this runtime, or load it with the runtime copy inside the bundle (runtime/shadergrad.js)`,
          { format: json.format });
+  checkBundleTypes(json, file);
   if (!Array.isArray(json.targets) || !json.targets.length || json.targets.some((t) => !TARGETS.includes(t)))
     fail(`\`targets\` is ${JSON.stringify(json.targets)}; expected a non-empty list of ${TARGETS.join(', ')}`);
   if (json.targets.includes('webgpu') && !json.webgpu?.requires)
