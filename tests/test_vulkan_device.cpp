@@ -7,6 +7,8 @@
 #include "vulkan_test_util.h"
 
 #include <cstring>
+#include <iostream>
+#include <sstream>
 #include <fstream>
 #include <regex>
 #include <set>
@@ -308,6 +310,32 @@ TEST_CASE("vulkan pipeline cache: persisted next to the kernel cache, reloaded, 
     vk::Pipeline p = dev->create_pipeline(cs.spirv, 1, {8, 1, 1}, "ones");
     expect_no_validation_messages(*dev);
   }
+}
+
+TEST_CASE("vulkan pipeline cache: an unwritable directory is warned about once and counted", "[vulkan][device]") {
+  sg::testing::TempDir dir("sg_vk_cache");
+  sg::testing::write_file((dir.path / "file").string(), "x");  // nothing can be created below a regular file, not even by root
+  auto o = vulkan_device_options();
+  o.pipeline_cache_dir = dir.path / "file" / "cache";
+  std::ostringstream err;
+  auto* old = std::cerr.rdbuf(err.rdbuf());
+  bool first = true, second = true;
+  int64_t errors = 0;
+  {
+    auto dev = vk::Device::create(o);
+    first = dev->save_pipeline_cache();
+    second = dev->save_pipeline_cache();
+    errors = dev->pipeline_cache_write_errors();
+  }  // the save on destruction fails too (counted, not said again)
+  std::cerr.rdbuf(old);
+  CHECK_FALSE(first);
+  CHECK_FALSE(second);
+  CHECK(errors == 2);
+  const std::string text = err.str();
+  INFO(text);
+  CHECK(text.find("cannot write the Vulkan pipeline cache " + (dir.path / "file" / "cache").string()) != std::string::npos);
+  CHECK(text.find("cannot write", text.find("cannot write") + 1) == std::string::npos);  // once
+  CHECK(dir.entries() == 1);  // only the regular file: no temporary left behind
 }
 
 TEST_CASE("vulkan validation: the messenger counts what the layer reports (the zero-message checks can fail)",

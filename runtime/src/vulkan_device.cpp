@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <mutex>
 
@@ -640,10 +641,20 @@ bool Device::save_pipeline_cache() {
   std::filesystem::create_directories(pipeline_cache_dir_, ec);
   try {
     write_file_atomic(path.string(), data);  // temporary + fsync + rename (sg/dump.h)
-  } catch (const Error&) {
+  } catch (const Error& e) {
+    warn_pipeline_cache_unwritable(path, ec ? ec.message() : e.what());
     return false;
   }
   return true;
+}
+
+int64_t Device::pipeline_cache_write_errors() const { return cache_write_errors_; }
+
+void Device::warn_pipeline_cache_unwritable(const std::filesystem::path& path, const std::string& why) {
+  if (cache_write_errors_++ > 0) return;  // counted every time, said once per device (like the kernel cache)
+  std::cerr << fmt::format("shadergrad: warning: cannot write the Vulkan pipeline cache {} ({}); pipelines will be "
+                           "built again by every run. Point SG_KERNEL_CACHE at a writable directory or unset it.\n",
+                           path.string(), why);
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -16,8 +16,9 @@ export class ShadergradError extends Error {
   }
 }
 
-/** The bundle cannot be used: another format version, a missing or unreadable file, truncated weights, an
- * inconsistent description. `details.file` names the file, `details.kernel` / `details.program` where known. */
+/** The bundle cannot be used: another format version, a missing or unreadable file, truncated weights, a field of
+ * the wrong type, an inconsistent description. `details.file` names the file, `details.kernel` / `details.program`
+ * where known, `details.field` the path of a bundle.json field of the wrong type. */
 export class BundleError extends ShadergradError {
   constructor(message, details) { super(message, details); this.name = 'BundleError'; }
 }

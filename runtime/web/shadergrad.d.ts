@@ -199,7 +199,8 @@ export function runChecks(runtime: Runtime, options?: { outputs?: Tolerance; per
   Promise<CheckReport>;
 
 export class ShadergradError extends Error { details: Record<string, unknown>; }
-/** Another format version, a missing file, truncated weights (details.file, .kernel, .program, .tensor). */
+/** Another format version, a missing file, truncated weights, a bundle.json field of the wrong type (details.file,
+ * .kernel, .program, .tensor; .field: the path of the bundle.json field, e.g. `programs.infer.kernels[1].shape`). */
 export class BundleError extends ShadergradError {}
 /** The bundle needs a limit, feature or shader language this backend/device lacks. */
 export class UnsupportedError extends ShadergradError {}

@@ -328,18 +328,24 @@ class Device {
   std::filesystem::path pipeline_cache_path() const;
   /// Bytes of pipeline-cache data loaded at creation (0: none, or the file did not match this device).
   int64_t pipeline_cache_loaded_bytes() const;
-  /// Writes the pipeline cache atomically (temporary file + rename). Returns false on I/O errors (never throws).
+  /// Writes the pipeline cache atomically (temporary file + rename). Returns false on I/O errors (never throws);
+  /// each failure is counted (pipeline_cache_write_errors) and the first one of this device is warned about on
+  /// stderr, naming the file and the reason.
   bool save_pipeline_cache();
+  /// Failed writes of the pipeline-cache file so far (an unwritable directory, a full disk).
+  int64_t pipeline_cache_write_errors() const;
 
  private:
   Device() = default;
   static Buffer make_buffer(const std::shared_ptr<detail::Context>& ctx, int64_t bytes, const std::string& name,
                             VkBufferUsageFlags usage, VkMemoryPropertyFlags need, VkMemoryPropertyFlags want);
   void load_pipeline_cache();
+  void warn_pipeline_cache_unwritable(const std::filesystem::path& path, const std::string& why);
   std::shared_ptr<detail::Context> ctx_;
   Caps caps_;
   std::filesystem::path pipeline_cache_dir_;
   int64_t cache_loaded_ = 0;
+  int64_t cache_write_errors_ = 0;
   Buffer staging_;           // the staging path's transfer buffer (kStagingBytes)
   CommandBuffer transfer_;   // one-shot transfers
 };
