@@ -18,30 +18,16 @@
 // EGL_PLATFORM=surfaceless, create(['backend=opengles']), requestAdapter({featureLevel: 'compatibility'}).
 import fs from 'node:fs';
 import path from 'node:path';
-import { pathToFileURL, fileURLToPath } from 'node:url';
+import { pathToFileURL } from 'node:url';
+
+import { createDawnGPU, fileFetch } from './dawn_node.mjs';
 
 const [root, out, ...names] = process.argv.slice(2);
 if (!root || !out || !names.length) {
   console.error('usage: node webgpu_ops_check.mjs ROOT OUT NAME...');
   process.exit(2);
 }
-process.env.EGL_PLATFORM ??= 'surfaceless';
-let webgpu;
-try {
-  webgpu = await import('webgpu');
-} catch (e) {
-  console.error(`npm package 'webgpu' is missing: run 'npm ci' in tests/ (${e.message})`);
-  process.exit(2);
-}
-Object.assign(globalThis, webgpu.globals);
-const gpu = webgpu.create(['backend=opengles']);
-
-/** fetch() over file:// URLs (Node's fetch has none): a 404 Response for a missing file, as a server gives. */
-async function fileFetch(url) {
-  const file = fileURLToPath(url);
-  if (!fs.existsSync(file)) return new Response('not found', { status: 404 });
-  return new Response(fs.readFileSync(file));
-}
+const gpu = await createDawnGPU();
 
 /** |a - e| <= atol + rtol |e| elementwise; NaN meets NaN, infinities match exactly (tests/op_cases.h compare). */
 function judge(a, e, rtol, atol) {

@@ -14,7 +14,9 @@
 // interval to the last. Exit 2: the environment lacks npm `webgpu` or the bundle. Timings are printed, never judged.
 import fs from 'node:fs';
 import path from 'node:path';
-import { pathToFileURL, fileURLToPath } from 'node:url';
+import { pathToFileURL } from 'node:url';
+
+import { createDawnGPU, fileFetch } from './dawn_node.mjs';
 
 const [dir, stepsArg, plan = 'auto'] = process.argv.slice(2);
 const steps = Number(stepsArg ?? 10000);
@@ -22,24 +24,8 @@ if (!dir || !fs.existsSync(path.join(dir, 'bundle.json')) || !(steps >= 10)) {
   console.error('usage: node --expose-gc webgpu_soak.mjs BUNDLE_DIR [STEPS >= 10] [auto|gpu|cpu]');
   process.exit(2);
 }
-process.env.EGL_PLATFORM ??= 'surfaceless';
-let webgpu;
-try {
-  webgpu = await import('webgpu');
-} catch (e) {
-  console.error(`npm package 'webgpu' is missing: run 'npm ci' in tests/ (${e.message})`);
-  process.exit(2);
-}
-Object.assign(globalThis, webgpu.globals);
-const gpu = webgpu.create(['backend=opengles']);
+const gpu = await createDawnGPU();
 const HEAP_MIB = 4, RSS_MIB = 16;
-
-/** fetch() over file:// URLs (Node's fetch has none). */
-async function fileFetch(url) {
-  const file = fileURLToPath(url);
-  if (!fs.existsSync(file)) return new Response('not found', { status: 404 });
-  return new Response(fs.readFileSync(file));
-}
 
 /** Deterministic feeds for a program's inputs: pixels in [0, 1), class indices i mod classes (mulberry32). */
 function makeFeeds(inputs, seed) {
