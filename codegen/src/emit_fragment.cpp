@@ -22,7 +22,59 @@ struct BlockMode {
   std::unique_ptr<ExprEmitter> em;
   std::set<const KExpr*> unrolled;
   bool tile = false, lane = false, jam = false;
+  bool lanes4 = false;  // reduce mode with the texel's 4 lanes as 4 fused loop nests (exprs: lane-major copies)
 };
+
+/// Jam mode: a sum whose innermost loop is short (2 to 4 iterations, not a multiple of 4 unrollable by 4: a conv's
+/// kernel width) loses that loop, its body written once per iteration with the loop variable a constant. A conv's
+/// taps along a row then read the lanes' elements at constant offsets from one aligned base, which the printer
+/// fetches as the few texels they span, shared by the taps (3 texels for a 3-wide kernel instead of 2 per tap:
+/// docs/PERFORMANCE.md, Run W8).
+std::vector<KExprPtr> unroll_taps(const std::vector<KExprPtr>& roots) {
+  return krewrite(roots, [&](const KExprPtr& e) -> KExprPtr {
+    if (e->op != KOp::Reduce) return nullptr;
+    const int64_t k = e->extents.back();
+    if (e->reduce != ReduceKind::Sum || e->loop_vars.size() < 2 || k < 2 || k > 4 || kunrollable_sum(e) ||
+        kcontains_reduce(e->a))
+      return e;
+    const std::string v = e->loop_vars.back();
+    KExprPtr body;
+    for (int64_t d = 0; d < k; ++d) {
+      KExprPtr t = ksubstitute(e->a, {{v, kint(d)}});
+      body = body ? kmath(SOp::Add, body, t) : t;
+    }
+    std::vector<std::string> vars(e->loop_vars.begin(), e->loop_vars.end() - 1);
+    std::vector<int64_t> ext(e->extents.begin(), e->extents.end() - 1);
+    return kreduce(ReduceKind::Sum, vars, ext, body);
+  });
+}
+
+/// Reduce mode's lanes (choose_mode): the kernel's expressions once per lane l of the texel, lane-major, with the
+/// output coordinates i0.. of element elem + l (elem = texel * 4), clamped to the last element where the texel may
+/// run past the end (those lanes are zeroed on output). A coordinate whose stride is a multiple of 4 is the same in
+/// the 4 lanes and is written as a function of elem alone, so that loads through it are one texel fetch for all
+/// lanes (the conv weight gradient's dy row: docs/PERFORMANCE.md, Run W8).
+std::vector<KExprPtr> lane_copies(const std::vector<KExprPtr>& exprs, const Shape& shape, int64_t n) {
+  Shape st = contiguous_strides(shape);
+  std::vector<KExprPtr> out;
+  for (int l = 0; l < 4; ++l) {
+    KExprPtr e = l == 0 ? kvar("elem") : kibin(KOp::IAdd, kvar("elem"), kint(l));
+    if (n % 4 != 0 && l > 0) e = kibin(KOp::IMin, e, kint(n - 1));
+    std::map<std::string, KExprPtr> subs;
+    for (size_t i = 0; i < shape.size(); ++i) {
+      KExprPtr base = st[i] % 4 == 0 ? kvar("elem") : e;
+      KExprPtr q = st[i] == 1 ? base : kibin(KOp::IDiv, base, kint(st[i]));
+      subs[fmt::format("i{}", i)] = i == 0 ? q : kibin(KOp::IMod, q, kint(shape[i]));
+    }
+    for (auto& x : krewrite(exprs, [&](const KExprPtr& v) -> KExprPtr {
+           if (v->op != KOp::Var) return nullptr;
+           auto it = subs.find(v->name);
+           return it == subs.end() ? v : it->second;
+         }))
+      out.push_back(x);
+  }
+  return out;
+}
 
 /// Vectorisation, first match wins:
   //  - tile mode: the output's last axis is a multiple of 4 and a sum reduction's loop length too (matmul and
@@ -49,7 +101,19 @@ BlockMode choose_mode(const Plan& plan, const Kernel& kernel, const Shape& shape
     const KExpr* r = nullptr;
     for (auto& e : b.k.exprs)
       if (!r) r = b.em->pick_vector_reduce(e);
-    if (r) {
+    if (r && Pc == 1) {
+      // reduce mode: each lane's sum steps 4 iterations at a time; the 4 lanes' loop nests are fused into one
+      // (sibling loop fusion), so a load the lanes share (same texel) is fetched once per step, not once per lane
+      b.lanes4 = true;
+      b.k.exprs = lane_copies(kernel.exprs, shape, out.layout.numel);
+      b.em = std::make_unique<ExprEmitter>(plan, b.k);
+      const size_t nout = kernel.exprs.size();
+      for (int l = 0; l < 4; ++l) {
+        const KExpr* rl = nullptr;
+        for (size_t j = 0; j < nout && !rl; ++j) rl = b.em->pick_vector_reduce(b.k.exprs[l * nout + j]);
+        if (rl) b.em->set_vector_reduce(rl);
+      }
+    } else if (r) {
       b.em->set_vector_reduce(r);
     } else {
       if (!shape.empty() && shape.back() % 4 == 0)
@@ -65,7 +129,8 @@ BlockMode choose_mode(const Plan& plan, const Kernel& kernel, const Shape& shape
   // outputs were 512 dependent iterations per fragment). Coordinates become functions of the element index
   // `elem`, the vectorised variable; lanes past the end are clamped to the last element and zeroed on output.
   const int64_t n = out.layout.numel;
-  KExprPtr elemc = n > 1 ? kibin(KOp::IMin, kvar("elem"), kint(n - 1)) : kint(0);
+  // elem (lane 0) is a multiple of 4 below n; only a texel running past the end (n % 4 != 0) needs the clamp
+  KExprPtr elemc = n % 4 == 0 ? kvar("elem") : n > 1 ? kibin(KOp::IMin, kvar("elem"), kint(n - 1)) : kint(0);
   Shape st = contiguous_strides(shape);
   std::map<std::string, KExprPtr> subs;
   for (size_t i = 0; i < shape.size(); ++i) {
@@ -84,9 +149,11 @@ BlockMode choose_mode(const Plan& plan, const Kernel& kernel, const Shape& shape
   });
   // sums are unrolled by 4 as in tile mode, here for latency: 16 independent loads in flight per step instead
   // of 4 (on the H200 a 10-output bias gradient looping 128 times took 0.118 ms, ~0.9 us per iteration)
+  b.k.exprs = unroll_taps(b.k.exprs);
   b.k.exprs = unroll_reductions(b.k.exprs, b.unrolled);
   b.em = std::make_unique<ExprEmitter>(plan, b.k);
   b.em->set_step4_reduces(b.unrolled);
+  if (n % 4 == 0) b.em->set_aligned_base();
   }
   return b;
 }
@@ -122,7 +189,7 @@ std::string vector_main(const BlockMode& b, const Value& out, const std::vector<
   std::string rest = b.lane ? coords + b.em->body_ : b.em->body_;
   for (size_t j = 0; j < nout; ++j) {
     std::string v = values[j].vec ? values[j].s : fmt::format("vec4({})", values[j].s);
-    if (b.jam && n % 4 != 0)  // the last texel's lanes past the end hold 0, as after an upload
+    if ((b.jam || b.lanes4) && n % 4 != 0)  // the last texel's lanes past the end hold 0, as after an upload
       v = fmt::format("mix(vec4(0.0), {}, lessThan(ivec4(elem) + ivec4(0, 1, 2, 3), ivec4({})))", v, n);
     rest += fmt::format("  {} = {};\n", onames[j], v);
   }
@@ -171,6 +238,8 @@ BlockSource emit_block(const Plan& plan, const Kernel& kernel, const std::vector
   if (b.lane) {
     em.indent_ = 2;
     em.set_vector_var(vector_var, vector_var);
+  } else if (b.lanes4) {
+    em.indent_ = 2;
   } else if (b.jam) {
     em.indent_ = 2;
     em.set_vector_var("elem", "elem");
@@ -179,6 +248,15 @@ BlockSource emit_block(const Plan& plan, const Kernel& kernel, const std::vector
   em.fuse_sibling_loops(b.k.exprs);
   std::vector<ExprEmitter::Code> values;
   for (auto& e : b.k.exprs) values.push_back(em.emit(e));
+  if (b.lanes4) {  // lane-major copies -> one vec4 per output
+    const size_t nout = b.k.exprs.size() / 4;
+    std::vector<ExprEmitter::Code> v4;
+    for (size_t j = 0; j < nout; ++j)
+      v4.push_back({fmt::format("vec4({}, {}, {}, {})", values[j].s, values[nout + j].s, values[2 * nout + j].s,
+                                values[3 * nout + j].s),
+                    true});
+    values = std::move(v4);
+  }
   BlockSource bs;
   bs.texel_loads = em.texel_loads_;
   bs.unaligned_loads = em.unaligned_loads_;
@@ -188,6 +266,8 @@ BlockSource emit_block(const Plan& plan, const Kernel& kernel, const std::vector
     bs.mode = "// vectorised: the 4 elements of each output texel are computed together (vec4), and loops are unrolled by 4\n";
   else if (b.lane)
     bs.mode = "// vectorised: the 4 elements of each output texel are computed together (vec4)\n";
+  else if (b.lanes4)
+    bs.mode = "// vectorised: each element's sum steps 4 iterations at a time (vec4), the texel's 4 elements in one loop nest (texel fetches shared)\n";
   else if (b.jam)
     bs.mode = "// vectorised: the 4 elements of each output texel are computed together, their loops jammed into one (vec4 accumulators)\n";
   // the fragment's texel of this block's layout; in a union-domain draw, columns past the layout's width are
@@ -196,7 +276,7 @@ BlockSource emit_block(const Plan& plan, const Kernel& kernel, const std::vector
       in_union ? fmt::format("  int texel = int(gl_FragCoord.x) < {0} ? int(gl_FragCoord.y) * {0} + int(gl_FragCoord.x) : {1};\n",
                              out.layout.width, out.layout.texels)
                : fmt::format("  int texel = int(gl_FragCoord.y) * {} + int(gl_FragCoord.x);\n", out.layout.width);
-  bs.main = b.lane || b.jam ? vector_main(b, out, onames, values, coords, texel_line, in_union)
+  bs.main = b.lane || b.jam || b.lanes4 ? vector_main(b, out, onames, values, coords, texel_line, in_union)
                             : scalar_main(b, out, onames, values, coords, texel_line);
   return bs;
 }

@@ -111,7 +111,10 @@ class ExprEmitter {
     };
     return go(root);
   }
-  void set_vector_reduce(const KExpr* r) { vreduce_ = r; }
+  /// Reduce mode: sum reduction `r`'s innermost loop is vectorised (4 iterations per step, vec4 accumulator).
+  /// Several such reductions with the same loops (the texel's 4 lanes, emit_fragment.cpp) are fused into one loop
+  /// nest by fuse_sibling_loops, so that their common texel fetches are made once per step.
+  void set_vector_reduce(const KExpr* r) { vreduces_.insert(r); }
   /// Reductions whose innermost loop steps by 4 (their body already sums the 4 iterations v, v+1, v+2, v+3):
   /// the loop variable is then a multiple of 4, which lets loads of v + d share one texel fetch.
   void set_step4_reduces(std::set<const KExpr*> r) { step4_ = std::move(r); }
@@ -136,6 +139,10 @@ class ExprEmitter {
   /// Jam mode: lanes whose element is past `elem_hi` are discarded, so the clamp min(elem, elem_hi) of their
   /// coordinates does not break the lanes' unit stride (lane_stride).
   void set_discarded_lanes_past(int64_t elem_hi) { discard_past_ = elem_hi; }
+  /// The vectorised variable's lane-0 value (its base) is a multiple of 4 (jam mode without a clamp): a gathered
+  /// load of 4 consecutive elements from base-derived index + constant then reads the texels it spans through the
+  /// scope's texel cache (shared by the loads at nearby offsets, e.g. a conv's taps).
+  void set_aligned_base() { base_aligned_ = true; }
 
  private:
   const Plan& plan_;
@@ -146,7 +153,7 @@ class ExprEmitter {
   std::string vvar_, vbase_;                       // vectorised variable and its lane-0 value
   std::map<std::string, std::string> subst_;       // scalar gather: variable -> replacement
   std::unordered_map<const KExpr*, bool> varies_;  // depends on vvar_
-  const KExpr* vreduce_ = nullptr;
+  std::set<const KExpr*> vreduces_;  // set_vector_reduce
   std::set<const KExpr*> step4_;
   std::set<std::string> aligned_vars_;                         // integer variables known to be multiples of 4
   std::vector<std::map<std::string, std::string>> texels_{1};  // per scope: "input|texel index" -> vec4 local
@@ -167,6 +174,7 @@ class ExprEmitter {
   std::set<const KExpr*> cheap_index_math_;  // pure index math without a division, modulo, min or max  // hoist_level: any pure index math (texel coordinates), not only the costly kind
   bool textures_ = false;     // set_texture_addressing
   std::optional<int64_t> discard_past_;  // set_discarded_lanes_past
+  bool base_aligned_ = false;            // set_aligned_base
 
   /// How an integer expression changes across the 4 lanes of the vectorised variable: by 0 (the same value), by
   /// 1 per lane (lane d = lane 0 + d, in every lane that is not discarded), or otherwise (nullopt).
@@ -683,6 +691,90 @@ class ExprEmitter {
     }
     return {e, 0};
   }
+  /// split_offset for the shared taps: also through a - constant and constant * constant (an unrolled tap's
+  /// kw * dilation); the nodes it builds are kept alive (made_).
+  std::pair<KExprPtr, int64_t> split_offset_taps(const KExprPtr& e) {
+    if (e->op == KOp::IntConst) return {nullptr, e->ivalue};
+    if (e->op == KOp::IMul && e->a->op == KOp::IntConst && e->b->op == KOp::IntConst) return {nullptr, e->a->ivalue * e->b->ivalue};
+    if (e->op == KOp::IDiv && e->b->op == KOp::IntConst && e->b->ivalue == 1) return split_offset_taps(e->a);
+    if (e->op == KOp::IMul && (e->a->op == KOp::IntConst || e->b->op == KOp::IntConst)) {  // (x + o) * k = x * k + o * k
+      const KExprPtr& x = e->a->op == KOp::IntConst ? e->b : e->a;
+      const int64_t k = e->a->op == KOp::IntConst ? e->a->ivalue : e->b->ivalue;
+      auto [bx, ox] = split_offset_taps(x);
+      if (!bx) return {nullptr, ox * k};
+      if (ox == 0) return {e, 0};
+      KExprPtr base = k == 1 ? bx : kibin(KOp::IMul, bx, kint(k));
+      made_.push_back(base);
+      return {base, ox * k};
+    }
+    if (e->op == KOp::IAdd || (e->op == KOp::ISub && split_offset_taps(e->b).first == nullptr)) {
+      auto [ba, oa] = split_offset_taps(e->a);
+      auto [bb, ob] = split_offset_taps(e->b);
+      if (e->op == KOp::ISub) return {ba, oa - ob};
+      KExprPtr base = !ba ? bb : !bb ? ba : kibin(KOp::IAdd, ba, bb);
+      if (ba && bb) made_.push_back(base);
+      return {base, oa + ob};
+    }
+    return {e, 0};
+  }
+  /// aligned() of lane 0: the vectorised variable is its base, a multiple of 4 under set_aligned_base; also
+  /// through x / 1 and x % m (m a multiple of 4).
+  bool aligned_lane0(const KExprPtr& e) const {
+    if (!e) return true;
+    switch (e->op) {
+      case KOp::Var: return e->name == vvar_ ? base_aligned_ && subst_.count(e->name) == 0 : aligned(e);
+      case KOp::IAdd:
+      case KOp::ISub: return aligned_lane0(e->a) && aligned_lane0(e->b);
+      case KOp::IMul:
+        return (e->a->op == KOp::IntConst && e->a->ivalue % 4 == 0) || (e->b->op == KOp::IntConst && e->b->ivalue % 4 == 0) ||
+               aligned_lane0(e->a) || aligned_lane0(e->b);
+      case KOp::IDiv: return e->b->op == KOp::IntConst && e->b->ivalue == 1 && aligned_lane0(e->a);
+      case KOp::IMod: return e->b->op == KOp::IntConst && e->b->ivalue % 4 == 0 && aligned_lane0(e->a);
+      default: return aligned(e);
+    }
+  }
+  /// The texel of lane-0 index `tb` (a multiple of 4) of input `name`, fetched once per scope (texel cache).
+  std::string shared_texel(const KExprPtr& tb, const std::string& name, const Value& v) {
+    auto saved = subst_;
+    subst_[vvar_] = vbase_;
+    const std::string key = name + "|" + kexpr_str(tb) + "|" + subst_signature();
+    std::string var;
+    for (auto it = texels_.rbegin(); it != texels_.rend() && var.empty(); ++it)
+      if (auto f = it->find(key); f != it->end()) var = f->second;
+    if (var.empty()) {
+      std::string fetch = texel_fetch(tb, v);
+      if (fetch.empty()) {  // past either end: the lanes it feeds are discarded by the caller's select
+        texel_loads_.insert(name);
+        fetch = fmt::format("load4_{}(min({}, {}))", name, emit(tb).s, 4 * (v.layout.texels - 1));
+      }
+      var = fmt::format("tx{}", temp_++);
+      line(fmt::format("vec4 {} = {};", var, fetch));
+      texels_.back()[key] = var;
+    }
+    subst_ = saved;
+    return var;
+  }
+  /// 4 consecutive elements from lane-0 index base + off (base a multiple of 4): the one or two texels holding
+  /// them (shared_texel), their components picked at compile time; "" when the index has no such form.
+  std::string shared_unaligned(const KExprPtr& idx, const std::string& name, const Value& v) {
+    if (!base_aligned_) return {};
+    auto [base, off] = split_offset_taps(idx);
+    if (!base || !aligned_lane0(base)) return {};
+    const int64_t q = off >= 0 ? off / 4 : -((-off + 3) / 4), s = off - 4 * q;
+    auto at = [&](int64_t t) {
+      if (t == 0) return base;
+      KExprPtr x = kibin(KOp::IAdd, base, kint(4 * t));
+      made_.push_back(x);
+      return x;
+    };
+    const std::string lo = shared_texel(at(q), name, v);
+    if (s == 0) return lo;
+    const std::string hi = shared_texel(at(q + 1), name, v);
+    static const char* const kLo[] = {"", "yzw", "zw", "w"};
+    static const char* const kHi[] = {"", "x", "xy", "xyz"};
+    return fmt::format("vec4({}.{}, {}.{})", lo, kLo[s], hi, kHi[s]);
+  }
+
   /// True when the (scalar) value of `e` is provably a multiple of 4.
   bool aligned(const KExprPtr& e) const {
     if (!e) return true;
@@ -727,10 +819,23 @@ class ExprEmitter {
     if (!subst_.empty() || !varies(e->a)) return scalar_load(e, name);
     Lin l = analyse_index(e->a);
     if (l.ok && l.coeff == 1 && l.aligned) {
+      // several fused vectorised reductions (a texel's 4 lanes in reduce mode): the texel is fetched once per
+      // scope for all of them (keyed by the index's tree)
+      const bool share = vreduces_.size() > 1;
+      const std::string key = name + "|" + vvar_ + "|" + kexpr_str(e->a);
+      if (share)
+        for (auto it = texels_.rbegin(); it != texels_.rend(); ++it)
+          if (auto f = it->find(key); f != it->end()) return {f->second, true};
       auto saved = subst_;  // lane 0 (as emit_lane)
       subst_[vvar_] = vbase_;
       std::string fetch = texel_fetch(e->a, plan_.values[k_.inputs[e->input]]);
       subst_ = saved;
+      if (!fetch.empty() && share) {
+        std::string var = fmt::format("tx{}", temp_++);
+        line(fmt::format("vec4 {} = {};", var, fetch));
+        texels_.back()[key] = var;
+        return {var, true};
+      }
       if (!fetch.empty()) return {fetch, true};
       texel_loads_.insert(name);
       return {fmt::format("load4_{}({})", name, emit_lane(e->a, 0)), true};
@@ -740,6 +845,7 @@ class ExprEmitter {
     // 4 consecutive elements from an index of any alignment (a conv tap read by 4 outputs of one output row):
     // the two texels holding them instead of 4 scalar loads
     if (textures_ && plan_.values[k_.inputs[e->input]].planes == 1 && lane_stride(e->a) == std::optional<int64_t>(1)) {
+      if (std::string t = shared_unaligned(e->a, name, plan_.values[k_.inputs[e->input]]); !t.empty()) return {t, true};
       unaligned_loads_.insert(name);
       return {fmt::format("load4u_{}({})", name, emit_lane(e->a, 0)), true};
     }
@@ -825,7 +931,7 @@ class ExprEmitter {
   /// loops are fused) as one set of loops with one accumulator each; returns each member's result.
   std::vector<Code> emit_reduces(const std::vector<KExprPtr>& rs) {
     const KExprPtr& e0 = rs.front();
-    const bool vreduce = rs.size() == 1 && e0.get() == vreduce_;
+    const bool vreduce = std::all_of(rs.begin(), rs.end(), [&](const KExprPtr& r) { return vreduces_.count(r.get()) > 0; });
     const bool unrolled = step4_.count(e0.get()) > 0;
     std::string saved_var = vvar_, saved_base = vbase_;
     if (vreduce) set_vector_var(e0->loop_vars.back(), e0->loop_vars.back());
@@ -937,7 +1043,7 @@ class ExprEmitter {
       vvar_ = saved_var;
       vbase_ = saved_base;
       varies_.clear();
-      out.push_back({fmt::format("dot({}, vec4(1.0))", accs[0].name), false});
+      for (auto& a : accs) out.push_back({fmt::format("dot({}, vec4(1.0))", a.name), false});
       return out;
     }
     for (auto& a : accs) out.push_back({a.name, a.v});
@@ -955,7 +1061,7 @@ class ExprEmitter {
     std::function<void(const KExprPtr&)> walk = [&](const KExprPtr& e) {
       if (!e || !seen.insert(e.get()).second) return;
       if (e->op == KOp::Reduce) {
-        if (e.get() != vreduce_) tops.push_back(e);
+        tops.push_back(e);
         return;
       }
       walk(e->a), walk(e->b), walk(e->c);
@@ -975,7 +1081,8 @@ class ExprEmitter {
       std::vector<KExprPtr> group{tops[i]};
       for (size_t j = i + 1; j < tops.size(); ++j) {
         if (used[j] || tops[j]->loop_vars != tops[i]->loop_vars || tops[j]->extents != tops[i]->extents ||
-            step4_.count(tops[j].get()) != step4_.count(tops[i].get()))
+            step4_.count(tops[j].get()) != step4_.count(tops[i].get()) ||
+            vreduces_.count(tops[j].get()) != vreduces_.count(tops[i].get()))
           continue;
         bool independent = true;
         for (auto& m : group) independent = independent && !contains(m, tops[j].get()) && !contains(tops[j], m.get());
