@@ -763,7 +763,7 @@ class ExprEmitter {
     const int64_t q = off >= 0 ? off / 4 : -((-off + 3) / 4), s = off - 4 * q;
     auto at = [&](int64_t t) {
       if (t == 0) return base;
-      KExprPtr x = kibin(KOp::IAdd, base, kint(4 * t));
+      KExprPtr x = t < 0 ? kibin(KOp::ISub, base, kint(-4 * t)) : kibin(KOp::IAdd, base, kint(4 * t));
       made_.push_back(x);
       return x;
     };
