@@ -607,14 +607,14 @@ TEST_CASE("an image batch read only through one flatten is laid out by the flatt
 
 TEST_CASE("the transpose of a row-planed value is read by texture() from the 4 planes at one texel position",
           "[codegen]") {
-  // t = a.b (64 x 32) in 4 row planes; u = t^T * 2 reads, for the 4 lanes of its texel (u's columns 4j..4j+3 =
+  // t = a.b (64 x 32) in 4 row planes; u = t^T * 2 + d reads, for the 4 lanes of its texel (u's columns 4j..4j+3 =
   // t's rows 4j..4j+3), rows of t in planes 0..3 at the same plane row j and column: 4 texture() reads and a
   // component select each, no load_t (flat index -> plane branch -> texel) per lane
-  Tensor a = input("a", {64, 16}), b = input("b", {16, 32});
+  Tensor a = input("a", {64, 16}), b = input("b", {16, 32}), c = input("c", {32, 8}), d = input("d", {32, 64});
   Tensor t = matmul(a, b);
   Program p;
-  p.add_output("u", transpose(t) * 2.0);  // (a program output named u)
-  p.add_output("v", sum(t, {1}));  // (t stays a stored temporary)
+  p.add_output("u", transpose(t) * 2.0 + d);  // (d, read texel by texel, makes the kernel vectorise its texels)
+  p.add_output("tc", matmul(t, c));       // (t stays a stored temporary)
   ScheduleOptions so{.max_outputs = 8, .row_planes = 4, .min_plane_texels = 1};
   so.row_aligned_layout = true;
   Plan plan = schedule(p, so);
@@ -631,7 +631,8 @@ TEST_CASE("the transpose of a row-planed value is read by texture() from the 4 p
     INFO(src);
     const size_t main_at = src.find("void main");
     for (int pl = 0; pl < 4; ++pl)
-      CHECK(src.find(fmt::format("texture(in_{}_p{}, (vec2(ivec2(", tname, pl), main_at) != std::string::npos);
+      CHECK(src.find(fmt::format("= texture(in_{}_p{}, uv", tname, pl), main_at) != std::string::npos);
+    CHECK(src.find("one texel position in its 4 planes") != std::string::npos);
     CHECK(src.find("load_" + tname + "(", main_at) == std::string::npos);
     CHECK(src.find(fmt::format("vec2 uv_texel_{0}_p0 = 1.0 / vec2(textureSize(in_{0}_p0, 0));", tname)) != std::string::npos);
     CHECK_NOTHROW(compile_shader("planed_gather", src, ShaderStage::Fragment));
