@@ -1,0 +1,71 @@
+// Every DSL op forward and backward in a browser: the case lists of tests/op_cases.h (the ones the native GPU
+// backends and tests/test_webgpu_ops.cpp run, the edge inputs of tests/edge_cases.h included: NaN, infinities,
+// signed zeros, x/0, pow's special cases, NaN through max/min/argmax/pools, accuracy at large |x|), each exported as
+// a bundle with the webgl2 target (GLSL ES 3.00 fragment shaders over RGBA32F textures) and the webgpu cpu plan
+// (tests/op_bundles.h), run in one headless Chromium (tests/web_ops_check.mjs) through the bundle's copy of the
+// JavaScript runtime on WebGL2 (ANGLE over SwiftShader) and on WebGPU (SwiftShader's adapter, for which the runtime
+// picks the cpu plan), against the native CPU reference backend's outputs computed at export, with the op cases'
+// tolerances (rel 1e-5 elementwise/movement, 1e-4 reductions, matmul, conv, pools, losses; rel 1e-5 + FLT_MIN for the
+// edge inputs; NaN meets NaN, infinities exactly). Needs /usr/bin/chromium and `npm ci` in tests/ (run here when
+// missing). No timing is asserted.
+#include <filesystem>
+#include <string>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "edge_cases.h"
+#include "op_bundles.h"
+#include "test_web_util.h"
+
+using Catch::Matchers::Contains;
+using nlohmann::json;
+using sg::testing::TempDir;
+using sg::testing::shell;
+namespace fs = std::filesystem;
+namespace ob = sg::op_bundles;
+
+TEST_CASE("browser (Chromium, SwiftShader): every op forward and backward on WebGL2 and WebGPU equals the CPU backend",
+          "[web][webgl2][webgpu][ops]") {
+  const std::string tests = sg::testing::browser_tests_dir();
+  TempDir root("sg_web_ops");
+  sg::web::BundleTargets targets;
+  targets.webgpu_plans = {"cpu"};  // the plan the runtime picks for SwiftShader (test_webgpu_ops runs both on Dawn)
+  std::string names, tasks;
+  const auto suites = ob::export_all(root.path, targets, names);
+  for (const ob::CaseList& l : ob::case_lists()) tasks += fmt::format(" {0}:webgl2 {0}:webgpu", l.name);
+  std::string out;
+  const int rc = shell(fmt::format("node '{}/web_ops_check.mjs' '{}' '{}' {}", tests, root.path.string(),
+                                   (root.path / "out").string(), tasks),
+                       out);
+  INFO(out.substr(0, std::min<size_t>(out.rfind("{\"results\""), 6000)));  // one line per case list and backend
+  const json res = ob::last_results(out);
+  CHECK(rc == 0);
+  REQUIRE(!res["results"].contains("harness_error"));
+
+  int outputs = 0, passed[2] = {0, 0};
+  for (size_t li = 0; li < ob::case_lists().size(); ++li) {
+    const ob::CaseList& l = ob::case_lists()[li];
+    const fs::path dir = root.path / l.name;
+    outputs += static_cast<int>(suites[li]->program().outputs.size());
+    for (int k = 0; k < 2; ++k) {
+      const std::string key = k == 0 ? "webgl2" : "webgpu-cpu";
+      INFO("case list " << l.name << ", " << key);
+      REQUIRE(res["results"][l.name].contains(key));
+      const json& r = res["results"][l.name][key];
+      if (r.contains("error")) FAIL_CHECK(r["error"].dump().substr(0, 3000));
+      if (r.contains("error")) continue;
+      CHECK(r["backend"] == (k == 0 ? "webgl2" : "webgpu"));
+      CHECK(r["kernels"].get<int>() > 0);
+      CHECK_THAT(r["renderer"].dump(), Contains("swiftshader", Catch::CaseSensitive::No));  // not a hardware GPU
+      if (k == 1)
+        CHECK_THAT(r["plan"]["reason"].get<std::string>(), Contains("is a CPU implementation of WebGPU"));
+      passed[k] += ob::expect_outputs(*suites[li], dir, root.path / "out" / fmt::format("{}.{}.f32", l.name, key),
+                                      r["outputs"], key);
+    }
+  }
+  // the edge list is every case of tests/edge_cases.h (one output each)
+  CHECK(suites.back()->program().outputs.size() == sg::edge_cases::all().size());
+  WARN(fmt::format("{} op-case outputs in {} lists ({} edge cases): webgl2 {} equal the CPU backend, webgpu {}",
+                   outputs, ob::case_lists().size(), sg::edge_cases::all().size(), passed[0], passed[1]));
+}
