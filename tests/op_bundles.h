@@ -8,6 +8,7 @@
 // matmul, conv, pools, losses; rel 1e-5 + FLT_MIN for the edge inputs; NaN meets NaN, infinities exactly).
 #pragma once
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -97,9 +98,11 @@ inline json last_results(const std::string& out) {
 /// Judges `got_file` (what `backend` computed for case list `dir` with suite `s`: every output's f32 values in
 /// output order) against the bundle's expected outputs (the CPU backend's) with the suite's tolerances, one CHECK
 /// per output naming the worst element; `report` is the node script's per-output verdict (`outputs`), which must
-/// agree. Returns the number of outputs that passed.
+/// agree. With `signed_zeros`, a zero must also carry the CPU's sign (IEEE 754 defines it for the edge list's
+/// elementwise ops: 1 / -inf, -0 * 2...; a texture format or a shader that dropped it would pass the tolerance).
+/// Returns the number of outputs that passed.
 inline int expect_outputs(const oc::Suite& s, const fs::path& dir, const fs::path& got_file, const json& report,
-                          const std::string& backend) {
+                          const std::string& backend, bool signed_zeros = false) {
   const json b = json::parse(sg::testing::read_file((dir / "bundle.json").string()));
   const sg::io::SafetensorsFile e = sg::io::load_safetensors((dir / "expected.safetensors").string());
   const std::string got_bytes = sg::testing::read_file(got_file.string());
@@ -119,7 +122,14 @@ inline int expect_outputs(const oc::Suite& s, const fs::path& dir, const fs::pat
                     << " (" << d.ratio << "x the tolerance)");
     CHECK(d.ok);
     CHECK(report[name]["ok"] == d.ok);  // the node report agrees
-    passed += d.ok;
+    int64_t zero_sign = -1;  // the first zero with the other sign
+    for (size_t k = 0; signed_zeros && zero_sign < 0 && k < got.size(); ++k)
+      if (got[k] == 0.f && want->data[k] == 0.f && std::signbit(got[k]) != std::signbit(want->data[k]))
+        zero_sign = static_cast<int64_t>(k);
+    INFO("element " << zero_sign << ": " << backend << " " << (zero_sign >= 0 ? got[zero_sign] : 0.f) << ", cpu "
+                    << (zero_sign >= 0 ? want->data[zero_sign] : 0.f));
+    CHECK(zero_sign == -1);
+    passed += d.ok && zero_sign == -1;
   }
   CHECK(off == got_bytes.size());
   return passed;

@@ -6,7 +6,7 @@
 // JavaScript runtime on WebGL2 (ANGLE over SwiftShader) and on WebGPU (SwiftShader's adapter, for which the runtime
 // picks the cpu plan), against the native CPU reference backend's outputs computed at export, with the op cases'
 // tolerances (rel 1e-5 elementwise/movement, 1e-4 reductions, matmul, conv, pools, losses; rel 1e-5 + FLT_MIN for the
-// edge inputs; NaN meets NaN, infinities exactly). Needs /usr/bin/chromium and `npm ci` in tests/ (run here when
+// edge inputs, whose zeros must carry the CPU's sign too; NaN meets NaN, infinities exactly). Needs /usr/bin/chromium and `npm ci` in tests/ (run here when
 // missing). No timing is asserted.
 #include <filesystem>
 #include <string>
@@ -61,7 +61,7 @@ TEST_CASE("browser (Chromium, SwiftShader): every op forward and backward on Web
       if (k == 1)
         CHECK_THAT(r["plan"]["reason"].get<std::string>(), Contains("is a CPU implementation of WebGPU"));
       passed[k] += ob::expect_outputs(*suites[li], dir, root.path / "out" / fmt::format("{}.{}.f32", l.name, key),
-                                      r["outputs"], key);
+                                      r["outputs"], key, /*signed_zeros=*/std::string(l.name) == "edge");
     }
   }
   // the edge list is every case of tests/edge_cases.h (one output each)

@@ -67,7 +67,7 @@ TEST_CASE("webgpu (Dawn, node): every op forward and backward from WGSL equals t
       CHECK(rp["plan"]["name"] == plan);
       CHECK(rp["kernels"].get<int>() > 0);
       ob::expect_outputs(*suites[li], dir, root.path / "out" / fmt::format("{}.{}.f32", l.name, plan), rp["outputs"],
-                         "webgpu");
+                         "webgpu", /*signed_zeros=*/std::string(l.name) == "edge");
     }
   }
 

@@ -62,6 +62,6 @@ try {
   if (browser) await browser.close();
   server.close();
 }
-if (messages.some((m) => m.startsWith('pageerror') || m.startsWith('error'))) console.error(messages.join('\n'));
+if (status) console.error(messages.join('\n'));
 console.log(JSON.stringify({ results }));
 process.exit(status);
