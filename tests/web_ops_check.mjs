@@ -14,9 +14,8 @@
 // No timing is asserted.
 import fs from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 
-import { guard, launchChromium, loadChromium, serveStatic, watchConsole } from './browser.mjs';
+import { guard, loadChromium, withCheckPage } from './browser.mjs';
 import { summaryLine } from './web/op_cases_run.mjs';
 
 const [root, out, ...tasks] = process.argv.slice(2);
@@ -25,42 +24,33 @@ if (!root || !out || !tasks.length) {
   process.exit(2);
 }
 const chromium = await loadChromium();
-const here = path.dirname(fileURLToPath(import.meta.url));
-const server = await serveStatic([{ prefix: '/_test/', dir: path.join(here, 'web') }, { prefix: '/', dir: root }]);
 fs.mkdirSync(out, { recursive: true });
 
 const results = {};
 const messages = [];
-let browser, status = 0;
+let status = 0;
 try {
-  browser = await launchChromium(chromium);
-  const page = await browser.newPage();
-  watchConsole(page, messages);
-  const resp = await page.goto(`${server.origin}/_test/check_page.html`, { waitUntil: 'load' });
-  if (!resp || !resp.ok()) throw new Error(`check_page.html: HTTP ${resp ? resp.status() : 'no response'}`);
-  await page.waitForFunction(() => window.sgReady === true);
-  for (const task of tasks) {
-    const [name, backend, plan = 'auto'] = task.split(':');
-    const r = await guard(page.evaluate(([n, b, p]) => window.sgOpCases(n, b, p), [name, backend, plan]),
-                          `task ${task}`, 300);
-    results[name] ??= {};
-    if (!r.ok) {
-      results[name][backend === 'webgpu' ? `webgpu-${plan}` : backend] = { error: r.error };
-      console.error(`${task}: ${r.error.name}: ${r.error.message.split('\n').slice(0, 2).join(' ')}`);
-      status = 1;
-      continue;
+  await withCheckPage(chromium, root, { console: messages }, async ({ page }) => {
+    for (const task of tasks) {
+      const [name, backend, plan = 'auto'] = task.split(':');
+      const r = await guard(page.evaluate(([n, b, p]) => window.sgOpCases(n, b, p), [name, backend, plan]),
+                            `task ${task}`, 300);
+      results[name] ??= {};
+      if (!r.ok) {
+        results[name][backend === 'webgpu' ? `webgpu-${plan}` : backend] = { error: r.error };
+        console.error(`${task}: ${r.error.name}: ${r.error.message.split('\n').slice(0, 2).join(' ')}`);
+        status = 1;
+        continue;
+      }
+      const key = r.result.plan ? `webgpu-${r.result.plan.name}` : r.result.backend;
+      results[name][key] = r.result;
+      fs.writeFileSync(path.join(out, `${name}.${key}.f32`), Buffer.from(r.values, 'base64'));
+      console.error(summaryLine(name, r.result));
     }
-    const key = r.result.plan ? `webgpu-${r.result.plan.name}` : r.result.backend;
-    results[name][key] = r.result;
-    fs.writeFileSync(path.join(out, `${name}.${key}.f32`), Buffer.from(r.values, 'base64'));
-    console.error(summaryLine(name, r.result));
-  }
+  });
 } catch (e) {
   results.harness_error = e.message;
   status = 1;
-} finally {
-  if (browser) await browser.close();
-  server.close();
 }
 if (status) console.error(messages.join('\n'));
 console.log(JSON.stringify({ results }));
