@@ -43,6 +43,7 @@ const browser = await launchChromium(chromium, { webgpu: backend === 'webgpu' })
 
 /** Page side: a bundle's program, profiled. */
 async function runBundle([name, prog, n, backend, webgpuPlan, stat, profile]) {
+  const t0 = performance.now();
   const mod = await import(`/${name}/runtime/shadergrad.js`);
   const rt = await mod.createRuntime(`/${name}/bundle.json`, { profile, backend, webgpuPlan });
   const p = rt.bundle.program(prog);
@@ -55,6 +56,7 @@ async function runBundle([name, prog, n, backend, webgpuPlan, stat, profile]) {
   }
   const out = p.outputs[0].name;
   await rt.run(prog, feeds);
+  const setup = performance.now() - t0;  // runtime creation (fetch, compile, link) and the first run
   const per = {}, wall = [];
   let v;
   for (let k = 0; k < n; ++k) {
@@ -67,7 +69,7 @@ async function runBundle([name, prog, n, backend, webgpuPlan, stat, profile]) {
   const kernels = {};
   for (const [k, a] of Object.entries(per)) kernels[k] = med(a);
   rt.dispose();
-  return { wall: med(wall), first: v[0], last: v[v.length - 1], kernels };
+  return { wall: med(wall), first: v[0], last: v[v.length - 1], kernels, setup };
 }
 
 /** Page side: TF.js webgl matMul N x N (the web_bench inputs' generator). */
@@ -102,7 +104,8 @@ for (let round = 0; round < rounds; ++round)
     await page.close();
     if (r.error) { console.log(`${name}: ERROR ${r.error}`); continue; }
     const sum = Object.values(r.kernels).reduce((a, b) => a + b, 0);
-    console.log(`${name}: wall ${r.wall.toFixed(1)} ms, GPU sum ${sum.toFixed(1)} ms, out[0] ${r.first}, out[-1] ${r.last}`);
+    console.log(`${name}: wall ${r.wall.toFixed(1)} ms, GPU sum ${sum.toFixed(1)} ms, out[0] ${r.first}, out[-1] ${r.last}` +
+                (r.setup !== undefined ? `, set-up + first run ${r.setup.toFixed(0)} ms` : ''));
     if (!quiet) for (const [k, t] of Object.entries(r.kernels)) console.log(`   ${k.padEnd(40)} ${t.toFixed(2)} ms`);
   }
 await browser.close();

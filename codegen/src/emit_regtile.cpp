@@ -40,6 +40,14 @@ int reg_extent(int64_t extent, int max) {
   return r;
 }
 
+/// The nodes of an expression tree (shared subtrees counted at each use, as the printed code repeats them).
+int64_t tree_size(const KExprPtr& e) { return e ? 1 + tree_size(e->a) + tree_size(e->b) + tree_size(e->c) : 0; }
+
+/// Factors up to this many IR nodes (together) take 8x8 register tiles: a load with its index, a mask of a ReLU.
+/// A conv's padded im2col factor (a select of a load on the window's bounds) is larger: 8 of its copies per iteration
+/// and 64 epilogues made SwiftShader compile one conv kernel ~9 s longer (docs/PERFORMANCE.md Run W8).
+constexpr int64_t kMaxFactorNodesFor8x8 = 32;
+
 /// `x` in parentheses unless it already is parenthesised as a whole (`(tile & 127)`).
 std::string paren(const std::string& x) { return x.front() == '(' && x.back() == ')' ? x : "(" + x + ")"; }
 
@@ -53,9 +61,12 @@ std::optional<ComputeKernel> emit_register_tiled(const Plan& plan, const Kernel&
   const Contraction& c = *found;
   // kRegisterTile per side where that leaves a workgroup's worth of tiles, else 4: with fewer tiles than lanes and
   // fibers, larger tiles only idle SIMD lanes (the digits MLP's 16-row steps, a conv weight gradient of 8x9 outputs)
+  // (and factors small enough to be repeated 8 times per iteration: kMaxFactorNodesFor8x8)
   int tm = reg_extent(c.M, kRegisterTile), tn = reg_extent(c.N, kRegisterTile);
   auto count = [&](int64_t extent, int r) { return (extent + r - 1) / r; };
-  if (count(c.M, tm) * count(c.N, tn) < kInvocations) tm = reg_extent(c.M, 4), tn = reg_extent(c.N, 4);
+  if (count(c.M, tm) * count(c.N, tn) < kInvocations ||
+      tree_size(c.factor_a) + tree_size(c.factor_b) > kMaxFactorNodesFor8x8)
+    tm = reg_extent(c.M, 4), tn = reg_extent(c.N, 4);
   const int64_t tiles_m = count(c.M, tm), tiles_n = count(c.N, tn), tiles = tiles_m * tiles_n;
   const int local = std::min(kInvocations, limits.max_workgroup_invocations);
   const int64_t gx = (tiles + local - 1) / local;
