@@ -29,8 +29,8 @@ constexpr int kInvocations = 64;
 /// Outputs per invocation along each side of a register tile (at most; a power of two). Every factor load of a lane
 /// whose address is not a compile-time constant is a per-lane gather on SwiftShader (four scalar loads, each behind
 /// a branch on the lane's mask), and the multiply-adds are SIMD: an 8x8 tile loads 16 values per 64 multiply-adds
-/// where a 4x4 one loads 8 per 16 (SGEMM 512 on SwiftShader 2.3x faster; 16x8 no faster again, and 128
-/// accumulators spill: docs/PERFORMANCE.md Run W8).
+/// where a 4x4 one loads 8 per 16 (SGEMM 512 on SwiftShader 1.5-2.3x faster; 16x8, 128 accumulators, no faster
+/// again: docs/PERFORMANCE.md Run W8).
 constexpr int kRegisterTile = 8;
 
 /// The register tile extent along a side of `extent` elements: `max`, or the next power of two >= extent below that.
