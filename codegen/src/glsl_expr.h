@@ -373,7 +373,7 @@ class ExprEmitter {
   /// element rest of that row. The texel coordinates are then known once for all lanes (with P = 4 one position in
   /// the 4 planes): P texture() reads and a component select per lane instead of 4 load_ calls, each a flat index
   /// turned into a plane, a branch over the planes and texel coordinates (a weight update reading the transpose of
-  /// a row-planed weight gradient: docs/PERFORMANCE.md, Run W8). "" when the index has another form.
+  /// a row-planed weight gradient: docs/PERFORMANCE.md, Run W9). "" when the index has another form.
   std::string planed_gather(const KExprPtr& idx, const Value& v) {
     const int P = v.planes;
     if (!textures_ || P <= 1 || v.col_planes != 1 || 4 % P != 0 || v.node->shape.size() < 2) return {};
