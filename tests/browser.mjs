@@ -8,10 +8,13 @@
 //   serveCli(cli, root)       `shadergrad serve ROOT --port 0` (the product's own server), its origin
 //   guard(p, what, s)         a hang guard (not a timing check): rejects naming `what` after s seconds
 //   watchConsole(page, into)  console messages and page errors appended to a list, one string each
+//   withCheckPage(chromium, root, options, fn)  ROOT at / and tests/web/ at /_test/, Chromium launched,
+//                             check_page.html open and ready; fn({page, context, origin, served}); all closed after
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 
 export const CHROMIUM = '/usr/bin/chromium';
 
@@ -109,4 +112,34 @@ export function guard(p, what, s = 300) {
 export function watchConsole(page, into, label = '') {
   page.on('console', (m) => into.push(`${label}${m.type()}: ${m.text()}`));
   page.on('pageerror', (e) => into.push(`${label}pageerror: ${e.message}`));
+}
+
+/**
+ * Serves `root` at / and tests/web/ at /_test/, launches Chromium, opens /_test/check_page.html (the page side of the
+ * browser checks) and waits until it is ready, then resolves to what `fn` returns; the browser and the server are
+ * closed whatever happens (an error propagates).
+ * @param {import('playwright-core').BrowserType} chromium from loadChromium()
+ * @param {string} root
+ * @param {{isolated?: boolean, console?: string[]}} options isolated: COOP/COEP headers (serveStatic); console: the
+ *   page's messages are appended there (watchConsole)
+ * @param {(s: {page: object, context: object, origin: string, served: object[]}) => Promise<any>} fn
+ */
+export async function withCheckPage(chromium, root, { isolated = false, console: into = [] }, fn) {
+  const web = path.join(path.dirname(fileURLToPath(import.meta.url)), 'web');
+  const server = await serveStatic([{ prefix: '/_test/', dir: web }, { prefix: '/', dir: root }], { isolated });
+  let browser;
+  try {
+    browser = await launchChromium(chromium);
+    const context = await browser.newContext();
+    const page = await context.newPage();
+    page.setDefaultTimeout(600000);
+    watchConsole(page, into);
+    const resp = await page.goto(`${server.origin}/_test/check_page.html`, { waitUntil: 'load' });
+    if (!resp || !resp.ok()) throw new Error(`check_page.html: HTTP ${resp ? resp.status() : 'no response'}`);
+    await page.waitForFunction(() => window.sgReady === true);
+    return await fn({ page, context, origin: server.origin, served: server.served });
+  } finally {
+    if (browser) await browser.close();
+    server.close();
+  }
 }

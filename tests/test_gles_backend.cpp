@@ -143,7 +143,8 @@ TEST_CASE("split-K for parallelism (the GPU setting) keeps MLP and CNN train ste
 TEST_CASE("row planes (a fragment computes 4 rows of a matmul into 4 render targets) and column planes (4 x 8 "
           "into 8) equal the CPU backend", "[gles][backend]") {
   // ScheduleOptions::row_planes (the GLES default on every device, pinned here with the other switches). The
-  // planed values are read by matmuls (as the A operand: texel loads), by reductions over rows and by an elementwise output;
+  // planed values are read by matmuls (as the A operand: texel loads), by reductions over rows, by an elementwise
+  // output and transposed (t_T: lane d of a texel reads plane d, the planed gather of the fragment emitter);
   // hooks and outputs must see the row-major values. With ScheduleOptions::col_planes = 2, h and the output u
   // also get 2 column planes (8 textures); t and t_direct (one kernel of 2 outputs: 16 render targets) and bt
   // (too few texels per plane) keep row planes only.
@@ -152,6 +153,7 @@ TEST_CASE("row planes (a fragment computes 4 rows of a matmul into 4 render targ
   Tensor a = input("a", {256, 24}), b = input("b", {24, 128}), c = input("c", {128, 12});
   Tensor x = input("x", {512, 32}), w = input("w", {64, 32}), bias = input("bias", {64});
   Tensor ba = input("ba", {8, 64, 16}), bb = input("bb", {8, 16, 32}), bu = input("bu", {24, 256});
+  Tensor tt = input("tt", {128, 256});
   Tensor t = matmul(a, b);                              // 256x128
   Tensor h = relu(matmul(x, transpose(w)) + bias);      // 512x64, x.W^T with a bias + relu epilogue
   Tensor bt = matmul(ba, bb);                           // 8 x 64x32, batched
@@ -164,11 +166,13 @@ TEST_CASE("row planes (a fragment computes 4 rows of a matmul into 4 render targ
   p.add_output("bt_sum", sum(bt, {0}));
   p.add_output("t_direct", matmul(a, b) * 1.0);         // a planed program output, read back interleaved
   p.add_output("u", matmul(a, bu));                     // 256x256, a column-planed program output
+  p.add_output("t_T", transpose(t) * 2.0 + tt);        // the transpose of the planed t (tt: texel reads, lane mode)
   std::vector<float> as = randn(256 * 24, 61), bs = randn(24 * 128, 62), cs = randn(128 * 12, 63),
                      xs = randn(512 * 32, 64), ws = randn(64 * 32, 65), biases = randn(64, 66),
-                     bas = randn(8 * 64 * 16, 67), bbs = randn(8 * 16 * 32, 68), bus = randn(24 * 256, 69);
+                     bas = randn(8 * 64 * 16, 67), bbs = randn(8 * 16 * 32, 68), bus = randn(24 * 256, 69),
+                     tts = randn(128 * 256, 70);
   std::vector<Feed> feeds = {{"a", &as}, {"b", &bs}, {"c", &cs}, {"x", &xs}, {"w", &ws}, {"bias", &biases},
-                             {"ba", &bas}, {"bb", &bbs}, {"bu", &bus}};
+                             {"ba", &bas}, {"bb", &bbs}, {"bu", &bus}, {"tt", &tts}};
   std::map<const Node*, std::vector<float>> seen[2];
   std::vector<std::vector<float>> res[2];
   std::vector<std::unique_ptr<Backend>> keep;

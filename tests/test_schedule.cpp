@@ -587,6 +587,71 @@ TEST_CASE("texel coordinates come straight from a load's index where range analy
   }
 }
 
+TEST_CASE("an image batch read only through one flatten is laid out by the flattened rows", "[schedule][codegen]") {
+  // x [8, 1, 28, 28] flattened to [8, 784] for a dense layer: with row-aligned layouts its texture is 196 texels
+  // wide (one 784-element row per texture row: x.W^T reads texel (r0 >> 2, row) directly), not the 70 of its own
+  // shape (10 rows of 28); a parameter keeps its own shape's layout, and an input read otherwise too keeps its own.
+  Tensor x = input("x", {8, 1, 28, 28});
+  Tensor w = input("w", {16, 784});
+  Program p;
+  p.add_output("y", matmul(flatten(x), transpose(w)));
+  ScheduleOptions so;
+  so.row_aligned_layout = true;
+  Plan plan = schedule(p, so);
+  const Value& xv = plan.value_of(x.node().get());
+  CHECK(xv.layout.width == 196);
+  CHECK(xv.layout.height == 8);
+  CHECK(xv.layout.numel == 8 * 784);
+  REQUIRE(plan.kernels.size() == 1);
+  std::string src = emit_glsl450(plan, plan.kernels[0], ShaderStage::Fragment);
+  INFO(src);
+  CHECK(src.find("texture(in_x, (vec2(ivec2(") != std::string::npos);
+  CHECK(src.find("load4_x(", src.find("void main")) == std::string::npos);
+  CHECK_NOTHROW(compile_shader("flat_rows", src, ShaderStage::Fragment));
+  // read through the flatten and elementwise at its own shape: its own layout (7 texels a row, 10 rows a texture row)
+  Program q;
+  q.add_output("y", matmul(flatten(x), transpose(w)));
+  q.add_output("x2", x * 2.0);
+  CHECK(schedule(q, so).value_of(x.node().get()).layout.width == 70);
+  so.row_aligned_layout = false;  // flat layouts: the option decides, not the reader
+  CHECK(schedule(p, so).value_of(x.node().get()).layout == TextureLayout::for_numel(8 * 784, so.max_texture_width));
+}
+
+TEST_CASE("the transpose of a row-planed value is read by texture() from the 4 planes at one texel position",
+          "[codegen]") {
+  // t = a.b (64 x 32) in 4 row planes; u = t^T * 2 + d reads, for the 4 lanes of its texel (u's columns 4j..4j+3 =
+  // t's rows 4j..4j+3), rows of t in planes 0..3 at the same plane row j and column: 4 texture() reads and a
+  // component select each, no load_t (flat index -> plane branch -> texel) per lane
+  Tensor a = input("a", {64, 16}), b = input("b", {16, 32}), c = input("c", {32, 8}), d = input("d", {32, 64});
+  Tensor t = matmul(a, b);
+  Program p;
+  p.add_output("u", transpose(t) * 2.0 + d);  // (d, read texel by texel, makes the kernel vectorise its texels)
+  p.add_output("tc", matmul(t, c));       // (t stays a stored temporary)
+  ScheduleOptions so{.max_outputs = 8, .row_planes = 4, .min_plane_texels = 1};
+  so.row_aligned_layout = true;
+  Plan plan = schedule(p, so);
+  REQUIRE(plan.value_of(t.node().get()).planes == 4);
+  const std::string tname = plan.value_of(t.node().get()).name;
+  bool found = false;
+  for (auto& k : plan.kernels) {
+    if (std::find(k.inputs.begin(), k.inputs.end(), plan.value_of(t.node().get()).id) == k.inputs.end()) continue;
+    bool writes_u = false;
+    for (int o : k.outputs) writes_u = writes_u || plan.values[o].name == "u";
+    if (!writes_u) continue;
+    found = true;
+    std::string src = emit_glsl450(plan, k, ShaderStage::Fragment);
+    INFO(src);
+    const size_t main_at = src.find("void main");
+    for (int pl = 0; pl < 4; ++pl)
+      CHECK(src.find(fmt::format("= texture(in_{}_p{}, uv", tname, pl), main_at) != std::string::npos);
+    CHECK(src.find("one texel position in its 4 planes") != std::string::npos);
+    CHECK(src.find("load_" + tname + "(", main_at) == std::string::npos);
+    CHECK(src.find(fmt::format("vec2 uv_texel_{0}_p0 = 1.0 / vec2(textureSize(in_{0}_p0, 0));", tname)) != std::string::npos);
+    CHECK_NOTHROW(compile_shader("planed_gather", src, ShaderStage::Fragment));
+  }
+  CHECK(found);
+}
+
 TEST_CASE("a reduction that does not depend on an enclosing loop is computed once, before that loop",
           "[codegen]") {
   // sum_j (x_ij - logsumexp_i)^2: the log-sum-exp of row i is read inside the loop over j but does not depend on j

@@ -69,6 +69,28 @@ Tensor reduce(const std::string& op, const Tensor& x, const std::vector<int>& ax
   return op == "sum" ? sum(x, axes) : op == "max" ? max(x, axes) : op == "min" ? min(x, axes) : mean(x, axes);
 }
 
+/// Each case with each of sum, max, min and mean on `be` and on the CPU reference, fed values(shape, seed++,
+/// specials) (which `edit` may change): CHECKs that they agree (max/min exactly), then calls inspect(case, op, exe).
+template <class Edit, class Inspect>
+void each_reduction(Backend& be, const std::vector<Case>& cases, uint32_t seed, bool specials, Edit edit,
+                    Inspect inspect) {
+  auto cpu = make_cpu_backend();
+  for (const Case& c : cases)
+    for (const std::string op : {"sum", "max", "min", "mean"}) {
+      INFO(op << " over " << c.name);
+      Tensor x = input("x", c.shape);
+      Program p;
+      p.add_output("y", reduce(op, x, c.axes));
+      std::vector<float> xs = values(c.shape, seed++, specials);
+      edit(c, xs);
+      auto exe = be.compile(p);
+      const std::vector<float> got = exe->run({{"x", &xs}})[0];
+      const std::vector<float> want = cpu->compile(p)->run({{"x", &xs}})[0];
+      CHECK(mismatch(got, want, op == "max" || op == "min") == "");
+      inspect(c, op, *exe);
+    }
+}
+
 }  // namespace
 
 TEST_CASE("vulkan reductions: sum, max, min and mean on odd sizes equal the CPU reference with and without subgroups",
@@ -79,7 +101,6 @@ TEST_CASE("vulkan reductions: sum, max, min and mean on odd sizes equal the CPU 
   BackendOptions bo = vulkan_options();
   bo.vulkan.subgroups = subgroups;
   auto be = make_backend(bo).backend;
-  auto cpu = make_cpu_backend();
   REQUIRE(vulkan_device(*be).caps().limits.subgroup_arithmetic);  // lavapipe has them (see the probe case below)
   const std::vector<Case> cases = {
       {"1x1001 last axis", {1, 1001}, {1}},        {"37x513 last axis", {37, 513}, {1}},
@@ -87,30 +108,19 @@ TEST_CASE("vulkan reductions: sum, max, min and mean on odd sizes equal the CPU 
       {"129x77 all", {129, 77}, {}},               {"5x4099 last axis", {5, 4099}, {1}},
   };
   int tree_kernels = 0, subgroup_kernels = 0;
-  uint32_t seed = 1;
-  for (const Case& c : cases)
-    for (const char* op : {"sum", "max", "min", "mean"}) {
-      INFO(op << " over " << c.name);
-      Tensor x = input("x", c.shape);
-      Program p;
-      p.add_output("y", reduce(op, x, c.axes));
-      std::vector<float> xs = values(c.shape, seed++, specials);
-      auto exe = be->compile(p);
-      const std::vector<float> got = exe->run({{"x", &xs}})[0];
-      const std::vector<float> want = cpu->compile(p)->run({{"x", &xs}})[0];
-      const std::string m = mismatch(got, want, std::string(op) == "max" || std::string(op) == "min");
-      CHECK(m == "");
-      for (const ComputeKernel& k : *exe->compute_kernels()) {
-        if (k.strategy.rfind("tree-reduction", 0) != 0) continue;
-        ++tree_kernels;
-        const bool sub = k.strategy == "tree-reduction+subgroups";
-        subgroup_kernels += sub;
-        CHECK(sub == subgroups);
-        CHECK(sub == (k.source.find("#extension GL_KHR_shader_subgroup_arithmetic") != std::string::npos));
-        if (sub && std::string(op) != "sum" && std::string(op) != "mean")
-          CHECK(k.source.find("subgroupAny(sg_isnan(") != std::string::npos);  // NaN decided apart from subgroupMax
-      }
-    }
+  each_reduction(*be, cases, 1, specials, [](const Case&, std::vector<float>&) {},
+                 [&](const Case&, const std::string& op, const Executable& exe) {
+                   for (const ComputeKernel& k : *exe.compute_kernels()) {
+                     if (k.strategy.rfind("tree-reduction", 0) != 0) continue;
+                     ++tree_kernels;
+                     const bool sub = k.strategy == "tree-reduction+subgroups";
+                     subgroup_kernels += sub;
+                     CHECK(sub == subgroups);
+                     CHECK(sub == (k.source.find("#extension GL_KHR_shader_subgroup_arithmetic") != std::string::npos));
+                     if (sub && op != "sum" && op != "mean")
+                       CHECK(k.source.find("subgroupAny(sg_isnan(") != std::string::npos);  // NaN apart from subgroupMax
+                   }
+                 });
   CHECK(tree_kernels >= 16);  // most cases are long reductions of few outputs
   CHECK(subgroup_kernels == (subgroups ? tree_kernels : 0));
   expect_no_validation_messages(vulkan_device(*be));
@@ -126,7 +136,6 @@ TEST_CASE("vulkan reductions: the two-stage tree (many partial workgroups of con
   bo.vulkan.subgroups = subgroups;
   bo.reduce_tree = true;  // off by default on lavapipe, whose loop budget splits these loops another way
   auto be = make_backend(bo).backend;
-  auto cpu = make_cpu_backend();
   // each reduction has >= 16384 iterations per output and few outputs: stage 1 cuts its outermost long-enough loop
   const std::vector<Case> cases = {
       {"129x257 all", {129, 257}, {}},          // 15 chunks of 9 rows (the last one short: padded with the identity)
@@ -134,25 +143,18 @@ TEST_CASE("vulkan reductions: the two-stage tree (many partial workgroups of con
       {"2x17001x3 middle axis", {2, 17001, 3}, {1}},
       {"16411 all", {16411}, {}},
   };
-  uint32_t seed = 300;
-  for (const Case& c : cases)
-    for (const char* op : {"sum", "max", "min", "mean"}) {
-      INFO(op << " over " << c.name);
-      Tensor x = input("x", c.shape);
-      Program p;
-      p.add_output("y", reduce(op, x, c.axes));
-      std::vector<float> xs = values(c.shape, seed++, specials);
-      if (specials && c.shape.size() == 1) xs[777] = NAN, xs[9000] = -0.f;  // a 1-D input has no rows
-      auto exe = be->compile(p);
-      const std::vector<float> got = exe->run({{"x", &xs}})[0];
-      const std::vector<float> want = cpu->compile(p)->run({{"x", &xs}})[0];
-      CHECK(mismatch(got, want, std::string(op) == "max" || std::string(op) == "min") == "");
-      const Plan& plan = *exe->plan();
-      REQUIRE(plan.kernels.size() == 2);  // stage 1 (partials), stage 2 (the outputs)
-      CHECK(plan.kernels[0].name.find("_partial") != std::string::npos);
-      CHECK(plan.kernels[0].notes.find(" chunks of ") != std::string::npos);
-      if (c.axes.empty() && c.shape.size() == 2) CHECK(plan.kernels[0].notes.find("of loop r0 (of 129)") != std::string::npos);
-    }
+  each_reduction(
+      *be, cases, 300, specials,
+      [&](const Case& c, std::vector<float>& xs) {
+        if (specials && c.shape.size() == 1) xs[777] = NAN, xs[9000] = -0.f;  // a 1-D input has no rows
+      },
+      [](const Case& c, const std::string&, const Executable& exe) {
+        const Plan& plan = *exe.plan();
+        REQUIRE(plan.kernels.size() == 2);  // stage 1 (partials), stage 2 (the outputs)
+        CHECK(plan.kernels[0].name.find("_partial") != std::string::npos);
+        CHECK(plan.kernels[0].notes.find(" chunks of ") != std::string::npos);
+        if (c.axes.empty() && c.shape.size() == 2) CHECK(plan.kernels[0].notes.find("of loop r0 (of 129)") != std::string::npos);
+      });
   expect_no_validation_messages(vulkan_device(*be));
 }
 

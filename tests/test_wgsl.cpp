@@ -5,9 +5,12 @@
 // kernels (workgroup tiles) in every preset.
 #include <catch2/catch.hpp>
 
+#include <cinttypes>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <regex>
 #include <set>
 #include <string_view>
@@ -291,6 +294,59 @@ TEST_CASE("contractions print as tiled WGSL kernels within every WebGPU preset's
     ++fallbacks;
   }
   CHECK(fallbacks >= 11);  // (one small contraction joins a union-blocks kernel)
+}
+
+TEST_CASE("the cpu plan's register tiles: 8x8 where they leave a workgroup of tiles, shifts, tap counters",
+          "[wgsl][codegen][regtile]") {
+  // the numbers these kernels compute are checked on Dawn against the CPU reference by test_webgpu_ops (both plans)
+  sg::op_cases::Suite s;
+  sg::op_cases::contraction_cases(s);
+  sg::DeviceCaps cpu = sg::preset_caps("webgpu");
+  cpu.cpu_device = cpu.compute.cpu_device = cpu.compute.register_tiles = true;
+  const sg::DeviceCaps gpu = sg::preset_caps("webgpu");
+  const sg::Plan plan = plan_for(s.program(), cpu);
+  std::map<std::string, int> tiles;  // "MxN" -> register tile rows
+  int counters = 0;
+  for (const sg::Kernel& k : plan.kernels) {
+    const auto w = sg::emit_compute_kernel(plan, k, cpu.compute, sg::ComputeLanguage::Wgsl);
+    INFO(w.source);
+    CHECK(w.source == sg::emit_compute_kernel(plan, k, cpu.compute, sg::ComputeLanguage::Wgsl).source);  // stable
+    // no division or modulo of a coordinate by a power of two: shifts and masks (Subzero divides lane by lane)
+    for (const char* div : {" / 2)", " / 4)", " / 8)", " / 16)", " / 32)", " / 64)", " % 2;", " % 4;", " % 8;", " % 16;"})
+      CHECK(w.source.find(div) == std::string::npos);
+    if (w.strategy != "register-tiled") continue;
+    const size_t at = w.source.find("M = ");
+    REQUIRE(at != std::string::npos);
+    int64_t m = 0, n = 0;
+    REQUIRE(std::sscanf(w.source.c_str() + at, "M = %" SCNd64 ", N = %" SCNd64, &m, &n) == 2);
+    const bool eight = w.source.find("register tiles of 8x8 outputs") != std::string::npos;
+    CHECK((eight || w.source.find("register tiles of 4x") != std::string::npos ||
+           w.source.find("register tiles of 2x") != std::string::npos || w.source.find("register tiles of 1x") != std::string::npos));
+    tiles[fmt::format("{}x{}", m, n)] = eight ? 8 : 4;
+    // a 3x3 tap loop: its variables stepped as counters, no per-iteration division by 3 or 9
+    if (w.source.find("the loop variables of k, stepped with it") != std::string::npos) {
+      ++counters;
+      CHECK(w.source.find("let carry1: bool = r1 == ") != std::string::npos);
+      CHECK(w.source.find("(k / ") == std::string::npos);
+      CHECK(w.source.find("k % 3") == std::string::npos);
+    }
+  }
+  std::string seen;
+  for (const auto& [mn, t] : tiles) seen += fmt::format(" {}:{}", mn, t);
+  INFO("register-tiled contractions (MxN: tile rows):" << seen);
+  CHECK(tiles["150x67"] == 8);  // 19x9 tiles of 8x8: at least a workgroup (64) of them
+  CHECK(tiles["16x72"] == 4);   // the conv's weight gradient: 2x9 tiles of 8x8 would idle most lanes, 4x18 of 4x4
+  CHECK(counters >= 1);         // the conv's C_in x 3 x 3
+  // the gpu plan prints the divisions (GPU compilers strength-reduce them) and has no register tiles
+  const sg::Plan gplan = plan_for(s.program(), gpu);
+  int divisions = 0;
+  for (const sg::Kernel& k : gplan.kernels) {
+    const auto w = sg::emit_compute_kernel(gplan, k, gpu.compute, sg::ComputeLanguage::Wgsl);
+    CHECK(w.strategy != "register-tiled");
+    divisions += w.source.find(" / ") != std::string::npos;
+    CHECK(w.source.find("stepped with it") == std::string::npos);
+  }
+  CHECK(divisions >= 1);
 }
 
 TEST_CASE("shadergrad dump --target wgsl writes KERNEL.wgsl per kernel, byte-stable, and Dawn compiles them all",

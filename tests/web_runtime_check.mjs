@@ -16,9 +16,7 @@
 // cross-origin isolated page). Exit status 0 = every task ran (whatever it returned), 1 = the page broke,
 // 2 = the environment is missing something (the message names it). No timing is asserted anywhere.
 import fs from 'node:fs';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { launchChromium, loadChromium, serveStatic } from './browser.mjs';
+import { guard, loadChromium, withCheckPage } from './browser.mjs';
 
 const [root, ...tasks] = process.argv.slice(2);
 if (!root || !fs.existsSync(root) || !tasks.length) {
@@ -26,54 +24,37 @@ if (!root || !fs.existsSync(root) || !tasks.length) {
   process.exit(2);
 }
 const chromium = await loadChromium();
-const here = path.dirname(fileURLToPath(import.meta.url));
-const server = await serveStatic([{ prefix: '/_test/', dir: path.join(here, 'web') }, { prefix: '/', dir: root }],
-                                 { isolated: true });
-const { origin, served } = server;
 
 const console_ = [];
 const results = {};
-let browser, status = 0;
+let status = 0, requests = [];
 try {
-  browser = await launchChromium(chromium);
-  const context = await browser.newContext();
-  const page = await context.newPage();
-  page.setDefaultTimeout(600000);
-  page.on('console', (m) => console_.push(`${m.type()}: ${m.text()}`));
-  page.on('pageerror', (e) => console_.push(`pageerror: ${e.message}`));
-  const resp = await page.goto(`${origin}/_test/check_page.html`, { waitUntil: 'load' });
-  if (!resp || !resp.ok()) throw new Error(`check_page.html: HTTP ${resp ? resp.status() : 'no response'}`);
-  await page.waitForFunction(() => window.sgReady === true);
-  results.crossOriginIsolated = await page.evaluate(() => self.crossOriginIsolated);
-  for (const task of tasks) {
-    const [kind, name, mode, backend, plan] = task.split(':');
-    if (kind === 'demo') {
-      const demo = await context.newPage();
-      demo.on('pageerror', (e) => console_.push(`demo pageerror: ${e.message}`));
-      await demo.goto(`${origin}/${name}/runtime/demo.html?mode=${mode}`, { waitUntil: 'load' });
-      await demo.waitForFunction(() => window.sgDemoResult !== undefined, null, { timeout: 300000 });
-      results[task] = await demo.evaluate(() => ({ ...window.sgDemoResult,
-                                                   text: document.getElementById('out').textContent }));
-      await demo.close();
-      continue;
+  await withCheckPage(chromium, root, { isolated: true, console: console_ }, async ({ page, context, origin, served }) => {
+    requests = served;
+    results.crossOriginIsolated = await page.evaluate(() => self.crossOriginIsolated);
+    for (const task of tasks) {
+      const [kind, name, mode, backend, plan] = task.split(':');
+      if (kind === 'demo') {
+        const demo = await context.newPage();
+        demo.on('pageerror', (e) => console_.push(`demo pageerror: ${e.message}`));
+        await demo.goto(`${origin}/${name}/runtime/demo.html?mode=${mode}`, { waitUntil: 'load' });
+        await demo.waitForFunction(() => window.sgDemoResult !== undefined, null, { timeout: 300000 });
+        results[task] = await demo.evaluate(() => ({ ...window.sgDemoResult,
+                                                     text: document.getElementById('out').textContent }));
+        await demo.close();
+        continue;
+      }
+      const fn = { check: 'sgCheck', lost: 'sgLostContext', webgpu: 'sgSelectWebGPU', profile: 'sgProfile',
+                   labels: 'sgBadLabels' }[kind];
+      if (!fn) throw new Error(`unknown task '${task}'`);
+      // a hang guard, not a timing check: no task here takes more than a minute even on a busy 2-core machine
+      results[task] = await guard(page.evaluate(([f, n, m, b, p]) => window[f](n, m, b, p),
+                                                [fn, name, mode, backend, plan]), `task ${task}`, 300);
     }
-    const fn = { check: 'sgCheck', lost: 'sgLostContext', webgpu: 'sgSelectWebGPU', profile: 'sgProfile',
-                 labels: 'sgBadLabels' }[kind];
-    if (!fn) throw new Error(`unknown task '${task}'`);
-    // a hang guard, not a timing check: no task here takes more than a minute even on a busy 2-core machine
-    let timer;
-    const hang = new Promise((_, reject) => { timer = setTimeout(() => reject(new Error(`task ${task} hung (300 s)`)), 300000); });
-    results[task] = await Promise.race([page.evaluate(([f, n, m, b, p]) => window[f](n, m, b, p),
-                                                      [fn, name, mode, backend, plan]),
-                                        hang]);
-    clearTimeout(timer);
-  }
+  });
 } catch (e) {
   results.harness_error = e.message;
   status = 1;
-} finally {
-  if (browser) await browser.close();
-  server.close();
 }
-console.log(JSON.stringify({ results, console: console_, requests: served.length }));
+console.log(JSON.stringify({ results, console: console_, requests: requests.length }));
 process.exit(status);

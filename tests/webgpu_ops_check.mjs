@@ -21,6 +21,7 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 
 import { createDawnGPU, fileFetch } from './dawn_node.mjs';
+import { runOpCases, summaryLine } from './web/op_cases_run.mjs';
 
 const [root, out, ...names] = process.argv.slice(2);
 if (!root || !out || !names.length) {
@@ -29,67 +30,26 @@ if (!root || !out || !names.length) {
 }
 const gpu = await createDawnGPU();
 
-/** |a - e| <= atol + rtol |e| elementwise; NaN meets NaN, infinities match exactly (tests/op_cases.h compare). */
-function judge(a, e, rtol, atol) {
-  let worst = -1, ratio = 0;
-  for (let i = 0; i < e.length; ++i) {
-    let r;
-    if (Number.isNaN(a[i]) || Number.isNaN(e[i])) r = Number.isNaN(a[i]) && Number.isNaN(e[i]) ? 0 : Infinity;
-    else if (!Number.isFinite(a[i]) || !Number.isFinite(e[i])) r = a[i] === e[i] ? 0 : Infinity;
-    else r = a[i] === e[i] ? 0 : Math.abs(a[i] - e[i]) / (atol + rtol * Math.abs(e[i]));
-    if (r > ratio) { ratio = r; worst = i; }
-  }
-  return { ok: a.length === e.length && ratio <= 1, ratio, worst, actual: worst >= 0 ? a[worst] : null,
-           expected: worst >= 0 ? e[worst] : null };
-}
-
 fs.mkdirSync(out, { recursive: true });
 const results = {};
 let status = 0;
 /** Runs bundle `dir` once with webgpu plan `plan` ('auto' or forced); fills `r` and writes OUT/NAME.PLAN.f32. */
 async function runPlan(name, dir, plan, r) {
-  let rt;
   try {
     const mod = await import(pathToFileURL(path.join(dir, 'runtime/shadergrad.js')).href);
-    rt = await mod.createRuntime(pathToFileURL(path.join(dir, 'bundle.json')).href,
-                                 { backend: 'webgpu', webgpuPlan: plan, gpu, fetch: fileFetch,
-                                   featureLevel: 'compatibility' });
-    r.adapter = rt.attempts.map((a) => `${a.backend}: ${a.reason}`);
-    r.plan = rt.webgpuPlan;
-    r.picked = plan === 'auto';
     const cases = JSON.parse(fs.readFileSync(path.join(dir, 'cases.json'), 'utf8')).outputs;
-    const checks = await rt.bundle.loadChecks();
-    const run = checks.runs[0];
-    const feeds = {};
-    for (const [k, ref] of Object.entries(run.feeds)) feeds[k] = rt.bundle.data(ref);
-    const got = await rt.run(run.program, feeds);
-    r.kernels = rt.plan(run.program).kernels.length;
-    const parts = [];
-    r.outputs = {};
-    let pass = 0;
-    for (const c of cases) {
-      const a = Float32Array.from(got[c.name]);
-      parts.push(a);
-      r.outputs[c.name] = judge(a, rt.bundle.data(run.outputs[c.name]), c.rtol, c.atol);
-      pass += r.outputs[c.name].ok ? 1 : 0;
-    }
-    r.passed = pass;
-    r.failed = cases.length - pass;
-    const bad = cases.filter((c) => !r.outputs[c.name].ok).map((c) => c.name);
-    console.error(`${name} (${rt.webgpuPlan.name} plan, ${r.picked ? 'picked' : 'forced'}): ${pass}/${cases.length} ` +
-                  `outputs equal the CPU backend, ${r.kernels} kernels` + (bad.length ? `; differing: ${bad.join(', ')}` : ''));
-    const all = new Float32Array(parts.reduce((n, p) => n + p.length, 0));
-    let at = 0;
-    for (const p of parts) { all.set(p, at); at += p.length; }
-    fs.writeFileSync(path.join(out, `${name}.${rt.webgpuPlan.name}.f32`), Buffer.from(all.buffer));
-    return rt.webgpuPlan.name;
+    const { values, ...got } = await runOpCases(mod, pathToFileURL(path.join(dir, 'bundle.json')).href, cases,
+                                                { backend: 'webgpu', webgpuPlan: plan, gpu, fetch: fileFetch,
+                                                  featureLevel: 'compatibility' });
+    Object.assign(r, got, { picked: plan === 'auto' });
+    console.error(summaryLine(name, r, r.picked ? 'picked' : 'forced'));
+    fs.writeFileSync(path.join(out, `${name}.${r.plan.name}.f32`), Buffer.from(values.buffer));
+    return r.plan.name;
   } catch (e) {
     r.error = { name: e.name, message: e.message };
     console.error(`${name} (${plan}): ${e.name}: ${e.message.split('\n').slice(0, 2).join(' ')}`);
     status = 1;
     return null;
-  } finally {
-    try { rt?.dispose(); } catch { /* reported above */ }
   }
 }
 

@@ -17,6 +17,7 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 
 import { createDawnGPU, fileFetch } from './dawn_node.mjs';
+import { mulberry32 } from './mulberry32.mjs';
 
 const [dir, stepsArg, plan = 'auto'] = process.argv.slice(2);
 const steps = Number(stepsArg ?? 10000);
@@ -29,14 +30,7 @@ const HEAP_MIB = 4, RSS_MIB = 16;
 
 /** Deterministic feeds for a program's inputs: pixels in [0, 1), class indices i mod classes (mulberry32). */
 function makeFeeds(inputs, seed) {
-  let s = seed >>> 0;
-  const rand = () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  const rand = mulberry32(seed);
   const feeds = {};
   for (const i of inputs) {
     const n = i.shape.reduce((a, b) => a * b, 1);

@@ -117,6 +117,27 @@ std::string KPrinter::cond(const KExprPtr& e) {
   return is_bool_op(e->op) ? s : fmt::format("({} != 0)", s);
 }
 
+namespace {
+
+/// Whether an integer expression is non-negative by its form: constants >= 0 and variables (output coordinates and
+/// loop variables, all counted from 0) combined by +, *, /, %, min, max and select; a difference may be negative.
+bool non_negative(const KExprPtr& e) {
+  switch (e->op) {
+    case KOp::IntConst: return e->ivalue >= 0;
+    case KOp::Var: return true;
+    case KOp::IAdd:
+    case KOp::IMul:
+    case KOp::IDiv:
+    case KOp::IMod:
+    case KOp::IMin:
+    case KOp::IMax: return non_negative(e->a) && non_negative(e->b);
+    case KOp::ISelect: return non_negative(e->b) && non_negative(e->c);
+    default: return false;
+  }
+}
+
+}  // namespace
+
 std::string KPrinter::raw(const KExprPtr& e) {
   switch (e->op) {
     case KOp::IntConst: return std::to_string(e->ivalue);
@@ -153,8 +174,12 @@ std::string KPrinter::raw(const KExprPtr& e) {
     case KOp::IAdd: return fmt::format("({} + {})", a, b);
     case KOp::ISub: return fmt::format("({} - {})", a, b);
     case KOp::IMul: return fmt::format("({} * {})", a, b);
-    case KOp::IDiv: return fmt::format("({} / {})", a, b);
-    case KOp::IMod: return fmt::format("({} % {})", a, b);
+    case KOp::IDiv:
+      if (e->b->op == KOp::IntConst && non_negative(e->a)) return lang_.div_const(a, e->b->ivalue);
+      return fmt::format("({} / {})", a, b);
+    case KOp::IMod:
+      if (e->b->op == KOp::IntConst && non_negative(e->a)) return fmt::format("({})", lang_.mod_const(a, e->b->ivalue));
+      return fmt::format("({} % {})", a, b);
     case KOp::IMin: return fmt::format("min({}, {})", a, b);
     case KOp::IMax: return fmt::format("max({}, {})", a, b);
     case KOp::ILt: return fmt::format("({} < {})", a, b);

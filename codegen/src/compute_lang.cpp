@@ -39,6 +39,25 @@ std::string Lang::type(LType t) const {
 
 std::string Lang::version_line() const { return wgsl() ? std::string() : "#version 450\n"; }
 
+namespace {
+bool power_of_two(int64_t d) { return d > 0 && (d & (d - 1)) == 0; }
+int log2_of(int64_t d) {
+  int s = 0;
+  while ((int64_t{1} << s) < d) ++s;
+  return s;
+}
+}  // namespace
+
+std::string Lang::div_const(const std::string& x, int64_t d) const {
+  if (shift_divisions_ && power_of_two(d)) return fmt::format("({} >> {})", x, log2_of(d));
+  return fmt::format("({} / {})", x, d);
+}
+
+std::string Lang::mod_const(const std::string& x, int64_t d) const {
+  if (shift_divisions_ && power_of_two(d)) return fmt::format("({} & {})", x, d - 1);
+  return fmt::format("{} % {}", x, d);
+}
+
 std::string Lang::let(LType t, const std::string& name, const std::string& value) const {
   return wgsl() ? fmt::format("let {}: {} = {};", name, type(t), value) : fmt::format("{} {} = {};", type(t), name, value);
 }

@@ -31,9 +31,20 @@ enum class Builtin { WorkgroupId, LocalInvocationId, GlobalInvocationId };
 
 class Lang {
  public:
-  explicit Lang(ComputeLanguage language) : language_(language) {}
+  /// `shift_divisions`: integer division and modulo of non-negative values by a power of two print as a shift and a
+  /// mask (div_const / mod_const). For CPU implementations (ComputeLimits::register_tiles): SwiftShader's Subzero
+  /// JIT divides a vector lane by lane and does not strength-reduce a constant divisor (docs/PERFORMANCE.md Runs W5,
+  /// W8); GPU compilers do that themselves, so other plans print the division and stay byte-identical.
+  explicit Lang(ComputeLanguage language, bool shift_divisions = false)
+      : language_(language), shift_divisions_(shift_divisions) {}
   ComputeLanguage language() const { return language_; }
   bool wgsl() const { return language_ == ComputeLanguage::Wgsl; }
+  bool shift_divisions() const { return shift_divisions_; }
+  /// `(x / d)`, or `(x >> log2 d)` with shift_divisions and d a power of two; `x` must be non-negative (d > 0).
+  std::string div_const(const std::string& x, int64_t d) const;
+  /// `x % d` (not parenthesised: callers print it as a whole initialiser), or `(x & (d - 1))` with shift_divisions
+  /// and d a power of two (WGSL does not mix `&` with arithmetic unparenthesised); `x` must be non-negative (d > 0).
+  std::string mod_const(const std::string& x, int64_t d) const;
 
   /// float / f32, int / i32, bool, void, vec4 / vec4<f32>.
   std::string type(LType t) const;
@@ -107,6 +118,7 @@ class Lang {
 
  private:
   ComputeLanguage language_;
+  bool shift_divisions_ = false;
 };
 
 }  // namespace sg::compute

@@ -77,9 +77,8 @@ std::string coordinates(const Shape& shape, const std::string& flat, int indent,
   const Shape st = contiguous_strides(shape);
   std::string s;
   for (size_t i = 0; i < shape.size(); ++i) {
-    std::string q = st[i] == 1 ? flat : fmt::format("({} / {})", flat, st[i]);
-    s += std::string(indent * 2, ' ') +
-         lang.let(LType::Int, fmt::format("i{}", i), i == 0 ? q : fmt::format("{} % {}", q, shape[i])) + "\n";
+    std::string q = st[i] == 1 ? flat : lang.div_const(flat, st[i]);
+    s += std::string(indent * 2, ' ') + lang.let(LType::Int, fmt::format("i{}", i), i == 0 ? q : lang.mod_const(q, shape[i])) + "\n";
   }
   return s;
 }
@@ -164,7 +163,7 @@ ComputeKernel emit_compute_kernel(const Plan& plan, const Kernel& k, const Compu
     throw UnsupportedError(fmt::format("kernel {}: tile config {} runs {} invocations per workgroup, more than the "
                                        "device's max_workgroup_invocations {}",
                                        k.name, tiles->str(), tiles->threads(), limits.max_workgroup_invocations));
-  const compute::Lang lang(language);
+  const compute::Lang lang(language, limits.register_tiles);  // the cpu plan: shifts for power-of-two divisions
   ComputeKernel ck;
   std::string not_tiled;
   if (k.blocks() > 1) {  // a union-domain kernel: the workgroups partitioned among its blocks

@@ -26,12 +26,30 @@ namespace {
 /// Invocations per workgroup of a register-tiled kernel (SIMD lanes times a few fibers on a CPU implementation).
 constexpr int kInvocations = 64;
 
-/// The register tile extent along a side of `extent` elements: 4, or the next power of two >= extent below that.
-int reg_extent(int64_t extent) {
-  int r = 4;
+/// Outputs per invocation along each side of a register tile (at most; a power of two). Every factor load of a lane
+/// whose address is not a compile-time constant is a per-lane gather on SwiftShader (four scalar loads, each behind
+/// a branch on the lane's mask), and the multiply-adds are SIMD: an 8x8 tile loads 16 values per 64 multiply-adds
+/// where a 4x4 one loads 8 per 16 (SGEMM 512 on SwiftShader 1.5-2.3x faster; 16x8, 128 accumulators, no faster
+/// again: docs/PERFORMANCE.md Run W8).
+constexpr int kRegisterTile = 8;
+
+/// The register tile extent along a side of `extent` elements: `max`, or the next power of two >= extent below that.
+int reg_extent(int64_t extent, int max) {
+  int r = max;
   while (r > 1 && r / 2 >= extent) r /= 2;
   return r;
 }
+
+/// The nodes of an expression tree (shared subtrees counted at each use, as the printed code repeats them).
+int64_t tree_size(const KExprPtr& e) { return e ? 1 + tree_size(e->a) + tree_size(e->b) + tree_size(e->c) : 0; }
+
+/// Factors up to this many IR nodes (together) take 8x8 register tiles: a load with its index, a mask of a ReLU.
+/// A conv's padded im2col factor (a select of a load on the window's bounds) is larger: 8 of its copies per iteration
+/// and 64 epilogues made SwiftShader compile one conv kernel ~9 s longer (docs/PERFORMANCE.md Run W8).
+constexpr int64_t kMaxFactorNodesFor8x8 = 32;
+
+/// `x` in parentheses unless it already is parenthesised as a whole (`(tile & 127)`).
+std::string paren(const std::string& x) { return x.front() == '(' && x.back() == ')' ? x : "(" + x + ")"; }
 
 }  // namespace
 
@@ -41,8 +59,15 @@ std::optional<ComputeKernel> emit_register_tiled(const Plan& plan, const Kernel&
   auto found = find_contraction(k, shape);
   if (!found) return std::nullopt;
   const Contraction& c = *found;
-  const int tm = reg_extent(c.M), tn = reg_extent(c.N);
-  const int64_t tiles_m = (c.M + tm - 1) / tm, tiles_n = (c.N + tn - 1) / tn, tiles = tiles_m * tiles_n;
+  // kRegisterTile per side where that leaves a workgroup's worth of tiles, else 4: with fewer tiles than lanes and
+  // fibers, larger tiles only idle SIMD lanes (the digits MLP's 16-row steps, a conv weight gradient of 8x9 outputs)
+  // (and factors small enough to be repeated 8 times per iteration: kMaxFactorNodesFor8x8)
+  int tm = reg_extent(c.M, kRegisterTile), tn = reg_extent(c.N, kRegisterTile);
+  auto count = [&](int64_t extent, int r) { return (extent + r - 1) / r; };
+  if (count(c.M, tm) * count(c.N, tn) < kInvocations ||
+      tree_size(c.factor_a) + tree_size(c.factor_b) > kMaxFactorNodesFor8x8)
+    tm = reg_extent(c.M, 4), tn = reg_extent(c.N, 4);
+  const int64_t tiles_m = count(c.M, tm), tiles_n = count(c.N, tn), tiles = tiles_m * tiles_n;
   const int local = std::min(kInvocations, limits.max_workgroup_invocations);
   const int64_t gx = (tiles + local - 1) / local;
   if (gx > limits.max_workgroup_count || c.batch > limits.max_workgroup_count) {
@@ -65,12 +90,13 @@ std::optional<ComputeKernel> emit_register_tiled(const Plan& plan, const Kernel&
 
   std::string body = "  " + lang.let(LType::Int, "tile", lang.builtin(Builtin::GlobalInvocationId, 0)) + "\n";
   body += "  " + lang.if_then(fmt::format("tile >= {}", tiles), "return;") + "\n";
-  body += "  " + lang.lets(LType::Int, {{"m0", fmt::format("tile / {} * {}", tiles_n, tm)},
-                                       {"n0", fmt::format("tile % {} * {}", tiles_n, tn)}}) + "\n";
-  std::vector<std::pair<std::string, std::string>> accs;
-  for (int i = 0; i < tm; ++i)
+  body += "  " + lang.lets(LType::Int, {{"m0", fmt::format("{} * {}", lang.div_const("tile", tiles_n), tm)},
+                                       {"n0", fmt::format("{} * {}", paren(lang.mod_const("tile", tiles_n)), tn)}}) + "\n";
+  for (int i = 0; i < tm; ++i) {  // one line per register row
+    std::vector<std::pair<std::string, std::string>> accs;
     for (int j = 0; j < tn; ++j) accs.emplace_back(fmt::format("acc_{}_{}", i, j), "0.0");
-  body += "  " + lang.lets(LType::Float, accs, true) + "\n";
+    body += "  " + lang.lets(LType::Float, accs, true) + "\n";
+  }
   // the rows and columns each register reads: m0 + i, or the side's last one past its end (a partial tile), split
   // into output coordinates here, once: the factor calls in the loop do no division by a constant for them
   // (SwiftShader's JIT keeps such a division a division and does not move it out of the loop, Run W1b)
@@ -97,9 +123,28 @@ std::optional<ComputeKernel> emit_register_tiled(const Plan& plan, const Kernel&
   const std::vector<std::string>& loop_vars = c.reduce->loop_vars;
   std::string loop_args;
   for (const std::string& v : loop_vars) loop_args += ", " + v;
-  body += "  " + lang.for_open("k", "0", std::to_string(c.K)) + "\n";
   const std::string in = "    ";
-  body += split_loop(c.reduce, "k", 2, lang);
+  // a loop variable of extent other than a power of two (a conv's 3x3 taps): with shift_divisions the loop
+  // variables are counters stepped at the end of each iteration (a carry by select, no division: SwiftShader
+  // divides lane by lane), else split from k
+  const std::vector<int64_t>& extents = c.reduce->extents;
+  const bool counters = lang.shift_divisions() && loop_vars.size() > 1 &&
+                        std::any_of(extents.begin() + 1, extents.end(), [](int64_t e) { return (e & (e - 1)) != 0; });
+  std::string step;
+  if (counters) {
+    std::vector<std::pair<std::string, std::string>> zeros;
+    for (const std::string& v : loop_vars) zeros.emplace_back(v, "0");
+    body += "  " + lang.lets(LType::Int, zeros, true) + "  // the loop variables of k, stepped with it\n";
+    step = in + fmt::format("{0} += 1;", loop_vars.back());
+    for (size_t i = loop_vars.size() - 1; i > 0; --i) {
+      const std::string carry = fmt::format("carry{}", i), &v = loop_vars[i], &outer = loop_vars[i - 1];
+      step += fmt::format(" {} {} = {}; {} = {};", lang.let(LType::Bool, carry, fmt::format("{} == {}", v, extents[i])), v,
+                          lang.select(carry, "0", v), outer, lang.select(carry, outer + " + 1", outer));
+    }
+    step += "\n";
+  }
+  body += "  " + lang.for_open("k", "0", std::to_string(c.K)) + "\n";
+  if (!counters) body += split_loop(c.reduce, "k", 2, lang);
   auto call = [&](const char* fn, const std::string& coords) {
     return fmt::format("{}({}{})", fn, coords, coords.empty() ? loop_args.substr(2) : loop_args);
   };
@@ -110,7 +155,7 @@ std::optional<ComputeKernel> emit_register_tiled(const Plan& plan, const Kernel&
     for (int j = 0; j < tn; ++j) body += fmt::format(" acc_{0}_{1} += a{0} * b{1};", i, j);
     body += "\n";
   }
-  body += "  }\n";
+  body += step + "  }\n";
   for (int i = 0; i < tm; ++i)
     for (int j = 0; j < tn; ++j)
       body += fmt::format("  store_tile(m0{}, n0{}, acc_{}_{});\n", i ? fmt::format(" + {}", i) : "",

@@ -43,8 +43,8 @@ std::string split_dims(const Shape& shape, const std::vector<int>& dims, const s
   std::vector<int64_t> strides(dims.size());
   for (size_t i = dims.size(); i-- > 0;) strides[i] = stride, stride *= shape[dims[i]];
   for (size_t i = 0; i < dims.size(); ++i) {
-    std::string q = strides[i] == 1 ? flat : fmt::format("({} / {})", flat, strides[i]);
-    if (i > 0) q = fmt::format("{} % {}", q, shape[dims[i]]);
+    std::string q = strides[i] == 1 ? flat : lang.div_const(flat, strides[i]);
+    if (i > 0) q = lang.mod_const(q, shape[dims[i]]);
     s += std::string(indent * 2, ' ') + lang.let(LType::Int, fmt::format("{}{}", prefix, dims[i]), q) + "\n";
   }
   return s;
@@ -57,8 +57,8 @@ std::string split_loop(const KExprPtr& r, const std::string& flat, int indent, c
   std::vector<int64_t> strides(r->extents.size());
   for (size_t i = r->extents.size(); i-- > 0;) strides[i] = stride, stride *= r->extents[i];
   for (size_t i = 0; i < r->extents.size(); ++i) {
-    std::string q = strides[i] == 1 ? flat : fmt::format("({} / {})", flat, strides[i]);
-    if (i > 0) q = fmt::format("{} % {}", q, r->extents[i]);
+    std::string q = strides[i] == 1 ? flat : lang.div_const(flat, strides[i]);
+    if (i > 0) q = lang.mod_const(q, r->extents[i]);
     s += std::string(indent * 2, ' ') + lang.let(LType::Int, r->loop_vars[i], q) + "\n";
   }
   return s;

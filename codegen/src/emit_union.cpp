@@ -89,7 +89,9 @@ ComputeKernel emit_union_blocks(const Plan& plan, const Kernel& k, const Compute
                      "workgroups of {}\n",
                      nb, ck.workgroups[0], ck.workgroups[1], local);
   src += lang.workgroup_size_layout(local, 1);
-  src += buffer_declarations(plan, k, loaded, lang);
+  // WGSL on a CPU implementation (register_tiles): loads unclamped, as in the per-element kernels (every index is in
+  // range or its value masked; WGSL bounds every storage access)
+  src += buffer_declarations(plan, k, loaded, lang, !(lang.wgsl() && limits.register_tiles));
   src += lang.helpers(helpers, body);
   src += lang.entry_open(local, 1, body) + body;
   ck.source = std::move(src);

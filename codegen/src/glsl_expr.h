@@ -290,8 +290,9 @@ class ExprEmitter {
   /// The texel coordinates (column texel, row) of flat element index `idx` (a multiple of 4 when `aligned`) of
   /// input `v`, when the analysis proves idx = row * 4W + column with column in [0, 4W) and row in [0, H);
   /// {nullptr, nullptr} otherwise (planed textures, unknown ranges, an index of another form).
-  std::pair<KExprPtr, KExprPtr> texel_coords(const KExprPtr& idx, const Value& v) {
-    if (!textures_ || v.planes > 1) return {};
+  /// `in_plane`: idx is an element index of one of v's row planes (each has v.layout), not of v.
+  std::pair<KExprPtr, KExprPtr> texel_coords(const KExprPtr& idx, const Value& v, bool in_plane = false) {
+    if (!textures_ || (v.planes > 1 && !in_plane)) return {};
     const int64_t W = v.layout.width, H = v.layout.height, L = 4 * W;
     std::vector<KExprPtr> terms;
     std::function<void(const KExprPtr&)> flat = [&](const KExprPtr& x) {
@@ -372,6 +373,82 @@ class ExprEmitter {
     // float multiply-add and a nearest sample (docs/PERFORMANCE.md, Run W7)
     uv_inputs_.insert(v.name);
     return fmt::format("texture(in_{0}, (vec2(ivec2({1}, {2})) + 0.5) * uv_texel_{0})", v.name, cs, rs);
+  }
+
+  /// A gather from a value with P row planes (P dividing 4, no column planes) whose index is var * C + rest
+  /// (var the vectorised variable, C the value's row length, rest the same in every lane and in [0, C)): lane d
+  /// reads row base + d (base, the lane-0 value, a multiple of 4), which is row base / P + d / P of plane d % P,
+  /// element rest of that row. The texel coordinates are then known once for all lanes (with P = 4 one position in
+  /// the 4 planes): P texture() reads and a component select per lane instead of 4 load_ calls, each a flat index
+  /// turned into a plane, a branch over the planes and texel coordinates (a weight update reading the transpose of
+  /// a row-planed weight gradient: docs/PERFORMANCE.md, Run W9). "" when the index has another form.
+  std::string planed_gather(const KExprPtr& idx, const Value& v) {
+    const int P = v.planes;
+    if (!textures_ || P <= 1 || v.col_planes != 1 || 4 % P != 0 || v.node->shape.size() < 2) return {};
+    const int64_t C = v.node->shape.back();
+    if (C % 4) return {};
+    std::vector<KExprPtr> terms;
+    std::function<void(const KExprPtr&)> flat = [&](const KExprPtr& x) {
+      if (x->op == KOp::IAdd) flat(x->a), flat(x->b);
+      else terms.push_back(x);
+    };
+    flat(idx);
+    KExprPtr rest;
+    bool row_term = false;
+    for (const auto& t : terms) {
+      if (!varies(t)) {
+        rest = rest ? kibin(KOp::IAdd, rest, t) : t;
+        made_.push_back(rest);
+        continue;
+      }
+      const bool is_row = t->op == KOp::IMul && ((kis_int(t->a, C) && t->b->op == KOp::Var && t->b->name == vvar_) ||
+                                                 (kis_int(t->b, C) && t->a->op == KOp::Var && t->a->name == vvar_));
+      if (!is_row || row_term) return {};
+      row_term = true;
+    }
+    if (!row_term) return {};
+    if (!rest) rest = kint(0);
+    const Range rr = range(rest);
+    if (!rr.ok || rr.lo < 0 || rr.hi >= C) return {};
+    const Value& plane0 = v;  // every plane has v.layout
+    std::vector<std::string> lanes(4);
+    for (int g = 0; g < 4 / P; ++g) {  // lanes g * P .. g * P + P - 1 share plane row base / P + g
+      KExprPtr prow = kibin(KOp::IDiv, kvar(vvar_), kint(P));
+      if (g) prow = kibin(KOp::IAdd, prow, kint(g));
+      KExprPtr pidx = kibin(KOp::IAdd, kibin(KOp::IMul, prow, kint(C)), rest);
+      made_.push_back(prow), made_.push_back(pidx);
+      auto saved = subst_;  // the lane-0 value of the variable (as emit_lane)
+      subst_[vvar_] = vbase_;
+      auto [c, r] = texel_coords(pidx, plane0, /*in_plane=*/true);
+      if (!c) {
+        subst_ = saved;
+        return {};
+      }
+      const std::string cs = coord(c), rs = coord(r);
+      const std::string comp = coord(canon(kibin(KOp::IMod, rest, kint(4))));
+      subst_ = saved;
+      std::string uv;  // the texel centre, one for the planes
+      for (int p = 0; p < P; ++p) {
+        const std::string plane = fmt::format("{}_p{}", v.name, p);
+        const std::string key = plane + "|" + cs + "," + rs;
+        std::string var;
+        for (auto it = texels_.rbegin(); it != texels_.rend() && var.empty(); ++it)
+          if (auto f = it->find(key); f != it->end()) var = f->second;
+        if (var.empty()) {
+          if (uv.empty()) {
+            uv = fmt::format("uv{}", temp_++);
+            line(fmt::format("vec2 {} = (vec2(ivec2({}, {})) + 0.5) * uv_texel_{}_p0;  // rows {}..+3 of {}: one texel "
+                             "position in its {} planes", uv, cs, rs, v.name, vbase_, v.name, P));
+          }
+          var = fmt::format("tx{}", temp_++);
+          line(fmt::format("vec4 {} = texture(in_{}, {});", var, plane, uv));
+          texels_.back()[key] = var;
+        }
+        lanes[static_cast<size_t>(g * P + p)] = fmt::format("sg_component({}, {})", var, comp);
+      }
+    }
+    uv_inputs_.insert(v.name + "_p0");
+    return fmt::format("vec4({}, {}, {}, {})", lanes[0], lanes[1], lanes[2], lanes[3]);
   }
 
   std::string subst_signature() const {
@@ -849,6 +926,7 @@ class ExprEmitter {
       unaligned_loads_.insert(name);
       return {fmt::format("load4u_{}({})", name, emit_lane(e->a, 0)), true};
     }
+    if (std::string pg = planed_gather(e->a, plan_.values[k_.inputs[e->input]]); !pg.empty()) return {pg, true};
     std::string g = "vec4(";
     for (int lane = 0; lane < 4; ++lane) g += fmt::format("{}{}", lane ? ", " : "", emit_lane(e, lane));
     return {g + ")", true};

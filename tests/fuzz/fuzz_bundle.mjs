@@ -25,19 +25,14 @@ import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
 
+import { mulberry32 } from '../mulberry32.mjs';
+
 const here = path.dirname(fileURLToPath(import.meta.url));
 const runtimeDir = path.resolve(here, '../../runtime/web');
 
 // ---- deterministic PRNG (mulberry32) -------------------------------------------------------------------------
 function prng(seed) {
-  let a = seed >>> 0;
-  const next = () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  const next = mulberry32(seed);
   return { next, int: (n) => Math.floor(next() * n), pick: (xs) => xs[Math.floor(next() * xs.length)] };
 }
 

@@ -145,4 +145,23 @@ window.sgBadLabels = async (name, mode, backend = 'webgl2') => {
     await rt.dispose();
   }
 };
+/** Runs op-case bundle `name` (tests/op_bundles.h) once on `backend` ('webgl2' | 'webgpu', with webgpu plan
+ * `webgpuPlan`) and judges its outputs (tests/web/op_cases_run.mjs); the values come back as base64 of the f32
+ * bytes (the harness writes them for the C++ test), or the error the runtime threw. */
+window.sgOpCases = async (name, backend, webgpuPlan = 'auto') => {
+  try {
+    const [mod, { runOpCases }] = await Promise.all([import(`/${name}/runtime/shadergrad.js`),
+                                                      import('/_test/op_cases_run.mjs')]);
+    const cases = (await (await fetch(`/${name}/cases.json`)).json()).outputs;
+    const { values, ...r } = await runOpCases(mod, `/${name}/bundle.json`, cases, { backend, webgpuPlan });
+    const bytes = new Uint8Array(values.buffer);
+    let bin = '';
+    for (let i = 0; i < bytes.length; i += 0x8000) bin += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+    log(`${name} ${backend}: ${r.passed}/${r.passed + r.failed}`);
+    return { ok: true, result: r, values: btoa(bin) };
+  } catch (e) {
+    log(`${name} ${backend}: ${e.name}: ${e.message}`);
+    return { ok: false, error: plainError(e) };
+  }
+};
 window.sgReady = true;
