@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Device phase (issue 17, seed 000's bar of 200 train steps/s): our web runtime on WebGPU through Dawn in Node
+# (bench/web_node_bench.mjs), TF.js 4.22 webgpu and jax-js 0.1.25 webgpu beside it in the same process: NOT a
+# browser (the H200 machine has no Chromium; Dawn is Chromium's WebGPU implementation, here over NVIDIA's Vulkan).
+# Needs .stage_node/sg_node.tar.xz (scripts/device/stage_node.sh) and the GL/Vulkan loader debs in .gl/ (unpacked
+# here when no libvulkan.so.1 is known, as scripts/device/h200_prelude.sh does). Node runs with the staged Debian
+# loader and libraries: `lib/ld-linux-x86-64.so.2 --library-path lib bin/node ...` (the host's glibc is not used).
+# Usage: OUT=$OUT bash scripts/device/phase_dawn.sh   (with or without the prelude sourced before)
+# Env: SG_DAWN_BACKENDS (default "vulkan opengles": the first that gives an adapter is timed), SG_DAWN_BUDGET
+# (seconds for the whole phase, default 230: no run starts after it, each run is under `timeout`).
+# Writes only under $OUT/dawn/: smi.txt, adapter_*.log, bench_*.log, bench_*.json, summary.txt (printed at the end).
+set -uo pipefail
+t0=$(date +%s)
+budget=${SG_DAWN_BUDGET:-230}
+out=${OUT:?OUT must be set}/dawn
+mkdir -p "$out"
+left() { echo $((budget - ($(date +%s) - t0))); }
+tarball=${SG_NODE_TAR:-.stage_node/sg_node.tar.xz}
+dest=${SG_NODE_DIR:-/tmp/sg_node_phase}
+[ -f "$tarball" ] || { echo "phase_dawn: $tarball is missing (scripts/device/stage_node.sh, carry .stage_node)" | tee "$out/summary.txt"; exit 2; }
+rm -rf "$dest" && mkdir -p "$dest" && tar -C "$dest" -xJf "$tarball"
+n=$dest/sgnode
+# the scripts of the carried checkout replace the staged copies (the tarball's node_modules, node and bundles stay)
+if [ "${SG_NODE_OVERLAY:-1}" = 1 ]; then
+  for f in bench/web_node_bench.mjs bench/web/bench_models.js bench/web/package.json tests/dawn_node.mjs; do
+    [ -f "$f" ] && cp "$f" "$n/tree/$f"
+  done
+fi
+if ! ldconfig -p 2>/dev/null | grep -q 'libvulkan.so.1 '; then
+  if ls .gl/*.deb >/dev/null 2>&1; then for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig; fi
+fi
+for icd in /usr/share/vulkan/icd.d/nvidia_icd.json /etc/vulkan/icd.d/nvidia_icd.json \
+           /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json /usr/local/nvidia/icd.d/nvidia_icd.json; do
+  if [ -z "${VK_DRIVER_FILES:-}" ] && [ -f "$icd" ]; then export VK_DRIVER_FILES=$icd; fi
+done
+# Dawn dlopens libvulkan.so.1 / libEGL.so.1 and the driver's libraries: the staged lib/ first (glibc), then the
+# host's directories (the loader also reads the host's ld.so.cache)
+libpath=$n/lib:/usr/lib/x86_64-linux-gnu:/lib/x86_64-linux-gnu:/usr/local/nvidia/lib64:/usr/local/nvidia/lib:/usr/lib64
+{
+  echo "phase_dawn $(date -u +%FT%TZ) on $(hostname), $(nproc) CPUs; VK_DRIVER_FILES=${VK_DRIVER_FILES:-unset}"
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.used --format=csv 2>&1 || echo "no nvidia-smi"
+  echo "node: $("$n/lib/ld-linux-x86-64.so.2" --library-path "$libpath" "$n/bin/node" --version 2>&1) (staged, Debian's loader)"
+} | tee "$out/smi.txt"
+
+bench=$n/tree/bench/web_node_bench.mjs
+chosen=""
+for b in ${SG_DAWN_BACKENDS:-vulkan opengles}; do
+  echo "--- adapter probe: Dawn $b backend"
+  timeout 30 env EGL_PLATFORM=${EGL_PLATFORM:-surfaceless} "$n/lib/ld-linux-x86-64.so.2" --library-path "$libpath" \
+    "$n/bin/node" "$bench" --adapter-only --dawn-backend "$b" > "$out/adapter_$b.log" 2>&1
+  rc=$?
+  grep -v '^Warning: max' "$out/adapter_$b.log"
+  echo "(rc $rc)"
+  if [ $rc = 0 ] && [ -z "$chosen" ]; then chosen=$b; fi
+  [ -n "$chosen" ] && break
+done
+summary() {
+  {
+    echo "=== phase_dawn summary ($(($(date +%s) - t0)) s): Node + Dawn on this machine, NOT a browser"
+    head -3 "$out/smi.txt"
+    for b in vulkan opengles; do [ -f "$out/adapter_$b.log" ] && grep -h '^Dawn adapter' "$out/adapter_$b.log" | cut -c1-400; done
+    for log in "$out"/bench_*.log; do
+      [ -f "$log" ] || continue
+      echo "--- $(basename "$log") ($(grep -h '^rc ' "$log" || echo 'no rc'); rc 124: cut at its timeout)"
+      grep -h 'cannot load' "$log" | cut -c1-300
+      [ -f "${log%.log}.json" ] && timeout 20 "$n/lib/ld-linux-x86-64.so.2" --library-path "$libpath" "$n/bin/node" \
+        "$bench" --table-from "${log%.log}.json" 2>&1 | cut -c1-400
+    done
+  } | tee "$out/summary.txt"
+}
+if [ -z "$chosen" ]; then echo "phase_dawn: no Dawn backend gave an adapter"; summary; exit 1; fi
+
+# run 1: every case, ours (picked plan; the gpu plan when the pick is another) and both peers
+run() {  # NAME SECONDS ARGS...
+  local name=$1 secs=$2; shift 2
+  [ "$secs" -gt 20 ] || { echo "phase_dawn: no time left for $name"; return; }
+  echo "--- $name: timeout $secs s: web_node_bench.mjs --dawn-backend $chosen $*"
+  timeout -k 5 "$secs" env EGL_PLATFORM=${EGL_PLATFORM:-surfaceless} "$n/lib/ld-linux-x86-64.so.2" --library-path "$libpath" \
+    "$n/bin/node" "$bench" --bundles "$n/bundles" --dawn-backend "$chosen" --json "$out/$name.json" "$@" 2>&1 |
+    grep --line-buffered -v '^Warning: max' | tee "$out/$name.log"
+  echo "rc ${PIPESTATUS[0]}" | tee -a "$out/$name.log"
+}
+run "bench_${chosen}" $(( $(left) > 160 ? 160 : $(left) ))
+# run 2 (what time is left): ours again without the peers, for the spread between runs
+run "bench_${chosen}_ours2" $(( $(left) - 5 )) --no-peers --plans auto
+summary
