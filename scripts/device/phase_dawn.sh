@@ -61,7 +61,7 @@ summary() {
     for b in vulkan opengles; do [ -f "$out/adapter_$b.log" ] && grep -h '^Dawn adapter' "$out/adapter_$b.log" | cut -c1-400; done
     for log in "$out"/bench_*.log; do
       [ -f "$log" ] || continue
-      echo "--- $(basename "$log") ($(grep -h '^rc ' "$log" || echo 'no rc'); rc 124: cut at its timeout)"
+      echo "--- $(basename "$log") ($(grep -h "^rc " "$log" || echo "no rc"); 124 = cut at its timeout, the table holds what it measured)"
       grep -h 'cannot load' "$log" | cut -c1-300
       [ -f "${log%.log}.json" ] && timeout 20 "$n/lib/ld-linux-x86-64.so.2" --library-path "$libpath" "$n/bin/node" \
         "$bench" --table-from "${log%.log}.json" 2>&1 | cut -c1-400
