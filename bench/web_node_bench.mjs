@@ -35,7 +35,7 @@ import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import vm from 'node:vm';
 
-import { median, subsetOf, timeDigitsJax, timeDigitsOurs, timeDigitsTfjs, timeJax, timeOurs, timeTfjs }
+import { median, subsetOf, summary, timeDigitsJax, timeDigitsOurs, timeDigitsTfjs, timeJax, timeOurs, timeTfjs }
   from './web/bench_models.js';
 import { createDawnGPU, fileFetch } from '../tests/dawn_node.mjs';
 
@@ -211,6 +211,40 @@ function peer(c, name) {
 }
 const peerName = { tfjs: 'tfjs 4.22 webgpu', jax: 'jax-js 0.1.25 webgpu' };
 const digitsTwice = new Set();  // the peers' digits step is one program: timed once, as web_app_bench
+/** The floor under every step that reads a value back: one tiny compute dispatch, a 4-byte copy and mapAsync, on a
+ * device of the same adapter (Dawn in Node polls its events; a browser has its own loop). 10 warm-up, 200 timed. */
+async function readbackFloor() {
+  const a = await gpu.requestAdapter({ featureLevel, powerPreference: 'high-performance' });
+  const device = await a.requestDevice();
+  const src = device.createBuffer({ size: 4, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC });
+  const dst = device.createBuffer({ size: 4, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+  const pipeline = device.createComputePipeline({ layout: 'auto', compute: { entryPoint: 'main', module: device.createShaderModule({
+    code: '@group(0) @binding(0) var<storage, read_write> v: array<f32>;\n@compute @workgroup_size(1) fn main() { v[0] = v[0] + 1.0; }' }) } });
+  const bind = device.createBindGroup({ layout: pipeline.getBindGroupLayout(0), entries: [{ binding: 0, resource: { buffer: src } }] });
+  const once = async () => {
+    const enc = device.createCommandEncoder();
+    const pass = enc.beginComputePass();
+    pass.setPipeline(pipeline); pass.setBindGroup(0, bind); pass.dispatchWorkgroups(1); pass.end();
+    enc.copyBufferToBuffer(src, 0, dst, 0, 4);
+    device.queue.submit([enc.finish()]);
+    await dst.mapAsync(GPUMapMode.READ);
+    const v = new Float32Array(dst.getMappedRange())[0];
+    dst.unmap();
+    return v;
+  };
+  const t0 = performance.now();
+  for (let i = 0; i < 10; ++i) await once();
+  const times = [];
+  const l0 = performance.now();
+  for (let i = 0; i < 200; ++i) { const s = performance.now(); await once(); times.push(performance.now() - s); }
+  const loopMs = performance.now() - l0;
+  const v = await once();
+  device.destroy();
+  return { ...summary(times), first_step_ms: l0 - t0, steps_per_s: (1000 * 200) / loopMs, values: [v] };
+}
+if (!only || only.split(',').includes('readback_floor'))
+  await record({ name: 'readback_floor', kind: 'floor' }, 'dawn (dispatch + 4 B mapAsync)', readbackFloor);
+
 for (const c of cases) {
   let picked = null;
   for (const plan of plans) {
@@ -252,6 +286,8 @@ function printTable({ adapter: a, results: rs, date }) {
                 `${ok(o) && p ? (p.median_ms / o.median_ms).toFixed(2) + '×' : '–'} | ` +
                 `${ok(o) ? (o.first_step_ms / 1000).toFixed(2) : '–'} / ${p ? (p.first_step_ms / 1000).toFixed(2) : '–'} | ${bar} |`);
   }
+  const floor = rs.find((r) => r.case === 'readback_floor' && ok(r));
+  if (floor) console.log(`\nreadback floor (one dispatch + a 4-byte mapAsync, back to back): ${cell(floor)} ms, ${rate(floor)}/s`);
   for (const r of rs.filter((x) => x.error)) console.log(`${r.case} ${r.who}: ERROR ${r.error}`);
   const loads = rs.map((r) => r.load1);
   console.log(`\nNode + Dawn (${a.dawn_backend} backend, ${a.feature_level} adapter: ${a.vendor} ${a.architecture} ${a.device} ` +
