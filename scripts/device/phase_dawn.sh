@@ -6,9 +6,10 @@
 # here when no libvulkan.so.1 is known, as scripts/device/h200_prelude.sh does). Node runs with the staged Debian
 # loader and libraries: `lib/ld-linux-x86-64.so.2 --library-path lib bin/node ...` (the host's glibc is not used).
 # Usage: OUT=$OUT bash scripts/device/phase_dawn.sh   (with or without the prelude sourced before)
-# Env: SG_DAWN_BACKENDS (default "vulkan opengles": the first that gives an adapter is timed), SG_DAWN_BUDGET
+# Env: SG_DAWN_BACKENDS (default "vulkan opengles": the first that gives an adapter is timed), SG_NODE_LOADERS
+# (default "staged host": the host's loader only when no backend gives an adapter on the staged one), SG_DAWN_BUDGET
 # (seconds for the whole phase, default 230: no run starts after it, each run is under `timeout`).
-# Writes only under $OUT/dawn/: smi.txt, adapter_*.log, bench_*.log, bench_*.json, summary.txt (printed at the end).
+# Writes only under $OUT/dawn/: smi.txt, adapter_BACKEND_LOADER.log, bench_*.log, bench_*.json, summary.txt (printed at the end).
 set -uo pipefail
 t0=$(date +%s)
 budget=${SG_DAWN_BUDGET:-230}
@@ -36,35 +37,42 @@ done
 # Dawn dlopens libvulkan.so.1 / libEGL.so.1 and the driver's libraries: the staged lib/ first (glibc), then the
 # host's directories (the loader also reads the host's ld.so.cache)
 libpath=$n/lib:/usr/lib/x86_64-linux-gnu:/lib/x86_64-linux-gnu:/usr/local/nvidia/lib64:/usr/local/nvidia/lib:/usr/lib64
+staged=("$n/lib/ld-linux-x86-64.so.2" --library-path "$libpath" "$n/bin/node")
+nodecmd=("${staged[@]}")
 {
   echo "phase_dawn $(date -u +%FT%TZ) on $(hostname), $(nproc) CPUs; VK_DRIVER_FILES=${VK_DRIVER_FILES:-unset}"
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.used --format=csv 2>&1 || echo "no nvidia-smi"
-  echo "node: $("$n/lib/ld-linux-x86-64.so.2" --library-path "$libpath" "$n/bin/node" --version 2>&1) (staged, Debian's loader)"
+  echo "node: $("${staged[@]}" --version 2>&1) (staged, Debian's loader)"
 } | tee "$out/smi.txt"
 
 bench=$n/tree/bench/web_node_bench.mjs
+# the first backend that gives an adapter, with node on the staged loader; if none does (a driver library that wants
+# a newer glibc than Debian's, say), the same with node on the host's loader and libraries (SG_NODE_LOADERS)
 chosen=""
-for b in ${SG_DAWN_BACKENDS:-vulkan opengles}; do
-  echo "--- adapter probe: Dawn $b backend"
-  timeout 30 env EGL_PLATFORM=${EGL_PLATFORM:-surfaceless} "$n/lib/ld-linux-x86-64.so.2" --library-path "$libpath" \
-    "$n/bin/node" "$bench" --adapter-only --dawn-backend "$b" > "$out/adapter_$b.log" 2>&1
-  rc=$?
-  grep -v '^Warning: max' "$out/adapter_$b.log"
-  echo "(rc $rc)"
-  if [ $rc = 0 ] && [ -z "$chosen" ]; then chosen=$b; fi
-  [ -n "$chosen" ] && break
+for loader in ${SG_NODE_LOADERS:-staged host}; do
+  if [ "$loader" = staged ]; then nodecmd=("${staged[@]}"); else nodecmd=("$n/bin/node"); fi
+  for b in ${SG_DAWN_BACKENDS:-vulkan opengles}; do
+    echo "--- adapter probe: Dawn $b backend, node on the $loader loader"
+    timeout 30 env EGL_PLATFORM=${EGL_PLATFORM:-surfaceless} "${nodecmd[@]}" "$bench" --adapter-only --dawn-backend "$b" \
+      > "$out/adapter_${b}_$loader.log" 2>&1
+    rc=$?
+    grep -v '^Warning: max' "$out/adapter_${b}_$loader.log" | cut -c1-600
+    echo "(rc $rc)"
+    if [ $rc = 0 ]; then chosen=$b; break 2; fi
+  done
 done
+echo "chosen: Dawn ${chosen:-none} backend, node on the ${loader} loader" | tee -a "$out/smi.txt"
 summary() {
   {
     echo "=== phase_dawn summary ($(($(date +%s) - t0)) s): Node + Dawn on this machine, NOT a browser"
     head -3 "$out/smi.txt"
-    for b in vulkan opengles; do [ -f "$out/adapter_$b.log" ] && grep -h '^Dawn adapter' "$out/adapter_$b.log" | cut -c1-400; done
+    tail -1 "$out/smi.txt"
+    grep -h '^Dawn adapter' "$out"/adapter_*.log | cut -c1-400
     for log in "$out"/bench_*.log; do
       [ -f "$log" ] || continue
       echo "--- $(basename "$log") ($(grep -h "^rc " "$log" || echo "no rc"); 124 = cut at its timeout, the table holds what it measured)"
       grep -h 'cannot load' "$log" | cut -c1-300
-      if ! { [ -f "${log%.log}.json" ] && timeout 20 "$n/lib/ld-linux-x86-64.so.2" --library-path "$libpath" "$n/bin/node" \
-               "$bench" --table-from "${log%.log}.json" > "$out/table.tmp" 2>&1; }; then
+      if ! { [ -f "${log%.log}.json" ] && timeout 20 "${nodecmd[@]}" "$bench" --table-from "${log%.log}.json" > "$out/table.tmp" 2>&1; }; then
         cat "$out/table.tmp" 2>/dev/null; echo "(no table from the JSON: the log's measurement lines)"
         grep -E '^[a-z0-9_]+ +(shadergrad|tfjs|jax|dawn)' "$log" > "$out/table.tmp"
       fi
@@ -79,8 +87,7 @@ run() {  # NAME SECONDS ARGS...
   local name=$1 secs=$2; shift 2
   [ "$secs" -gt 20 ] || { echo "phase_dawn: no time left for $name"; return; }
   echo "--- $name: timeout $secs s: web_node_bench.mjs --dawn-backend $chosen $*"
-  timeout -k 5 "$secs" env EGL_PLATFORM=${EGL_PLATFORM:-surfaceless} "$n/lib/ld-linux-x86-64.so.2" --library-path "$libpath" \
-    "$n/bin/node" "$bench" --bundles "$n/bundles" --dawn-backend "$chosen" --json "$out/$name.json" "$@" 2>&1 |
+  timeout -k 5 "$secs" env EGL_PLATFORM=${EGL_PLATFORM:-surfaceless} "${nodecmd[@]}" "$bench" --bundles "$n/bundles" --dawn-backend "$chosen" --json "$out/$name.json" "$@" 2>&1 |
     grep --line-buffered -v '^Warning: max' | tee "$out/$name.log"
   echo "rc ${PIPESTATUS[0]}" | tee -a "$out/$name.log"
 }
