@@ -23,6 +23,10 @@
 // (default opengles, the only one on this VM's Mesa; vulkan on a GPU driver); --feature-level: the adapter asked
 // for (default core on vulkan, compatibility on opengles; the peers get the same through a navigator.gpu shim).
 // --plans: our webgpu plans timed (default auto,gpu: the runtime's pick, and the gpu plan when the pick is another).
+// --peer-inputs resident|per-step|both (default both): what a peer's step uploads. Ours uploads every program input
+// each step (the runtime's run() writes its feeds: SGEMM's A and B, the train step's x and labels); the browser
+// pages' peers keep them resident on the GPU; 'per-step' rows (", uploads") upload the same host arrays every step
+// (equal work). Everyone reads back the same outputs (the loss; SGEMM: all of C).
 // A peer that cannot load or run in Node is reported with its error and the run goes on; so is a measurement that
 // takes longer than --case-timeout (default 90 s). Prints the adapter, one
 // line per measurement, then a table (ours against the best peer; seed 000's bar: 200 train steps/s) and writes
@@ -200,15 +204,19 @@ async function ours(c, plan) {
   const weights = c.weights === 'pretrained' ? new Uint8Array(fs.readFileSync(path.join(digitsDir, 'pretrained.safetensors'))).buffer : null;
   return timeDigitsOurs(sg, persist, pathToFileURL(path.join(digitsDir, 'bundle', 'bundle.json')).href, weights, subset(), ourOptions(plan));
 }
-function peer(c, name) {
+function peer(c, name, uploads) {
   const lib = peerLibs[name];
   if (lib.error) return async () => ({ error: lib.error });
   if (name === 'tfjs')
     return c.kind === 'digits' ? () => timeDigitsTfjs(lib, subset(), c.size, DIGITS_LR, 'webgpu')
-      : () => timeTfjs(lib, c.kind, c.model, c.size, 'webgpu');
+      : () => timeTfjs(lib, c.kind, c.model, c.size, 'webgpu', { uploads });
   return c.kind === 'digits' ? () => timeDigitsJax(lib, subset(), c.size, DIGITS_LR, 'webgpu')
-    : () => timeJax(lib, c.kind, c.model, c.size, 'webgpu');
+    : () => timeJax(lib, c.kind, c.model, c.size, 'webgpu', undefined, { uploads });
 }
+// --peer-inputs: resident (inputs uploaded once, as bench/web_bench.mjs's pages), per-step (uploaded every step, as
+// ours does: equal work), or both (default); the digits cases upload a new batch every step for everyone
+const peerInputs = arg('--peer-inputs', 'both');
+const peerModes = { resident: [false], 'per-step': [true], both: [false, true] }[peerInputs] ?? [false, true];
 const peerName = { tfjs: 'tfjs 4.22 webgpu', jax: 'jax-js 0.1.25 webgpu' };
 const digitsTwice = new Set();  // the peers' digits step is one program: timed once, as web_app_bench
 /** The floor under every step that reads a value back: one tiny compute dispatch, a 4-byte copy and mapAsync, on a
@@ -254,7 +262,8 @@ for (const c of cases) {
   }
   if (c.kind === 'digits' && digitsTwice.size) continue;
   if (c.kind === 'digits') digitsTwice.add(c.name);
-  for (const name of peers) await record(c, peerName[name], peer(c, name));
+  for (const uploads of c.kind === 'digits' ? [false] : peerModes)
+    for (const name of peers) await record(c, `${peerName[name]}${uploads ? ', uploads' : ''}`, peer(c, name, uploads));
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -271,19 +280,24 @@ function printTable({ adapter: a, results: rs, date }) {
   const cell = (r) => (ok(r) ? `${r.median_ms.toFixed(3)} (${r.min_ms.toFixed(3)}–${r.max_ms.toFixed(3)})` : r ? 'error' : '–');
   const rate = (r) => (ok(r) ? r.steps_per_s.toFixed(0) : '–');
   console.log('\n| case | ours ms (min–max) | ours plan | ours steps/s | TF.js webgpu ms | TF.js steps/s | jax-js webgpu ms | ' +
-              'jax-js steps/s | best peer / ours | first step s (ours / best peer) | ≥ 200 steps/s |');
-  console.log('|---|---|---|---|---|---|---|---|---|---|---|');
+              'jax-js steps/s | best peer / ours | best peer, inputs uploaded per step as ours: ms, / ours | ' +
+              'first step s (ours / best peer) | ≥ 200 steps/s |');
+  console.log('|---|---|---|---|---|---|---|---|---|---|---|---|');
+  const resident = (r) => !r.who.endsWith(', uploads');
   const digitsPeerCase = rs.find((r) => r.case.startsWith('digits_') && !r.who.startsWith('shadergrad'))?.case;
   for (const c of allCases.filter((x) => rs.some((r) => r.case === x.name))) {
     const pc = c.kind === 'digits' ? digitsPeerCase : c.name;
     const o = best(rs.filter((r) => r.case === c.name && r.who.startsWith('shadergrad')));
-    const t = rs.find((r) => r.case === pc && r.who.startsWith('tfjs'));
-    const j = rs.find((r) => r.case === pc && r.who.startsWith('jax'));
+    const t = rs.find((r) => r.case === pc && r.who.startsWith('tfjs') && resident(r));
+    const j = rs.find((r) => r.case === pc && r.who.startsWith('jax') && resident(r));
     const p = best([t, j].filter(Boolean));
+    // equal work: the digits peers upload every step anyway; the other cases' ', uploads' rows
+    const pu = c.kind === 'digits' ? p : best(rs.filter((r) => r.case === pc && !r.who.startsWith('shadergrad') && !resident(r)));
+    const equal = pu ? `${pu.who.split(' ')[0]} ${pu.median_ms.toFixed(3)}${ok(o) ? `, ${(pu.median_ms / o.median_ms).toFixed(2)}×` : ''}` : '–';
     const bar = c.kind === 'sgemm' ? (ok(o) ? `${(2 * c.size ** 3 / (o.median_ms * 1e6)).toFixed(1)} GFLOP/s` : '–')
       : ok(o) ? (o.steps_per_s >= BAR ? 'yes' : 'no') : '–';
     console.log(`| ${c.name} | ${cell(o)} | ${ok(o) ? o.webgpu_plan : '–'} | ${rate(o)} | ${cell(t)} | ${rate(t)} | ${cell(j)} | ${rate(j)} | ` +
-                `${ok(o) && p ? (p.median_ms / o.median_ms).toFixed(2) + '×' : '–'} | ` +
+                `${ok(o) && p ? (p.median_ms / o.median_ms).toFixed(2) + '×' : '–'} | ${equal} | ` +
                 `${ok(o) ? (o.first_step_ms / 1000).toFixed(2) : '–'} / ${p ? (p.first_step_ms / 1000).toFixed(2) : '–'} | ${bar} |`);
   }
   const floor = rs.find((r) => r.case === 'readback_floor' && ok(r));

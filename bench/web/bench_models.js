@@ -10,9 +10,13 @@
 // loop's wall time gives back-to-back steps per second (`steps_per_s`: steps / wall time of the timed loop).
 //
 //   timeOurs(mod, bundleUrl, program, runtimeOptions, profile)   a bundle's program on our runtime module `mod`
-//   timeTfjs(tf, kind, model, size, backend)                      TF.js 4.22 on 'webgl' or 'webgpu'
-//   timeJax(jax, kind, model, size, device, t0)                   jax-js 0.1.25 on 'webgpu' or 'webgl' (one jit;
+//   timeTfjs(tf, kind, model, size, backend, {uploads})           TF.js 4.22 on 'webgl' or 'webgpu'
+//   timeJax(jax, kind, model, size, device, t0, {uploads})        jax-js 0.1.25 on 'webgpu' or 'webgl' (one jit;
 //                                                                 t0: where its first step starts, default now)
+// What a step moves: ours (timeOurs) uploads every program input each step (SGEMM: A and B; train: x and labels:
+// the runtime's run() writes its feeds) and reads back the outputs (the loss; SGEMM: all of C). The peers' default
+// keeps the inputs resident on the GPU (uploaded once) and reads back the same outputs; {uploads: true} makes them
+// upload the same host arrays every step too (equal work). The digits cases upload a new batch each step for all.
 //   timeDigitsOurs / timeDigitsTfjs / timeDigitsJax               the digits demo's MLP 64-128-10 step, batch 16
 // kind: 'train' (model 'mlp' | 'cnn', size = batch) or 'sgemm' (size = N).
 export const median = (a) => { const s = [...a].sort((x, y) => x - y); return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2; };
@@ -99,30 +103,39 @@ async function tfBackend(tf, backend) {
   await tf.ready();
 }
 
-export async function timeTfjs(tf, kind, model, size, backend) {
+export async function timeTfjs(tf, kind, model, size, backend, { uploads = false } = {}) {
   const t0 = performance.now();
   await tfBackend(tf, backend);
   const rnd = lcg(1);
   let r;
   if (kind === 'sgemm') {
-    const a = tf.tensor(randoms(size * size, rnd), [size, size]), b = tf.tensor(randoms(size * size, rnd), [size, size]);
-    r = await timeSteps(kind, t0, async () => { const c = tf.matMul(a, b); const d = await c.data(); c.dispose(); return d[0]; });
+    const ah = randoms(size * size, rnd), bh = randoms(size * size, rnd);
+    const a = tf.tensor(ah, [size, size]), b = tf.tensor(bh, [size, size]);
+    r = await timeSteps(kind, t0, async () => {
+      const [x, y] = uploads ? [tf.tensor(ah, [size, size]), tf.tensor(bh, [size, size])] : [a, b];
+      const c = tf.matMul(x, y);
+      const d = await c.data();
+      tf.dispose(uploads ? [c, x, y] : [c]);
+      return d[0];
+    });
     a.dispose(); b.dispose();
   } else {
     const m = tfModel(tf, model, size);
-    const x = tf.tensor(Float32Array.from({ length: m.xShape.reduce((a, b) => a * b, 1) }, rnd), m.xShape);
-    const y = tf.oneHot(tf.tensor1d(Int32Array.from({ length: size }, () => Math.floor(rnd() * 10)), 'int32'), 10);
+    const xh = Float32Array.from({ length: m.xShape.reduce((a, b) => a * b, 1) }, rnd);
+    const labels = Int32Array.from({ length: size }, () => Math.floor(rnd() * 10));
+    const x = tf.tensor(xh, m.xShape), y = tf.oneHot(tf.tensor1d(labels, 'int32'), 10);
     const opt = tf.train.adam(m.lr);
     r = await timeSteps(kind, t0, async () => {
-      const l = opt.minimize(() => tf.losses.softmaxCrossEntropy(y, m.forward(x)), true, m.vars);
+      const [xx, yy] = uploads ? [tf.tensor(xh, m.xShape), tf.oneHot(tf.tensor1d(labels, 'int32'), 10)] : [x, y];
+      const l = opt.minimize(() => tf.losses.softmaxCrossEntropy(yy, m.forward(xx)), true, m.vars);
       const v = (await l.data())[0];
-      l.dispose();
+      tf.dispose(uploads ? [l, xx, yy] : [l]);
       return v;
     });
     opt.dispose();
     for (const t of [x, y, ...m.vars]) t.dispose();
   }
-  return { ...r, version: tf.version_core, backend: tf.getBackend() };
+  return { ...r, version: tf.version_core, backend: tf.getBackend(), uploads };
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -199,27 +212,30 @@ function jaxTrainer(jax, model, batch, lr) {
 const oneHot = (np, labels, batch) =>
   np.array(Float32Array.from({ length: batch * 10 }, (_, i) => (labels[Math.floor(i / 10)] === i % 10 ? 1 : 0))).reshape([batch, 10]);
 
-export async function timeJax(jax, kind, model, size, device, t0 = performance.now()) {
+export async function timeJax(jax, kind, model, size, device, t0 = performance.now(), { uploads = false } = {}) {
   await jaxDevice(jax, device);
   const np = jax.numpy;
   const rnd = lcg(1);
   let r;
   if (kind === 'sgemm') {
-    const a = np.array(randoms(size * size, rnd)).reshape([size, size]);
-    const b = np.array(randoms(size * size, rnd)).reshape([size, size]);
+    const ah = randoms(size * size, rnd), bh = randoms(size * size, rnd);
+    const a = np.array(ah).reshape([size, size]), b = np.array(bh).reshape([size, size]);
     const mm = jax.jit((x, y) => np.matmul(x, y));
-    r = await timeSteps(kind, t0, async () => (await mm(a.ref, b.ref).data())[0]);
+    r = await timeSteps(kind, t0, async () => (await (uploads ? mm(np.array(ah).reshape([size, size]), np.array(bh).reshape([size, size]))
+                                                              : mm(a.ref, b.ref)).data())[0]);
     a.dispose(); b.dispose();
   } else {
     const batch = size, xShape = model === 'mlp' ? [batch, 784] : [batch, 1, 8, 8];
-    const x = np.array(Float32Array.from({ length: xShape.reduce((a, b) => a * b, 1) }, rnd)).reshape(xShape);
-    const y = oneHot(np, Int32Array.from({ length: batch }, () => Math.floor(rnd() * 10)), batch);
+    const xh = Float32Array.from({ length: xShape.reduce((a, b) => a * b, 1) }, rnd);
+    const labels = Int32Array.from({ length: batch }, () => Math.floor(rnd() * 10));
+    const x = np.array(xh).reshape(xShape), y = oneHot(np, labels, batch);
     const trainer = jaxTrainer(jax, model, batch, model === 'mlp' ? 1e-3 : 2e-3);
-    r = await timeSteps(kind, t0, async () => (await trainer.step(x.ref, y.ref).data())[0]);
+    r = await timeSteps(kind, t0, async () => (await (uploads ? trainer.step(np.array(xh).reshape(xShape), oneHot(np, labels, batch))
+                                                              : trainer.step(x.ref, y.ref)).data())[0]);
     trainer.dispose();
     x.dispose(); y.dispose();
   }
-  return { ...r, version: '0.1.25', backend: device };
+  return { ...r, version: '0.1.25', backend: device, uploads };
 }
 
 // ---------------------------------------------------------------------------------------------------------------

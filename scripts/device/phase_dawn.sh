@@ -3,11 +3,15 @@
 # (bench/web_node_bench.mjs), TF.js 4.22 webgpu and jax-js 0.1.25 webgpu beside it in the same process: NOT a
 # browser (the H200 machine has no Chromium; Dawn is Chromium's WebGPU implementation, here over NVIDIA's Vulkan).
 # Needs .stage_node/sg_node.tar.xz (scripts/device/stage_node.sh) and the GL/Vulkan loader debs in .gl/ (unpacked
-# here when no libvulkan.so.1 is known, as scripts/device/h200_prelude.sh does). Node runs with the staged Debian
-# loader and libraries: `lib/ld-linux-x86-64.so.2 --library-path lib bin/node ...` (the host's glibc is not used).
+# here when no libvulkan.so.1 is known, as scripts/device/h200_prelude.sh does). Node (built on Debian 12, glibc
+# 2.36) runs on the host's loader and glibc when it starts there (the H200 image, Ubuntu 24.04, glibc 2.39: its
+# driver libraries, e.g. libX11 under NVIDIA's Vulkan ICD, need GLIBC_2.38, so the staged libc must not be in front
+# of them), else on the staged Debian loader and libraries: `lib/ld-linux-x86-64.so.2 --library-path lib:... bin/node`
+# (a host older than Debian 12).
 # Usage: OUT=$OUT bash scripts/device/phase_dawn.sh   (with or without the prelude sourced before)
 # Env: SG_DAWN_BACKENDS (default "vulkan opengles": the first that gives an adapter is timed), SG_NODE_LOADERS
-# (default "staged host": the host's loader only when no backend gives an adapter on the staged one), SG_DAWN_BUDGET
+# (default "host staged", host only when `bin/node --version` runs there: the first loader on which a backend gives
+# an adapter is used), SG_DAWN_BUDGET
 # (seconds for the whole phase, default 230: no run starts after it, each run is under `timeout`).
 # Writes only under $OUT/dawn/: smi.txt, adapter_BACKEND_LOADER.log, bench_*.log, bench_*.json, summary.txt (printed at the end).
 set -uo pipefail
@@ -34,8 +38,8 @@ for icd in /usr/share/vulkan/icd.d/nvidia_icd.json /etc/vulkan/icd.d/nvidia_icd.
            /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json /usr/local/nvidia/icd.d/nvidia_icd.json; do
   if [ -z "${VK_DRIVER_FILES:-}" ] && [ -f "$icd" ]; then export VK_DRIVER_FILES=$icd; fi
 done
-# Dawn dlopens libvulkan.so.1 / libEGL.so.1 and the driver's libraries: the staged lib/ first (glibc), then the
-# host's directories (the loader also reads the host's ld.so.cache)
+# On the staged loader, Dawn dlopens libvulkan.so.1 / libEGL.so.1 and the driver's libraries from the staged lib/
+# first (glibc), then the host's directories (the loader also reads the host's ld.so.cache)
 libpath=$n/lib:/usr/lib/x86_64-linux-gnu:/lib/x86_64-linux-gnu:/usr/local/nvidia/lib64:/usr/local/nvidia/lib:/usr/lib64
 staged=("$n/lib/ld-linux-x86-64.so.2" --library-path "$libpath" "$n/bin/node")
 nodecmd=("${staged[@]}")
@@ -46,10 +50,12 @@ nodecmd=("${staged[@]}")
 } | tee "$out/smi.txt"
 
 bench=$n/tree/bench/web_node_bench.mjs
-# the first backend that gives an adapter, with node on the staged loader; if none does (a driver library that wants
-# a newer glibc than Debian's, say), the same with node on the host's loader and libraries (SG_NODE_LOADERS)
+# the first backend that gives an adapter, with node on the host's loader (when it runs there), else on the staged
 chosen=""
-for loader in ${SG_NODE_LOADERS:-staged host}; do
+host_ok=no; "$n/bin/node" --version > /dev/null 2>&1 && host_ok=yes
+echo "node on the host's loader: $host_ok" | tee -a "$out/smi.txt"
+for loader in ${SG_NODE_LOADERS:-host staged}; do
+  if [ "$loader" = host ] && [ $host_ok = no ]; then continue; fi
   if [ "$loader" = staged ]; then nodecmd=("${staged[@]}"); else nodecmd=("$n/bin/node"); fi
   for b in ${SG_DAWN_BACKENDS:-vulkan opengles}; do
     echo "--- adapter probe: Dawn $b backend, node on the $loader loader"
