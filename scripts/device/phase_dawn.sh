@@ -4,9 +4,9 @@
 # browser (the H200 machine has no Chromium; Dawn is Chromium's WebGPU implementation, here over NVIDIA's Vulkan).
 # Needs .stage_node/sg_node.tar.xz (scripts/device/stage_node.sh) and the GL/Vulkan loader debs in .gl/ (unpacked
 # here when no libvulkan.so.1 is known, as scripts/device/h200_prelude.sh does). Node (built on Debian 12, glibc
-# 2.36) runs on the host's loader and glibc when it starts there (the H200 image, Ubuntu 24.04, glibc 2.39: its
-# driver libraries, e.g. libX11 under NVIDIA's Vulkan ICD, need GLIBC_2.38, so the staged libc must not be in front
-# of them), else on the staged Debian loader and libraries: `lib/ld-linux-x86-64.so.2 --library-path lib:... bin/node`
+# 2.36) runs on the host's loader and glibc when it starts there (the H200 image's glibc is newer: its driver
+# libraries, e.g. libX11 under NVIDIA's Vulkan ICD, need GLIBC_2.38, so the staged libc must not be in front of
+# them), else on the staged Debian loader and libraries: `lib/ld-linux-x86-64.so.2 --library-path lib:... bin/node`
 # (a host older than Debian 12).
 # Usage: OUT=$OUT bash scripts/device/phase_dawn.sh   (with or without the prelude sourced before)
 # Env: SG_DAWN_BACKENDS (default "vulkan opengles": the first that gives an adapter is timed), SG_NODE_LOADERS
