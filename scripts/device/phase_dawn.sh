@@ -51,6 +51,7 @@ nodecmd=("${staged[@]}")
 
 bench=$n/tree/bench/web_node_bench.mjs
 # the first backend that gives an adapter, with node on the host's loader (when it runs there), else on the staged
+# Debian loader (SG_NODE_LOADERS)
 chosen=""
 host_ok=no; "$n/bin/node" --version > /dev/null 2>&1 && host_ok=yes
 echo "node on the host's loader: $host_ok" | tee -a "$out/smi.txt"
