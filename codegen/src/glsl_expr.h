@@ -835,7 +835,10 @@ class ExprEmitter {
   /// them (shared_texel), their components picked at compile time; "" when the index has no such form.
   std::string shared_unaligned(const KExprPtr& idx, const std::string& name, const Value& v) {
     if (!base_aligned_) return {};
-    auto [base, off] = split_offset_taps(idx);
+    // named copies, not a structured binding: clang 14 (the sanitizer build) cannot capture bindings in a lambda
+    const auto split = split_offset_taps(idx);
+    const KExprPtr base = split.first;
+    const int64_t off = split.second;
     if (!base || !aligned_lane0(base)) return {};
     const int64_t q = off >= 0 ? off / 4 : -((-off + 3) / 4), s = off - 4 * q;
     auto at = [&](int64_t t) {
