@@ -11,6 +11,7 @@
 // Nothing here needs a GPU: scheduling is a pure function of the program and of the target's limits.
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -134,6 +135,12 @@ int main(int argc, char** argv) {
   // Run with a directory argument to get each kernel's files as lesson 5 explains them (docs/ARCHITECTURE.md's
   // worked example was dumped this way): DIR/<kernel>.ir (the kernel IR of each output), .glsl, .spvasm, .frag.
   if (argc > 1) {
+    std::error_code ec;
+    std::filesystem::create_directories(argv[1], ec);
+    if (ec) {
+      std::fprintf(stderr, "lesson 4: cannot create the output directory %s: %s\n", argv[1], ec.message().c_str());
+      return 1;
+    }
     for (const sg::Kernel& k : plan.kernels) {
       const std::string base = std::string(argv[1]) + "/" + k.name;
       std::ofstream ir(base + ".ir");
@@ -143,6 +150,10 @@ int main(int argc, char** argv) {
       std::ofstream(base + ".glsl") << cs.glsl450;
       std::ofstream(base + ".spvasm") << cs.spvasm;
       std::ofstream(base + ".frag") << cs.gles;
+      if (!ir || !std::ifstream(base + ".frag")) {
+        std::fprintf(stderr, "lesson 4: cannot write %s.*\n", base.c_str());
+        return 1;
+      }
     }
     std::printf("wrote %zu kernels to %s\n", plan.kernels.size(), argv[1]);
   }
