@@ -2,22 +2,12 @@
 """Summary of phase_fusedopt.sh: per run and case the kernels per step, the wall median, the kernel-only time, GB/s
 (reductions) against the device's nominal memory bandwidth, the check; then the nvidia-smi clocks per run.
 Usage: phase_fusedopt_summary.py OUT_DIR   (env SG_PEAK_GBPS: the bandwidth; default 4800, the H200 SXM's HBM3e)"""
-import datetime, json, os, sys
+import json, os, sys
+from phase_logs import read_runs, read_smi
 out = sys.argv[1]
 peak = float(os.environ.get("SG_PEAK_GBPS", "4800"))
-runs = []
-if os.path.exists(os.path.join(out, "runs.txt")):
-    for line in open(os.path.join(out, "runs.txt")):
-        name, s, e, rc = line.split()
-        runs.append((name, float(s), float(e), rc))
-smi = []
-if os.path.exists(os.path.join(out, "smi.csv")):
-    for line in open(os.path.join(out, "smi.csv")):
-        f = [x.strip() for x in line.split(",")]
-        try:
-            smi.append((datetime.datetime.strptime(f[0], "%Y/%m/%d %H:%M:%S.%f").timestamp(), f[1]))
-        except Exception:
-            pass
+runs = read_runs(out)
+smi = [(t, f[0]) for t, f in read_smi(out) if f]
 print("| run | rc | case | kernels | wall median ms | per dispatch round ms | kernel ms | GB/s (kernel) | of %.0f GB/s | check |" % peak)
 print("|---|---|---|---|---|---|---|---|---|---|")
 for name, s, e, rc in runs:

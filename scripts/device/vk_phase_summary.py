@@ -1,21 +1,11 @@
 #!/usr/bin/env python3
 """Summary table of a Vulkan bench phase (phase_vkalloc.sh, phase_vkbusy.sh): one row per bench_ops case of every
 run in OUT/runs.txt, then the nvidia-smi clocks seen during each run. Usage: vk_phase_summary.py OUT_DIR"""
-import json, os, sys, datetime
+import json, os, sys
+from phase_logs import read_runs, read_smi
 out = sys.argv[1]
-runs = []
-for line in open(os.path.join(out, "runs.txt")) if os.path.exists(os.path.join(out, "runs.txt")) else []:
-    name, s, e, rc = line.split()
-    runs.append((name, float(s), float(e), rc))
-smi = []
-if os.path.exists(os.path.join(out, "smi.csv")):
-    for line in open(os.path.join(out, "smi.csv")):
-        f = [x.strip() for x in line.split(",")]
-        try:
-            t = datetime.datetime.strptime(f[0], "%Y/%m/%d %H:%M:%S.%f").timestamp()
-            smi.append((t, f[1], f[2], f[3], f[4], f[6] if len(f) > 6 else ""))
-        except Exception:
-            pass
+runs = read_runs(out)
+smi = [(t, f[0], f[1], f[2], f[3], f[5] if len(f) > 5 else "") for t, f in read_smi(out) if len(f) >= 4]
 def clocks(s, e):
     w = [x for x in smi if s <= x[0] <= e]
     if not w: return "-"
