@@ -31,6 +31,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
+import { BENCH_CASES } from './web/bench_models.js';
+
 const here = path.dirname(fileURLToPath(import.meta.url));
 const arg = (name, dflt) => { const i = process.argv.indexOf(name); return i > 0 ? process.argv[i + 1] : dflt; };
 const flag = (name) => process.argv.includes(name);
@@ -47,14 +49,7 @@ try {
   process.exit(2);
 }
 
-const allCases = [
-  { name: 'mlp_b32', kind: 'train', model: 'mlp', size: 32 },
-  { name: 'mlp_b128', kind: 'train', model: 'mlp', size: 128 },
-  { name: 'cnn_b64', kind: 'train', model: 'cnn', size: 64 },
-  { name: 'sgemm_256', kind: 'sgemm', size: 256 },
-  { name: 'sgemm_512', kind: 'sgemm', size: 512 },
-  { name: 'sgemm_1024', kind: 'sgemm', size: 1024 },
-];
+const allCases = BENCH_CASES;
 const only = arg('--only');
 const cases = only ? allCases.filter((c) => only.split(',').includes(c.name)) : allCases;
 const root = fs.mkdtempSync(path.join(os.tmpdir(), 'sg_web_bench_'));

@@ -39,7 +39,7 @@ import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import vm from 'node:vm';
 
-import { median, subsetOf, summary, timeDigitsJax, timeDigitsOurs, timeDigitsTfjs, timeJax, timeOurs, timeTfjs }
+import { BENCH_CASES, median, subsetOf, summary, timeDigitsJax, timeDigitsOurs, timeDigitsTfjs, timeJax, timeOurs, timeTfjs }
   from './web/bench_models.js';
 import { createDawnGPU, fileFetch } from '../tests/dawn_node.mjs';
 
@@ -49,14 +49,10 @@ const flag = (name) => process.argv.includes(name);
 const BAR = 200;  // seed 000: train steps per second in the browser
 
 const allCases = [
-  { name: 'mlp_b32', kind: 'train', model: 'mlp', size: 32 },
-  { name: 'mlp_b128', kind: 'train', model: 'mlp', size: 128 },
-  { name: 'cnn_b64', kind: 'train', model: 'cnn', size: 64 },
+  ...BENCH_CASES.filter((c) => c.kind === 'train'),
   { name: 'digits_finetune_b16', kind: 'digits', weights: 'pretrained', size: 16 },
   { name: 'digits_scratch_b16', kind: 'digits', weights: 'fresh', size: 16 },
-  { name: 'sgemm_256', kind: 'sgemm', size: 256 },
-  { name: 'sgemm_512', kind: 'sgemm', size: 512 },
-  { name: 'sgemm_1024', kind: 'sgemm', size: 1024 },
+  ...BENCH_CASES.filter((c) => c.kind === 'sgemm'),
 ];
 const DIGITS_LR = 0.003;  // the digits page's (scripts/build_web_demo.sh exports with --lr 0.003)
 

@@ -19,6 +19,16 @@
 // upload the same host arrays every step too (equal work). The digits cases upload a new batch each step for all.
 //   timeDigitsOurs / timeDigitsTfjs / timeDigitsJax               the digits demo's MLP 64-128-10 step, batch 16
 // kind: 'train' (model 'mlp' | 'cnn', size = batch) or 'sgemm' (size = N).
+/** The train-step and SGEMM cases of bench/web_bench.mjs and ../web_node_bench.mjs (which adds the digits steps). */
+export const BENCH_CASES = [
+  { name: 'mlp_b32', kind: 'train', model: 'mlp', size: 32 },
+  { name: 'mlp_b128', kind: 'train', model: 'mlp', size: 128 },
+  { name: 'cnn_b64', kind: 'train', model: 'cnn', size: 64 },
+  { name: 'sgemm_256', kind: 'sgemm', size: 256 },
+  { name: 'sgemm_512', kind: 'sgemm', size: 512 },
+  { name: 'sgemm_1024', kind: 'sgemm', size: 1024 },
+];
+
 export const median = (a) => { const s = [...a].sort((x, y) => x - y); return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2; };
 export const summary = (t) => ({ median_ms: median(t), min_ms: Math.min(...t), max_ms: Math.max(...t), steps: t.length });
 const counts = (kind) => (kind === 'sgemm' ? [3, 10] : [10, 50]);
