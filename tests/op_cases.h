@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <sstream>
@@ -500,6 +501,18 @@ inline void conv_cases(Suite& s) {
         conv2d(max_pool2d(conv2d(xd, w, bias, {.padding = {1, 1}}), {.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}}),
                w5, Tensor(), {.padding = {1, 0}}),
         {xd, w, bias, w5}, kReduce);
+  // 2x2 windows tiling a 6x8 image: the webgpu cpu plan computes the gradient one invocation per window (window
+  // blocks: the window's argmax once); NaN (the first NaN is the maximum), -inf and ties (the first maximum gets dy)
+  // inside windows, alone and behind a ReLU (its mask fused into the same kernel); and windows overlapping along one
+  // dimension (a loop over the windows holding an element there: one invocation per element)
+  std::vector<float> nv = coarse(2 * 3 * 6 * 8, 76);
+  for (size_t i = 0; i < nv.size(); i += 13) nv[i] = std::numeric_limits<float>::quiet_NaN();
+  for (size_t i = 5; i < nv.size(); i += 17) nv[i] = -std::numeric_limits<float>::infinity();
+  Tensor xn = s.in("xn", {2, 3, 6, 8}, nv);
+  s.add("max_pool2d 2x2 over 6x8 with NaN, -inf and ties", max_pool2d(xn), {xn}, kReduce);
+  s.add("relu -> max_pool2d 2x2 over 6x8 with NaN, -inf and ties", max_pool2d(relu(xn)), {xn}, kReduce);
+  s.add("max_pool2d k(2,3) s(2,1) p(0,1) over 6x8 with NaN and ties (overlapping along one dimension)",
+        max_pool2d(xn, {.kernel = {2, 3}, .stride = {2, 1}, .padding = {0, 1}}), {xn}, kReduce);
 }
 
 inline void losses_cases(Suite& s) {
