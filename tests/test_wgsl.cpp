@@ -362,8 +362,8 @@ TEST_CASE("the cpu plan's register tiles: 8x8 where they leave a workgroup of ti
 
 TEST_CASE("the cpu plan's max-pool gradients: one invocation per window (window blocks), the argmax once",
           "[wgsl][codegen][pool]") {
-  // the values are checked on Dawn against the CPU reference by test_webgpu_ops (the conv list's 6x8 cases: NaN,
-  // -inf and ties inside windows, both plans); here the kernels' form
+  // the values are checked on Dawn against the CPU reference by test_webgpu_ops (both plans: the conv list's 6x8
+  // cases with ties, the edge list's with NaN, -inf and ties inside windows); here the kernels' form
   sg::op_cases::Suite s;
   sg::op_cases::conv_cases(s);
   sg::DeviceCaps cpu = sg::preset_caps("webgpu");
