@@ -581,6 +581,9 @@ inline void long_cases(Suite& s) {
 /// The edge inputs of tests/edge_cases.h as a forward-only case list, for harnesses that judge a Suite's outputs
 /// elsewhere (the WebGPU test): each case's inputs fed with its values, its output with edge_cases::agrees'
 /// tolerance (rel 1e-5 + FLT_MIN, NaN with NaN, infinities exactly; argmax exactly).
+/// Outputs edge_input_cases adds after edge_cases::all()'s (one each): the two max-pool cases with their gradients.
+constexpr size_t kEdgePoolGradientOutputs = 4;
+
 inline void edge_input_cases(Suite& s) {
   const std::vector<edge_cases::EdgeCase> cases = edge_cases::all();
   for (size_t i = 0; i < cases.size(); ++i) {
