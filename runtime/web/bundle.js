@@ -5,6 +5,7 @@
 import { BundleError, UnsupportedError } from './errors.js';
 import { checkBundleTypes } from './bundle_schema.js';
 import { parseSafetensors } from './safetensors.js';
+import { PhaseClock } from './setup_stats.js';
 
 /** The bundle format this runtime writes about (bundle.json `format`); it also reads format 2 (one webgpu plan). */
 export const BUNDLE_FORMAT = 'shadergrad-bundle/3';
@@ -83,6 +84,8 @@ export class Bundle {
     this.files = files;
     this._fetch = fetchImpl;
     this._expected = null;
+    /** @type {Record<string, number>} loadBundle's phases, ms: fetch_json, check_json, fetch_shaders, fetch_weights */
+    this.loadPhases = {};
   }
   get format() { return this.json.format; }
   /** @returns {string[]} the targets the bundle carries (`webgpu`, `webgl2`) */
@@ -336,16 +339,20 @@ function validateProgram(program, p, persistent, fail) {
  */
 export async function loadBundle(url, options = {}) {
   const fetchImpl = options.fetch || globalThis.fetch.bind(globalThis);
+  const clock = new PhaseClock();
   const base = new URL(url, globalThis.location?.href);
   const file = base.pathname.split('/').pop() || 'bundle.json';
   const res = await fetchFile(base, fetchImpl, file, {}, 'bundle description');
+  const text = await res.text();
+  clock.lap('fetch_json');
   let json;
   try {
-    json = JSON.parse(await res.text());
+    json = JSON.parse(text);
   } catch (e) {
     throw new BundleError(`${file}: not valid JSON (${e.message})`, { file });
   }
   validate(json, file);
+  clock.lap('check_json');
   // every shader file, in parallel; a missing one names its kernel and program
   const wanted = new Map();
   const plans = json.targets.includes('webgpu') ? webgpuPlans(json) : [];
@@ -363,10 +370,14 @@ export async function loadBundle(url, options = {}) {
     const r = await fetchFile(new URL(path, base), fetchImpl, path, where, 'shader file');
     sources.set(path, await r.text());
   }));
+  clock.lap('fetch_shaders');
   const refs = [...json.persistent.map((p) => p.data),
                 ...Object.values(json.programs).flatMap((p) => [...(p.values || []),
                                                                 ...plans.flatMap((pl) => p[pl.program_key].values)]
                   .filter((v) => v.data).map((v) => v.data))];
   const files = await fetchDataFiles(base, refs, fetchImpl, 'weights file');
-  return new Bundle(base, json, sources, files, fetchImpl);
+  clock.lap('fetch_weights');
+  const bundle = new Bundle(base, json, sources, files, fetchImpl);
+  bundle.loadPhases = clock.phases;
+  return bundle;
 }

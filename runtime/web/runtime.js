@@ -8,8 +8,7 @@ import { runChecks } from './checks.js';
 import { selectBackend } from './select.js';
 import { WebGL2Executor } from './webgl2_executor.js';
 import { WebGPUExecutor } from './webgpu_executor.js';
-
-const now = () => (globalThis.performance ? performance.now() : Date.now());
+import { emptyStats, now, PhaseClock } from './setup_stats.js';
 
 /** A bundle loaded on a backend. Create with createRuntime(). */
 export class Runtime {
@@ -63,7 +62,12 @@ export class Runtime {
    */
   async run(program, feeds) {
     this._live(`run('${program}')`);
-    return this._serial(() => this._exec.run(program, feeds));
+    return this._serial(async () => {
+      const first = !(program in this.stats.first_run), t0 = now();
+      const out = await this._exec.run(program, feeds);
+      if (first) this.stats.first_run[program] = { ms: now() - t0 };
+      return out;
+    });
   }
 
   /** The current value of persistent value `name` (row-major Float32Array). */
@@ -137,17 +141,23 @@ export async function createRuntime(bundle, options = {}) {
   const t0 = now();
   const b = bundle instanceof Bundle ? bundle : await loadBundle(bundle, options);
   const t1 = now();
+  const stats = emptyStats();
+  Object.assign(stats.phases, b.loadPhases ?? {});
+  const clock = new PhaseClock(stats.phases);
   const selection = await selectBackend(b, options);
+  clock.lap('backend');
   let exec;
   try {
     exec = selection.backend === 'webgpu'
       ? new WebGPUExecutor(b, selection.device, options, selection.webgpuPlan.program_key)
       : new WebGL2Executor(b, selection.device, options);
-    await exec.link();
+    clock.lap('buffers');
+    await exec.link(clock, stats);
   } catch (e) {
     exec?.dispose();
     selection.device.dispose();
     throw e;
   }
-  return new Runtime(b, selection, exec, { load_ms: t1 - t0, setup_ms: now() - t1 });
+  Object.assign(stats, { load_ms: t1 - t0, setup_ms: now() - t1 });
+  return new Runtime(b, selection, exec, stats);
 }

@@ -6,6 +6,7 @@ import { BundleError, DeviceError, UnsupportedError } from './errors.js';
 import { checkedFeeds, checkWriteValues } from './feeds.js';
 import { unpack } from './layout.js';
 import { numel } from './bundle.js';
+import { now } from './setup_stats.js';
 
 
 /** Persistent values (bundle.json `persistent`): two textures each, `front` holding the current value. */
@@ -62,12 +63,13 @@ class ProgramRun {
   }
 
   /** Waits for the kernels' programs, checks them against the bundle and fixes each sampler's texture unit. */
-  async link() {
+  async link(stats) {
     const gl = this.device.gl;
     this.kernels = [];
     for (let i = 0; i < this.desc.kernels.length; ++i) {
       const k = this.desc.kernels[i];
       await this.device.waitProgram(this.handles[i]);
+      stats?.kernels.push({ program: this.name, kernel: k.name, file: k.glsl_es, ms: now() - this.handles[i].t0 });
       const nodes = k.nodes.map((n) => `  n${n.node} ${n.op} ${n.shape} ${n.source}`).join('\n');
       const p = this.device.finishProgram(this.handles[i], { nodes });
       const where = { program: this.name, kernel: k.name, file: k.glsl_es };
@@ -185,8 +187,9 @@ export class WebGL2Executor {
     this.last = null;
   }
 
-  async link() {
-    for (const p of this.programs.values()) await p.link();
+  async link(clock, stats) {
+    for (const p of this.programs.values()) await p.link(stats);
+    clock?.lap('link');
   }
 
   /**

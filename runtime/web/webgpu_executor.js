@@ -66,13 +66,17 @@ class ProgramRun {
   }
 
   /** Compiles every kernel's WGSL (all at once) and builds its pipeline. */
-  async link() {
+  async link(stats) {
     const d = this.desc;
     this.kernels = await Promise.all(d.kernels.map(async (k) => {
       const nodes = (k.nodes || []).map((n) => `  n${n.node} ${n.op} ${n.shape} ${n.source}`).join('\n');
+      const t0 = now();
       const module = await this.device.compile(k.name, k.wgsl, this.bundle.source(k.wgsl), nodes);
+      const t1 = now();
       const access = k.bindings.map((b) => b.access);
       const { pipeline, layout } = await this.device.pipeline(k.name, k.wgsl, module, k.entry_point || 'main', access);
+      stats?.kernels.push({ program: this.name, kernel: k.name, file: k.wgsl, ms: now() - t0, module_ms: t1 - t0,
+                            pipeline_ms: now() - t1 });
       return { desc: k, pipeline, layout };
     }));
   }
@@ -215,11 +219,12 @@ export class WebGPUExecutor {
     this.last = null;
   }
 
-  async link() {
+  async link(clock, stats) {
     await this.device.scoped('while creating buffers and pipelines', {}, async () => {
-      await Promise.all([...this.programs.values()].map((p) => p.link()));
+      await Promise.all([...this.programs.values()].map((p) => p.link(stats)));
     });
     this.device.checkErrors('while linking the kernels', {});
+    clock?.lap('pipelines');
   }
 
   /**
