@@ -29,9 +29,13 @@ export class PhaseClock {
 /**
  * The set-up record of one runtime (Runtime.stats). `load_ms` and `setup_ms` keep their meaning of earlier
  * releases (bundle fetch; device, uploads and compile at creation); `phases` splits both; `kernels` lists each
- * compiled kernel (submission to ready, ms; kernels compiled in parallel overlap); `first_run` the first run()
- * of each program (ms, and `compile_ms` of it when its kernels were compiled then).
+ * compiled kernel (submission to ready, ms; kernels compiled in parallel overlap); `prepared` per compiled program
+ * the ms its shader files took to fetch and its kernels to compile; `first_run` the first run() of each program (ms,
+ * and `compile_ms`: how long of it was spent waiting for its kernels, 0 when compiled before); `shader_cache` how
+ * many kernels found a compiled kernel with the same source; with setupProfile on WebGL2, `first_draws` the host
+ * time of each draw of each program's first run (readbacks around each draw).
  */
 export function emptyStats() {
-  return { load_ms: 0, setup_ms: 0, phases: {}, kernels: [], first_run: {}, shader_cache: { hits: 0, misses: 0 } };
+  return { load_ms: 0, setup_ms: 0, phases: {}, kernels: [], prepared: {}, first_run: {}, first_draws: {},
+           shader_cache: { hits: 0, misses: 0 } };
 }
