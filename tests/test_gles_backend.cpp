@@ -374,6 +374,7 @@ TEST_CASE("conv weight gradients with runtime tap shifts (reduce mode: texel pai
       CHECK(src.find("load4u_x") == std::string::npos);
       CHECK(src.find("), bvec4(c") != std::string::npos);  // the texel pair's components: hoisted selects
       // the padding masks (vector comparisons) are computed before the loops, not in them
+      REQUIRE(src.find("for (int r0") != std::string::npos);
       const std::string loops = src.substr(src.find("for (int r0"));
       CHECK(loops.find("greaterThanEqual") == std::string::npos);
     }
