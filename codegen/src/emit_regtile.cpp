@@ -29,10 +29,10 @@ namespace {
 /// Invocations per workgroup of a register-tiled kernel (SIMD lanes times a few fibers on a CPU implementation).
 constexpr int kInvocations = 64;
 
-/// Workgroups a register-tiled dispatch should have at least, and the fewest invocations a workgroup is cut to for
-/// them: a CPU implementation spreads a dispatch over its threads by workgroups (SwiftShader: whole workgroups per
-/// worker, each workgroup's SIMD groups run in turn), so one workgroup of 64 tiles (the MLP b=32's x.W1^T) ran on
-/// one thread (docs/PERFORMANCE.md Run W12b).
+/// Workgroups a register-tiled dispatch should have at least (over all batches), and the fewest invocations a
+/// workgroup is cut to for them: a CPU implementation spreads a dispatch over its threads by workgroups (SwiftShader:
+/// whole workgroups per worker, each workgroup's SIMD groups run in turn), so one workgroup of 64 tiles (the MLP
+/// b=32's x.W1^T) ran on one thread (docs/PERFORMANCE.md Run W12b).
 constexpr int kMinWorkgroups = 4;
 constexpr int kMinInvocations = 16;
 
@@ -79,7 +79,7 @@ std::optional<ComputeKernel> emit_register_tiled(const Plan& plan, const Kernel&
     tm = reg_extent(c.M, 4), tn = reg_extent(c.N, 4);
   const int64_t tiles_m = count(c.M, tm), tiles_n = count(c.N, tn), tiles = tiles_m * tiles_n;
   int local = std::min(kInvocations, limits.max_workgroup_invocations);
-  while (local > kMinInvocations && (tiles + local - 1) / local < kMinWorkgroups) local /= 2;
+  while (local > kMinInvocations && (tiles + local - 1) / local * c.batch < kMinWorkgroups) local /= 2;
   const int64_t gx = (tiles + local - 1) / local;
   if (gx > limits.max_workgroup_count || c.batch > limits.max_workgroup_count) {
     if (not_tiled)
