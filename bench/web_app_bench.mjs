@@ -104,14 +104,29 @@ try {
       if (!r.error) console.log(`${'worker_cnn5_frame'.padEnd(20)} ${who.padEnd(18)} in worker ${f(r.worker)}, round trip ${f(r.round_trip)}, setup ${r.setup_ms.toFixed(0)} ms, ${r.correct}/${r.frames} frames right (${r.backend})`);
     }
   if (only.includes('first')) {
-    // time to first prediction: a fresh page each
-    const p1 = await browser.newPage();
-    await p1.goto(`${origin}/digits/?db=bench`);
-    await p1.evaluate(() => window.sgApp.ready);
-    const ours = await p1.evaluate(() => window.sgApp.info().timeline);
-    results.push({ case: 'first_prediction', who: 'shadergrad webgl2 (digits page)', ...ours });
-    console.log(`${'first_prediction'.padEnd(20)} shadergrad ${ours.first_prediction_ms.toFixed(0)} ms after navigation (runtime setup ${ours.runtime.setup_ms.toFixed(0)} ms, bundle load ${ours.runtime.load_ms.toFixed(0)} ms)`);
-    await p1.close();
+    // time to first prediction: a fresh page each, in a new browser each (Chromium's GPU process keeps compiled
+    // programs in memory across pages: a second page compiling the same shaders would be faster)
+    const phases = (rt) => Object.entries(rt.phases ?? {}).map(([k, v]) => `${k} ${v.toFixed(0)}`).join(', ');
+    for (const [site, label] of sites)
+      for (const backend of ['webgpu', 'webgl2'].filter(wanted)) {
+        const own = await launchChromium(chromium);
+        try {
+          const p1 = await own.newPage();
+          await p1.goto(`${origin}${site}/digits/?db=bench&backend=${backend}`);
+          await p1.evaluate(() => window.sgApp.ready);
+          const ours = await p1.evaluate(() => window.sgApp.info().timeline);
+          const who = `shadergrad${label} ${backend} (digits page)`;
+          results.push({ case: 'first_prediction', who, load: os.loadavg()[0], ...ours });
+          const rt = ours.runtime, infer = rt.first_run?.infer;
+          console.log(`${'first_prediction'.padEnd(20)} ${who} ${ours.first_prediction_ms.toFixed(0)} ms after ` +
+                      `navigation (module start ${ours.module_start_ms.toFixed(0)}, bundle and weights ready ` +
+                      `${ours.loaded_ms?.toFixed(0) ?? '?'}; runtime setup ${rt.setup_ms.toFixed(0)} ms` +
+                      `${rt.phases ? ` (${phases(rt)})` : ''}${infer ? `, first infer ${infer.ms.toFixed(0)} ms of which compile ` +
+                      `${infer.compile_ms.toFixed(0)}` : ''})`);
+        } finally {
+          await own.close();
+        }
+      }
     const p2 = await browser.newPage();
     await p2.goto(`${origin}/_bench/app_bench_page.html`);
     await p2.waitForFunction(() => window.benchReady === true);

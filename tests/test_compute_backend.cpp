@@ -109,6 +109,38 @@ TEST_CASE("gles-compute Adam train steps of an odd-sized MLP equal the CPU backe
   for (size_t i = 0; i < cpu.second.size(); ++i) expect_close(gpu.second[i], cpu.second[i], 1e-4, 1e-5, "param");
 }
 
+TEST_CASE("gles-compute: single-element values hoisted out of a large kernel equal the CPU backend over steps",
+          "[gles-compute][backend]") {
+  // a step counter and costly functions of it read by every element of a 48x40 output (Adam's bias corrections'
+  // shape); the scheduler computes them once per step in the counter's kernel (schedule rule scalar-hoist)
+  auto run_steps = [](const std::string& kind) {
+    Tensor x = input("x", {48, 40});
+    Tensor t = state("t", {}, {0.f});
+    Tensor t1 = t + 1.0;
+    Tensor f = map([](auto v) { return -where(abs(v * -0.1) < 0.5, v * -0.1 * (1.0 + v * -0.05), exp(v * -0.1) - 1.0); },
+                   t1);
+    Tensor g = sqrt(map([](auto v) { return 1.0 - exp(v * -0.01) * 0.99 + v * v; }, t1));
+    Program p;
+    p.add_output("y", x * 0.001 / f / (sqrt(abs(x)) / g + 1e-8));
+    p.updates.push_back({t.node(), t1.node()});
+    auto be = make_backend({.kind = kind}).backend;
+    REQUIRE(be->name() == kind);
+    auto exe = be->compile(p);
+    if (const Plan* plan = exe->plan()) CHECK(plan->value_of(f.node().get()).producer == plan->value_of(t1.node().get()).producer);
+    std::vector<float> ys;
+    for (int step = 0; step < 7; ++step) {  // t = 1..7: f crosses from the series to exp(x) - 1
+      std::vector<float> xs = randn(48 * 40, 40 + step);
+      std::vector<float> y = exe->run({{"x", &xs}})[0];
+      ys.insert(ys.end(), y.begin(), y.end());
+    }
+    ys.push_back(be->read(t)[0]);
+    return ys;
+  };
+  const std::vector<float> cpu = run_steps("cpu");
+  CHECK(cpu.back() == 7.f);
+  expect_close(run_steps("gles-compute"), cpu, 1e-5, 1e-7, "y over 7 steps, then the counter");
+}
+
 TEST_CASE("gles-compute kernel hooks read every output of every kernel, equal to the CPU backend's node values",
           "[gles-compute][backend]") {
   Mlp m(5, 11, 6, 3);

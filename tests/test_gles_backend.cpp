@@ -10,6 +10,7 @@
 #include <random>
 #include <tuple>
 
+#include "sg/autodiff.h"
 #include "sg/backend.h"
 #include "sg/emit.h"
 #include "sg/nn.h"
@@ -332,4 +333,52 @@ TEST_CASE("texel addresses in textures of non-power-of-two width (a float multip
     }
   CHECK(wrong_y == 0);
   CHECK(wrong_z == 0);
+}
+
+TEST_CASE("conv weight gradients with runtime tap shifts (reduce mode: texel pairs, shifts and masks hoisted) equal "
+          "the CPU backend", "[gles][backend]") {
+  // The digits CNN's two weight gradients (docs/PERFORMANCE.md, Run W12d) at batch 5, and an odd one (3 -> 5
+  // channels, a 3x5 kernel over 9x12 planes, padding (1, 2): shifts -2..2 across 3-texel rows, 225 outputs: the last
+  // texel runs past the end). In reduce mode a
+  // texel's 4 lanes are 4 taps (c, kh, kw) whose shift kw - padding is a runtime value: each lane reads the two
+  // texels around the shifted input row (no load4u_ call per fetch), its components picked by selects whose
+  // conditions, like the padding masks, are computed once before the loops.
+  struct Case {
+    Shape x, w;
+    int64_t ph, pw;
+  };
+  for (const Case& c : {Case{{5, 1, 8, 8}, {8, 1, 3, 3}, 1, 1}, Case{{5, 8, 4, 4}, {16, 8, 3, 3}, 1, 1},
+                        Case{{2, 3, 9, 12}, {5, 3, 3, 5}, 1, 2}}) {
+    INFO("x " << shape_str(c.x) << ", w " << shape_str(c.w));
+    Tensor x = input("x", c.x);
+    Tensor w = input("w", c.w);
+    Tensor y = conv2d(x, w, Tensor(), {.padding = {c.ph, c.pw}});
+    Tensor r = input("r", y.shape());
+    Program p;
+    p.add_output("dw", grad(sum(y * r), {w})[0]);
+    std::vector<float> xs = randn(static_cast<size_t>(numel(c.x)), 3), ws = randn(static_cast<size_t>(numel(c.w)), 4),
+                       rs = randn(static_cast<size_t>(y.numel()), 5);
+    const std::vector<Feed> feeds = {{"x", &xs}, {"w", &ws}, {"r", &rs}};
+    auto want = make_cpu_backend()->compile(p)->run(feeds);
+    auto gl = make_backend({.kind = "gles"}).backend;
+    auto exe = gl->compile(p);
+    const Plan* plan = exe->plan();
+    REQUIRE(plan != nullptr);
+    int seen = 0;
+    for (const Kernel& k : plan->kernels) {
+      if (k.name.find("conv2d_grad_weight") == std::string::npos) continue;
+      ++seen;
+      const std::string src = emit_glsl450(*plan, k, ShaderStage::Fragment);
+      INFO(src);
+      CHECK(src.find("texel fetches shared") != std::string::npos);  // reduce mode, the 4 lanes in one loop nest
+      CHECK(src.find("load4u_x") == std::string::npos);
+      CHECK(src.find("), bvec4(c") != std::string::npos);  // the texel pair's components: hoisted selects
+      // the padding masks (vector comparisons) are computed before the loops, not in them
+      REQUIRE(src.find("for (int r0") != std::string::npos);
+      const std::string loops = src.substr(src.find("for (int r0"));
+      CHECK(loops.find("greaterThanEqual") == std::string::npos);
+    }
+    CHECK(seen == 1);
+    expect_close(exe->run(feeds)[0], want[0], 1e-4, 1e-5, "dw");
+  }
 }

@@ -97,21 +97,24 @@ TEST_CASE("canonical graphs fuse to the documented kernel counts", "[schedule]")
   }
   SECTION("MLP train step: SGD and Adam") {
     // Documented in docs/ARCHITECTURE.md ("Kernel counts"); a change here is a fusion regression or improvement.
-    // Multi-output fusion: 17 -> 10 (SGD) and 26 -> 10 (Adam); with one output per kernel the counts of before.
-    // Union-domain kernels (independent values of different shapes in one draw): 10 -> 6 (SGD) and 10 -> 8 (Adam)
+    // Multi-output fusion: 17 -> 10 (SGD) and 28 -> 10 (Adam); with one output per kernel the counts of before.
+    // Union-domain kernels (independent values of different shapes in one draw): 10 -> 6 (SGD) and 10 -> 9 (Adam)
     // with 4 render targets (the ScheduleOptions default), 10 -> 6 (Adam) with the 8 of llvmpipe and NVIDIA.
+    // Adam's two hoisted bias corrections (schedule rule scalar-hoist) are two more values: 2 more kernels with one
+    // output each; with 4 outputs the single-element kernel (loss, step counter, both corrections) is full and no
+    // longer joins a union draw (+1); with 8 it still does.
     const ScheduleOptions single_domain{.union_domains = false};
     CHECK(schedule(train_program("mlp", make_sgd({.lr = 0.1}), 32)).kernels.size() == 6);
-    CHECK(schedule(train_program("mlp", make_adam({}), 32)).kernels.size() == 8);
+    CHECK(schedule(train_program("mlp", make_adam({}), 32)).kernels.size() == 9);
     CHECK(schedule(train_program("mlp", make_adam({}), 32), {.max_outputs = 8}).kernels.size() == 6);
     CHECK(schedule(train_program("mlp", make_sgd({.lr = 0.1}), 32), single_domain).kernels.size() == 10);
     CHECK(schedule(train_program("mlp", make_adam({}), 32), single_domain).kernels.size() == 10);
     CHECK(schedule(train_program("mlp", make_sgd({.lr = 0.1}), 32), {.max_outputs = 1}).kernels.size() == 17);
-    CHECK(schedule(train_program("mlp", make_adam({}), 32), {.max_outputs = 1}).kernels.size() == 26);
-    CHECK(schedule(train_program("cnn", make_adam({}), 64)).kernels.size() == 16);
+    CHECK(schedule(train_program("mlp", make_adam({}), 32), {.max_outputs = 1}).kernels.size() == 28);
+    CHECK(schedule(train_program("cnn", make_adam({}), 64)).kernels.size() == 17);
     CHECK(schedule(train_program("cnn", make_adam({}), 64), {.max_outputs = 8}).kernels.size() == 15);
     CHECK(schedule(train_program("cnn", make_adam({}), 64), single_domain).kernels.size() == 22);
-    CHECK(schedule(train_program("cnn", make_adam({}), 64), {.max_outputs = 1}).kernels.size() == 50);
+    CHECK(schedule(train_program("cnn", make_adam({}), 64), {.max_outputs = 1}).kernels.size() == 52);
   }
   SECTION("llvmpipe's schedule (row planes 4, 8 render targets, one domain per kernel) and with unions on") {
     const ScheduleOptions cpu_raster{.max_outputs = 8, .row_planes = 4, .union_domains = false};
@@ -896,6 +899,57 @@ TEST_CASE("schedule rule multi-output-budget: a kernel writes at most max_output
   const Program p = outputs({{"a", exp(x)}, {"b", sin(x)}, {"c", cos(x)}, {"d", x * 3.0}, {"e", x + 3.0}});
   CHECK(kernel_count(p, {.max_outputs = 8}) == 1);
   CHECK(kernel_count(p, {.max_outputs = 2}) == 3);
+}
+
+namespace {
+
+/// A step counter t (0-d state) updated to t + 1 and two costly functions of t + 1 read by every element of two
+/// 64x64 outputs (the shape of Adam's bias corrections), plus a cheap one (2 scalar ops).
+struct ScalarGraph {
+  Tensor x = input("x", {64, 64});
+  Tensor t = state("t", {}, {2.f});
+  Tensor t1 = t + 1.0;
+  Tensor f = map([](auto v) { return exp(v * -0.1) * 0.5 + sin(v) * cos(v) - 1.0; }, t1);  // 10 scalar ops
+  Tensor g = sqrt(map([](auto v) { return 1.0 - exp(v * -0.01) * 0.99 + v * v; }, t1));
+  Tensor cheap = t1 * 0.25;
+  Program program() const {
+    Program p;
+    p.add_output("y", x * f + g);
+    p.add_output("z", x / g - cheap);
+    p.updates.push_back({t.node(), t1.node()});
+    return p;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("schedule rule scalar-hoist: a costly single-element value read by a larger kernel is computed once",
+          "[schedule][rule]") {
+  ScalarGraph s;
+  const Program p = s.program();
+  for (int max_outputs : {4, 8}) {
+    INFO("max_outputs " << max_outputs);
+    const Plan plan = schedule(p, {.max_outputs = max_outputs, .union_domains = false});
+    // f and g are stored, by one kernel with the counter's update; the 64x64 kernel loads them
+    const Kernel& scalar = producer_of(plan, s.t1);
+    CHECK(&producer_of(plan, s.f) == &scalar);
+    CHECK(&producer_of(plan, s.g) == &scalar);
+    CHECK(scalar.outputs.size() == 3);
+    CHECK(plan.value_of(s.f.node().get()).layout.numel == 1);
+    // the cheap value (2 ops) and g's inlined producer stay inlined
+    CHECK_THROWS_AS(plan.value_of(s.cheap.node().get()), ValueError);
+    CHECK_THROWS_AS(plan.value_of(s.g.node()->inputs[0].get()), ValueError);
+    REQUIRE(plan.kernels.size() == 2);
+    const Kernel& big = plan.kernels[0].outputs.size() == 3 ? plan.kernels[1] : plan.kernels[0];
+    CHECK(big.outputs.size() == 2);
+    CHECK(std::count(big.inputs.begin(), big.inputs.end(), plan.value_of(s.f.node().get()).id) == 1);
+    CHECK(std::count(big.inputs.begin(), big.inputs.end(), plan.value_of(s.g.node().get()).id) == 1);
+  }
+  // turned off, f and g are recomputed per element inside the 64x64 kernel, the counter's update on its own
+  const Plan off = schedule(p, {.hoist_scalar_min_cost = 1e9, .max_outputs = 4, .union_domains = false});
+  CHECK_THROWS_AS(off.value_of(s.f.node().get()), ValueError);
+  CHECK(off.kernels.size() == 2);
+  CHECK(producer_of(off, s.t1).outputs.size() == 1);
 }
 
 namespace {

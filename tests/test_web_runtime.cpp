@@ -14,7 +14,10 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <array>
 #include <filesystem>
+#include <map>
+#include <vector>
 #include <fstream>
 
 #include <fmt/format.h>
@@ -128,6 +131,131 @@ std::map<std::string, int> write_seed004_bundle(const fs::path& dir) {
   CHECK(n["flatten_dense"] == n["dense"]);
   CHECK(n["softmax"] == kSoftmaxKernels);
   return n;
+}
+
+/// The kernels broken on purpose in the bad_shader (WebGL2) and bad_wgsl (WebGPU gpu plan) copies of the MLP bundle.
+struct BrokenKernels {
+  std::string glsl_kernel, glsl_file, wgsl_kernel, wgsl_file;
+  int wgsl_line = 0;
+};
+
+/// The kernel counts of a program's plan (webgl2: programs.NAME.kernels; webgpu: programs.NAME[program_key]).
+std::map<std::string, size_t> plan_kernels(const json& bundle, const std::string& key) {
+  std::map<std::string, size_t> n;
+  for (auto& [name, p] : bundle["programs"].items()) n[name] = (key.empty() ? p : p[key])["kernels"].size();
+  return n;
+}
+
+/// The compile:NAME:MODE:BACKEND:PLAN[:COMPILE] tasks: which kernels were compiled when, the inference outputs
+/// against the CPU backend's, which shader files were fetched, and that a broken kernel is reported by the run or
+/// prepare() that needs it (lazy) or by createRuntime (compile 'all') with the same message as before.
+void check_compile_tasks(const json& r, const fs::path& root, const BrokenKernels& bad) {
+  const json mlp = read_json(root / "mlp/bundle.json");
+  auto counts = [](const json& stage) {
+    std::map<std::string, size_t> n;
+    for (auto& [program, k] : stage["kernels"].items()) n[program] = k.get<size_t>();
+    return n;
+  };
+  auto task_of = [&](const std::string& task) -> const json& {
+    const json& t = r[task];
+    INFO(task << ": " << t.dump().substr(0, 3000));
+    REQUIRE(t.is_object());
+    return t;
+  };
+  auto infer_ok = [](const json& t) {
+    INFO("infer: " << t["infer"].dump().substr(0, 2000));
+    REQUIRE(t["infer"]["ok"] == true);
+    REQUIRE(!t["infer"]["outputs"].empty());
+    for (auto& [name, o] : t["infer"]["outputs"].items()) {
+      INFO("infer output " << name);
+      CHECK(o["ok"] == true);
+      CHECK(o["max_rel"].get<double>() <= 1e-4);
+    }
+  };
+  // lazy (the default): nothing at creation, infer's kernels at its first run, every program's after prepare();
+  // only the plan run has its shader files fetched
+  for (const auto& [task, backend, key] : std::vector<std::array<std::string, 3>>{
+           {"compile:mlp:main:webgpu:cpu", "webgpu", "webgpu_cpu"}, {"compile:mlp:worker:webgl2:auto", "webgl2", ""}}) {
+    const json& t = task_of(task);
+    INFO(task << ": " << t.dump().substr(0, 3000));
+    REQUIRE(t["created"] == true);
+    CHECK(t["backend"] == backend);
+    const auto all = plan_kernels(mlp, key);
+    CHECK(counts(t["at_creation"]).empty());
+    CHECK(t["at_creation"]["prepared"].empty());
+    infer_ok(t);
+    CHECK(counts(t["after_infer"]) == std::map<std::string, size_t>{{"infer", all.at("infer")}});
+    CHECK(t["after_infer"]["prepared"] == json::array({"infer"}));
+    CHECK(t["after_infer"]["first_run"].contains("infer"));
+    const json& cache = t["after_infer"]["shader_cache"];
+    CHECK(cache["hits"].get<size_t>() + cache["misses"].get<size_t>() == all.at("infer"));
+    if (backend == "webgpu")  // one pipeline per distinct kernel source, none for the programs not run
+      CHECK(t["live_after_infer"]["pipelines_created"] == cache["misses"]);
+    CHECK(t["prepare"]["ok"] == true);
+    CHECK(counts(t["after_prepare"]) == all);
+    size_t shaders = 0;
+    for (const json& f : t["fetched"]) {
+      const std::string path = f.get<std::string>();
+      const bool frag = path.ends_with(".frag"), wgsl = path.ends_with(".wgsl");
+      if (!frag && !wgsl) continue;
+      INFO("fetched " << path);
+      ++shaders;
+      CHECK(frag == (backend == "webgl2"));
+      if (wgsl) CHECK(path.find("/cpu/") != std::string::npos);  // the cpu plan's files only
+    }
+    size_t files = 0;
+    for (auto& [name, n] : all) files += n;
+    CHECK(shaders <= files);
+    CHECK(shaders >= all.at("infer"));
+  }
+  {
+    // compile 'all': every program at creation; a list: those programs
+    const json& t = task_of("compile:mlp:main:webgl2:auto:all");
+    REQUIRE(t["created"] == true);
+    CHECK(counts(t["at_creation"]) == plan_kernels(mlp, ""));
+    CHECK(t["after_infer"]["first_run"]["infer"]["compile_ms"] == 0);  // nothing left to compile at its first run
+    infer_ok(t);
+    const json& u = task_of("compile:mlp:worker:webgpu:cpu:train");
+    REQUIRE(u["created"] == true);
+    CHECK(counts(u["at_creation"]) == std::map<std::string, size_t>{{"train", plan_kernels(mlp, "webgpu_cpu").at("train")}});
+    infer_ok(u);
+  }
+  auto compile_error = [](const json& e) {
+    INFO(e.dump().substr(0, 3000));
+    CHECK(e["name"] == "ShaderCompileError");
+    return e["message"].get<std::string>();
+  };
+  auto glsl_message = [&](const json& e) {
+    const std::string msg = compile_error(e);
+    CHECK_THAT(msg, Contains("kernel '" + bad.glsl_kernel + "'") && Contains(bad.glsl_file));
+    CHECK_THAT(msg, Contains(">>") && Contains("float sg_broken_line = not_declared_anywhere;"));
+  };
+  auto wgsl_message = [&](const json& e) {
+    const std::string msg = compile_error(e);
+    CHECK_THAT(msg, Contains("kernel '" + bad.wgsl_kernel + "'") && Contains(bad.wgsl_file));
+    CHECK_THAT(msg, Contains(fmt::format("at line {}", bad.wgsl_line)) &&
+                        Contains(fmt::format("{}:{}:", bad.wgsl_file, bad.wgsl_line)));
+    CHECK_THAT(msg, Contains(fmt::format(">>{:4} | const sg_broken_line: f32 = not_declared_anywhere;", bad.wgsl_line)));
+    CHECK(e["details"]["line"] == bad.wgsl_line);
+  };
+  // lazy: the broken train kernel does not stop inference; prepare() (as train's first run) reports it
+  for (const std::string task : {"compile:bad_shader:main:webgl2:auto", "compile:bad_wgsl:worker:webgpu:gpu"}) {
+    const json& t = task_of(task);
+    REQUIRE(t["created"] == true);
+    infer_ok(t);
+    REQUIRE(t["prepare"]["ok"] == false);
+    if (task.find("bad_shader") != std::string::npos) glsl_message(t["prepare"]["error"]);
+    else wgsl_message(t["prepare"]["error"]);
+  }
+  // compile 'all': createRuntime rejects with the same message
+  {
+    const json& t = task_of("compile:bad_shader:worker:webgl2:auto:all");
+    REQUIRE(t["created"] == false);
+    glsl_message(t["error"]);
+    const json& u = task_of("compile:bad_wgsl:main:webgpu:gpu:all");
+    REQUIRE(u["created"] == false);
+    wgsl_message(u["error"]);
+  }
 }
 
 }  // namespace
@@ -365,7 +493,7 @@ TEST_CASE("web bundles run in headless Chromium on WebGPU and WebGL2 like the na
   const std::vector<std::pair<std::string, std::string>> bundles = {
       {"mlp", "--model mlp --batch 32"},
       {"cnn", "--model cnn --batch 16"},
-      // every storage feature the runtime supports: column planes, unions, allocated extents
+      // storage features the runtime supports: unions, allocated extents, row planes (column planes: "planes" below)
       {"mlp8", "--model mlp --batch 64 --max-draw-buffers 8 --col-planes 2 --union --targets webgl2"},
       {"cnn_linear", "--model cnn --batch 8 --linear-layout --targets webgl2"},  // one-row textures
       // one render target per kernel: texels whose 4 elements come from 4 rows (34 scalar loads in one kernel);
@@ -382,6 +510,7 @@ TEST_CASE("web bundles run in headless Chromium on WebGPU and WebGL2 like the na
   CHECK(read_json(root.path / "mlp/bundle.json")["targets"] == json::array({"webgpu", "webgl2"}));
   CHECK(read_json(root.path / "mlp8/bundle.json")["targets"] == json::array({"webgl2"}));
   CHECK(read_json(root.path / "db1/bundle.json")["target"]["max_draw_buffers"] == 1);
+  std::string pb_features;
   {
     // a program output stored in row and column planes: the runtime interleaves the 8 planes back on readback
     sg::web::BundleSpec spec;
@@ -400,10 +529,14 @@ TEST_CASE("web bundles run in headless Chromium on WebGPU and WebGL2 like the na
     const json& out = pb["programs"]["mm"]["values"][pb["programs"]["mm"]["outputs"][0]["value"].get<int>()];
     CHECK(out["storage"]["planes"] == 8);
     CHECK(out["storage"]["col_planes"] == 2);
+    pb_features = pb["features"].dump();
   }
   const std::map<std::string, int> seed004_kernels = write_seed004_bundle(root / "seed004");
   CHECK_THAT(read_json(root.path / "mlp8/bundle.json")["features"].dump(), Contains("union_domains"));
-  CHECK_THAT(read_json(root.path / "mlp8/bundle.json")["features"].dump(), Contains("col_planes"));
+  // column planes: the planes bundle (a program output). The MLP's train step no longer has any since its Adam
+  // update of W1 reads the two hoisted bias corrections (schedule rule scalar-hoist): with dW1's 8 planes that
+  // union kernel would sample 17 textures (> 16), so dW1 gets 4 row planes only.
+  CHECK_THAT(pb_features, Contains("col_planes"));
   // broken copies of the MLP bundle
   const json mlp = read_json(root.path / "mlp/bundle.json");
   const std::string bad_kernel = mlp["programs"]["train"]["kernels"][3]["name"];
@@ -453,12 +586,17 @@ TEST_CASE("web bundles run in headless Chromium on WebGPU and WebGL2 like the na
     tasks += fmt::format(" check:{0}:main:webgpu check:{0}:worker:webgpu:gpu check:{0}:main:webgl2 check:{0}:worker:webgl2", name);
   for (const char* name : {"mlp8", "cnn_linear", "planes", "db1"}) tasks += fmt::format(" check:{0}:main check:{0}:worker", name);
   tasks += " check:cnn:main check:seed004:main:webgpu check:seed004:worker:webgpu check:big_limits:worker";
-  tasks += " check:bad_version:main check:missing_shader:main check:missing_wgsl:worker check:truncated_weights:worker"
+  tasks += " check:bad_version:main check:missing_shader:main:webgl2 check:missing_shader:main:webgpu"
+           " check:missing_wgsl:worker:webgpu:gpu check:truncated_weights:worker"
            " check:bad_shader:main:webgl2 check:bad_shader:worker:webgl2 check:bad_wgsl:main:webgpu:gpu"
            " check:bad_wgsl:worker:webgpu:gpu lost:mlp:main lost:cnn:worker lost:mlp:main:webgpu lost:cnn:worker:webgpu"
            " webgpu:cnn_linear demo:cnn:worker profile:mlp:main profile:cnn:worker profile:mlp:main:webgpu"
            " profile:cnn:worker:webgpu";
   for (const char* backend : {"webgl2", "webgpu"}) tasks += fmt::format(" labels:mlp:main:{0} labels:mlp:worker:{0}", backend);
+  // when kernels compile (createRuntime's `compile`): lazily per program by default, all at creation, or named ones
+  tasks += " compile:mlp:main:webgpu:cpu compile:mlp:worker:webgl2:auto compile:mlp:main:webgl2:auto:all"
+           " compile:mlp:worker:webgpu:cpu:train compile:bad_shader:main:webgl2:auto compile:bad_shader:worker:webgl2:auto:all"
+           " compile:bad_wgsl:worker:webgpu:gpu compile:bad_wgsl:main:webgpu:gpu:all";
   int rc = shell(fmt::format("node '{}/web_runtime_check.mjs' '{}' {}", tests, root.path.string(), tasks), out);
   const size_t at = out.rfind("{\"results\"");
   INFO(out.substr(0, 4000));
@@ -607,12 +745,15 @@ TEST_CASE("web bundles run in headless Chromium on WebGPU and WebGL2 like the na
                         Contains("'shadergrad-bundle/2'"));
   }
   {
-    auto [name, msg] = error_of("check:missing_shader:main");
+    auto [name, msg] = error_of("check:missing_shader:main:webgl2");
     CHECK(name == "BundleError");
-    CHECK_THAT(msg, Contains(gone_file) && Contains("kernel '" + gone_kernel + "'") && Contains("HTTP 404"));
+    CHECK_THAT(msg, Contains(gone_file) && Contains("kernel '" + gone_kernel + "'") && Contains("HTTP 404") &&
+                        Contains("webgl2 plan"));
   }
+  // shader files are fetched per program of the plan run: a missing WebGL2 file does not stop WebGPU
+  check_report("missing_shader", "check:missing_shader:main:webgpu", "webgpu");
   {
-    auto [name, msg] = error_of("check:missing_wgsl:worker");
+    auto [name, msg] = error_of("check:missing_wgsl:worker:webgpu:gpu");
     CHECK(name == "BundleError");
     CHECK_THAT(msg, Contains(gone_wgsl_file) && Contains("kernel '" + gone_wgsl_kernel + "'") && Contains("HTTP 404") &&
                         Contains("webgpu gpu plan"));
@@ -639,6 +780,7 @@ TEST_CASE("web bundles run in headless Chromium on WebGPU and WebGL2 like the na
     CHECK_THAT(msg, Contains(fmt::format(">>{:4} | const sg_broken_line: f32 = not_declared_anywhere;", wgsl_bad_line)));
     CHECK(r[task]["error"]["details"]["line"] == wgsl_bad_line);
   }
+  check_compile_tasks(r, root.path, BrokenKernels{bad_kernel, bad_file, bad_wgsl_kernel, bad_wgsl_file, wgsl_bad_line});
   for (const char* task : {"lost:mlp:main", "lost:cnn:worker"}) {
     const json& t = r[task];
     INFO(task << ": " << t.dump());

@@ -5,6 +5,7 @@
 // kernels (workgroup tiles) in every preset.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
@@ -300,7 +301,8 @@ TEST_CASE("contractions print as tiled WGSL kernels within every WebGPU preset's
   CHECK(fallbacks >= 11);  // (one small contraction joins a union-blocks kernel)
 }
 
-TEST_CASE("the cpu plan's register tiles: 8x8 where they leave a workgroup of tiles, shifts, tap counters",
+TEST_CASE("the cpu plan's register tiles: 8x8 where they leave a workgroup of tiles, one sums array, >= 4 workgroups, "
+          "shifts, tap counters",
           "[wgsl][codegen][regtile]") {
   // the numbers these kernels compute are checked on Dawn against the CPU reference by test_webgpu_ops (both plans)
   sg::op_cases::Suite s;
@@ -321,14 +323,32 @@ TEST_CASE("the cpu plan's register tiles: 8x8 where they leave a workgroup of ti
     if (w.strategy != "register-tiled") continue;
     const size_t at = w.source.find("M = ");
     REQUIRE(at != std::string::npos);
-    int64_t m = 0, n = 0;
-    REQUIRE(std::sscanf(w.source.c_str() + at, "M = %" SCNd64 ", N = %" SCNd64, &m, &n) == 2);
+    int64_t m = 0, n = 0, kk = 0, batch = 0;
+    REQUIRE(std::sscanf(w.source.c_str() + at, "M = %" SCNd64 ", N = %" SCNd64 ", K = %" SCNd64 ", batch %" SCNd64, &m, &n,
+                        &kk, &batch) == 4);
     const bool eight = w.source.find("register tiles of 8x8 outputs") != std::string::npos;
     const bool wide = w.source.find("register tiles of 4x8 outputs") != std::string::npos ||
                       w.source.find("register tiles of 8x4 outputs") != std::string::npos;
     CHECK((eight || wide || w.source.find("register tiles of 4x") != std::string::npos ||
            w.source.find("register tiles of 2x") != std::string::npos || w.source.find("register tiles of 1x") != std::string::npos));
     tiles[fmt::format("{}x{}", m, n)] = eight ? 8 : wide ? 48 : 4;
+    // the sums in one private array and one epilogue loop (SwiftShader compiles 64 scalar sums and 64 inlined
+    // epilogues ~10x longer), at least 4 workgroups (a CPU implementation spreads a dispatch by workgroups)
+    if (eight) {
+      CHECK(w.source.find("  var acc: array<f32, 64>;  // the register tile's sums, row-major (8x8)\n") != std::string::npos);
+      CHECK(w.source.find(" acc[63] += a7 * b7;\n") != std::string::npos);
+      CHECK(w.source.find("  for (var e: i32 = 0; e < 64; e++) { store_tile(m0 + (e >> 3), n0 + (e & 7), acc[e]); }\n") !=
+            std::string::npos);
+    }
+    CHECK(w.source.find("acc_0_0") == std::string::npos);
+    CHECK(std::count(w.source.begin(), w.source.end(), '\n') < 200);  // no unrolled epilogue
+    const size_t wg = w.source.find(" workgroups of ");
+    REQUIRE(wg != std::string::npos);
+    int64_t groups = 0, local = 0;
+    REQUIRE(std::sscanf(w.source.c_str() + w.source.rfind("; ", wg) + 2, "%" SCNd64 " workgroups of %" SCNd64, &groups, &local) == 2);
+    CHECK((groups * batch >= 4 || local == 16));
+    CHECK((local == 16 || local == 32 || local == 64));
+    if (m == 16 && n == 72) CHECK(local == 16);  // 4x18 tiles of 4x4: 5 workgroups of 16, not 2 of 64
     // a 3x3 tap loop: its variables stepped as counters, no per-iteration division by 3 or 9
     if (w.source.find("the loop variables of k, stepped with it") != std::string::npos) {
       ++counters;

@@ -11,6 +11,9 @@
 //                                         and read throw (BACKEND default webgl2)
 //             webgpu:NAME                 createRuntime with backend 'webgpu' forced: the error and its reasons
 //             profile:NAME:MODE[:BACKEND] one train step with profile: true: kernel names and timings()
+//             compile:NAME:MODE:BACKEND:PLAN[:COMPILE]  createRuntime with `compile` (lazy (default) | all | program
+//                                         names, '+'-separated): what was compiled at creation, after the first
+//                                         infer run (its outputs judged) and after prepare(), or the error
 //             demo:NAME:MODE    opens NAME/runtime/demo.html (the bundle's self-check page): its sgDemoResult
 // Serves ROOT and tests/web/ (at /_test/) from 127.0.0.1 on an ephemeral port with COOP/COEP headers (a
 // cross-origin isolated page). Exit status 0 = every task ran (whatever it returned), 1 = the page broke,
@@ -33,7 +36,7 @@ try {
     requests = served;
     results.crossOriginIsolated = await page.evaluate(() => self.crossOriginIsolated);
     for (const task of tasks) {
-      const [kind, name, mode, backend, plan] = task.split(':');
+      const [kind, name, mode, backend, plan, compile] = task.split(':');
       if (kind === 'demo') {
         const demo = await context.newPage();
         demo.on('pageerror', (e) => console_.push(`demo pageerror: ${e.message}`));
@@ -45,11 +48,15 @@ try {
         continue;
       }
       const fn = { check: 'sgCheck', lost: 'sgLostContext', webgpu: 'sgSelectWebGPU', profile: 'sgProfile',
-                   labels: 'sgBadLabels' }[kind];
+                   labels: 'sgBadLabels', compile: 'sgCompile' }[kind];
       if (!fn) throw new Error(`unknown task '${task}'`);
       // a hang guard, not a timing check: no task here takes more than a minute even on a busy 2-core machine
-      results[task] = await guard(page.evaluate(([f, n, m, b, p]) => window[f](n, m, b, p),
-                                                [fn, name, mode, backend, plan]), `task ${task}`, 300);
+      const served = requests.length;
+      results[task] = await guard(page.evaluate(([f, n, m, b, p, c]) => window[f](n, m, b, p, c),
+                                                [fn, name, mode, backend, plan, compile?.replaceAll('+', ',')]),
+                                  `task ${task}`, 300);
+      // the files the task fetched (shaders fetched lazily: only the plan and programs compiled)
+      if (kind === 'compile') results[task].fetched = requests.slice(served).map((q) => q.path);
     }
   });
 } catch (e) {

@@ -361,6 +361,11 @@ class Adam final : public Optimizer {
     std::optional<LocationOverride> at_model;
     if (!params.empty()) at_model.emplace(params[0].node()->loc);
     Tensor t1 = t + 1.0;
+    // PyTorch: step_size = lr / (1 - b1^t); denom = sqrt(v) / sqrt(1 - b2^t) + eps. The bias corrections depend on
+    // the step counter only: one node each, shared by every parameter's update; the scheduler computes such
+    // single-element values once per step (scalar hoisting, sg/schedule.h) and each update kernel loads them.
+    Tensor bc1 = one_minus_pow(b1, t1);
+    Tensor sqrt_bc2 = sqrt(one_minus_pow(b2, t1));
     at_model.reset();
     ups.push_back({t.node(), t1.node()});
     for (size_t i = 0; i < params.size(); ++i) {
@@ -372,11 +377,7 @@ class Adam final : public Optimizer {
       Tensor v = state_for(v_, p, ".exp_avg_sq");
       Tensor m1 = m * b1 + g * (1 - b1);
       Tensor v1 = v * b2 + g * g * (1 - b2);
-      // PyTorch: step_size = lr / (1 - b1^t); denom = sqrt(v) / sqrt(1 - b2^t) + eps
-      // (one node per parameter, as before: each has one reader and is inlined into its update kernel)
-      Tensor bc1 = one_minus_pow(b1, t1);
-      Tensor bc2 = one_minus_pow(b2, t1);
-      Tensor p1 = p - (m1 * lr / bc1) / (sqrt(v1) / sqrt(bc2) + eps);
+      Tensor p1 = p - (m1 * lr / bc1) / (sqrt(v1) / sqrt_bc2 + eps);
       ups.push_back({m.node(), m1.node()});
       ups.push_back({v.node(), v1.node()});
       ups.push_back({p.node(), p1.node()});

@@ -140,6 +140,12 @@ std::string Lang::shared_array(const std::string& name, int64_t n, const std::st
   return comment.empty() ? s + "\n" : s + "  // " + comment + "\n";
 }
 
+std::string Lang::local_array(const std::string& name, int64_t n, const std::string& comment) const {
+  std::string s = wgsl() ? fmt::format("var {}: array<f32, {}>;", name, n)
+                         : fmt::format("float {0}[{1}]; for (int {0}_i = 0; {0}_i < {1}; ++{0}_i) {0}[{0}_i] = 0.0;", name, n);
+  return comment.empty() ? s : s + "  // " + comment;
+}
+
 std::string Lang::barrier() const { return wgsl() ? "workgroupBarrier();" : "barrier();"; }
 
 std::string Lang::builtin(Builtin b, int axis) const {

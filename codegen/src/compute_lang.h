@@ -91,6 +91,9 @@ class Lang {
   /// `element` Float or Vec4.
   std::string shared_array(const std::string& name, int64_t n, const std::string& comment,
                            LType element = LType::Float) const;
+  /// A zero-filled private float array: `var name: array<f32, n>;` (WGSL zero-initialises it) / `float name[n];`
+  /// and a loop storing 0.0 to each element (GLSL), with a trailing comment when not empty.
+  std::string local_array(const std::string& name, int64_t n, const std::string& comment) const;
   /// `barrier();` / `workgroupBarrier();`
   std::string barrier() const;
   /// The builtin's component `axis` (0..2) as an int expression: int(gl_WorkGroupID.y) / i32(workgroup_id.y).

@@ -49,6 +49,27 @@ std::vector<KExprPtr> unroll_taps(const std::vector<KExprPtr>& roots) {
   });
 }
 
+/// Reduce mode: a sum whose innermost loop has 8 to 16 iterations (a multiple of 4: a conv weight gradient's output
+/// row) keeps 4 of them, its body written once per block of 4 with the loop variable + 4 d. The vectorised loop is
+/// then one step, no loop at all (ExprEmitter), and its padding masks and tap shifts are computed once before the
+/// loops around it (docs/PERFORMANCE.md, Run W12d).
+std::vector<KExprPtr> fold_vector_loops(const std::vector<KExprPtr>& roots) {
+  return krewrite(roots, [&](const KExprPtr& e) -> KExprPtr {
+    if (e->op != KOp::Reduce) return nullptr;
+    const int64_t k = e->extents.back();
+    if (e->reduce != ReduceKind::Sum || k % 4 != 0 || k < 8 || k > 16 || kcontains_reduce(e->a)) return e;
+    const std::string v = e->loop_vars.back();
+    KExprPtr body;
+    for (int64_t d = 0; d < k; d += 4) {
+      KExprPtr t = d == 0 ? e->a : ksubstitute(e->a, {{v, kibin(KOp::IAdd, kvar(v), kint(d))}});
+      body = body ? kmath(SOp::Add, body, t) : t;
+    }
+    std::vector<int64_t> ext = e->extents;
+    ext.back() = 4;
+    return kreduce(ReduceKind::Sum, e->loop_vars, ext, body);
+  });
+}
+
 /// Reduce mode's lanes (choose_mode): the kernel's expressions once per lane l of the texel, lane-major, with the
 /// output coordinates i0.. of element elem + l (elem = texel * 4), clamped to the last element where the texel may
 /// run past the end (those lanes are zeroed on output). A coordinate whose stride is a multiple of 4 is the same in
@@ -105,7 +126,7 @@ BlockMode choose_mode(const Plan& plan, const Kernel& kernel, const Shape& shape
       // reduce mode: each lane's sum steps 4 iterations at a time; the 4 lanes' loop nests are fused into one
       // (sibling loop fusion), so a load the lanes share (same texel) is fetched once per step, not once per lane
       b.lanes4 = true;
-      b.k.exprs = lane_copies(kernel.exprs, shape, out.layout.numel);
+      b.k.exprs = lane_copies(fold_vector_loops(kernel.exprs), shape, out.layout.numel);
       b.em = std::make_unique<ExprEmitter>(plan, b.k);
       const size_t nout = kernel.exprs.size();
       for (int l = 0; l < 4; ++l) {
@@ -240,6 +261,7 @@ BlockSource emit_block(const Plan& plan, const Kernel& kernel, const std::vector
     em.set_vector_var(vector_var, vector_var);
   } else if (b.lanes4) {
     em.indent_ = 2;
+    em.set_hoist_index_math();  // padding masks and tap shifts once per fragment (Run W12d)
   } else if (b.jam) {
     em.indent_ = 2;
     em.set_vector_var("elem", "elem");

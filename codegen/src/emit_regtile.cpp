@@ -4,7 +4,10 @@
 // factor_a / factor_b (the factor functions of the shared-memory kernel, emit_tiled.cpp, here taking coordinates
 // split once per register row and column before the loop, and the loop index split into the reduction's loop
 // variables once per iteration), then applies the kernel's epilogue to each accumulator (store_tile). No
-// `var<workgroup>` tile, no barrier, no unrolled staging.
+// `var<workgroup>` tile, no barrier, no unrolled staging. The accumulators are one private array `acc` (row-major,
+// read and written at constant indices in the loop) and the epilogue is one loop over it: 64 scalar accumulators and
+// 64 inlined epilogues made SwiftShader's JIT take 1.3-3.2 s per 8x8 kernel (the MLP's first step 5-10 s), the
+// array and the loop 0.1-0.4 s, and their kernels ran no slower (docs/PERFORMANCE.md Run W12b).
 //
 // Why: a CPU implementation runs the invocations of a workgroup as SIMD lanes and fibers; each barrier switches
 // every fiber of the workgroup, and the shared tile is ordinary memory behind the same caches as the storage buffers,
@@ -25,6 +28,13 @@ namespace {
 
 /// Invocations per workgroup of a register-tiled kernel (SIMD lanes times a few fibers on a CPU implementation).
 constexpr int kInvocations = 64;
+
+/// Workgroups a register-tiled dispatch should have at least (over all batches), and the fewest invocations a
+/// workgroup is cut to for them: a CPU implementation spreads a dispatch over its threads by workgroups (SwiftShader:
+/// whole workgroups per worker, each workgroup's SIMD groups run in turn), so one workgroup of 64 tiles (the MLP
+/// b=32's x.W1^T) ran on one thread (docs/PERFORMANCE.md Run W12b).
+constexpr int kMinWorkgroups = 4;
+constexpr int kMinInvocations = 16;
 
 /// Outputs per invocation along each side of a register tile (at most; a power of two). Every factor load of a lane
 /// whose address is not a compile-time constant is a per-lane gather on SwiftShader (four scalar loads, each behind
@@ -77,7 +87,8 @@ std::optional<ComputeKernel> emit_register_tiled(const Plan& plan, const Kernel&
       tm = wide_m;
   }
   const int64_t tiles_m = count(c.M, tm), tiles_n = count(c.N, tn), tiles = tiles_m * tiles_n;
-  const int local = std::min(kInvocations, limits.max_workgroup_invocations);
+  int local = std::min(kInvocations, limits.max_workgroup_invocations);
+  while (local > kMinInvocations && (tiles + local - 1) / local * c.batch < kMinWorkgroups) local /= 2;
   const int64_t gx = (tiles + local - 1) / local;
   if (gx > limits.max_workgroup_count || c.batch > limits.max_workgroup_count) {
     if (not_tiled)
@@ -101,11 +112,7 @@ std::optional<ComputeKernel> emit_register_tiled(const Plan& plan, const Kernel&
   body += "  " + lang.if_then(fmt::format("tile >= {}", tiles), "return;") + "\n";
   body += "  " + lang.lets(LType::Int, {{"m0", fmt::format("{} * {}", lang.div_const("tile", tiles_n), tm)},
                                        {"n0", fmt::format("{} * {}", paren(lang.mod_const("tile", tiles_n)), tn)}}) + "\n";
-  for (int i = 0; i < tm; ++i) {  // one line per register row
-    std::vector<std::pair<std::string, std::string>> accs;
-    for (int j = 0; j < tn; ++j) accs.emplace_back(fmt::format("acc_{}_{}", i, j), "0.0");
-    body += "  " + lang.lets(LType::Float, accs, true) + "\n";
-  }
+  body += "  " + lang.local_array("acc", tm * tn, fmt::format("the register tile's sums, row-major ({}x{})", tm, tn)) + "\n";
   // the rows and columns each register reads: m0 + i, or the side's last one past its end (a partial tile), split
   // into output coordinates here, once: the factor calls in the loop do no division by a constant for them
   // (SwiftShader's JIT keeps such a division a division and does not move it out of the loop, Run W1b)
@@ -161,14 +168,14 @@ std::optional<ComputeKernel> emit_register_tiled(const Plan& plan, const Kernel&
   for (int j = 0; j < tn; ++j) body += in + lang.let(LType::Float, fmt::format("b{}", j), call("factor_b", col_args[j])) + "\n";
   for (int i = 0; i < tm; ++i) {
     body += in.substr(1);
-    for (int j = 0; j < tn; ++j) body += fmt::format(" acc_{0}_{1} += a{0} * b{1};", i, j);
+    for (int j = 0; j < tn; ++j) body += fmt::format(" acc[{}] += a{} * b{};", i * tn + j, i, j);
     body += "\n";
   }
   body += step + "  }\n";
-  for (int i = 0; i < tm; ++i)
-    for (int j = 0; j < tn; ++j)
-      body += fmt::format("  store_tile(m0{}, n0{}, acc_{}_{});\n", i ? fmt::format(" + {}", i) : "",
-                          j ? fmt::format(" + {}", j) : "", i, j);
+  // one epilogue loop (acc read at a run-time index: 64 gathers per invocation, against the K loop's 16 per k)
+  body += "  " + lang.for_stmt("e", "0", std::to_string(tm * tn), 1,
+                               fmt::format("store_tile(m0 + {}, n0 + {}, acc[e]);", lang.div_const("e", tn),
+                                           paren(lang.mod_const("e", tn)))) + "\n";
   body += "}\n";
 
   std::string src = kernel_header(plan, k, ck.strategy, lang);

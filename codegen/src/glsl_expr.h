@@ -143,6 +143,10 @@ class ExprEmitter {
   /// load of 4 consecutive elements from base-derived index + constant then reads the texels it spans through the
   /// scope's texel cache (shared by the loads at nearby offsets, e.g. a conv's taps).
   void set_aligned_base() { base_aligned_ = true; }
+  /// Every loop-invariant piece of integer math (comparisons and sums too, not only divisions, modulos, min and
+  /// max) is computed once before the loops it does not depend on: reduce mode's padding masks and tap shifts
+  /// (CPU rasterisers' shader compilers do not move code out of loops: docs/PERFORMANCE.md, Run W12d).
+  void set_hoist_index_math() { hoist_index_math_ = true; }
 
  private:
   const Plan& plan_;
@@ -175,6 +179,8 @@ class ExprEmitter {
   bool textures_ = false;     // set_texture_addressing
   std::optional<int64_t> discard_past_;  // set_discarded_lanes_past
   bool base_aligned_ = false;            // set_aligned_base
+  bool vreduce_aligned_ = false;         // inside a vectorised reduction: the vectorised variable's base is a multiple of 4
+  bool hoist_index_math_ = false;        // set_hoist_index_math
 
   /// How an integer expression changes across the 4 lanes of the vectorised variable: by 0 (the same value), by
   /// 1 per lane (lane d = lane 0 + d, in every lane that is not discarded), or otherwise (nullopt).
@@ -489,7 +495,7 @@ class ExprEmitter {
       memo = index_math_.emplace(e.get(), pure && costly).first;
       if (pure && !costly) cheap_index_math_.insert(e.get());
     }
-    if (!memo->second && !(force_hoist_ && cheap_index_math_.count(e.get()))) return loops_.size();
+    if (!memo->second && !((force_hoist_ || hoist_index_math_) && cheap_index_math_.count(e.get()))) return loops_.size();
     const auto& fv = free_vars(e);
     size_t level = 0;
     for (size_t i = 0; i < loops_.size(); ++i)
@@ -799,7 +805,7 @@ class ExprEmitter {
   bool aligned_lane0(const KExprPtr& e) const {
     if (!e) return true;
     switch (e->op) {
-      case KOp::Var: return e->name == vvar_ ? base_aligned_ && subst_.count(e->name) == 0 : aligned(e);
+      case KOp::Var: return e->name == vvar_ ? (base_aligned_ || vreduce_aligned_) && subst_.count(e->name) == 0 : aligned(e);
       case KOp::IAdd:
       case KOp::ISub: return aligned_lane0(e->a) && aligned_lane0(e->b);
       case KOp::IMul:
@@ -853,6 +859,76 @@ class ExprEmitter {
     static const char* const kLo[] = {"", "yzw", "zw", "w"};
     static const char* const kHi[] = {"", "x", "xy", "xyz"};
     return fmt::format("vec4({}.{}, {}.{})", lo, kLo[s], hi, kHi[s]);
+  }
+
+  /// The terms of the sum `e` (through + and -), each with its sign (true: subtracted).
+  static void sum_terms(const KExprPtr& e, bool neg, std::vector<std::pair<KExprPtr, bool>>& out) {
+    if (e->op == KOp::IAdd || e->op == KOp::ISub) {
+      sum_terms(e->a, neg, out);
+      sum_terms(e->b, e->op == KOp::ISub ? !neg : neg, out);
+      return;
+    }
+    out.emplace_back(e, neg);
+  }
+  /// True when integer `e` reads no open loop's variable and is the same in every lane (loop-invariant).
+  bool loop_invariant(const KExprPtr& e) {
+    if (varies(e)) return false;
+    const auto& fv = free_vars(e);
+    return std::none_of(loops_.begin(), loops_.end(), [&](const OpenLoop& l) { return fv.count(l.var) > 0; });
+  }
+  /// Inside loops: 4 consecutive elements from lane-0 index base + off, base a multiple of 4 and off a
+  /// loop-invariant value not known at compile time (a conv weight gradient's tap shift kw - padding, a function
+  /// of the output element): the two texels at base + 4 floor(off / 4) and 4 past it (through the texel cache),
+  /// their components picked by selects on off mod 4, which (with the texel shift) is computed once before the
+  /// loops instead of per fetch as load4u_ does (docs/PERFORMANCE.md, Run W12d); "" when the index has no such form.
+  std::string invariant_unaligned(const KExprPtr& idx, const std::string& name, const Value& v) {
+    if (loops_.empty()) return {};
+    const std::string key = "unaligned|" + name + "|" + kexpr_str(idx) + "|" + subst_signature();
+    for (auto it = texels_.rbegin(); it != texels_.rend(); ++it)
+      if (auto f = it->find(key); f != it->end()) return f->second;
+    std::vector<std::pair<KExprPtr, bool>> terms;
+    sum_terms(idx, false, terms);
+    KExprPtr base, off;
+    bool dynamic = false;
+    auto add = [&](KExprPtr acc, const KExprPtr& t, bool neg) {
+      KExprPtr x = !acc ? (neg ? kibin(KOp::ISub, kint(0), t) : t) : kibin(neg ? KOp::ISub : KOp::IAdd, acc, t);
+      made_.push_back(x);
+      return x;
+    };
+    for (const auto& term : terms) {
+      if (term.first->op == KOp::IntConst) {
+        off = add(off, term.first, term.second);
+      } else if (aligned_lane0(term.first)) {
+        base = add(base, term.first, term.second);
+      } else if (loop_invariant(term.first)) {
+        off = add(off, term.first, term.second);
+        dynamic = true;
+      } else {
+        return {};
+      }
+    }
+    if (!dynamic || !base) return {};
+    const Range ro = range(off);
+    if (!ro.ok) return {};
+    // off + K >= 0 (K a multiple of 4), so that / 4 and % 4 are a floor shift and a mask
+    const int64_t K = ro.lo < 0 ? (-ro.lo + 3) / 4 * 4 : 0;
+    KExprPtr offk = K ? kibin(KOp::IAdd, off, kint(K)) : off;
+    KExprPtr shift = kibin(KOp::ISub, kibin(KOp::IMul, kibin(KOp::IDiv, offk, kint(4)), kint(4)), kint(K));
+    KExprPtr sub = kibin(KOp::IMod, offk, kint(4));
+    KExprPtr lo_at = kibin(KOp::IAdd, base, shift), hi_at = kibin(KOp::IAdd, lo_at, kint(4));
+    KExprPtr s1 = kibin(KOp::IEq, sub, kint(1)), s2 = kibin(KOp::IGe, sub, kint(2)), s3 = kibin(KOp::IEq, sub, kint(3));
+    for (const KExprPtr& x : {offk, shift, sub, lo_at, hi_at, s1, s2, s3}) made_.push_back(x);
+    const std::string lo = shared_texel(lo_at, name, v), hi = shared_texel(hi_at, name, v);
+    const bool saved = force_hoist_;
+    force_hoist_ = true;  // the selects' conditions: once, before the loops
+    const std::string c1 = emit(s1).s, c2 = emit(s2).s, c3 = emit(s3).s;
+    force_hoist_ = saved;
+    const std::string var = fmt::format("tx{}", temp_++);
+    line(fmt::format("vec4 {0} = mix(mix({1}, vec4({1}.yzw, {2}.x), bvec4({3})), mix(vec4({1}.zw, {2}.xy), vec4({1}.w, "
+                     "{2}.xyz), bvec4({5})), bvec4({4}));  // 4 elements from {1}[s], s = the shift mod 4",
+                     var, lo, hi, c1, c2, c3));
+    texels_.back()[key] = var;
+    return var;
   }
 
   /// True when the (scalar) value of `e` is provably a multiple of 4.
@@ -926,6 +1002,7 @@ class ExprEmitter {
     // the two texels holding them instead of 4 scalar loads
     if (textures_ && plan_.values[k_.inputs[e->input]].planes == 1 && lane_stride(e->a) == std::optional<int64_t>(1)) {
       if (std::string t = shared_unaligned(e->a, name, plan_.values[k_.inputs[e->input]]); !t.empty()) return {t, true};
+      if (std::string t = invariant_unaligned(e->a, name, plan_.values[k_.inputs[e->input]]); !t.empty()) return {t, true};
       unaligned_loads_.insert(name);
       return {fmt::format("load4u_{}({})", name, emit_lane(e->a, 0)), true};
     }
@@ -1015,7 +1092,12 @@ class ExprEmitter {
     const bool vreduce = std::all_of(rs.begin(), rs.end(), [&](const KExprPtr& r) { return vreduces_.count(r.get()) > 0; });
     const bool unrolled = step4_.count(e0.get()) > 0;
     std::string saved_var = vvar_, saved_base = vbase_;
-    if (vreduce) set_vector_var(e0->loop_vars.back(), e0->loop_vars.back());
+    const bool saved_vreduce_aligned = vreduce_aligned_;
+    // a vectorised loop of one step (4 iterations) is no loop: its variable's lanes are 0..3, so what depends on
+    // it alone (reduce mode's padding masks) is loop-invariant to the loops around it
+    const bool one_step = vreduce && e0->extents.back() == 4;
+    if (vreduce) set_vector_var(e0->loop_vars.back(), one_step ? "0" : e0->loop_vars.back());
+    if (vreduce) vreduce_aligned_ = true;
     // loop-invariant reductions inside the bodies (e.g. a softmax's sum of exps read in a loss loop) are computed
     // once, before the loop, instead of once per iteration
     std::vector<KExprPtr> invariant;
@@ -1063,10 +1145,17 @@ class ExprEmitter {
     }
     // one scope per loop, so that loop-invariant index math (hoist) can be printed in the preheader of the
     // outermost loop it does not depend on
-    const size_t nest = e0->loop_vars.size();
+    const size_t nest = e0->loop_vars.size(), nloops = nest - (one_step ? 1 : 0);
     std::vector<std::pair<std::string, std::optional<Range>>> saved_ranges;
     for (size_t i = 0; i < nest; ++i) {
       bool step4 = (vreduce || unrolled) && i + 1 == nest;
+      if (i >= nloops) {  // the one-step vectorised loop: a scope, no `for`
+        push_var_range(e0->loop_vars[i], {true, 0, e0->extents[i] - 1}, saved_ranges);
+        scopes_.emplace_back();
+        texels_.emplace_back();
+        lane_scopes_.emplace_back();
+        continue;
+      }
       if (unrolled && step4) aligned_vars_.insert(e0->loop_vars[i]);
       // an unrolled loop's variable steps by 4 up to extent - 4; a vectorised one's lanes reach extent - 1
       push_var_range(e0->loop_vars[i], {true, 0, e0->extents[i] - (unrolled && step4 && !vreduce ? 4 : 1)}, saved_ranges);
@@ -1108,11 +1197,13 @@ class ExprEmitter {
       scopes_.pop_back();
       texels_.pop_back();
       lane_scopes_.pop_back();
+      if (i < nest - nloops) continue;  // the one-step loop printed no `for`
       --indent_;
       line("}");
     }
+    vreduce_aligned_ = saved_vreduce_aligned;
     // the preheaders, innermost first (an insertion leaves the offsets of the loops around it valid)
-    for (size_t i = 0; i < nest; ++i) {
+    for (size_t i = 0; i < nloops; ++i) {
       OpenLoop l = std::move(loops_.back());
       loops_.pop_back();
       if (!l.pre.empty())

@@ -5,6 +5,7 @@
 import { BundleError, UnsupportedError } from './errors.js';
 import { checkBundleTypes } from './bundle_schema.js';
 import { parseSafetensors } from './safetensors.js';
+import { PhaseClock } from './setup_stats.js';
 
 /** The bundle format this runtime writes about (bundle.json `format`); it also reads format 2 (one webgpu plan). */
 export const BUNDLE_FORMAT = 'shadergrad-bundle/3';
@@ -83,6 +84,8 @@ export class Bundle {
     this.files = files;
     this._fetch = fetchImpl;
     this._expected = null;
+    /** @type {Record<string, number>} loadBundle's phases, ms: fetch_json, check_json, fetch_shaders, fetch_weights */
+    this.loadPhases = {};
   }
   get format() { return this.json.format; }
   /** @returns {string[]} the targets the bundle carries (`webgpu`, `webgl2`) */
@@ -109,11 +112,51 @@ export class Bundle {
     return p;
   }
 
-  /** The source text of a kernel's shader file (a path from `kernels[].glsl_es` or `webgpu.kernels[].wgsl`). */
+  /** The source text of a kernel's shader file (a path from `kernels[].glsl_es` or `webgpu.kernels[].wgsl`), once
+   * fetched (loadShaders). */
   source(path) {
     const s = this.sources.get(path);
-    if (s === undefined) throw new BundleError(`shader file '${path}' was not loaded with the bundle`, { file: path });
+    if (s === undefined)
+      throw new BundleError(`shader file '${path}' was not loaded with the bundle (call loadShaders first)`,
+                            { file: path });
     return s;
+  }
+
+  /** The shader plans of the bundle: 'webgl2' (programs.NAME.kernels[].glsl_es) and 'webgpu gpu' / 'webgpu cpu'
+   * (programs.NAME[program_key].kernels[].wgsl), the ones it carries. */
+  get shaderPlans() {
+    return [...(this.targets.includes('webgl2') ? ['webgl2'] : []),
+            ...(this.targets.includes('webgpu') ? this.webgpuPlans.map((pl) => `webgpu ${pl.name}`) : [])];
+  }
+
+  /**
+   * Fetches (once, in parallel) the shader files of `programs` in `plans` (names as in shaderPlans); resolves when
+   * all are there. A missing file is a BundleError naming it, its kernel, program and plan.
+   * @param {string[]} [programs] default: every program
+   * @param {string[]} [plans] default: every plan the bundle carries
+   */
+  async loadShaders(programs = this.programNames, plans = this.shaderPlans) {
+    this._shaderFetches ??= new Map();
+    const jobs = [];
+    for (const program of programs)
+      for (const plan of plans) {
+        const webgpu = plan.startsWith('webgpu ') && this.webgpuPlans.find((pl) => `webgpu ${pl.name}` === plan);
+        const d = webgpu ? this.program(program)[webgpu.program_key] : this.program(program);
+        for (const k of d.kernels) {
+          const path = k[SOURCE_FIELD[webgpu ? 'webgpu' : 'webgl2']];
+          if (typeof path !== 'string' || this.sources.has(path)) continue;
+          let job = this._shaderFetches.get(path);
+          if (!job) {
+            const where = { program, kernel: k.name, target: plan };
+            job = fetchFile(new URL(path, this.url), this._fetch, path, where, 'shader file')
+              .then((r) => r.text()).then((text) => { this.sources.set(path, text); });
+            job.catch(() => this._shaderFetches.delete(path));  // a later call tries again
+            this._shaderFetches.set(path, job);
+          }
+          jobs.push(job);
+        }
+      }
+    await Promise.all(jobs);
   }
 
   /**
@@ -326,47 +369,46 @@ function validateProgram(program, p, persistent, fail) {
 }
 
 /**
- * Loads a bundle: bundle.json, every kernel's shader source and the weight files (checked against bundle.json).
+ * Loads a bundle: bundle.json and the weight files (checked against bundle.json); with `shaders: 'all'` also every
+ * kernel's shader source. By default (`shaders: 'lazy'`) a shader file is fetched when a runtime first compiles
+ * its kernel (Bundle.loadShaders: only the plan the runtime runs, one program at a time), so a missing one is
+ * reported then, naming its kernel, program and plan.
  * Works in a page and in a Worker (relative URLs resolve against the current location).
  * @param {string|URL} url of bundle.json
- * @param {{fetch?: typeof fetch}} [options]
+ * @param {{fetch?: typeof fetch, shaders?: 'lazy'|'all'}} [options]
  * @returns {Promise<Bundle>}
- * @throws {BundleError} another format version, a missing file, truncated weights, an inconsistent description
+ * @throws {BundleError} another format version, a missing file (a shader file: with `shaders: 'all'`), truncated
+ *   weights, an inconsistent description
  * @throws {UnsupportedError} storage features this runtime does not know
  */
 export async function loadBundle(url, options = {}) {
   const fetchImpl = options.fetch || globalThis.fetch.bind(globalThis);
+  const clock = new PhaseClock();
   const base = new URL(url, globalThis.location?.href);
   const file = base.pathname.split('/').pop() || 'bundle.json';
   const res = await fetchFile(base, fetchImpl, file, {}, 'bundle description');
+  const text = await res.text();
+  clock.lap('fetch_json');
   let json;
   try {
-    json = JSON.parse(await res.text());
+    json = JSON.parse(text);
   } catch (e) {
     throw new BundleError(`${file}: not valid JSON (${e.message})`, { file });
   }
   validate(json, file);
-  // every shader file, in parallel; a missing one names its kernel and program
-  const wanted = new Map();
+  clock.lap('check_json');
   const plans = json.targets.includes('webgpu') ? webgpuPlans(json) : [];
-  for (const [program, p] of Object.entries(json.programs)) {
-    const descs = [...(json.targets.includes('webgl2') ? [['webgl2', p]] : []),
-                   ...plans.map((pl) => [`webgpu ${pl.name}`, p[pl.program_key]])];
-    for (const [target, d] of descs)
-      for (const k of d.kernels) {
-        const f = k[SOURCE_FIELD[target.split(' ')[0]]];
-        if (!wanted.has(f)) wanted.set(f, { program, kernel: k.name, target });
-      }
-  }
-  const sources = new Map();
-  await Promise.all([...wanted].map(async ([path, where]) => {
-    const r = await fetchFile(new URL(path, base), fetchImpl, path, where, 'shader file');
-    sources.set(path, await r.text());
-  }));
   const refs = [...json.persistent.map((p) => p.data),
                 ...Object.values(json.programs).flatMap((p) => [...(p.values || []),
                                                                 ...plans.flatMap((pl) => p[pl.program_key].values)]
                   .filter((v) => v.data).map((v) => v.data))];
   const files = await fetchDataFiles(base, refs, fetchImpl, 'weights file');
-  return new Bundle(base, json, sources, files, fetchImpl);
+  clock.lap('fetch_weights');
+  const bundle = new Bundle(base, json, new Map(), files, fetchImpl);
+  bundle.loadPhases = clock.phases;
+  if (options.shaders === 'all') {
+    await bundle.loadShaders();
+    clock.lap('fetch_shaders');
+  }
+  return bundle;
 }

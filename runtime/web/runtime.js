@@ -1,15 +1,15 @@
 // shadergrad web runtime — a Runtime: one bundle on one backend (WebGPU or WebGL2), with its persistent values on
 // the GPU. run() is one step of a program (inputs uploaded, every kernel dispatched or drawn, only the outputs read
-// back, updates committed by swapping front and back); read() reads a persistent value back; timings() gives
-// per-kernel times.
+// back, updates committed by swapping front and back; a program's kernels are compiled at its first run unless
+// createRuntime's `compile` or prepare() asked earlier); read() reads a persistent value back; timings() gives
+// per-kernel times; stats says where the set-up time went.
 import { Bundle, loadBundle } from './bundle.js';
-import { ShadergradError } from './errors.js';
+import { ShadergradError, UnsupportedError } from './errors.js';
 import { runChecks } from './checks.js';
 import { selectBackend } from './select.js';
 import { WebGL2Executor } from './webgl2_executor.js';
 import { WebGPUExecutor } from './webgpu_executor.js';
-
-const now = () => (globalThis.performance ? performance.now() : Date.now());
+import { emptyStats, now, PhaseClock } from './setup_stats.js';
 
 /** A bundle loaded on a backend. Create with createRuntime(). */
 export class Runtime {
@@ -25,7 +25,9 @@ export class Runtime {
     this.webgpuPlan = selection.webgpuPlan ?? null;
     this.device = selection.device;
     this._exec = executor;
-    /** @type {{load_ms: number, setup_ms: number}} bundle fetch, and context + uploads + shader compile/link */
+    /** Where the set-up time went (setup_stats.js): load_ms (bundle fetch), setup_ms (device or context, uploads, and
+     * the kernels compiled at creation), their `phases`, each compiled kernel, each program's shader fetch and
+     * compile (`prepared`) and first run(); updated as programs are compiled and first run. */
     this.stats = stats;
     this._disposed = false;
   }
@@ -63,7 +65,26 @@ export class Runtime {
    */
   async run(program, feeds) {
     this._live(`run('${program}')`);
-    return this._serial(() => this._exec.run(program, feeds));
+    return this._serial(async () => {
+      const first = !(program in this.stats.first_run), t0 = now();
+      const compileMs = await this._exec.prepare([program]);
+      const out = await this._exec.run(program, feeds);
+      if (first) this.stats.first_run[program] = { ms: now() - t0, compile_ms: compileMs };
+      return out;
+    });
+  }
+
+  /**
+   * Compiles the kernels of `programs` now (default: every program not compiled yet), all at once, instead of at
+   * their first run(): e.g. after a page's first prediction, so that its first training step does not wait. Runs
+   * beside run() calls (not queued behind them). Rejects with the errors their first run() would throw
+   * (ShaderCompileError naming the kernel and file, BundleError for a missing shader file); resolves to `stats`.
+   * @param {string[]} [programs]
+   */
+  async prepare(programs = this.programs) {
+    this._live('prepare()');
+    await this._exec.prepare(programs);
+    return this.stats;
   }
 
   /** The current value of persistent value `name` (row-major Float32Array). */
@@ -122,32 +143,57 @@ export class Runtime {
   }
 }
 
+/** The programs `compile` ('lazy' | 'all' | names) asks to compile at createRuntime. */
+function compiledAtCreation(bundle, compile = 'lazy') {
+  if (compile === 'lazy') return [];
+  if (compile === 'all') return bundle.programNames;
+  if (Array.isArray(compile)) {
+    for (const n of compile) bundle.program(n);  // BundleError naming the programs for an unknown one
+    return compile;
+  }
+  throw new UnsupportedError(`unknown compile option ${JSON.stringify(compile)} (choose 'lazy', 'all' or a list of ` +
+                             `program names: ${bundle.programNames.join(', ')})`, { compile });
+}
+
 /**
- * Loads a bundle (unless given one), picks a backend, uploads the weights and compiles every kernel.
+ * Loads a bundle (unless given one), picks a backend and uploads the weights; compiles the kernels of the programs
+ * `compile` names (default 'lazy': none — each program's kernels are compiled at its first run(), or by
+ * Runtime.prepare()).
  * @param {string|URL|Bundle} bundle URL of bundle.json, or a loaded Bundle
  * @param {{backend?: 'auto'|'webgpu'|'webgl2', webgpuPlan?: 'auto'|'gpu'|'cpu', gpu?: GPU,
  *          canvas?: HTMLCanvasElement|OffscreenCanvas, profile?: boolean, fetch?: typeof fetch,
- *          contextAttributes?: WebGLContextAttributes, featureLevel?: 'core'|'compatibility'}} [options]
+ *          contextAttributes?: WebGLContextAttributes, featureLevel?: 'core'|'compatibility',
+ *          compile?: 'lazy'|'all'|string[], setupProfile?: boolean, shaders?: 'lazy'|'all'}} [options]
  *   `gpu`: a GPU object where there is no navigator.gpu (Node: npm webgpu's create([...])); `featureLevel`: the
  *   WebGPU adapter to ask for (default: core, else compatibility); `webgpuPlan`: which webgpu plan to run (default
- *   auto: the cpu plan on a CPU implementation of WebGPU, else the gpu plan; rt.webgpuPlan says which and why)
+ *   auto: the cpu plan on a CPU implementation of WebGPU, else the gpu plan; rt.webgpuPlan says which and why);
+ *   `compile`: 'lazy' (default), 'all' (every program now: createRuntime rejects for any broken kernel) or program
+ *   names; `setupProfile`: compile kernels one at a time so stats.kernels gives each kernel's own compile time
+ *   (slower set-up; for diagnosis); `shaders`: loadBundle's option (when given a URL)
  * @returns {Promise<Runtime>}
  */
 export async function createRuntime(bundle, options = {}) {
   const t0 = now();
   const b = bundle instanceof Bundle ? bundle : await loadBundle(bundle, options);
   const t1 = now();
+  const stats = emptyStats();
+  Object.assign(stats.phases, b.loadPhases ?? {});
+  const clock = new PhaseClock(stats.phases);
+  const eager = compiledAtCreation(b, options.compile);
   const selection = await selectBackend(b, options);
+  clock.lap('backend');
   let exec;
   try {
     exec = selection.backend === 'webgpu'
-      ? new WebGPUExecutor(b, selection.device, options, selection.webgpuPlan.program_key)
+      ? new WebGPUExecutor(b, selection.device, options, selection.webgpuPlan)
       : new WebGL2Executor(b, selection.device, options);
-    await exec.link();
+    clock.lap('buffers');
+    await exec.link(clock, stats, eager);
   } catch (e) {
     exec?.dispose();
     selection.device.dispose();
     throw e;
   }
-  return new Runtime(b, selection, exec, { load_ms: t1 - t0, setup_ms: now() - t1 });
+  Object.assign(stats, { load_ms: t1 - t0, setup_ms: now() - t1 });
+  return new Runtime(b, selection, exec, stats);
 }

@@ -63,17 +63,31 @@ export class Bundle {
                          data: DataRef; }[];
   /** The description of a program; throws BundleError for an unknown name. */
   program(name: string): any;
-  /** A kernel's shader source (path as in `kernels[].glsl_es` or `webgpu.kernels[].wgsl`). */
+  /** A kernel's shader source (path as in `kernels[].glsl_es` or `webgpu.kernels[].wgsl`), once fetched
+   * (loadShaders; BundleError before). */
   source(path: string): string;
+  /** The shader plans the bundle carries: 'webgl2', 'webgpu gpu', 'webgpu cpu'. */
+  readonly shaderPlans: string[];
+  /** Fetches (once, in parallel) the shader files of `programs` (default all) in `plans` (default all); BundleError
+   * naming the file, kernel, program and plan for a missing one. Runtimes call it per program as they compile. */
+  loadShaders(programs?: string[], plans?: string[]): Promise<void>;
+  /** loadBundle's phases, ms: fetch_json, check_json, fetch_weights (and fetch_shaders with `shaders: 'all'`). */
+  readonly loadPhases: Record<string, number>;
   /** The f32 values a data reference points at (a copy). */
   data(ref: DataRef): Float32Array;
   /** Fetches expected.safetensors (once) and resolves to bundle.json `checks`. */
   loadChecks(): Promise<any>;
 }
 
-export interface LoadOptions { fetch?: typeof fetch; }
+export interface LoadOptions {
+  fetch?: typeof fetch;
+  /** 'lazy' (default): shader files are fetched when a runtime compiles their program (only the plan it runs);
+   * 'all': every shader file of every plan now (a missing one rejects loadBundle). */
+  shaders?: 'lazy' | 'all';
+}
 
-/** Loads bundle.json, every shader and the weights; BundleError / UnsupportedError when it cannot be used. */
+/** Loads bundle.json and the weights (and with `shaders: 'all'` every shader); BundleError / UnsupportedError when
+ * it cannot be used. */
 export function loadBundle(url: string | URL, options?: LoadOptions): Promise<Bundle>;
 
 export interface RuntimeOptions extends LoadOptions {
@@ -90,6 +104,12 @@ export interface RuntimeOptions extends LoadOptions {
   canvas?: HTMLCanvasElement | OffscreenCanvas;
   /** Per-kernel timings of each run (timings()). */
   profile?: boolean;
+  /** Which programs' kernels createRuntime compiles: 'lazy' (default: none; each program's at its first run(), or
+   * by prepare()), 'all' (createRuntime rejects for any broken kernel), or a list of program names. */
+  compile?: 'lazy' | 'all' | string[];
+  /** Compile kernels one at a time so `stats.kernels` gives each kernel's own compile time (a slower set-up, for
+   * diagnosis). */
+  setupProfile?: boolean;
   contextAttributes?: WebGLContextAttributes;
 }
 
@@ -136,6 +156,30 @@ export interface CheckReport {
   persistent: Record<string, Comparison>;
 }
 
+/** Where a runtime's set-up time went, host milliseconds (performance.now). */
+export interface SetupStats {
+  /** Fetching and checking the bundle (0 when createRuntime was given a loaded Bundle). */
+  load_ms: number;
+  /** Device or context, uploads, and the kernels compiled at creation (`compile`). */
+  setup_ms: number;
+  /** Both split: fetch_json, check_json, fetch_weights (loadBundle's, also when loaded before), backend (adapter and
+   * device, or context and fp32 probe), buffers (persistent values allocated and uploaded), pipelines (WebGPU) or
+   * link (WebGL2): the programs compiled at creation. */
+  phases: Record<string, number>;
+  /** Every kernel compiled, from its compile's start to its pipeline or program being ready (kernels compiled
+   * together overlap; with setupProfile each is its own). */
+  kernels: { program: string; kernel: string; file: string; ms: number }[];
+  /** Per compiled program: its shader files' fetch and its kernels' compile, ms. */
+  prepared: Record<string, { fetch_ms: number; compile_ms: number; kernels: number }>;
+  /** Per program run so far: its first run() (ms), and how long of it was spent waiting for its kernels. */
+  first_run: Record<string, { ms: number; compile_ms: number }>;
+  /** With setupProfile on WebGL2: each draw of each program's first run, host ms (readbacks around each draw;
+   * SwiftShader compiles a draw's routines at its first draw). */
+  first_draws: Record<string, { kernel: string; ms: number }[]>;
+  /** Kernels that found an already compiled kernel with the same source (hits), and compiles (misses). */
+  shader_cache: { hits: number; misses: number };
+}
+
 /** A bundle on a backend, its persistent values on the GPU. */
 export class Runtime {
   readonly bundle: Bundle;
@@ -147,11 +191,15 @@ export class Runtime {
   /** The plan of `program` this runtime runs (the webgl2 plan, or programs.NAME[webgpuPlan.program_key]). */
   plan(program: string): any;
   readonly programs: string[];
-  /** load_ms: fetching the bundle; setup_ms: device/context, uploads, shader compile and link (pipelines). */
-  readonly stats: { load_ms: number; setup_ms: number };
+  /** Where the set-up time went; updated as programs are compiled and first run. */
+  readonly stats: SetupStats;
   /** One step: inputs uploaded, every kernel dispatched (WebGPU) or drawn (WebGL2), only the outputs read back,
-   * updates committed (front and back swapped). */
+   * updates committed (front and back swapped). The first run of a program compiles its kernels unless that was
+   * done before (`compile`, prepare()): ShaderCompileError naming the kernel and file for a broken one. */
   run(program: string, feeds: Feeds): Promise<Outputs>;
+  /** Compiles the kernels of `programs` (default: every program) now, beside running work; rejects with the errors
+   * their first run would throw; resolves to `stats`. */
+  prepare(programs?: string[]): Promise<SetupStats>;
   /** A persistent value's current value. */
   read(name: string): Promise<Float32Array>;
   /** Replaces a persistent value's current value (row-major, numel of its shape): new weights without recompiling. */
@@ -177,7 +225,10 @@ export class WorkerRuntime {
   webgpuPlan: ChosenWebGPUPlan | null;
   caps: DeviceCaps | null;
   programs: string[];
-  stats: { load_ms: number; setup_ms: number } | null;
+  /** The worker runtime's stats at creation; prepare() refreshes them. */
+  stats: SetupStats | null;
+  /** Runtime.prepare() in the worker; also refreshes `stats` (`prepare([])` compiles nothing). */
+  prepare(programs?: string[]): Promise<SetupStats>;
   /** `transfer: true` moves the feeds' buffers to the worker instead of copying them. */
   run(program: string, feeds: Feeds, options?: { transfer?: boolean }): Promise<Outputs>;
   read(name: string): Promise<Float32Array>;

@@ -255,7 +255,7 @@ export class WebGL2Device {
     gl.attachShader(program, this.vs);
     gl.attachShader(program, fs);
     gl.linkProgram(program);
-    return { kernel, file, source, fs, program };
+    return { kernel, file, source, fs, program, t0: globalThis.performance?.now() ?? Date.now() };
   }
 
   /** Waits (without blocking, where KHR_parallel_shader_compile exists) until a program is linked. */

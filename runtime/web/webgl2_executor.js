@@ -6,6 +6,7 @@ import { BundleError, DeviceError, UnsupportedError } from './errors.js';
 import { checkedFeeds, checkWriteValues } from './feeds.js';
 import { unpack } from './layout.js';
 import { numel } from './bundle.js';
+import { now } from './setup_stats.js';
 
 
 /** Persistent values (bundle.json `persistent`): two textures each, `front` holding the current value. */
@@ -32,74 +33,123 @@ class PersistentStore {
   }
 }
 
-/** One program of the bundle, ready to run. */
-class ProgramRun {
-  constructor(device, bundle, name, store) {
+/** Linked kernel programs shared by every program of a runtime, keyed by GLSL text and sampler order: two kernels
+ * with the same source and samplers get one WebGL program. A failed compile is not kept. */
+class ProgramCache {
+  constructor(device) {
     this.device = device;
+    this.entries = new Map();
+    this.hits = 0;
+    this.misses = 0;
+  }
+
+  /** The cache key of kernel `k` with GLSL `source`: the sampler order fixes the texture units set in it. */
+  key(k, source) { return `${k.samplers.map((x) => x.name).join(',')}\u0000${source}`; }
+}
+
+/** One program of the bundle: its textures and kernel programs are made by prepare(), once, when it first runs (or
+ * when createRuntime / Runtime.prepare asks for it). */
+class ProgramRun {
+  constructor(device, bundle, name, store, cache) {
+    this.device = device;
+    this.bundle = bundle;
     this.name = name;
     this.desc = bundle.program(name);
     this.store = store;
-    const d = this.desc;
-    this.buffers = d.buffers.map((b, i) => device.createTexture(`${name} buffer ${i}`, b.layout, b.allocated[0],
-                                                                b.allocated[1]));
-    this.own = new Map();  // inputs and constants
-    for (const v of d.values) {
-      if (v.kind === 'input' || v.kind === 'constant') {
-        const t = device.createTexture(v.name, v.layout, v.allocated[0], v.allocated[1]);
-        if (v.kind === 'constant') device.upload(t, bundle.data(v.data));
-        this.own.set(v.id, t);
-      }
-    }
-    for (const k of d.kernels)
+    this.cache = cache;
+    for (const k of this.desc.kernels)
       if (typeof k.glsl_es !== 'string')
         throw new UnsupportedError(`kernel '${k.name}' of program '${name}' has no GLSL ES fragment shader (only ` +
                                    `${Object.keys(k).filter((f) => f === 'wgsl').join(', ') || 'no source'}): ` +
                                    'WebGL2 cannot run it; run this bundle on WebGPU or export it for webgl2',
                                    { program: name, kernel: k.name });
-    this.handles = d.kernels.map((k) => device.beginProgram(k.name, k.glsl_es, bundle.source(k.glsl_es)));
+    this.buffers = [];
+    this.own = new Map();  // inputs and constants
     this.kernels = null;
     this.queries = [];
+    this._prepared = null;
   }
 
-  /** Waits for the kernels' programs, checks them against the bundle and fixes each sampler's texture unit. */
-  async link() {
-    const gl = this.device.gl;
-    this.kernels = [];
-    for (let i = 0; i < this.desc.kernels.length; ++i) {
-      const k = this.desc.kernels[i];
-      await this.device.waitProgram(this.handles[i]);
-      const nodes = k.nodes.map((n) => `  n${n.node} ${n.op} ${n.shape} ${n.source}`).join('\n');
-      const p = this.device.finishProgram(this.handles[i], { nodes });
-      const where = { program: this.name, kernel: k.name, file: k.glsl_es };
-      const units = [];
-      gl.useProgram(p.program);
-      for (const s of k.samplers) {
-        const loc = p.samplers.get(s.name);
-        if (loc === undefined) {
-          if (p.declared.includes(s.name)) continue;  // declared, optimised out by the driver
-          throw new BundleError(`kernel '${k.name}' (${k.glsl_es}): bundle.json binds sampler '${s.name}' but the ` +
-                                `shader declares ${p.declared.join(', ') || 'no samplers'}`, where);
-        }
-        gl.uniform1i(loc, units.length);
-        units.push(s);
+  /** Allocates the program's textures, uploads its constants, fetches its GLSL files, starts compiling and linking
+   * every kernel (all before any status is read: drivers with KHR_parallel_shader_compile do them in parallel), then
+   * checks each. Once: later calls return the same promise (a failure is kept: every run reports it). `serial`:
+   * each kernel compiled and checked before the next starts, so each kernel's time in stats.kernels is its own. */
+  prepare(stats, serial = false) {
+    this._prepared ??= this._build(stats, serial);
+    return this._prepared;
+  }
+
+  async _build(stats, serial) {
+    const d = this.desc, device = this.device, name = this.name;
+    this.buffers = d.buffers.map((b, i) => device.createTexture(`${name} buffer ${i}`, b.layout, b.allocated[0],
+                                                                b.allocated[1]));
+    for (const v of d.values) {
+      if (v.kind === 'input' || v.kind === 'constant') {
+        const t = device.createTexture(v.name, v.layout, v.allocated[0], v.allocated[1]);
+        if (v.kind === 'constant') device.upload(t, this.bundle.data(v.data));
+        this.own.set(v.id, t);
       }
-      for (const name of p.samplers.keys())
-        if (!k.samplers.some((s) => s.name === name))
-          throw new BundleError(`kernel '${k.name}' (${k.glsl_es}): the shader samples '${name}', which bundle.json ` +
-                                'does not bind', where);
-      if (p.outputs !== k.render_targets.length)
-        throw new BundleError(`kernel '${k.name}' (${k.glsl_es}): the shader writes ${p.outputs} render targets but ` +
-                              `bundle.json lists ${k.render_targets.length}`, where);
-      if (units.length > this.device.limits.max_texture_image_units || k.render_targets.length >
-          this.device.limits.max_draw_buffers)
-        throw new UnsupportedError(`kernel '${k.name}' needs ${units.length} texture units and ` +
-                                   `${k.render_targets.length} render targets; ${this.device.renderer} has ` +
-                                   `${this.device.limits.max_texture_image_units} and ` +
-                                   `${this.device.limits.max_draw_buffers}`, where);
-      this.kernels.push({ desc: k, program: p, units });
     }
-    this.handles = null;
-    this.device.checkError(`linking the kernels of program '${this.name}'`, { program: this.name });
+    const t0 = now();
+    await this.bundle.loadShaders([name], ['webgl2']);
+    const t1 = now();
+    const c = this.cache, jobs = [];
+    const start = (k) => {
+      const key = c.key(k, this.bundle.source(k.glsl_es));
+      let job = c.entries.get(key);
+      if (job) { ++c.hits; return job; }
+      ++c.misses;
+      const h = device.beginProgram(k.name, k.glsl_es, this.bundle.source(k.glsl_es));
+      job = device.waitProgram(h).then(() => this.finish(k, h, stats));
+      job.catch(() => c.entries.delete(key));
+      c.entries.set(key, job);
+      return job;
+    };
+    if (serial) for (const k of d.kernels) jobs.push(await start(k));
+    else jobs.push(...d.kernels.map(start));
+    // every status read after every compile and link was started (reading one right after its compile serialises)
+    const programs = await Promise.all(jobs);
+    this.kernels = d.kernels.map((k, i) => ({ desc: k, ...programs[i] }));
+    if (stats) {
+      stats.shader_cache = { hits: c.hits, misses: c.misses };
+      stats.prepared[name] = { fetch_ms: t1 - t0, compile_ms: now() - t1, kernels: d.kernels.length };
+    }
+    device.checkError(`preparing the kernels of program '${name}'`, { program: name });
+  }
+
+  /** Checks a linked kernel program against the bundle and fixes each sampler's texture unit. */
+  finish(k, h, stats) {
+    const gl = this.device.gl;
+    const nodes = k.nodes.map((n) => `  n${n.node} ${n.op} ${n.shape} ${n.source}`).join('\n');
+    const p = this.device.finishProgram(h, { nodes });
+    stats?.kernels.push({ program: this.name, kernel: k.name, file: k.glsl_es, ms: now() - h.t0 });
+    const where = { program: this.name, kernel: k.name, file: k.glsl_es };
+    const units = [];
+    gl.useProgram(p.program);
+    for (const s of k.samplers) {
+      const loc = p.samplers.get(s.name);
+      if (loc === undefined) {
+        if (p.declared.includes(s.name)) continue;  // declared, optimised out by the driver
+        throw new BundleError(`kernel '${k.name}' (${k.glsl_es}): bundle.json binds sampler '${s.name}' but the ` +
+                              `shader declares ${p.declared.join(', ') || 'no samplers'}`, where);
+      }
+      gl.uniform1i(loc, units.length);
+      units.push(s);
+    }
+    for (const name of p.samplers.keys())
+      if (!k.samplers.some((s) => s.name === name))
+        throw new BundleError(`kernel '${k.name}' (${k.glsl_es}): the shader samples '${name}', which bundle.json ` +
+                              'does not bind', where);
+    if (p.outputs !== k.render_targets.length)
+      throw new BundleError(`kernel '${k.name}' (${k.glsl_es}): the shader writes ${p.outputs} render targets but ` +
+                            `bundle.json lists ${k.render_targets.length}`, where);
+    if (units.length > this.device.limits.max_texture_image_units || k.render_targets.length >
+        this.device.limits.max_draw_buffers)
+      throw new UnsupportedError(`kernel '${k.name}' needs ${units.length} texture units and ` +
+                                 `${k.render_targets.length} render targets; ${this.device.renderer} has ` +
+                                 `${this.device.limits.max_texture_image_units} and ` +
+                                 `${this.device.limits.max_draw_buffers}`, where);
+    return { program: p, units };
   }
 
   /** The texture holding plane `plane` of value `id` now (persistent values: the current front or back). */
@@ -126,7 +176,7 @@ class ProgramRun {
   }
 
   /** Draws every kernel in launch order; with `profile`, each inside a timer query (or bounded by a readback). */
-  draw(profile) {
+  draw(profile, host = false) {
     const dev = this.device;
     for (const t of this.timings || []) if (t.query) dev.gl.deleteQuery(t.query);  // never collected by timings()
     this.timings = [];
@@ -135,7 +185,7 @@ class ProgramRun {
       const outs = k.desc.render_targets.map((t) => this.texture(t.value, t.plane));
       const fb = dev.framebuffer(outs, k.desc.name);
       let query = null, t0 = 0;
-      if (profile && dev.timer) query = dev.gl.createQuery();
+      if (profile && dev.timer && !host) query = dev.gl.createQuery();
       else if (profile) { dev.read(outs[0], 4); t0 = performance.now(); }
       dev.draw(k.program, ins, fb, k.desc.extent, query);
       if (query) this.timings.push({ kernel: k.desc.name, query });
@@ -158,10 +208,10 @@ class ProgramRun {
     return out;
   }
 
-  run(feeds, profile) {
+  run(feeds, profile, host = false) {
     this.device.checkLost(`before running program '${this.name}'`);
     this.upload(feeds);
-    this.draw(profile);
+    this.draw(profile, host);
     const out = this.readOutputs();
     this.device.checkError(`while running program '${this.name}'`, { program: this.name });
     for (const u of this.desc.updates) this.store.swap(u.target);
@@ -175,30 +225,59 @@ class ProgramRun {
 
 /** Runs a bundle's programs on a WebGL2 device (the `webgl2` backend of a Runtime). */
 export class WebGL2Executor {
-  /** Allocates every texture, uploads the weights and starts compiling every kernel (link() finishes). */
+  /** Allocates the persistent values' textures and uploads the weights; each program's textures and kernel
+   * programs are made by prepare() (link() for the programs compiled at creation, run() for the others). */
   constructor(bundle, device, options = {}) {
     this.bundle = bundle;
     this.device = device;
     this.profile = !!options.profile;
+    this.serialCompile = !!options.setupProfile;
+    this.stats = null;
     this.store = new PersistentStore(device, bundle);
-    this.programs = new Map(bundle.programNames.map((n) => [n, new ProgramRun(device, bundle, n, this.store)]));
+    this.cache = new ProgramCache(device);
+    this.programs = new Map(bundle.programNames.map((n) => [n, new ProgramRun(device, bundle, n, this.store,
+                                                                              this.cache)]));
     this.last = null;
   }
 
-  async link() {
-    for (const p of this.programs.values()) await p.link();
+  _program(name) {
+    const p = this.programs.get(name);
+    if (!p) throw new BundleError(`the bundle has no program '${name}' (it has ` +
+                                  `${[...this.programs.keys()].join(', ')})`, { program: name });
+    return p;
+  }
+
+  /** Makes the textures and kernel programs of `names` (all compiles started before any is checked); resolves to
+   * the ms waited (0 when all were ready). */
+  async prepare(names) {
+    const ps = names.map((n) => this._program(n));
+    if (ps.every((p) => p.kernels)) return 0;
+    const t0 = now();
+    await Promise.all(ps.map((p) => p.prepare(this.stats, this.serialCompile)));
+    return now() - t0;
+  }
+
+  /** At createRuntime: prepares the programs `names` (phase 'link'; [] with lazy compile). */
+  async link(clock, stats, names) {
+    this.stats = stats;
+    await this.prepare(names);
+    clock?.lap('link');
   }
 
   /**
-   * Runs one step of `program`: uploads `feeds`, draws every kernel, reads back the outputs, then commits the
-   * updates (swaps the persistent values' textures).
-   * @returns {Record<string, Float32Array|Int32Array>}
+   * Runs one step of `program` (prepared first if it was not): uploads `feeds`, draws every kernel, reads back the
+   * outputs, then commits the updates (swaps the persistent values' textures).
+   * @returns {Promise<Record<string, Float32Array|Int32Array>>}
    */
-  run(program, feeds) {
-    const p = this.programs.get(program);
-    if (!p) throw new BundleError(`the bundle has no program '${program}' (it has ` +
-                                  `${[...this.programs.keys()].join(', ')})`, { program });
-    const out = p.run(feeds, this.profile);
+  async run(program, feeds) {
+    const p = this._program(program);
+    await this.prepare([program]);
+    // setupProfile: the first run's draws host-timed one by one (SwiftShader compiles a draw's routines at its first
+    // draw: this is where WebGL2's first-run time goes)
+    const first = this.serialCompile && !p.ran;
+    const out = p.run(feeds, this.profile || first, first);
+    p.ran = true;
+    if (first && this.stats) this.stats.first_draws[program] = p.timings.map((t) => ({ kernel: t.kernel, ms: t.ms }));
     this.last = p;
     return out;
   }

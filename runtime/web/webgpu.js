@@ -229,20 +229,52 @@ export class WebGPUDevice {
   }
 
   /**
+   * Runs `fn` (synchronous GPU calls) inside validation and out-of-memory error scopes pushed and popped around it
+   * alone, so concurrent async work (a program compiling while another runs) never shares a scope; resolves to its
+   * result, or rejects with a DeviceError for a captured error.
+   */
+  async scopedSync(doing, details, fn) {
+    this.device.pushErrorScope('out-of-memory');
+    this.device.pushErrorScope('validation');
+    let result, thrown = null;
+    try { result = fn(); } catch (e) { thrown = e; }
+    const scopes = [this.device.popErrorScope(), this.device.popErrorScope()];
+    const [validation, oom] = await Promise.all(scopes);
+    this.checkLost(doing);
+    if (thrown) throw thrown;
+    const err = validation || oom;
+    if (err)
+      throw new DeviceError(`WebGPU ${oom && !validation ? 'ran out of memory' : 'validation failed'} ${doing}: ` +
+                            `${err.message}`, { ...details, error: err.message });
+    return result;
+  }
+
+  /**
    * Compiles a kernel's WGSL: ShaderCompileError naming the kernel and file, with the compiler's messages and the
    * failing lines marked `>>`.
    * @returns {Promise<GPUShaderModule>}
    */
   async compile(kernel, file, source, nodes = '') {
+    const { module, checked } = this.createModule(kernel, file, source, nodes);
+    await checked;
+    return module;
+  }
+
+  /**
+   * Starts compiling a kernel's WGSL (createShaderModule, its error scope popped at once) without waiting:
+   * `checked` resolves once the compiler's messages are in, or rejects with compile()'s ShaderCompileError.
+   * @returns {{module: GPUShaderModule, checked: Promise<void>}}
+   */
+  createModule(kernel, file, source, nodes = '') {
     this.checkLost(`before compiling kernel '${kernel}'`);
     this.device.pushErrorScope('validation');
     const module = this.device.createShaderModule({ label: `${kernel} (${file})`, code: source });
+    const scope = this.device.popErrorScope();
     ++this._created.shader_modules;
-    const info = await module.getCompilationInfo();
-    const scopeError = await this.device.popErrorScope();
-    const msgs = compileMessages(info);
-    const errors = msgs.filter((m) => m.type === 'error');
-    if (errors.length || scopeError) {
+    const checked = Promise.all([module.getCompilationInfo(), scope]).then(([info, scopeError]) => {
+      const msgs = compileMessages(info);
+      const errors = msgs.filter((m) => m.type === 'error');
+      if (!errors.length && !scopeError) return;
       const lines = new Set(errors.map((m) => m.line).filter((l) => l > 0));
       const log = errors.length ? errors.map((m) => `${file}:${m.line}:${m.column}: error: ${m.message}`).join('\n')
                                 : scopeError.message;
@@ -252,8 +284,8 @@ export class WebGPUDevice {
         (first ? ` at line ${first.line}` : '') + `:\n${log}\n--- ${file} (>> marks the failing lines) ---\n` +
         numberLines(source, lines, 3) + (nodes ? `\n--- graph nodes this kernel computes ---\n${nodes}` : ''),
         { kernel, file, log, lines: [...lines], line: first?.line });
-    }
-    return module;
+    });
+    return { module, checked };
   }
 
   /**
@@ -280,6 +312,25 @@ export class WebGPUDevice {
                                    `${this.renderer}: ${e.message} (entry point '${entryPoint}', ${access.length} ` +
                                    'storage buffer bindings)', { kernel, file, log: e.message });
     }
+  }
+
+  /**
+   * Compiles a kernel and creates its pipeline at once (createComputePipelineAsync is asked for before the
+   * compiler's messages arrive; a compile error is the one reported, as compile()'s ShaderCompileError).
+   * @returns {Promise<{pipeline: GPUComputePipeline, layout: GPUBindGroupLayout}>}
+   */
+  async kernelPipeline(kernel, file, source, entryPoint, access, nodes = '') {
+    const where = { kernel, file };
+    const { checked, piped } = await this.scopedSync(`while creating the pipeline of kernel '${kernel}' (${file})`,
+                                                     where, () => {
+      const m = this.createModule(kernel, file, source, nodes);
+      const p = this.pipeline(kernel, file, m.module, entryPoint, access);
+      m.checked.catch(() => {});  // both are awaited below, the compile error first
+      p.catch(() => {});
+      return { checked: m.checked, piped: p };
+    });
+    await checked;
+    return piped;
   }
 
   /** A bind group (GPUDevice.createBindGroup), counted in liveObjects(). */

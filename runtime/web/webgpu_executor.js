@@ -1,15 +1,15 @@
 // shadergrad web runtime — running a bundle's programs on a WebGPUDevice: the `webgpu` plan of each program
 // (bundle.json programs.NAME.webgpu or webgpu_cpu, the plan chosen for the adapter, docs/BUNDLE.md; the compute contract of codegen/include/sg/compute_kernel.h)
 // made real. Persistent values own a front and a back storage buffer shared by every program, swapped after each
-// run; pooled temporaries, inputs and constants have their own. Pipelines are built once at link(); bind groups
+// run; pooled temporaries, inputs and constants have their own. A program's buffers and pipelines are made once,
+// when it first runs or is prepared (kernels with the same WGSL share one pipeline); bind groups
 // once per parity (which of front/back each persistent value is in); one command encoder per step, every kernel
 // dispatched in order in one compute pass (one pass per kernel with timestamp writes when profiling), only the
 // program outputs copied to MAP_READ staging buffers and read back.
 import { BundleError, UnsupportedError } from './errors.js';
 import { numel } from './bundle.js';
 import { checkedFeeds, checkWriteValues } from './feeds.js';
-
-const now = () => (globalThis.performance ? performance.now() : Date.now());
+import { now } from './setup_stats.js';
 
 /** Persistent values (bundle.json `persistent`): a front and a back storage buffer each. */
 class PersistentStore {
@@ -32,49 +32,100 @@ class PersistentStore {
   swap(name) { const e = this.get(name); e.front = 1 - e.front; }
 }
 
-/** One program's webgpu plan, ready to run. */
+/** Compiled kernels shared by every program of a runtime, keyed by WGSL text, entry point and binding access: two
+ * kernels with the same source get one shader module and pipeline. A failed compile is not kept (a later kernel
+ * with the same text compiles again and reports its own name). */
+class PipelineCache {
+  constructor(device) {
+    this.device = device;
+    this.entries = new Map();
+    this.hits = 0;
+    this.misses = 0;
+  }
+
+  /** The pipeline of kernel `k` (a webgpu plan's kernel description) with source `source`. */
+  get(k, source) {
+    const access = k.bindings.map((b) => b.access);
+    const entry = k.entry_point || 'main';
+    const key = `${entry}\u0000${access.join(',')}\u0000${source}`;
+    let p = this.entries.get(key);
+    if (p) { ++this.hits; return p; }
+    ++this.misses;
+    const nodes = (k.nodes || []).map((n) => `  n${n.node} ${n.op} ${n.shape} ${n.source}`).join('\n');
+    p = this.device.kernelPipeline(k.name, k.wgsl, source, entry, access, nodes);
+    p.catch(() => this.entries.delete(key));
+    this.entries.set(key, p);
+    return p;
+  }
+}
+
+/** One program's webgpu plan: its buffers and pipelines are made by prepare(), once, when it first runs (or when
+ * createRuntime / Runtime.prepare asks for it). */
 class ProgramRun {
-  constructor(device, bundle, name, store, planKey) {
+  constructor(device, bundle, name, store, plan, cache) {
     this.device = device;
     this.bundle = bundle;
     this.name = name;
     const p = bundle.program(name);
-    if (!p[planKey])
-      throw new UnsupportedError(`program '${name}' has no webgpu plan '${planKey}' (the bundle was exported with ` +
-                                 `--targets ${(bundle.targets || ['webgl2']).join(',')}): export it with --targets ` +
+    if (!p[plan.program_key])
+      throw new UnsupportedError(`program '${name}' has no webgpu plan '${plan.program_key}' (the bundle was exported ` +
+                                 `with --targets ${(bundle.targets || ['webgl2']).join(',')}): export it with --targets ` +
                                  'webgpu,webgl2 or run it on WebGL2', { program: name });
     this.io = p;
-    this.desc = p[planKey];
+    this.desc = p[plan.program_key];
+    this.plan = plan;
     this.store = store;
+    this.cache = cache;
     const d = this.desc;
-    this.pool = d.buffers.map((b, i) => device.createBuffer(`${name} buffer ${i}`, b.bytes));
-    this.own = new Map();  // inputs and constants
-    for (const v of d.values)
-      if (v.kind === 'input' || v.kind === 'constant') {
-        const buf = device.createBuffer(`${name} ${v.name}`, v.bytes);
-        if (v.kind === 'constant') device.upload(buf, bundle.data(v.data));
-        this.own.set(v.id, buf);
-      }
-    this.staging = new Map(d.outputs.map((o) => [o.value, device.createStaging(`${name} ${o.name} readback`,
-                                                                              d.values[o.value].bytes)]));
     // the persistent values this program binds: their front/back parity selects the bind groups
     this.persistentNames = [...new Set(d.values.filter((v) => v.kind === 'persistent' || v.update_of !== undefined)
       .map((v) => v.tensor ?? v.update_of))];
     this.kernels = null;
     this.groups = new Map();
     this.timings = [];
+    this._prepared = null;
   }
 
-  /** Compiles every kernel's WGSL (all at once) and builds its pipeline. */
-  async link() {
-    const d = this.desc;
-    this.kernels = await Promise.all(d.kernels.map(async (k) => {
-      const nodes = (k.nodes || []).map((n) => `  n${n.node} ${n.op} ${n.shape} ${n.source}`).join('\n');
-      const module = await this.device.compile(k.name, k.wgsl, this.bundle.source(k.wgsl), nodes);
-      const access = k.bindings.map((b) => b.access);
-      const { pipeline, layout } = await this.device.pipeline(k.name, k.wgsl, module, k.entry_point || 'main', access);
+  /** Allocates the program's buffers, uploads its constants, fetches its WGSL files and creates every kernel's
+   * pipeline (all at once; one at a time with `serial`, so each kernel's time in stats.kernels is its own). Once:
+   * later calls return the same promise (a failure is kept: every run of the program reports it). */
+  prepare(stats, serial = false) {
+    this._prepared ??= this._build(stats, serial);
+    return this._prepared;
+  }
+
+  async _build(stats, serial) {
+    const d = this.desc, dev = this.device, name = this.name;
+    const where = { program: name };
+    await dev.scopedSync(`while creating the buffers of program '${name}'`, where, () => {
+      this.pool = d.buffers.map((b, i) => dev.createBuffer(`${name} buffer ${i}`, b.bytes));
+      this.own = new Map();  // inputs and constants
+      for (const v of d.values)
+        if (v.kind === 'input' || v.kind === 'constant') {
+          const buf = dev.createBuffer(`${name} ${v.name}`, v.bytes);
+          if (v.kind === 'constant') dev.upload(buf, this.bundle.data(v.data));
+          this.own.set(v.id, buf);
+        }
+      this.staging = new Map(d.outputs.map((o) => [o.value, dev.createStaging(`${name} ${o.name} readback`,
+                                                                             d.values[o.value].bytes)]));
+    });
+    const t0 = now();
+    await this.bundle.loadShaders([name], [`webgpu ${this.plan.name}`]);
+    const t1 = now();
+    const one = async (k) => {
+      const t0 = now();
+      const { pipeline, layout } = await this.cache.get(k, this.bundle.source(k.wgsl));
+      stats?.kernels.push({ program: name, kernel: k.name, file: k.wgsl, ms: now() - t0 });
       return { desc: k, pipeline, layout };
-    }));
+    };
+    const kernels = [];
+    if (serial) for (const k of d.kernels) kernels.push(await one(k));
+    else kernels.push(...await Promise.all(d.kernels.map(one)));
+    if (stats) {
+      stats.shader_cache = { hits: this.cache.hits, misses: this.cache.misses };
+      stats.prepared[name] = { fetch_ms: t1 - t0, compile_ms: now() - t1, kernels: d.kernels.length };
+    }
+    this.kernels = kernels;
   }
 
   /** The storage buffer holding value `id` now (persistent values: the current front; their updates: the back). */
@@ -202,35 +253,56 @@ class ProgramRun {
 
 /** Runs a bundle's programs on a WebGPU device (the `webgpu` backend of a Runtime). */
 export class WebGPUExecutor {
-  /** Allocates every buffer and uploads the weights; link() compiles the kernels. `planKey`: the programs' key of
-   * the webgpu plan to run ('webgpu', 'webgpu_cpu'; bundle.json webgpu.plans[].program_key). */
-  constructor(bundle, device, options = {}, planKey = 'webgpu') {
+  /** Allocates the persistent values' buffers and uploads the weights; each program's buffers and pipelines are
+   * made by prepare() (link() for the programs compiled at creation, run() for the others). `plan`: the webgpu
+   * plan to run ({name, program_key}: bundle.json webgpu.plans[]). */
+  constructor(bundle, device, options = {}, plan = { name: 'gpu', program_key: 'webgpu' }) {
     this.bundle = bundle;
     this.device = device;
     this.profile = !!options.profile;
+    this.serialCompile = !!options.setupProfile;
+    this.stats = null;
     this.store = new PersistentStore(device, bundle);
-    this.programs = new Map(bundle.programNames.map((n) => [n, new ProgramRun(device, bundle, n, this.store, planKey)]));
+    this.cache = new PipelineCache(device);
+    this.programs = new Map(bundle.programNames.map((n) => [n, new ProgramRun(device, bundle, n, this.store, plan,
+                                                                              this.cache)]));
     const most = Math.max(1, ...[...this.programs.values()].map((p) => p.desc.kernels.length));
     this.ts = this.profile && device.timestamps ? device.createTimestamps(2 * most) : null;
     this.last = null;
   }
 
-  async link() {
-    await this.device.scoped('while creating buffers and pipelines', {}, async () => {
-      await Promise.all([...this.programs.values()].map((p) => p.link()));
-    });
-    this.device.checkErrors('while linking the kernels', {});
+  _program(name) {
+    const p = this.programs.get(name);
+    if (!p) throw new BundleError(`the bundle has no program '${name}' (it has ` +
+                                  `${[...this.programs.keys()].join(', ')})`, { program: name });
+    return p;
+  }
+
+  /** Makes the buffers and pipelines of `names` (all at once); resolves to the ms waited (0 when all were ready). */
+  async prepare(names) {
+    const ps = names.map((n) => this._program(n));
+    if (ps.every((p) => p.kernels)) return 0;
+    const t0 = now();
+    await Promise.all(ps.map((p) => p.prepare(this.stats, this.serialCompile)));
+    this.device.checkErrors(`while creating the pipelines of ${names.map((n) => `'${n}'`).join(', ')}`, {});
+    return now() - t0;
+  }
+
+  /** At createRuntime: prepares the programs `names` (phase 'pipelines'; [] with lazy compile). */
+  async link(clock, stats, names) {
+    this.stats = stats;
+    await this.prepare(names);
+    clock?.lap('pipelines');
   }
 
   /**
-   * One step of `program`: feeds written, every kernel dispatched in one command buffer, the outputs read back,
-   * then the updates committed (front and back swapped).
+   * One step of `program` (prepared first if it was not): feeds written, every kernel dispatched in one command
+   * buffer, the outputs read back, then the updates committed (front and back swapped).
    * @returns {Promise<Record<string, Float32Array|Int32Array>>}
    */
   async run(program, feeds) {
-    const p = this.programs.get(program);
-    if (!p) throw new BundleError(`the bundle has no program '${program}' (it has ` +
-                                  `${[...this.programs.keys()].join(', ')})`, { program });
+    const p = this._program(program);
+    await this.prepare([program]);
     const out = await p.run(feeds, this.profile, this.ts);
     this.last = p;
     return out;

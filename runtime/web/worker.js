@@ -2,6 +2,7 @@
 // WebGL2 runs on an OffscreenCanvas here (seed article 003 §2.2: the main thread stays free). Messages:
 //   {id, op: 'create', args: [bundleUrl, options]} -> {backend, attempts, webgpuPlan, caps, programs, stats}
 //   {id, op: 'run', args: [program, feeds]}        -> outputs (their buffers transferred, not copied)
+//   {id, op: 'prepare', args: [programs]}          -> stats (after compiling those programs' kernels)
 //   {id, op: 'read' | 'timings' | 'runChecks' | 'loseContextForTesting' | 'dispose', args}
 // Replies {id, ok: true, result} or {id, ok: false, error: {name, message, details}}.
 import { createRuntime } from './runtime.js';
@@ -17,6 +18,7 @@ const ops = {
              programs: runtime.programs, stats: runtime.stats };
   },
   run: (program, feeds) => need().run(program, feeds),
+  prepare: (programs) => need().prepare(programs),
   read: (name) => need().read(name),
   timings: () => need().timings(),
   runChecks: (options) => need().runChecks(options),

@@ -45,6 +45,13 @@ export class WorkerRuntime {
     const transfer = options.transfer ? Object.values(feeds).filter(ArrayBuffer.isView).map((a) => a.buffer) : [];
     return this._call('run', [program, feeds], transfer);
   }
+  /** Compiles the kernels of `programs` in the worker now (default: every program not compiled yet), as
+   * Runtime.prepare(); resolves to the worker runtime's stats, which also replace `this.stats` (`prepare([])`
+   * only fetches the stats: first runs and compiles since creation). */
+  async prepare(programs) {
+    this.stats = await this._call('prepare', programs === undefined ? [] : [programs]);
+    return this.stats;
+  }
   read(name) { return this._call('read', [name]); }
   timings() { return this._call('timings'); }
   runChecks(options) { return this._call('runChecks', [options]); }

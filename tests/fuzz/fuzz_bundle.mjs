@@ -181,7 +181,7 @@ async function runCase(c, seeds, lib) {
              arrayBuffer: async () => (typeof body === 'string' ? new TextEncoder().encode(body) : body).slice().buffer };
   };
   try {
-    const b = await lib.loadBundle(`${BASE}bundle.json`, { fetch: fetchStub });
+    const b = await lib.loadBundle(`${BASE}bundle.json`, { fetch: fetchStub, shaders: 'all' });
     for (const name of b.programNames) b.program(name);
     for (const p of b.persistent || []) b.data(p.data);
     if (b.json.checks) await b.loadChecks();

@@ -116,6 +116,57 @@ window.sgProfile = async (name, mode, backend = 'webgl2') => {
     await rt.dispose();
   }
 };
+/** What a runtime compiled, from its stats: per program the kernels compiled, and the programs first run. */
+function compiled(stats) {
+  const kernels = {};
+  for (const k of stats.kernels) kernels[k.program] = (kernels[k.program] ?? 0) + 1;
+  return { kernels, prepared: Object.keys(stats.prepared), first_run: stats.first_run, phases: stats.phases,
+           shader_cache: stats.shader_cache };
+}
+
+/** When kernels are compiled (createRuntime's `compile`: 'lazy' by default, 'all', or program names): a fresh
+ * runtime, what it compiled at creation; then the first inference check's run, its outputs judged against the
+ * bundle's expected outputs (the native CPU backend's), and what was compiled by then; then prepare() of every
+ * program, which rejects with the error a broken kernel of another program gives. Served files are counted by
+ * the harness (which shader files were fetched). */
+window.sgCompile = async (name, mode, backend = 'auto', webgpuPlan = 'auto', compile = 'lazy') => {
+  const mod = await import(`/${name}/runtime/shadergrad.js`);
+  const opt = compile.includes(',') || !['lazy', 'all'].includes(compile) ? compile.split(',') : compile;
+  let rt;
+  try {
+    rt = await runtimeFor(mod, name, mode, { backend, webgpuPlan, compile: opt });
+  } catch (e) {
+    return { created: false, error: plainError(e) };
+  }
+  const stats = async () => compiled(mode === 'worker' ? await rt.prepare([]) : rt.stats);
+  const result = { created: true, backend: rt.backend, plan: rt.webgpuPlan?.name ?? null, at_creation: await stats() };
+  try {
+    const b = rt.bundle || (await mod.loadBundle(`/${name}/bundle.json`));
+    const checks = await b.loadChecks();
+    const run = checks.runs.find((r) => r.program === 'infer');
+    const feeds = {};
+    for (const [k, ref] of Object.entries(run.feeds)) feeds[k] = b.data(ref);
+    try {
+      const out = await rt.run('infer', feeds);
+      result.infer = { ok: true, outputs: Object.fromEntries(Object.entries(run.outputs).map(([k, ref]) =>
+        [k, mod.compare(out[k], b.data(ref), checks.tolerance?.outputs ?? { rel: 1e-4, floor: 1e-3 })])) };
+    } catch (e) {
+      result.infer = { ok: false, error: plainError(e) };
+    }
+    result.after_infer = await stats();
+    result.live_after_infer = mode === 'main' ? rt.liveObjects() : null;
+    try {
+      await rt.prepare();
+      result.prepare = { ok: true };
+    } catch (e) {
+      result.prepare = { ok: false, error: plainError(e) };
+    }
+    result.after_prepare = await stats();
+  } finally {
+    try { await rt.dispose(); } catch { /* reported above */ }
+  }
+  return result;
+};
 /** Runs the train program with labels that are no class indices (-1, 1.5, 10 of 10 classes, NaN): each must be
  * refused before anything is uploaded with a FeedError naming the input, the element and the value; a valid run
  * follows and succeeds (the runtime still works). */

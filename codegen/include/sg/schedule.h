@@ -13,6 +13,10 @@
 //    the prologue; otherwise materialised.
 //  - A reduction/matmul/conv/pool is inlined into its only consumer when that consumer is a Map of the same shape
 //    (the epilogue: matmul + bias + relu is one kernel); otherwise it ends its group and is materialised.
+//  - Scalar hoisting: a single-element value computed from single-element values only (no reduction inside) and
+//    read by a kernel of more elements is materialised (once per step, not per element of its reader) when it
+//    costs at least Options::hoist_scalar_min_cost scalar ops; multi-output fusion then computes it in the
+//    program's single-element kernel (the step counter's update, the loss).
 //  - Multi-output fusion (Options::max_outputs > 1): materialised values with the same number of elements are
 //    computed by one kernel (one output per render target) when each reads the others only at its own element
 //    (vertical: Adam's parameter update reads the new m and v it computes) or they share an input (horizontal:
@@ -152,6 +156,12 @@ struct ScheduleOptions {
   /// is materialised, so a kernel's expression stays bounded however long the chain (GPU compilers' time grows
   /// faster than the shader's size; issue 19: 256 chained maps did not compile on llvmpipe within minutes).
   double max_inline_chain_cost = 256;
+  /// Scalar hoisting: a single-element elementwise value computed from single-element values only (no reduction
+  /// inside) that costs at least this many scalar ops and is read by a kernel of more elements is materialised, so
+  /// it is computed once per step instead of once per element of its reader (Adam's bias corrections 1 - beta^t
+  /// from the step counter). Cheaper ones stay inlined: a store and a load would cost more than they save where no
+  /// other single-element kernel can take them. Infinity turns the rule off.
+  double hoist_scalar_min_cost = 8;
   /// Max loop iterations per kernel invocation (4 elements per fragment counted). Larger reductions are split
   /// into a partial-reduction kernel plus a final one. llvmpipe silently stops loops after 65535 iterations in
   /// total per invocation (a wrong-result trap, not an error); long loops also risk GPU watchdogs elsewhere.

@@ -11,7 +11,13 @@
 //    consumers or feeds a heavy op and recomputing it costs more than ScheduleOptions::inline_cost_limit scalar
 //    ops (the prologue of a matmul/reduce/conv stays inlined while cheap);
 //  - a chain of inlined elementwise producers is cut where it costs more than
-//    ScheduleOptions::max_inline_chain_cost scalar ops (bounded kernels for long chains of maps).
+//    ScheduleOptions::max_inline_chain_cost scalar ops (bounded kernels for long chains of maps);
+//  - scalar hoisting: a single-element node without a reduction inside whose inputs are all single-element values
+//    (its inlined producers included) is materialised when a consumer has more elements and recomputing it costs
+//    at least ScheduleOptions::hoist_scalar_min_cost scalar ops: it is computed once per step instead of once per
+//    element of that consumer (Adam's bias corrections 1 - beta^t of the step counter); group_multi_output then
+//    puts such values into one kernel with the program's other single-element values (the step counter's update,
+//    the loss), and their readers load them at a constant address.
 // Invariant left: ScheduleState::mat holds exactly the materialised nodes; a node's inlining cost counts the
 // scalar ops of its inlined producers, which are recomputed wherever it is read.
 #include "schedule/state.h"
@@ -47,20 +53,29 @@ void decide_materialisation(ScheduleState& st) {
   const ScheduleOptions& opt = st.opt;
   std::unordered_map<const Node*, double> cost;  // scalar ops to recompute one element when inlined
   std::unordered_map<const Node*, bool> has_reduce;
+  std::unordered_set<const Node*> scalar_only;  // inlined single-element nodes reading single-element values only
   for (auto& np : st.plan.order) {
     const Node* n = np.get();
     double c = 1;
     bool red = is_heavy(n->op);
+    bool scalar = n->numel() == 1;
     if (n->op == Op::Map) c = sexpr_size(n->body);
     for (auto& i : n->inputs) {
+      scalar = scalar && i->numel() == 1;
       if (st.mat.count(i.get())) continue;
       c += cost[i.get()];
       red |= has_reduce[i.get()];
+      scalar = scalar && scalar_only.count(i.get());
     }
     cost[n] = c;
     has_reduce[n] = red;
     const auto& cons = st.consumers[n];
     bool m = n->is_leaf() || st.external.count(n) || opt.unfused;
+    if (!m && !red && scalar) {
+      scalar_only.insert(n);
+      const bool into_larger = std::any_of(cons.begin(), cons.end(), [](const Node* u) { return u->numel() > 1; });
+      m = into_larger && c >= opt.hoist_scalar_min_cost;
+    }
     if (!m && red) {
       // a reduction may only be the prologue-free epilogue input of one same-shape elementwise consumer
       bool single = cons.size() == 1 && cons[0]->op == Op::Map && cons[0]->shape == n->shape;

@@ -74,7 +74,9 @@ async function start() {
   const saved = await loadWeights(state.bundle, { dbName: params.get('db') || undefined });
   $('persist').textContent = `structure hash ${structureHash(state.bundle)}: ${saved.message}`;
   state.savedStatus = saved.status;
+  state.timeline.loaded_ms = performance.now();  // bundle, subset, checkpoint and saved weights in
   state.rt = await makeRuntime(saved.weights || state.pretrained);
+  state.timeline.runtime_ready_ms = performance.now();
   showBackend(state.rt);
   state.flow = new FlowView($('flow'), $('norms'), $('normLegend'), JSON.parse(state.bundle.json.metadata.layers || '[]'),
                             state.bundle.persistent.filter((p) => p.kind === 'param').map((p) => p.name));
@@ -87,8 +89,10 @@ async function start() {
   state.timeline.first_prediction_ms = performance.now();
   state.timeline.module_start_ms = t_start;
   state.timeline.runtime = state.rt.stats;
+  const infer = state.rt.stats.first_run?.infer;
   log('ready', `ready: first prediction ${state.timeline.first_prediction_ms.toFixed(0)} ms after ` +
-               `navigation (runtime setup ${state.rt.stats.setup_ms.toFixed(0)} ms incl. shader compile)`);
+               `navigation (runtime setup ${state.rt.stats.setup_ms.toFixed(0)} ms, first inference ` +
+               `${infer ? infer.ms.toFixed(0) : '?'} ms incl. its shader compile)`);
   addEventListener('pagehide', dispose);
 }
 

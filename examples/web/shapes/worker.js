@@ -52,7 +52,9 @@ self.onmessage = async (e) => {
       view = m.canvas || null;
       scratch = new OffscreenCanvas(SIDE, SIDE);
       x = new Float32Array(SIDE * SIDE);
-      rt = await createRuntime(m.bundle, { backend: m.backend || 'auto' });
+      // compile: 'all': 'ready' means every kernel is compiled and every texture made (the first frame waits for
+      // nothing; the runtime's default would compile at the first frame)
+      rt = await createRuntime(m.bundle, { backend: m.backend || 'auto', compile: 'all' });
       const infer = rt.bundle.program('infer');
       const meta = rt.bundle.json.metadata || {};
       self.postMessage({ op: 'ready', backend: rt.backend, attempts: rt.attempts, stats: rt.stats,
