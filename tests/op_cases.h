@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <sstream>
@@ -500,6 +501,15 @@ inline void conv_cases(Suite& s) {
         conv2d(max_pool2d(conv2d(xd, w, bias, {.padding = {1, 1}}), {.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}}),
                w5, Tensor(), {.padding = {1, 0}}),
         {xd, w, bias, w5}, kReduce);
+  // 2x2 windows tiling a 6x8 image: the webgpu cpu plan computes the gradient one invocation per window (window
+  // blocks: the window's argmax once); ties inside windows (the first maximum gets dy), alone and behind a ReLU (its
+  // mask fused into the same kernel); and windows overlapping along one dimension (a loop over the windows holding an
+  // element there: one invocation per element). NaN and -inf inside such windows: edge_input_cases.
+  Tensor x68 = s.in("x68", {2, 3, 6, 8}, coarse(2 * 3 * 6 * 8, 76));
+  s.add("max_pool2d 2x2 over 6x8 with ties", max_pool2d(x68), {x68}, kReduce);
+  s.add("relu -> max_pool2d 2x2 over 6x8 with ties", max_pool2d(relu(x68)), {x68}, kReduce);
+  s.add("max_pool2d k(2,3) s(2,1) p(0,1) over 6x8 with ties (overlapping along one dimension)",
+        max_pool2d(x68, {.kernel = {2, 3}, .stride = {2, 1}, .padding = {0, 1}}), {x68}, kReduce);
 }
 
 inline void losses_cases(Suite& s) {
@@ -571,6 +581,9 @@ inline void long_cases(Suite& s) {
 /// The edge inputs of tests/edge_cases.h as a forward-only case list, for harnesses that judge a Suite's outputs
 /// elsewhere (the WebGPU test): each case's inputs fed with its values, its output with edge_cases::agrees'
 /// tolerance (rel 1e-5 + FLT_MIN, NaN with NaN, infinities exactly; argmax exactly).
+/// Outputs edge_input_cases adds after edge_cases::all()'s (one each): the two max-pool cases with their gradients.
+constexpr size_t kEdgePoolGradientOutputs = 4;
+
 inline void edge_input_cases(Suite& s) {
   const std::vector<edge_cases::EdgeCase> cases = edge_cases::all();
   for (size_t i = 0; i < cases.size(); ++i) {
@@ -580,6 +593,15 @@ inline void edge_input_cases(Suite& s) {
       ins.push_back(s.in("e" + std::to_string(i) + "_" + std::to_string(j), c.shapes[j], c.inputs[j]));
     s.output(c.name, c.f(ins), c.exact ? kExact : Tol{1e-5, FLT_MIN});
   }
+  // max-pool gradients over 2x2 windows tiling a 6x8 image with NaN (the first NaN is the window's maximum and gets
+  // dy), -inf and ties inside windows, alone and behind a ReLU: the webgpu cpu plan's window blocks (one invocation
+  // per window) against the CPU reference
+  std::vector<float> nv = coarse(2 * 3 * 6 * 8, 76);
+  for (size_t i = 0; i < nv.size(); i += 13) nv[i] = std::numeric_limits<float>::quiet_NaN();
+  for (size_t i = 5; i < nv.size(); i += 17) nv[i] = -std::numeric_limits<float>::infinity();
+  Tensor xn = s.in("xn", {2, 3, 6, 8}, nv);
+  s.add("max_pool2d 2x2 over 6x8 with NaN, -inf and ties", max_pool2d(xn), {xn}, Tol{1e-5, FLT_MIN});
+  s.add("relu -> max_pool2d 2x2 over 6x8 with NaN, -inf and ties", max_pool2d(relu(xn)), {xn}, Tol{1e-5, FLT_MIN});
 }
 
 /// The edge inputs of tests/edge_cases.h (NaN, infinities, x/0, pow's special cases, precision at large |x|, NaN in

@@ -82,7 +82,11 @@ void check_on_dawn(const std::vector<std::string>& dirs, bool compat, int expect
 
 nlohmann::json floats_json(const std::vector<float>& v) {
   nlohmann::json a = nlohmann::json::array();
-  for (float x : v) a.push_back(std::isnan(x) ? nlohmann::json(nullptr) : nlohmann::json(x));
+  // JSON has no NaN or infinity: NaN as null, an infinity as "inf" / "-inf" (wgsl_compile_check.mjs decodes both)
+  for (float x : v)
+    a.push_back(std::isnan(x)   ? nlohmann::json(nullptr)
+                : std::isinf(x) ? nlohmann::json(x > 0 ? "inf" : "-inf")
+                                : nlohmann::json(x));
   return a;
 }
 
@@ -323,9 +327,11 @@ TEST_CASE("the cpu plan's register tiles: 8x8 where they leave a workgroup of ti
     REQUIRE(std::sscanf(w.source.c_str() + at, "M = %" SCNd64 ", N = %" SCNd64 ", K = %" SCNd64 ", batch %" SCNd64, &m, &n,
                         &kk, &batch) == 4);
     const bool eight = w.source.find("register tiles of 8x8 outputs") != std::string::npos;
-    CHECK((eight || w.source.find("register tiles of 4x") != std::string::npos ||
+    const bool wide = w.source.find("register tiles of 4x8 outputs") != std::string::npos ||
+                      w.source.find("register tiles of 8x4 outputs") != std::string::npos;
+    CHECK((eight || wide || w.source.find("register tiles of 4x") != std::string::npos ||
            w.source.find("register tiles of 2x") != std::string::npos || w.source.find("register tiles of 1x") != std::string::npos));
-    tiles[fmt::format("{}x{}", m, n)] = eight ? 8 : 4;
+    tiles[fmt::format("{}x{}", m, n)] = eight ? 8 : wide ? 48 : 4;
     // the sums in one private array and one epilogue loop (SwiftShader compiles 64 scalar sums and 64 inlined
     // epilogues ~10x longer), at least 4 workgroups (a CPU implementation spreads a dispatch by workgroups)
     if (eight) {
@@ -356,6 +362,11 @@ TEST_CASE("the cpu plan's register tiles: 8x8 where they leave a workgroup of ti
   INFO("register-tiled contractions (MxN: tile rows):" << seen);
   CHECK(tiles["150x67"] == 8);  // 19x9 tiles of 8x8: at least a workgroup (64) of them
   CHECK(tiles["16x72"] == 4);   // the conv's weight gradient: 2x9 tiles of 8x8 would idle most lanes, 4x18 of 4x4
+  // the conv forward (x padded: a large im2col factor; the weights: a load): 8 along the weights' side, 4 along the
+  // image's (N = C_out = 5 takes 8 only where it pays: a side of 5 is two tiles of 4 or one of 8)
+  int wide = 0;
+  for (const auto& [mn, t] : tiles) wide += t == 48;
+  CHECK(wide >= 1);
   CHECK(counters >= 1);         // the conv's C_in x 3 x 3
   // the gpu plan prints the divisions (GPU compilers strength-reduce them) and has no register tiles
   const sg::Plan gplan = plan_for(s.program(), gpu);
@@ -367,6 +378,62 @@ TEST_CASE("the cpu plan's register tiles: 8x8 where they leave a workgroup of ti
     CHECK(w.source.find("stepped with it") == std::string::npos);
   }
   CHECK(divisions >= 1);
+}
+
+TEST_CASE("the cpu plan's max-pool gradients: one invocation per window (window blocks), the argmax once",
+          "[wgsl][codegen][pool]") {
+  // the values are checked on Dawn against the CPU reference by test_webgpu_ops (both plans: the conv list's 6x8
+  // cases with ties, the edge list's with NaN, -inf and ties inside windows); here the kernels' form
+  sg::op_cases::Suite s;
+  sg::op_cases::conv_cases(s);
+  sg::DeviceCaps cpu = sg::preset_caps("webgpu");
+  cpu.cpu_device = cpu.compute.cpu_device = cpu.compute.register_tiles = true;
+  const sg::Plan plan = plan_for(s.program(), cpu);
+  int blocked = 0, union_blocked = 0;
+  for (const sg::Kernel& k : plan.kernels) {
+    const auto w = sg::emit_compute_kernel(plan, k, cpu.compute, sg::ComputeLanguage::Wgsl);
+    INFO(w.source);
+    CHECK(w.source == sg::emit_compute_kernel(plan, k, cpu.compute, sg::ComputeLanguage::Wgsl).source);  // stable
+    const bool window = w.source.find("window blocks ") != std::string::npos;
+    if (!window) continue;
+    (w.strategy == "window-blocks" ? blocked : union_blocked) += 1;
+    CHECK((w.strategy == "window-blocks" || w.strategy == "union-blocks"));
+    // a 2x2 block per invocation: its elements stored at the block's base plus constant offsets
+    CHECK(w.source.find("// element 1 of the block (offset ") != std::string::npos);
+    CHECK(w.source.find("base + 1]") != std::string::npos);
+    // the argmax loop once per block, not once per element
+    size_t loops = 0;
+    for (size_t at = w.source.find("// argmax over"); at != std::string::npos; at = w.source.find("// argmax over", at + 1))
+      ++loops;
+    CHECK(loops == 1);
+    if (w.strategy == "window-blocks") {
+      // the dispatch covers the blocks (a quarter of the elements for 2x2 windows), not the elements
+      const size_t at = w.source.find(" blocks of ");
+      REQUIRE(at != std::string::npos);
+      const size_t line = w.source.rfind("// ", at);
+      int64_t blocks = 0, elements = 0;
+      REQUIRE(std::sscanf(w.source.c_str() + line, "// %" SCNd64, &blocks) == 1);
+      REQUIRE(std::sscanf(w.source.c_str() + w.source.find('(', at), "(%" SCNd64, &elements) == 1);
+      CHECK(blocks * 4 == elements);
+    }
+  }
+  CHECK(blocked + union_blocked >= 2);  // the two 6x8 cases of 2x2 windows (a union kernel may hold one)
+  // where the windows overlap along a dimension, an element's gradient loops over the windows holding it, and that
+  // loop (the argmax inside it) depends on the element's offset: one invocation per element, as before
+  int overlapping = 0;
+  for (const sg::Kernel& k : plan.kernels)
+    if (k.name.find("max_pool2d_grad") != std::string::npos && k.outputs.size() == 1 &&
+        plan.values[k.output()].name.find("overlapping") != std::string::npos) {
+      CHECK(sg::emit_compute_kernel(plan, k, cpu.compute, sg::ComputeLanguage::Wgsl).strategy == "per-element");
+      ++overlapping;
+    }
+  CHECK(overlapping == 1);
+  // the gpu plan keeps one invocation per element (its shaders are unchanged)
+  const sg::DeviceCaps gpu = sg::preset_caps("webgpu");
+  const sg::Plan gplan = plan_for(s.program(), gpu);
+  for (const sg::Kernel& k : gplan.kernels)
+    CHECK(sg::emit_compute_kernel(gplan, k, gpu.compute, sg::ComputeLanguage::Wgsl).source.find("window blocks") ==
+          std::string::npos);
 }
 
 TEST_CASE("shadergrad dump --target wgsl writes KERNEL.wgsl per kernel, byte-stable, and Dawn compiles them all",

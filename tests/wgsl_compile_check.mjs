@@ -54,6 +54,9 @@ function report(file, source, line, col, message) {
   console.log(`${file}:${line}:${col}: error: ${message}\n    ${line} | ${text}`);
 }
 
+/** A float of run.json: null is NaN, "inf" / "-inf" the infinities (JSON has neither). */
+const fromJson = (x) => (x === null ? NaN : x === 'inf' ? Infinity : x === '-inf' ? -Infinity : x);
+
 /** Compiles one kernel; returns its pipeline ('auto' layout) or null after reporting why. */
 async function compile(file, source) {
   ++kernels;
@@ -90,7 +93,7 @@ async function run(dir, manifest, compiled) {
   for (const [id, v] of Object.entries(manifest.values)) {
     const size = Math.max(16, Math.ceil(v.numel / 4) * 16);
     const b = device.createBuffer({ size, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST });
-    if (v.data) device.queue.writeBuffer(b, 0, new Float32Array(v.data.map((x) => (x === null ? NaN : x))));
+    if (v.data) device.queue.writeBuffer(b, 0, new Float32Array(v.data.map(fromJson)));
     buffers.set(Number(id), b);
   }
   const enc = device.createCommandEncoder();
@@ -128,7 +131,7 @@ async function run(dir, manifest, compiled) {
     ++outputsRun;
     let bad = -1;
     for (let i = 0; i < o.expected.length && bad < 0; ++i) {
-      const want = o.expected[i] === null ? NaN : o.expected[i];
+      const want = fromJson(o.expected[i]);
       if (!close(got[i], want, o.rtol, o.atol)) bad = i;
     }
     if (bad >= 0) {

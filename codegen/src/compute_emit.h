@@ -7,6 +7,7 @@
 #include <set>
 #include <string>
 
+#include "compute_glsl.h"
 #include "compute_lang.h"
 #include "sg/compute_kernel.h"
 
@@ -84,6 +85,28 @@ std::optional<ComputeKernel> emit_tree_reduction(const Plan& plan, const Kernel&
 /// A union-domain kernel (several domain blocks, ScheduleOptions::union_invocation_blocks) as one dispatch whose
 /// workgroups are partitioned among the blocks, one invocation per element of its block (emit_union.cpp).
 ComputeKernel emit_union_blocks(const Plan& plan, const Kernel& k, const ComputeLimits& limits, const Lang& lang);
+/// Window blocks (window_blocks.cpp; the webgpu cpu plan): per output coordinate D its block factor sD (1 = not
+/// blocked) where every use of iD is iD / sD, iD % sD or iD itself and some reduction depends on the blocked
+/// coordinates only through the quotients iD / sD (a max-pool gradient over windows that do not overlap: the
+/// window's argmax). One invocation then computes the block's elements, that reduction once.
+struct WindowBlocking {
+  std::vector<int64_t> factor;                ///< per coordinate of the stored shape: sD (1 = not blocked)
+  Shape grid;                                 ///< the stored shape divided by the factors: one invocation each
+  std::vector<int64_t> offsets;               ///< per element of a block: its flat offset from the block's first
+  std::vector<std::vector<KExprPtr>> exprs;   ///< per element of a block: the kernel's exprs there (over wD, iD)
+  std::vector<KExprPtr> all_exprs() const;    ///< every element's exprs, for a KPrinter's roots
+};
+/// The window blocking of `exprs` over the output's stored shape `shape`, or nullopt where none applies or gains
+/// (no reduction free of the offsets within a block, more than 16 elements per block).
+std::optional<WindowBlocking> window_blocking(const std::vector<KExprPtr>& exprs, const Shape& shape);
+/// The statements of one invocation of a window-blocked kernel at grid index `elem`: its coordinates (wD for the
+/// blocked ones, iD for the others), `<prefix>base` (the block's first flat element), the printed values, and the
+/// stores of every output (names `outputs`, in the exprs' order) of every element of the block.
+std::string window_block_code(const WindowBlocking& wb, const Shape& shape, const std::vector<std::string>& outputs,
+                              KPrinter& p, int indent, const std::string& prefix, const Lang& lang);
+/// A header comment line body describing `wb` (factors and elements per invocation).
+std::string window_block_note(const WindowBlocking& wb);
+
 /// One invocation per output element (always applicable). `not_tiled`: why a contraction is not tiled (a line of the
 /// kernel's header comment when not empty).
 ComputeKernel emit_per_element(const Plan& plan, const Kernel& k, const ComputeLimits& limits, const Lang& lang,

@@ -15,6 +15,9 @@
 //    read from the buffers, no workgroup memory and no barriers; other reductions per element.
 //  - "union-blocks" (emit_union.cpp), a kernel of several domain blocks (union_invocation_blocks): the dispatch's
 //    workgroups partitioned among the blocks, one invocation per element of its block.
+//  - "window-blocks" (window_blocks.cpp; the cpu plan, ComputeLimits::register_tiles), instead of per-element where
+//    a reduction is the same for a block of elements (a max-pool gradient's argmax per window): one invocation per
+//    block. The union-blocks kernels of the cpu plan block their domain blocks the same way.
 //  - "per-element" (here): one invocation per output element, every output stored, each store guarded; a 2-D
 //    grid of workgroups when one dimension would exceed the device's max_workgroup_count.
 // Invariants: binding b < inputs.size() is kernel.inputs[b] (readonly), then outputs (writeonly), all in set 0;
@@ -93,9 +96,54 @@ std::array<uint32_t, 3> grid_for(const Kernel& k, int64_t groups, const ComputeL
   return {static_cast<uint32_t>(gx), static_cast<uint32_t>(gy), 1};
 }
 
+namespace {
+
+/// The cpu plan's per-element kernel as window blocks (window_blocks.cpp): one invocation per block of elements
+/// whose reductions (a max-pool gradient's argmax) are the same, or nullopt where none applies.
+std::optional<ComputeKernel> emit_window_blocks(const Plan& plan, const Kernel& k, const ComputeLimits& limits,
+                                                const Lang& lang, const std::string& not_tiled) {
+  const Value& out = plan.values[k.output()];
+  const Shape shape = out.stored_shape();
+  const auto wb = window_blocking(k.exprs, shape);
+  if (!wb) return std::nullopt;
+  const int64_t n = std::max<int64_t>(sg::numel(wb->grid), 1);
+  const int local = std::min(64, limits.max_workgroup_invocations);
+  ComputeKernel ck;
+  ck.strategy = "window-blocks";
+  ck.local_size = {static_cast<uint32_t>(local), 1, 1};
+  ck.workgroups = grid_for(k, (n + local - 1) / local, limits);
+  KPrinter p(plan, k, wb->all_exprs(), "", lang);
+  p.indent = 1;
+  std::vector<std::string> names;
+  for (int o : k.outputs) names.push_back(plan.values[o].name);
+  std::string body = "  " +
+                     lang.let(LType::Int, "elem",
+                              fmt::format("{} * {} + {}", lang.builtin(Builtin::WorkgroupId, 1),
+                                          static_cast<int64_t>(ck.workgroups[0]) * local,
+                                          lang.builtin(Builtin::GlobalInvocationId, 0))) +
+                     "\n";
+  body += "  " + lang.if_then(fmt::format("elem >= {}", n), "return;") + "\n";
+  body += window_block_code(*wb, shape, names, p, 1, "", lang) + "}\n";
+  std::string src = kernel_header(plan, k, ck.strategy, lang);
+  if (!not_tiled.empty()) src += fmt::format("// {}; window blocks instead\n", not_tiled);
+  src += fmt::format("// {}\n// {} blocks of {} ({} elements): {} x {} workgroups of {}\n", window_block_note(*wb), n,
+                     out.name, out.node->numel(), ck.workgroups[0], ck.workgroups[1], local);
+  src += lang.workgroup_size_layout(local, 1);
+  src += buffer_declarations(plan, k, p.loaded_inputs(), lang, !lang.wgsl());  // WGSL bounds every access
+  src += lang.helpers(p.helpers(), body);
+  src += lang.entry_open(local, 1, body) + body;
+  ck.source = std::move(src);
+  ck.language = lang.language();
+  return ck;
+}
+
+}  // namespace
+
 /// One invocation per output element.
 ComputeKernel emit_per_element(const Plan& plan, const Kernel& k, const ComputeLimits& limits, const Lang& lang,
                                const std::string& not_tiled) {
+  if (limits.register_tiles)  // the cpu plan
+    if (auto w = emit_window_blocks(plan, k, limits, lang, not_tiled)) return std::move(*w);
   const Value& out = plan.values[k.output()];
   const int64_t n = std::max<int64_t>(out.node->numel(), 1);
   const int local = std::min(64, limits.max_workgroup_invocations);

@@ -7,7 +7,9 @@
 // the block at that element (its own coordinates i0.. and its own scope, printed by a KPrinter of its own), each
 // store guarded. A workgroup belongs to exactly one block, so control flow is uniform per workgroup (no divergence
 // between blocks within a workgroup, no barrier anywhere). Every block is commented with the graph nodes it
-// computes and their user source lines (Kernel::comment, from build_kernels).
+// computes and their user source lines (Kernel::comment, from build_kernels). On the cpu plan
+// (ComputeLimits::register_tiles) a block whose reductions are the same for a block of its elements (a max-pool
+// gradient's argmax) runs one invocation per such block (window_blocks.cpp).
 // Invariants: the bindings, load functions and helpers are those of a one-block kernel (inputs, then outputs);
 // the source is a function of (plan, kernel, limits, language) only.
 #include <algorithm>
@@ -49,8 +51,13 @@ ComputeKernel emit_union_blocks(const Plan& plan, const Kernel& k, const Compute
   std::vector<std::vector<size_t>> outs(static_cast<size_t>(nb));
   for (size_t j = 0; j < k.outputs.size(); ++j) outs[static_cast<size_t>(k.block_of(j))].push_back(j);
   std::vector<int64_t> count(static_cast<size_t>(nb)), first(static_cast<size_t>(nb) + 1, 0);
+  std::vector<std::optional<WindowBlocking>> blocking(static_cast<size_t>(nb));  // the cpu plan: window blocks
   for (int b = 0; b < nb; ++b) {
-    count[b] = std::max<int64_t>(plan.values[k.outputs[outs[b].front()]].node->numel(), 1);
+    std::vector<KExprPtr> exprs;
+    for (size_t j : outs[b]) exprs.push_back(k.exprs[j]);
+    if (limits.register_tiles) blocking[b] = window_blocking(exprs, plan.values[k.outputs[outs[b].front()]].stored_shape());
+    count[b] = blocking[b] ? sg::numel(blocking[b]->grid)
+                           : std::max<int64_t>(plan.values[k.outputs[outs[b].front()]].node->numel(), 1);
     first[b + 1] = first[b] + (count[b] + local - 1) / local;
   }
   ComputeKernel ck;
@@ -67,18 +74,26 @@ ComputeKernel emit_union_blocks(const Plan& plan, const Kernel& k, const Compute
     const Value& fv = plan.values[k.outputs[outs[b].front()]];
     std::vector<KExprPtr> exprs;
     for (size_t j : outs[b]) exprs.push_back(k.exprs[j]);
-    KPrinter p(plan, k, exprs, fmt::format("b{}_", b), lang);
+    const std::optional<WindowBlocking>& wb = blocking[b];
+    KPrinter p(plan, k, wb ? wb->all_exprs() : exprs, fmt::format("b{}_", b), lang);
     p.indent = 3;
-    std::vector<std::string> values;
-    for (auto& e : exprs) values.push_back(p.print(e));
     body += block_comment(k, b, 1);
-    body += fmt::format("  if (wg >= {} && wg < {}) {{  // block {}: workgroups {}..{}, {} elements\n", first[b],
-                        first[b + 1], b, first[b], first[b + 1] - 1, count[b]);
+    if (wb) body += fmt::format("  // {}\n", window_block_note(*wb));
+    body += fmt::format("  if (wg >= {} && wg < {}) {{  // block {}: workgroups {}..{}, {} {}\n", first[b], first[b + 1], b,
+                        first[b], first[b + 1] - 1, count[b], wb ? "blocks" : "elements");
     body += "    " + lang.let(LType::Int, "elem", fmt::format("(wg - {}) * {} + lane", first[b], local)) + "\n";
-    body += fmt::format("    if (elem < {}) {{\n", fv.node->numel());
-    body += coordinates(fv.stored_shape(), "elem", 3, lang) + p.take_code();
-    for (size_t i = 0; i < outs[b].size(); ++i)
-      body += "      " + lang.store(plan.values[k.outputs[outs[b][i]]].name, "elem", values[i]) + "\n";
+    body += fmt::format("    if (elem < {}) {{\n", wb ? count[b] : fv.node->numel());
+    if (wb) {
+      std::vector<std::string> names;
+      for (size_t j : outs[b]) names.push_back(plan.values[k.outputs[j]].name);
+      body += window_block_code(*wb, fv.stored_shape(), names, p, 3, fmt::format("b{}_", b), lang);
+    } else {
+      std::vector<std::string> values;
+      for (auto& e : exprs) values.push_back(p.print(e));
+      body += coordinates(fv.stored_shape(), "elem", 3, lang) + p.take_code();
+      for (size_t i = 0; i < outs[b].size(); ++i)
+        body += "      " + lang.store(plan.values[k.outputs[outs[b][i]]].name, "elem", values[i]) + "\n";
+    }
     body += "    }\n  }\n";
     loaded.insert(p.loaded_inputs().begin(), p.loaded_inputs().end());
     helpers |= p.helpers();
