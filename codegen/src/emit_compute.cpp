@@ -98,6 +98,16 @@ std::array<uint32_t, 3> grid_for(const Kernel& k, int64_t groups, const ComputeL
 
 namespace {
 
+/// The first lines of a kernel of one invocation per element (or per block of elements): `elem`, the invocation's
+/// flat index over the 2-D grid of `local`-wide workgroups, and the return of invocations past `count`.
+std::string element_prologue(const ComputeKernel& ck, int local, int64_t count, const Lang& lang) {
+  const std::string elem = fmt::format("{} * {} + {}", lang.builtin(Builtin::WorkgroupId, 1),
+                                       static_cast<int64_t>(ck.workgroups[0]) * local,
+                                       lang.builtin(Builtin::GlobalInvocationId, 0));
+  return "  " + lang.let(LType::Int, "elem", elem) + "\n" + "  " +
+         lang.if_then(fmt::format("elem >= {}", count), "return;") + "\n";
+}
+
 /// The cpu plan's per-element kernel as window blocks (window_blocks.cpp): one invocation per block of elements
 /// whose reductions (a max-pool gradient's argmax) are the same, or nullopt where none applies.
 std::optional<ComputeKernel> emit_window_blocks(const Plan& plan, const Kernel& k, const ComputeLimits& limits,
@@ -116,13 +126,7 @@ std::optional<ComputeKernel> emit_window_blocks(const Plan& plan, const Kernel& 
   p.indent = 1;
   std::vector<std::string> names;
   for (int o : k.outputs) names.push_back(plan.values[o].name);
-  std::string body = "  " +
-                     lang.let(LType::Int, "elem",
-                              fmt::format("{} * {} + {}", lang.builtin(Builtin::WorkgroupId, 1),
-                                          static_cast<int64_t>(ck.workgroups[0]) * local,
-                                          lang.builtin(Builtin::GlobalInvocationId, 0))) +
-                     "\n";
-  body += "  " + lang.if_then(fmt::format("elem >= {}", n), "return;") + "\n";
+  std::string body = element_prologue(ck, local, n, lang);
   body += window_block_code(*wb, shape, names, p, 1, "", lang) + "}\n";
   std::string src = kernel_header(plan, k, ck.strategy, lang);
   if (!not_tiled.empty()) src += fmt::format("// {}; window blocks instead\n", not_tiled);
@@ -155,13 +159,7 @@ ComputeKernel emit_per_element(const Plan& plan, const Kernel& k, const ComputeL
   p.indent = 1;
   std::vector<std::string> values;
   for (auto& e : k.exprs) values.push_back(p.print(e));
-  std::string body = "  " +
-                     lang.let(LType::Int, "elem",
-                              fmt::format("{} * {} + {}", lang.builtin(Builtin::WorkgroupId, 1),
-                                          static_cast<int64_t>(ck.workgroups[0]) * local,
-                                          lang.builtin(Builtin::GlobalInvocationId, 0))) +
-                     "\n";
-  body += "  " + lang.if_then(fmt::format("elem >= {}", out.node->numel()), "return;") + "\n";
+  std::string body = element_prologue(ck, local, out.node->numel(), lang);
   body += coordinates(out.stored_shape(), "elem", 1, lang) + p.take_code();
   for (size_t j = 0; j < k.outputs.size(); ++j) body += "  " + lang.store(plan.values[k.outputs[j]].name, "elem", values[j]) + "\n";
   body += "}\n";

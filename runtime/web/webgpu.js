@@ -189,6 +189,11 @@ export class WebGPUDevice {
     try { result = await fn(); } catch (e) { thrown = e; }
     const validation = await this.device.popErrorScope();
     const oom = await this.device.popErrorScope();
+    return this.closeScopes(doing, details, validation, oom, thrown, result);
+  }
+
+  /** The end of a scoped call: a lost device first, then what `fn` threw, then a captured error as a DeviceError. */
+  closeScopes(doing, details, validation, oom, thrown, result) {
     this.checkLost(doing);
     if (thrown) throw thrown;
     const err = validation || oom;
@@ -240,13 +245,7 @@ export class WebGPUDevice {
     try { result = fn(); } catch (e) { thrown = e; }
     const scopes = [this.device.popErrorScope(), this.device.popErrorScope()];
     const [validation, oom] = await Promise.all(scopes);
-    this.checkLost(doing);
-    if (thrown) throw thrown;
-    const err = validation || oom;
-    if (err)
-      throw new DeviceError(`WebGPU ${oom && !validation ? 'ran out of memory' : 'validation failed'} ${doing}: ` +
-                            `${err.message}`, { ...details, error: err.message });
-    return result;
+    return this.closeScopes(doing, details, validation, oom, thrown, result);
   }
 
   /**
