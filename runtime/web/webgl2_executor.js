@@ -7,6 +7,7 @@ import { checkedFeeds, checkWriteValues } from './feeds.js';
 import { unpack } from './layout.js';
 import { numel } from './bundle.js';
 import { now } from './setup_stats.js';
+import { ProgramExecutor } from './executor.js';
 
 
 /** Persistent values (bundle.json `persistent`): two textures each, `front` holding the current value. */
@@ -224,44 +225,15 @@ class ProgramRun {
 }
 
 /** Runs a bundle's programs on a WebGL2 device (the `webgl2` backend of a Runtime). */
-export class WebGL2Executor {
+export class WebGL2Executor extends ProgramExecutor {
   /** Allocates the persistent values' textures and uploads the weights; each program's textures and kernel
    * programs are made by prepare() (link() for the programs compiled at creation, run() for the others). */
   constructor(bundle, device, options = {}) {
-    this.bundle = bundle;
-    this.device = device;
-    this.profile = !!options.profile;
-    this.serialCompile = !!options.setupProfile;
-    this.stats = null;
+    super(bundle, device, options, 'link');
     this.store = new PersistentStore(device, bundle);
     this.cache = new ProgramCache(device);
     this.programs = new Map(bundle.programNames.map((n) => [n, new ProgramRun(device, bundle, n, this.store,
                                                                               this.cache)]));
-    this.last = null;
-  }
-
-  _program(name) {
-    const p = this.programs.get(name);
-    if (!p) throw new BundleError(`the bundle has no program '${name}' (it has ` +
-                                  `${[...this.programs.keys()].join(', ')})`, { program: name });
-    return p;
-  }
-
-  /** Makes the textures and kernel programs of `names` (all compiles started before any is checked); resolves to
-   * the ms waited (0 when all were ready). */
-  async prepare(names) {
-    const ps = names.map((n) => this._program(n));
-    if (ps.every((p) => p.kernels)) return 0;
-    const t0 = now();
-    await Promise.all(ps.map((p) => p.prepare(this.stats, this.serialCompile)));
-    return now() - t0;
-  }
-
-  /** At createRuntime: prepares the programs `names` (phase 'link'; [] with lazy compile). */
-  async link(clock, stats, names) {
-    this.stats = stats;
-    await this.prepare(names);
-    clock?.lap('link');
   }
 
   /**

@@ -10,6 +10,7 @@ import { BundleError, UnsupportedError } from './errors.js';
 import { numel } from './bundle.js';
 import { checkedFeeds, checkWriteValues } from './feeds.js';
 import { now } from './setup_stats.js';
+import { ProgramExecutor } from './executor.js';
 
 /** Persistent values (bundle.json `persistent`): a front and a back storage buffer each. */
 class PersistentStore {
@@ -252,47 +253,23 @@ class ProgramRun {
 }
 
 /** Runs a bundle's programs on a WebGPU device (the `webgpu` backend of a Runtime). */
-export class WebGPUExecutor {
+export class WebGPUExecutor extends ProgramExecutor {
   /** Allocates the persistent values' buffers and uploads the weights; each program's buffers and pipelines are
    * made by prepare() (link() for the programs compiled at creation, run() for the others). `plan`: the webgpu
    * plan to run ({name, program_key}: bundle.json webgpu.plans[]). */
   constructor(bundle, device, options = {}, plan = { name: 'gpu', program_key: 'webgpu' }) {
-    this.bundle = bundle;
-    this.device = device;
-    this.profile = !!options.profile;
-    this.serialCompile = !!options.setupProfile;
-    this.stats = null;
+    super(bundle, device, options, 'pipelines');
     this.store = new PersistentStore(device, bundle);
     this.cache = new PipelineCache(device);
     this.programs = new Map(bundle.programNames.map((n) => [n, new ProgramRun(device, bundle, n, this.store, plan,
                                                                               this.cache)]));
     const most = Math.max(1, ...[...this.programs.values()].map((p) => p.desc.kernels.length));
     this.ts = this.profile && device.timestamps ? device.createTimestamps(2 * most) : null;
-    this.last = null;
   }
 
-  _program(name) {
-    const p = this.programs.get(name);
-    if (!p) throw new BundleError(`the bundle has no program '${name}' (it has ` +
-                                  `${[...this.programs.keys()].join(', ')})`, { program: name });
-    return p;
-  }
-
-  /** Makes the buffers and pipelines of `names` (all at once); resolves to the ms waited (0 when all were ready). */
-  async prepare(names) {
-    const ps = names.map((n) => this._program(n));
-    if (ps.every((p) => p.kernels)) return 0;
-    const t0 = now();
-    await Promise.all(ps.map((p) => p.prepare(this.stats, this.serialCompile)));
+  /** After prepare(): an uncaptured WebGPU error of the pipelines' creation becomes a DeviceError. */
+  checkPrepared(names) {
     this.device.checkErrors(`while creating the pipelines of ${names.map((n) => `'${n}'`).join(', ')}`, {});
-    return now() - t0;
-  }
-
-  /** At createRuntime: prepares the programs `names` (phase 'pipelines'; [] with lazy compile). */
-  async link(clock, stats, names) {
-    this.stats = stats;
-    await this.prepare(names);
-    clock?.lap('pipelines');
   }
 
   /**
