@@ -2,13 +2,14 @@
 // backends and tests/test_webgpu_ops.cpp run, the edge inputs of tests/edge_cases.h included: NaN, infinities,
 // signed zeros, x/0, pow's special cases, NaN through max/min/argmax/pools, accuracy at large |x|), each exported as
 // a bundle with the webgl2 target (GLSL ES 3.00 fragment shaders over RGBA32F textures; the edge list also with the
-// webgpu cpu plan) by tests/op_bundles.h, run in one headless Chromium (tests/web_ops_check.mjs) through the bundle's
-// copy of the JavaScript runtime on WebGL2 (ANGLE over SwiftShader) and, for the edge list, on WebGPU (SwiftShader's
-// adapter, for which the runtime picks the cpu plan), against the native CPU reference backend's outputs computed at
+// webgpu cpu plans, the contraction lists with the cpu-subgroups plan) by tests/op_bundles.h, run in one headless
+// Chromium (tests/web_ops_check.mjs) through the bundle's copy of the JavaScript runtime on WebGL2 (ANGLE over
+// SwiftShader) and, for those lists, on WebGPU (SwiftShader's adapter, each plan forced), against the native CPU reference backend's outputs computed at
 // export, with the op cases' tolerances (rel 1e-5 elementwise/movement, 1e-4 reductions, matmul, conv, pools,
 // losses; rel 1e-5 + FLT_MIN for the edge inputs, whose zeros must carry the CPU's sign too; NaN meets NaN,
 // infinities exactly). Needs /usr/bin/chromium and `npm ci` in tests/ (run here when missing). No timing is asserted.
 #include <filesystem>
+#include <map>
 #include <string>
 
 #include <fmt/format.h>
@@ -26,27 +27,37 @@ namespace fs = std::filesystem;
 namespace ob = sg::op_bundles;
 
 namespace {
-bool webgpu_too(const ob::CaseList& l) { return std::string(l.name) == "edge"; }
+/// The webgpu plans a list also runs on in the browser (besides webgl2): the edge list on both cpu plans; the lists
+/// with contractions (matmul, conv, the contraction shapes, the large ones) on the cpu-subgroups plan, whose
+/// register tiles share loads through subgroup operations that Dawn's GLES backend in Node (test_webgpu_ops) lacks.
+std::vector<std::string> webgpu_plans(const ob::CaseList& l) {
+  const std::string n = l.name;
+  if (n == "edge") return {"cpu", "cpu-subgroups"};
+  if (n == "matmul" || n == "conv" || n == "contraction" || n == "large") return {"cpu-subgroups"};
+  return {};
+}
 }  // namespace
 
-TEST_CASE("browser (Chromium, SwiftShader): every op forward and backward on WebGL2, and the edge inputs on WebGPU, "
-          "equal the CPU backend",
+TEST_CASE("browser (Chromium, SwiftShader): every op forward and backward on WebGL2, the edge inputs and the "
+          "contractions on WebGPU, equal the CPU backend",
           "[web][webgl2][webgpu][ops]") {
   const std::string tests = sg::testing::browser_tests_dir();
   TempDir root("sg_web_ops");
   // WebGL2: every list. WebGPU: the edge list (IEEE semantics hang on Tint and the driver, which differ from Dawn's
-  // GLES backend in Node); the other lists run the same WGSL and runtime on WebGPU in test_webgpu_ops already, and
-  // doubling the browser time for them is not worth it in the default suite.
+  // GLES backend in Node) and the contraction lists on the cpu-subgroups plan (webgpu_plans); the other lists run the
+  // same WGSL and runtime on WebGPU in test_webgpu_ops already, and doubling the browser time for them is not worth
+  // it in the default suite.
   std::vector<std::unique_ptr<sg::op_cases::Suite>> suites;
   std::string tasks;
   for (const ob::CaseList& l : ob::case_lists()) {
     sg::web::BundleTargets targets;
-    targets.webgpu = webgpu_too(l);
-    targets.webgpu_plans = {"cpu"};  // the plan the runtime picks for SwiftShader (test_webgpu_ops runs both on Dawn)
+    targets.webgpu = !webgpu_plans(l).empty();
+    if (targets.webgpu) targets.webgpu_plans = webgpu_plans(l);  // the plans for SwiftShader
     suites.push_back(std::make_unique<sg::op_cases::Suite>());
     l.fill(*suites.back());
     ob::export_list(l, *suites.back(), root.path / l.name, targets);
-    tasks += fmt::format(" {0}:webgl2", l.name) + (targets.webgpu ? fmt::format(" {0}:webgpu", l.name) : "");
+    tasks += fmt::format(" {0}:webgl2", l.name);
+    for (const std::string& plan : webgpu_plans(l)) tasks += fmt::format(" {}:webgpu:{}", l.name, plan);
   }
   std::string out;
   const int rc = shell(fmt::format("node '{}/web_ops_check.mjs' '{}' '{}' {}", tests, root.path.string(),
@@ -57,32 +68,38 @@ TEST_CASE("browser (Chromium, SwiftShader): every op forward and backward on Web
   CHECK(rc == 0);
   REQUIRE(!res["results"].contains("harness_error"));
 
-  int outputs[2] = {0, 0}, passed[2] = {0, 0};
+  std::map<std::string, int> outputs, passed;  // by key: webgl2, webgpu-cpu, webgpu-cpu-subgroups
   for (size_t li = 0; li < ob::case_lists().size(); ++li) {
     const ob::CaseList& l = ob::case_lists()[li];
     const fs::path dir = root.path / l.name;
-    for (int k = 0; k < (webgpu_too(l) ? 2 : 1); ++k) {
-      outputs[k] += static_cast<int>(suites[li]->program().outputs.size());
-      const std::string key = k == 0 ? "webgl2" : "webgpu-cpu";
+    std::vector<std::string> keys = {"webgl2"};
+    for (const std::string& plan : webgpu_plans(l)) keys.push_back("webgpu-" + plan);
+    for (const std::string& key : keys) {
+      const bool webgpu = key != "webgl2";
+      outputs[key] += static_cast<int>(suites[li]->program().outputs.size());
       INFO("case list " << l.name << ", " << key);
       REQUIRE(res["results"][l.name].contains(key));
       const json& r = res["results"][l.name][key];
       if (r.contains("error")) FAIL_CHECK(r["error"].dump().substr(0, 3000));
       if (r.contains("error")) continue;
-      CHECK(r["backend"] == (k == 0 ? "webgl2" : "webgpu"));
+      CHECK(r["backend"] == (webgpu ? "webgpu" : "webgl2"));
       CHECK(r["kernels"].get<int>() > 0);
       CHECK_THAT(r["renderer"].dump(), Contains("swiftshader", Catch::CaseSensitive::No));  // not a hardware GPU
-      if (k == 1)
-        CHECK_THAT(r["plan"]["reason"].get<std::string>(), Contains("is a CPU implementation of WebGPU"));
-      passed[k] += ob::expect_outputs(*suites[li], dir, root.path / "out" / fmt::format("{}.{}.f32", l.name, key),
-                                      r["outputs"], key, /*signed_zeros=*/std::string(l.name) == "edge");
+      if (webgpu) CHECK(r["plan"]["name"] == key.substr(7));
+      if (key == "webgpu-cpu-subgroups")  // the forced plan: SwiftShader's subgroups passed the runtime's lane probe
+        CHECK_THAT(r["plan"]["reason"].get<std::string>(), Contains("forced"));
+      passed[key] += ob::expect_outputs(*suites[li], dir, root.path / "out" / fmt::format("{}.{}.f32", l.name, key),
+                                        r["outputs"], key, /*signed_zeros=*/std::string(l.name) == "edge");
     }
   }
   // the edge list is every case of tests/edge_cases.h (one output each), then the max-pool gradients with NaN
   const size_t edge_outputs = sg::edge_cases::all().size() + sg::op_cases::kEdgePoolGradientOutputs;
   CHECK(suites.back()->program().outputs.size() == edge_outputs);
-  CHECK(outputs[1] == static_cast<int>(edge_outputs));
-  WARN(fmt::format("outputs equal to the CPU backend's: webgl2 {}/{} ({} lists), webgpu {}/{} (the {} edge cases)",
-                   passed[0], outputs[0], ob::case_lists().size(), passed[1], outputs[1],
-                   sg::edge_cases::all().size()));
+  CHECK(outputs["webgpu-cpu"] == static_cast<int>(edge_outputs));
+  CHECK(outputs["webgpu-cpu-subgroups"] > static_cast<int>(edge_outputs));
+  WARN(fmt::format("outputs equal to the CPU backend's: webgl2 {}/{} ({} lists), webgpu cpu {}/{} (the {} edge cases), "
+                   "webgpu cpu-subgroups {}/{} (the edge, matmul, conv, contraction and large lists)",
+                   passed["webgl2"], outputs["webgl2"], ob::case_lists().size(), passed["webgpu-cpu"],
+                   outputs["webgpu-cpu"], sg::edge_cases::all().size(), passed["webgpu-cpu-subgroups"],
+                   outputs["webgpu-cpu-subgroups"]));
 }

@@ -201,7 +201,8 @@ void check_compile_tasks(const json& r, const fs::path& root, const BrokenKernel
       INFO("fetched " << path);
       ++shaders;
       CHECK(frag == (backend == "webgl2"));
-      if (wgsl) CHECK(path.find("/cpu/") != std::string::npos);  // the cpu plan's files only
+      // the cpu-subgroups plan's files only (its own, and the cpu plan's it shares)
+      if (wgsl) CHECK((path.find("/cpu/") != std::string::npos || path.find("/cpu-subgroups/") != std::string::npos));
     }
     size_t files = 0;
     for (auto& [name, n] : all) files += n;
@@ -369,22 +370,34 @@ TEST_CASE("export: a bundle carries a gpu and a cpu webgpu plan, sharing weights
   const json b = read_json(dir.path / "bundle.json");
   CHECK(b["format"] == "shadergrad-bundle/3");
   const json& plans = b["webgpu"]["plans"];
-  REQUIRE(plans.size() == 2);
+  REQUIRE(plans.size() == 3);
   CHECK(plans[0]["name"] == "gpu");
   CHECK(plans[0]["program_key"] == "webgpu");
   CHECK(plans[0]["target"]["cpu_device"] == false);
   CHECK(plans[1]["name"] == "cpu");
   CHECK(plans[1]["program_key"] == "webgpu_cpu");
   CHECK(plans[1]["target"]["cpu_device"] == true);
+  CHECK(plans[1]["requires"]["features"].empty());
+  CHECK(plans[2]["name"] == "cpu-subgroups");
+  CHECK(plans[2]["program_key"] == "webgpu_cpu_subgroups");
+  CHECK(plans[2]["target"]["cpu_device"] == true);
+  CHECK(plans[2]["target"]["subgroup_broadcast"] == 4);
+  // its contractions use subgroup operations: the plan asks for the feature and for subgroups of 4
+  CHECK(plans[2]["requires"]["features"] == json::array({"subgroups"}));
+  CHECK(plans[2]["requires"]["subgroup_size"] == 4);
+  CHECK(!plans[1]["requires"].contains("subgroup_size"));
   CHECK(b["webgpu"]["target"] == plans[0]["target"]);  // format 2's fields: the first plan
   CHECK(b["webgpu"]["requires"] == plans[0]["requires"]);
-  REQUIRE(sum.webgpu_plans.size() == 2);
+  REQUIRE(sum.webgpu_plans.size() == 3);
+  CHECK(sum.webgpu_plans[2].shared_shaders > 0);  // its kernels without contractions are the cpu plan's files
+  int subgroup_kernels = 0;  // of the cpu-subgroups plan: the MLP's contractions
   for (const sg::web::BundleProgram& p : spec.programs) {
     INFO("program " << p.name);
     // each plan is what the WGSL target of its kind schedules: GPU tiles and split-K, CPU tiles and loop budget
     for (const json& pl : plans) {
       sg::web::WebGPUTarget wt;
-      wt.cpu_device = pl["name"] == "cpu";
+      wt.cpu_device = pl["name"] != "gpu";
+      wt.subgroup_broadcast = pl["name"] == "cpu-subgroups";
       const sg::Plan plan = sg::schedule(p.program, wt.schedule_options());
       const json& d = b["programs"][p.name][pl["program_key"].get<std::string>()];
       REQUIRE(d["kernels"].size() == plan.kernels.size());
@@ -395,11 +408,23 @@ TEST_CASE("export: a bundle carries a gpu and a cpu webgpu plan, sharing weights
         // the file the kernel names holds its source, whether its own or one shared with the other plan
         CHECK(read_file((dir.path / jk["wgsl"].get<std::string>()).string()) == ck.source);
         CHECK(jk["workgroups"] == json(ck.workgroups));
+        CHECK(jk["subgroup_size"] == ck.subgroup_size);
+        subgroup_kernels += ck.subgroup_size == 4;
+        // a kernel with subgroup operations starts with the extension's directive and never returns before them
+        if (ck.subgroup_size) {
+          CHECK(ck.strategy == "register-tiled-subgroups");
+          CHECK(ck.source.rfind("enable subgroups;\n", 0) == 0);
+          CHECK_THAT(ck.source, Contains("subgroupBroadcast("));
+          CHECK_THAT(ck.source.substr(ck.source.find("\nfn main(")), !Contains("return;"));  // store_tile may
+        }
+        if (pl["name"] != "cpu-subgroups") CHECK(ck.subgroup_size == 0);
       }
     }
   }
-  // the tiled contractions differ (GPU and CPU tile sizes), so the cpu plan has files of its own
+  CHECK(subgroup_kernels >= 3);  // infer's x.W1^T, train's x.W1^T and dW1 at least
+  // the tiled contractions differ (GPU and CPU tile sizes), so the cpu plans have files of their own
   CHECK(fs::exists(dir.path / "shaders/train/cpu"));
+  CHECK(fs::exists(dir.path / "shaders/train/cpu-subgroups"));
   // one copy of every persistent value (both plans bind the same buffers) and of every constant with equal values
   sg::io::SafetensorsFile w = sg::io::load_safetensors((dir.path / "weights.safetensors").string());
   for (const sg::io::NamedTensor& x : w.tensors) {
@@ -414,6 +439,10 @@ TEST_CASE("export: a bundle carries a gpu and a cpu webgpu plan, sharing weights
   CHECK_THROWS_WITH(sg::web::write_bundle(spec, t, dir.path.string()), Contains("webgpu plan 'gpu' is listed twice"));
   t.webgpu_plans = {"tpu"};
   CHECK_THROWS_WITH(sg::web::write_bundle(spec, t, dir.path.string()), Contains("unknown webgpu plan 'tpu'"));
+  t.webgpu_plans = {"gpu"};
+  t.webgpu_target.subgroup_broadcast = true;
+  CHECK_THROWS_WITH(sg::web::write_bundle(spec, t, dir.path.string()), Contains("webgpu_plans = {\"cpu-subgroups\"}"));
+  t.webgpu_target.subgroup_broadcast = false;
   t.webgpu_plans = {};
   CHECK_THROWS_WITH(sg::web::write_bundle(spec, t, dir.path.string()), Contains("at least one webgpu plan"));
   t.webgpu_plans = {"gpu"};
@@ -583,7 +612,7 @@ TEST_CASE("web bundles run in headless Chromium on WebGPU and WebGL2 like the na
   std::string tasks;
   // webgpu: the plan the runtime picks for SwiftShader (cpu) on the main thread, the gpu plan forced in a Worker
   for (const std::string& name : both)
-    tasks += fmt::format(" check:{0}:main:webgpu check:{0}:worker:webgpu:gpu check:{0}:main:webgl2 check:{0}:worker:webgl2", name);
+    tasks += fmt::format(" check:{0}:main:webgpu check:{0}:worker:webgpu:gpu check:{0}:worker:webgpu:cpu check:{0}:main:webgl2 check:{0}:worker:webgl2", name);
   for (const char* name : {"mlp8", "cnn_linear", "planes", "db1"}) tasks += fmt::format(" check:{0}:main check:{0}:worker", name);
   tasks += " check:cnn:main check:seed004:main:webgpu check:seed004:worker:webgpu check:big_limits:worker";
   tasks += " check:bad_version:main check:missing_shader:main:webgl2 check:missing_shader:main:webgpu"
@@ -667,7 +696,8 @@ TEST_CASE("web bundles run in headless Chromium on WebGPU and WebGL2 like the na
     }
   for (const std::string& name : both)
     for (const std::string& task : {"check:" + name + ":main:webgpu", "check:" + name + ":worker:webgpu:gpu",
-                                   "check:" + name + ":main:webgl2", "check:" + name + ":worker:webgl2"}) {
+                                   "check:" + name + ":worker:webgpu:cpu", "check:" + name + ":main:webgl2",
+                                   "check:" + name + ":worker:webgl2"}) {
       const std::string backend = task.find("webgpu") != std::string::npos ? "webgpu" : "webgl2";
       const json rep = check_report(name, task, backend);
       CHECK(rep["runs"].size() == static_cast<size_t>(steps + 2));  // infer, train x steps, infer
@@ -676,14 +706,16 @@ TEST_CASE("web bundles run in headless Chromium on WebGPU and WebGL2 like the na
         CHECK(rep["webgpu_plan"].is_null());
         continue;
       }
-      // both webgpu plans equal the native CPU backend; the runtime says which ran and why
+      // the three webgpu plans equal the native CPU backend; the runtime says which ran and why (auto: the
+      // cpu-subgroups plan, SwiftShader's subgroups are 4 consecutive invocations)
       const json& plan = rep["webgpu_plan"];
       INFO(task << " webgpu plan " << plan.dump());
-      const bool forced = task.find(":gpu") != std::string::npos;
-      CHECK(plan["name"] == (forced ? "gpu" : "cpu"));
-      CHECK(plan["program_key"] == (forced ? "webgpu" : "webgpu_cpu"));
-      if (forced) CHECK_THAT(plan["reason"].get<std::string>(), Contains("forced (webgpuPlan: 'gpu')"));
-      else CHECK_THAT(plan["reason"].get<std::string>(), Contains("is a CPU implementation of WebGPU") && Contains("swiftshader"));
+      const std::string forced = task.ends_with(":gpu") ? "gpu" : task.ends_with(":cpu") ? "cpu" : "";
+      CHECK(plan["name"] == (forced.empty() ? "cpu-subgroups" : forced));
+      CHECK(plan["program_key"] == (forced == "gpu" ? "webgpu" : forced == "cpu" ? "webgpu_cpu" : "webgpu_cpu_subgroups"));
+      if (!forced.empty()) CHECK_THAT(plan["reason"].get<std::string>(), Contains("forced (webgpuPlan: '" + forced + "')"));
+      else CHECK_THAT(plan["reason"].get<std::string>(), Contains("is a CPU implementation of WebGPU") &&
+                                                           Contains("swiftshader") && Contains("subgroups of 4"));
       CHECK_THAT(rep["attempts"][0]["reason"].get<std::string>(), Contains(plan["reason"].get<std::string>()));
       const json b = read_json(root.path / name / "bundle.json");
       for (auto& [program, ks] : rep["kernels"].items())

@@ -5,7 +5,7 @@
 //
 // Usage: node tests/web_ops_check.mjs ROOT OUT TASK...
 //   ROOT/NAME/bundle.json, ROOT/NAME/cases.json   a bundle and its outputs' tolerances (tests/web/op_cases_run.mjs)
-//   TASK          NAME:BACKEND[:PLAN]   BACKEND webgl2 | webgpu (PLAN the webgpu plan: auto (default) | gpu | cpu)
+//   TASK          NAME:BACKEND[:PLAN]   BACKEND webgl2 | webgpu (PLAN the webgpu plan: auto (default) | gpu | cpu | cpu-subgroups)
 //   OUT/NAME.KEY.f32  what the task computed, every output's f32 values in output order; KEY is the backend
 //                     (webgl2) or webgpu-PLAN with the plan that ran
 // Prints one JSON line {"results": {NAME: {KEY: {backend, plan, adapter, renderer, kernels, outputs, passed,

@@ -40,12 +40,14 @@ ExportCommand add_export_command(CLI::App& app) {
       ->check(CLI::IsMember({"webgpu", "webgpu-compat"}));
   e->add_option("--webgpu-plans", targets->webgpu_plans,
                 "comma-separated webgpu plans the bundle carries: gpu (kernels for GPUs), cpu (for CPU implementations of "
-                "WebGPU: SwiftShader, Dawn over llvmpipe; CPU tile sizes, long reductions split); default gpu,cpu: the "
-                "runtime picks one by the adapter")
+                "WebGPU: SwiftShader, Dawn over llvmpipe; CPU tile sizes, long reductions split), cpu-subgroups (the cpu "
+                "plan with contractions that share loads across subgroups of 4: SwiftShader); default "
+                "gpu,cpu,cpu-subgroups: the runtime picks one by the adapter")
       ->delimiter(',')
-      ->check(CLI::IsMember({"gpu", "cpu"}));
+      ->check(CLI::IsMember({"gpu", "cpu", "cpu-subgroups"}));
   auto cpu_only = std::make_shared<bool>(false);
-  e->add_flag("--webgpu-cpu", *cpu_only, "only the webgpu plan for CPU implementations of WebGPU (--webgpu-plans cpu)");
+  e->add_flag("--webgpu-cpu", *cpu_only, "only the webgpu plans for CPU implementations of WebGPU (--webgpu-plans "
+                                        "cpu,cpu-subgroups)");
   e->add_option("--out", *out, "bundle directory (created; an earlier bundle there is replaced)")->required();
   e->add_option("--batch", mo->batch, "train step batch (default 128 mlp, 64 otherwise)")->check(CLI::PositiveNumber);
   e->add_option("--infer-batch", mo->infer_batch, "inference batch (default: the train batch)")
@@ -79,7 +81,7 @@ ExportCommand add_export_command(CLI::App& app) {
   ExportCommand cmd;
   cmd.sub = e;
   cmd.run = [mo, targets, target_list, out, linear, cpu_only]() {
-    if (*cpu_only) targets->webgpu_plans = {"cpu"};
+    if (*cpu_only) targets->webgpu_plans = {"cpu", "cpu-subgroups"};
     web::WebGL2Target* target = &targets->webgl2_target;
     target->row_aligned_layout = !*linear;
     if (target->col_planes > 1 && (target->max_draw_buffers < 8 || target->row_planes != 4))  // was silently off

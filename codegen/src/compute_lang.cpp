@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "glsl_math.h"
+#include "sg/error.h"
 
 namespace sg::compute {
 
@@ -182,6 +183,21 @@ std::string Lang::workgroup_size_layout(uint32_t x, uint32_t y, bool print_y) co
                : fmt::format("layout(local_size_x = {}) in;\n", x);
 }
 
+std::string Lang::subgroups_enable() const {
+  if (!wgsl()) throw UnsupportedError("compute kernels: subgroup operations are emitted in WGSL only");
+  return "enable subgroups;\n";
+}
+
+std::string Lang::subgroup_lane() const {
+  if (!wgsl()) throw UnsupportedError("compute kernels: subgroup operations are emitted in WGSL only");
+  return "i32(subgroup_invocation_id)";
+}
+
+std::string Lang::subgroup_broadcast(const std::string& x, int lane) const {
+  if (!wgsl()) throw UnsupportedError("compute kernels: subgroup operations are emitted in WGSL only");
+  return fmt::format("subgroupBroadcast({}, {}u)", x, lane);
+}
+
 std::string Lang::entry_open(uint32_t x, uint32_t y, const std::string& body) const {
   if (!wgsl()) return "\nvoid main() {\n";
   std::string params, copies;
@@ -190,6 +206,9 @@ std::string Lang::entry_open(uint32_t x, uint32_t y, const std::string& body) co
     params += fmt::format("{}@builtin({}) {}_in: vec3<u32>", params.empty() ? "" : ", ", b.wgsl, b.wgsl);
     copies += fmt::format("  {0} = {0}_in;\n", b.wgsl);
   }
+  // the subgroup lane: a u32 parameter read by main only (subgroup_lane), no private copy
+  if (uses(body, "subgroup_invocation_id)"))
+    params += fmt::format("{}@builtin(subgroup_invocation_id) subgroup_invocation_id: u32", params.empty() ? "" : ", ");
   return fmt::format("\n@compute @workgroup_size({})\nfn main({}) {{\n{}", y > 1 ? fmt::format("{}, {}", x, y) : std::to_string(x),
                      params, copies);
 }

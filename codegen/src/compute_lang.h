@@ -114,6 +114,13 @@ class Lang {
   /// The entry point's first line(s): `\nvoid main() {\n` / `@compute @workgroup_size(X[, Y])` fn main with the
   /// builtins `body` reads as parameters, copied into their private variables.
   std::string entry_open(uint32_t x, uint32_t y, const std::string& body) const;
+  /// Subgroup operations (WGSL only: the `subgroups` extension; GLSL throws UnsupportedError, no GLSL plan uses them).
+  /// The directive a kernel using them starts with: `enable subgroups;\n`.
+  std::string subgroups_enable() const;
+  /// The invocation's lane in its subgroup as an int: `i32(subgroup_invocation_id)` (entry_open declares the builtin).
+  std::string subgroup_lane() const;
+  /// `x` of lane `lane` (a constant) of the subgroup: `subgroupBroadcast(x, LANEu)`; every lane must be active.
+  std::string subgroup_broadcast(const std::string& x, int lane) const;
   /// Module-scope declarations and helper functions of a kernel whose code (`source`) calls the float-math helpers
   /// `math` (glsl_math.h), to be inserted after the bindings: their definitions in this language, and in WGSL the
   /// private copies of the builtins `source` reads and sg_f32_bits where anything calls it.

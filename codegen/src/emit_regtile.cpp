@@ -58,6 +58,81 @@ int64_t tree_size(const KExprPtr& e) { return e ? 1 + tree_size(e->a) + tree_siz
 /// and 64 epilogues made SwiftShader compile one conv kernel ~9 s longer (docs/PERFORMANCE.md Run W8).
 constexpr int64_t kMaxFactorNodesFor8x8 = 32;
 
+/// Lanes of a subgroup that share a factor's loads (ComputeLimits::broadcast_lanes; SwiftShader's subgroup size).
+constexpr int kLanes = 4;
+
+/// A register tile with subgroup-shared loads: tm x tn outputs per invocation, and which side the 4 lanes share.
+struct TileShape {
+  int tm, tn;
+  bool rows_shared;  // lanes share the rows (A's loads), each has its own columns; else the other way round
+};
+
+/// Relative costs of a register tile's step on SwiftShader, per lane, in units of one storage load (a per-lane
+/// gather, about 30 cycles): a factor value costs a load plus 0.1 per further IR node of its expression (index math,
+/// a padded window's bounds), a multiply-add into the private sums 0.25 (the sums live in memory: SwiftShader merges
+/// every store under the lanes' mask), a broadcast 0.1. Fitted to the MLP b=128's contractions and the CNN's convs
+/// (docs/PERFORMANCE.md Run W13a: x.W1^T with no factor loads 5.1 ms of 12.8, without B's loads 8.7 ms).
+constexpr double kLoadCost = 1.0, kNodeCost = 0.1, kMacCost = 0.25, kBroadcastCost = 0.1;
+
+/// Sharing the columns must be this much cheaper than sharing the rows to be chosen: at equal cost the rows, whose
+/// lanes' tiles lie side by side along n (the MLP b=128's dW1: rows shared 5.6 ms, columns shared 7.3 ms, without
+/// subgroups 7.0 ms; docs/PERFORMANCE.md Run W13a).
+constexpr double kColsBias = 0.9;
+
+double factor_cost(int64_t nodes) { return kLoadCost + kNodeCost * static_cast<double>(std::max<int64_t>(nodes - 1, 0)); }
+
+/// The register tile of a contraction whose lanes share one factor's loads (ComputeLimits::broadcast_lanes): the 4
+/// lanes of a subgroup take 4 tiles side by side along their own side and share the other one; each lane loads 1 of
+/// every 4 values of the shared factor per step and subgroupBroadcast passes them on. Picked among 16/8/4 along the
+/// shared side and 8/4/2 along the own side, either side shared, by the step cost per output (kLoadCost...: loads,
+/// broadcasts, multiply-adds, and the outputs computed in vain: partial tiles, the own side padded to whole subgroups), preferring grids of at
+/// least a workgroup's worth of tiles; nullopt where the tile without subgroups (tm x tn) costs no more. A large own
+/// factor (a conv's im2col) gets at most 4 copies per step (SwiftShader's compile time, Run W8). The MLP b=128's
+/// x.W1^T and dW1 get 16x8 (4 + 8 loads per 128 multiply-adds against 16 per 64 without subgroups: 12.8 -> 8.8 ms
+/// and 13.7 -> 10.3 ms, SGEMM 512 114 -> 70 ms; docs/PERFORMANCE.md Run W13a).
+std::optional<TileShape> subgroup_tile_shape(const Contraction& c, int64_t nodes_a, int64_t nodes_b, int tm, int tn) {
+  const double cost_a = factor_cost(nodes_a), cost_b = factor_cost(nodes_b);
+  auto tiles_of = [](int64_t extent, int r) { return (extent + r - 1) / r; };
+  std::optional<TileShape> best;
+  double best_cost = 0;
+  bool best_full = false;  // a grid of >= kInvocations tiles
+  int64_t best_tiles = 0;
+  for (bool rows : {true, false}) {
+    const int64_t shared_extent = rows ? c.M : c.N, own_extent = rows ? c.N : c.M;
+    const double shared_cost = rows ? cost_a : cost_b, own_cost = rows ? cost_b : cost_a;
+    const int64_t own_nodes = rows ? nodes_b : nodes_a;
+    for (int ts : {16, 8, 4})
+      for (int to : {8, 4, 2}) {
+        if (ts > reg_extent(shared_extent, 16) || to > reg_extent(own_extent, 8)) continue;
+        if (own_nodes > kMaxFactorNodesFor8x8 / 2 && to > 4) continue;
+        const int64_t own_tiles = tiles_of(own_extent, to), padded = tiles_of(own_tiles, kLanes) * kLanes;
+        const int64_t tiles = tiles_of(shared_extent, ts) * padded;
+        const bool full = tiles >= kInvocations;
+        const double step = ts / kLanes * shared_cost + ts * kBroadcastCost + to * own_cost + ts * to * kMacCost;
+        // per output computed, times the computed outputs per needed one (partial tiles, padded subgroups)
+        const double cost = step / (ts * to) * static_cast<double>(padded * to) / static_cast<double>(own_extent) *
+                            static_cast<double>(tiles_of(shared_extent, ts) * ts) / static_cast<double>(shared_extent);
+        // a full grid first; among grids short of one, more tiles first (SwiftShader runs the SIMD groups of a
+        // workgroup on several threads: a conv weight gradient of 8x9 outputs ran 2x slower in 4 tiles than in 6)
+        const bool better = !best || (full && !best_full) ||
+                            (full == best_full && (full || tiles == best_tiles ? cost < best_cost * (rows ? 1.0 : kColsBias)
+                                                                               : tiles > best_tiles));
+        if (better) {
+          best = rows ? TileShape{ts, to, true} : TileShape{to, ts, false};
+          best_cost = cost, best_full = full, best_tiles = tiles;
+        }
+      }
+  }
+  const int64_t plain_tiles = tiles_of(c.M, tm) * tiles_of(c.N, tn);
+  const double plain = (tm * cost_a + tn * cost_b + tm * tn * kMacCost) / (tm * tn) *
+                       static_cast<double>(tiles_of(c.M, tm) * tm) / static_cast<double>(c.M) *
+                       static_cast<double>(tiles_of(c.N, tn) * tn) / static_cast<double>(c.N);
+  if (!best || (plain <= best_cost && (plain_tiles >= kInvocations || !best_full)) ||
+      (!best_full && plain_tiles > best_tiles))
+    return std::nullopt;
+  return best;
+}
+
 /// `x` in parentheses unless it already is parenthesised as a whole (`(tile & 127)`).
 std::string paren(const std::string& x) { return x.front() == '(' && x.back() == ')' ? x : "(" + x + ")"; }
 
@@ -69,12 +144,12 @@ std::optional<ComputeKernel> emit_register_tiled(const Plan& plan, const Kernel&
   auto found = find_contraction(k, shape);
   if (!found) return std::nullopt;
   const Contraction& c = *found;
-  // kRegisterTile per side where that leaves a workgroup's worth of tiles, else 4: with fewer tiles than lanes and
-  // fibers, larger tiles only idle SIMD lanes (the digits MLP's 16-row steps, a conv weight gradient of 8x9 outputs)
-  // (and factors small enough to be repeated 8 times per iteration: kMaxFactorNodesFor8x8)
-  int tm = reg_extent(c.M, kRegisterTile), tn = reg_extent(c.N, kRegisterTile);
   auto count = [&](int64_t extent, int r) { return (extent + r - 1) / r; };
   const int64_t nodes_a = tree_size(c.factor_a), nodes_b = tree_size(c.factor_b);
+  // kRegisterTile per side where that leaves a workgroup's worth of tiles, else 4: with fewer tiles than lanes and
+  // fibers, larger tiles only idle SIMD lanes (the digits MLP's 16-row steps, a conv weight gradient of 8x9
+  // outputs) (and factors small enough to be repeated 8 times per iteration: kMaxFactorNodesFor8x8)
+  int tm = reg_extent(c.M, kRegisterTile), tn = reg_extent(c.N, kRegisterTile);
   if (count(c.M, tm) * count(c.N, tn) < kInvocations || nodes_a + nodes_b > kMaxFactorNodesFor8x8) {
     tm = reg_extent(c.M, 4), tn = reg_extent(c.N, 4);
     // a conv's large im2col factor beside a small one (its weights: a load): 8 along the small factor's side, 4
@@ -86,7 +161,19 @@ std::optional<ComputeKernel> emit_register_tiled(const Plan& plan, const Kernel&
     else if (nodes_a <= small && nodes_b > small && wide_m > tm && count(c.M, wide_m) * count(c.N, tn) >= kInvocations)
       tm = wide_m;
   }
-  const int64_t tiles_m = count(c.M, tm), tiles_n = count(c.N, tn), tiles = tiles_m * tiles_n;
+  // with subgroups of 4 (the cpu-subgroups plan), a tile whose lanes share one factor's loads where that costs less
+  const std::optional<TileShape> t = lang.wgsl() && limits.broadcast_lanes == kLanes
+                                         ? subgroup_tile_shape(c, nodes_a, nodes_b, tm, tn) : std::nullopt;
+  const bool sg = t.has_value();
+  if (sg) tm = t->tm, tn = t->tn;
+  const bool rows_shared = sg && t->rows_shared;
+  // the tile grid: with subgroups the own side's tiles run fastest and are padded to whole subgroups, so that the 4
+  // lanes of a subgroup are 4 tiles of one block of the shared side
+  int64_t tiles_m = count(c.M, tm), tiles_n = count(c.N, tn);
+  int64_t& own_tiles = rows_shared ? tiles_n : tiles_m;
+  const bool padded = sg && own_tiles % kLanes != 0;  // tiles past the own side's end: they read its last row/column
+  if (padded) own_tiles = count(own_tiles, kLanes) * kLanes;
+  const int64_t tiles = tiles_m * tiles_n;
   int local = std::min(kInvocations, limits.max_workgroup_invocations);
   while (local > kMinInvocations && (tiles + local - 1) / local * c.batch < kMinWorkgroups) local /= 2;
   const int64_t gx = (tiles + local - 1) / local;
@@ -98,7 +185,8 @@ std::optional<ComputeKernel> emit_register_tiled(const Plan& plan, const Kernel&
     return std::nullopt;
   }
   ComputeKernel ck;
-  ck.strategy = "register-tiled";
+  ck.strategy = sg ? "register-tiled-subgroups" : "register-tiled";
+  ck.subgroup_size = sg ? kLanes : 0;
   ck.local_size = {static_cast<uint32_t>(local), 1, 1};
   ck.workgroups = {static_cast<uint32_t>(gx), 1, static_cast<uint32_t>(c.batch)};
   ck.shared_bytes = 0;
@@ -108,31 +196,44 @@ std::optional<ComputeKernel> emit_register_tiled(const Plan& plan, const Kernel&
   // sums are discarded by store_tile's guard), so no load leaves the tile's range and no call branches
   std::string fns = tile_functions(plan, k, c, shape, loaded, helpers, lang, false, true);
 
-  std::string body = "  " + lang.let(LType::Int, "tile", lang.builtin(Builtin::GlobalInvocationId, 0)) + "\n";
-  body += "  " + lang.if_then(fmt::format("tile >= {}", tiles), "return;") + "\n";
-  body += "  " + lang.lets(LType::Int, {{"m0", fmt::format("{} * {}", lang.div_const("tile", tiles_n), tm)},
-                                       {"n0", fmt::format("{} * {}", paren(lang.mod_const("tile", tiles_n)), tn)}}) + "\n";
+  // with subgroups no invocation returns before the loop (every lane of a subgroup must reach each broadcast): one
+  // past the grid computes the last tile again and stores nothing
+  const bool spare = sg && gx * local > tiles;
+  const std::string gid = lang.builtin(Builtin::GlobalInvocationId, 0);
+  std::string body = "  " + lang.let(LType::Int, "tile", spare ? fmt::format("min({}, {})", gid, tiles - 1) : gid) + "\n";
+  if (!sg) body += "  " + lang.if_then(fmt::format("tile >= {}", tiles), "return;") + "\n";
+  const bool m_fastest = sg && !rows_shared;  // the own side's tiles run fastest
+  const std::string slow = lang.div_const("tile", m_fastest ? tiles_m : tiles_n),
+                    fast = paren(lang.mod_const("tile", m_fastest ? tiles_m : tiles_n));
+  body += "  " + lang.lets(LType::Int, {{"m0", fmt::format("{} * {}", m_fastest ? fast : slow, tm)},
+                                       {"n0", fmt::format("{} * {}", m_fastest ? slow : fast, tn)}}) + "\n";
+  if (sg) body += "  " + lang.let(LType::Int, "lane", lang.subgroup_lane()) + "\n";
   body += "  " + lang.local_array("acc", tm * tn, fmt::format("the register tile's sums, row-major ({}x{})", tm, tn)) + "\n";
-  // the rows and columns each register reads: m0 + i, or the side's last one past its end (a partial tile), split
-  // into output coordinates here, once: the factor calls in the loop do no division by a constant for them
-  // (SwiftShader's JIT keeps such a division a division and does not move it out of the loop, Run W1b)
-  auto side = [&](const char* v, const char* origin, int regs, int64_t extent, const std::vector<int>& dims) {
+  // the rows and columns each register reads: m0 + i, or the side's last one past its end (a partial tile, or a
+  // padded one of the subgroup grid), split into output coordinates here, once: the factor calls in the loop do no
+  // division by a constant for them (SwiftShader's JIT keeps such a division a division and does not move it out of
+  // the loop, Run W1b). The shared side of a subgroup tile: lane l reads m0 + 4 t + l for t < tm / 4.
+  auto side = [&](const char* v, const char* origin, int regs, int64_t extent, const std::vector<int>& dims,
+                  bool shared, bool padded) {
     std::vector<std::pair<std::string, std::string>> at;
-    for (int i = 0; i < regs; ++i)
-      at.emplace_back(fmt::format("{}{}", v, i), i == 0 ? std::string(origin)
-                                                 : extent % regs == 0 ? fmt::format("{} + {}", origin, i)
-                                                                      : fmt::format("min({} + {}, {})", origin, i, extent - 1));
+    const int n = shared ? regs / kLanes : regs;
+    for (int i = 0; i < n; ++i) {
+      std::string e = shared ? fmt::format("{} + {}lane", origin, i ? fmt::format("{} + ", kLanes * i) : "")
+                             : i ? fmt::format("{} + {}", origin, i) : std::string(origin);
+      if ((extent % regs != 0 && (shared || i > 0)) || padded) e = fmt::format("min({}, {})", e, extent - 1);
+      at.emplace_back(fmt::format("{}{}", v, i), e);
+    }
     std::string s = "  " + lang.lets(LType::Int, at) + "\n";
-    std::vector<std::string> args(regs);
-    for (int i = 0; i < regs; ++i) {
+    std::vector<std::string> args(n);
+    for (int i = 0; i < n; ++i) {
       const std::string reg = fmt::format("{}{}", v, i), prefix = reg + "_i";
       s += split_dims(shape, dims, reg, prefix.c_str(), 1, lang);
       for (int d : dims) args[i] += fmt::format("{}{}{}", args[i].empty() ? "" : ", ", prefix, d);
     }
     return std::pair{s, args};
   };
-  auto [rows, row_args] = side("row", "m0", tm, c.M, c.m_dims);
-  auto [cols, col_args] = side("col", "n0", tn, c.N, c.n_dims);
+  auto [rows, row_args] = side("row", "m0", tm, c.M, c.m_dims, rows_shared, padded && !rows_shared);
+  auto [cols, col_args] = side("col", "n0", tn, c.N, c.n_dims, sg && !rows_shared, padded && rows_shared);
   body += rows + cols;
   // one loop over the reduction's flat index k, split into its loop variables once per iteration for every call
   // (nested loops of 3 taps ran slower on SwiftShader than the split: Run W6)
@@ -164,8 +265,22 @@ std::optional<ComputeKernel> emit_register_tiled(const Plan& plan, const Kernel&
   auto call = [&](const char* fn, const std::string& coords) {
     return fmt::format("{}({}{})", fn, coords, coords.empty() ? loop_args.substr(2) : loop_args);
   };
-  for (int i = 0; i < tm; ++i) body += in + lang.let(LType::Float, fmt::format("a{}", i), call("factor_a", row_args[i])) + "\n";
-  for (int j = 0; j < tn; ++j) body += in + lang.let(LType::Float, fmt::format("b{}", j), call("factor_b", col_args[j])) + "\n";
+  // a factor's values of step k for registers 0..regs-1: loaded, or (the shared side) each lane loads one of every 4
+  // and the others come from its subgroup
+  auto factor_values = [&](const char* reg, const char* fn, const std::vector<std::string>& args, int regs, bool shared) {
+    std::string s;
+    if (!shared) {
+      for (int i = 0; i < regs; ++i) s += in + lang.let(LType::Float, fmt::format("{}{}", reg, i), call(fn, args[i])) + "\n";
+      return s;
+    }
+    for (int t = 0; t < regs / kLanes; ++t) s += in + lang.let(LType::Float, fmt::format("{}_lane{}", reg, t), call(fn, args[t])) + "\n";
+    for (int i = 0; i < regs; ++i)
+      s += in + lang.let(LType::Float, fmt::format("{}{}", reg, i),
+                         lang.subgroup_broadcast(fmt::format("{}_lane{}", reg, i / kLanes), i % kLanes)) + "\n";
+    return s;
+  };
+  body += factor_values("a", "factor_a", row_args, tm, rows_shared);
+  body += factor_values("b", "factor_b", col_args, tn, sg && !rows_shared);
   for (int i = 0; i < tm; ++i) {
     body += in.substr(1);
     for (int j = 0; j < tn; ++j) body += fmt::format(" acc[{}] += a{} * b{};", i * tn + j, i, j);
@@ -173,17 +288,22 @@ std::optional<ComputeKernel> emit_register_tiled(const Plan& plan, const Kernel&
   }
   body += step + "  }\n";
   // one epilogue loop (acc read at a run-time index: 64 gathers per invocation, against the K loop's 16 per k)
-  body += "  " + lang.for_stmt("e", "0", std::to_string(tm * tn), 1,
-                               fmt::format("store_tile(m0 + {}, n0 + {}, acc[e]);", lang.div_const("e", tn),
-                                           paren(lang.mod_const("e", tn)))) + "\n";
+  const std::string epilogue = lang.for_stmt("e", "0", std::to_string(tm * tn), 1,
+                                             fmt::format("store_tile(m0 + {}, n0 + {}, acc[e]);", lang.div_const("e", tn),
+                                                         paren(lang.mod_const("e", tn))));
+  body += "  " + (spare ? lang.if_then(fmt::format("{} < {}", gid, tiles), epilogue) : epilogue) + "\n";
   body += "}\n";
 
-  std::string src = kernel_header(plan, k, ck.strategy, lang);
+  std::string src = (sg ? lang.subgroups_enable() : std::string()) + kernel_header(plan, k, ck.strategy, lang);
   src += fmt::format("// contraction: C[batch][m][n] = sum_k A[m][k] * B[k][n], M = {}, N = {}, K = {}, batch {}\n", c.M,
                      c.N, c.K, c.batch);
-  src += fmt::format("// register tiles of {}x{} outputs per invocation ({}x{} tiles, n fastest), factors read from the "
+  src += fmt::format("// register tiles of {}x{} outputs per invocation ({}x{} tiles, {} fastest), factors read from the "
                      "buffers, no workgroup memory; {} workgroups of {} per batch\n",
-                     tm, tn, tiles_m, tiles_n, gx, local);
+                     tm, tn, tiles_m, tiles_n, m_fastest ? "m" : "n", gx, local);
+  if (sg)
+    src += fmt::format("// the {} lanes of a subgroup are {} tiles side by side: they share the {} ({}'s loads), each lane "
+                       "loads 1 of 4 per step and subgroupBroadcast passes it on\n", kLanes, kLanes,
+                       rows_shared ? "rows" : "columns", rows_shared ? "factor_a" : "factor_b");
   src += lang.workgroup_size_layout(local, 1);
   // WGSL: loads unclamped (every index is in range or masked by the factor's own select, and WGSL bounds every
   // storage access anyway: the clamp was a second bound per load, about a third of an SGEMM's time on SwiftShader)

@@ -12,9 +12,10 @@ export const BUNDLE_FORMAT = 'shadergrad-bundle/3';
 /** Every format this runtime reads, newest first. */
 export const BUNDLE_FORMATS = ['shadergrad-bundle/3', 'shadergrad-bundle/2'];
 
-/** The webgpu plans a bundle may carry (bundle.json `webgpu.plans[].name`): 'gpu' (kernels for GPUs) and 'cpu'
- * (kernels for CPU implementations of WebGPU such as SwiftShader or Dawn over llvmpipe). */
-export const WEBGPU_PLANS = ['gpu', 'cpu'];
+/** The webgpu plans a bundle may carry (bundle.json `webgpu.plans[].name`): 'gpu' (kernels for GPUs), 'cpu'
+ * (kernels for CPU implementations of WebGPU such as SwiftShader or Dawn over llvmpipe) and 'cpu-subgroups' (the cpu
+ * plan whose contractions share loads across subgroups of 4 lanes: it requires the 'subgroups' feature). */
+export const WEBGPU_PLANS = ['gpu', 'cpu', 'cpu-subgroups'];
 
 /**
  * The webgpu plans of a bundle.json: format 3's `webgpu.plans`, or format 2's one plan (`webgpu.target`,
@@ -122,8 +123,8 @@ export class Bundle {
     return s;
   }
 
-  /** The shader plans of the bundle: 'webgl2' (programs.NAME.kernels[].glsl_es) and 'webgpu gpu' / 'webgpu cpu'
-   * (programs.NAME[program_key].kernels[].wgsl), the ones it carries. */
+  /** The shader plans of the bundle: 'webgl2' (programs.NAME.kernels[].glsl_es) and 'webgpu gpu' / 'webgpu cpu' /
+   * 'webgpu cpu-subgroups' (programs.NAME[program_key].kernels[].wgsl), the ones it carries. */
   get shaderPlans() {
     return [...(this.targets.includes('webgl2') ? ['webgl2'] : []),
             ...(this.targets.includes('webgpu') ? this.webgpuPlans.map((pl) => `webgpu ${pl.name}`) : [])];
@@ -234,7 +235,7 @@ function validate(json, file) {
   plans.forEach((pl, i) => {
     if (!WEBGPU_PLANS.includes(pl.name) || plans.findIndex((q) => q.name === pl.name) !== i)
       fail(`webgpu.plans[${i}] is named '${pl.name}'; expected one of ${WEBGPU_PLANS.join(', ')}, each once`);
-    if (typeof pl.program_key !== 'string' || !/^webgpu(_[a-z]+)?$/.test(pl.program_key) || !pl.requires)
+    if (typeof pl.program_key !== 'string' || !/^webgpu(_[a-z][a-z_]*)?$/.test(pl.program_key) || !pl.requires)
       fail(`webgpu.plans[${i}] ('${pl.name}') has program_key ${JSON.stringify(pl.program_key)} and ` +
            `${pl.requires ? '' : 'no '}requires; expected 'webgpu' or 'webgpu_NAME' and its requires`);
   });

@@ -20,7 +20,7 @@ export class Runtime {
     this.backend = selection.backend;
     /** @type {{backend: string, ok: boolean, reason: string}[]} every backend tried, with the reason in words */
     this.attempts = selection.attempts;
-    /** @type {{name: 'gpu'|'cpu', program_key: string, reason: string}|null} on WebGPU: the webgpu plan running
+    /** @type {{name: 'gpu'|'cpu'|'cpu-subgroups', program_key: string, reason: string}|null} on WebGPU: the webgpu plan running
      * (the gpu plan, or the cpu plan on a CPU implementation of WebGPU) and why, in words; null on WebGL2 */
     this.webgpuPlan = selection.webgpuPlan ?? null;
     this.device = selection.device;
@@ -160,7 +160,7 @@ function compiledAtCreation(bundle, compile = 'lazy') {
  * `compile` names (default 'lazy': none — each program's kernels are compiled at its first run(), or by
  * Runtime.prepare()).
  * @param {string|URL|Bundle} bundle URL of bundle.json, or a loaded Bundle
- * @param {{backend?: 'auto'|'webgpu'|'webgl2', webgpuPlan?: 'auto'|'gpu'|'cpu', gpu?: GPU,
+ * @param {{backend?: 'auto'|'webgpu'|'webgl2', webgpuPlan?: 'auto'|'gpu'|'cpu'|'cpu-subgroups', gpu?: GPU,
  *          canvas?: HTMLCanvasElement|OffscreenCanvas, profile?: boolean, fetch?: typeof fetch,
  *          contextAttributes?: WebGLContextAttributes, featureLevel?: 'core'|'compatibility',
  *          compile?: 'lazy'|'all'|string[], setupProfile?: boolean, shaders?: 'lazy'|'all'}} [options]

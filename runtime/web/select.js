@@ -21,7 +21,7 @@ function bundleReason(bundle, backend) {
  * Tries the backends in order and returns the first that can run the bundle. On WebGPU it also picks the webgpu
  * plan (chooseWebGPUPlan: by the adapter, or `webgpuPlan` forces one) and says why.
  * @param {import('./bundle.js').Bundle} bundle
- * @param {{backend?: 'auto'|'webgpu'|'webgl2', webgpuPlan?: 'auto'|'gpu'|'cpu', gpu?: GPU,
+ * @param {{backend?: 'auto'|'webgpu'|'webgl2', webgpuPlan?: 'auto'|'gpu'|'cpu'|'cpu-subgroups', gpu?: GPU,
  *          canvas?: HTMLCanvasElement|OffscreenCanvas, contextAttributes?: WebGLContextAttributes,
  *          profile?: boolean}} [options]
  * @returns {Promise<{backend: string, device: import('./webgl2.js').WebGL2Device|import('./webgpu.js').WebGPUDevice,

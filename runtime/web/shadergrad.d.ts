@@ -5,7 +5,7 @@
 export const BUNDLE_FORMAT: string;
 /** Every bundle format this runtime reads: ["shadergrad-bundle/3", "shadergrad-bundle/2"]. */
 export const BUNDLE_FORMATS: readonly string[];
-/** The webgpu plans a bundle may carry: ['gpu', 'cpu']. */
+/** The webgpu plans a bundle may carry: ['gpu', 'cpu', 'cpu-subgroups']. */
 export const WEBGPU_PLANS: readonly WebGPUPlanName[];
 /** The targets a bundle may carry: ['webgpu', 'webgl2']. */
 export const TARGETS: readonly BackendName[];
@@ -16,22 +16,26 @@ export const BACKENDS: readonly BackendName[];
 export const VERSION: string;
 
 export type BackendName = 'webgpu' | 'webgl2';
-/** 'gpu': WGSL kernels made for GPUs; 'cpu': made for CPU implementations of WebGPU (SwiftShader, llvmpipe). */
-export type WebGPUPlanName = 'gpu' | 'cpu';
+/** 'gpu': WGSL kernels made for GPUs; 'cpu': made for CPU implementations of WebGPU (SwiftShader, llvmpipe);
+ * 'cpu-subgroups': the cpu plan with contractions that share loads across subgroups of 4 (needs 'subgroups'). */
+export type WebGPUPlanName = 'gpu' | 'cpu' | 'cpu-subgroups';
 
 /** One webgpu plan of a bundle (bundle.json webgpu.plans[]): its programs live at programs.NAME[program_key]. */
 export interface WebGPUPlanInfo {
   name: WebGPUPlanName; program_key: string; target: Record<string, unknown>;
-  requires: { limits: Record<string, number>; features: string[] };
+  /** subgroup_size: the plan's kernels need subgroups of exactly this many consecutive invocations. */
+  requires: { limits: Record<string, number>; features: string[]; subgroup_size?: number };
 }
 /** The webgpu plan a runtime runs and why, in words. */
 export interface ChosenWebGPUPlan { name: WebGPUPlanName; program_key: string; reason: string; }
 
-/** The plan for `adapter`: 'cpu' on a fallback adapter or one whose info names a CPU implementation (SwiftShader,
- * llvmpipe, lavapipe, WARP, CPU), else 'gpu'; `want` forces one. A missing forced plan gives only a reason. */
-export function chooseWebGPUPlan(adapter: { isFallbackAdapter?: boolean; info?: Record<string, unknown> },
+/** The plan for `adapter`: on a fallback adapter or one whose info names a CPU implementation (SwiftShader,
+ * llvmpipe, lavapipe, WARP, CPU) 'cpu-subgroups' where the adapter has 'subgroups' of exactly 4 invocations (with
+ * 'cpu' as `fallback`), else 'cpu'; 'gpu' otherwise; `want` forces one. A plan that cannot run gives only a reason. */
+export function chooseWebGPUPlan(adapter: { isFallbackAdapter?: boolean; info?: Record<string, unknown>;
+                                            features?: ReadonlySet<string> },
                                  plans: WebGPUPlanInfo[], want?: 'auto' | WebGPUPlanName):
-  { plan: WebGPUPlanInfo; reason: string } | { reason: string };
+  { plan: WebGPUPlanInfo; reason: string; fallback?: WebGPUPlanInfo } | { reason: string };
 
 /** A reference to f32 data in a bundle file: absolute byte offset and length. */
 export interface DataRef { file: string; tensor: string; offset: number; bytes: number; }
@@ -50,7 +54,8 @@ export class Bundle {
   /** The webgpu section: the first plan's target and the WebGPU limits (GPUSupportedLimits names) it requires,
    * and every plan (format 3). */
   readonly webgpu?: { target: Record<string, unknown>;
-                      requires: { limits: Record<string, number>; features: string[] }; plans?: WebGPUPlanInfo[] };
+                      /** subgroup_size: the plan's kernels need subgroups of exactly this many consecutive invocations. */
+  requires: { limits: Record<string, number>; features: string[]; subgroup_size?: number }; plans?: WebGPUPlanInfo[] };
   /** The webgpu plans in bundle order (format 2: its one plan); [] without the webgpu target. */
   readonly webgpuPlans: WebGPUPlanInfo[];
   readonly target: Record<string, unknown>;

@@ -31,24 +31,43 @@ const fail = (reason) => ({ reason });
  * Microsoft's WARP ("Microsoft Basic Render Driver"), or a CPU device type. */
 const CPU_ADAPTER = /swiftshader|llvmpipe|lavapipe|softpipe|software rasterizer|basic render driver|\bwarp\b|\bcpu\b/i;
 
+/** Lanes per subgroup that the cpu-subgroups plan's kernels assume (bundle.json plans[].requires.subgroup_size). */
+const SUBGROUP_LANES = 4;
+
+/** Why `adapter` cannot run a plan whose kernels need subgroups of `lanes` invocations, or null. */
+function subgroupsUnusable(adapter, lanes = SUBGROUP_LANES) {
+  if (!adapter.features?.has?.('subgroups')) return "the adapter has no 'subgroups' feature";
+  const info = adapter.info ?? {};
+  if (info.subgroupMinSize !== lanes || info.subgroupMaxSize !== lanes)
+    return `its subgroups have ${info.subgroupMinSize ?? '?'} to ${info.subgroupMaxSize ?? '?'} invocations, the ` +
+           `plan's kernels need exactly ${lanes}`;
+  return null;
+}
+
 /**
- * Which webgpu plan of the bundle runs on `adapter`: the `cpu` plan (CPU tile sizes and schedule) on a CPU
- * implementation of WebGPU — a fallback adapter, or adapter info naming SwiftShader, llvmpipe, lavapipe, WARP or a
- * CPU — the `gpu` plan otherwise; `want` ('gpu' | 'cpu') forces one. Never throws.
- * @param {{isFallbackAdapter?: boolean, info?: object}} adapter
+ * Which webgpu plan of the bundle runs on `adapter`: on a CPU implementation of WebGPU — a fallback adapter, or
+ * adapter info naming SwiftShader, llvmpipe, lavapipe, WARP or a CPU — the `cpu-subgroups` plan where the adapter has
+ * the 'subgroups' feature with subgroups of exactly 4 invocations (then `fallback` is the `cpu` plan, for when the
+ * device's lanes turn out not to be 4 consecutive invocations), else the `cpu` plan; the `gpu` plan otherwise;
+ * `want` ('gpu' | 'cpu' | 'cpu-subgroups') forces one. Never throws.
+ * @param {{isFallbackAdapter?: boolean, info?: object, features?: Set<string>}} adapter
  * @param {{name: string}[]} plans the bundle's webgpu plans
- * @param {'auto'|'gpu'|'cpu'} [want]
- * @returns {{plan: object, reason: string} | {reason: string}} the plan and why, in words; or why none can run
+ * @param {'auto'|'gpu'|'cpu'|'cpu-subgroups'} [want]
+ * @returns {{plan: object, reason: string, fallback?: object} | {reason: string}} the plan and why, in words; or
+ *   why none can run
  */
 export function chooseWebGPUPlan(adapter, plans, want = 'auto') {
   const names = plans.map((p) => p.name);
   const has = (n) => plans.find((p) => p.name === n);
+  const unusable = (p) => (p.requires?.subgroup_size ? subgroupsUnusable(adapter, p.requires.subgroup_size) : null);
   if (want !== 'auto') {
-    if (!['gpu', 'cpu'].includes(want))
-      return fail(`unknown webgpu plan '${want}' (choose auto, gpu, cpu)`);
+    if (!['gpu', 'cpu', 'cpu-subgroups'].includes(want))
+      return fail(`unknown webgpu plan '${want}' (choose auto, gpu, cpu, cpu-subgroups)`);
     if (!has(want))
       return fail(`the bundle has no webgpu ${want} plan (it has ${names.join(', ')}; export it with --webgpu-plans ` +
-                  'gpu,cpu)');
+                  'gpu,cpu,cpu-subgroups)');
+    const no = unusable(has(want));
+    if (no) return fail(`the ${want} plan, forced (webgpuPlan: '${want}'), cannot run here: ${no}`);
     return { plan: has(want), reason: `the ${want} plan, forced (webgpuPlan: '${want}')` };
   }
   const info = adapter.info ?? {};
@@ -60,10 +79,69 @@ export function chooseWebGPUPlan(adapter, plans, want = 'auto') {
     ? `the adapter${text ? ` (${text})` : ''} is a CPU implementation of WebGPU (${[
       fallback ? 'a fallback adapter' : '', named ? `its info names ${named}` : ''].filter(Boolean).join(', ')})`
     : `the adapter${text ? ` (${text})` : ''} is a GPU (not a fallback adapter; its info names no CPU implementation)`;
+  if (cpu) {
+    const sg = has('cpu-subgroups'), no = sg && unusable(sg);
+    if (sg && !no)
+      return { plan: sg, reason: `the cpu-subgroups plan: ${why}, with subgroups of ${sg.requires.subgroup_size} invocations`,
+               fallback: has('cpu') };
+    if (has('cpu')) return { plan: has('cpu'), reason: `the cpu plan: ${why}${sg ? ` (not cpu-subgroups: ${no})` : ''}` };
+  } else if (has('gpu')) {
+    return { plan: has('gpu'), reason: `the gpu plan: ${why}` };
+  }
   const kind = cpu ? 'cpu' : 'gpu';
-  if (has(kind)) return { plan: has(kind), reason: `the ${kind} plan: ${why}` };
-  return { plan: plans[0], reason: `the ${plans[0].name} plan, the only one of the bundle: ${why}, but the bundle ` +
-                                   `has no ${kind} plan (export it with --webgpu-plans gpu,cpu)` };
+  const other = plans.find((p) => !unusable(p));
+  if (!other)
+    return fail(`the bundle's only plan (${names.join(', ')}) cannot run here: ${unusable(plans[0])}`);
+  return { plan: other, reason: `the ${other.name} plan, the only ${plans.length > 1 ? 'usable ' : ''}one of the ` +
+                                `bundle: ${why}, but the bundle has no ${kind} plan (export it with --webgpu-plans ` +
+                                'gpu,cpu,cpu-subgroups)' };
+}
+
+/**
+ * Why the device's subgroups are not `lanes` consecutive invocations (local_invocation_index 4q..4q+3, lane = index
+ * mod 4, lane 0's value broadcast to all four), as the cpu-subgroups kernels assume, or null when they are: one
+ * dispatch of a probe kernel, read back. WGSL leaves the lanes' order to the implementation.
+ * @param {GPUDevice} device a device with the 'subgroups' feature
+ * @returns {Promise<string|null>}
+ */
+export async function subgroupLanesReason(device, lanes = SUBGROUP_LANES) {
+  const n = 128;
+  const code = `enable subgroups;
+@group(0) @binding(0) var<storage, read_write> lane_ok: array<u32>;
+@compute @workgroup_size(64)
+fn main(@builtin(local_invocation_index) i: u32, @builtin(workgroup_id) wg: vec3<u32>,
+        @builtin(subgroup_invocation_id) lane: u32, @builtin(subgroup_size) size: u32) {
+  let first = subgroupBroadcast(i, 0u);
+  lane_ok[wg.x * 64u + i] = select(0u, 1u, size == ${lanes}u && lane == i % ${lanes}u && first == i - i % ${lanes}u);
+}`;
+  device.pushErrorScope('validation');
+  const out = device.createBuffer({ size: 4 * n, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC });
+  const read = device.createBuffer({ size: 4 * n, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+  try {
+    const pipeline = await device.createComputePipelineAsync({ layout: 'auto',
+                                                                compute: { module: device.createShaderModule({ code }),
+                                                                           entryPoint: 'main' } });
+    const enc = device.createCommandEncoder();
+    const pass = enc.beginComputePass();
+    pass.setPipeline(pipeline);
+    pass.setBindGroup(0, device.createBindGroup({ layout: pipeline.getBindGroupLayout(0),
+                                                  entries: [{ binding: 0, resource: { buffer: out } }] }));
+    pass.dispatchWorkgroups(n / 64);
+    pass.end();
+    enc.copyBufferToBuffer(out, 0, read, 0, 4 * n);
+    device.queue.submit([enc.finish()]);
+    const error = await device.popErrorScope();
+    if (error) return `the subgroup probe kernel failed: ${error.message}`;
+    await read.mapAsync(GPUMapMode.READ);
+    const ok = new Uint32Array(read.getMappedRange()).every((v) => v === 1);
+    read.unmap();
+    return ok ? null : `its subgroups are not ${lanes} consecutive invocations (a probe kernel's lanes disagree)`;
+  } catch (e) {
+    return `the subgroup probe kernel failed: ${e.message}`;
+  } finally {
+    out.destroy();
+    read.destroy();
+  }
 }
 
 /**
@@ -72,7 +150,7 @@ export function chooseWebGPUPlan(adapter, plans, want = 'auto') {
  * failure is a reason in words (the backend-selection chain reports it).
  * @param {{name: string, program_key: string, requires: {limits?: Record<string, number>}}[]} plans
  * @param {{gpu?: GPU, profile?: boolean, featureLevel?: string, powerPreference?: string,
- *          webgpuPlan?: 'auto'|'gpu'|'cpu'}} [options]
+ *          webgpuPlan?: 'auto'|'gpu'|'cpu'|'cpu-subgroups'}} [options]
  * @returns {Promise<{device: WebGPUDevice, plan: object, planReason: string} | {reason: string}>}
  */
 export async function probeWebGPU(plans, options = {}) {
@@ -100,7 +178,10 @@ export async function probeWebGPU(plans, options = {}) {
                'unknown adapter';
   const chosen = chooseWebGPUPlan(adapter, plans, options.webgpuPlan ?? 'auto');
   if (!chosen.plan) return fail(`adapter ${name}: ${chosen.reason}`);
-  const wanted = chosen.plan.requires?.limits ?? {};
+  // the limits of the plan and of its fallback (the device runs the fallback when the subgroup probe disagrees)
+  const wanted = { ...(chosen.fallback?.requires?.limits ?? {}) };
+  for (const [limit, need] of Object.entries(chosen.plan.requires?.limits ?? {}))
+    wanted[limit] = Math.max(need, wanted[limit] ?? 0);
   const short = [];
   const requiredLimits = {};
   for (const [limit, need] of Object.entries(wanted)) {
@@ -112,7 +193,11 @@ export async function probeWebGPU(plans, options = {}) {
   if (short.length)
     return fail(`the WebGPU adapter ${name} cannot run this bundle's ${chosen.plan.name} plan (${chosen.reason}): ` +
                 `it needs ${short.join('; ')}`);
-  const requiredFeatures = [];
+  const requiredFeatures = [...(chosen.plan.requires?.features ?? [])];
+  const missing = requiredFeatures.filter((f) => !adapter.features.has(f));
+  if (missing.length)
+    return fail(`the WebGPU adapter ${name} cannot run this bundle's ${chosen.plan.name} plan (${chosen.reason}): ` +
+                `it needs the feature${missing.length > 1 ? 's' : ''} ${missing.join(', ')}`);
   const timestamps = !!options.profile && adapter.features.has('timestamp-query');
   if (timestamps) requiredFeatures.push('timestamp-query');
   let device;
@@ -121,8 +206,16 @@ export async function probeWebGPU(plans, options = {}) {
   } catch (e) {
     return fail(`requestDevice on ${name} failed: ${e.message}`);
   }
-  return { device: new WebGPUDevice(gpu, adapter, device, name, timestamps), plan: chosen.plan,
-           planReason: chosen.reason };
+  let { plan, reason } = chosen;
+  if (plan.requires?.subgroup_size) {
+    const no = await subgroupLanesReason(device, plan.requires.subgroup_size);
+    if (no && !chosen.fallback) {
+      device.destroy();
+      return fail(`the WebGPU adapter ${name} cannot run this bundle's ${plan.name} plan (${reason}): ${no}`);
+    }
+    if (no) ({ plan, reason } = { plan: chosen.fallback, reason: `the ${chosen.fallback.name} plan: ${no}` });
+  }
+  return { device: new WebGPUDevice(gpu, adapter, device, name, timestamps), plan, planReason: reason };
 }
 
 /** Line, column and text of every message of a shader module's compilation info, errors first. */

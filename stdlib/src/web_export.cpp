@@ -254,8 +254,10 @@ TargetPlans schedule_webgpu(const BundleSpec& spec, const WebGPUTarget& target, 
   TargetPlans t;
   t.name = plan_name;
   t.key = first ? "webgpu" : "webgpu_" + plan_name;
+  std::replace(t.key.begin(), t.key.end(), '-', '_');  // webgpu_cpu_subgroups
   t.target = target;
-  t.target.cpu_device = plan_name == "cpu";
+  t.target.cpu_device = plan_name == "cpu" || plan_name == "cpu-subgroups";
+  t.target.subgroup_broadcast = plan_name == "cpu-subgroups";
   const ScheduleOptions so = t.target.schedule_options();
   const ComputeLimits limits = t.target.limits();
   ExportSummary::WebGPUPlanSummary ps{plan_name, {}, 0};
@@ -303,12 +305,15 @@ void check_webgpu_plans(const BundleTargets& targets) {
   if (targets.webgpu_target.cpu_device)
     throw ValueError("export: BundleTargets::webgpu_target.cpu_device is set; choose the plan for CPU implementations "
                      "of WebGPU with webgpu_plans = {\"cpu\"} (or both: {\"gpu\", \"cpu\"})");
+  if (targets.webgpu_target.subgroup_broadcast)
+    throw ValueError("export: BundleTargets::webgpu_target.subgroup_broadcast is set; choose the plan with subgroup "
+                     "operations with webgpu_plans = {\"cpu-subgroups\"}");
   if (targets.webgpu_plans.empty())
-    throw ValueError("export: the webgpu target needs at least one webgpu plan (gpu, cpu)");
+    throw ValueError("export: the webgpu target needs at least one webgpu plan (gpu, cpu, cpu-subgroups)");
   for (size_t i = 0; i < targets.webgpu_plans.size(); ++i) {
     const std::string& n = targets.webgpu_plans[i];
     if (std::find(std::begin(kWebGPUPlanNames), std::end(kWebGPUPlanNames), n) == std::end(kWebGPUPlanNames))
-      throw ValueError(fmt::format("export: unknown webgpu plan '{}' (choose gpu, cpu)", n));
+      throw ValueError(fmt::format("export: unknown webgpu plan '{}' (choose gpu, cpu, cpu-subgroups)", n));
     if (std::find(targets.webgpu_plans.begin(), targets.webgpu_plans.begin() + static_cast<std::ptrdiff_t>(i), n) !=
         targets.webgpu_plans.begin() + static_cast<std::ptrdiff_t>(i))
       throw ValueError(fmt::format("export: webgpu plan '{}' is listed twice", n));
@@ -319,6 +324,7 @@ void check_webgpu_plans(const BundleTargets& targets) {
 /// of every program needs, named as WebGPU names them (requestDevice's requiredLimits).
 json webgpu_requires(const TargetPlans& t, const std::map<std::string, PersistentEntry>& reg) {
   int64_t buffers = 1, inv = 1, sx = 1, sy = 1, sz = 1, shared = 0, groups = 1, bytes = 16;
+  int subgroups = 0;  // the subgroup size kernels assume (ComputeKernel::subgroup_size), 0 = none uses them
   auto vec4 = [](int64_t numel) { return (std::max<int64_t>(numel, 1) * 4 + 15) / 16 * 16; };
   for (size_t i = 0; i < t.plans.size(); ++i) {
     for (const ComputeKernel& ck : t.kernels[i]) {
@@ -329,6 +335,7 @@ json webgpu_requires(const TargetPlans& t, const std::map<std::string, Persisten
       sz = std::max<int64_t>(sz, ck.local_size[2]);
       shared = std::max(shared, ck.shared_bytes);
       for (uint32_t g : ck.workgroups) groups = std::max<int64_t>(groups, g);
+      subgroups = std::max(subgroups, ck.subgroup_size);
     }
     for (const TextureLayout& b : t.plans[i].buffers) bytes = std::max(bytes, vec4(b.numel));
     for (const Value& v : t.plans[i].values) bytes = std::max(bytes, vec4(v.node->numel()));
@@ -343,7 +350,12 @@ json webgpu_requires(const TargetPlans& t, const std::map<std::string, Persisten
                  {"maxStorageBufferBindingSize", bytes},
                  {"maxBufferSize", bytes}};
   if (shared > 0) limits["maxComputeWorkgroupStorageSize"] = shared;
-  return {{"limits", limits}, {"features", json::array()}};
+  json r = {{"limits", limits}, {"features", json::array()}};
+  if (subgroups > 0) {  // the 'subgroups' feature, with subgroups of exactly this many consecutive invocations
+    r["features"].push_back("subgroups");
+    r["subgroup_size"] = subgroups;
+  }
+  return r;
 }
 
 /// Every persistent value's initial value, then every program's constants (webgl2 plans first, then each webgpu

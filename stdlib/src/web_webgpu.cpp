@@ -45,6 +45,7 @@ json kernel_json(const Plan& plan, const Kernel& k, const ComputeKernel& ck, con
           {"workgroup_size", ck.local_size},
           {"workgroups", ck.workgroups},
           {"workgroup_storage_bytes", ck.shared_bytes},
+          {"subgroup_size", ck.subgroup_size},
           {"bindings", bindings},
           {"nodes", records::kernel_nodes(plan, k)}};
 }
@@ -58,6 +59,11 @@ DeviceCaps webgpu_caps(const WebGPUTarget& t) {
     throw ValueError(fmt::format("WebGPUTarget::preset '{}' is unknown (choose webgpu or webgpu-compat)", t.preset));
   DeviceCaps caps = preset_caps(t.preset);
   if (t.cpu_device) caps.cpu_device = caps.compute.cpu_device = caps.compute.register_tiles = true;
+  if (t.subgroup_broadcast) {
+    if (!t.cpu_device)
+      throw ValueError("WebGPUTarget::subgroup_broadcast needs cpu_device (the register tiles of the cpu plans)");
+    caps.compute.broadcast_lanes = 4;
+  }
   return caps;
 }
 
@@ -75,6 +81,7 @@ json WebGPUTarget::to_json() const {
           {"preset", preset},
           {"cpu_device", cpu_device},
           {"register_tiles", l.register_tiles},
+          {"subgroup_broadcast", l.broadcast_lanes},
           {"stage", "compute"},
           {"language", "wgsl"},
           {"storage", "buffers"},

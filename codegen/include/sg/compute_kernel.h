@@ -51,6 +51,12 @@ struct ComputeLimits {
   /// reductions (strategy "register-tiled", codegen/src/emit_regtile.cpp): the webgpu plan for CPU implementations
   /// of WebGPU (SwiftShader), where every barrier switches all fibers of a workgroup. Off elsewhere.
   bool register_tiles = false;
+  /// With register_tiles, in WGSL: the lanes of a subgroup of this many invocations share one factor's loads (4 =
+  /// SwiftShader's subgroups). An invocation loads 1/4 of the shared side's factor values of a step and takes the
+  /// others from the lanes beside it with `subgroupBroadcast` (codegen/src/emit_regtile.cpp): the kernels need the
+  /// 'subgroups' feature and subgroups of exactly 4 consecutive invocations (the runtime checks both before it picks
+  /// the plan). 0 = off; only 4 is supported.
+  int broadcast_lanes = 0;
 };
 
 /// The language a compute kernel is printed in.
@@ -117,6 +123,9 @@ struct ComputeKernel {
   /// Wall time the backend spent picking the configuration (timing candidates, or reading the cache record), ms;
   /// 0 for the heuristic.
   double tuning_ms = 0;
+  /// The subgroup size the kernel's subgroup operations assume (ComputeLimits::broadcast_lanes; WGSL `enable
+  /// subgroups;`), 0 = it uses none.
+  int subgroup_size = 0;
 };
 
 /// Schedule options for a buffer-storage target: multi-output fusion within the device's storage-buffer

@@ -83,6 +83,10 @@ struct WebGPUTarget {
   /// ComputeLimits::cpu_device), no split-K, and contractions as register tiles without workgroup memory or barriers
   /// (ComputeLimits::register_tiles). Off by default. write_bundle sets it per plan (BundleTargets::webgpu_plans).
   bool cpu_device = false;
+  /// With cpu_device: register tiles whose 4 lanes share one factor's loads through WGSL subgroup operations
+  /// (ComputeLimits::broadcast_lanes): the "cpu-subgroups" plan, which needs the 'subgroups' feature and subgroups of
+  /// exactly 4 consecutive invocations (SwiftShader's). write_bundle sets it per plan.
+  bool subgroup_broadcast = false;
 
   /// The compute limits of the preset (what compute_schedule_options and emit_compute_kernel see). Throws
   /// ValueError for an unknown preset (naming the known ones).
@@ -93,17 +97,19 @@ struct WebGPUTarget {
   nlohmann::json to_json() const;
 };
 
-/// The names of the webgpu plans a bundle may carry: "gpu" (kernels for hardware GPUs) and "cpu" (for CPU
-/// implementations of WebGPU: WebGPUTarget::cpu_device). The runtime picks one by the adapter (docs/BUNDLE.md).
-inline constexpr const char* kWebGPUPlanNames[] = {"gpu", "cpu"};
+/// The names of the webgpu plans a bundle may carry: "gpu" (kernels for hardware GPUs), "cpu" (for CPU
+/// implementations of WebGPU: WebGPUTarget::cpu_device) and "cpu-subgroups" (the cpu plan whose contractions share
+/// loads across subgroups: WebGPUTarget::subgroup_broadcast; the runtime prefers it to "cpu" where the adapter's
+/// subgroups are 4 consecutive invocations). The runtime picks one by the adapter (docs/BUNDLE.md).
+inline constexpr const char* kWebGPUPlanNames[] = {"gpu", "cpu", "cpu-subgroups"};
 
 /// The targets a bundle carries; at least one. Converts from a WebGL2Target (both targets, that webgl2 schedule).
 struct BundleTargets {
   bool webgpu = true;
   bool webgl2 = true;
   /// The webgpu plans, in bundle.json order (`webgpu.plans`; the first one is `programs.NAME.webgpu`, another one
-  /// `programs.NAME.webgpu_PLAN`): a non-empty list of distinct kWebGPUPlanNames. Default both, GPU first.
-  std::vector<std::string> webgpu_plans = {"gpu", "cpu"};
+  /// `programs.NAME.webgpu_PLAN`): a non-empty list of distinct kWebGPUPlanNames. Default all three, GPU first.
+  std::vector<std::string> webgpu_plans = {"gpu", "cpu", "cpu-subgroups"};
   /// The preset of every webgpu plan. Its cpu_device must stay false (write_bundle throws ValueError otherwise):
   /// choose the CPU implementation's kernels with webgpu_plans = {"cpu"}.
   WebGPUTarget webgpu_target;

@@ -1,0 +1,54 @@
+// The web runtime's choice of a bundle's webgpu plan (runtime/web/webgpu.js chooseWebGPUPlan) for adapters
+// described by hand: a GPU, SwiftShader with and without subgroups of 4, another CPU implementation with subgroups
+// of 8, forced plans and bundles that lack a plan. Pure logic, no device: run by ctest (webgpu_plan_choice) in Node.
+// Exit status 0 = every assertion held; an AssertionError names the case otherwise.
+import assert from 'node:assert/strict';
+import { chooseWebGPUPlan } from '../runtime/web/webgpu.js';
+
+const plan = (name, requires = {}) => ({ name, program_key: name === 'gpu' ? 'webgpu' : `webgpu_${name.replace('-', '_')}`,
+                                        requires: { limits: {}, features: [], ...requires } });
+const all = [plan('gpu'), plan('cpu'), plan('cpu-subgroups', { features: ['subgroups'], subgroup_size: 4 })];
+const adapter = (info, features = [], fallback = false) => ({ info, features: new Set(features), isFallbackAdapter: fallback });
+const swiftshader = adapter({ vendor: 'google', architecture: 'swiftshader', subgroupMinSize: 4, subgroupMaxSize: 4 },
+                            ['subgroups'], true);
+const noSubgroups = adapter({ vendor: 'google', architecture: 'swiftshader', subgroupMinSize: 4, subgroupMaxSize: 4 },
+                            [], true);
+const lanes8 = adapter({ vendor: 'mesa', architecture: 'llvmpipe', subgroupMinSize: 8, subgroupMaxSize: 8 }, ['subgroups']);
+const gpu = adapter({ vendor: 'nvidia', architecture: 'hopper', subgroupMinSize: 32, subgroupMaxSize: 32 }, ['subgroups']);
+
+// SwiftShader with subgroups of 4: cpu-subgroups, with the cpu plan to fall back to after the lane probe
+let c = chooseWebGPUPlan(swiftshader, all);
+assert.equal(c.plan.name, 'cpu-subgroups');
+assert.equal(c.fallback.name, 'cpu');
+assert.match(c.reason, /CPU implementation of WebGPU.*subgroups of 4 invocations/);
+// without the feature, or with subgroups of 8: the cpu plan, saying why not the other
+c = chooseWebGPUPlan(noSubgroups, all);
+assert.equal(c.plan.name, 'cpu');
+assert.match(c.reason, /not cpu-subgroups: the adapter has no 'subgroups' feature/);
+c = chooseWebGPUPlan(lanes8, all);
+assert.equal(c.plan.name, 'cpu');
+assert.match(c.reason, /subgroups have 8 to 8 invocations, the plan's kernels need exactly 4/);
+// a GPU: the gpu plan, whatever its subgroups
+c = chooseWebGPUPlan(gpu, all);
+assert.equal(c.plan.name, 'gpu');
+assert.equal(c.fallback, undefined);
+// forced plans: run when the adapter can, else only a reason
+assert.equal(chooseWebGPUPlan(gpu, all, 'cpu').plan.name, 'cpu');
+assert.equal(chooseWebGPUPlan(swiftshader, all, 'cpu-subgroups').plan.name, 'cpu-subgroups');
+c = chooseWebGPUPlan(noSubgroups, all, 'cpu-subgroups');
+assert.equal(c.plan, undefined);
+assert.match(c.reason, /forced.*cannot run here: the adapter has no 'subgroups' feature/);
+assert.match(chooseWebGPUPlan(gpu, all, 'tpu').reason, /unknown webgpu plan 'tpu' \(choose auto, gpu, cpu, cpu-subgroups\)/);
+assert.match(chooseWebGPUPlan(gpu, [plan('gpu')], 'cpu').reason, /the bundle has no webgpu cpu plan/);
+// a bundle without the adapter's kind: the first plan the adapter can run, saying so
+const cpuOnly = [plan('cpu-subgroups', { features: ['subgroups'], subgroup_size: 4 }), plan('cpu')];
+c = chooseWebGPUPlan(gpu, cpuOnly);
+assert.equal(c.plan.name, 'cpu');  // the GPU's subgroups are 32
+assert.match(c.reason, /the only usable one of the bundle.*has no gpu plan/);
+c = chooseWebGPUPlan(noSubgroups, [cpuOnly[0]]);
+assert.equal(c.plan, undefined);
+assert.match(c.reason, /the bundle's only plan \(cpu-subgroups\) cannot run here: the adapter has no 'subgroups' feature/);
+c = chooseWebGPUPlan(swiftshader, [plan('gpu')]);
+assert.equal(c.plan.name, 'gpu');
+assert.match(c.reason, /the only one of the bundle.*has no cpu plan/);
+console.log('webgpu plan choice: every case holds');
