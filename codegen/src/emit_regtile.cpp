@@ -16,6 +16,7 @@
 // invocation order: n fastest (TILES_N tiles per row of tiles), then m; batch
 // from the workgroup id's z, as the factor functions expect.
 #include <algorithm>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -136,16 +137,9 @@ std::optional<TileShape> subgroup_tile_shape(const Contraction& c, int64_t nodes
 /// `x` in parentheses unless it already is parenthesised as a whole (`(tile & 127)`).
 std::string paren(const std::string& x) { return x.front() == '(' && x.back() == ')' ? x : "(" + x + ")"; }
 
-}  // namespace
-
-std::optional<ComputeKernel> emit_register_tiled(const Plan& plan, const Kernel& k, const ComputeLimits& limits,
-                                                 const Lang& lang, std::string* not_tiled) {
-  const Shape shape = plan.values[k.output()].stored_shape();
-  auto found = find_contraction(k, shape);
-  if (!found) return std::nullopt;
-  const Contraction& c = *found;
+/// The register tile without subgroups (tm, tn).
+std::pair<int, int> plain_tile_shape(const Contraction& c, int64_t nodes_a, int64_t nodes_b) {
   auto count = [&](int64_t extent, int r) { return (extent + r - 1) / r; };
-  const int64_t nodes_a = tree_size(c.factor_a), nodes_b = tree_size(c.factor_b);
   // kRegisterTile per side where that leaves a workgroup's worth of tiles, else 4: with fewer tiles than lanes and
   // fibers, larger tiles only idle SIMD lanes (the digits MLP's 16-row steps, a conv weight gradient of 8x9
   // outputs) (and factors small enough to be repeated 8 times per iteration: kMaxFactorNodesFor8x8)
@@ -161,6 +155,21 @@ std::optional<ComputeKernel> emit_register_tiled(const Plan& plan, const Kernel&
     else if (nodes_a <= small && nodes_b > small && wide_m > tm && count(c.M, wide_m) * count(c.N, tn) >= kInvocations)
       tm = wide_m;
   }
+  return {tm, tn};
+}
+
+}  // namespace
+
+std::optional<ComputeKernel> emit_register_tiled(const Plan& plan, const Kernel& k, const ComputeLimits& limits,
+                                                 const Lang& lang, std::string* not_tiled) {
+  const Shape shape = plan.values[k.output()].stored_shape();
+  auto found = find_contraction(k, shape);
+  if (!found) return std::nullopt;
+  const Contraction& c = *found;
+  auto count = [&](int64_t extent, int r) { return (extent + r - 1) / r; };
+  const int64_t nodes_a = tree_size(c.factor_a), nodes_b = tree_size(c.factor_b);
+  int tm = 0, tn = 0;
+  std::tie(tm, tn) = plain_tile_shape(c, nodes_a, nodes_b);
   // with subgroups of 4 (the cpu-subgroups plan), a tile whose lanes share one factor's loads where that costs less
   const std::optional<TileShape> t = lang.wgsl() && limits.broadcast_lanes == kLanes
                                          ? subgroup_tile_shape(c, nodes_a, nodes_b, tm, tn) : std::nullopt;
