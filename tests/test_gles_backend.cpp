@@ -149,8 +149,11 @@ TEST_CASE("row planes (a fragment computes 4 rows of a matmul into 4 render targ
   // hooks and outputs must see the row-major values. With ScheduleOptions::col_planes = 2, h and the output u
   // also get 2 column planes (8 textures); t and t_direct (one kernel of 2 outputs: 16 render targets) and bt
   // (too few texels per plane) keep row planes only.
-  const int col_planes = GENERATE(1, 2);
-  INFO("col_planes " << col_planes);
+  // 2 row planes: a texel's 4 transposed lanes come from 2 texel positions in 2 planes (the planed gather's lane
+  // groups); column planes need 4 row planes
+  const std::pair<int, int> planes = GENERATE(std::pair{4, 1}, std::pair{4, 2}, std::pair{2, 1});
+  const int row_planes = planes.first, col_planes = planes.second;
+  INFO("row_planes " << row_planes << ", col_planes " << col_planes);
   Tensor a = input("a", {256, 24}), b = input("b", {24, 128}), c = input("c", {128, 12});
   Tensor x = input("x", {512, 32}), w = input("w", {64, 32}), bias = input("bias", {64});
   Tensor ba = input("ba", {8, 64, 16}), bb = input("bb", {8, 16, 32}), bu = input("bu", {24, 256});
@@ -181,7 +184,7 @@ TEST_CASE("row planes (a fragment computes 4 rows of a matmul into 4 render targ
   for (int i = 0; i < 2; ++i) {
     BackendOptions bo;
     bo.kind = i == 0 ? "cpu" : "gles";
-    bo.row_planes = 4;
+    bo.row_planes = row_planes;
     bo.col_planes = col_planes;
     // the same schedule on every device: no split-K partial values (nodes the CPU backend does not have), no
     // row layouts, no unions (the next test runs the whole GPU schedule)

@@ -417,8 +417,13 @@ class ExprEmitter {
     const Range rr = range(rest);
     if (!rr.ok || rr.lo < 0 || rr.hi >= C) return {};
     const Value& plane0 = v;  // every plane has v.layout
-    std::vector<std::string> lanes(4);
-    for (int g = 0; g < 4 / P; ++g) {  // lanes g * P .. g * P + P - 1 share plane row base / P + g
+    // First every lane group's texel position (lanes g * P .. g * P + P - 1 share plane row base / P + g), then
+    // the reads: a group whose position has no closed form gives up before anything is emitted (P < 4 has groups)
+    struct Group {
+      std::string column, row, component;
+    };
+    std::vector<Group> groups;
+    for (int g = 0; g < 4 / P; ++g) {
       KExprPtr prow = kibin(KOp::IDiv, kvar(vvar_), kint(P));
       if (g) prow = kibin(KOp::IAdd, prow, kint(g));
       KExprPtr pidx = kibin(KOp::IAdd, kibin(KOp::IMul, prow, kint(C)), rest);
@@ -426,31 +431,32 @@ class ExprEmitter {
       auto saved = subst_;  // the lane-0 value of the variable (as emit_lane)
       subst_[vvar_] = vbase_;
       auto [c, r] = texel_coords(pidx, plane0, /*in_plane=*/true);
-      if (!c) {
-        subst_ = saved;
-        return {};
-      }
-      const std::string cs = coord(c), rs = coord(r);
-      const std::string comp = coord(canon(kibin(KOp::IMod, rest, kint(4))));
+      if (c) groups.push_back({coord(c), coord(r), coord(canon(kibin(KOp::IMod, rest, kint(4))))});
       subst_ = saved;
+      if (!c) return {};
+    }
+    std::vector<std::string> lanes(4);
+    for (int g = 0; g < 4 / P; ++g) {
+      const Group& gr = groups[static_cast<size_t>(g)];
       std::string uv;  // the texel centre, one for the planes
       for (int p = 0; p < P; ++p) {
         const std::string plane = fmt::format("{}_p{}", v.name, p);
-        const std::string key = plane + "|" + cs + "," + rs;
+        const std::string key = plane + "|" + gr.column + "," + gr.row;
         std::string var;
         for (auto it = texels_.rbegin(); it != texels_.rend() && var.empty(); ++it)
           if (auto f = it->find(key); f != it->end()) var = f->second;
         if (var.empty()) {
           if (uv.empty()) {
             uv = fmt::format("uv{}", temp_++);
-            line(fmt::format("vec2 {} = (vec2(ivec2({}, {})) + 0.5) * uv_texel_{}_p0;  // rows {}..+3 of {}: one texel "
-                             "position in its {} planes", uv, cs, rs, v.name, vbase_, v.name, P));
+            line(fmt::format("vec2 {} = (vec2(ivec2({}, {})) + 0.5) * uv_texel_{}_p0;  // rows {}..+{} of {}: one "
+                             "texel position in its {} planes", uv, gr.column, gr.row, v.name,
+                             g ? fmt::format("{} + {}", vbase_, g * P) : vbase_, P - 1, v.name, P));
           }
           var = fmt::format("tx{}", temp_++);
           line(fmt::format("vec4 {} = texture(in_{}, {});", var, plane, uv));
           texels_.back()[key] = var;
         }
-        lanes[static_cast<size_t>(g * P + p)] = fmt::format("sg_component({}, {})", var, comp);
+        lanes[static_cast<size_t>(g * P + p)] = fmt::format("sg_component({}, {})", var, gr.component);
       }
     }
     uv_inputs_.insert(v.name + "_p0");
