@@ -137,7 +137,6 @@ TEST_CASE("TextureLayout::for_shape keeps every tensor row inside one texture ro
     }
   }
   // shapes without whole-texel rows, and 1-D tensors, keep for_numel's layout when the width limit is 64 or less
-  // or they have at most 64 texels ...
   auto numel_of = [](const std::vector<int64_t>& shape) {
     int64_t n = 1;
     for (int64_t d : shape) n *= d;
@@ -145,21 +144,30 @@ TEST_CASE("TextureLayout::for_shape keeps every tensor row inside one texture ro
   };
   for (std::vector<int64_t> shape : {std::vector<int64_t>{128, 10}, {1000}, {3, 7, 13}})
     CHECK(TextureLayout::for_shape(shape, 16, 1024) == TextureLayout::for_numel(numel_of(shape), 16, 1024));
-  for (std::vector<int64_t> shape : {std::vector<int64_t>{10}, {16, 10}, {256}})
-    CHECK(TextureLayout::for_shape(shape, 32768) == TextureLayout::for_numel(numel_of(shape), 32768));
-  // ... and otherwise wrap at 64 texels: a 2-D block instead of one long texture row
-  for (std::vector<int64_t> shape : {std::vector<int64_t>{128, 10}, {1000}, {3, 7, 13}, {100000}}) {
-    const TextureLayout l = TextureLayout::for_shape(shape, 32768);
-    INFO("numel " << numel_of(shape));
-    CHECK(l.numel == numel_of(shape));
+  // ... and are otherwise a near-square block, the widest power of two not above sqrt(texels), at most 64 wide
+  // (several quad rows: CPU rasterisers give quad rows to their threads), elements still row-major
+  struct Block {
+    std::vector<int64_t> shape;
+    int64_t width, height;
+  };
+  for (const Block& c : {Block{{128, 10}, 16, 20},  // 320 texels
+                         Block{{1000}, 8, 32},       // 250 texels: 16 x 16 would be 256
+                         Block{{3, 7, 13}, 8, 9},    // 69 texels
+                         Block{{100000}, 64, 391},   // 25000 texels: capped at 64
+                         Block{{8, 1, 3, 3}, 4, 5},  // 18 texels (a conv filter)
+                         Block{{16, 10}, 4, 10},     // 40 texels
+                         Block{{256}, 8, 8},         // 64 texels
+                         Block{{10}, 1, 3}}) {       // 3 texels
+    const TextureLayout l = TextureLayout::for_shape(c.shape, 32768);
+    INFO("numel " << numel_of(c.shape));
+    CHECK(l.numel == numel_of(c.shape));
     CHECK(l.texels == (l.numel + 3) / 4);
-    CHECK(l.width == 64);
-    CHECK(l.height == (l.texels + 63) / 64);
-    CHECK(l.locate(l.numel - 1).x == (l.texels - 1) % 64);  // element e still lives in texel e / 4, row-major
-    CHECK(l.locate(l.numel - 1).y == (l.texels - 1) / 64);
+    CHECK(l.width == c.width);
+    CHECK(l.height == c.height);
+    CHECK(l.locate(l.numel - 1).x == (l.texels - 1) % c.width);  // element e still lives in texel e / 4, row-major
+    CHECK(l.locate(l.numel - 1).y == (l.texels - 1) / c.width);
   }
-  CHECK(TextureLayout::for_shape({128, 10}, 32768).height == 5);
-  // too tall at 64 texels per row: for_numel's layout (rows at the width limit)
+  // too tall as a block: for_numel's layout (rows at the width limit)
   CHECK(TextureLayout::for_shape({100000}, 32768, 100) == TextureLayout::for_numel(100000, 32768, 100));
   CHECK_THROWS_AS(TextureLayout::for_shape({40, 8}, 2, 16), sg::ValueError);  // 80 texels need 40 rows of 2
 }

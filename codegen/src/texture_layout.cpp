@@ -47,11 +47,16 @@ TextureLayout TextureLayout::for_shape(const std::vector<int64_t>& shape, int64_
   if (l.texels == 0) return l;
   constexpr int64_t kRowTexels = 64;  // the narrowest texture row for_shape makes when the tensor has enough texels
   if (shape.size() < 2 || shape.back() % kComponents != 0) {
-    // no whole-texel tensor rows: wrap at 64 texels rather than at max_width, so a small tensor is a 2-D block
-    // (whole 2x2 quads) instead of one long texture row
-    if (l.texels > kRowTexels && l.width > kRowTexels) {
-      const int64_t h = (l.texels + kRowTexels - 1) / kRowTexels;
-      if (h <= (max_height ? max_height : max_width)) l.width = kRowTexels, l.height = h;
+    // no whole-texel tensor rows: a near-square block, the widest power of two not above sqrt(texels) (at most
+    // 64), rather than rows of max_width texels, so a small tensor is whole 2x2 quads in several quad rows instead
+    // of one long texture row: CPU rasterisers hand quad rows to their threads (SwiftShader: row r of quads to
+    // cluster r mod 16), so a draw of one or a few quad rows runs on one or a few threads
+    // (for_numel's rows when the caller's width limit is 64 or less: it asked for rows that wrap there)
+    int64_t w = 1;
+    while (w < kRowTexels && (2 * w) * (2 * w) <= l.texels) w *= 2;
+    if (max_width > kRowTexels && w < l.width) {
+      const int64_t h = (l.texels + w - 1) / w;
+      if (h <= (max_height ? max_height : max_width)) l.width = w, l.height = h;
     }
     return l;
   }

@@ -44,10 +44,11 @@ struct TextureLayout {
   /// tensor has enough rows), so the same column of consecutive tensor rows sits in vertically adjacent texels:
   /// texture caches fetch 2-D tiles, and a matmul reading 4 rows of W at once (x.W^T) or one column of B over k
   /// then hits one tile instead of 4 far-apart rows. Tensors without whole-texel rows (last axis not a multiple
-  /// of 4, or 1-D) of more than 64 texels wrap at 64 texels (e.g. 128x10: 320 texels -> 64x5) instead of
-  /// forming one long texture row, so their draws shade whole 2x2 quads. Falls back to for_numel (rows wrap at
-  /// max_width) when max_width is 64 or less, the tensor row is wider than max_width, or the texture would be
-  /// taller than max_height.
+  /// of 4, or 1-D) are a near-square block: width the largest power of two w <= 64 with w * w <= texels (e.g.
+  /// 128x10: 320 texels -> 16x20; a 8x1x3x3 conv filter: 18 texels -> 4x5), elements row-major, so their draws
+  /// shade whole 2x2 quads in several quad rows (CPU rasterisers hand quad rows to their threads: one long
+  /// texture row runs on one thread). Falls back to for_numel (rows wrap at max_width) when max_width is 64 or
+  /// less, the tensor row is wider than max_width, or the texture would be taller than max_height.
   /// Measured on the H200 (NVIDIA GLES): see docs/PERFORMANCE.md (Runs 3, 7). Throws like for_numel.
   static TextureLayout for_shape(const std::vector<int64_t>& shape, int64_t max_width, int64_t max_height = 0);
 

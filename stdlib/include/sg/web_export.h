@@ -58,10 +58,11 @@ struct WebGL2Target {
   int row_planes = 4;               ///< ScheduleOptions::row_planes (1 = off)
   int col_planes = 1;               ///< ScheduleOptions::col_planes (1 = off, 2 = on; needs 8 draw buffers with 4 row planes)
   bool union_domains = false;       ///< ScheduleOptions::union_domains (off: CPU rasterisers run every block masked)
-  /// ScheduleOptions::row_aligned_layout: 2-D textures (tensor rows kept whole in texture rows, 64 texels wide
-  /// for the rest) instead of one long texture row per small tensor. On by default: SwiftShader shades 2x2 quads
-  /// and splits the viewport into bands of rows across threads, so a 1-texel-high draw wastes half its lanes and
-  /// all but one thread (measured in docs/PERFORMANCE.md, Run W1); hardware GPUs gain from 2-D locality too.
+  /// ScheduleOptions::row_aligned_layout: 2-D textures (tensor rows kept whole in texture rows, near-square
+  /// blocks at most 64 texels wide for the rest: TextureLayout::for_shape) instead of one long texture row per
+  /// small tensor. On by default: SwiftShader shades 2x2 quads and hands quad rows to its threads (row r to
+  /// cluster r mod 16), so a 1-texel-high draw wastes half its lanes and all but one thread (measured in
+  /// docs/PERFORMANCE.md, Runs W1 and W14); hardware GPUs gain from 2-D locality too.
   bool row_aligned_layout = true;
   int64_t min_parallel_texels = 0;  ///< ScheduleOptions::min_parallel_texels (split-K; 0 = off)
 
