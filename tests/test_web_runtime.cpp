@@ -620,7 +620,7 @@ TEST_CASE("web bundles run in headless Chromium on WebGPU and WebGL2 like the na
            " check:bad_shader:main:webgl2 check:bad_shader:worker:webgl2 check:bad_wgsl:main:webgpu:gpu"
            " check:bad_wgsl:worker:webgpu:gpu lost:mlp:main lost:cnn:worker lost:mlp:main:webgpu lost:cnn:worker:webgpu"
            " webgpu:cnn_linear demo:cnn:worker profile:mlp:main profile:cnn:worker profile:mlp:main:webgpu"
-           " profile:cnn:worker:webgpu";
+           " profile:cnn:worker:webgpu lanes:mlp:4 lanes:mlp:8";
   for (const char* backend : {"webgl2", "webgpu"}) tasks += fmt::format(" labels:mlp:main:{0} labels:mlp:worker:{0}", backend);
   // when kernels compile (createRuntime's `compile`): lazily per program by default, all at creation, or named ones
   tasks += " compile:mlp:main:webgpu:cpu compile:mlp:worker:webgl2:auto compile:mlp:main:webgl2:auto:all"
@@ -851,6 +851,18 @@ TEST_CASE("web bundles run in headless Chromium on WebGPU and WebGL2 like the na
       CHECK(t["timings"][k]["gpu_timer"] == t["timer_query"]);
       CHECK(t["timings"][k]["ms"].is_number());
     }
+  }
+  {
+    // the lane probe that guards the cpu-subgroups plan: SwiftShader's subgroups are 4 consecutive invocations, so
+    // asking for 4 passes and asking for 8 gives the reason the runtime falls back to the cpu plan with
+    const json& four = r["lanes:mlp:4"];
+    const json& eight = r["lanes:mlp:8"];
+    INFO(four.dump() << "\n" << eight.dump());
+    REQUIRE(!four.contains("skipped"));
+    CHECK(four["min"] == 4);
+    CHECK(four["max"] == 4);
+    CHECK(four["reason"].is_null());
+    CHECK_THAT(eight["reason"].get<std::string>(), Contains("its subgroups are not 8 consecutive invocations"));
   }
   {
     const json& t = r["webgpu:cnn_linear"];

@@ -11,6 +11,7 @@
 //                                         and read throw (BACKEND default webgl2)
 //             webgpu:NAME                 createRuntime with backend 'webgpu' forced: the error and its reasons
 //             profile:NAME:MODE[:BACKEND] one train step with profile: true: kernel names and timings()
+//             lanes:NAME:N                the runtime's subgroup lane probe asking for N consecutive invocations
 //             compile:NAME:MODE:BACKEND:PLAN[:COMPILE]  createRuntime with `compile` (lazy (default) | all | program
 //                                         names, '+'-separated): what was compiled at creation, after the first
 //                                         infer run (its outputs judged) and after prepare(), or the error
@@ -48,7 +49,7 @@ try {
         continue;
       }
       const fn = { check: 'sgCheck', lost: 'sgLostContext', webgpu: 'sgSelectWebGPU', profile: 'sgProfile',
-                   labels: 'sgBadLabels', compile: 'sgCompile' }[kind];
+                   labels: 'sgBadLabels', compile: 'sgCompile', lanes: 'sgSubgroupLanes' }[kind];
       if (!fn) throw new Error(`unknown task '${task}'`);
       // a hang guard, not a timing check: no task here takes more than a minute even on a busy 2-core machine
       const served = requests.length;

@@ -96,6 +96,20 @@ window.sgSelectWebGPU = async (name) => {
     return { threw: true, ...plainError(e) };
   }
 };
+/** The runtime's subgroup lane probe (webgpu.js subgroupLanesReason) on this adapter, asking for subgroups of
+ * `lanes` consecutive invocations: {reason} (null when the lanes agree), or {skipped} without the feature. */
+window.sgSubgroupLanes = async (name, lanes) => {
+  const { subgroupLanesReason } = await import(`/${name}/runtime/webgpu.js`);
+  const adapter = await navigator.gpu?.requestAdapter();
+  if (!adapter?.features.has('subgroups')) return { skipped: 'no adapter with the subgroups feature' };
+  const device = await adapter.requestDevice({ requiredFeatures: ['subgroups'] });
+  try {
+    return { reason: await subgroupLanesReason(device, Number(lanes)),
+             min: adapter.info.subgroupMinSize, max: adapter.info.subgroupMaxSize };
+  } finally {
+    device.destroy();
+  }
+};
 /** One profiled train step: the kernel names and whether each time came from a GPU timer query (the values are
  * reported, never judged: no timing is asserted). */
 window.sgProfile = async (name, mode, backend = 'webgl2') => {
