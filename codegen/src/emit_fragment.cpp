@@ -25,27 +25,39 @@ struct BlockMode {
   bool lanes4 = false;  // reduce mode with the texel's 4 lanes as 4 fused loop nests (exprs: lane-major copies)
 };
 
-/// Jam mode: a sum whose innermost loop is short (2 to 4 iterations, not a multiple of 4 unrollable by 4: a conv's
-/// kernel width) loses that loop, its body written once per iteration with the loop variable a constant. A conv's
-/// taps along a row then read the lanes' elements at constant offsets from one aligned base, which the printer
-/// fetches as the few texels they span, shared by the taps (3 texels for a 3-wide kernel instead of 2 per tap:
-/// docs/PERFORMANCE.md, Run W8).
+/// Jam mode: a sum whose innermost loops are short (2 to 4 iterations each, not a multiple of 4 unrollable by 4: a
+/// conv's kernel width, then its kernel height) loses them, innermost first while the body's copies stay within
+/// kMaxTapCopies and one loop is left, its body written once per iteration with the loop variables constants. A
+/// conv's taps along a row then read the lanes' elements at constant offsets from one aligned base, which the
+/// printer fetches as the few texels they span, shared by the taps (3 texels for a 3-wide kernel instead of 2 per
+/// tap: docs/PERFORMANCE.md, Run W8); with the kernel height gone too, the remaining input-channel loop can be
+/// unrolled by 4 (unroll_reductions), and the weights of 4 channels' 3x3 taps are 36 consecutive elements from an
+/// aligned base: 9 texel fetches with components picked at compile time, shared by the taps, instead of one
+/// fetch and a runtime component select per tap (docs/PERFORMANCE.md, Run W15).
 std::vector<KExprPtr> unroll_taps(const std::vector<KExprPtr>& roots) {
+  constexpr int64_t kMaxTapCopies = 16;
+  auto short_loop = [](const KExprPtr& r, int64_t copies) {
+    const int64_t k = r->extents.back();
+    return r->op == KOp::Reduce && r->reduce == ReduceKind::Sum && r->loop_vars.size() >= 2 && k >= 2 && k <= 4 &&
+           copies * k <= kMaxTapCopies && !kunrollable_sum(r) && !kcontains_reduce(r->a);
+  };
   return krewrite(roots, [&](const KExprPtr& e) -> KExprPtr {
     if (e->op != KOp::Reduce) return nullptr;
-    const int64_t k = e->extents.back();
-    if (e->reduce != ReduceKind::Sum || e->loop_vars.size() < 2 || k < 2 || k > 4 || kunrollable_sum(e) ||
-        kcontains_reduce(e->a))
-      return e;
-    const std::string v = e->loop_vars.back();
-    KExprPtr body;
-    for (int64_t d = 0; d < k; ++d) {
-      KExprPtr t = ksubstitute(e->a, {{v, kint(d)}});
-      body = body ? kmath(SOp::Add, body, t) : t;
+    KExprPtr r = e;
+    for (int64_t copies = 1; short_loop(r, copies);) {
+      const std::string v = r->loop_vars.back();
+      const int64_t k = r->extents.back();
+      copies *= k;
+      KExprPtr body;
+      for (int64_t d = 0; d < k; ++d) {
+        KExprPtr t = ksubstitute(r->a, {{v, kint(d)}});
+        body = body ? kmath(SOp::Add, body, t) : t;
+      }
+      std::vector<std::string> vars(r->loop_vars.begin(), r->loop_vars.end() - 1);
+      std::vector<int64_t> ext(r->extents.begin(), r->extents.end() - 1);
+      r = kreduce(ReduceKind::Sum, vars, ext, body);
     }
-    std::vector<std::string> vars(e->loop_vars.begin(), e->loop_vars.end() - 1);
-    std::vector<int64_t> ext(e->extents.begin(), e->extents.end() - 1);
-    return kreduce(ReduceKind::Sum, vars, ext, body);
+    return r;
   });
 }
 

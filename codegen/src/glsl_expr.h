@@ -171,6 +171,7 @@ class ExprEmitter {
     int indent = 0;    ///< the indentation of its `for` line
     size_t scope = 0;  ///< index in scopes_ (texels_, lane_scopes_) of the scope around the loop
     std::string pre;   ///< loop-invariant definitions hoisted out of it (its preheader)
+    std::map<std::string, std::string> pre_names;  ///< "type = expression" printed in `pre` -> its local (one each)
   };
   std::vector<OpenLoop> loops_;
   std::unordered_map<const KExpr*, bool> index_math_;  // memo of pure_index_math
@@ -528,8 +529,13 @@ class ExprEmitter {
     const int saved_indent = indent_;
     indent_ = inner.front().indent;
     Code c = emit_raw(e);
-    const std::string name = fmt::format("{}{}", is_bool(e) ? "c" : "j", temp_++);
-    line(fmt::format("{} {} = {};", type_name(e, c.vec), name, c.s));
+    // equal text in one preheader is one value (distinct nodes of equal trees: the texel coordinates of the taps)
+    std::string& slot = inner.front().pre_names[fmt::format("{} = {}", type_name(e, c.vec), c.s)];
+    if (slot.empty()) {
+      slot = fmt::format("{}{}", is_bool(e) ? "c" : "j", temp_++);
+      line(fmt::format("{} {} = {};", type_name(e, c.vec), slot, c.s));
+    }
+    const std::string name = slot;
     indent_ = saved_indent;
     std::swap(body_, inner.front().pre);
     loops_.insert(loops_.end(), std::make_move_iterator(inner.begin()), std::make_move_iterator(inner.end()));
@@ -952,12 +958,17 @@ class ExprEmitter {
     }
   }
   /// A scalar load. When the index is (multiple of 4) + constant, the texel is fetched once per scope and
-  /// shared by the loads of its 4 elements (an unrolled loop reads v, v+1, v+2, v+3 from one texel).
+  /// shared by the loads of its 4 elements (an unrolled loop reads v, v+1, v+2, v+3 from one texel; an unrolled
+  /// conv's weights (ci + d) * 9 + kh * 3 + kw read 36 elements from 9 texels).
   Code scalar_load(const KExprPtr& e, const std::string& name) {
-    auto [base, off] = split_offset(e->a);
+    // named copies, not a structured binding: clang 14 (the sanitizer build) cannot capture bindings in a lambda
+    const auto split = split_offset_taps(e->a);
+    const KExprPtr base = split.first;
+    const int64_t off = split.second;
     if (base && aligned(base)) {
       int64_t comp = ((off % 4) + 4) % 4;
       KExprPtr tb = off - comp == 0 ? base : kibin(KOp::IAdd, base, kint(off - comp));
+      made_.push_back(tb);  // kept alive: the printer's memos are keyed by node address
       // keyed by the index's tree (and the lane substitution in effect), not its printed form: the row-plane copies
       // of a matmul build equal indices as distinct nodes, printed differently (j5 vs (4 * i0)), yet one texel
       const std::string key = name + "|" + kexpr_str(tb) + "|" + subst_signature();
