@@ -387,3 +387,63 @@ TEST_CASE("conv weight gradients with runtime tap shifts (reduce mode: texel pai
     expect_close(exe->run(feeds)[0], want[0], 1e-4, 1e-5, "dw");
   }
 }
+
+TEST_CASE("jam mode: a conv's 3x3 taps and 4 channels' weights from shared texels, a 10-class contraction unrolled "
+          "with its strided reads shared, equal the CPU backend", "[gles][backend]") {
+  // The digits CNN and the MLP train steps at batch 8 under the CPU rasterisers' schedule (the webgl2 plan's on
+  // SwiftShader). Jam mode unrolls a conv's kernel height with its width and its input channels by 4, so the
+  // weights of 4 channels' taps are 36 consecutive elements from an aligned base: whole texels, no scalar load_
+  // call per tap (docs/PERFORMANCE.md, Run W15). The MLP's dh = dlogits . W2 (10 classes, ReLU mask) is written
+  // as 10 terms whose lanes read dlogits at stride 10: texels with components picked at compile time, no loop.
+  const BackendOptions bo{.kind = "gles", .min_parallel_texels = 0, .row_layout = false, .union_domains = false};
+  for (const std::string model : {"cnn", "mlp"}) {
+    INFO(model);
+    const int64_t batch = 8, hw = model == "mlp" ? 28 : 8;
+    nn::Rng rng(5);
+    auto net = nn::make_model(model, 1, hw, hw);
+    net->build(rng);
+    Tensor x = input("x", {batch, 1, hw, hw});
+    Tensor y = input("labels", {batch}, DType::i32);
+    auto opt = make_sgd({.lr = 0.05, .momentum = 0.9});
+    Program p = make_train_step(cross_entropy((*net)(x), y), net->parameters(), *opt);
+    std::vector<float> xs = randn(static_cast<size_t>(batch * hw * hw), 9), ys(static_cast<size_t>(batch));
+    for (int64_t i = 0; i < batch; ++i) ys[static_cast<size_t>(i)] = static_cast<float>((i * 3) % 10);
+    const std::vector<Feed> feeds = {{"x", &xs}, {"labels", &ys}};
+    auto cpu_be = make_cpu_backend();
+    auto cpu = cpu_be->compile(p);
+    auto be = make_backend(bo).backend;
+    auto exe = be->compile(p);
+    const Plan* plan = exe->plan();
+    REQUIRE(plan != nullptr);
+    int checked = 0;
+    for (const Kernel& k : plan->kernels) {
+      const std::string src = emit_glsl450(*plan, k, ShaderStage::Fragment);
+      INFO(k.name << "\n" << src);
+      const std::string body = src.substr(src.find("void main"));
+      if (model == "cnn" && k.name.rfind("conv2d_add", 4) == 4) {  // the forward convs (k00, k02: 1 and 8 channels)
+        for (int in : k.inputs)
+          if (plan->values[in].node->shape.size() == 4 && plan->values[in].node->shape[1] == 8 &&
+              plan->values[in].node->shape[2] == 3) {  // conv2's weight [16, 8, 3, 3]
+            ++checked;
+            CHECK(body.find("load_" + plan->values[in].name + "(") == std::string::npos);
+            CHECK(body.find("r0 += 4") != std::string::npos);
+          }
+      }
+      if (model == "mlp" && k.name.find("matmul_le_where") != std::string::npos) {
+        for (int in : k.inputs)
+          if (plan->values[in].node->shape == Shape{batch, 10}) {  // dlogits, read down its columns
+            ++checked;
+            CHECK(body.find("load_" + plan->values[in].name + "(") == std::string::npos);
+            CHECK(body.find("for (int r0") == std::string::npos);
+          }
+      }
+    }
+    CHECK(checked == 1);
+    for (int step = 0; step < 3; ++step) {
+      auto want = cpu->run(feeds);
+      auto got = exe->run(feeds);
+      expect_close(got[0], want[0], 1e-4, 1e-6, "loss");
+    }
+    for (auto& t : net->parameters()) expect_close(be->read(t), cpu_be->read(t), 1e-4, 1e-5, "parameter");
+  }
+}

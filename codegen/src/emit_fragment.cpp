@@ -26,8 +26,10 @@ struct BlockMode {
 };
 
 /// Jam mode: a sum whose innermost loops are short (2 to 4 iterations each, not a multiple of 4 unrollable by 4: a
-/// conv's kernel width, then its kernel height) loses them, innermost first while the body's copies stay within
-/// kMaxTapCopies and one loop is left, its body written once per iteration with the loop variables constants. A
+/// conv's kernel width, then its kernel height; a sum of one loop up to kMaxTapCopies long: an MLP's contraction
+/// over its 10 classes) loses them, innermost first while the body's copies stay within kMaxTapCopies, its body
+/// written once per iteration with the loop variables constants (strided reads of the lanes then share texels:
+/// ExprEmitter::shared_strided). A
 /// conv's taps along a row then read the lanes' elements at constant offsets from one aligned base, which the
 /// printer fetches as the few texels they span, shared by the taps (3 texels for a 3-wide kernel instead of 2 per
 /// tap: docs/PERFORMANCE.md, Run W8); with the kernel height gone too, the remaining input-channel loop can be
@@ -38,13 +40,15 @@ std::vector<KExprPtr> unroll_taps(const std::vector<KExprPtr>& roots) {
   constexpr int64_t kMaxTapCopies = 16;
   auto short_loop = [](const KExprPtr& r, int64_t copies) {
     const int64_t k = r->extents.back();
-    return r->op == KOp::Reduce && r->reduce == ReduceKind::Sum && r->loop_vars.size() >= 2 && k >= 2 && k <= 4 &&
+    // a sum with one loop only: any length up to kMaxTapCopies (a contraction over 10 classes), the sum then gone
+    const int64_t most = r->loop_vars.size() == 1 ? kMaxTapCopies : 4;
+    return r->op == KOp::Reduce && r->reduce == ReduceKind::Sum && k >= 2 && k <= most &&
            copies * k <= kMaxTapCopies && !kunrollable_sum(r) && !kcontains_reduce(r->a);
   };
   return krewrite(roots, [&](const KExprPtr& e) -> KExprPtr {
     if (e->op != KOp::Reduce) return nullptr;
     KExprPtr r = e;
-    for (int64_t copies = 1; short_loop(r, copies);) {
+    for (int64_t copies = 1; r->op == KOp::Reduce && short_loop(r, copies);) {
       const std::string v = r->loop_vars.back();
       const int64_t k = r->extents.back();
       copies *= k;
@@ -55,7 +59,7 @@ std::vector<KExprPtr> unroll_taps(const std::vector<KExprPtr>& roots) {
       }
       std::vector<std::string> vars(r->loop_vars.begin(), r->loop_vars.end() - 1);
       std::vector<int64_t> ext(r->extents.begin(), r->extents.end() - 1);
-      r = kreduce(ReduceKind::Sum, vars, ext, body);
+      r = vars.empty() ? body : kreduce(ReduceKind::Sum, vars, ext, body);
     }
     return r;
   });

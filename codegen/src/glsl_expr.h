@@ -382,8 +382,9 @@ class ExprEmitter {
     return fmt::format("texture(in_{0}, (vec2(ivec2({1}, {2})) + 0.5) * uv_texel_{0})", v.name, cs, rs);
   }
 
-  /// A gather from a value with P row planes (P dividing 4, no column planes) whose index is var * C + rest
-  /// (var the vectorised variable, C the value's row length, rest the same in every lane and in [0, C)): lane d
+  /// A gather from a value with P row planes (P dividing 4, no column planes) whose index is row * C + rest
+  /// (row the vectorised variable, or in jam mode a function of it whose lanes are row + d with lane 0's a multiple
+  /// of 4; C the value's row length; rest the same in every lane and in [0, C)): lane d
   /// reads row base + d (base, the lane-0 value, a multiple of 4), which is row base / P + d / P of plane d % P,
   /// element rest of that row. The texel coordinates are then known once for all lanes (with P = 4 one position in
   /// the 4 planes): P texture() reads and a component select per lane instead of 4 load_ calls, each a flat index
@@ -401,19 +402,23 @@ class ExprEmitter {
     };
     flat(idx);
     KExprPtr rest;
-    bool row_term = false;
+    KExprPtr row;  // the row of lane 0 (its lanes read row + d)
     for (const auto& t : terms) {
-      if (!varies(t)) {
+      if (lane_form(t) == LaneForm::Uniform) {  // the same in every lane (a function of the texel's block or none)
         rest = rest ? kibin(KOp::IAdd, rest, t) : t;
         made_.push_back(rest);
         continue;
       }
-      const bool is_row = t->op == KOp::IMul && ((kis_int(t->a, C) && t->b->op == KOp::Var && t->b->name == vvar_) ||
-                                                 (kis_int(t->b, C) && t->a->op == KOp::Var && t->a->name == vvar_));
-      if (!is_row || row_term) return {};
-      row_term = true;
+      const KExprPtr* x = t->op != KOp::IMul ? nullptr : kis_int(t->a, C) ? &t->b : kis_int(t->b, C) ? &t->a : nullptr;
+      // the vectorised variable, or (jam mode) a function of it whose lanes are consecutive from a multiple of 4
+      // (a transposed read of a row-planed value: the batch row (elem + d) % B of a texel of elements elem + d)
+      const bool is_row = x && (((*x)->op == KOp::Var && (*x)->name == vvar_) ||
+                                (lane_stride(*x) == std::optional<int64_t>(1) && lane_form(*x) == LaneForm::InBlock &&
+                                 aligned_lane0(*x)));
+      if (!is_row || row) return {};
+      row = *x;
     }
-    if (!row_term) return {};
+    if (!row) return {};
     if (!rest) rest = kint(0);
     const Range rr = range(rest);
     if (!rr.ok || rr.lo < 0 || rr.hi >= C) return {};
@@ -421,18 +426,23 @@ class ExprEmitter {
     // First every lane group's texel position (lanes g * P .. g * P + P - 1 share plane row base / P + g), then
     // the reads: a group whose position has no closed form gives up before anything is emitted (P < 4 has groups)
     struct Group {
-      std::string column, row, component;
+      std::string column, row, component, first_row;
     };
     std::vector<Group> groups;
     for (int g = 0; g < 4 / P; ++g) {
-      KExprPtr prow = kibin(KOp::IDiv, kvar(vvar_), kint(P));
+      KExprPtr prow = kibin(KOp::IDiv, row, kint(P));
       if (g) prow = kibin(KOp::IAdd, prow, kint(g));
       KExprPtr pidx = kibin(KOp::IAdd, kibin(KOp::IMul, prow, kint(C)), rest);
       made_.push_back(prow), made_.push_back(pidx);
       auto saved = subst_;  // the lane-0 value of the variable (as emit_lane)
       subst_[vvar_] = vbase_;
       auto [c, r] = texel_coords(pidx, plane0, /*in_plane=*/true);
-      if (c) groups.push_back({coord(c), coord(r), coord(canon(kibin(KOp::IMod, rest, kint(4))))});
+      if (c) {
+        const bool var_row = row->op == KOp::Var;  // (else the kernel IR's text of the row: a comment's)
+        const std::string first = var_row ? (g ? fmt::format("{} + {}", vbase_, g * P) : vbase_)
+                                          : (g ? fmt::format("{} + {}", kexpr_str(row), g * P) : kexpr_str(row));
+        groups.push_back({coord(c), coord(r), coord(canon(kibin(KOp::IMod, rest, kint(4)))), first});
+      }
       subst_ = saved;
       if (!c) return {};
     }
@@ -450,8 +460,8 @@ class ExprEmitter {
           if (uv.empty()) {
             uv = fmt::format("uv{}", temp_++);
             line(fmt::format("vec2 {} = (vec2(ivec2({}, {})) + 0.5) * uv_texel_{}_p0;  // rows {}..+{} of {}: one "
-                             "texel position in its {} planes", uv, gr.column, gr.row, v.name,
-                             g ? fmt::format("{} + {}", vbase_, g * P) : vbase_, P - 1, v.name, P));
+                             "texel position in its {} planes", uv, gr.column, gr.row, v.name, gr.first_row, P - 1,
+                             v.name, P));
           }
           var = fmt::format("tx{}", temp_++);
           line(fmt::format("vec4 {} = texture(in_{}, {});", var, plane, uv));
@@ -873,6 +883,30 @@ class ExprEmitter {
     return fmt::format("vec4({}.{}, {}.{})", lo, kLo[s], hi, kHi[s]);
   }
 
+  /// 4 elements at lane-0 index base + off and stride `stride` across the lanes (base a multiple of 4, off and
+  /// stride constants; lane d reads base + off + stride * d: rows of a [B, 10] value read down a column by the
+  /// texel's 4 batch rows): the texels holding them (shared_texel, shared by the loads at nearby offsets), their
+  /// components picked at compile time; "" when the index has no such form.
+  std::string shared_strided(const KExprPtr& idx, int64_t stride, const std::string& name, const Value& v) {
+    if (!base_aligned_) return {};
+    const auto split = split_offset_taps(idx);  // (named copies: see shared_unaligned)
+    const KExprPtr base = split.first;
+    const int64_t off = split.second;
+    if (!base || !aligned_lane0(base)) return {};
+    std::string lanes;
+    for (int64_t d = 0; d < 4; ++d) {
+      const int64_t o = off + stride * d;
+      const int64_t q = o >= 0 ? o / 4 : -((-o + 3) / 4);
+      KExprPtr at = base;
+      if (q != 0) {
+        at = q < 0 ? kibin(KOp::ISub, base, kint(-4 * q)) : kibin(KOp::IAdd, base, kint(4 * q));
+        made_.push_back(at);
+      }
+      lanes += fmt::format("{}{}.{}", d ? ", " : "", shared_texel(at, name, v), "xyzw"[o - 4 * q]);
+    }
+    return "vec4(" + lanes + ")";
+  }
+
   /// The terms of the sum `e` (through + and -), each with its sign (true: subtracted).
   static void sum_terms(const KExprPtr& e, bool neg, std::vector<std::pair<KExprPtr, bool>>& out) {
     if (e->op == KOp::IAdd || e->op == KOp::ISub) {
@@ -1023,6 +1057,8 @@ class ExprEmitter {
       unaligned_loads_.insert(name);
       return {fmt::format("load4u_{}({})", name, emit_lane(e->a, 0)), true};
     }
+    if (const auto stride = lane_stride(e->a); textures_ && plan_.values[k_.inputs[e->input]].planes == 1 && stride)
+      if (std::string t = shared_strided(e->a, *stride, name, plan_.values[k_.inputs[e->input]]); !t.empty()) return {t, true};
     if (std::string pg = planed_gather(e->a, plan_.values[k_.inputs[e->input]]); !pg.empty()) return {pg, true};
     std::string g = "vec4(";
     for (int lane = 0; lane < 4; ++lane) g += fmt::format("{}{}", lane ? ", " : "", emit_lane(e, lane));
