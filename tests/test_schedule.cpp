@@ -507,8 +507,10 @@ TEST_CASE("a conv's index math is computed outside the loops it does not depend 
   // conv2d 5 -> 7 channels over 4x4 planes, padding 1 (jam mode: a texel's 4 outputs are 4 columns of one output
   // row). SwiftShader's shader compiler neither moves integer division out of loops nor turns it into shifts
   // (docs/PERFORMANCE.md, Run W5): the emitter prints each loop's invariant index math in its preheader, reads the
-  // weight the 4 outputs share with one fetch, and addresses 64-texel-wide textures by mask and shift. The 3 taps
-  // along a kernel row are unrolled and read the 3 texels around the input row's texel once (Run W8).
+  // weight the 4 outputs share with one fetch, and addresses 64-texel-wide textures by mask and shift. The 3x3 taps
+  // are unrolled (kernel width, Run W8, then height, Run W15) and each kernel row's 3 taps read the 3 texels around
+  // the input row's texel once. 5 channels are not unrolled by 4 (not a multiple of 4): the weights stay one scalar
+  // load per tap.
   Tensor x = input("x", {3, 5, 4, 4});
   Tensor w = input("w", {7, 5, 3, 3});
   Program p;
@@ -518,29 +520,30 @@ TEST_CASE("a conv's index math is computed outside the loops it does not depend 
   std::string src = emit_glsl450(plan, plan.kernels[0], ShaderStage::Fragment);
   INFO(src);
   REQUIRE(src.find("loops jammed into one") != std::string::npos);
-  REQUIRE(src.find("for (int r2 ") == std::string::npos);  // the kernel row's 3 taps: unrolled
-  const size_t inner = src.find("for (int r1 = 0; r1 < 3; r1 += 1)");
+  REQUIRE(src.find("for (int r2 ") == std::string::npos);  // the taps: unrolled
+  REQUIRE(src.find("for (int r1 ") == std::string::npos);
+  const size_t inner = src.find("for (int r0 = 0; r0 < 5; r0 += 1)");
   REQUIRE(inner != std::string::npos);
   const std::string body = src.substr(inner, src.find("acc0 +=", inner) - inner);
-  CHECK(body.find(" / ") == std::string::npos);  // no division or modulo left in the innermost loop
+  CHECK(body.find(" / ") == std::string::npos);  // no division or modulo left in the loop
   CHECK(body.find(" % ") == std::string::npos);
   CHECK(src.find("// loop-invariant index math of the loop over r0, computed once") != std::string::npos);
-  CHECK(src.find("// loop-invariant index math of the loop over r1, computed once") != std::string::npos);
   auto count = [&](const std::string& what) {
     int k = 0;
     for (size_t at = src.find(what, src.find("void main")); at != std::string::npos; at = src.find(what, at + 1)) ++k;
     return k;
   };
   // the weight: one scalar load per tap, broadcast to the lanes
-  CHECK(count("* vec4(load_w(") == 3);
-  CHECK(count("load_w(") == 3);
+  CHECK(count("* vec4(load_w(") == 9);
+  CHECK(count("load_w(") == 9);
   // the input: each tap's 4 consecutive elements of one input row (offsets -1, 0, +1) from the 3 texels around
   // the row's texel, each fetched once, not 2 texels per tap (load4u_) nor 4 scalar loads
-  CHECK(count("load4_x(") == 3);
+  // (8 fetches for the 3 rows' 9: with 4-wide rows the texel after the first kernel row is the one before the last)
+  CHECK(count("load4_x(") + count("texture(in_x, ") == 8);
   CHECK(count("load4u_x(") == 0);
   CHECK(count("load_x(") == 0);
-  CHECK(count(".w, tx") == 1);    // offset -1: the last element of the texel before, 3 of the row's texel
-  CHECK(count(".yzw, tx") == 1);  // offset +1: 3 of the row's texel, the first of the texel after
+  CHECK(count(".w, tx") == 3);    // offset -1: the last element of the texel before, 3 of the row's texel
+  CHECK(count(".yzw, tx") == 3);  // offset +1: 3 of the row's texel, the first of the texel after
   // w is 315 elements = 79 texels, one texture row 79 texels wide
   CHECK(src.find("t % ") == std::string::npos);  // other widths: a float multiply by 1 / width, then a correction
   CHECK(src.find("(t / ") == std::string::npos);

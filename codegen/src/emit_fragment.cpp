@@ -25,6 +25,7 @@ struct BlockMode {
   bool lanes4 = false;  // reduce mode with the texel's 4 lanes as 4 fused loop nests (exprs: lane-major copies)
 };
 
+/// `most_copies`: the most body copies of one sum (9 for a 3x3 conv's taps), if more than it was.
 /// Jam mode: a sum whose innermost loops are short (2 to 4 iterations each, not a multiple of 4 unrollable by 4: a
 /// conv's kernel width, then its kernel height; a sum of one loop up to kMaxTapCopies long: an MLP's contraction
 /// over its 10 classes) loses them, innermost first while the body's copies stay within kMaxTapCopies, its body
@@ -36,7 +37,7 @@ struct BlockMode {
 /// unrolled by 4 (unroll_reductions), and the weights of 4 channels' 3x3 taps are 36 consecutive elements from an
 /// aligned base: 9 texel fetches with components picked at compile time, shared by the taps, instead of one
 /// fetch and a runtime component select per tap (docs/PERFORMANCE.md, Run W15).
-std::vector<KExprPtr> unroll_taps(const std::vector<KExprPtr>& roots) {
+std::vector<KExprPtr> unroll_taps(const std::vector<KExprPtr>& roots, int64_t& most_copies) {
   constexpr int64_t kMaxTapCopies = 16;
   auto short_loop = [](const KExprPtr& r, int64_t copies) {
     const int64_t k = r->extents.back();
@@ -60,6 +61,7 @@ std::vector<KExprPtr> unroll_taps(const std::vector<KExprPtr>& roots) {
       std::vector<std::string> vars(r->loop_vars.begin(), r->loop_vars.end() - 1);
       std::vector<int64_t> ext(r->extents.begin(), r->extents.end() - 1);
       r = vars.empty() ? body : kreduce(ReduceKind::Sum, vars, ext, body);
+      most_copies = std::max(most_copies, copies);
     }
     return r;
   });
@@ -186,11 +188,14 @@ BlockMode choose_mode(const Plan& plan, const Kernel& kernel, const Shape& shape
   });
   // sums are unrolled by 4 as in tile mode, here for latency: 16 independent loads in flight per step instead
   // of 4 (on the H200 a 10-output bias gradient looping 128 times took 0.118 ms, ~0.9 us per iteration)
-  b.k.exprs = unroll_taps(b.k.exprs);
+  int64_t tap_copies = 1;
+  b.k.exprs = unroll_taps(b.k.exprs, tap_copies);
   b.k.exprs = unroll_reductions(b.k.exprs, b.unrolled);
   b.em = std::make_unique<ExprEmitter>(plan, b.k);
   b.em->set_step4_reduces(b.unrolled);
   if (n % 4 == 0) b.em->set_aligned_base();
+  // a conv's taps (kernel height and width gone): runs of weights at a runtime shift share texel windows
+  if (tap_copies >= 4) b.em->set_windowed_scalars();
   }
   return b;
 }

@@ -147,6 +147,10 @@ class ExprEmitter {
   /// max) is computed once before the loops it does not depend on: reduce mode's padding masks and tap shifts
   /// (CPU rasterisers' shader compilers do not move code out of loops: docs/PERFORMANCE.md, Run W12d).
   void set_hoist_index_math() { hoist_index_math_ = true; }
+  /// Inside loops, scalar loads at an aligned base + a loop-invariant runtime shift + a constant read their elements
+  /// from shifted 4-element windows (invariant_scalar): worth it where runs of neighbouring constants share a window
+  /// (a conv input gradient's 3x3 taps of weights: jam mode with its taps unrolled), not for a lone load.
+  void set_windowed_scalars() { windowed_scalars_ = true; }
 
  private:
   const Plan& plan_;
@@ -182,6 +186,7 @@ class ExprEmitter {
   bool base_aligned_ = false;            // set_aligned_base
   bool vreduce_aligned_ = false;         // inside a vectorised reduction: the vectorised variable's base is a multiple of 4
   bool hoist_index_math_ = false;        // set_hoist_index_math
+  bool windowed_scalars_ = false;        // set_windowed_scalars
 
   /// How an integer expression changes across the 4 lanes of the vectorised variable: by 0 (the same value), by
   /// 1 per lane (lane d = lane 0 + d, in every lane that is not discarded), or otherwise (nullopt).
@@ -954,6 +959,15 @@ class ExprEmitter {
       }
     }
     if (!dynamic || !base) return {};
+    const std::string var = shifted_window(base, off, 0, name, v);
+    if (!var.empty()) texels_.back()[key] = var;
+    return var;
+  }
+  /// The 4 elements base + c4 + off .. + 3 (base a multiple of 4, c4 a constant multiple of 4, off a loop-invariant
+  /// value with known range): the two texels at base + 4 floor(off / 4) + c4 and 4 past it (texel cache: windows
+  /// at c4 and c4 + 4 share one), their components picked by selects on off mod 4, computed once before the loops;
+  /// "" when off's range is unknown.
+  std::string shifted_window(const KExprPtr& base, const KExprPtr& off, int64_t c4, const std::string& name, const Value& v) {
     const Range ro = range(off);
     if (!ro.ok) return {};
     // off + K >= 0 (K a multiple of 4), so that / 4 and % 4 are a floor shift and a mask
@@ -961,9 +975,10 @@ class ExprEmitter {
     KExprPtr offk = K ? kibin(KOp::IAdd, off, kint(K)) : off;
     KExprPtr shift = kibin(KOp::ISub, kibin(KOp::IMul, kibin(KOp::IDiv, offk, kint(4)), kint(4)), kint(K));
     KExprPtr sub = kibin(KOp::IMod, offk, kint(4));
-    KExprPtr lo_at = kibin(KOp::IAdd, base, shift), hi_at = kibin(KOp::IAdd, lo_at, kint(4));
+    KExprPtr at = kibin(KOp::IAdd, base, shift);
+    KExprPtr lo_at = c4 ? kibin(KOp::IAdd, at, kint(c4)) : at, hi_at = kibin(KOp::IAdd, at, kint(c4 + 4));
     KExprPtr s1 = kibin(KOp::IEq, sub, kint(1)), s2 = kibin(KOp::IGe, sub, kint(2)), s3 = kibin(KOp::IEq, sub, kint(3));
-    for (const KExprPtr& x : {offk, shift, sub, lo_at, hi_at, s1, s2, s3}) made_.push_back(x);
+    for (const KExprPtr& x : {offk, shift, sub, at, lo_at, hi_at, s1, s2, s3}) made_.push_back(x);
     const std::string lo = shared_texel(lo_at, name, v), hi = shared_texel(hi_at, name, v);
     const bool saved = force_hoist_;
     force_hoist_ = true;  // the selects' conditions: once, before the loops
@@ -973,8 +988,53 @@ class ExprEmitter {
     line(fmt::format("vec4 {0} = mix(mix({1}, vec4({1}.yzw, {2}.x), bvec4({3})), mix(vec4({1}.zw, {2}.xy), vec4({1}.w, "
                      "{2}.xyz), bvec4({5})), bvec4({4}));  // 4 elements from {1}[s], s = the shift mod 4",
                      var, lo, hi, c1, c2, c3));
-    texels_.back()[key] = var;
     return var;
+  }
+  /// Inside loops, a scalar load at base + off + c (base a multiple of 4, off a loop-invariant value not known at
+  /// compile time, c a constant: a conv input gradient's weights w[co, ci, kh, kw] at co * 72 + ci * 9 + kh * 3 + kw
+  /// with ci the output's channel): component c % 4 of the window of 4 elements from base + c - c % 4 + off
+  /// (shifted_window), which the loads at nearby c share, instead of a fetch and a runtime component select per
+  /// load; "" when the index has no such form.
+  std::string invariant_scalar(const KExprPtr& idx, const std::string& name, const Value& v) {
+    if (loops_.empty()) return {};
+    // shared_texel prints its index for lane 0: a gathered lane d > 0 whose index depends on the lane cannot use it
+    if (const auto lane = subst_.find(vvar_); varies(idx) && (lane == subst_.end() || lane->second != vbase_)) return {};
+    const auto split = split_offset_taps(idx);  // constants out of (x + o) * k first (named copies: shared_unaligned)
+    if (!split.first) return {};
+    std::vector<std::pair<KExprPtr, bool>> terms;
+    sum_terms(split.first, false, terms);
+    KExprPtr base, off;
+    int64_t c = split.second;
+    auto add = [&](KExprPtr acc, const KExprPtr& t, bool neg) {
+      KExprPtr x = !acc ? (neg ? kibin(KOp::ISub, kint(0), t) : t) : kibin(neg ? KOp::ISub : KOp::IAdd, acc, t);
+      made_.push_back(x);
+      return x;
+    };
+    for (const auto& term : terms) {
+      const auto& fv = free_vars(term.first);
+      if (term.first->op == KOp::IntConst) {
+        c += term.second ? -term.first->ivalue : term.first->ivalue;
+      } else if (aligned(term.first)) {
+        base = add(base, term.first, term.second);
+      } else if (std::none_of(loops_.begin(), loops_.end(), [&](const OpenLoop& l) { return fv.count(l.var) > 0; })) {
+        off = add(off, term.first, term.second);
+      } else {
+        return {};
+      }
+    }
+    if (!off || !base) return {};
+    const int64_t comp = ((c % 4) + 4) % 4;
+    const std::string key = "window|" + name + "|" + kexpr_str(base) + "|" + kexpr_str(off) + "|" +
+                            std::to_string(c - comp) + "|" + subst_signature();
+    std::string var;
+    for (auto it = texels_.rbegin(); it != texels_.rend() && var.empty(); ++it)
+      if (auto f = it->find(key); f != it->end()) var = f->second;
+    if (var.empty()) {
+      var = shifted_window(base, off, c - comp, name, v);
+      if (var.empty()) return {};
+      texels_.back()[key] = var;
+    }
+    return fmt::format("{}.{}", var, "xyzw"[comp]);
   }
 
   /// True when the (scalar) value of `e` is provably a multiple of 4.
@@ -1018,6 +1078,8 @@ class ExprEmitter {
       texels_.back()[key] = var;
       return {fmt::format("{}[{}]", var, comp), false};
     }
+    if (textures_ && windowed_scalars_ && plan_.values[k_.inputs[e->input]].planes == 1)
+      if (std::string t = invariant_scalar(e->a, name, plan_.values[k_.inputs[e->input]]); !t.empty()) return {t, false};
     return {fmt::format("load_{}({})", name, emit(e->a).s), false};
   }
 
