@@ -36,15 +36,30 @@ struct StepRun {
   int planed_values = 0;
   int col_planed_values = 0;
 };
-StepRun train_steps(const std::string& model, int64_t batch, const BackendOptions& bo, uint64_t seed) {
+/// The SGD-with-momentum train step of the MLP (28x28 inputs, x [batch, 1, 28, 28]) or seed 002's CNN (8x8),
+/// labels [batch] i32, its parameters built with Rng(seed).
+struct ModelStep {
+  std::unique_ptr<nn::Sequential> net;
+  std::unique_ptr<Optimizer> opt;  // kept alive with the program it updates
+  Program program;
+  int64_t hw = 0;
+};
+ModelStep make_model_step(const std::string& model, int64_t batch, uint64_t seed) {
+  ModelStep m;
   nn::Rng rng(seed);
-  const int64_t hw = model == "mlp" ? 28 : 8;
-  auto net = nn::make_model(model, 1, hw, hw);
-  net->build(rng);
-  Tensor x = input("x", {batch, 1, hw, hw});
+  m.hw = model == "mlp" ? 28 : 8;
+  m.net = nn::make_model(model, 1, m.hw, m.hw);
+  m.net->build(rng);
+  Tensor x = input("x", {batch, 1, m.hw, m.hw});
   Tensor y = input("labels", {batch}, DType::i32);
-  auto opt = make_sgd({.lr = 0.05, .momentum = 0.9});
-  Program p = make_train_step(cross_entropy((*net)(x), y), net->parameters(), *opt);
+  m.opt = make_sgd({.lr = 0.05, .momentum = 0.9});
+  m.program = make_train_step(cross_entropy((*m.net)(x), y), m.net->parameters(), *m.opt);
+  return m;
+}
+
+StepRun train_steps(const std::string& model, int64_t batch, const BackendOptions& bo, uint64_t seed) {
+  ModelStep m = make_model_step(model, batch, seed);
+  const auto& [net, opt, p, hw] = m;
   auto be = make_backend(bo).backend;
   auto exe = be->compile(p);
   StepRun r;
@@ -399,14 +414,9 @@ TEST_CASE("jam mode: a conv's 3x3 taps and 4 channels' weights from shared texel
   const BackendOptions bo{.kind = "gles", .min_parallel_texels = 0, .row_layout = false, .union_domains = false};
   for (const std::string model : {"cnn", "mlp"}) {
     INFO(model);
-    const int64_t batch = 8, hw = model == "mlp" ? 28 : 8;
-    nn::Rng rng(5);
-    auto net = nn::make_model(model, 1, hw, hw);
-    net->build(rng);
-    Tensor x = input("x", {batch, 1, hw, hw});
-    Tensor y = input("labels", {batch}, DType::i32);
-    auto opt = make_sgd({.lr = 0.05, .momentum = 0.9});
-    Program p = make_train_step(cross_entropy((*net)(x), y), net->parameters(), *opt);
+    const int64_t batch = 8;
+    ModelStep m = make_model_step(model, batch, 5);
+    const auto& [net, opt, p, hw] = m;
     std::vector<float> xs = randn(static_cast<size_t>(batch * hw * hw), 9), ys(static_cast<size_t>(batch));
     for (int64_t i = 0; i < batch; ++i) ys[static_cast<size_t>(i)] = static_cast<float>((i * 3) % 10);
     const std::vector<Feed> feeds = {{"x", &xs}, {"labels", &ys}};
