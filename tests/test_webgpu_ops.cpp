@@ -87,7 +87,9 @@ TEST_CASE("webgpu (Dawn, node): every op forward and backward from WGSL equals t
     CHECK(k["workgroup_storage_bytes"].get<int>() > 0);
     CHECK(k["workgroup_storage_bytes"].get<int>() <= 16384);
   }
-  CHECK(tiled >= 11);  // (one small contraction of the op cases joins a union-blocks kernel with its independent neighbour)
+  // (three small contractions of the op cases join union-blocks kernels with independent neighbours: the union
+  // rule takes groups of little work, within the plan's storage buffers; test_wgsl tiles each of them alone)
+  CHECK(tiled >= 9);
   // the cpu plan's contractions are register tiles: no workgroup memory, no barrier (and no tree reductions)
   int registers = 0;
   for (const json& k : b["programs"]["ops"]["webgpu_cpu"]["kernels"]) {
@@ -99,5 +101,5 @@ TEST_CASE("webgpu (Dawn, node): every op forward and backward from WGSL equals t
     CHECK(src.find("workgroupBarrier") == std::string::npos);
     registers += k["strategy"] == "register-tiled";
   }
-  CHECK(registers >= tiled);
+  CHECK(registers >= 6);  // (the cpu plan's 10 storage buffers let three more small ones join union kernels)
 }

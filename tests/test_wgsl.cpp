@@ -47,9 +47,16 @@ sg::Program small_program() {
   return p;
 }
 
-sg::Plan plan_for(const sg::Program& p, const sg::DeviceCaps& caps) {
+sg::Plan plan_for(const sg::Program& p, const sg::DeviceCaps& caps, const sg::BackendOptions& opt = {}) {
   const sg::Target t = sg::make_target(sg::TargetName::Wgsl, caps);
-  return sg::schedule(p, sg::schedule_options(t, {}));
+  return sg::schedule(p, sg::schedule_options(t, opt));
+}
+
+/// Every contraction a kernel of its own (no union-blocks kernel takes a small one): the tiled emitter sees each.
+sg::BackendOptions contractions_alone() {
+  sg::BackendOptions o;
+  o.union_domains = false;
+  return o;
 }
 
 /// npm ci in tests/ when npm webgpu is missing (one at a time: other tests install there too).
@@ -180,7 +187,10 @@ TEST_CASE("WebGPU presets carry the WebGPU default limits and fusion stays withi
   CHECK(compat.compute.max_storage_buffers == 8);
   const sg::Target t = sg::make_target(sg::TargetName::Wgsl, compat);
   CHECK(t.storage == sg::StorageModel::Buffers);
-  CHECK(t.limits.max_outputs + t.limits.max_bindings == 8);
+  // one budget of 8 storage buffers for a kernel's inputs and outputs together, at most 4 of them outputs
+  CHECK(t.limits.max_storage_buffers == 8);
+  CHECK(t.limits.max_outputs == 4);
+  CHECK(t.limits.max_bindings == 7);
   CHECK_THROWS_WITH(sg::preset_caps("webgl"), Catch::Contains("webgpu-compat"));
 
   // every kernel of the mlp-like program fits the compat device: bindings, invocations, workgroup storage
@@ -246,7 +256,7 @@ TEST_CASE("contractions print as tiled WGSL kernels within every WebGPU preset's
   sg::DeviceCaps dawn = sg::preset_caps("webgpu-compat");  // Dawn on llvmpipe: CPU tile sizes
   dawn.cpu_device = dawn.compute.cpu_device = true;
   for (const sg::DeviceCaps& caps : {sg::preset_caps("webgpu"), sg::preset_caps("webgpu-compat"), dawn}) {
-    const sg::Plan plan = plan_for(s.program(), caps);
+    const sg::Plan plan = plan_for(s.program(), caps, contractions_alone());
     int tiled = 0;
     for (const sg::Kernel& k : plan.kernels) {
       const auto w = sg::emit_compute_kernel(plan, k, caps.compute, sg::ComputeLanguage::Wgsl);
@@ -280,13 +290,13 @@ TEST_CASE("contractions print as tiled WGSL kernels within every WebGPU preset's
       CHECK(w.shared_bytes <= caps.compute.max_shared_bytes);
       CHECK(int64_t{w.local_size[0]} * w.local_size[1] <= caps.compute.max_workgroup_invocations);
     }
-    CHECK(tiled >= 11);  // (one small contraction joins a union-blocks kernel: the compute union-domain rule)
+    CHECK(tiled >= 12);
   }
   // tiles that cannot fit the device's workgroup memory: per-element, the header saying why
   const sg::DeviceCaps core = sg::preset_caps("webgpu");
   sg::ComputeLimits tiny = core.compute;
   tiny.max_shared_bytes = 16;  // 4 floats: no tile of these contractions fits
-  const sg::Plan plan = plan_for(s.program(), core);
+  const sg::Plan plan = plan_for(s.program(), core, contractions_alone());
   int fallbacks = 0;
   for (const sg::Kernel& k : plan.kernels) {
     if (sg::tile_candidates(plan, k, core.compute).empty()) continue;
@@ -298,7 +308,7 @@ TEST_CASE("contractions print as tiled WGSL kernels within every WebGPU preset's
     CHECK(w.source.find("var<workgroup>") == std::string::npos);
     ++fallbacks;
   }
-  CHECK(fallbacks >= 11);  // (one small contraction joins a union-blocks kernel)
+  CHECK(fallbacks >= 12);
 }
 
 TEST_CASE("the cpu plan's register tiles: 8x8 where they leave a workgroup of tiles, one sums array, >= 4 workgroups, "
@@ -389,7 +399,7 @@ TEST_CASE("the cpu plan's max-pool gradients: one invocation per window (window 
   sg::DeviceCaps cpu = sg::preset_caps("webgpu");
   cpu.cpu_device = cpu.compute.cpu_device = cpu.compute.register_tiles = true;
   const sg::Plan plan = plan_for(s.program(), cpu);
-  int blocked = 0, union_blocked = 0;
+  int blocked = 0, union_blocked = 0, pools = 0;
   for (const sg::Kernel& k : plan.kernels) {
     const auto w = sg::emit_compute_kernel(plan, k, cpu.compute, sg::ComputeLanguage::Wgsl);
     INFO(w.source);
@@ -401,11 +411,17 @@ TEST_CASE("the cpu plan's max-pool gradients: one invocation per window (window 
     // a 2x2 block per invocation: its elements stored at the block's base plus constant offsets
     CHECK(w.source.find("// element 1 of the block (offset ") != std::string::npos);
     CHECK(w.source.find("base + 1]") != std::string::npos);
-    // the argmax loop once per block, not once per element
-    size_t loops = 0;
+    // the argmax loop once per block and pool, not once per element (horizontal fusion may put two pools of one
+    // input in a kernel: the header lists each max_pool2d_grad node)
+    size_t loops = 0, pooled = 0;
     for (size_t at = w.source.find("// argmax over"); at != std::string::npos; at = w.source.find("// argmax over", at + 1))
       ++loops;
-    CHECK(loops == 1);
+    for (size_t at = w.source.find("  max_pool2d_grad "); at != std::string::npos;
+         at = w.source.find("  max_pool2d_grad ", at + 1))
+      ++pooled;
+    CHECK(pooled >= 1);
+    CHECK(loops == pooled);
+    pools += static_cast<int>(pooled);
     if (w.strategy == "window-blocks") {
       // the dispatch covers the blocks (a quarter of the elements for 2x2 windows), not the elements
       const size_t at = w.source.find(" blocks of ");
@@ -417,14 +433,19 @@ TEST_CASE("the cpu plan's max-pool gradients: one invocation per window (window 
       CHECK(blocks * 4 == elements);
     }
   }
-  CHECK(blocked + union_blocked >= 2);  // the two 6x8 cases of 2x2 windows (a union kernel may hold one)
+  CHECK(blocked + union_blocked >= 1);
+  CHECK(pools >= 2);  // the two 6x8 cases of 2x2 windows (one kernel, or a union kernel, may hold both)
   // where the windows overlap along a dimension, an element's gradient loops over the windows holding it, and that
   // loop (the argmax inside it) depends on the element's offset: one invocation per element, as before
   int overlapping = 0;
   for (const sg::Kernel& k : plan.kernels)
-    if (k.name.find("max_pool2d_grad") != std::string::npos && k.outputs.size() == 1 &&
-        plan.values[k.output()].name.find("overlapping") != std::string::npos) {
-      CHECK(sg::emit_compute_kernel(plan, k, cpu.compute, sg::ComputeLanguage::Wgsl).strategy == "per-element");
+    if (std::any_of(k.outputs.begin(), k.outputs.end(), [&](int v) {
+          return plan.values[v].name.find("overlapping") != std::string::npos; })) {
+      // alone, or a block of a union kernel (one invocation per element of each block's domain), no window blocks
+      const auto w = sg::emit_compute_kernel(plan, k, cpu.compute, sg::ComputeLanguage::Wgsl);
+      INFO(w.source);
+      CHECK((w.strategy == "per-element" || w.strategy == "union-blocks"));
+      CHECK(w.source.find("window blocks") == std::string::npos);
       ++overlapping;
     }
   CHECK(overlapping == 1);
@@ -499,7 +520,7 @@ TEST_CASE("every op case forward and backward compiles as WGSL and runs on Dawn 
   // prefetch, k rotation), which the heuristic gives only larger contractions than these, run on Dawn too
   Suite s;
   contraction_cases(s);
-  const sg::Plan plan = plan_for(s.program(), dawn);
+  const sg::Plan plan = plan_for(s.program(), dawn, contractions_alone());
   int tiled = 0;
   for (const char* config : {"8x8.4x4.k8.g2.v4.pf", "8x8.4x4.k4.g2.v4.kr", "4x8.4x8.k16.g1.v4.pf.kr"}) {
     const auto t = sg::parse_tile_config(config);
@@ -515,7 +536,20 @@ TEST_CASE("every op case forward and backward compiles as WGSL and runs on Dawn 
     run_dirs.push_back(dir);
     outputs += static_cast<int>(s.program().outputs.size());
   }
-  CHECK(tiled >= 3 * 11);  // (one small contraction per preset joins a union-blocks kernel)
+  CHECK(tiled >= 3 * 12);
+  // and as the cpu plans' register tiles, every contraction a kernel of its own (in bundles small ones may join
+  // union-blocks kernels)
+  sg::DeviceCaps regs = dawn;
+  regs.compute.register_tiles = true;
+  const sg::Plan rplan = plan_for(s.program(), regs, contractions_alone());
+  const std::string rdir = root / "contraction-register-tiles";
+  write_run_dir(rplan, regs.compute, s.feeds(), kReduce, rdir);
+  int registers = 0;
+  for (const sg::Kernel& k : rplan.kernels)
+    registers += read_file(rdir + "/" + k.name + ".wgsl").find("(register-tiled)") != std::string::npos;
+  CHECK(registers >= 12);
+  run_dirs.push_back(rdir);
+  outputs += static_cast<int>(s.program().outputs.size());
   check_on_dawn(run_dirs, true, outputs);
   check_on_dawn(compile_dirs, false, 0);
 }

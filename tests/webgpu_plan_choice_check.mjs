@@ -1,6 +1,6 @@
 // The web runtime's choice of a bundle's webgpu plan (runtime/web/webgpu.js chooseWebGPUPlan) for adapters
 // described by hand: a GPU, SwiftShader with and without subgroups of 4, another CPU implementation with subgroups
-// of 8, forced plans and bundles that lack a plan. Pure logic, no device: run by ctest (webgpu_plan_choice) in Node.
+// of 8, adapters short of a plan's limits, forced plans and bundles that lack a plan. Pure logic, no device: run by ctest (webgpu_plan_choice) in Node.
 // Exit status 0 = every assertion held; an AssertionError names the case otherwise.
 import assert from 'node:assert/strict';
 import { chooseWebGPUPlan } from '../runtime/web/webgpu.js';
@@ -51,4 +51,25 @@ assert.match(c.reason, /the bundle's only plan \(cpu-subgroups\) cannot run here
 c = chooseWebGPUPlan(swiftshader, [plan('gpu')]);
 assert.equal(c.plan.name, 'gpu');
 assert.match(c.reason, /the only one of the bundle.*has no cpu plan/);
+// limits: the cpu plans ask for 10 storage buffers per kernel (SwiftShader's adapter has 10); a CPU adapter with 8
+// gets the gpu plan, saying which plans it passed over and why; one with 10 gets cpu-subgroups
+const ten = { limits: { maxStorageBuffersPerShaderStage: 10 } };
+const limited = [plan('gpu', { limits: { maxStorageBuffersPerShaderStage: 8 } }), plan('cpu', ten),
+                 plan('cpu-subgroups', { ...ten, features: ['subgroups'], subgroup_size: 4 })];
+const withLimits = (a, buffers) => ({ ...a, limits: { maxStorageBuffersPerShaderStage: buffers } });
+c = chooseWebGPUPlan(withLimits(swiftshader, 8), limited);
+assert.equal(c.plan.name, 'gpu');
+assert.match(c.reason, /not cpu-subgroups: it needs maxStorageBuffersPerShaderStage 10 \(storage buffers per kernel.*the adapter has 8; not cpu: it needs maxStorageBuffersPerShaderStage 10/);
+c = chooseWebGPUPlan(withLimits(swiftshader, 10), limited);
+assert.equal(c.plan.name, 'cpu-subgroups');
+assert.equal(c.fallback.name, 'cpu');
+c = chooseWebGPUPlan(withLimits(noSubgroups, 10), limited);
+assert.equal(c.plan.name, 'cpu');
+// forced onto an adapter without the limits: a reason only; no plan fits at all: every plan's reason
+c = chooseWebGPUPlan(withLimits(swiftshader, 8), limited, 'cpu');
+assert.equal(c.plan, undefined);
+assert.match(c.reason, /forced.*cannot run here: it needs maxStorageBuffersPerShaderStage 10/);
+c = chooseWebGPUPlan(withLimits(swiftshader, 4), limited);
+assert.equal(c.plan, undefined);
+assert.match(c.reason, /none of the bundle's plans \(gpu, cpu, cpu-subgroups\) can run here: gpu: it needs maxStorageBuffersPerShaderStage 8 \(storage buffers per kernel.*?\): the adapter has 4; cpu: .*the adapter has 4/);
 console.log('webgpu plan choice: every case holds');

@@ -18,8 +18,11 @@ ScheduleOptions compute_schedule_options(const ComputeLimits& limits) {
     throw ValueError(fmt::format("compute target: {} storage buffers per kernel; a kernel needs at least 2 (one input, one output)",
                                  limits.max_storage_buffers));
   ScheduleOptions o;
+  // inputs and outputs are storage buffers of one budget: at most half of it outputs (8 at most), the rest of it
+  // inputs, the two together within it
   o.max_outputs = std::clamp(limits.max_storage_buffers / 2, 1, 8);
-  o.max_inputs = limits.max_storage_buffers - o.max_outputs;
+  o.max_inputs = limits.max_storage_buffers - 1;
+  o.max_storage_buffers = limits.max_storage_buffers;
   o.row_planes = 1;
   o.col_planes = 1;
   // Union-domain kernels with the invocation range partitioned among the blocks: small independent kernels (the

@@ -61,6 +61,7 @@ Target buffer_target(const DeviceCaps& caps) {
   t.compute = caps.compute;
   t.limits.max_outputs = so.max_outputs;
   t.limits.max_bindings = so.max_inputs;
+  t.limits.max_storage_buffers = so.max_storage_buffers;
   t.limits.max_loop_iterations = so.max_loop_iterations;
   t.limits.max_texture_width = so.max_texture_width;
   t.limits.max_texture_height = so.max_texture_height;
@@ -149,8 +150,8 @@ std::string Target::describe() const {
     s += fmt::format("; {} render targets, {} samplers, textures up to {}x{}", limits.max_outputs, limits.max_bindings,
                      limits.max_texture_width, limits.max_texture_height);
   else if (storage == StorageModel::Buffers)
-    s += fmt::format("; {} output and {} input buffers, workgroups of up to {} invocations", limits.max_outputs,
-                     limits.max_bindings, limits.max_workgroup_invocations);
+    s += fmt::format("; {} storage buffers per kernel (up to {} outputs), workgroups of up to {} invocations",
+                     limits.max_storage_buffers, limits.max_outputs, limits.max_workgroup_invocations);
   return s + (cpu_device ? "; a CPU device)" : ")");
 }
 

@@ -33,7 +33,7 @@ export interface ChosenWebGPUPlan { name: WebGPUPlanName; program_key: string; r
  * llvmpipe, lavapipe, WARP, CPU) 'cpu-subgroups' where the adapter has 'subgroups' of exactly 4 invocations (with
  * 'cpu' as `fallback`), else 'cpu'; 'gpu' otherwise; `want` forces one. A plan that cannot run gives only a reason. */
 export function chooseWebGPUPlan(adapter: { isFallbackAdapter?: boolean; info?: Record<string, unknown>;
-                                            features?: ReadonlySet<string> },
+                                            features?: ReadonlySet<string>; limits?: Record<string, number> },
                                  plans: WebGPUPlanInfo[], want?: 'auto' | WebGPUPlanName):
   { plan: WebGPUPlanInfo; reason: string; fallback?: WebGPUPlanInfo } | { reason: string };
 

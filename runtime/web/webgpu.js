@@ -44,13 +44,25 @@ function subgroupsUnusable(adapter, lanes = SUBGROUP_LANES) {
   return null;
 }
 
+/** Why `adapter`'s limits fall short of plan `p`'s `requires.limits` (the cpu plans ask for the 10 storage buffers
+ * per kernel of Chromium's SwiftShader adapter), or null; null too for a limit the adapter does not list
+ * (requestDevice then names it). */
+function limitsShort(adapter, p) {
+  const has = adapter.limits ?? {};
+  const short = Object.entries(p.requires?.limits ?? {}).filter(([l, need]) => has[l] !== undefined && need > has[l]);
+  if (!short.length) return null;
+  return `it needs ${short.map(([l, need]) => `${l} ${need} (${REQUIRED_LIMITS[l] ?? 'a limit'}): the adapter has ` +
+                                             `${has[l]}`).join('; ')}`;
+}
+
 /**
  * Which webgpu plan of the bundle runs on `adapter`: on a CPU implementation of WebGPU — a fallback adapter, or
  * adapter info naming SwiftShader, llvmpipe, lavapipe, WARP or a CPU — the `cpu-subgroups` plan where the adapter has
  * the 'subgroups' feature with subgroups of exactly 4 invocations (then `fallback` is the `cpu` plan, for when the
- * device's lanes turn out not to be 4 consecutive invocations), else the `cpu` plan; the `gpu` plan otherwise;
- * `want` ('gpu' | 'cpu' | 'cpu-subgroups') forces one. Never throws.
- * @param {{isFallbackAdapter?: boolean, info?: object, features?: Set<string>}} adapter
+ * device's lanes turn out not to be 4 consecutive invocations), else the `cpu` plan; the `gpu` plan otherwise; a
+ * plan whose limits the adapter does not have is passed over (the next one in that order, else the first usable
+ * one); `want` ('gpu' | 'cpu' | 'cpu-subgroups') forces one. Never throws.
+ * @param {{isFallbackAdapter?: boolean, info?: object, features?: Set<string>, limits?: object}} adapter
  * @param {{name: string}[]} plans the bundle's webgpu plans
  * @param {'auto'|'gpu'|'cpu'|'cpu-subgroups'} [want]
  * @returns {{plan: object, reason: string, fallback?: object} | {reason: string}} the plan and why, in words; or
@@ -59,7 +71,8 @@ function subgroupsUnusable(adapter, lanes = SUBGROUP_LANES) {
 export function chooseWebGPUPlan(adapter, plans, want = 'auto') {
   const names = plans.map((p) => p.name);
   const has = (n) => plans.find((p) => p.name === n);
-  const unusable = (p) => (p.requires?.subgroup_size ? subgroupsUnusable(adapter, p.requires.subgroup_size) : null);
+  const unusable = (p) => limitsShort(adapter, p) ??
+                          (p.requires?.subgroup_size ? subgroupsUnusable(adapter, p.requires.subgroup_size) : null);
   if (want !== 'auto') {
     if (!['gpu', 'cpu', 'cpu-subgroups'].includes(want))
       return fail(`unknown webgpu plan '${want}' (choose auto, gpu, cpu, cpu-subgroups)`);
@@ -79,22 +92,31 @@ export function chooseWebGPUPlan(adapter, plans, want = 'auto') {
     ? `the adapter${text ? ` (${text})` : ''} is a CPU implementation of WebGPU (${[
       fallback ? 'a fallback adapter' : '', named ? `its info names ${named}` : ''].filter(Boolean).join(', ')})`
     : `the adapter${text ? ` (${text})` : ''} is a GPU (not a fallback adapter; its info names no CPU implementation)`;
-  if (cpu) {
-    const sg = has('cpu-subgroups'), no = sg && unusable(sg);
-    if (sg && !no)
-      return { plan: sg, reason: `the cpu-subgroups plan: ${why}, with subgroups of ${sg.requires.subgroup_size} invocations`,
-               fallback: has('cpu') };
-    if (has('cpu')) return { plan: has('cpu'), reason: `the cpu plan: ${why}${sg ? ` (not cpu-subgroups: ${no})` : ''}` };
-  } else if (has('gpu')) {
-    return { plan: has('gpu'), reason: `the gpu plan: ${why}` };
-  }
+  const passed = [];  // the preferred plans that cannot run here, and why
+  const pick = (name, reason, extra = {}) => {
+    const p = has(name), no = p && unusable(p);
+    if (p && !no) return { plan: p, reason: `${reason}${passed.length ? ` (${passed.join('; ')})` : ''}`, ...extra };
+    if (p) passed.push(`not ${name}: ${no}`);
+    return null;
+  };
+  const chosen = cpu
+    ? pick('cpu-subgroups', `the cpu-subgroups plan: ${why}, with subgroups of ` +
+                            `${has('cpu-subgroups')?.requires?.subgroup_size} invocations`,
+           { fallback: has('cpu') && !unusable(has('cpu')) ? has('cpu') : undefined }) ??
+      pick('cpu', `the cpu plan: ${why}`)
+    : pick('gpu', `the gpu plan: ${why}`);
+  if (chosen) return chosen;
   const kind = cpu ? 'cpu' : 'gpu';
   const other = plans.find((p) => !unusable(p));
   if (!other)
-    return fail(`the bundle's only plan (${names.join(', ')}) cannot run here: ${unusable(plans[0])}`);
+    return fail(plans.length > 1
+      ? `none of the bundle's plans (${names.join(', ')}) can run here: ` +
+        plans.map((p) => `${p.name}: ${unusable(p)}`).join('; ')
+      : `the bundle's only plan (${names.join(', ')}) cannot run here: ${unusable(plans[0])}`);
+  const why_other = passed.length ? passed.join('; ')
+                                  : `the bundle has no ${kind} plan (export it with --webgpu-plans gpu,cpu,cpu-subgroups)`;
   return { plan: other, reason: `the ${other.name} plan, the only ${plans.length > 1 ? 'usable ' : ''}one of the ` +
-                                `bundle: ${why}, but the bundle has no ${kind} plan (export it with --webgpu-plans ` +
-                                'gpu,cpu,cpu-subgroups)' };
+                                `bundle: ${why}, but ${why_other}` };
 }
 
 /**

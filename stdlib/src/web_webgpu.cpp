@@ -54,11 +54,20 @@ json kernel_json(const Plan& plan, const Kernel& k, const ComputeKernel& ck, con
 
 namespace {
 
+/// Storage buffers per kernel of the cpu plans: what Chromium's SwiftShader adapter offers (10, in core and
+/// compatibility mode; docs/PERFORMANCE.md, the WebGPU limits of Run W1) over the default 8. W1's fused Adam update
+/// (its gradient's contraction with m, v and W1: 7 inputs, 3 outputs) needs 10. The runtime requests the plan's
+/// limits and takes the gpu plan on an adapter with fewer (runtime/web/webgpu.js chooseWebGPUPlan).
+constexpr int kCpuAdapterStorageBuffers = 10;
+
 DeviceCaps webgpu_caps(const WebGPUTarget& t) {
   if (t.preset != "webgpu" && t.preset != "webgpu-compat")
     throw ValueError(fmt::format("WebGPUTarget::preset '{}' is unknown (choose webgpu or webgpu-compat)", t.preset));
   DeviceCaps caps = preset_caps(t.preset);
-  if (t.cpu_device) caps.cpu_device = caps.compute.cpu_device = caps.compute.register_tiles = true;
+  if (t.cpu_device) {
+    caps.cpu_device = caps.compute.cpu_device = caps.compute.register_tiles = true;
+    caps.compute.max_storage_buffers = kCpuAdapterStorageBuffers;
+  }
   if (t.subgroup_broadcast) {
     if (!t.cpu_device)
       throw ValueError("WebGPUTarget::subgroup_broadcast needs cpu_device (the register tiles of the cpu plans)");

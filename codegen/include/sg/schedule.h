@@ -173,6 +173,11 @@ struct ScheduleOptions {
   /// input with row planes takes one sampler per plane, and row planes are only given where every reader stays
   /// within this.
   int max_inputs = 16;
+  /// Max inputs + outputs of one such kernel together, 0 = no joint limit (the fragment target: samplers and render
+  /// targets are separate budgets). Buffer targets bind both as storage buffers under one per-kernel limit
+  /// (WebGPU's maxStorageBuffersPerShaderStage): an optimizer's fused update (dW1 with m, v and W1: 7 inputs, 3
+  /// outputs) fits a budget of 10 that a fixed split of 5 inputs + 5 outputs would refuse.
+  int max_storage_buffers = 0;
   /// Split-K for parallelism: a single-output kernel with fewer output texels than this whose loops run 256 or
   /// more iterations per element is split into partial sums over chunks of its longest loop (each chunk at least
   /// 64 iterations) plus a final sum, so that about this many fragments run in parallel; such a reduction is

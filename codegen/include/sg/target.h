@@ -65,6 +65,7 @@ DeviceCaps preset_caps(std::string_view preset);
 /// The limits a kernel of a target must respect.
 struct TargetLimits {
   int max_bindings = 16;     ///< samplers (textures) or input storage buffers (buffers) per kernel
+  int max_storage_buffers = 0;  ///< buffers: inputs + outputs per kernel together; 0 = separate budgets (textures)
   int max_outputs = 4;       ///< render targets (textures) or output buffers (buffers) per kernel
   /// Loop iterations per invocation (4 elements counted per fragment): llvmpipe silently stops a loop after 65535.
   double max_loop_iterations = 32768;

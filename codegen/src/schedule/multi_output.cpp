@@ -6,7 +6,8 @@
 //  - the group has fewer than max_outputs members and the same iteration domain (shapes equal up to size-1 axes),
 //    neither is stored transposed (a transposed value is a kernel of its own over the reversed shape);
 //  - lowering the group with the node reads every member only at its own element (vertical fusion: Adam's
-//    parameter update reads the m and v it computes), within max_inputs bindings and the loop budget, and
+//    parameter update reads the m and v it computes), within max_inputs (and max_storage_buffers with its
+//    outputs) and the loop budget, and
 //    without a dependency cycle between groups;
 //  - the node is not latency-bound (split-K would split it; multi-output kernels are never split).
 // Candidates are tried related first (the node reads a member, or they share an input: horizontal fusion, m and
@@ -46,7 +47,7 @@ bool depends(const ScheduleState& st, int to, int from) {
 
 /// Lowered as group gi's kernel: inputs within the binding limit, loops within budget, no dependency cycle.
 bool fits(const ScheduleState& st, const Lowered& l, int gi) {
-  if (static_cast<int>(l.inputs.size()) > st.opt.max_inputs) return false;
+  if (!within_bindings(st.opt, l.inputs.size(), l.exprs.size())) return false;
   if (4 * (1 + kloop_iterations(l.exprs)) > st.opt.max_loop_iterations) return false;
   for (int d : deps_of(st, l, gi))
     if (depends(st, d, gi)) return false;
@@ -73,6 +74,11 @@ std::vector<int> join_candidates(const ScheduleState& st, const NodePtr& n, cons
 }
 
 }  // namespace
+
+bool within_bindings(const ScheduleOptions& opt, size_t inputs, size_t outputs) {
+  return static_cast<int>(inputs) <= opt.max_inputs &&
+         (opt.max_storage_buffers <= 0 || static_cast<int>(inputs + outputs) <= opt.max_storage_buffers);
+}
 
 bool reads(const Lowered& l, int id) { return std::find(l.inputs.begin(), l.inputs.end(), id) != l.inputs.end(); }
 

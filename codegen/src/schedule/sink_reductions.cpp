@@ -2,8 +2,8 @@
 //
 // sink_reductions (multi-output fusion only): a reduction kept in a group of its own (a heavy op, not an output
 // or update, not split-K) that exactly one other group reads is computed inside that reader instead of being
-// stored, when the reader, lowered with the reduction inlined, stays within max_inputs and the loop budget and
-// computes the reduction once (its loop iterations do not exceed the reader's plus the reduction's own, per
+// stored, when the reader, lowered with the reduction inlined, stays within max_inputs (and max_storage_buffers)
+// and the loop budget and computes the reduction once (its loop iterations do not exceed the reader's plus the reduction's own, per
 // element and over all elements of each): the weight gradient becomes a local of the optimizer kernel. A reduction the target will register-tile
 // (ScheduleState::tiles_alone) is not sunk into a reader that writes updates: that reader is never tiled, and
 // the sum would run untiled there.
@@ -59,7 +59,7 @@ void sink_reductions(ScheduleState& st) {
     auto vo = st.trial_of;
     vo.erase(r.get());
     auto l = try_lower(st, groups[reader].members, vo);
-    if (!l || static_cast<int>(l->inputs.size()) > opt.max_inputs ||
+    if (!l || !within_bindings(opt, l->inputs.size(), l->exprs.size()) ||
         4 * (1 + kloop_iterations(l->exprs)) > opt.max_loop_iterations)
       continue;
     double before = kloop_iterations(groups[reader].lowered.exprs), own = kloop_iterations(g.lowered.exprs);

@@ -113,6 +113,8 @@ void append_kernel(ScheduleState& st, Kernel&& k, const std::vector<NodePtr>& na
 int append_copy_kernel(ScheduleState& st, const NodePtr& n, const NodePtr& source);
 
 // --- multi_output.cpp (group queries, also used by the later fusion passes) ---
+/// A kernel of `inputs` bound values and `outputs` stored ones stays within max_inputs and max_storage_buffers.
+bool within_bindings(const ScheduleOptions& opt, size_t inputs, size_t outputs);
 bool reads(const Lowered& l, int id);
 std::set<int> deps_of(const ScheduleState& st, const Lowered& l, int self);
 /// A group's trial lowering as `members` under value ids `vo`, or nullopt when a member is read at another

@@ -13,8 +13,8 @@
 // the draw covering the largest output's extent. Unions are merged greedily, the pair sharing the most inputs
 // (then the most producing groups) first, earliest pair on ties, while
 //  - neither depends on the other (directly or transitively, through the groups' deps),
-//  - their stored outputs stay within max_outputs, their inputs within max_inputs and their loops (added up:
-//    every fragment runs every block's code) within the loop budget,
+//  - their stored outputs stay within max_outputs, their inputs within max_inputs (both together within
+//    max_storage_buffers) and their loops (added up: every fragment runs every block's code) within the loop budget,
 //  - the texture memory allocated beyond the outputs' own layouts (each output, front and back for a parameter's
 //    next value, covers the draw's extent) stays within union_max_extra_bytes;
 // a union that append_kernel will split (loop budget, split-K) or that assign_row_planes will tile stays alone.
@@ -140,7 +140,9 @@ std::pair<int, int> best_pair(const ScheduleState& st, const std::vector<U>& us)
       if (us[a].outputs + us[b].outputs > st.max_out) continue;
       if (4 * (1 + joint_iters(opt, us[a], us[b])) > opt.max_loop_iterations) continue;
       const int shared = overlap(us[a].inputs, us[b].inputs);
-      if (static_cast<int>(us[a].inputs.size() + us[b].inputs.size()) - shared > opt.max_inputs) continue;
+      if (!within_bindings(opt, us[a].inputs.size() + us[b].inputs.size() - static_cast<size_t>(shared),
+                           static_cast<size_t>(us[a].outputs + us[b].outputs)))
+        continue;
       // textures: memory allocated beyond the outputs' own layouts (every output covers the draw's extent)
       if (!opt.union_invocation_blocks) {
         const Extent e = us[a].extent.cover(us[b].extent);
