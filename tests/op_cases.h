@@ -385,7 +385,8 @@ inline void matmul_cases(Suite& s) {
 
 /// Contractions the compute targets tile (emit_tiled.cpp) at shapes that are multiples of neither the tiles nor 4:
 /// tiny, one tile, many tile rows (grouped tile order), fused bias + relu epilogues and prologues, batched, and conv2d
-/// whose forward, grad-input and grad-weight (1152 outputs over 198 products: not a tree reduction) are contractions.
+/// whose forward, grad-input and grad-weight (1152 outputs over 198 products: not a tree reduction) are contractions;
+/// a long x.W^T (K = 260).
 inline void contraction_cases(Suite& s) {
   Tensor a = s.in("a", {37, 53}, uniform(37 * 53, 111, -1, 1));
   Tensor b = s.in("b", {53, 29}, uniform(53 * 29, 112, -1, 1));
@@ -402,6 +403,9 @@ inline void contraction_cases(Suite& s) {
   Tensor cx = s.in("cx", {2, 8, 9, 11}, uniform(2 * 8 * 9 * 11, 123, -1, 1));
   Tensor cw = s.in("cw", {16, 8, 3, 3}, uniform(16 * 8 * 9, 124, -0.5, 0.5));
   Tensor cb = s.in("cb", {16}, uniform(16, 125, -0.5, 0.5));
+  Tensor lx = s.in("lx", {21, 260}, uniform(21 * 260, 126, -1, 1));
+  Tensor lw = s.in("lw", {19, 260}, uniform(19 * 260, 127, -1, 1));
+  Tensor lb = s.in("lb", {19}, uniform(19, 128, -1, 1));
   s.add("tiled matmul 37x53 @ 53x29 + bias + relu", relu(matmul(a, b) + bias), {a, b, bias}, kReduce);
   s.add("tiled matmul 2x5 @ 5x3", matmul(t1, t2), {t1, t2}, kReduce);
   s.add("tiled matmul 150x257 @ 257x67", matmul(big_a, big_b), {big_a, big_b}, kReduce);
@@ -409,6 +413,9 @@ inline void contraction_cases(Suite& s) {
   s.add("tiled batched 3x19x23 @ 3x23x17", matmul(p, q), {p, q}, kReduce);
   s.add("tiled conv2d 2x8x9x11 * 16x8x3x3 padding 1 + bias + relu", relu(conv2d(cx, cw, cb, {.padding = {1, 1}})),
         {cx, cw, cb}, kReduce);
+  // K = 260, a multiple of 4 over 256 like the MLP's x.W1^T (K = 784): the cpu plans' register tiles take 4 steps of
+  // k per iteration
+  s.add("tiled x.W^T K=260 + b, relu", relu(matmul(lx, transpose(lw)) + lb), {lx, lw, lb}, kReduce);
 }
 
 inline void movement_cases(Suite& s) {

@@ -59,6 +59,14 @@ int64_t tree_size(const KExprPtr& e) { return e ? 1 + tree_size(e->a) + tree_siz
 /// and 64 epilogues made SwiftShader compile one conv kernel ~9 s longer (docs/PERFORMANCE.md Run W8).
 constexpr int64_t kMaxFactorNodesFor8x8 = 32;
 
+/// Steps of k per loop iteration in a long single-variable reduction, their products summed before one update of
+/// each sum: SwiftShader keeps `acc` in memory and merges every store under the lanes' mask, so a tile's sums cost
+/// about as much as its loads; x.W1^T of the MLP b=128 (K = 784, 16x8 subgroup tiles) ran 4.2-5.7 ms instead of
+/// 5.4-7.6 with 4 steps, no faster again with 8, and dW1 (K = 128, a large epilogue) no faster with 4
+/// (docs/PERFORMANCE.md Run W16).
+constexpr int kUnrollSteps = 4;
+constexpr int64_t kUnrollMinK = 256;
+
 /// Lanes of a subgroup that share a factor's loads (ComputeLimits::broadcast_lanes; SwiftShader's subgroup size).
 constexpr int kLanes = 4;
 
@@ -269,30 +277,58 @@ std::optional<ComputeKernel> emit_register_tiled(const Plan& plan, const Kernel&
     }
     step += "\n";
   }
-  body += "  " + lang.for_open("k", "0", std::to_string(c.K)) + "\n";
-  if (!counters) body += split_loop(c.reduce, "k", 2, lang);
-  auto call = [&](const char* fn, const std::string& coords) {
-    return fmt::format("{}({}{})", fn, coords, coords.empty() ? loop_args.substr(2) : loop_args);
+  // a long reduction over one loop variable: kUnrollSteps steps per iteration (steps u = 0..U-1 at k = kk U + u)
+  const int U = !counters && loop_vars.size() == 1 && c.K >= kUnrollMinK && c.K % kUnrollSteps == 0 ? kUnrollSteps : 1;
+  if (U > 1) {
+    body += "  " + lang.for_open("kk", "0", std::to_string(c.K / U)) + "  // " + std::to_string(U) +
+            " steps of k per iteration, their products summed before each update of a sum\n";
+  } else {
+    body += "  " + lang.for_open("k", "0", std::to_string(c.K)) + "\n";
+    if (!counters) body += split_loop(c.reduce, "k", 2, lang);
+  }
+  // the names of step u's values (a3_1) and loop variable; plain (a3, r0) without unrolling
+  auto stepped = [&](const std::string& name, int u) { return U > 1 ? fmt::format("{}_{}", name, u) : name; };
+  auto call = [&](const char* fn, const std::string& coords, int u) {
+    std::string args = U > 1 ? ", " + stepped(loop_vars[0], u) : loop_args;
+    return fmt::format("{}({}{})", fn, coords, coords.empty() ? args.substr(2) : args);
   };
-  // a factor's values of step k for registers 0..regs-1: loaded, or (the shared side) each lane loads one of every 4
+  // a factor's values of step u for registers 0..regs-1: loaded, or (the shared side) each lane loads one of every 4
   // and the others come from its subgroup
-  auto factor_values = [&](const char* reg, const char* fn, const std::vector<std::string>& args, int regs, bool shared) {
+  auto factor_values = [&](const char* reg, const char* fn, const std::vector<std::string>& args, int regs, bool shared,
+                           int u) {
     std::string s;
     if (!shared) {
-      for (int i = 0; i < regs; ++i) s += in + lang.let(LType::Float, fmt::format("{}{}", reg, i), call(fn, args[i])) + "\n";
+      for (int i = 0; i < regs; ++i)
+        s += in + lang.let(LType::Float, stepped(fmt::format("{}{}", reg, i), u), call(fn, args[i], u)) + "\n";
       return s;
     }
-    for (int t = 0; t < regs / kLanes; ++t) s += in + lang.let(LType::Float, fmt::format("{}_lane{}", reg, t), call(fn, args[t])) + "\n";
+    for (int t = 0; t < regs / kLanes; ++t)
+      s += in + lang.let(LType::Float, stepped(fmt::format("{}_lane{}", reg, t), u), call(fn, args[t], u)) + "\n";
     for (int i = 0; i < regs; ++i)
-      s += in + lang.let(LType::Float, fmt::format("{}{}", reg, i),
-                         lang.subgroup_broadcast(fmt::format("{}_lane{}", reg, i / kLanes), i % kLanes)) + "\n";
+      s += in + lang.let(LType::Float, stepped(fmt::format("{}{}", reg, i), u),
+                         lang.subgroup_broadcast(stepped(fmt::format("{}_lane{}", reg, i / kLanes), u), i % kLanes)) + "\n";
     return s;
   };
-  body += factor_values("a", "factor_a", row_args, tm, rows_shared);
-  body += factor_values("b", "factor_b", col_args, tn, sg && !rows_shared);
+  for (int u = 0; u < U; ++u) {
+    if (U > 1) body += in + lang.let(LType::Int, stepped(loop_vars[0], u), fmt::format("kk * {} + {}", U, u)) + "\n";
+    body += factor_values("a", "factor_a", row_args, tm, rows_shared, u);
+    body += factor_values("b", "factor_b", col_args, tn, sg && !rows_shared, u);
+  }
+  // the U products of a sum added pairwise ((p0 + p1) + (p2 + p3)), then to the sum
+  auto products = [&](int i, int j) {
+    std::vector<std::string> t;
+    for (int u = 0; u < U; ++u) t.push_back(fmt::format("{} * {}", stepped(fmt::format("a{}", i), u), stepped(fmt::format("b{}", j), u)));
+    while (t.size() > 1) {
+      std::vector<std::string> next;
+      for (size_t x = 0; x + 1 < t.size(); x += 2) next.push_back(fmt::format("({} + {})", t[x], t[x + 1]));
+      if (t.size() % 2) next.push_back(t.back());
+      t = std::move(next);
+    }
+    return t[0].front() == '(' && U > 1 ? t[0].substr(1, t[0].size() - 2) : t[0];
+  };
   for (int i = 0; i < tm; ++i) {
     body += in.substr(1);
-    for (int j = 0; j < tn; ++j) body += fmt::format(" acc[{}] += a{} * b{};", i * tn + j, i, j);
+    for (int j = 0; j < tn; ++j) body += fmt::format(" acc[{}] += {};", i * tn + j, products(i, j));
     body += "\n";
   }
   body += step + "  }\n";
@@ -307,8 +343,9 @@ std::optional<ComputeKernel> emit_register_tiled(const Plan& plan, const Kernel&
   src += fmt::format("// contraction: C[batch][m][n] = sum_k A[m][k] * B[k][n], M = {}, N = {}, K = {}, batch {}\n", c.M,
                      c.N, c.K, c.batch);
   src += fmt::format("// register tiles of {}x{} outputs per invocation ({}x{} tiles, {} fastest), factors read from the "
-                     "buffers, no workgroup memory; {} workgroups of {} per batch\n",
-                     tm, tn, tiles_m, tiles_n, m_fastest ? "m" : "n", gx, local);
+                     "buffers, no workgroup memory; {} workgroups of {} per batch{}\n",
+                     tm, tn, tiles_m, tiles_n, m_fastest ? "m" : "n", gx, local,
+                     U > 1 ? fmt::format("; k in {} steps per iteration", U) : std::string());
   if (sg)
     src += fmt::format("// the {} lanes of a subgroup are {} tiles side by side: they share the {} ({}'s loads), each lane "
                        "loads 1 of 4 per step and subgroupBroadcast passes it on\n", kLanes, kLanes,
