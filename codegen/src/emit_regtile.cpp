@@ -61,7 +61,7 @@ constexpr int64_t kMaxFactorNodesFor8x8 = 32;
 
 /// Steps of k per loop iteration in a long single-variable reduction, their products summed before one update of
 /// each sum: SwiftShader keeps `acc` in memory and merges every store under the lanes' mask, so a tile's sums cost
-/// about as much as its loads; x.W1^T of the MLP b=128 (K = 784, 16x8 subgroup tiles) ran 4.2-5.7 ms instead of
+/// about as much as its loads; x.W1^T of the MLP b=128 (K = 784, 16x8 subgroup tiles) ran 4.2-5.8 ms instead of
 /// 5.4-7.6 with 4 steps, no faster again with 8, and dW1 (K = 128, a large epilogue) no faster with 4
 /// (docs/PERFORMANCE.md Run W16).
 constexpr int kUnrollSteps = 4;
