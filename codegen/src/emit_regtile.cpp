@@ -166,6 +166,103 @@ std::pair<int, int> plain_tile_shape(const Contraction& c, int64_t nodes_a, int6
   return {tm, tn};
 }
 
+/// A register tile's sides as its reduction loop reads them: registers per side, whether the subgroup's lanes share
+/// that side's loads (one load per lane, subgroupBroadcast for the rest), and each register's coordinate arguments
+/// of the factor functions.
+struct TileSides {
+  int tm, tn;
+  bool a_shared, b_shared;
+  std::vector<std::string> row_args, col_args;
+};
+
+/// The loop over the reduction's index k (its counters' declarations, the loop with every step's factor values and
+/// the sums' updates, its closing brace); `steps` is set to the steps of k per iteration (kUnrollSteps or 1).
+std::string reduction_loop(const Contraction& c, const TileSides& t, const Lang& lang, int& steps) {
+  std::string loop;
+  // one loop over the reduction's flat index k, split into its loop variables once per iteration for every call
+  // (nested loops of 3 taps ran slower on SwiftShader than the split: Run W6)
+  const std::vector<std::string>& loop_vars = c.reduce->loop_vars;
+  std::string loop_args;
+  for (const std::string& v : loop_vars) loop_args += ", " + v;
+  const std::string in = "    ";
+  // a loop variable of extent other than a power of two (a conv's 3x3 taps): with shift_divisions the loop
+  // variables are counters stepped at the end of each iteration (a carry by select, no division: SwiftShader
+  // divides lane by lane), else split from k
+  const std::vector<int64_t>& extents = c.reduce->extents;
+  const bool counters = lang.shift_divisions() && loop_vars.size() > 1 &&
+                        std::any_of(extents.begin() + 1, extents.end(), [](int64_t e) { return (e & (e - 1)) != 0; });
+  std::string step;
+  if (counters) {
+    std::vector<std::pair<std::string, std::string>> zeros;
+    for (const std::string& v : loop_vars) zeros.emplace_back(v, "0");
+    loop += "  " + lang.lets(LType::Int, zeros, true) + "  // the loop variables of k, stepped with it\n";
+    step = in + fmt::format("{0} += 1;", loop_vars.back());
+    for (size_t i = loop_vars.size() - 1; i > 0; --i) {
+      const std::string carry = fmt::format("carry{}", i), &v = loop_vars[i], &outer = loop_vars[i - 1];
+      step += fmt::format(" {} {} = {}; {} = {};", lang.let(LType::Bool, carry, fmt::format("{} == {}", v, extents[i])), v,
+                          lang.select(carry, "0", v), outer, lang.select(carry, outer + " + 1", outer));
+    }
+    step += "\n";
+  }
+  // a long reduction over one loop variable: kUnrollSteps steps per iteration (steps u = 0..U-1 at k = kk U + u)
+  const int U = !counters && loop_vars.size() == 1 && c.K >= kUnrollMinK && c.K % kUnrollSteps == 0 ? kUnrollSteps : 1;
+  if (U > 1) {
+    loop += "  " + lang.for_open("kk", "0", std::to_string(c.K / U)) + "  // " + std::to_string(U) +
+            " steps of k per iteration, their products summed before each update of a sum\n";
+  } else {
+    loop += "  " + lang.for_open("k", "0", std::to_string(c.K)) + "\n";
+    if (!counters) loop += split_loop(c.reduce, "k", 2, lang);
+  }
+  // the names of step u's values (a3_1) and loop variable; plain (a3, r0) without unrolling
+  auto stepped = [&](const std::string& name, int u) { return U > 1 ? fmt::format("{}_{}", name, u) : name; };
+  auto call = [&](const char* fn, const std::string& coords, int u) {
+    std::string args = U > 1 ? ", " + stepped(loop_vars[0], u) : loop_args;
+    return fmt::format("{}({}{})", fn, coords, coords.empty() ? args.substr(2) : args);
+  };
+  // a factor's values of step u for registers 0..regs-1: loaded, or (the shared side) each lane loads one of every 4
+  // and the others come from its subgroup
+  auto factor_values = [&](const char* reg, const char* fn, const std::vector<std::string>& args, int regs, bool shared,
+                           int u) {
+    std::string s;
+    if (!shared) {
+      for (int i = 0; i < regs; ++i)
+        s += in + lang.let(LType::Float, stepped(fmt::format("{}{}", reg, i), u), call(fn, args[i], u)) + "\n";
+      return s;
+    }
+    for (int t = 0; t < regs / kLanes; ++t)
+      s += in + lang.let(LType::Float, stepped(fmt::format("{}_lane{}", reg, t), u), call(fn, args[t], u)) + "\n";
+    for (int i = 0; i < regs; ++i)
+      s += in + lang.let(LType::Float, stepped(fmt::format("{}{}", reg, i), u),
+                         lang.subgroup_broadcast(stepped(fmt::format("{}_lane{}", reg, i / kLanes), u), i % kLanes)) + "\n";
+    return s;
+  };
+  for (int u = 0; u < U; ++u) {
+    if (U > 1) loop += in + lang.let(LType::Int, stepped(loop_vars[0], u), fmt::format("kk * {} + {}", U, u)) + "\n";
+    loop += factor_values("a", "factor_a", t.row_args, t.tm, t.a_shared, u);
+    loop += factor_values("b", "factor_b", t.col_args, t.tn, t.b_shared, u);
+  }
+  // the U products of a sum added pairwise ((p0 + p1) + (p2 + p3)), then to the sum
+  auto products = [&](int i, int j) {
+    std::vector<std::string> terms;
+    for (int u = 0; u < U; ++u) terms.push_back(fmt::format("{} * {}", stepped(fmt::format("a{}", i), u), stepped(fmt::format("b{}", j), u)));
+    while (terms.size() > 1) {
+      std::vector<std::string> next;
+      for (size_t x = 0; x + 1 < terms.size(); x += 2) next.push_back(fmt::format("({} + {})", terms[x], terms[x + 1]));
+      if (terms.size() % 2) next.push_back(terms.back());
+      terms = std::move(next);
+    }
+    return U > 1 ? terms[0].substr(1, terms[0].size() - 2) : terms[0];
+  };
+  for (int i = 0; i < t.tm; ++i) {
+    loop += in.substr(1);
+    for (int j = 0; j < t.tn; ++j) loop += fmt::format(" acc[{}] += {};", i * t.tn + j, products(i, j));
+    loop += "\n";
+  }
+  loop += step + "  }\n";
+  steps = U;
+  return loop;
+}
+
 }  // namespace
 
 std::optional<ComputeKernel> emit_register_tiled(const Plan& plan, const Kernel& k, const ComputeLimits& limits,
@@ -252,86 +349,8 @@ std::optional<ComputeKernel> emit_register_tiled(const Plan& plan, const Kernel&
   auto [rows, row_args] = side("row", "m0", tm, c.M, c.m_dims, rows_shared, padded && !rows_shared);
   auto [cols, col_args] = side("col", "n0", tn, c.N, c.n_dims, sg && !rows_shared, padded && rows_shared);
   body += rows + cols;
-  // one loop over the reduction's flat index k, split into its loop variables once per iteration for every call
-  // (nested loops of 3 taps ran slower on SwiftShader than the split: Run W6)
-  const std::vector<std::string>& loop_vars = c.reduce->loop_vars;
-  std::string loop_args;
-  for (const std::string& v : loop_vars) loop_args += ", " + v;
-  const std::string in = "    ";
-  // a loop variable of extent other than a power of two (a conv's 3x3 taps): with shift_divisions the loop
-  // variables are counters stepped at the end of each iteration (a carry by select, no division: SwiftShader
-  // divides lane by lane), else split from k
-  const std::vector<int64_t>& extents = c.reduce->extents;
-  const bool counters = lang.shift_divisions() && loop_vars.size() > 1 &&
-                        std::any_of(extents.begin() + 1, extents.end(), [](int64_t e) { return (e & (e - 1)) != 0; });
-  std::string step;
-  if (counters) {
-    std::vector<std::pair<std::string, std::string>> zeros;
-    for (const std::string& v : loop_vars) zeros.emplace_back(v, "0");
-    body += "  " + lang.lets(LType::Int, zeros, true) + "  // the loop variables of k, stepped with it\n";
-    step = in + fmt::format("{0} += 1;", loop_vars.back());
-    for (size_t i = loop_vars.size() - 1; i > 0; --i) {
-      const std::string carry = fmt::format("carry{}", i), &v = loop_vars[i], &outer = loop_vars[i - 1];
-      step += fmt::format(" {} {} = {}; {} = {};", lang.let(LType::Bool, carry, fmt::format("{} == {}", v, extents[i])), v,
-                          lang.select(carry, "0", v), outer, lang.select(carry, outer + " + 1", outer));
-    }
-    step += "\n";
-  }
-  // a long reduction over one loop variable: kUnrollSteps steps per iteration (steps u = 0..U-1 at k = kk U + u)
-  const int U = !counters && loop_vars.size() == 1 && c.K >= kUnrollMinK && c.K % kUnrollSteps == 0 ? kUnrollSteps : 1;
-  if (U > 1) {
-    body += "  " + lang.for_open("kk", "0", std::to_string(c.K / U)) + "  // " + std::to_string(U) +
-            " steps of k per iteration, their products summed before each update of a sum\n";
-  } else {
-    body += "  " + lang.for_open("k", "0", std::to_string(c.K)) + "\n";
-    if (!counters) body += split_loop(c.reduce, "k", 2, lang);
-  }
-  // the names of step u's values (a3_1) and loop variable; plain (a3, r0) without unrolling
-  auto stepped = [&](const std::string& name, int u) { return U > 1 ? fmt::format("{}_{}", name, u) : name; };
-  auto call = [&](const char* fn, const std::string& coords, int u) {
-    std::string args = U > 1 ? ", " + stepped(loop_vars[0], u) : loop_args;
-    return fmt::format("{}({}{})", fn, coords, coords.empty() ? args.substr(2) : args);
-  };
-  // a factor's values of step u for registers 0..regs-1: loaded, or (the shared side) each lane loads one of every 4
-  // and the others come from its subgroup
-  auto factor_values = [&](const char* reg, const char* fn, const std::vector<std::string>& args, int regs, bool shared,
-                           int u) {
-    std::string s;
-    if (!shared) {
-      for (int i = 0; i < regs; ++i)
-        s += in + lang.let(LType::Float, stepped(fmt::format("{}{}", reg, i), u), call(fn, args[i], u)) + "\n";
-      return s;
-    }
-    for (int t = 0; t < regs / kLanes; ++t)
-      s += in + lang.let(LType::Float, stepped(fmt::format("{}_lane{}", reg, t), u), call(fn, args[t], u)) + "\n";
-    for (int i = 0; i < regs; ++i)
-      s += in + lang.let(LType::Float, stepped(fmt::format("{}{}", reg, i), u),
-                         lang.subgroup_broadcast(stepped(fmt::format("{}_lane{}", reg, i / kLanes), u), i % kLanes)) + "\n";
-    return s;
-  };
-  for (int u = 0; u < U; ++u) {
-    if (U > 1) body += in + lang.let(LType::Int, stepped(loop_vars[0], u), fmt::format("kk * {} + {}", U, u)) + "\n";
-    body += factor_values("a", "factor_a", row_args, tm, rows_shared, u);
-    body += factor_values("b", "factor_b", col_args, tn, sg && !rows_shared, u);
-  }
-  // the U products of a sum added pairwise ((p0 + p1) + (p2 + p3)), then to the sum
-  auto products = [&](int i, int j) {
-    std::vector<std::string> t;
-    for (int u = 0; u < U; ++u) t.push_back(fmt::format("{} * {}", stepped(fmt::format("a{}", i), u), stepped(fmt::format("b{}", j), u)));
-    while (t.size() > 1) {
-      std::vector<std::string> next;
-      for (size_t x = 0; x + 1 < t.size(); x += 2) next.push_back(fmt::format("({} + {})", t[x], t[x + 1]));
-      if (t.size() % 2) next.push_back(t.back());
-      t = std::move(next);
-    }
-    return t[0].front() == '(' && U > 1 ? t[0].substr(1, t[0].size() - 2) : t[0];
-  };
-  for (int i = 0; i < tm; ++i) {
-    body += in.substr(1);
-    for (int j = 0; j < tn; ++j) body += fmt::format(" acc[{}] += {};", i * tn + j, products(i, j));
-    body += "\n";
-  }
-  body += step + "  }\n";
+  int U = 1;  // steps of k per iteration
+  body += reduction_loop(c, TileSides{tm, tn, rows_shared, sg && !rows_shared, row_args, col_args}, lang, U);
   // one epilogue loop (acc read at a run-time index: 64 gathers per invocation, against the K loop's 16 per k)
   const std::string epilogue = lang.for_stmt("e", "0", std::to_string(tm * tn), 1,
                                              fmt::format("store_tile(m0 + {}, n0 + {}, acc[e]);", lang.div_const("e", tn),
