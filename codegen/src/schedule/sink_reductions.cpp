@@ -3,8 +3,9 @@
 // sink_reductions (multi-output fusion only): a reduction kept in a group of its own (a heavy op, not an output
 // or update, not split-K) that exactly one other group reads is computed inside that reader instead of being
 // stored, when the reader, lowered with the reduction inlined, stays within max_inputs (and max_storage_buffers)
-// and the loop budget and computes the reduction once (its loop iterations do not exceed the reader's plus the reduction's own, per
-// element and over all elements of each): the weight gradient becomes a local of the optimizer kernel. A reduction the target will register-tile
+// and the loop budget and computes the reduction once (its loop iterations do not exceed the reader's plus the
+// reduction's own, per element and over all elements of each): the weight gradient becomes a local of the optimizer
+// kernel. A reduction the target will register-tile
 // (ScheduleState::tiles_alone) is not sunk into a reader that writes updates: that reader is never tiled, and
 // the sum would run untiled there.
 // Invariants left: sunk groups are dead and their node is no longer in ScheduleState::mat (nor in trial_of);
