@@ -255,17 +255,127 @@ function validate(json, file) {
            `layout numel ${p.layout?.numel} and buffer_bytes ${p.buffer_bytes}; expected ${4 * numel(p.shape)} ` +
            'bytes (and the layout or buffer of every target in `targets`)', { tensor: p.name });
   for (const [name, p] of Object.entries(json.programs)) {
-    for (const key of ['inputs', 'outputs'])
+    for (const key of ['inputs', 'outputs']) {
       if (!Array.isArray(p[key])) fail(`program '${name}' has no '${key}' array`, { program: name });
-    if (json.targets.includes('webgl2')) validateProgram(name, p, persistent, fail);
+      p[key].forEach((io, i) => {
+        if (!io || typeof io !== 'object' || typeof io.name !== 'string')
+          fail(`program '${name}': ${key}[${i}] is ${JSON.stringify(io)}; expected {name, shape, dtype}`,
+               { program: name });
+        if (!Array.isArray(io.shape) || !io.shape.every((d) => Number.isSafeInteger(d) && d >= 0))
+          fail(`program '${name}': ${key.slice(0, -1)} '${io.name}' has shape ${JSON.stringify(io.shape)}; expected a ` +
+               'list of non-negative integers', { program: name, [key.slice(0, -1)]: io.name });
+      });
+    }
+    if (json.targets.includes('webgl2')) {
+      validateProgram(name, p, persistent, fail);
+      validateStorage(name, p, fail);
+    }
     for (const pl of plans) {
       const w = p[pl.program_key];
       if (!w || typeof w !== 'object')
         fail(`program '${name}' has no webgpu ${pl.name} plan (\`${pl.program_key}\`) although \`webgpu.plans\` ` +
              'lists it', { program: name });
       validateWebGPUProgram(name, w, persistent, fail, pl.name);
+      validateWebGPUStorage(name, p, w, fail, pl.name);
     }
   }
+  validateCheckShapes(json, fail);
+}
+
+const fmtShape = (s) => `[${s.join(',')}]`;
+const count = (n) => `${n} value${n === 1 ? '' : 's'}`;
+/** How to get a bundle for another shape: the kernels are compiled for the shapes of the export. */
+const RESHAPE_HINT = 'its kernels were generated for that size, so editing a shape in bundle.json cannot change it: ' +
+                     'export the bundle again with the shape you need (shadergrad export --batch N / --infer-batch N)';
+
+/**
+ * The declared shapes of a program's inputs and outputs (programs.NAME.inputs/outputs) against what its webgl2 plan
+ * stores for them, and every value's shape against its texture layout: numel(shape) values in `layout.numel` per
+ * plane, `texels` = ceil(numel / 4) within width x height, inside its `allocated` texture and its pooled buffer. A
+ * hand-edited shape (two images into a bundle made for one) would otherwise be uploaded cut to the layout and read
+ * back as the first image only, silently.
+ */
+function validateStorage(program, p, fail) {
+  p.values.forEach((v) => {
+    const w = { program, value: v.name, target: 'webgl2' };
+    const L = v.layout, planes = v.storage?.planes ?? 1, n = numel(v.shape);
+    if (!L || typeof L !== 'object' || ![L.numel, L.texels, L.width, L.height].every((x) => Number.isSafeInteger(x) && x >= 0))
+      fail(`program '${program}': value '${v.name}' has layout ${JSON.stringify(L)}; expected {numel, texels, width, ` +
+           'height} (non-negative integers)', w);
+    if (!(Number.isSafeInteger(planes) && planes >= 1) || L.numel * planes !== n || L.texels !== Math.ceil(L.numel / 4) ||
+        L.width * L.height < L.texels)
+      fail(`program '${program}' (webgl2): value '${v.name}' has shape ${fmtShape(v.shape)} (${count(n)}) but its ` +
+           `layout stores ${L.numel} element${L.numel === 1 ? '' : 's'} in ${L.texels} texels of a ${L.width}x${L.height} ` +
+           `texture${planes > 1 ? ` (x ${planes} planes)` : ''}: the description does not match its storage; ` +
+           RESHAPE_HINT, w);
+    const a = v.allocated;
+    if (a !== undefined && (!Array.isArray(a) || !(a[0] >= L.width && a[1] >= L.height)))
+      fail(`program '${program}' (webgl2): value '${v.name}' is allocated ${JSON.stringify(a)} texels, smaller than ` +
+           `its ${L.width}x${L.height} layout`, w);
+    if (v.kind === 'temp' && v.buffer !== undefined) {
+      const bl = p.buffers[v.buffer]?.layout;
+      if (!bl || !(bl.width * bl.height >= L.texels))
+        fail(`program '${program}' (webgl2): value '${v.name}' (${L.texels} texels) lives in buffer ${v.buffer}, ` +
+             `whose layout ${JSON.stringify(bl)} is smaller`, w);
+    }
+  });
+  for (const [key, what] of [['inputs', 'input'], ['outputs', 'output']])
+    for (const io of p[key]) {
+      const v = p.values[io.value], n = numel(io.shape);
+      if (numel(v.shape) !== n)
+        fail(`program '${program}': ${what} '${io.name}' is declared ${fmtShape(io.shape)} (${count(n)}) but the ` +
+             `webgl2 plan stores ${fmtShape(v.shape)} for it (${count(numel(v.shape))}: a ${v.layout.width}x` +
+             `${v.layout.height}-texel layout of ${v.layout.numel} elements); ${RESHAPE_HINT}`,
+             { program, [what]: io.name, shape: io.shape, stored: v.shape, target: 'webgl2' });
+    }
+}
+
+/**
+ * The declared shapes of a program's inputs and outputs against a webgpu plan: the plan's own input/output entry
+ * and the storage buffer of its value (`bytes` = 4 * numel rounded up to 16).
+ */
+function validateWebGPUStorage(program, p, w, fail, plan) {
+  const target = `webgpu ${plan}`;
+  for (const [key, what] of [['inputs', 'input'], ['outputs', 'output']]) {
+    for (const io of p[key]) {
+      const wi = w[key].find((x) => x?.name === io.name);
+      if (!wi) {
+        if (key === 'outputs')
+          fail(`program '${program}': output '${io.name}' is not an output of the webgpu ${plan} plan`,
+               { program, output: io.name, target });
+        continue;  // an input no kernel of this plan reads has no buffer
+      }
+      const v = w.values[wi.value], n = numel(io.shape);
+      const exact = 16 * Math.ceil(n / 4);
+      if (!Array.isArray(wi.shape) || numel(wi.shape) !== n || numel(v.shape) !== n || v.bytes !== exact)
+        fail(`program '${program}': ${what} '${io.name}' is declared ${fmtShape(io.shape)} (${count(n)}, ${exact} ` +
+             `bytes) but the webgpu ${plan} plan stores ${fmtShape(v.shape)} for it in a buffer of ${v.bytes} bytes ` +
+             `(${count(Math.floor(v.bytes / 4))} at most)${Array.isArray(wi.shape) && numel(wi.shape) !== n
+               ? ` and declares it ${fmtShape(wi.shape)}` : ''}; ${RESHAPE_HINT}`,
+             { program, [what]: io.name, shape: io.shape, stored: v.shape, bytes: v.bytes, target });
+    }
+  }
+}
+
+/** The checks' fixed inputs and expected outputs against the declared shapes of their program's inputs and outputs. */
+function validateCheckShapes(json, fail) {
+  const c = json.checks;
+  if (!c) return;
+  c.runs.forEach((r, i) => {
+    const p = typeof r.program === 'string' && Object.hasOwn(json.programs, r.program) ? json.programs[r.program] : null;
+    if (!p) fail(`checks.runs[${i}] runs program ${JSON.stringify(r.program)}, which the bundle does not have ` +
+                 `(it has ${Object.keys(json.programs).join(', ')})`, { check: i });
+    for (const [key, what, refs] of [['inputs', 'feed', r.feeds], ['outputs', 'expected output', r.outputs]])
+      for (const [name, ref] of Object.entries(refs)) {
+        const io = p[key].find((x) => x.name === name);
+        if (!io) fail(`checks.runs[${i}]: ${what} '${name}' is not an ${key.slice(0, -1)} of program '${r.program}'`,
+                      { program: r.program, check: i, tensor: ref.tensor });
+        if (ref.bytes !== 4 * numel(io.shape))
+          fail(`checks.runs[${i}]: ${what} '${name}' has ${ref.bytes} bytes (${count(ref.bytes / 4)}) but ` +
+               `${key.slice(0, -1)} '${name}' of program '${r.program}' is declared ${fmtShape(io.shape)} ` +
+               `(${count(numel(io.shape))})`, { program: r.program, check: i, tensor: ref.tensor });
+      }
+  });
 }
 
 /** Checks a program's webgpu plan: value ids, buffers, persistent names, kernel bindings and dispatch sizes. */

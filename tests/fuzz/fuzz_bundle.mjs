@@ -26,6 +26,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
 
 import { mulberry32 } from '../mulberry32.mjs';
+import { fetchFrom, seedFiles } from './bundle_files.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const runtimeDir = path.resolve(here, '../../runtime/web');
@@ -34,60 +35,6 @@ const runtimeDir = path.resolve(here, '../../runtime/web');
 function prng(seed) {
   const next = mulberry32(seed);
   return { next, int: (n) => Math.floor(next() * n), pick: (xs) => xs[Math.floor(next() * xs.length)] };
-}
-
-// ---- the files a bundle.json names ---------------------------------------------------------------------------
-function dataRefs(json) {
-  const refs = [];
-  const add = (r) => { if (r && typeof r === 'object' && typeof r.file === 'string') refs.push(r); };
-  for (const p of json.persistent || []) add(p.data);
-  const plans = Array.isArray(json.webgpu?.plans) ? json.webgpu.plans.map((p) => p.program_key) : ['webgpu'];
-  for (const p of Object.values(json.programs || {})) {
-    for (const v of p.values || []) add(v.data);
-    for (const k of plans) for (const v of p[k]?.values || []) add(v.data);
-  }
-  for (const r of json.checks?.runs || []) for (const x of [...Object.values(r.feeds), ...Object.values(r.outputs)]) add(x);
-  for (const x of Object.values(json.checks?.persistent_after || {})) add(x);
-  return refs;
-}
-
-function shaderPaths(json) {
-  const paths = new Set();
-  for (const p of Object.values(json.programs || {}))
-    for (const d of [p, ...Object.values(p).filter((x) => x && typeof x === 'object' && Array.isArray(x.kernels))])
-      for (const k of d.kernels || []) for (const f of [k.glsl_es, k.wgsl]) if (typeof f === 'string') paths.add(f);
-  return paths;
-}
-
-/** A safetensors file holding every reference to `file` at its offset (header padded with spaces to fit). */
-function makeSafetensors(refs) {
-  const byName = new Map(refs.map((r) => [r.tensor, r]));
-  const sorted = [...byName.values()].sort((a, b) => a.offset - b.offset);
-  const dataStart = sorted[0].offset;
-  const header = {};
-  for (const r of sorted)
-    header[r.tensor] = { dtype: 'F32', shape: [r.bytes / 4], data_offsets: [r.offset - dataStart, r.offset - dataStart + r.bytes] };
-  let text = JSON.stringify(header);
-  if (8 + text.length > dataStart) throw new Error(`seed: header of ${text.length} bytes does not fit before ${dataStart}`);
-  text = text.padEnd(dataStart - 8, ' ');
-  const end = Math.max(...sorted.map((r) => r.offset + r.bytes));
-  const bytes = new Uint8Array(end);
-  new DataView(bytes.buffer).setBigUint64(0, BigInt(text.length), true);
-  bytes.set(new TextEncoder().encode(text), 8);
-  const f = new Float32Array(bytes.buffer, dataStart, (end - dataStart) >> 2);
-  for (let i = 0; i < f.length; ++i) f[i] = ((i * 37) % 101) / 101 - 0.5;
-  return bytes;
-}
-
-/** The file map of a seed bundle.json text: name -> string (bundle.json, shaders) or Uint8Array (data). */
-function seedFiles(text) {
-  const json = JSON.parse(text);
-  const files = new Map([['bundle.json', text]]);
-  for (const p of shaderPaths(json)) files.set(p, `// ${p}\n`);
-  const byFile = new Map();
-  for (const r of dataRefs(json)) byFile.set(r.file, [...(byFile.get(r.file) || []), r]);
-  for (const [f, refs] of byFile) files.set(f, makeSafetensors(refs));
-  return files;
 }
 
 // ---- mutations -----------------------------------------------------------------------------------------------
@@ -169,17 +116,7 @@ const BASE = 'http://fuzz.invalid/b/';
 
 async function runCase(c, seeds, lib) {
   const files = caseFiles(c, seeds);
-  const throwOn = new Set(c.throwOn || []);
-  const fetchStub = async (url) => {
-    const u = String(url), raw = u.startsWith(BASE) ? u.slice(BASE.length) : u;
-    let name = raw;
-    try { name = decodeURIComponent(raw); } catch { /* not percent-encoded: the name as written */ }
-    if (throwOn.has(name)) throw new Error('connection reset (fuzz)');
-    const body = files.get(name);
-    if (body === undefined) return { ok: false, status: 404, text: async () => '', arrayBuffer: async () => new ArrayBuffer(0) };
-    return { ok: true, status: 200, text: async () => (typeof body === 'string' ? body : new TextDecoder().decode(body)),
-             arrayBuffer: async () => (typeof body === 'string' ? new TextEncoder().encode(body) : body).slice().buffer };
-  };
+  const fetchStub = fetchFrom(files, BASE, new Set(c.throwOn || []));
   try {
     const b = await lib.loadBundle(`${BASE}bundle.json`, { fetch: fetchStub, shaders: 'all' });
     for (const name of b.programNames) b.program(name);
