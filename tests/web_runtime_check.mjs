@@ -16,6 +16,9 @@
 //                                         names, '+'-separated): what was compiled at creation, after the first
 //                                         infer run (its outputs judged) and after prepare(), or the error
 //             demo:NAME:MODE    opens NAME/runtime/demo.html (the bundle's self-check page): its sgDemoResult
+//             workerapi:NAME:BACKEND      a WorkerRuntime against a Runtime of the same bundle on BACKEND (webgl2 |
+//                                         webgpu): API, bundle arguments, write(), plan(), errors (tests/web/
+//                                         check_page.js sgWorkerApi; asserted by tests/web_worker_api_check.mjs)
 // Serves ROOT and tests/web/ (at /_test/) from 127.0.0.1 on an ephemeral port with COOP/COEP headers (a
 // cross-origin isolated page). Exit status 0 = every task ran (whatever it returned), 1 = the page broke,
 // 2 = the environment is missing something (the message names it). No timing is asserted anywhere.
@@ -49,7 +52,8 @@ try {
         continue;
       }
       const fn = { check: 'sgCheck', lost: 'sgLostContext', webgpu: 'sgSelectWebGPU', profile: 'sgProfile',
-                   labels: 'sgBadLabels', compile: 'sgCompile', lanes: 'sgSubgroupLanes' }[kind];
+                   labels: 'sgBadLabels', compile: 'sgCompile', lanes: 'sgSubgroupLanes',
+                   workerapi: 'sgWorkerApi' }[kind];
       if (!fn) throw new Error(`unknown task '${task}'`);
       // a hang guard, not a timing check: no task here takes more than a minute even on a busy 2-core machine
       const served = requests.length;

@@ -85,6 +85,10 @@ export class Bundle {
     this.files = files;
     this._fetch = fetchImpl;
     this._expected = null;
+    /** @type {Map<string, Float32Array>|null} initial values that replace the data files' (bundleFromMessage) */
+    this._initial = null;
+    /** @type {string|null} where the data files were loaded when not here (describedBundle) */
+    this._dataIn = null;
     /** @type {Record<string, number>} loadBundle's phases, ms: fetch_json, check_json, fetch_shaders, fetch_weights */
     this.loadPhases = {};
   }
@@ -165,8 +169,14 @@ export class Bundle {
    * @returns {Float32Array}
    */
   data(ref) {
+    const initial = this._initial?.get(dataKey(ref));
+    if (initial) return initial.slice();
     const bytes = this.files.get(ref.file) || (this._expected && this._expected.get(ref.file));
-    if (!bytes) throw new BundleError(`data file '${ref.file}' was not loaded with the bundle`, { file: ref.file });
+    if (!bytes)
+      throw new BundleError(`data file '${ref.file}' was not loaded with the bundle` +
+                            (this._dataIn ? ` (it was loaded in ${this._dataIn}: read a persistent value with ` +
+                                            'rt.read(name), or load the bundle here with loadBundle() and pass it ' +
+                                            'to createWorkerRuntime)' : ''), { file: ref.file });
     return new Float32Array(bytes.slice(ref.offset, ref.offset + ref.bytes));
   }
 
@@ -181,6 +191,68 @@ export class Bundle {
     }
     return c;
   }
+}
+
+/** The key of a data reference in a bundle's initial values: its file and tensor. */
+const dataKey = (ref) => `${ref.file}\u0000${ref.tensor}`;
+
+/** Whether `x` is a loaded bundle (a Bundle, a withWeights() bundle, or a Bundle of another copy of this runtime). */
+export function isBundle(x) {
+  return x instanceof Bundle || (x !== null && typeof x === 'object' && !(x instanceof URL) && x.json !== null &&
+                                 typeof x.json === 'object' && x.url !== undefined && typeof x.data === 'function' &&
+                                 x.files instanceof Map);
+}
+
+/**
+ * What a Worker needs to rebuild `bundle` (bundleFromMessage), as structured-cloneable data: bundle.json, its URL,
+ * the data files, the shader sources and expected outputs fetched so far, and every persistent value's initial value
+ * as `bundle.data()` gives it, so that a withWeights() bundle (weights from IndexedDB or a checkpoint) starts the
+ * Worker's runtime from those weights. `transfer`: the buffers of those fresh copies (the files are copied).
+ * @returns {{message: object, transfer: ArrayBuffer[]}}
+ */
+export function bundleMessage(bundle) {
+  const initial = new Map(bundle.persistent.map((p) => [p.name, bundle.data(p.data)]));
+  return {
+    message: { url: new URL(bundle.url, globalThis.location?.href).href, json: bundle.json, files: bundle.files,
+               sources: bundle.sources, expected: bundle._expected ?? null, loadPhases: bundle.loadPhases ?? {},
+               initial },
+    transfer: [...initial.values()].map((a) => a.buffer),
+  };
+}
+
+/**
+ * The Bundle of a bundleMessage(), checked again like a fetched bundle.json; shader files not sent are fetched
+ * relative to its URL with `fetchImpl` when a program is compiled.
+ * @returns {Bundle}
+ */
+export function bundleFromMessage(m, fetchImpl = globalThis.fetch?.bind(globalThis)) {
+  const url = new URL(m.url);
+  validate(m.json, url.pathname.split('/').pop() || 'bundle.json');
+  const b = new Bundle(url, m.json, new Map(m.sources), m.files, fetchImpl);
+  b._expected = m.expected;
+  b.loadPhases = { ...m.loadPhases };
+  const byName = new Map(b.persistent.map((p) => [p.name, p]));
+  b._initial = new Map();
+  for (const [name, values] of m.initial) {
+    const p = byName.get(name);
+    if (!p || values.length !== numel(p.shape))
+      throw new BundleError(`initial value of '${name}': ${values.length} values for ${p ? `shape [${p.shape}]` :
+                            'no persistent value of that name'}`, { tensor: name });
+    b._initial.set(dataKey(p.data), values);
+  }
+  return b;
+}
+
+/**
+ * The description of a bundle whose data files were loaded elsewhere (the Worker of a WorkerRuntime created from a
+ * URL): bundle.json, its programs and persistent values; data() of a weights file throws saying where they are,
+ * loadChecks() fetches the expected outputs here.
+ * @returns {Bundle}
+ */
+export function describedBundle(url, json, where, fetchImpl = globalThis.fetch?.bind(globalThis)) {
+  const b = new Bundle(new URL(url), json, new Map(), new Map(), fetchImpl);
+  b._dataIn = where;
+  return b;
 }
 
 /**
@@ -211,6 +283,14 @@ async function fetchDataFiles(base, refs, fetchImpl, what) {
                             { file: r.file, tensor: r.tensor, offset: r.offset });
   }
   return files;
+}
+
+/** A function argument in words, for messages. */
+export function describeArg(x) {
+  if (x === null || x === undefined) return String(x);
+  if (typeof x !== 'object') return `${typeof x} ${JSON.stringify(x)}`;
+  return `an object (${x.constructor?.name ?? 'no prototype'}${x.constructor?.name === 'Object'
+    ? ` with keys ${Object.keys(x).slice(0, 6).join(', ') || 'none'}` : ''})`;
 }
 
 /** @param {number[]} shape */
@@ -493,6 +573,9 @@ function validateProgram(program, p, persistent, fail) {
  * @throws {UnsupportedError} storage features this runtime does not know
  */
 export async function loadBundle(url, options = {}) {
+  if (typeof url !== 'string' && !(url instanceof URL))
+    throw new BundleError(`loadBundle: expected the URL of bundle.json (a string or URL), got ${describeArg(url)}`,
+                          { file: 'bundle.json' });
   const fetchImpl = options.fetch || globalThis.fetch.bind(globalThis);
   const clock = new PhaseClock();
   const base = new URL(url, globalThis.location?.href);

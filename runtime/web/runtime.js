@@ -3,7 +3,7 @@
 // back, updates committed by swapping front and back; a program's kernels are compiled at its first run unless
 // createRuntime's `compile` or prepare() asked earlier); read() reads a persistent value back; timings() gives
 // per-kernel times; stats says where the set-up time went.
-import { Bundle, loadBundle } from './bundle.js';
+import { isBundle, loadBundle } from './bundle.js';
 import { ShadergradError, UnsupportedError } from './errors.js';
 import { runChecks } from './checks.js';
 import { selectBackend } from './select.js';
@@ -14,7 +14,7 @@ import { emptyStats, now, PhaseClock } from './setup_stats.js';
 /** A bundle loaded on a backend. Create with createRuntime(). */
 export class Runtime {
   constructor(bundle, selection, executor, stats) {
-    /** @type {Bundle} */
+    /** @type {import('./bundle.js').Bundle} */
     this.bundle = bundle;
     /** @type {string} 'webgpu' or 'webgl2' */
     this.backend = selection.backend;
@@ -159,7 +159,8 @@ function compiledAtCreation(bundle, compile = 'lazy') {
  * Loads a bundle (unless given one), picks a backend and uploads the weights; compiles the kernels of the programs
  * `compile` names (default 'lazy': none — each program's kernels are compiled at its first run(), or by
  * Runtime.prepare()).
- * @param {string|URL|Bundle} bundle URL of bundle.json, or a loaded Bundle
+ * @param {string|URL|import('./bundle.js').Bundle} bundle URL of bundle.json, or a loaded Bundle (loadBundle(), or
+ *   persist.js withWeights() of one: weights from IndexedDB or a checkpoint)
  * @param {{backend?: 'auto'|'webgpu'|'webgl2', webgpuPlan?: 'auto'|'gpu'|'cpu'|'cpu-subgroups', gpu?: GPU,
  *          canvas?: HTMLCanvasElement|OffscreenCanvas, profile?: boolean, fetch?: typeof fetch,
  *          contextAttributes?: WebGLContextAttributes, featureLevel?: 'core'|'compatibility',
@@ -174,7 +175,7 @@ function compiledAtCreation(bundle, compile = 'lazy') {
  */
 export async function createRuntime(bundle, options = {}) {
   const t0 = now();
-  const b = bundle instanceof Bundle ? bundle : await loadBundle(bundle, options);
+  const b = isBundle(bundle) ? bundle : await loadBundle(bundle, options);
   const t1 = now();
   const stats = emptyStats();
   Object.assign(stats.phases, b.loadPhases ?? {});

@@ -185,6 +185,12 @@ export interface SetupStats {
   shader_cache: { hits: number; misses: number };
 }
 
+/** Runtime.liveObjects(): GPU objects of a WebGPU runtime. */
+export interface LiveObjects {
+  buffers: number; buffers_created: number; bind_groups_created: number; pipelines_created: number;
+  shader_modules_created: number;
+}
+
 /** A bundle on a backend, its persistent values on the GPU. */
 export class Runtime {
   readonly bundle: Bundle;
@@ -212,8 +218,7 @@ export class Runtime {
   timings(): Promise<KernelTiming[]>;
   /** WebGPU only (null on WebGL2), for leak checks: buffers alive now, and buffers / bind groups / compute pipelines
    * / shader modules created since the runtime was made (a steady state of run() creates none). */
-  liveObjects(): { buffers: number; buffers_created: number; bind_groups_created: number; pipelines_created: number;
-                   shader_modules_created: number } | null;
+  liveObjects(): LiveObjects | null;
   runChecks(options?: { outputs?: Tolerance; persistent?: Tolerance }): Promise<CheckReport>;
   loseContextForTesting(): boolean;
   dispose(): void;
@@ -221,31 +226,77 @@ export class Runtime {
 
 export function createRuntime(bundle: string | URL | Bundle, options?: RuntimeOptions): Promise<Runtime>;
 
+/** createWorkerRuntime's options: createRuntime's, except those that cannot cross to a Worker (it has its own
+ * fetch, navigator.gpu and OffscreenCanvas; passing one throws naming it). */
+export type WorkerRuntimeOptions = Omit<RuntimeOptions, 'canvas' | 'fetch' | 'gpu'>;
+
 /** The same API as Runtime, in a module Worker (WebGPU from the worker's navigator.gpu, WebGL2 on an
- * OffscreenCanvas). */
+ * OffscreenCanvas): the same properties, and the same methods, async where Runtime's talk to the GPU. Calls after
+ * dispose() reject with a ShadergradError. */
 export class WorkerRuntime {
   readonly worker: Worker;
-  backend: BackendName | null;
-  attempts: BackendAttempt[];
-  webgpuPlan: ChosenWebGPUPlan | null;
-  caps: DeviceCaps | null;
-  programs: string[];
+  /** The Bundle given to createWorkerRuntime; given a URL, the bundle's description (bundle.json, programs,
+   * persistent values: enough for saveWeights / checkpointBytes), its weights living in the worker. */
+  readonly bundle: Bundle;
+  readonly backend: BackendName;
+  readonly attempts: BackendAttempt[];
+  readonly webgpuPlan: ChosenWebGPUPlan | null;
+  readonly caps: DeviceCaps;
+  readonly programs: string[];
   /** The worker runtime's stats at creation; prepare() refreshes them. */
-  stats: SetupStats | null;
+  stats: SetupStats;
+  /** The plan of `program` the worker runs (as Runtime.plan). */
+  plan(program: string): any;
   /** Runtime.prepare() in the worker; also refreshes `stats` (`prepare([])` compiles nothing). */
   prepare(programs?: string[]): Promise<SetupStats>;
   /** `transfer: true` moves the feeds' buffers to the worker instead of copying them. */
   run(program: string, feeds: Feeds, options?: { transfer?: boolean }): Promise<Outputs>;
   read(name: string): Promise<Float32Array>;
+  /** Runtime.write() in the worker; `transfer: true` moves the values' buffer instead of copying it. */
+  write(name: string, values: ArrayLike<number>, options?: { transfer?: boolean }): Promise<void>;
   timings(): Promise<KernelTiming[]>;
+  liveObjects(): Promise<LiveObjects | null>;
   runChecks(options?: { outputs?: Tolerance; persistent?: Tolerance }): Promise<CheckReport>;
   loseContextForTesting(): Promise<boolean>;
   /** Frees the GPU objects and terminates the worker. */
   dispose(): Promise<void>;
 }
 
-export function createWorkerRuntime(bundleUrl: string | URL,
-                                    options?: Omit<RuntimeOptions, 'canvas' | 'fetch' | 'gpu'>): Promise<WorkerRuntime>;
+/** Starts a module Worker and creates a Runtime there. `bundle`: as createRuntime's — the URL of bundle.json, or a
+ * loaded Bundle (loadBundle(), withWeights() of one) whose files and initial values are sent to the worker. */
+export function createWorkerRuntime(bundle: string | URL | Bundle, options?: WorkerRuntimeOptions):
+  Promise<WorkerRuntime>;
+
+// ---- weights that outlive the page (persist.js): IndexedDB keyed by the bundle's structure hash, checkpoints ----
+
+/** The IndexedDB database the weights live in ('shadergrad'). */
+export const DB_NAME: string;
+/** A runtime whose persistent values can be read: a Runtime or a WorkerRuntime. */
+export type WeightsSource = Pick<Runtime, 'bundle' | 'read'> | Pick<WorkerRuntime, 'bundle' | 'read'>;
+/** Where in IndexedDB: `slot` names one of several saved states (default 'default'), `dbName` the database. */
+export interface WeightsSlot { slot?: string; dbName?: string; }
+/** bundle.json metadata.structure_hash; BundleError when the bundle has none. */
+export function structureHash(bundle: Bundle): string;
+/** The IndexedDB key of a bundle's weights: "MODEL@STRUCTURE_HASH#SLOT". */
+export function weightsKey(bundle: Bundle, slot?: string): string;
+/** Reads every persistent value of `rt` and stores them under weightsKey(rt.bundle, slot). */
+export function saveWeights(rt: WeightsSource, options?: WeightsSlot & { extra?: Record<string, unknown> }):
+  Promise<{ key: string; values: number; bytes: number }>;
+/** Saved weights of this bundle's structure: 'loaded' (weights: every persistent value), 'none', or 'mismatch'
+ * (weights of another structure of the model exist and are not loaded; `message` says why). */
+export function loadWeights(bundle: Bundle, options?: WeightsSlot): Promise<{
+  status: 'loaded' | 'none' | 'mismatch'; weights: Map<string, Float32Array> | null; message: string; key?: string;
+  stale?: string[]; saved_at?: string }>;
+/** Deletes the saved weights of this bundle's structure (or of `key`). */
+export function forgetWeights(bundle: Bundle, options?: WeightsSlot & { key?: string }): Promise<void>;
+/** `bundle` with other initial values for the named persistent values (row-major, numel of the shape), for
+ * createRuntime() and createWorkerRuntime(); BundleError for an unknown name or a wrong size. */
+export function withWeights(bundle: Bundle, weights: Iterable<readonly [string, ArrayLike<number>]>): Bundle;
+/** The parameters of `rt` as a checkpoint (safetensors bytes) that `shadergrad predict --load` reads. */
+export function checkpointBytes(rt: WeightsSource, options?: { extra?: Record<string, string> }): Promise<Uint8Array>;
+/** The parameters in a checkpoint after checking it belongs to this bundle's model, for withWeights(). */
+export function checkpointWeights(bundle: Bundle, bytes: ArrayBuffer | Uint8Array, file?: string):
+  Promise<Map<string, Float32Array>>;
 
 export function selectBackend(bundle: Bundle, options?: RuntimeOptions):
   Promise<{ backend: BackendName; device: unknown; attempts: BackendAttempt[]; webgpuPlan: ChosenWebGPUPlan | null }>;

@@ -1,26 +1,35 @@
 // shadergrad web runtime — the module Worker that hosts a Runtime for createWorkerRuntime() (worker_client.js).
 // WebGL2 runs on an OffscreenCanvas here (seed article 003 §2.2: the main thread stays free). Messages:
-//   {id, op: 'create', args: [bundleUrl, options]} -> {backend, attempts, webgpuPlan, caps, programs, stats}
+//   {id, op: 'create', args: [source, options]}     -> {backend, attempts, webgpuPlan, caps, programs, stats, bundle}
+//       source: the URL of bundle.json (bundle: {url, json}, the description for the page), or {bundle: MESSAGE}, a
+//       Bundle loaded in the page (bundle.js bundleMessage: its files and initial values; bundle: null)
 //   {id, op: 'run', args: [program, feeds]}        -> outputs (their buffers transferred, not copied)
+//   {id, op: 'write', args: [name, values]}        -> undefined, after the persistent value was replaced
 //   {id, op: 'prepare', args: [programs]}          -> stats (after compiling those programs' kernels)
-//   {id, op: 'read' | 'timings' | 'runChecks' | 'loseContextForTesting' | 'dispose', args}
+//   {id, op: 'read' | 'timings' | 'liveObjects' | 'runChecks' | 'loseContextForTesting' | 'dispose', args}
 // Replies {id, ok: true, result} or {id, ok: false, error: {name, message, details}}.
+import { bundleFromMessage } from './bundle.js';
 import { createRuntime } from './runtime.js';
 import { errorToJSON } from './errors.js';
 
 let runtime = null;
 
 const ops = {
-  async create(url, options) {
+  async create(source, options) {
     if (runtime) runtime.dispose();
-    runtime = await createRuntime(url, options || {});
+    runtime = null;
+    const fromPage = source !== null && typeof source === 'object';
+    runtime = await createRuntime(fromPage ? bundleFromMessage(source.bundle) : source, options || {});
     return { backend: runtime.backend, attempts: runtime.attempts, webgpuPlan: runtime.webgpuPlan, caps: runtime.caps,
-             programs: runtime.programs, stats: runtime.stats };
+             programs: runtime.programs, stats: runtime.stats,
+             bundle: fromPage ? null : { url: runtime.bundle.url.href, json: runtime.bundle.json } };
   },
   run: (program, feeds) => need().run(program, feeds),
+  write: async (name, values) => { await need().write(name, values); },
   prepare: (programs) => need().prepare(programs),
   read: (name) => need().read(name),
   timings: () => need().timings(),
+  liveObjects: () => need().liveObjects(),
   runChecks: (options) => need().runChecks(options),
   loseContextForTesting: () => need().loseContextForTesting(),
   dispose() { runtime?.dispose(); runtime = null; return true; },

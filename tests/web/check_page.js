@@ -229,4 +229,109 @@ window.sgOpCases = async (name, backend, webgpuPlan = 'auto') => {
     return { ok: false, error: plainError(e) };
   }
 };
+/** A WorkerRuntime has the main-thread Runtime's API (issue 38): every method and property of a Runtime of the same
+ * bundle, the same bundle argument forms (a URL, a loaded Bundle, withWeights() of one with weights saved in and
+ * restored from IndexedDB), write(), plan(), liveObjects(), errors of the same classes, options that cannot cross to
+ * a worker refused by name, and calls after dispose() rejected (not left pending). `backend`: 'webgl2' | 'webgpu'. */
+window.sgWorkerApi = async (name, backend) => {
+  const mod = await import(`/${name}/runtime/shadergrad.js`);
+  const persist = await import(`/${name}/runtime/persist.js`);  // IndexedDB: saveWeights, loadWeights, withWeights
+  const url = `/${name}/bundle.json`;
+  const r = { backend };
+  const settle = async (p) => {
+    let t;
+    const hung = new Promise((resolve) => { t = setTimeout(() => resolve({ pending: true }), 10000); });
+    try {
+      return await Promise.race([p.then((value) => ({ value }), (e) => ({ error: plainError(e) })), hung]);
+    } finally {
+      clearTimeout(t);
+    }
+  };
+  const same = (a, b) => a.length === b.length && a.every((x, i) => Object.is(x, b[i]));
+  const api = (o) => {
+    const names = new Set(Object.keys(o).filter((k) => !k.startsWith('_')));
+    for (let p = Object.getPrototypeOf(o); p && p !== Object.prototype; p = Object.getPrototypeOf(p))
+      for (const k of Object.getOwnPropertyNames(p)) if (k !== 'constructor' && !k.startsWith('_')) names.add(k);
+    return names;
+  };
+  const b = await mod.loadBundle(url);
+  const checks = await b.loadChecks();
+  const inferRun = checks.runs.find((x) => x.program === 'infer');
+  const feeds = Object.fromEntries(Object.entries(inferRun.feeds).map(([k, ref]) => [k, b.data(ref)]));
+  const params = b.persistent.filter((p) => p.kind === 'param');
+  const numel = (p) => p.shape.reduce((a, x) => a * x, 1);
+  const pattern = (p, k) => Float32Array.from({ length: numel(p) }, (_, i) => Math.fround(Math.sin(i * 0.37 + k) * 0.05));
+  const dbName = `sg-worker-api-${backend}`;
+  let rt, wr, wr2;
+  try {
+    rt = await mod.createRuntime(b, { backend });
+    // weights written on the main thread, saved in IndexedDB and restored into a bundle for the worker
+    for (const p of params) await rt.write(p.name, pattern(p, 1));
+    await persist.forgetWeights(b, { dbName }).catch(() => {});
+    r.saved = await persist.saveWeights(rt, { dbName });
+    const found = await persist.loadWeights(b, { dbName });
+    r.found = found.status;
+    const restored = persist.withWeights(b, found.weights);
+    const created = await settle(mod.createWorkerRuntime(restored, { backend }));
+    if (created.error || created.pending) { r.create_from_bundle = created; return r; }
+    wr = created.value;
+    r.create_from_bundle = { ok: true, backend: wr.backend, same_bundle: wr.bundle === restored };
+    r.api = { runtime: [...api(rt)].filter((k) => k !== 'device').sort(), worker: [...api(wr)].sort() };
+    r.api.missing = r.api.runtime.filter((k) => !(k in wr));
+    r.api.kinds = r.api.runtime.filter((k) => k in wr && (typeof rt[k] === 'function') !== (typeof wr[k] === 'function'));
+    r.restored_equal = [];
+    for (const p of params) r.restored_equal.push(same(await wr.read(p.name), pattern(p, 1)));
+    const [a, w] = [await rt.run('infer', feeds), await wr.run('infer', feeds)];
+    r.infer_restored = Object.fromEntries(Object.keys(a).map((k) => [k, mod.compare(w[k], a[k], { rel: 1e-5 }).max_rel]));
+    // write(): new weights into the running worker, nothing compiled again
+    for (const p of params) {
+      await rt.write(p.name, pattern(p, 2));
+      await wr.write(p.name, pattern(p, 2), { transfer: true });
+    }
+    r.written_equal = [];
+    for (const p of params) r.written_equal.push(same(await wr.read(p.name), pattern(p, 2)));
+    const [a2, w2] = [await rt.run('infer', feeds), await wr.run('infer', feeds)];
+    r.infer_written = Object.fromEntries(Object.keys(a2).map((k) => [k, mod.compare(w2[k], a2[k], { rel: 1e-5 }).max_rel]));
+    r.infer_changed = Object.keys(a).some((k) => !same(a[k], a2[k]));
+    const wrong = await settle(wr.write(params[0].name, new Float32Array(3)));
+    const unknown = await settle(wr.write('no.such.weight', new Float32Array(3)));
+    r.write_errors = { wrong: wrong.error, unknown: unknown.error, wrong_is_feed_error: false };
+    try { await wr.write(params[0].name, [1, 2, 3]); } catch (e) { r.write_errors.wrong_is_feed_error = e instanceof mod.FeedError; }
+    // plan(), liveObjects(), stats and the other properties
+    r.plan = { worker: wr.plan('infer').kernels.map((k) => k.name), main: rt.plan('infer').kernels.map((k) => k.name) };
+    r.live = { worker: await wr.liveObjects(), main: rt.liveObjects() };
+    r.props = { backend: [wr.backend, rt.backend], programs: [wr.programs, rt.programs],
+                webgpuPlan: [wr.webgpuPlan?.name ?? null, rt.webgpuPlan?.name ?? null],
+                stats: typeof wr.stats?.setup_ms === 'number' };
+    // from a URL: the worker loads the bundle; the page gets its description (saveWeights works on it)
+    wr2 = await mod.createWorkerRuntime(url, { backend });
+    r.from_url = { model: wr2.bundle?.model, format: wr2.bundle?.format, persistent: wr2.bundle?.persistent.length,
+                   plan: wr2.plan('infer').kernels.length };
+    const saved2 = await settle(persist.saveWeights(wr2, { dbName, slot: 'worker' }));
+    r.from_url.saved = saved2.error ?? saved2.value;
+    const weightsData = await settle((async () => wr2.bundle.data(wr2.bundle.persistent[0].data))());
+    r.from_url.data_error = weightsData.error?.message ?? null;
+    // arguments and options that cannot work are refused by name, not fetched as "[object Object]"
+    const bad = await settle(mod.createWorkerRuntime({ model: 'not a bundle' }));
+    const fetchOpt = await settle(mod.createWorkerRuntime(url, { fetch: globalThis.fetch }));
+    r.refused = { object: bad.error, fetch: fetchOpt.error };
+    // after dispose(): calls reject at once, none stays pending
+    await wr.dispose();
+    const after = await settle(wr.run('infer', feeds));
+    const afterRead = await settle(wr.read(params[0].name));
+    r.after_dispose = { run: after.error ?? after, read: afterRead.error ?? afterRead };
+    wr = null;
+    await persist.forgetWeights(b, { dbName });
+    await persist.forgetWeights(b, { dbName, slot: 'worker' });
+    return r;
+  } catch (e) {
+    r.error = plainError(e);
+    r.stack = e.stack;
+    return r;
+  } finally {
+    rt?.dispose();
+    await wr?.dispose().catch(() => {});
+    await wr2?.dispose().catch(() => {});
+  }
+};
 window.sgReady = true;
