@@ -47,9 +47,12 @@ else
   apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 command -v npm >/dev/null || apt-get install -y -q --no-install-recommends npm
-# npm packages of the tests (playwright-core, webgpu = Dawn for Node), versions pinned in tests/package-lock.json;
-# the tests also run this when tests/node_modules is missing
+# npm packages of the tests (playwright-core, webgpu = Dawn for Node, typescript for the runtime's types), versions
+# pinned in tests/package-lock.json; the tests also run this when tests/node_modules is missing
 tests_dir="$(cd "$(dirname "$0")/../tests" && pwd)"
-if [ ! -f "$tests_dir/node_modules/webgpu/package.json" ] || [ ! -f "$tests_dir/node_modules/playwright-core/package.json" ]; then
-  (cd "$tests_dir" && npm ci --no-audit --no-fund)
-fi
+for p in webgpu playwright-core typescript; do
+  if [ ! -f "$tests_dir/node_modules/$p/package.json" ]; then
+    (cd "$tests_dir" && npm ci --no-audit --no-fund)
+    break
+  fi
+done

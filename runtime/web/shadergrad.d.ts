@@ -1,5 +1,7 @@
 // shadergrad web runtime — TypeScript declarations of the public API (shadergrad.js and what it re-exports).
-// The bundle format is docs/BUNDLE.md; the JSDoc in each module says the same in more words.
+// The bundle format is docs/BUNDLE.md; the JSDoc in each module says the same in more words. Checked with
+// `tsc --strict` by tests/web_package_check.mjs (ctest web_typescript_consumer).
+/// <reference lib="dom" />
 
 /** The newest bundle format this runtime reads: "shadergrad-bundle/3". */
 export const BUNDLE_FORMAT: string;
