@@ -55,6 +55,23 @@ for (const seed of [BOTH, PLANES, WEBGPU]) {
   assert.ok(bundle, `${seed}: ${error?.name}: ${error?.message}`);
 }
 
+// an empty output (numel 0) as export writes it: a 1x1 texture of 0 texels, a buffer of one vec4 (16 bytes)
+for (const seed of [BOTH, WEBGPU]) {
+  const { bundle, error } = await load(seed, (j) => {
+    const p = j.programs.infer;
+    for (const d of [p, ...(j.webgpu?.plans ?? []).map((pl) => p[pl.program_key])]) {
+      d.outputs[0].shape = [0, 10];
+      if (!d.values) continue;  // webgpu only: the program's own entry has no values
+      const v = d.values[d.outputs[0].value];
+      v.shape = [0, 10];
+      if (v.layout) v.layout = { numel: 0, texels: 0, width: 1, height: 1 };
+      if (v.bytes !== undefined) v.bytes = 16;
+    }
+    j.checks.runs[0].outputs = {};
+  });
+  assert.ok(bundle, `${seed} with an empty output: ${error?.name}: ${error?.message}`);
+}
+
 const inputs = (j) => j.programs.infer.inputs;
 const outputs = (j) => j.programs.infer.outputs;
 

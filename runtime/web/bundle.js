@@ -412,7 +412,7 @@ function validateStorage(program, p, fail) {
 
 /**
  * The declared shapes of a program's inputs and outputs against a webgpu plan: the plan's own input/output entry
- * and the storage buffer of its value (`bytes` = 4 * numel rounded up to 16).
+ * and the storage buffer of its value (`bytes` = 4 * numel rounded up to 16, 16 for an empty tensor).
  */
 function validateWebGPUStorage(program, p, w, fail, plan) {
   const target = `webgpu ${plan}`;
@@ -426,7 +426,7 @@ function validateWebGPUStorage(program, p, w, fail, plan) {
         continue;  // an input no kernel of this plan reads has no buffer
       }
       const v = w.values[wi.value], n = numel(io.shape);
-      const exact = 16 * Math.ceil(n / 4);
+      const exact = 16 * Math.ceil(Math.max(n, 1) / 4);  // vec4-rounded, one vec4 for an empty tensor (web_webgpu.cpp)
       if (!Array.isArray(wi.shape) || numel(wi.shape) !== n || numel(v.shape) !== n || v.bytes !== exact)
         fail(`program '${program}': ${what} '${io.name}' is declared ${fmtShape(io.shape)} (${count(n)}, ${exact} ` +
              `bytes) but the webgpu ${plan} plan stores ${fmtShape(v.shape)} for it in a buffer of ${v.bytes} bytes ` +
