@@ -1231,3 +1231,114 @@ TEST_CASE("schedule rule two-stage-tree: a reduction to a few outputs over a lon
   // short reductions are not split
   CHECK(kernel_count(outputs({{"y", sum(input("s", {100, 100}))}}), so) == 1);
 }
+
+namespace {
+
+/// Every kernel of `plan` within the budgets of `so`: inputs (samplers or input buffers), outputs, both together.
+void expect_within_bindings(const Plan& plan, const ScheduleOptions& so) {
+  for (const Kernel& k : plan.kernels) {
+    INFO("kernel " << k.name << ": " << k.inputs.size() << " inputs, " << k.outputs.size() << " outputs");
+    CHECK(static_cast<int>(k.inputs.size()) <= so.max_inputs);
+    CHECK(static_cast<int>(k.outputs.size()) <= so.max_outputs);
+    if (so.max_storage_buffers > 0)
+      CHECK(static_cast<int>(k.inputs.size() + k.outputs.size()) <= so.max_storage_buffers);
+  }
+}
+
+/// Programs wider than a kernel's bindings: one expression of 12 distinct inputs (one Map of 12 arguments), a chain
+/// over 40 inputs, the concat of 20 tensors, each with the gradients of sum(out * r) w.r.t. every input.
+Program wide_program(int which) {
+  std::vector<Tensor> xs;
+  auto in = [&](int i, Shape s) { xs.push_back(input("x" + std::to_string(i), s)); return xs.back(); };
+  Tensor out;
+  if (which == 0) {
+    std::vector<Tensor> x;
+    for (int i = 0; i < 12; ++i) x.push_back(in(i, {3, 5}));
+    out = x[0] * x[1] + x[2] - x[3] * x[4] + sin(x[5]) + x[6] * x[7] - x[8] + exp(x[9]) * x[10] + x[11];
+  } else if (which == 1) {
+    out = in(0, {5});
+    for (int i = 1; i < 40; ++i) out = i % 2 ? Tensor(out + in(i, {4, 5}) * 0.5) : Tensor(out - tanh(in(i, {5})));
+  } else {
+    std::vector<Tensor> parts;
+    for (int i = 0; i < 20; ++i) parts.push_back(in(i, {2, i % 4 + 1}));
+    out = concat(parts, 1);
+  }
+  Program p;
+  p.add_output("out", out);
+  const std::vector<Tensor> gs = grad(sum(out * constant(out.shape(), ones(out.numel()))), xs);
+  for (size_t i = 0; i < gs.size(); ++i) p.add_output("d" + std::to_string(i), gs[i]);
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("schedule rule binding-budget: kernels are split to fit the target's samplers, storage buffers and render "
+          "targets, never refused", "[schedule][rule]") {
+  std::vector<std::pair<std::string, ScheduleOptions>> targets;
+  for (int buffers : {4, 8, 10, 16}) {
+    ComputeLimits limits = gpu_compute_limits();
+    limits.max_storage_buffers = buffers;
+    targets.push_back({fmt::format("compute, {} storage buffers", buffers), compute_schedule_options(limits)});
+  }
+  for (int draw_buffers : {4, 8})
+    for (bool row_aligned : {false, true})
+      targets.push_back({fmt::format("fragment, 16 samplers, {} draw buffers, row-aligned {}", draw_buffers, row_aligned),
+                         {.max_outputs = draw_buffers, .max_inputs = 16, .row_aligned_layout = row_aligned}});
+  targets.push_back({"fragment, unfused", {.unfused = true}});
+  for (const auto& [name, so] : targets) {
+    INFO(name);
+    for (int which = 0; which < 3; ++which) {
+      INFO("wide program " << which);
+      const Plan plan = schedule(wide_program(which), so);
+      expect_within_bindings(plan, so);
+    }
+    const Plan mlp = schedule(train_program("mlp", make_adam({}), 32), so);
+    expect_within_bindings(mlp, so);
+  }
+  // a wide expression that fits stays one kernel (the split parts are inlined back); one that does not is split
+  Program twelve;
+  twelve.add_output("out", Tensor(wide_program(0).outputs[0]));
+  CHECK(kernel_count(twelve, {.max_inputs = 16}) == 1);
+  CHECK(kernel_count(twelve, {.max_inputs = 7}) == 2);
+  CHECK(kernel_count(twelve, {.max_inputs = 3}) >= 4);
+  // every kernel of a 4-buffer compute plan emits as WGSL within the device's limit
+  ComputeLimits four = gpu_compute_limits();
+  four.max_storage_buffers = 4;
+  const Plan plan = schedule(wide_program(0), compute_schedule_options(four));
+  for (const Kernel& k : plan.kernels) CHECK_NOTHROW(emit_compute_kernel(plan, k, four, ComputeLanguage::Wgsl));
+}
+
+TEST_CASE("schedule rule multi-output-layout: the outputs of one draw share one layout, an update value's",
+          "[schedule][rule]") {
+  // row-aligned layouts (WebGL2 bundles, GLES on GPUs): a (1, 12) tensor gets a texture row of 3 texels, the (12)
+  // parameter a 1 x 3 block; when the (1, 12) output joins the kernel of the parameter's Adam update it is stored in
+  // the parameter's layout (a draw addresses all its outputs alike)
+  Tensor p = param("p", {12}, ones(12));
+  Tensor x = input("x", {1, 12});
+  Tensor y = reshape(p, {1, 12}) * x;
+  auto adam = make_adam({});
+  const Program prog = make_train_step(sum(y * y), {p}, *adam);
+  Program with_y = prog;
+  with_y.add_output("y", y);
+  const ScheduleOptions so{.max_outputs = 8, .row_aligned_layout = true};
+  const Plan plan = schedule(with_y, so);
+  for (const Kernel& k : plan.kernels)
+    for (size_t j = 1; j < k.outputs.size(); ++j) {
+      if (k.block_of(j) != k.block_of(j - 1)) continue;
+      const TextureLayout& a = plan.values[k.outputs[j - 1]].layout;
+      const TextureLayout& b = plan.values[k.outputs[j]].layout;
+      INFO("kernel " << k.name << " outputs " << j - 1 << " and " << j);
+      CHECK((a.width == b.width && a.height == b.height));
+    }
+  // two update values of different layouts never share a block: a (1, 12) and a (12) parameter updated together
+  Tensor q = param("q", {1, 12}, ones(12));
+  const Program both = make_train_step(sum(reshape(p, {1, 12}) * q * x), {p, q}, *adam);
+  const Plan plan2 = schedule(both, so);
+  for (const Kernel& k : plan2.kernels)
+    for (size_t j = 1; j < k.outputs.size(); ++j)
+      if (k.block_of(j) == k.block_of(j - 1))
+        CHECK(plan2.values[k.outputs[j - 1]].layout == plan2.values[k.outputs[j]].layout);
+  const Value& pv = plan2.value_of(plan2.program.updates[0].value.get());
+  const Value& pt = plan2.value_of(plan2.program.updates[0].target.get());
+  CHECK(pv.layout == pt.layout);
+}

@@ -35,7 +35,9 @@ Plan schedule(const Program& program, const ScheduleOptions& opt) {
   if (opt.col_planes != 1 && opt.col_planes != 2)
     throw ValueError(fmt::format("ScheduleOptions::col_planes must be 1 (off) or 2, got {}", opt.col_planes));
   const bool multi_output = !opt.unfused && opt.max_outputs > 1;
-  ScheduleState st(program, opt);
+  // binding budgets: no Map reads more inputs than one kernel may bind (the program itself when none does)
+  const Program fitted = split_wide_maps(program, input_budget(opt));
+  ScheduleState st(fitted, opt);
   // target-neutral: what is materialised, how it is stored
   analyse_uses(st);
   decide_materialisation(st);

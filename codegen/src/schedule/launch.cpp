@@ -43,6 +43,24 @@ struct KernelBuild {
   std::string comment;
 };
 
+/// The outputs of domain block bi of k take one layout (the draw addresses them alike): an update value's, whose
+/// storage is its target's, else the first output's. Row-aligned layouts can differ for one number of elements (a
+/// (1, N) output and an (N) parameter's next value); multi-output grouping keeps update values of different layouts
+/// apart, and plan_memory checks the result.
+void share_block_layout(ScheduleState& st, const Kernel& k, size_t bi) {
+  auto in_block = [&](size_t j) { return k.block_of(j) == static_cast<int>(bi); };
+  auto is_update = [&](size_t j) { return st.update_values.count(st.plan.values[k.outputs[j]].node.get()) > 0; };
+  int keep = -1;  // an update value's layout, else the first output's
+  for (size_t j = 0; j < k.outputs.size(); ++j)
+    if (in_block(j) && (keep < 0 || (is_update(j) && !is_update(static_cast<size_t>(keep))))) keep = static_cast<int>(j);
+  if (keep < 0) return;
+  const TextureLayout layout = st.plan.values[k.outputs[keep]].layout;
+  for (size_t j = 0; j < k.outputs.size(); ++j) {
+    Value& v = st.plan.values[k.outputs[j]];
+    if (in_block(j) && !is_update(j) && !v.transposed) v.layout = layout;
+  }
+}
+
 /// Adds the stored members of group g (domain block bi) as outputs of kernel b.k; returns which members are stored.
 std::vector<bool> add_block_outputs(ScheduleState& st, KernelBuild& b, const Group& g, size_t bi, int kindex,
                                     const std::unordered_map<const Node*, std::string>& role_name) {
@@ -67,6 +85,7 @@ std::vector<bool> add_block_outputs(ScheduleState& st, KernelBuild& b, const Gro
                                         : v.layout;
     }
   }
+  share_block_layout(st, k, bi);
   return stored;
 }
 

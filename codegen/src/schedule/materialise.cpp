@@ -12,6 +12,11 @@
 //    ops (the prologue of a matmul/reduce/conv stays inlined while cheap);
 //  - a chain of inlined elementwise producers is cut where it costs more than
 //    ScheduleOptions::max_inline_chain_cost scalar ops (bounded kernels for long chains of maps);
+//  - binding budget: a node whose expression, with its inlined producers, would read more distinct materialised
+//    values than one kernel may bind (input_budget: samplers, or storage buffers less the output) has its inlined
+//    input reading the most values materialised, until it reads few enough (split_wide_maps has left no node with
+//    more direct inputs than that); so every kernel of one output fits its target, and a sum of T per-step
+//    gradient terms becomes several kernels instead of one the device refuses;
 //  - scalar hoisting: a single-element node without a reduction inside whose inputs are all single-element values
 //    (its inlined producers included) is materialised when a consumer has more elements and recomputing it costs
 //    at least ScheduleOptions::hoist_scalar_min_cost scalar ops: it is computed once per step instead of once per
@@ -54,8 +59,31 @@ void decide_materialisation(ScheduleState& st) {
   std::unordered_map<const Node*, double> cost;  // scalar ops to recompute one element when inlined
   std::unordered_map<const Node*, bool> has_reduce;
   std::unordered_set<const Node*> scalar_only;  // inlined single-element nodes reading single-element values only
+  // per node: the distinct materialised values its expression reads when it is inlined (its producers inlined too)
+  std::unordered_map<const Node*, std::vector<const Node*>> reads;
+  auto reads_of = [&](const Node* n) {
+    std::vector<const Node*> r;
+    for (auto& i : n->inputs) {
+      if (st.mat.count(i.get())) r.push_back(i.get());
+      else r.insert(r.end(), reads[i.get()].begin(), reads[i.get()].end());
+    }
+    std::sort(r.begin(), r.end());
+    r.erase(std::unique(r.begin(), r.end()), r.end());
+    return r;
+  };
+  const size_t budget = static_cast<size_t>(input_budget(opt));
   for (auto& np : st.plan.order) {
     const Node* n = np.get();
+    std::vector<const Node*> r = reads_of(n);
+    while (r.size() > budget) {  // binding budget: store the inlined input reading the most values
+      const Node* widest = nullptr;
+      for (auto& i : n->inputs)
+        if (!st.mat.count(i.get()) && (!widest || reads[i.get()].size() > reads[widest].size())) widest = i.get();
+      if (!widest) break;  // only direct inputs left: split_wide_maps keeps them within the budget
+      st.mat.insert(widest);
+      r = reads_of(n);
+    }
+    reads[n] = std::move(r);
     double c = 1;
     bool red = is_heavy(n->op);
     bool scalar = n->numel() == 1;

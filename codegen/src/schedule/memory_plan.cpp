@@ -1,6 +1,7 @@
 // The memory plan (all targets): liveness, pooled buffers, allocation extents, bytes.
 //
-// Runs last. Kernel::extent is recomputed (row planes may have narrowed layouts). Value::last_use is the last
+// Runs last, after checking that the outputs of each domain block share one layout (the draw-extent invariant).
+// Kernel::extent is recomputed (row planes may have narrowed layouts). Value::last_use is the last
 // kernel reading a value (program outputs: forever). Every Temp output that is not an update value (an update
 // value lives in its target's back texture or buffer) takes, per plane, a pooled buffer of the same physical
 // size (layout width x height) that is free strictly before its producer runs — a kernel never reads the buffer
@@ -14,9 +15,28 @@
 #include <algorithm>
 #include <limits>
 
+#include <fmt/format.h>
+
 namespace sg::sched {
 
 namespace {
+
+/// The draw-extent invariant: the outputs of one domain block share one layout (the block addresses them all at the
+/// same texel and its draw covers that layout's extent), else a target would run a mismatched draw: wrong values
+/// where the device does not refuse it. A violation is a scheduler bug, reported by kernel and values.
+void check_block_layouts(const Plan& plan) {
+  for (const Kernel& k : plan.kernels)
+    for (size_t j = 1; j < k.outputs.size(); ++j) {
+      if (k.block_of(j) != k.block_of(j - 1)) continue;
+      const Value& a = plan.values[k.outputs[j - 1]];
+      const Value& b = plan.values[k.outputs[j]];
+      if (a.layout.width != b.layout.width || a.layout.height != b.layout.height || a.layout.numel != b.layout.numel)
+        throw Error(fmt::format("schedule: kernel {} writes {} ({}x{} texels) and {} ({}x{} texels) in one domain "
+                                "block; its draw would address one of them wrongly (a bug in shadergrad's scheduler)",
+                                k.name, a.name, a.layout.width, a.layout.height, b.name, b.layout.width,
+                                b.layout.height));
+    }
+}
 
 void liveness(Plan& plan) {
   for (auto& k : plan.kernels) {
@@ -89,6 +109,7 @@ void allocation_extents(Plan& plan) {
 }  // namespace
 
 void plan_memory(ScheduleState& st) {
+  check_block_layouts(st.plan);
   liveness(st.plan);
   pool_buffers(st.plan);
   allocation_extents(st.plan);

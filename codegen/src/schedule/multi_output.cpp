@@ -4,7 +4,9 @@
 // a group is one kernel writing several values at the same element (render targets on the fragment target,
 // buffers on a compute target). A node joins a group when
 //  - the group has fewer than max_outputs members and the same iteration domain (shapes equal up to size-1 axes),
-//    neither is stored transposed (a transposed value is a kernel of its own over the reversed shape);
+//    neither is stored transposed (a transposed value is a kernel of its own over the reversed shape), and an
+//    update value joins no update value of another layout (one draw addresses all its outputs alike: the other
+//    stored members take the block's layout when the kernel is built, but an update value's is its target's);
 //  - lowering the group with the node reads every member only at its own element (vertical fusion: Adam's
 //    parameter update reads the m and v it computes), within max_inputs (and max_storage_buffers with its
 //    outputs) and the loop budget, and
@@ -54,6 +56,17 @@ bool fits(const ScheduleState& st, const Lowered& l, int gi) {
   return true;
 }
 
+/// An update value's storage is its target's (front and back swap), so its layout is fixed; any other stored member
+/// of a block takes the block's layout (launch.cpp). Two update values of one block must therefore have one layout:
+/// row-aligned layouts give a (1, N) tensor a texture row and an (N) one a near-square block.
+bool layouts_agree(const ScheduleState& st, const Group& g, const NodePtr& n) {
+  if (!st.update_values.count(n.get())) return true;
+  const TextureLayout mine = value_layout(n->shape, st);
+  for (const NodePtr& m : g.members)
+    if (st.update_values.count(m.get()) && value_layout(m->shape, st) != mine) return false;
+  return true;
+}
+
 /// The groups node n may join, in the order they are tried: related ones (n reads a member, or they share an
 /// input) first, latest first; then the others.
 std::vector<int> join_candidates(const ScheduleState& st, const NodePtr& n, const Lowered& solo) {
@@ -62,7 +75,7 @@ std::vector<int> join_candidates(const ScheduleState& st, const NodePtr& n, cons
        --gi) {
     const Group& g = st.groups[gi];
     if (g.dead || static_cast<int>(g.members.size()) >= st.max_out || !same_domain(g.members[0]->shape, n->shape) ||
-        st.transposed.count(g.members[0].get()))
+        st.transposed.count(g.members[0].get()) || !layouts_agree(st, g, n))
       continue;
     bool rel = false;
     for (auto& m : g.members) rel |= reads(solo, st.trial_of.at(m.get()));

@@ -2,6 +2,7 @@
 //
 // schedule() (codegen/src/schedule.cpp) runs the passes below in this order over one ScheduleState; each pass
 // documents in its own file what it reads, what it decides and the invariants it leaves:
+//   binding budgets      split_wide_maps (wide_maps.cpp), before the state exists: it may rewrite the program
 //   target-neutral       analyse_uses, decide_materialisation (materialise.cpp),
 //                        choose_transposed_storage (transposed_storage.cpp), create_leaf_values (values.cpp),
 //                        group_multi_output (multi_output.cpp), sink_reductions + mark_stored_members
@@ -126,6 +127,13 @@ bool split_k_candidate(const ScheduleState& st, const NodePtr& n, const Lowered&
 /// A member is stored (owns a texture or buffer): a single member, program outputs/updates, values other kernels
 /// read (after mark_stored_members).
 bool is_stored(const ScheduleState& st, const Group& g, const NodePtr& m);
+
+// --- wide_maps.cpp (binding budgets) ---
+/// The most distinct inputs a single-output kernel may bind: max_inputs, within max_storage_buffers with its output.
+int input_budget(const ScheduleOptions& opt);
+/// `program` with every Map of more than `budget` distinct inputs split into Maps within it (the program itself
+/// when there is none). Throws UnsupportedError when one operation of a body reads more than `budget` inputs.
+Program split_wide_maps(const Program& program, int budget);
 
 // --- the passes, in pipeline order ---
 void analyse_uses(ScheduleState& st);
