@@ -1,6 +1,7 @@
 // The CPU backend: runs Programs with the reference executor; persistent values kept as f32.
 #include <cmath>
 #include <cstdlib>
+#include <memory>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -32,13 +33,15 @@ struct StateMap {
 
 class CpuExecutable final : public Executable {
  public:
-  CpuExecutable(Program p, StateMap& state)
-      : prog_(std::move(p)), feeds_(prog_), state_(state), nodes_(prog_.nodes().size()) {}
+  /// `state` is shared with the backend and its other executables (a train and an infer program see one set of
+  /// parameters); the executable keeps it alive, so it runs after the backend is gone.
+  CpuExecutable(Program p, std::shared_ptr<StateMap> state)
+      : prog_(std::move(p)), feeds_(prog_), state_(std::move(state)), nodes_(prog_.nodes().size()) {}
   std::vector<std::vector<float>> run(const std::vector<Feed>& feeds) override {
     cpu::LeafValues leaves;
     std::vector<const std::vector<float>*> data = feeds_.check(feeds);
     for (size_t i = 0; i < data.size(); ++i) leaves[feeds_.inputs()[i].get()].assign(data[i]->begin(), data[i]->end());
-    for (auto& n : prog_.persistent()) leaves[n.get()] = state_.at(n);
+    for (auto& n : prog_.persistent()) leaves[n.get()] = state_->at(n);
     std::vector<NodePtr> roots = prog_.roots();
     std::function<void(const Node&, const std::vector<double>&)> on_node;
     int index = 0;
@@ -55,7 +58,7 @@ class CpuExecutable final : public Executable {
     std::vector<std::vector<float>> out;
     for (size_t i = 0; i < prog_.outputs.size(); ++i) out.emplace_back(vals[i].begin(), vals[i].end());
     for (size_t u = 0; u < prog_.updates.size(); ++u)
-      state_.at(prog_.updates[u].target) = vals[prog_.outputs.size() + u];
+      state_->at(prog_.updates[u].target) = vals[prog_.outputs.size() + u];
     return out;
   }
   int kernels_per_step() const override { return static_cast<int>(nodes_); }
@@ -63,7 +66,7 @@ class CpuExecutable final : public Executable {
  private:
   Program prog_;
   FeedChecker feeds_;
-  StateMap& state_;
+  std::shared_ptr<StateMap> state_;
   size_t nodes_;
 };
 
@@ -76,7 +79,7 @@ class CpuBackend final : public Backend {
   }
   std::vector<float> read(const Tensor& leaf) override {
     if (!leaf.node()->data) throw ValueError("read: " + leaf.node()->describe() + " is not a parameter or state");
-    const std::vector<double>& v = state_.at(leaf.node());
+    const std::vector<double>& v = state_->at(leaf.node());
     return std::vector<float>(v.begin(), v.end());
   }
   void write(const Tensor& leaf, const std::vector<float>& data) override {
@@ -84,11 +87,11 @@ class CpuBackend final : public Backend {
       throw ValueError(fmt::format("write: {} expects {} values, got {}", leaf.node()->describe(), leaf.numel(),
                                    data.size()));
     if (!leaf.node()->data) throw ValueError("write: " + leaf.node()->describe() + " is not a parameter or state");
-    state_.at(leaf.node()).assign(data.begin(), data.end());
+    state_->at(leaf.node()).assign(data.begin(), data.end());
   }
 
  private:
-  StateMap state_;
+  std::shared_ptr<StateMap> state_ = std::make_shared<StateMap>();
 };
 
 }  // namespace
