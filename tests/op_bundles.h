@@ -46,6 +46,8 @@ inline const std::vector<CaseList>& case_lists() {
       {"matmul", oc::matmul_cases}, {"movement", oc::movement_cases}, {"conv", oc::conv_cases},
       {"losses", oc::losses_cases}, {"large", oc::large_cases},       {"long", oc::long_cases, true},
       {"contraction", oc::contraction_cases},
+      // wider than one kernel's bindings: 12, 33 and 100 distinct inputs, concat of 20 (issue 35)
+      {"bindings", oc::bindings_cases},
       // NaN, infinities, x/0, pow's special cases, accuracy at large |x| (issue 19: every backend follows the CPU
       // reference's numeric semantics)
       {"edge", oc::edge_input_cases},

@@ -585,6 +585,37 @@ inline void long_cases(Suite& s) {
   s.add("softmax over 70000", softmax(rows * 10.0), {rows}, kReduce);
 }
 
+/// Programs wider than one kernel's bindings (16 samplers on GLES, 7 input storage buffers of 8 on WebGPU, 15 of 16
+/// on Vulkan/GLES compute): the scheduler splits them into kernels that fit (issue 35), never refuses them. One
+/// expression of 12 distinct inputs (one Map node of 12 arguments), chains over 33 and 100 distinct inputs
+/// (broadcast), the concat of 20 slices of one tensor (its gradient sums 20 padded adjoints) and of 20 tensors.
+inline void bindings_cases(Suite& s) {
+  auto name = [](const char* p, int i) { return std::string(p) + std::to_string(i); };
+  std::vector<Tensor> x;
+  for (int i = 0; i < 12; ++i) x.push_back(s.in(name("w12_", i), {3, 5}, uniform(15, 300 + i, -1, 1)));
+  s.add("12 distinct inputs in one expression",
+        x[0] * x[1] + x[2] - x[3] * x[4] + sin(x[5]) + x[6] * x[7] - x[8] + exp(x[9]) * x[10] + x[11], x, kElem);
+  std::vector<Tensor> y;
+  Tensor acc;
+  for (int i = 0; i < 33; ++i) {
+    y.push_back(s.in(name("w33_", i), i % 3 ? Shape{4, 5} : Shape{5}, uniform(i % 3 ? 20 : 5, 400 + i, -1, 1)));
+    acc = i == 0 ? y[0] : i % 2 ? Tensor(acc + y[i] * 0.5) : Tensor(acc - tanh(y[i]));
+  }
+  s.add("33 distinct inputs in a chain (broadcast)", acc, y, kElem);
+  std::vector<Tensor> z;
+  for (int i = 0; i < 100; ++i) {
+    z.push_back(s.in(name("w100_", i), {6}, uniform(6, 500 + i, -1, 1)));
+    acc = i == 0 ? z[0] : Tensor(acc + z[i] * (1.0 + i % 5));
+  }
+  s.add("100 distinct inputs summed", acc, z, kReduce);
+  Tensor w = s.in("w20", {20, 6}, uniform(120, 600, -1, 1));
+  std::vector<Tensor> slices, parts;
+  for (int i = 0; i < 20; ++i) slices.push_back(slice(w, 0, 19 - i, 20 - i) * (1.0 + i));
+  s.add("concat of 20 slices of one tensor", concat(slices, 0), {w}, kElem);
+  for (int i = 0; i < 20; ++i) parts.push_back(s.in(name("c20_", i), {2, i % 4 + 1}, uniform(2 * (i % 4 + 1), 700 + i, -1, 1)));
+  s.add("concat of 20 tensors", concat(parts, 1), parts, kElem);
+}
+
 /// The edge inputs of tests/edge_cases.h as a forward-only case list, for harnesses that judge a Suite's outputs
 /// elsewhere (the WebGPU test): each case's inputs fed with its values, its output with edge_cases::agrees'
 /// tolerance (rel 1e-5 + FLT_MIN, NaN with NaN, infinities exactly; argmax exactly).
@@ -688,6 +719,11 @@ inline void check_edge_cases(const std::vector<BackendOptions>& targets) {
   TEST_CASE(NAME " ops on a tensor of more than 16384 texels (rows wrap at every width) equal the CPU backend", TAG) { \
     ::sg::op_cases::Suite s; \
     ::sg::op_cases::large_cases(s); \
+    s.check(TARGETS); \
+  } \
+  TEST_CASE(NAME " programs wider than a kernel's bindings (12, 33 and 100 inputs, concat of 20) equal the CPU backend", TAG) { \
+    ::sg::op_cases::Suite s; \
+    ::sg::op_cases::bindings_cases(s); \
     s.check(TARGETS); \
   } \
   TEST_CASE(NAME " edge inputs (NaN, inf, x/0, pow's special cases, accuracy at large |x|) equal the CPU backend", TAG) { \
