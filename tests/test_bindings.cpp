@@ -1,7 +1,8 @@
 // Train steps that used to exceed a kernel's bindings or mix layouts in one draw (issue 35), on every native GPU
 // backend against the CPU reference backend, three steps each (the program's outputs include the parameters and
 // states, read before each step's updates, so the updates of the earlier steps are compared too):
-//  - a (1, N) output and the Adam update of an (N) parameter, with row-aligned layouts (a draw of two layouts);
+//  - the Adam updates of a (1, N) and an (N) parameter and a (1, N) output, with row-aligned layouts (one draw of
+//    two layouts before);
 //  - a one-element parameter trained with Adam;
 //  - a kernel writing four State updates (BatchNorm-style running statistics);
 //  - a LayerNorm train step (Adam's update reads more than 8 storage buffers' worth of values);
@@ -57,11 +58,14 @@ Program train(const Tensor& loss, const std::vector<Tensor>& params, Optimizer& 
 
 Model row_and_vector() {
   Model m;
+  // with row-aligned layouts a (1, 12) tensor is a texture row of 3 texels and a (12) one a 1 x 3 block: the Adam
+  // updates of p and q (one domain, read at their own elements) must not share a draw
   Tensor p = param("p", {12}, uniform(12, 1));
+  Tensor q = param("q", {1, 12}, uniform(12, 6));
   Tensor x = input("x", {1, 12});
-  Tensor y = reshape(p, {1, 12}) * x;
+  Tensor y = reshape(p, {1, 12}) * q * x;
   m.keep.push_back(make_adam({.lr = 0.01}));
-  m.program = train(sum(y * y), {p}, *m.keep.back(), {{"y", y}});
+  m.program = train(sum(y * y), {p, q}, *m.keep.back(), {{"y", y}});
   m.feeds = {{"x", uniform(12, 2)}};
   return m;
 }
@@ -194,7 +198,7 @@ void check_on_every_backend(const std::function<Model()>& make) {
 
 }  // namespace
 
-TEST_CASE("bindings: a (1, N) output and the Adam update of an (N) parameter train equal the CPU backend",
+TEST_CASE("bindings: Adam updates of a (1, N) and an (N) parameter with a (1, N) output equal the CPU backend",
           "[bindings][gles][vulkan]") {
   check_on_every_backend(row_and_vector);
 }
