@@ -392,11 +392,12 @@ function validateStorage(program, p, fail) {
     if (a !== undefined && (!Array.isArray(a) || !(a[0] >= L.width && a[1] >= L.height)))
       fail(`program '${program}' (webgl2): value '${v.name}' is allocated ${JSON.stringify(a)} texels, smaller than ` +
            `its ${L.width}x${L.height} layout`, w);
-    if (v.kind === 'temp' && v.buffer !== undefined) {
-      const bl = p.buffers[v.buffer]?.layout;
-      if (!bl || !(bl.width * bl.height >= L.texels))
+    if (v.kind === 'temp' && v.buffer !== undefined) {  // the pooled texture (allocated at least its layout)
+      const buf = p.buffers[v.buffer], bl = buf?.layout, ba = buf?.allocated;
+      const texels = Math.max(bl ? bl.width * bl.height : 0, Array.isArray(ba) ? ba[0] * ba[1] : 0);
+      if (!(texels >= L.texels))
         fail(`program '${program}' (webgl2): value '${v.name}' (${L.texels} texels) lives in buffer ${v.buffer}, ` +
-             `whose layout ${JSON.stringify(bl)} is smaller`, w);
+             `whose texture (layout ${JSON.stringify(bl)}, allocated ${JSON.stringify(ba)}) is smaller`, w);
     }
   });
   for (const [key, what] of [['inputs', 'input'], ['outputs', 'output']])
