@@ -1342,3 +1342,38 @@ TEST_CASE("schedule rule multi-output-layout: the outputs of one draw share one 
   const Value& pt = plan2.value_of(plan2.program.updates[0].target.get());
   CHECK(pv.layout == pt.layout);
 }
+
+TEST_CASE("schedule rule loop-budget: global-norm clipping over every gradient of a 6-layer MLP schedules on every "
+          "target", "[schedule][rule]") {
+  // torch.nn.utils.clip_grad_norm_: one norm over all gradients, whose squares' sums (12 reductions, 6 of them
+  // over a bias gradient that is itself a sum over the batch) add up to more loop iterations than one kernel may run
+  const int64_t width = 128, batch = 16;
+  Tensor x = input("x", {batch, width});
+  std::vector<Tensor> params;
+  Tensor h = x;
+  for (int l = 0; l < 6; ++l) {
+    Tensor w = param("w" + std::to_string(l), {width, width}, ones(width * width));
+    Tensor b = param("b" + std::to_string(l), {width}, ones(width));
+    h = tanh(matmul(h, w) + b);
+    params.push_back(w);
+    params.push_back(b);
+  }
+  const std::vector<Tensor> gs = grad(mean(h * h), params);
+  Tensor sq = sum(gs[0] * gs[0]);
+  for (size_t i = 1; i < gs.size(); ++i) sq = sq + sum(gs[i] * gs[i]);
+  Tensor coef = map([](auto n) { return min(Scalar(1.0), 0.5 / (sqrt(n) + 1e-6)); }, sq);
+  Program p;
+  p.add_output("coef", coef);
+  for (size_t i = 0; i < params.size(); ++i)  // the biases frozen: their gradients are read by the norm only
+    if (i % 2 == 0) p.updates.push_back({params[i].node(), Tensor(params[i] - gs[i] * coef * 0.1).node()});
+  std::vector<std::pair<std::string, ScheduleOptions>> targets = {{"fragment", {}}, {"fragment, unfused", {.unfused = true}}};
+  for (bool cpu : {false, true}) {
+    ComputeLimits limits = gpu_compute_limits();
+    limits.cpu_device = cpu;
+    targets.push_back({cpu ? "compute (CPU device)" : "compute", compute_schedule_options(limits)});
+  }
+  for (const auto& [name, so] : targets) {
+    INFO(name);
+    CHECK_NOTHROW(schedule(p, so));
+  }
+}
