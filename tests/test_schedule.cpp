@@ -1,5 +1,6 @@
 // Fusion scheduler and code generation: kernel counts for canonical graphs, every generated kernel compiles
 // (SPIR-V validates, the GLSL ES output compiles again as ES), dumps, stable and readable sources.
+#include <functional>
 #include <limits>
 #include <map>
 #include <set>
@@ -1375,5 +1376,46 @@ TEST_CASE("schedule rule loop-budget: global-norm clipping over every gradient o
   for (const auto& [name, so] : targets) {
     INFO(name);
     CHECK_NOTHROW(schedule(p, so));
+  }
+}
+
+namespace {
+
+/// Selects one of whose branches loads, in a kernel's expressions (each a branch in a fragment shader).
+int count_guarded(const Kernel& k) {
+  std::map<const KExpr*, bool> memo;
+  std::set<const KExpr*> guarded;
+  std::function<bool(const KExprPtr&)> loads = [&](const KExprPtr& e) -> bool {
+    if (!e) return false;
+    if (auto it = memo.find(e.get()); it != memo.end()) return it->second;
+    const bool a = loads(e->a), b = loads(e->b), c = loads(e->c);
+    if (e->op == KOp::ISelect && (b || c)) guarded.insert(e.get());
+    return memo[e.get()] = e->op == KOp::Load || a || b || c;
+  };
+  for (const KExprPtr& e : k.exprs) loads(e);
+  return static_cast<int>(guarded.size());
+}
+
+}  // namespace
+
+TEST_CASE("schedule rule guarded-reads: a kernel branches on at most max_guarded_reads zero-padded reads",
+          "[schedule][rule]") {
+  // a concat of 20 slices of one tensor and its gradient (20 padded adjoints summed): 20 zero-padding reads each
+  Tensor w = input("w", {20, 6});
+  std::vector<Tensor> slices;
+  for (int i = 0; i < 20; ++i) slices.push_back(slice(w, 0, 19 - i, 20 - i) * (1.0 + i));
+  Tensor out = concat(slices, 0);
+  Program p;
+  p.add_output("out", out);
+  p.add_output("dw", grad(sum(out * out), {w})[0]);
+  const Plan unbounded = schedule(p, {});
+  int most = 0;
+  for (const Kernel& k : unbounded.kernels) most = std::max(most, count_guarded(k));
+  CHECK(most == 20);  // the forward concat in one kernel, the gradient's sum of 20 padded adjoints in another
+  for (int limit : {16, 8}) {
+    INFO("max_guarded_reads " << limit);
+    const Plan plan = schedule(p, {.max_guarded_reads = limit});
+    CHECK(plan.kernels.size() > unbounded.kernels.size());
+    for (const Kernel& k : plan.kernels) CHECK(count_guarded(k) <= limit);
   }
 }

@@ -36,7 +36,7 @@ Plan schedule(const Program& program, const ScheduleOptions& opt) {
     throw ValueError(fmt::format("ScheduleOptions::col_planes must be 1 (off) or 2, got {}", opt.col_planes));
   const bool multi_output = !opt.unfused && opt.max_outputs > 1;
   // binding budgets: no Map reads more inputs than one kernel may bind (the program itself when none does)
-  const Program fitted = split_wide_maps(program, input_budget(opt));
+  const Program fitted = split_wide_maps(program, input_budget(opt), opt.max_guarded_reads);
   ScheduleState st(fitted, opt);
   // target-neutral: what is materialised, how it is stored
   analyse_uses(st);

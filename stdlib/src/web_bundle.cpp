@@ -33,6 +33,7 @@ ScheduleOptions WebGL2Target::schedule_options() const {
   so.union_domains = union_domains;
   so.row_aligned_layout = row_aligned_layout;
   so.min_parallel_texels = min_parallel_texels;
+  so.max_guarded_reads = kWebGL2MaxGuardedReads;
   return so;
 }
 

@@ -166,6 +166,13 @@ struct ScheduleOptions {
   /// into a partial-reduction kernel plus a final one. llvmpipe silently stops loops after 65535 iterations in
   /// total per invocation (a wrong-result trap, not an error); long loops also risk GPU watchdogs elsewhere.
   double max_loop_iterations = 32768;
+  /// Max guarded reads of one kernel, 0 = no limit: reads of a zero-padded tensor (a Pad node: `in range ? load :
+  /// 0`, a concat's operands, the adjoint of a slice), which a fragment shader compiles to one branch each in its loop
+  /// over a texel's 4 elements. The WebGL2 bundle target sets kWebGL2MaxGuardedReads (sg/web_export.h): SwiftShader,
+  /// Chromium's WebGL2 without a GPU, lost the GPU process or rendered zeros for shaders of 31 or more such branches.
+  /// A node reading more has its inlined producers with the most guarded reads materialised (a Map of more zero-padded
+  /// operands is split first, as for the binding budget); multi-output groups and sunk reductions keep within it.
+  int max_guarded_reads = 0;
   /// Max outputs (render targets) of one kernel; 1 disables multi-output fusion. GLES 3.0 guarantees 4
   /// (GL_MAX_DRAW_BUFFERS); the GLES backend passes the device's value (at most 8).
   int max_outputs = 4;

@@ -16,7 +16,8 @@
 //    values than one kernel may bind (input_budget: samplers, or storage buffers less the output) has its inlined
 //    input reading the most values materialised, until it reads few enough (split_wide_maps has left no node with
 //    more direct inputs than that); so every kernel of one output fits its target, and a sum of T per-step
-//    gradient terms becomes several kernels instead of one the device refuses;
+//    gradient terms becomes several kernels instead of one the device refuses; likewise, where
+//    ScheduleOptions::max_guarded_reads is set, for the zero-padding reads (Pad nodes) an expression branches on;
 //  - scalar hoisting: a single-element node without a reduction inside whose inputs are all single-element values
 //    (its inlined producers included) is materialised when a consumer has more elements and recomputing it costs
 //    at least ScheduleOptions::hoist_scalar_min_cost scalar ops: it is computed once per step instead of once per
@@ -28,6 +29,7 @@
 #include "schedule/state.h"
 
 #include <algorithm>
+#include <limits>
 
 namespace sg::sched {
 
@@ -71,7 +73,16 @@ void decide_materialisation(ScheduleState& st) {
     r.erase(std::unique(r.begin(), r.end()), r.end());
     return r;
   };
+  // per node: the zero-padding reads (padding Pad nodes) of its expression when it is inlined
+  std::unordered_map<const Node*, int> guards;
+  auto guards_of = [&](const Node* n) {
+    int g = pads(*n) ? 1 : 0;
+    for (auto& i : n->inputs)
+      if (!st.mat.count(i.get())) g += guards[i.get()];
+    return g;
+  };
   const size_t budget = static_cast<size_t>(input_budget(opt));
+  const int max_guarded = opt.max_guarded_reads > 0 ? opt.max_guarded_reads : std::numeric_limits<int>::max();
   for (auto& np : st.plan.order) {
     const Node* n = np.get();
     std::vector<const Node*> r = reads_of(n);
@@ -84,6 +95,16 @@ void decide_materialisation(ScheduleState& st) {
       r = reads_of(n);
     }
     reads[n] = std::move(r);
+    int g = guards_of(n);
+    while (g > max_guarded) {  // guarded reads: store the inlined input with the most
+      const Node* most = nullptr;
+      for (auto& i : n->inputs)
+        if (!st.mat.count(i.get()) && guards[i.get()] > 0 && (!most || guards[i.get()] > guards[most])) most = i.get();
+      if (!most) break;  // only direct ones left: split_wide_maps keeps them within the budget
+      st.mat.insert(most);
+      g = guards_of(n);
+    }
+    guards[n] = g;
     double c = 1;
     bool red = is_heavy(n->op);
     bool scalar = n->numel() == 1;

@@ -9,7 +9,7 @@
 //    stored members take the block's layout when the kernel is built, but an update value's is its target's);
 //  - lowering the group with the node reads every member only at its own element (vertical fusion: Adam's
 //    parameter update reads the m and v it computes), within max_inputs (and max_storage_buffers with its
-//    outputs) and the loop budget, and
+//    outputs), max_guarded_reads and the loop budget, and
 //    without a dependency cycle between groups;
 //  - the node is not latency-bound (split-K would split it; multi-output kernels are never split).
 // Candidates are tried related first (the node reads a member, or they share an input: horizontal fusion, m and
@@ -49,7 +49,7 @@ bool depends(const ScheduleState& st, int to, int from) {
 
 /// Lowered as group gi's kernel: inputs within the binding limit, loops within budget, no dependency cycle.
 bool fits(const ScheduleState& st, const Lowered& l, int gi) {
-  if (!within_bindings(st.opt, l.inputs.size(), l.exprs.size())) return false;
+  if (!within_bindings(st.opt, l.inputs.size(), l.exprs.size()) || !within_guards(st.opt, l.exprs)) return false;
   if (4 * (1 + kloop_iterations(l.exprs)) > st.opt.max_loop_iterations) return false;
   for (int d : deps_of(st, l, gi))
     if (depends(st, d, gi)) return false;

@@ -60,7 +60,7 @@ void sink_reductions(ScheduleState& st) {
     auto vo = st.trial_of;
     vo.erase(r.get());
     auto l = try_lower(st, groups[reader].members, vo);
-    if (!l || !within_bindings(opt, l->inputs.size(), l->exprs.size()) ||
+    if (!l || !within_bindings(opt, l->inputs.size(), l->exprs.size()) || !within_guards(opt, l->exprs) ||
         4 * (1 + kloop_iterations(l->exprs)) > opt.max_loop_iterations)
       continue;
     double before = kloop_iterations(groups[reader].lowered.exprs), own = kloop_iterations(g.lowered.exprs);

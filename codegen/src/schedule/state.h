@@ -131,9 +131,16 @@ bool is_stored(const ScheduleState& st, const Group& g, const NodePtr& m);
 // --- wide_maps.cpp (binding budgets) ---
 /// The most distinct inputs a single-output kernel may bind: max_inputs, within max_storage_buffers with its output.
 int input_budget(const ScheduleOptions& opt);
-/// `program` with every Map of more than `budget` distinct inputs split into Maps within it (the program itself
-/// when there is none). Throws UnsupportedError when one operation of a body reads more than `budget` inputs.
-Program split_wide_maps(const Program& program, int budget);
+/// `program` with every Map of more than `budget` distinct inputs, or (max_guarded_reads > 0) more zero-padded
+/// inputs (padding Pad nodes) than `max_guarded`, split into Maps within both (the program itself when there is
+/// none). Throws UnsupportedError when one operation of a body reads more than `budget` inputs.
+Program split_wide_maps(const Program& program, int budget, int max_guarded = 0);
+/// A Pad node that pads (its reads are guarded: `in range ? load : value`).
+bool pads(const Node& n);
+/// Guarded reads of a kernel's expressions: selects one of whose branches loads (each a branch in a fragment shader).
+int guarded_reads(const std::vector<KExprPtr>& exprs);
+/// Within ScheduleOptions::max_guarded_reads (always, when it is 0).
+bool within_guards(const ScheduleOptions& opt, const std::vector<KExprPtr>& exprs);
 
 // --- the passes, in pipeline order ---
 void analyse_uses(ScheduleState& st);

@@ -1,5 +1,6 @@
 // Binding budgets, pass 0 (before every other pass): no Map node reads more distinct inputs than one kernel may
-// bind (input_budget: samplers on the fragment target, storage buffers less the output on a buffer target).
+// bind (input_budget: samplers on the fragment target, storage buffers less the output on a buffer target), nor,
+// where ScheduleOptions::max_guarded_reads is set, more zero-padded inputs (Pad nodes: one branch each).
 //
 // A Map is one kernel's expression at most, and a kernel reads each distinct materialised input through one
 // binding, so a Map of more distinct inputs than the budget (a sum of 12 tensors written as one expression, the
@@ -12,10 +13,13 @@
 // node for node, so its kernels and shaders do not change. The later passes treat parts like any other Map: they
 // inline them back into one kernel where the budget allows (decide_materialisation's reads bound materialises
 // them where it does not).
-// Invariant left: every Map node of the program has at most input_budget distinct inputs.
+// Invariant left: every Map node of the program has at most input_budget distinct inputs (and at most
+// max_guarded_reads zero-padded ones, when set). guarded_reads counts what a kernel's expressions branch on.
 #include "schedule/state.h"
 
 #include <algorithm>
+#include <functional>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -40,7 +44,8 @@ std::vector<int> merged(const std::vector<Fitted>& ops) {
 /// Splits one wide Map: args[k] is the node of argument k (the Map's inputs with duplicates folded, then parts).
 class MapSplitter {
  public:
-  MapSplitter(const Node& wide, std::vector<NodePtr> inputs, int budget) : wide_(wide), budget_(budget) {
+  MapSplitter(const Node& wide, std::vector<NodePtr> inputs, int budget, int max_guarded)
+      : wide_(wide), budget_(budget), max_guarded_(max_guarded) {
     std::vector<SExprPtr> canon;  // argument k -> the first argument holding the same node
     for (size_t k = 0; k < inputs.size(); ++k) {
       auto first = std::find(inputs.begin(), inputs.begin() + static_cast<std::ptrdiff_t>(k), inputs[k]);
@@ -77,13 +82,14 @@ class MapSplitter {
       std::vector<Fitted> ops;
       for (const SExprPtr* o : {&e->a, &e->b, &e->c})
         if (*o) ops.push_back(fit(*o));
-      while (static_cast<int>(merged(ops).size()) > budget_) {
+      while (over(merged(ops))) {
         auto widest = std::max_element(ops.begin(), ops.end(),
                                        [](const Fitted& x, const Fitted& y) { return x.args.size() < y.args.size(); });
         if (widest->args.size() <= 1)
           throw UnsupportedError(fmt::format(
-              "schedule: {}: one operation of its body reads {} distinct inputs, more than the {} a kernel of this "
-              "target may bind", wide_.describe(), merged(ops).size(), budget_));
+              "schedule: {}: one operation of its body reads {} distinct inputs, more than a kernel of this target "
+              "may bind ({} inputs, {} of them zero-padded)", wide_.describe(), merged(ops).size(), budget_,
+              max_guarded_));
         *widest = part(*widest);
       }
       auto at = [&](size_t i) { return i < ops.size() ? ops[i].e : nullptr; };
@@ -91,6 +97,14 @@ class MapSplitter {
     }
     memo_.emplace(e.get(), r);
     return r;
+  }
+
+  /// More distinct inputs than the budget, or more zero-padded ones than max_guarded (when set).
+  bool over(const std::vector<int>& args) const {
+    if (static_cast<int>(args.size()) > budget_) return true;
+    if (max_guarded_ <= 0) return false;
+    const auto guarded = std::count_if(args.begin(), args.end(), [&](int k) { return pads(*args_[k]); });
+    return guarded > max_guarded_;
   }
 
   /// `sub` as a Map node of its own, read through a new argument.
@@ -113,17 +127,21 @@ class MapSplitter {
   }
 
   const Node& wide_;
-  int budget_;
+  int budget_, max_guarded_;
   std::vector<NodePtr> args_;
   SExprPtr body_;
   std::unordered_map<const SExpr*, Fitted> memo_;
 };
 
-size_t distinct_inputs(const std::vector<NodePtr>& inputs) {
+/// A Map reading more distinct inputs than `budget`, or more zero-padded ones than `max_guarded` (when set).
+bool wide(const Node& n, const std::vector<NodePtr>& inputs, int budget, int max_guarded) {
+  if (n.op != Op::Map) return false;
   std::vector<const Node*> v;
   for (const NodePtr& i : inputs) v.push_back(i.get());
   std::sort(v.begin(), v.end());
-  return static_cast<size_t>(std::unique(v.begin(), v.end()) - v.begin());
+  v.erase(std::unique(v.begin(), v.end()), v.end());
+  const auto guarded = std::count_if(v.begin(), v.end(), [](const Node* i) { return pads(*i); });
+  return static_cast<int>(v.size()) > budget || (max_guarded > 0 && guarded > max_guarded);
 }
 
 }  // namespace
@@ -132,12 +150,37 @@ int input_budget(const ScheduleOptions& opt) {
   return opt.max_storage_buffers > 0 ? std::min(opt.max_inputs, opt.max_storage_buffers - 1) : opt.max_inputs;
 }
 
-Program split_wide_maps(const Program& program, int budget) {
+bool pads(const Node& n) {
+  if (n.op != Op::Pad) return false;
+  for (size_t i = 0; i < n.attrs.pads_before.size(); ++i)
+    if (n.attrs.pads_before[i] || n.attrs.pads_after[i]) return true;
+  return false;
+}
+
+int guarded_reads(const std::vector<KExprPtr>& exprs) {
+  std::unordered_map<const KExpr*, bool> loads;  // memo: the subexpression loads
+  std::unordered_set<const KExpr*> seen;
+  int guarded = 0;
+  std::function<bool(const KExprPtr&)> walk = [&](const KExprPtr& e) -> bool {
+    if (!e) return false;
+    if (auto it = loads.find(e.get()); it != loads.end()) return it->second;
+    const bool a = walk(e->a), b = walk(e->b), c = walk(e->c);
+    if (e->op == KOp::ISelect && (b || c) && seen.insert(e.get()).second) ++guarded;
+    return loads[e.get()] = e->op == KOp::Load || a || b || c;
+  };
+  for (const KExprPtr& e : exprs) walk(e);
+  return guarded;
+}
+
+bool within_guards(const ScheduleOptions& opt, const std::vector<KExprPtr>& exprs) {
+  return opt.max_guarded_reads <= 0 || guarded_reads(exprs) <= opt.max_guarded_reads;
+}
+
+Program split_wide_maps(const Program& program, int budget, int max_guarded) {
   if (budget < 1) throw ValueError(fmt::format("schedule: a kernel of this target may bind {} inputs", budget));
   const std::vector<NodePtr> order = program.nodes();
-  const bool any = std::any_of(order.begin(), order.end(), [&](const NodePtr& n) {
-    return n->op == Op::Map && static_cast<int>(distinct_inputs(n->inputs)) > budget;
-  });
+  const bool any = std::any_of(order.begin(), order.end(),
+                               [&](const NodePtr& n) { return wide(*n, n->inputs, budget, max_guarded); });
   if (!any) return program;
   std::unordered_map<const Node*, NodePtr> now;  // node -> the node standing for it in the rewritten program
   for (const NodePtr& n : order) {
@@ -147,8 +190,8 @@ Program split_wide_maps(const Program& program, int budget) {
       ins.push_back(now.at(i.get()));
       changed |= ins.back() != i;
     }
-    if (n->op == Op::Map && static_cast<int>(distinct_inputs(ins)) > budget) {
-      now[n.get()] = MapSplitter(*n, std::move(ins), budget).split();
+    if (wide(*n, ins, budget, max_guarded)) {
+      now[n.get()] = MapSplitter(*n, std::move(ins), budget, max_guarded).split();
     } else if (changed) {
       Node copy = *n;
       copy.inputs = std::move(ins);

@@ -51,6 +51,12 @@ inline constexpr const char* kBundleFormat = "shadergrad-bundle/3";
 /// guarantees except the texture size (WebGL2 guarantees MAX_DRAW_BUFFERS >= 4, MAX_TEXTURE_IMAGE_UNITS >= 16,
 /// MAX_TEXTURE_SIZE >= 2048; 4096 is what nearly every device offers, SwiftShader gives 8192). The runtime checks
 /// the device's limits against the bundle's `requires` and refuses with the limit named.
+/// Guarded reads (zero-padding reads: one branch each in a fragment shader's loop over a texel's elements) per WebGL2
+/// kernel (ScheduleOptions::max_guarded_reads). SwiftShader (Chromium 156's WebGL2 without a GPU) lost the GPU
+/// process for the 31 branches of a concat of 15 slices with its gradient in one kernel and rendered zeros for 33
+/// (a concat of 32 slices); 29 ran. Half of that leaves room for the lane loop's own branches.
+inline constexpr int kWebGL2MaxGuardedReads = 16;
+
 struct WebGL2Target {
   int64_t max_texture_size = 4096;  ///< texels per texture side (layouts wrap rows at this width)
   int max_draw_buffers = 4;         ///< render targets per kernel (ScheduleOptions::max_outputs)
