@@ -86,6 +86,20 @@ std::vector<int> join_candidates(const ScheduleState& st, const NodePtr& n, cons
   return related;
 }
 
+/// The bindings group g would have with node n (lowered alone as `solo`) joined are within the budget. Exact, so
+/// that a candidate refused here is one `fits` would refuse after the trial lowering: the joined kernel reads g's
+/// inputs and solo's, except the members of g that solo reads (computed in the kernel), and writes both's members.
+/// Without it, a long chain whose groups stop at the binding budget before max_outputs tries every such group again
+/// for every later node (quadratic trial lowerings).
+bool may_fit_bindings(const ScheduleState& st, const Group& g, const Lowered& solo) {
+  size_t inputs = g.lowered.inputs.size();
+  for (int id : solo.inputs)
+    if (!reads(g.lowered, id) &&
+        std::none_of(g.members.begin(), g.members.end(), [&](const NodePtr& m) { return st.trial_of.at(m.get()) == id; }))
+      ++inputs;
+  return within_bindings(st.opt, inputs, g.lowered.exprs.size() + solo.exprs.size());
+}
+
 }  // namespace
 
 bool within_bindings(const ScheduleOptions& opt, size_t inputs, size_t outputs) {
@@ -128,6 +142,7 @@ void group_multi_output(ScheduleState& st) {
     int joined = -1;
     for (int gi : join_candidates(st, n, solo)) {
       Group& g = st.groups[gi];
+      if (!may_fit_bindings(st, g, solo)) continue;  // before the trial lowering: linear time on long chains
       std::vector<NodePtr> members = g.members;
       members.push_back(n);
       auto l = try_lower(st, members, st.trial_of);
