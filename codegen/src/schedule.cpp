@@ -9,6 +9,10 @@
 namespace sg {
 
 int Plan::node_index(const Node* n) const {
+  if (!node_numbers.empty()) {
+    auto it = node_numbers.find(n);
+    return it == node_numbers.end() ? -1 : it->second;
+  }
   for (size_t i = 0; i < order.size(); ++i)
     if (order[i].get() == n) return static_cast<int>(i);
   return -1;
@@ -25,6 +29,8 @@ namespace sched {
 ScheduleState::ScheduleState(const Program& p, const ScheduleOptions& o) : program(p), opt(o) {
   plan.program = p;
   plan.order = p.nodes();
+  plan.node_numbers.reserve(plan.order.size());
+  for (size_t i = 0; i < plan.order.size(); ++i) plan.node_numbers.emplace(plan.order[i].get(), static_cast<int>(i));
   max_h = o.max_texture_height ? o.max_texture_height : o.max_texture_width;
 }
 

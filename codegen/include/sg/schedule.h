@@ -33,6 +33,7 @@
 
 #include <algorithm>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -261,6 +262,8 @@ struct Plan {
   int64_t peak_bytes = 0;  ///< bytes of all textures as allocated: pooled temps + 2x persistent + inputs + consts
   int node_index(const Node* n) const;       ///< position of n in program.nodes() (stable node number), -1 if absent
   std::vector<NodePtr> order;                ///< program.nodes()
+  /// node_index's lookup: each node of `order` with its position (filled by schedule(); without it node_index scans)
+  std::unordered_map<const Node*, int> node_numbers;
   const Value& value_of(const Node* n) const;  ///< throws ValueError when n is not materialised
   nlohmann::json to_json() const;            ///< plan.json: kernels in order with inputs/outputs/layouts/nodes
 };
