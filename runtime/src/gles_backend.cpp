@@ -135,14 +135,33 @@ class GlesBackend final : public Backend {
     return state_.emplace(n.get(), std::move(p)).first->second;
   }
 
-  const gles::Program& program_for(const Plan& plan, const Kernel& k) {
+  /// A linked program and the names of its samplers in binding order (the kernel's inputs, one per plane).
+  struct KernelProgram {
+    const gles::Program* program = nullptr;
+    std::vector<std::string> samplers;
+  };
+  /// The samplers kernel k declares, in binding order (emit_fragment: `in_<value>`, `in_<value>_p<plane>`).
+  static std::vector<std::string> sampler_names(const Plan& plan, const Kernel& k) {
+    std::vector<std::string> names;
+    for (int in : k.inputs) {
+      const Value& v = plan.values[in];
+      if (v.planes == 1) names.push_back("in_" + v.name);
+      for (int p = 0; v.planes > 1 && p < v.planes; ++p) names.push_back(fmt::format("in_{}_p{}", v.name, p));
+    }
+    return names;
+  }
+  /// The program of kernel k: compiled once per kernel_code_key (kernels equal up to the names of their values
+  /// share the program of the first one, whose sampler names the caller binds by position).
+  const KernelProgram& program_for(Plan& plan, const Kernel& k) {
+    const std::string key = kernel_code_key(plan, k, [&] { return emit_glsl450(plan, k, ShaderStage::Fragment); });
+    if (auto hit = by_code_.find(key); hit != by_code_.end()) return hit->second;
     std::string src = emit_glsl450(plan, k, ShaderStage::Fragment);
     try {
       const CompiledShader& c = cache_.get_or_compile(k.name, src, ShaderStage::Fragment);
       auto it = programs_.find(c.gles);
       if (it == programs_.end())  // samplers and outputs as SPIRV-Cross reflected them (CompiledShader::declared)
         it = programs_.emplace(c.gles, dev_->create_program(c.gles, k.name, c.declared)).first;
-      return it->second;
+      return by_code_.emplace(key, KernelProgram{&it->second, sampler_names(plan, k)}).first->second;
     } catch (const CompileError& e) {
       // name the graph nodes (and the user's lines) the failing kernel computes
       throw CompileError(fmt::format("{}\ngraph nodes in kernel {}:\n{}", e.what(), k.name, k.comment));
@@ -158,6 +177,7 @@ class GlesBackend final : public Backend {
   std::unique_ptr<gles::Device> dev_;
   KernelCache cache_;
   std::unordered_map<std::string, gles::Program> programs_;
+  std::unordered_map<std::string, KernelProgram> by_code_;  // kernel_code_key -> program (in programs_)
   std::unordered_map<const Node*, Persistent> state_;
   std::vector<NodePtr> keep_;  // keeps persistent nodes alive while their textures exist
   std::string dump_dir_;
@@ -182,12 +202,12 @@ GlesExecutable::GlesExecutable(GlesBackend& be, Plan plan) : be_(be), plan_(std:
     if (v.kind == ValueKind::Persistent) be_.persistent(v.node, v.extent);
   }
   for (auto& k : plan_.kernels) {
-    programs_.push_back(&be_.program_for(plan_, k));
-    std::vector<Binding> b;
+    const GlesBackend::KernelProgram& kp = be_.program_for(plan_, k);
+    programs_.push_back(kp.program);
+    std::vector<Binding> b;  // by position: the program may be another kernel's of the same code (other names)
     for (int in : k.inputs) {
       const Value& v = plan_.values[in];
-      if (v.planes == 1) b.push_back({"in_" + v.name, in, 0});
-      for (int p = 0; v.planes > 1 && p < v.planes; ++p) b.push_back({fmt::format("in_{}_p{}", v.name, p), in, p});
+      for (int p = 0; p < v.planes; ++p) b.push_back({kp.samplers.at(b.size()), in, p});
     }
     bindings_.push_back(std::move(b));
   }

@@ -19,6 +19,7 @@
 #include "sg/backend.h"
 #include "sg/compute_kernel.h"
 #include "sg/dump.h"
+#include "sg/emit.h"
 #include "sg/error.h"
 #include "sg/feeds.h"
 #include "sg/gles_device.h"
@@ -140,16 +141,22 @@ class GlesComputeBackend final : public Backend {
   }
 
   /// The linked program of a compute kernel (compiled once per distinct GLSL ES source).
-  const gles::ComputeProgram& program_for(const Kernel& k, const ComputeKernel& ck) {
+  /// Kernels equal up to the names of their values (`code_key`, kernel_code_key) share the program of the first one:
+  /// storage buffers are bound by position.
+  const gles::ComputeProgram& program_for(const Kernel& k, const ComputeKernel& ck, const std::string& code_key) {
     try {
-      const CompiledShader& c = cache_.get_or_compile(k.name, ck.source, ShaderStage::Compute);
-      auto it = programs_.find(c.gles);
-      if (it == programs_.end()) it = programs_.emplace(c.gles, dev_->create_compute_program(c.gles, k.name)).first;
-      const auto& ls = it->second.local_size();
+      auto by_code = by_code_.find(code_key);
+      if (by_code == by_code_.end()) {
+        const CompiledShader& c = cache_.get_or_compile(k.name, ck.source, ShaderStage::Compute);
+        auto it = programs_.find(c.gles);
+        if (it == programs_.end()) it = programs_.emplace(c.gles, dev_->create_compute_program(c.gles, k.name)).first;
+        by_code = by_code_.emplace(code_key, &it->second).first;
+      }
+      const auto& ls = by_code->second->local_size();
       if (ls[0] != ck.local_size[0] || ls[1] != ck.local_size[1] || ls[2] != ck.local_size[2])
         throw BackendError(fmt::format("gles-compute: kernel {} links with workgroup size {}x{}x{}, emitted {}x{}x{}", k.name,
                                        ls[0], ls[1], ls[2], ck.local_size[0], ck.local_size[1], ck.local_size[2]));
-      return it->second;
+      return *by_code->second;
     } catch (const CompileError& e) {
       throw CompileError(fmt::format("{}\ngraph nodes in kernel {}:\n{}", e.what(), k.name, k.comment));
     }
@@ -173,6 +180,7 @@ class GlesComputeBackend final : public Backend {
   ComputeLimits emit_limits_;  // the emitter's
   KernelCache cache_;
   std::unordered_map<std::string, gles::ComputeProgram> programs_;
+  std::unordered_map<std::string, const gles::ComputeProgram*> by_code_;  // kernel_code_key -> program (in programs_)
   std::unordered_map<const Node*, PersistentBuffers> state_;
   std::vector<NodePtr> keep_;  // keeps persistent nodes alive while their buffers exist
   std::string dump_dir_;
@@ -196,7 +204,9 @@ GlesComputeExecutable::GlesComputeExecutable(GlesComputeBackend& be, Plan plan) 
   }
   for (auto& k : plan_.kernels) {
     kernels_.push_back(emit_compute_kernel(plan_, k, be_.emit_limits()));
-    programs_.push_back(&be_.program_for(k, kernels_.back()));
+    const std::string key =
+        kernel_code_key(plan_, k, [&] { return emit_compute_kernel(plan_, k, be_.emit_limits()).source; });
+    programs_.push_back(&be_.program_for(k, kernels_.back(), key));
   }
 }
 

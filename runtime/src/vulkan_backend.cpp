@@ -19,6 +19,7 @@
 #include "sg/backend.h"
 #include "sg/compute_kernel.h"
 #include "sg/dump.h"
+#include "sg/emit.h"
 #include "sg/feeds.h"
 #include "sg/kernel_cache.h"
 #include "sg/vulkan_device.h"
@@ -161,7 +162,9 @@ class VulkanBackend final : public Backend {
   const BackendOptions& options() const { return opt_; }
 
  private:
-  const vk::Pipeline& pipeline_for(const Kernel& k, const ComputeKernel& ck);
+  /// The pipeline of kernel k: one per kernel_code_key (kernels equal up to the names of their values share the
+  /// first one's; descriptors are bound by position).
+  const vk::Pipeline& pipeline_for(const Kernel& k, const ComputeKernel& ck, const std::string& code_key);
   std::vector<ComputeKernel> emit_kernels(const Plan& plan);
 
   BackendOptions opt_;
@@ -170,6 +173,7 @@ class VulkanBackend final : public Backend {
   ComputeLimits limits_;
   ComputeLimits emit_limits_;  ///< limits_ with BackendOptions::gpu_tiles applied (what kernels are emitted for)
   std::unordered_map<const CompiledShader*, vk::Pipeline> pipelines_;  // never evicted (as GLES programs)
+  std::unordered_map<std::string, const vk::Pipeline*> by_code_;      // kernel_code_key -> pipeline (in pipelines_)
   std::unordered_map<const Node*, Persistent> state_;
   std::vector<NodePtr> keep_;  // keeps persistent nodes alive while their buffers exist
   std::string dump_dir_;
@@ -215,15 +219,16 @@ std::vector<ComputeKernel> VulkanBackend::emit_kernels(const Plan& plan) {
   return out;
 }
 
-const vk::Pipeline& VulkanBackend::pipeline_for(const Kernel& k, const ComputeKernel& ck) {
+const vk::Pipeline& VulkanBackend::pipeline_for(const Kernel& k, const ComputeKernel& ck, const std::string& code_key) {
   try {
+    if (auto hit = by_code_.find(code_key); hit != by_code_.end()) return *hit->second;
     const CompiledShader& c = cache_.get_or_compile(k.name, ck.source, ShaderStage::Compute);
     auto it = pipelines_.find(&c);
     if (it == pipelines_.end())
       it = pipelines_
                .emplace(&c, dev_->create_pipeline(c.spirv, static_cast<int>(ck.bindings.size()), ck.local_size, k.name))
                .first;
-    return it->second;
+    return *by_code_.emplace(code_key, &it->second).first->second;
   } catch (const CompileError& e) {
     // name the graph nodes (and the user's lines) the failing kernel computes
     throw CompileError(fmt::format("{}\ngraph nodes in kernel {}:\n{}", e.what(), k.name, k.comment));
@@ -260,7 +265,15 @@ std::unique_ptr<Executable> VulkanBackend::compile(const Program& p) {
   for (size_t b = 0; b < plan.buffers.size(); ++b) check_range(plan.buffers[b].numel, fmt::format("pooled buffer {}", b));
   std::vector<ComputeKernel> kernels = emit_kernels(plan);
   std::vector<const vk::Pipeline*> pipes;
-  for (size_t k = 0; k < kernels.size(); ++k) pipes.push_back(&pipeline_for(plan.kernels[k], kernels[k]));
+  for (size_t k = 0; k < kernels.size(); ++k) {
+    const Kernel& kern = plan.kernels[k];
+    // an autotuned kernel's tiles are its own: its key is its source
+    const std::string key =
+        kernels[k].tuning.empty()
+            ? kernel_code_key(plan, kern, [&] { return emit_compute_kernel(plan, kern, emit_limits_, forced_tiles_).source; })
+            : "autotuned\n" + kernels[k].source;
+    pipes.push_back(&pipeline_for(kern, kernels[k], key));
+  }
   dev_->save_pipeline_cache();
   return std::make_unique<VulkanExecutable>(*this, std::move(plan), std::move(kernels), std::move(pipes));
 }

@@ -10,6 +10,7 @@
 // input's shape and texture; it is deterministic (same program -> byte-identical source).
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "sg/schedule.h"
@@ -20,5 +21,13 @@ namespace sg {
 /// GLSL 4.50 source of kernel `k` of `plan` for `stage` (Fragment; Compute throws UnsupportedError: use
 /// emit_compute_kernel of sg/compute_kernel.h on a plan made for a compute target).
 std::string emit_glsl450(const Plan& plan, const Kernel& k, ShaderStage stage);
+
+/// The code of kernel k up to the names of the values it binds: `emit` (which prints kernel k of `plan`) is called
+/// with k's inputs and outputs renamed sgk0, sgk1, ... in binding order (restored afterwards, also on an
+/// exception), and its source without comments is returned. Kernels with equal keys differ only in those names and
+/// in comments: one compiled shader serves all of them, bound by position (samplers or buffers in the kernel's
+/// input order, then its outputs). Backends compile a program's kernels once per key: the N identical segments of
+/// a deep chain of layers cost one driver compile, not N.
+std::string kernel_code_key(Plan& plan, const Kernel& k, const std::function<std::string()>& emit);
 
 }  // namespace sg
