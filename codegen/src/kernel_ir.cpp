@@ -239,6 +239,19 @@ double kloop_iterations(const std::vector<KExprPtr>& roots) {
   return total;
 }
 
+size_t knode_count(const std::vector<KExprPtr>& roots) {
+  std::unordered_set<const KExpr*> seen;
+  std::vector<const KExpr*> stack;
+  for (auto& r : roots) stack.push_back(r.get());
+  while (!stack.empty()) {
+    const KExpr* e = stack.back();
+    stack.pop_back();
+    if (!e || !seen.insert(e).second) continue;
+    stack.push_back(e->a.get()), stack.push_back(e->b.get()), stack.push_back(e->c.get());
+  }
+  return seen.size();
+}
+
 bool kunrollable_sum(const KExprPtr& r) {
   return r && r->op == KOp::Reduce && r->reduce == ReduceKind::Sum && r->extents.back() % 4 == 0 &&
          r->extents.back() >= 8 && !kcontains_reduce(r->a);

@@ -11,7 +11,10 @@
 //    parameter update reads the m and v it computes), within max_inputs (and max_storage_buffers with its
 //    outputs), max_guarded_reads and the loop budget, and
 //    without a dependency cycle between groups;
-//  - the node is not latency-bound (split-K would split it; multi-output kernels are never split).
+//  - the node is not latency-bound (split-K would split it; multi-output kernels are never split);
+//  - the kernel's expressions stay within max_kernel_nodes distinct kernel-IR nodes (a group that would grow past
+//    it is sealed: it takes no further members), so that a long chain of layers becomes many small kernels of
+//    bounded driver compile time, most of them equal up to names (compiled once: kernel_code_key).
 // Candidates are tried related first (the node reads a member, or they share an input: horizontal fusion, m and
 // v both read the gradient), latest group first, then the others. Groups are decided on trial lowerings in which
 // each materialised node has a pseudo value id (kPseudo + its index in mat_nodes).
@@ -69,13 +72,15 @@ bool layouts_agree(const ScheduleState& st, const Group& g, const NodePtr& n) {
 
 /// The groups node n may join, in the order they are tried: related ones (n reads a member, or they share an
 /// input) first, latest first; then the others.
-std::vector<int> join_candidates(const ScheduleState& st, const NodePtr& n, const Lowered& solo) {
+std::vector<int> join_candidates(const ScheduleState& st, const NodePtr& n, const Lowered& solo,
+                                 const std::vector<char>& sealed) {
   std::vector<int> related, others;
   for (int gi = static_cast<int>(st.groups.size()) - 1; st.max_out > 1 && gi >= 0 && !st.transposed.count(n.get());
        --gi) {
     const Group& g = st.groups[gi];
-    if (g.dead || static_cast<int>(g.members.size()) >= st.max_out || !same_domain(g.members[0]->shape, n->shape) ||
-        st.transposed.count(g.members[0].get()) || !layouts_agree(st, g, n))
+    if (g.dead || sealed[gi] || static_cast<int>(g.members.size()) >= st.max_out ||
+        !same_domain(g.members[0]->shape, n->shape) || st.transposed.count(g.members[0].get()) ||
+        !layouts_agree(st, g, n))
       continue;
     bool rel = false;
     for (auto& m : g.members) rel |= reads(solo, st.trial_of.at(m.get()));
@@ -137,15 +142,23 @@ void group_multi_output(ScheduleState& st) {
   st.trial_of = st.value_of;  // leaves: real ids
   for (auto&& [i, n] : ranges::views::enumerate(st.mat_nodes)) st.trial_of[n.get()] = kPseudo + static_cast<int>(i);
   st.max_out = st.opt.unfused ? 1 : std::max(1, st.opt.max_outputs);
+  // groups that once grew past max_kernel_nodes take no more members (a long chain then tries only the groups
+  // still open, not every group of its domain again for every later node)
+  std::vector<char> sealed;
   for (auto& n : st.mat_nodes) {
     Lowered solo = lower_group({n}, st.trial_of, nullptr, &st.transposed);
     int joined = -1;
-    for (int gi : join_candidates(st, n, solo)) {
+    sealed.resize(st.groups.size(), 0);
+    for (int gi : join_candidates(st, n, solo, sealed)) {
       Group& g = st.groups[gi];
       if (!may_fit_bindings(st, g, solo)) continue;  // before the trial lowering: linear time on long chains
       std::vector<NodePtr> members = g.members;
       members.push_back(n);
       auto l = try_lower(st, members, st.trial_of);
+      if (l && static_cast<double>(knode_count(l->exprs)) > st.opt.max_kernel_nodes) {
+        sealed[gi] = 1;
+        continue;
+      }
       if (!l || !fits(st, *l, gi) || split_k_candidate(st, n, *l)) continue;
       g.members = std::move(members);
       g.lowered = std::move(*l);
