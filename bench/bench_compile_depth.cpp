@@ -23,6 +23,7 @@
 // on this machine's Mesa drivers), emission of every kernel for that target, Backend::compile (which schedules and
 // emits again, then glslang -> SPIR-V -> SPIRV-Cross and the driver's compile), the first run (a driver that
 // compiles lazily does it here), then the loss and the updated w against the CPU reference.
+// Mesa's on-disk shader cache is turned off (MESA_SHADER_CACHE_DISABLE=true unless set): the driver compiles.
 // Timings are printed, never asserted (tests/test_kernel_ir.cpp asserts the walks' node visits instead;
 // tests/test_compile_time.cpp bounds a train step of depth 300).
 #include <algorithm>
@@ -91,9 +92,11 @@ sg::Target target_of(const std::string& kind) {
   return sg::make_target(sg::TargetName::Cpu, caps);
 }
 
-void forward_table(sg::Backend* be, sg::Backend& cpu, const std::vector<int>& depths) {
+/// kind "none": schedule and emission only. Each depth gets a backend of its own (see train_table).
+void forward_table(const std::string& kind, sg::Backend& cpu, const std::vector<int>& depths) {
+  const bool compile = kind != "none";
   fmt::print("bench_compile_depth: x(3x3) -> N x map(tanh(softplus(v) - 0.5)) -> sum; backend {}\n\n",
-             be ? be->device() : "none");
+             compile ? sg::make_backend({.kind = kind}).backend->device() : "none");
   fmt::print("| {:>5} | {:>7} | {:>12} | {:>9} | {:>11} | {:>17} | {:>13} | {:>12} | {:>12} | {:>14} | {:>14} |\n", "N",
              "kernels", "schedule ms", "emit ms", "GLSL bytes", "compute sched+emit", "compute bytes", "compile ms",
              "first run ms", "result", "cpu reference");
@@ -116,7 +119,8 @@ void forward_table(sg::Backend* be, sg::Backend& cpu, const std::vector<int>& de
     double compute_ms = ms_since(t0);
     double compile_ms = 0, run_ms = 0;
     float got = NAN;
-    if (be) {
+    if (compile) {
+      std::unique_ptr<sg::Backend> be = sg::make_backend({.kind = kind}).backend;
       t0 = Clock::now();
       auto exe = be->compile(p);
       compile_ms = ms_since(t0);
@@ -133,8 +137,9 @@ void forward_table(sg::Backend* be, sg::Backend& cpu, const std::vector<int>& de
   fmt::print("\n");
 }
 
-/// be == nullptr (--schedule-only): make_train_step, schedule and emission only.
-void train_table(const std::string& kind, sg::Backend* be, sg::Backend& cpu, const std::vector<int>& depths,
+/// compile == false (--schedule-only): make_train_step, schedule and emission only. Each depth gets a backend of its
+/// own: a backend keeps the programs it compiled, which a deeper chain would reuse.
+void train_table(const std::string& kind, bool compile, sg::Backend& cpu, const std::vector<int>& depths,
                  const std::string& optimizer, double skip_after_s) {
   const sg::Target target = target_of(kind);
   const sg::ScheduleOptions so = sg::schedule_options(target, {});
@@ -147,7 +152,8 @@ void train_table(const std::string& kind, sg::Backend* be, sg::Backend& cpu, con
   for (const char* n : names) rows.push_back({n});
   fmt::print("bench_compile_depth train step: x(3x3) @ w(3x3) -> N x map(tanh(softplus(v) - 0.5)) -> mean -> {}; "
              "backend {} ({}), target {}\n",
-             optimizer, kind, be ? be->device() : "not compiled: --schedule-only", sg::target_name(target.name));
+             optimizer, kind, compile ? sg::make_backend({.kind = kind}).backend->device() : "not compiled: --schedule-only",
+             sg::target_name(target.name));
   std::fflush(stdout);
   for (int n : depths) {
     head.push_back(fmt::format("N={}", n));
@@ -168,7 +174,8 @@ void train_table(const std::string& kind, sg::Backend* be, sg::Backend& cpu, con
     const double emit_ms = ms_since(t0);
     double compile_ms = 0, run_ms = 0;
     std::vector<std::string> col;
-    if (be) {
+    if (compile) {
+      std::unique_ptr<sg::Backend> be = sg::make_backend({.kind = kind}).backend;
       t0 = Clock::now();
       auto exe = be->compile(ts.program);
       compile_ms = ms_since(t0);
@@ -261,18 +268,16 @@ int main(int argc, char** argv) {
     }
   }
   if (backends.empty()) backends = {"gles"};
+  // Mesa keeps compiled shaders on disk (~/.cache/mesa_shader_cache): a second run would time cache hits, not the
+  // driver's compile. Off unless the caller sets it.
+  setenv("MESA_SHADER_CACHE_DISABLE", "true", 0);
+  fmt::print("MESA_SHADER_CACHE_DISABLE={}\n", std::getenv("MESA_SHADER_CACHE_DISABLE"));
   std::unique_ptr<sg::Backend> cpu = sg::make_cpu_backend();
   for (const std::string& kind : backends) {
-    std::unique_ptr<sg::Backend> be;
-    if (kind != "none" && !(schedule_only && !forward)) {
-      auto choice = sg::make_backend({.kind = kind});
-      if (!choice.note.empty()) fmt::print("{}\n", choice.note);
-      be = std::move(choice.backend);
-    }
     if (forward)
-      forward_table(be.get(), *cpu, depths.empty() ? std::vector<int>{8, 16, 24, 30, 64, 128, 256, 512, 1000} : depths);
-    if (train && (be || schedule_only))
-      train_table(kind, schedule_only ? nullptr : be.get(), *cpu, depths.empty() ? std::vector<int>{10, 30, 100, 300, 1000, 3000} : depths, optimizer,
+      forward_table(kind, *cpu, depths.empty() ? std::vector<int>{8, 16, 24, 30, 64, 128, 256, 512, 1000} : depths);
+    if (train && kind != "none" && kind != "cpu")
+      train_table(kind, !schedule_only, *cpu, depths.empty() ? std::vector<int>{10, 30, 100, 300, 1000, 3000} : depths, optimizer,
                   skip_after_s);
   }
   return 0;
