@@ -1,0 +1,119 @@
+// Compile time of deep graphs (issue 35): a train step through a chain of 300 maps is differentiated, scheduled and
+// emitted for every target, and compiled and run on lavapipe, within a generous bound. Every layer reads its input
+// several times (softplus reads it twice), so the chain's expression DAG has 2^300 root-to-leaf paths: any pass that
+// walks it as a tree (autodiff of Map bodies, the schedule's lowering and cost queries, the emitters, the kernel IR
+// analyses) never finishes, and one that is quadratic in the depth shows up in the bound. Kernels stay small
+// (ScheduleOptions::max_kernel_nodes) and the chain's segments share their code (kernel_code_key), which keeps the
+// driver's compile time bounded. bench/bench_compile_depth.cpp times the same phases up to depth 3000.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <set>
+
+#include <catch2/catch.hpp>
+
+#include "sg/backend.h"
+#include "sg/compute_kernel.h"
+#include "sg/emit.h"
+#include "sg/sg.h"
+#include "sg/target.h"
+#include "vulkan_test_util.h"
+
+using namespace sg;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+/// loss = mean(layers(x @ w)), each layer residual so that the gradient reaches w undamped: v + 0.05 tanh(softplus(v) - 0.5).
+struct DeepStep {
+  Tensor w;
+  Program program;
+};
+DeepStep deep_train_step(int depth) {
+  Tensor x = input("x", {3, 3});
+  Tensor w = param("w", {3, 3}, {0.5f, -0.25f, 0.125f, 0.75f, 0.f, -0.5f, 0.25f, 1.f, -1.f});
+  Tensor y = matmul(x, w);
+  for (int i = 0; i < depth; ++i) y = map([](auto v) { return v + 0.05 * tanh(softplus(v) - 0.5); }, y);
+  auto sgd = make_sgd({.lr = 0.5});
+  return {w, make_train_step(mean(y), {w}, *sgd)};
+}
+
+const std::vector<float> kXs = {-3.f, -1.f, -0.25f, 0.f, 0.5f, 1.f, 2.f, 4.f, 9.f};
+
+}  // namespace
+
+TEST_CASE("compile time: a train step through 300 chained maps schedules and emits for every target, and runs on "
+          "lavapipe, within seconds") {
+  const auto t0 = Clock::now();
+  const DeepStep step = deep_train_step(300);
+  struct Case {
+    const char* what;
+    TargetName name;
+    const char* preset;
+    ComputeLanguage language;
+  };
+  const Case cases[] = {
+      {"glsl-es-fragment on llvmpipe", TargetName::GlslEsFragment, "llvmpipe", ComputeLanguage::Glsl450},
+      {"glsl-es-fragment on a GPU", TargetName::GlslEsFragment, "gpu", ComputeLanguage::Glsl450},
+      {"glsl-es-compute on llvmpipe", TargetName::GlslEsCompute, "llvmpipe", ComputeLanguage::Glsl450},
+      {"spirv-vulkan on lavapipe", TargetName::SpirvVulkan, "llvmpipe", ComputeLanguage::Glsl450},
+      {"spirv-vulkan on a GPU", TargetName::SpirvVulkan, "gpu", ComputeLanguage::Glsl450},
+      {"wgsl", TargetName::Wgsl, "webgpu", ComputeLanguage::Wgsl},
+      {"wgsl (compatibility mode)", TargetName::Wgsl, "webgpu-compat", ComputeLanguage::Wgsl},
+  };
+  for (const Case& c : cases) {
+    INFO(c.what);
+    const Target target = make_target(c.name, preset_caps(c.preset));
+    const ScheduleOptions so = schedule_options(target, {});
+    Plan plan = schedule(step.program, so);
+    const bool compute = target.stage == TargetStage::Compute;
+    auto emit = [&](const Kernel& k) {
+      return compute ? emit_compute_kernel(plan, k, target.compute, c.language).source
+                     : emit_glsl450(plan, k, ShaderStage::Fragment);
+    };
+    std::set<std::string> codes;
+    size_t bytes = 0;
+    for (const Kernel& k : plan.kernels) {
+      bytes += emit(k).size();
+      codes.insert(kernel_code_key(plan, k, [&] { return emit(k); }));
+      // bounded kernels: a multi-output group or a union of blocks within max_kernel_nodes (a single node's inlined
+      // chain is bounded by max_inline_chain_cost instead)
+      if (k.exprs.size() > 1) CHECK(knode_count(k.exprs) <= so.max_kernel_nodes);
+    }
+    // the chain's kernels are a few codes repeated: what a backend compiles does not grow with the depth
+    CHECK(plan.kernels.size() > 20);
+    CHECK(codes.size() <= 16);
+    CHECK(bytes < 4u << 20);
+  }
+  const double schedule_s = seconds_since(t0);
+
+  // compiled and run on lavapipe (no validation layer: the driver's compile time is what is bounded here)
+  const auto t1 = Clock::now();
+  BackendOptions bo = testing::vulkan_options();
+  bo.vulkan.validation = false;
+  auto be = make_backend(bo).backend;
+  auto exe = be->compile(step.program);
+  const float loss = exe->run({{"x", &kXs}})[0][0];
+  const std::vector<float> w = be->read(step.w);
+  const double compile_run_s = seconds_since(t1);
+
+  auto cpu = make_cpu_backend();
+  const float loss_cpu = cpu->compile(step.program)->run({{"x", &kXs}})[0][0];
+  const std::vector<float> w_cpu = cpu->read(step.w);
+  CHECK(loss == Approx(loss_cpu).epsilon(1e-5));
+  REQUIRE(w.size() == w_cpu.size());
+  for (size_t i = 0; i < w.size(); ++i) CHECK(w[i] == Approx(w_cpu[i]).epsilon(1e-4).margin(1e-6));
+  // the gradient reaches w (residual layers): the update is not a no-op
+  const std::vector<float> w0 = *step.w.node()->data;
+  double moved = 0;
+  for (size_t i = 0; i < w.size(); ++i) moved = std::max(moved, std::fabs(double(w_cpu[i]) - double(w0[i])));
+  CHECK(moved > 1e-3);
+
+  // generous bounds (about 10x the time on a 2-vCPU VM): an exponential or quadratic pass fails them
+  INFO("autodiff + schedule + emission for 7 targets: " << schedule_s << " s; vulkan compile + first run: "
+                                                        << compile_run_s << " s");
+  CHECK(schedule_s < 5);
+  CHECK(schedule_s + compile_run_s < 10);
+}
