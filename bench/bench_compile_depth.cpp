@@ -22,7 +22,8 @@
 // schedule() with the backend's target (sg::schedule_options of the "llvmpipe" caps preset, what the backends get
 // on this machine's Mesa drivers), emission of every kernel for that target, Backend::compile (which schedules and
 // emits again, then glslang -> SPIR-V -> SPIRV-Cross and the driver's compile), the first run (a driver that
-// compiles lazily does it here), then the loss and the updated w against the CPU reference.
+// compiles lazily does it here), the kernels per step and how many distinct codes (kernel_code_key: what a backend
+// compiles), then the loss and the updated w against the CPU reference.
 // Mesa's on-disk shader cache is turned off (MESA_SHADER_CACHE_DISABLE=true unless set): the driver compiles.
 // Timings are printed, never asserted (tests/test_kernel_ir.cpp asserts the walks' node visits instead;
 // tests/test_compile_time.cpp bounds a train step of depth 300).
@@ -31,6 +32,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <functional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -147,7 +149,8 @@ void train_table(const std::string& kind, bool compile, sg::Backend& cpu, const 
   std::vector<std::string> head{"phase"};
   std::vector<std::vector<std::string>> rows;
   const char* names[] = {"make_train_step ms", "schedule ms",       "emit ms",          "Backend::compile ms",
-                         "first run ms",       "compile+run ms",    "kernels",          "max kernel bytes",
+                         "first run ms",       "compile+run ms",    "kernels",          "distinct codes",
+                         "max kernel bytes",
                          "source bytes",       "loss",              "loss cpu",         "max |w - w cpu|"};
   for (const char* n : names) rows.push_back({n});
   fmt::print("bench_compile_depth train step: x(3x3) @ w(3x3) -> N x map(tanh(softplus(v) - 0.5)) -> mean -> {}; "
@@ -172,6 +175,12 @@ void train_table(const std::string& kind, bool compile, sg::Backend& cpu, const 
       max_bytes = std::max(max_bytes, b);
     }
     const double emit_ms = ms_since(t0);
+    std::set<std::string> codes;  // what a backend compiles: one program per kernel_code_key
+    for (const sg::Kernel& k : plan.kernels)
+      codes.insert(sg::kernel_code_key(plan, k, [&] {
+        return compute ? sg::emit_compute_kernel(plan, k, target.compute).source
+                       : sg::emit_glsl450(plan, k, sg::ShaderStage::Fragment);
+      }));
     double compile_ms = 0, run_ms = 0;
     std::vector<std::string> col;
     if (compile) {
@@ -188,12 +197,13 @@ void train_table(const std::string& kind, bool compile, sg::Backend& cpu, const 
       col = {fmt::format("{:.1f}", grad_ms),   fmt::format("{:.1f}", sched_ms),
              fmt::format("{:.1f}", emit_ms),   fmt::format("{:.1f}", compile_ms),
              fmt::format("{:.1f}", run_ms),    fmt::format("{:.1f}", compile_ms + run_ms),
-             fmt::format("{}", exe->kernels_per_step()), fmt::format("{}", max_bytes),
+             fmt::format("{}", exe->kernels_per_step()), fmt::format("{}", codes.size()), fmt::format("{}", max_bytes),
              fmt::format("{}", bytes),         fmt::format("{:.7g}", loss),
              fmt::format("{:.7g}", loss_cpu),  fmt::format("{:.2g}", max_abs_diff(w, w_cpu))};
     } else {
       col = {fmt::format("{:.1f}", grad_ms), fmt::format("{:.1f}", sched_ms), fmt::format("{:.1f}", emit_ms), "-", "-",
-             "-", fmt::format("{}", plan.kernels.size()), fmt::format("{}", max_bytes), fmt::format("{}", bytes),
+             "-", fmt::format("{}", plan.kernels.size()), fmt::format("{}", codes.size()), fmt::format("{}", max_bytes),
+             fmt::format("{}", bytes),
              "-", "-", "-"};
     }
     for (size_t r = 0; r < rows.size(); ++r) rows[r].push_back(col[r]);
