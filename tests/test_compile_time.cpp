@@ -3,7 +3,7 @@
 // several times (softplus reads it twice), so the chain's expression DAG has 2^300 root-to-leaf paths: any pass that
 // walks it as a tree (autodiff of Map bodies, the schedule's lowering and cost queries, the emitters, the kernel IR
 // analyses) never finishes, and one that is quadratic in the depth shows up in the bound. Kernels stay small
-// (ScheduleOptions::max_kernel_nodes) and the chain's segments share their code (kernel_code_key), which keeps the
+// (ScheduleOptions::max_kernel_size) and the chain's segments share their code (kernel_code_key), which keeps the
 // driver's compile time bounded. bench/bench_compile_depth.cpp times the same phases up to depth 3000.
 #include <algorithm>
 #include <chrono>
@@ -78,9 +78,9 @@ TEST_CASE("compile time: a train step through 300 chained maps schedules and emi
     for (const Kernel& k : plan.kernels) {
       bytes += emit(k).size();
       codes.insert(kernel_code_key(plan, k, [&] { return emit(k); }));
-      // bounded kernels: a multi-output group or a union of blocks within max_kernel_nodes (a single node's inlined
+      // bounded kernels: a multi-output group or a union of blocks within max_kernel_size (a single node's inlined
       // chain is bounded by max_inline_chain_cost instead)
-      if (k.exprs.size() > 1) CHECK(knode_count(k.exprs) <= so.max_kernel_nodes);
+      if (k.exprs.size() > 1) CHECK(kcode_size(k.exprs) <= so.max_kernel_size);
     }
     // the chain's kernels are a few codes repeated: what a backend compiles does not grow with the depth
     CHECK(plan.kernels.size() > 20);

@@ -239,17 +239,25 @@ double kloop_iterations(const std::vector<KExprPtr>& roots) {
   return total;
 }
 
-size_t knode_count(const std::vector<KExprPtr>& roots) {
+double kcode_size(const std::vector<KExprPtr>& roots) {
   std::unordered_set<const KExpr*> seen;
+  double size = 0;
   std::vector<const KExpr*> stack;
   for (auto& r : roots) stack.push_back(r.get());
   while (!stack.empty()) {
     const KExpr* e = stack.back();
     stack.pop_back();
     if (!e || !seen.insert(e).second) continue;
+    bool helper = false;
+    if (e->op == KOp::FMath) switch (e->sop) {
+        case SOp::Exp: case SOp::Log: case SOp::Log1p: case SOp::Pow: case SOp::Sin: case SOp::Cos: case SOp::Tanh:
+        case SOp::Sigmoid: helper = true; break;
+        default: break;
+      }
+    size += helper ? kHelperCallSize : 1;
     stack.push_back(e->a.get()), stack.push_back(e->b.get()), stack.push_back(e->c.get());
   }
-  return seen.size();
+  return size;
 }
 
 bool kunrollable_sum(const KExprPtr& r) {

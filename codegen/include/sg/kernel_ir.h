@@ -66,7 +66,7 @@ KExprPtr kload(int input, KExprPtr flat_index);
 KExprPtr kreduce(ReduceKind kind, std::vector<std::string> vars, std::vector<int64_t> extents, KExprPtr body);
 
 bool kis_int(const KExprPtr& e, int64_t v);
-// The queries below (kcost, knode_count, kcontains_reduce, kloop_iterations, kunrollable_sum, khas_unrollable_sum, kequal) and
+// The queries below (kcost, kcode_size, kcontains_reduce, kloop_iterations, kunrollable_sum, khas_unrollable_sum, kequal) and
 // krewrite visit each node of the shared DAG once: time linear in the number of distinct nodes, also where a DAG of
 // N nodes has 2^N paths (a chain of maps whose bodies read their input twice). kexpr_str prints the tree.
 /// Node count of the tree view; Reduce counts its body times its trip count (a cost estimate in scalar ops).
@@ -80,9 +80,12 @@ double kloop_iterations(const std::vector<KExprPtr>& roots);
 bool kunrollable_sum(const KExprPtr& r);
 /// True when `e` has such a sum outside any other reduction (the emitter's tile mode applies).
 bool khas_unrollable_sum(const KExprPtr& e);
-/// Distinct nodes (by pointer) of the DAG of `roots`: the size of the code an emitter prints for them (it prints a
-/// shared subtree once), which drivers' compile time grows with.
-size_t knode_count(const std::vector<KExprPtr>& roots);
+/// Weight of a float op the emitters print as a call of a math helper (exp, log, log1p, pow, sin, cos, tanh,
+/// sigmoid: codegen/shaders/math/) in kcode_size: drivers inline the helper at every call.
+inline constexpr double kHelperCallSize = 16;
+/// The size of the code an emitter prints for `roots`: their distinct nodes (by pointer: a shared subtree is
+/// printed once), a math-helper call counting kHelperCallSize. Drivers' compile time grows with it.
+double kcode_size(const std::vector<KExprPtr>& roots);
 /// Structural equality: same ops, constants, variable names, load slots and children.
 bool kequal(const KExprPtr& a, const KExprPtr& b);
 /// Loop iterations one evaluation executes (nested loops multiply; a GPU's per-invocation loop budget —

@@ -157,12 +157,13 @@ struct ScheduleOptions {
   /// is materialised, so a kernel's expression stays bounded however long the chain (GPU compilers' time grows
   /// faster than the shader's size; issue 19: 256 chained maps did not compile on llvmpipe within minutes).
   double max_inline_chain_cost = 256;
-  /// Max distinct kernel-IR nodes (knode_count) of a multi-output kernel's expressions: a node joins a fusion group
-  /// only while the group's kernel stays within it (a single node over it is a kernel of its own). Drivers' compile
-  /// time grows with the code of a kernel (Mesa's llvmpipe and lavapipe: milliseconds per node); a long chain of
-  /// layers becomes many small kernels, most of them equal up to names, which a backend compiles once each
-  /// (kernel_code_key, sg/emit.h). The MLP's and CNN's kernels have at most ~190 nodes.
-  double max_kernel_nodes = 256;
+  /// Max code size (kcode_size: distinct kernel-IR nodes, a math-helper call counting 16) of a multi-output kernel
+  /// or union-domain kernel: a node joins a fusion group (a group a union) only while the kernel stays within it (a
+  /// single node over it is a kernel of its own). Drivers' compile time grows with a kernel's code (Mesa's llvmpipe
+  /// and lavapipe: about a millisecond per node, 20-40 ms per tanh(softplus(x)) layer); a long chain of layers
+  /// becomes many small kernels, most of them equal up to names, which a backend compiles once each
+  /// (kernel_code_key, sg/emit.h). The MLP's and CNN's kernels are within 200.
+  double max_kernel_size = 256;
   /// Scalar hoisting: a single-element elementwise value computed from single-element values only (no reduction
   /// inside) that costs at least this many scalar ops and is read by a kernel of more elements is materialised, so
   /// it is computed once per step instead of once per element of its reader (Adam's bias corrections 1 - beta^t

@@ -12,7 +12,7 @@
 //    outputs), max_guarded_reads and the loop budget, and
 //    without a dependency cycle between groups;
 //  - the node is not latency-bound (split-K would split it; multi-output kernels are never split);
-//  - the kernel's expressions stay within max_kernel_nodes distinct kernel-IR nodes (a group that would grow past
+//  - the kernel's expressions stay within max_kernel_size (kcode_size: their code's size; a group that would grow past
 //    it is sealed: it takes no further members), so that a long chain of layers becomes many small kernels of
 //    bounded driver compile time, most of them equal up to names (compiled once: kernel_code_key).
 // Candidates are tried related first (the node reads a member, or they share an input: horizontal fusion, m and
@@ -142,7 +142,7 @@ void group_multi_output(ScheduleState& st) {
   st.trial_of = st.value_of;  // leaves: real ids
   for (auto&& [i, n] : ranges::views::enumerate(st.mat_nodes)) st.trial_of[n.get()] = kPseudo + static_cast<int>(i);
   st.max_out = st.opt.unfused ? 1 : std::max(1, st.opt.max_outputs);
-  // groups that once grew past max_kernel_nodes take no more members (a long chain then tries only the groups
+  // groups that once grew past max_kernel_size take no more members (a long chain then tries only the groups
   // still open, not every group of its domain again for every later node)
   std::vector<char> sealed;
   for (auto& n : st.mat_nodes) {
@@ -155,7 +155,7 @@ void group_multi_output(ScheduleState& st) {
       std::vector<NodePtr> members = g.members;
       members.push_back(n);
       auto l = try_lower(st, members, st.trial_of);
-      if (l && static_cast<double>(knode_count(l->exprs)) > st.opt.max_kernel_nodes) {
+      if (l && kcode_size(l->exprs) > st.opt.max_kernel_size) {
         sealed[gi] = 1;
         continue;
       }

@@ -15,7 +15,7 @@
 //  - neither depends on the other (directly or transitively, through the groups' deps),
 //  - their stored outputs stay within max_outputs, their inputs within max_inputs (both together within
 //    max_storage_buffers) and their loops (added up: every fragment runs every block's code) within the loop budget,
-//  - their kernel-IR nodes (added up: every block is code of the one shader) within max_kernel_nodes,
+//  - their code (kcode_size, added up: every block is code of the one shader) within max_kernel_size,
 //  - the texture memory allocated beyond the outputs' own layouts (each output, front and back for a parameter's
 //    next value, covers the draw's extent) stays within union_max_extra_bytes;
 // a union that append_kernel will split (loop budget, split-K) or that assign_row_planes will tile stays alone.
@@ -41,7 +41,7 @@ struct U {
   std::set<int> producers;                   // groups whose values it reads
   int outputs = 0;                           // stored outputs (render targets)
   double iters = 0;                          // loop iterations of all its blocks
-  double nodes = 0;                          // kernel-IR nodes of all its blocks (max_kernel_nodes)
+  double code = 0;                           // code size of all its blocks (kcode_size)
   bool fixed = false;                        // stays alone: split (split-K, loop budget) or given row planes
   bool dead = false;
 };
@@ -66,7 +66,7 @@ U single_group_union(const ScheduleState& st, const Group& g) {
       x.extent = x.extent.cover(x.outs.back().first);
     }
   x.iters = kloop_iterations(g.lowered.exprs);
-  x.nodes = static_cast<double>(knode_count(g.lowered.exprs));
+  x.code = kcode_size(g.lowered.exprs);
   // a single stored output is split by append_kernel when over the loop budget, latency-bound (split-K) or a few
   // long reductions (the two-stage tree)
   x.fixed = x.outputs == 1 && (4 * (1 + x.iters) > opt.max_loop_iterations ||
@@ -142,7 +142,7 @@ std::pair<int, int> best_pair(const ScheduleState& st, const std::vector<U>& us)
       if (us[b].dead || us[b].fixed || reach[a][b] || reach[b][a]) continue;
       if (us[a].outputs + us[b].outputs > st.max_out) continue;
       if (4 * (1 + joint_iters(opt, us[a], us[b])) > opt.max_loop_iterations) continue;
-      if (us[a].nodes + us[b].nodes > opt.max_kernel_nodes) continue;  // every block is code of the one shader
+      if (us[a].code + us[b].code > opt.max_kernel_size) continue;  // every block is code of the one shader
       const int shared = overlap(us[a].inputs, us[b].inputs);
       if (!within_bindings(opt, us[a].inputs.size() + us[b].inputs.size() - static_cast<size_t>(shared),
                            static_cast<size_t>(us[a].outputs + us[b].outputs)))
@@ -169,7 +169,7 @@ void merge(ScheduleState& st, std::vector<U>& us, int best_a, int best_b) {
   a.producers.insert(b.producers.begin(), b.producers.end());
   a.outputs += b.outputs;
   a.iters = joint_iters(st.opt, a, b);
-  a.nodes += b.nodes;
+  a.code += b.code;
   a.outs.insert(a.outs.end(), b.outs.begin(), b.outs.end());
   a.extent = a.extent.cover(b.extent);
   b.dead = true;
