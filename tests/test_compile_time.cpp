@@ -117,3 +117,38 @@ TEST_CASE("compile time: a train step through 300 chained maps schedules and emi
   CHECK(schedule_s < 5);
   CHECK(schedule_s + compile_run_s < 10);
 }
+
+TEST_CASE("compile time: kernels sharing a compiled program (kernel_code_key) each bind their own values, on gles "
+          "and gles-compute") {
+  // depth 60: the chain's segments are many kernels of a few codes; each kernel that reuses another's program binds
+  // its samplers (gles: by the first kernel's names, in binding order) or buffers (by binding number) by position
+  const DeepStep step = deep_train_step(60);
+  auto cpu = make_cpu_backend();
+  const float loss_cpu = cpu->compile(step.program)->run({{"x", &kXs}})[0][0];
+  const std::vector<float> w_cpu = cpu->read(step.w);
+  for (const char* kind : {"gles", "gles-compute"}) {
+    INFO(kind);
+    auto be = make_backend({.kind = kind}).backend;
+    auto exe = be->compile(step.program);
+    REQUIRE(exe->plan() != nullptr);
+    Plan plan = *exe->plan();
+    std::set<std::string> codes;
+    for (const Kernel& k : plan.kernels)
+      codes.insert(kernel_code_key(plan, k, [&] {
+        return std::string(kind) == "gles" ? emit_glsl450(plan, k, ShaderStage::Fragment)
+                                           : emit_compute_kernel(plan, k, ComputeLimits{}).source;
+      }));
+    CHECK(codes.size() * 2 < plan.kernels.size());  // most kernels run another kernel's program
+    // two steps: the second reads the first one's update (the ping-ponged w) through shared programs too
+    for (int s = 0; s < 2; ++s) {
+      const float loss = exe->run({{"x", &kXs}})[0][0];
+      const float want = s == 0 ? loss_cpu : cpu->compile(step.program)->run({{"x", &kXs}})[0][0];
+      CHECK(loss == Approx(want).epsilon(1e-5));
+    }
+    const std::vector<float> w = be->read(step.w), w2_cpu = cpu->read(step.w);
+    for (size_t i = 0; i < w.size(); ++i) CHECK(w[i] == Approx(w2_cpu[i]).epsilon(1e-4).margin(1e-6));
+    cpu = make_cpu_backend();  // the next backend starts from the initial w again
+    REQUIRE(cpu->compile(step.program)->run({{"x", &kXs}})[0][0] == loss_cpu);
+    REQUIRE(cpu->read(step.w) == w_cpu);
+  }
+}

@@ -32,6 +32,9 @@ TEST_CASE("kernel IR: cost and loop counts of a deep shared DAG are the tree vie
   KExprPtr load = kload(0, kvar("i0"));  // T(0) = 2 (the load and its index)
   KExprPtr top = doubling_chain(depth, load);
   CHECK(kcost(top) == std::ldexp(2.0 + 3.0, depth) - 3.0);
+  // the code printed for it: its distinct nodes (load, i0, and per level add, mul and a constant)
+  CHECK(kcode_size({top}) == 2 + 3 * depth);
+  CHECK(kcode_size({kmath(SOp::Tanh, top), top}) == 2 + 3 * depth + kHelperCallSize);  // a math-helper call
   CHECK_FALSE(kcontains_reduce(top));
   CHECK_FALSE(khas_unrollable_sum(top));
 
