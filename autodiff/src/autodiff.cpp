@@ -18,8 +18,9 @@ Tensor map_pruned(const SExprPtr& body, const std::vector<NodePtr>& args, const 
   std::vector<SExprPtr> subs(args.size());
   std::vector<NodePtr> used;
   std::vector<bool> seen(args.size(), false);
+  std::unordered_set<const SExpr*> visited;  // each node once: a body's DAG may have exponentially many paths
   std::function<void(const SExprPtr&)> walk = [&](const SExprPtr& e) {
-    if (!e) return;
+    if (!e || !visited.insert(e.get()).second) return;
     if (e->op == SOp::Arg) seen[e->arg] = true;
     walk(e->a), walk(e->b), walk(e->c);
   };

@@ -1,11 +1,21 @@
 // Symbolic differentiation of Map bodies.
 #include <cmath>
+#include <unordered_map>
 
 #include "sg/autodiff.h"
 
 namespace sg {
 
-SExprPtr diff(const SExprPtr& e, int k) {
+namespace {
+
+using Memo = std::unordered_map<const SExpr*, SExprPtr>;
+
+/// d e / d arg k; memo: the derivative of every node already differentiated (a body shares subexpressions: a
+/// chain of N softplus layers in one lambda has 2^N paths but N derivatives to build).
+SExprPtr diff_node(const SExprPtr& e, int k, Memo& memo);
+
+SExprPtr diff_uncached(const SExprPtr& e, int k, Memo& memo) {
+  auto diff = [&memo](const SExprPtr& x, int kk) { return diff_node(x, kk, memo); };
   auto c = [](double v) { return sconst(v); };
   auto add = [](SExprPtr a, SExprPtr b) { return sbinary(SOp::Add, a, b); };
   auto sub = [](SExprPtr a, SExprPtr b) { return sbinary(SOp::Sub, a, b); };
@@ -72,6 +82,20 @@ SExprPtr diff(const SExprPtr& e, int k) {
     }
     default: return c(0);  // comparisons
   }
+}
+
+SExprPtr diff_node(const SExprPtr& e, int k, Memo& memo) {
+  if (auto it = memo.find(e.get()); it != memo.end()) return it->second;
+  SExprPtr d = diff_uncached(e, k, memo);
+  memo.emplace(e.get(), d);
+  return d;
+}
+
+}  // namespace
+
+SExprPtr diff(const SExprPtr& e, int k) {
+  Memo memo;
+  return diff_node(e, k, memo);
 }
 
 }  // namespace sg

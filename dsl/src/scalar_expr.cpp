@@ -1,8 +1,12 @@
 // Scalar expression builders (with folding), evaluation, printing.
 #include "sg/scalar_expr.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <set>
+#include <unordered_map>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -173,22 +177,60 @@ double seval(const SExpr& e, llvm::ArrayRef<double> args) {
   return seval_op(e.op, a, b, 0.0);
 }
 
-int sarg_count(const SExprPtr& e) {
-  if (!e) return 0;
-  if (e->op == SOp::Arg) return e->arg + 1;
-  return std::max({sarg_count(e->a), sarg_count(e->b), sarg_count(e->c)});
+namespace {
+
+/// Calls f on every distinct node of e once (children before parents).
+template <class F>
+void for_each_node(const SExprPtr& e, F&& f) {
+  std::unordered_set<const SExpr*> seen;
+  std::vector<std::pair<const SExpr*, bool>> stack{{e.get(), false}};
+  while (!stack.empty()) {
+    auto [x, children_done] = stack.back();
+    stack.pop_back();
+    if (!x) continue;
+    if (children_done) {
+      f(*x);
+      continue;
+    }
+    if (!seen.insert(x).second) continue;
+    stack.push_back({x, true});
+    stack.push_back({x->c.get(), false}), stack.push_back({x->b.get(), false}), stack.push_back({x->a.get(), false});
+  }
 }
 
-SExprPtr ssubstitute(const SExprPtr& e, llvm::ArrayRef<SExprPtr> subs) {
+/// ssubstitute's rebuild; memo == nullptr: as a tree (every use of a shared node rebuilt).
+SExprPtr substitute(const SExprPtr& e, llvm::ArrayRef<SExprPtr> subs,
+                    std::unordered_map<const SExpr*, SExprPtr>* memo) {
   switch (e->op) {
     case SOp::Const: return e;
     case SOp::Arg: return subs[e->arg];
-    case SOp::Select:
-      return sselect(ssubstitute(e->a, subs), ssubstitute(e->b, subs), ssubstitute(e->c, subs));
     default: break;
   }
-  if (sop_arity(e->op) == 1) return sunary(e->op, ssubstitute(e->a, subs));
-  return sbinary(e->op, ssubstitute(e->a, subs), ssubstitute(e->b, subs));
+  if (memo)
+    if (auto it = memo->find(e.get()); it != memo->end()) return it->second;
+  SExprPtr r;
+  if (e->op == SOp::Select)
+    r = sselect(substitute(e->a, subs, memo), substitute(e->b, subs, memo), substitute(e->c, subs, memo));
+  else if (sop_arity(e->op) == 1)
+    r = sunary(e->op, substitute(e->a, subs, memo));
+  else
+    r = sbinary(e->op, substitute(e->a, subs, memo), substitute(e->b, subs, memo));
+  if (memo) memo->emplace(e.get(), r);
+  return r;
+}
+
+}  // namespace
+
+int sarg_count(const SExprPtr& e) {
+  int n = 0;
+  if (e) for_each_node(e, [&](const SExpr& x) { if (x.op == SOp::Arg) n = std::max(n, x.arg + 1); });
+  return n;
+}
+
+SExprPtr ssubstitute(const SExprPtr& e, llvm::ArrayRef<SExprPtr> subs) {
+  if (sexpr_size(e) <= kSExprTreeLimit) return substitute(e, subs, nullptr);
+  std::unordered_map<const SExpr*, SExprPtr> memo;
+  return substitute(e, subs, &memo);
 }
 
 static std::string fmt_const(double v) {
@@ -197,40 +239,86 @@ static std::string fmt_const(double v) {
   return fmt::format("{}", v);
 }
 
-std::string sexpr_str(const SExprPtr& e) {
+namespace {
+
+/// Appends e's infix form to out; stops once out is longer than `max` (the tree view of a DAG can be exponential).
+void print(const SExprPtr& e, std::string& out, size_t max) {
+  if (out.size() > max) return;
+  auto bin = [&](const char* op) {
+    out += '(';
+    print(e->a, out, max);
+    out += op;
+    print(e->b, out, max);
+    out += ')';
+  };
   switch (e->op) {
-    case SOp::Const: return fmt_const(e->value);
-    case SOp::Arg: return fmt::format("a{}", e->arg);
-    case SOp::Add: return fmt::format("({} + {})", sexpr_str(e->a), sexpr_str(e->b));
-    case SOp::Sub: return fmt::format("({} - {})", sexpr_str(e->a), sexpr_str(e->b));
-    case SOp::Mul: return fmt::format("({} * {})", sexpr_str(e->a), sexpr_str(e->b));
-    case SOp::Div: return fmt::format("({} / {})", sexpr_str(e->a), sexpr_str(e->b));
-    case SOp::Lt: return fmt::format("({} < {})", sexpr_str(e->a), sexpr_str(e->b));
-    case SOp::Le: return fmt::format("({} <= {})", sexpr_str(e->a), sexpr_str(e->b));
-    case SOp::Gt: return fmt::format("({} > {})", sexpr_str(e->a), sexpr_str(e->b));
-    case SOp::Ge: return fmt::format("({} >= {})", sexpr_str(e->a), sexpr_str(e->b));
-    case SOp::Eq: return fmt::format("({} == {})", sexpr_str(e->a), sexpr_str(e->b));
-    case SOp::Ne: return fmt::format("({} != {})", sexpr_str(e->a), sexpr_str(e->b));
-    case SOp::Neg: return fmt::format("-{}", sexpr_str(e->a));
-    case SOp::Select:
-      return fmt::format("where({}, {}, {})", sexpr_str(e->a), sexpr_str(e->b), sexpr_str(e->c));
+    case SOp::Const: out += fmt_const(e->value); return;
+    case SOp::Arg: out += fmt::format("a{}", e->arg); return;
+    case SOp::Add: return bin(" + ");
+    case SOp::Sub: return bin(" - ");
+    case SOp::Mul: return bin(" * ");
+    case SOp::Div: return bin(" / ");
+    case SOp::Lt: return bin(" < ");
+    case SOp::Le: return bin(" <= ");
+    case SOp::Gt: return bin(" > ");
+    case SOp::Ge: return bin(" >= ");
+    case SOp::Eq: return bin(" == ");
+    case SOp::Ne: return bin(" != ");
+    case SOp::Neg:
+      out += '-';
+      print(e->a, out, max);
+      return;
     default: break;
   }
-  if (sop_arity(e->op) == 1) return fmt::format("{}({})", sop_name(e->op), sexpr_str(e->a));
-  return fmt::format("{}({}, {})", sop_name(e->op), sexpr_str(e->a), sexpr_str(e->b));
+  out += e->op == SOp::Select ? "where" : sop_name(e->op);
+  out += '(';
+  print(e->a, out, max);
+  if (e->b) {
+    out += ", ";
+    print(e->b, out, max);
+  }
+  if (e->c) {
+    out += ", ";
+    print(e->c, out, max);
+  }
+  out += ')';
 }
 
-int sexpr_size(const SExprPtr& e) {
-  if (!e) return 0;
-  return 1 + sexpr_size(e->a) + sexpr_size(e->b) + sexpr_size(e->c);
-}
-
-bool sexpr_equal(const SExprPtr& x, const SExprPtr& y) {
+bool equal(const SExprPtr& x, const SExprPtr& y, std::set<std::pair<const SExpr*, const SExpr*>>& known) {
   if (x == y) return true;
   if (!x || !y || x->op != y->op) return false;
   if (x->op == SOp::Const) return x->value == y->value || (std::isnan(x->value) && std::isnan(y->value));
   if (x->op == SOp::Arg) return x->arg == y->arg;
-  return sexpr_equal(x->a, y->a) && sexpr_equal(x->b, y->b) && sexpr_equal(x->c, y->c);
+  if (known.count({x.get(), y.get()})) return true;  // shared subexpressions are compared once
+  if (!equal(x->a, y->a, known) || !equal(x->b, y->b, known) || !equal(x->c, y->c, known)) return false;
+  known.insert({x.get(), y.get()});
+  return true;
+}
+
+}  // namespace
+
+std::string sexpr_str(const SExprPtr& e, size_t max_chars) {
+  std::string out;
+  print(e, out, max_chars);
+  if (out.size() > max_chars) out.resize(max_chars), out += "...";
+  return out;
+}
+
+int sexpr_size(const SExprPtr& e) {
+  if (!e) return 0;
+  std::unordered_map<const SExpr*, double> size;  // of the tree view below each node, children first
+  for_each_node(e, [&](const SExpr& x) {
+    double s = 1;
+    for (const SExprPtr* c : {&x.a, &x.b, &x.c})
+      if (*c) s += size.at(c->get());
+    size[&x] = std::min(s, 1e300);
+  });
+  return static_cast<int>(std::min(size.at(e.get()), double{std::numeric_limits<int>::max()}));
+}
+
+bool sexpr_equal(const SExprPtr& x, const SExprPtr& y) {
+  std::set<std::pair<const SExpr*, const SExpr*>> known;
+  return equal(x, y, known);
 }
 
 // --- Scalar operators ---

@@ -2,6 +2,7 @@
 #include "sg/cpu_reference.h"
 
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <unordered_map>
 
@@ -41,45 +42,42 @@ void for_each_index(ShapeRef out, const std::vector<Shape>& strides, F&& f) {
   }
 }
 
-/// A Map body flattened to postfix for fast repeated evaluation.
+/// A Map body flattened for fast repeated evaluation: one instruction per distinct node of its DAG (children first),
+/// each writing its own register, so a shared subexpression is evaluated once (a lambda looping over layers has
+/// exponentially many paths, not nodes). Select evaluates both branches (values only; no side effects).
 struct Bytecode {
   struct Ins {
     SOp op;
     double value;
     int arg;
+    int a = -1, b = -1, c = -1;  // operand registers
   };
   std::vector<Ins> code;
-  void compile(const SExprPtr& e) {
-    if (e->op == SOp::Select) {  // evaluate all three, select at the end (values only; no side effects)
-      compile(e->a), compile(e->b), compile(e->c);
-    } else {
-      if (e->a) compile(e->a);
-      if (e->b) compile(e->b);
-    }
-    code.push_back({e->op, e->value, e->arg});
+  void compile(const SExprPtr& root) {
+    std::unordered_map<const SExpr*, int> reg;
+    std::function<int(const SExprPtr&)> go = [&](const SExprPtr& e) -> int {
+      if (auto it = reg.find(e.get()); it != reg.end()) return it->second;
+      Ins i{e->op, e->value, e->arg};
+      if (e->a) i.a = go(e->a);
+      if (e->b) i.b = go(e->b);
+      if (e->c) i.c = go(e->c);
+      code.push_back(i);
+      return reg[e.get()] = static_cast<int>(code.size()) - 1;
+    };
+    go(root);
   }
-  double run(const double* args, std::vector<double>& stack) const {
-    stack.clear();
-    for (const Ins& i : code) {
+  double run(const double* args, std::vector<double>& regs) const {
+    regs.resize(code.size());
+    for (size_t r = 0; r < code.size(); ++r) {
+      const Ins& i = code[r];
       switch (sop_arity(i.op)) {
-        case 0: stack.push_back(i.op == SOp::Const ? i.value : args[i.arg]); break;
-        case 1: stack.back() = seval_op(i.op, stack.back(), 0, 0); break;
-        case 2: {
-          double b = stack.back();
-          stack.pop_back();
-          stack.back() = seval_op(i.op, stack.back(), b, 0);
-          break;
-        }
-        default: {
-          double c = stack.back();
-          stack.pop_back();
-          double b = stack.back();
-          stack.pop_back();
-          stack.back() = stack.back() != 0.0 ? b : c;
-        }
+        case 0: regs[r] = i.op == SOp::Const ? i.value : args[i.arg]; break;
+        case 1: regs[r] = seval_op(i.op, regs[i.a], 0, 0); break;
+        case 2: regs[r] = seval_op(i.op, regs[i.a], regs[i.b], 0); break;
+        default: regs[r] = regs[i.a] != 0.0 ? regs[i.b] : regs[i.c];
       }
     }
-    return stack.back();
+    return regs.back();
   }
 };
 
@@ -89,11 +87,10 @@ Vec eval_map(const Node& n, const std::vector<const Vec*>& in) {
   std::vector<Shape> strides;
   for (auto& i : n.inputs) strides.push_back(broadcast_strides(i->shape, n.shape));
   Vec out(n.numel());
-  std::vector<double> args(in.size()), stack;
-  stack.reserve(32);
+  std::vector<double> args(in.size()), regs;
   for_each_index(n.shape, strides, [&](int64_t flat, const std::vector<int64_t>& offs) {
     for (size_t k = 0; k < in.size(); ++k) args[k] = (*in[k])[offs[k]];
-    out[flat] = bc.run(args.data(), stack);
+    out[flat] = bc.run(args.data(), regs);
   });
   return out;
 }

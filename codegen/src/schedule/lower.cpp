@@ -136,14 +136,21 @@ class Lowerer {
     return r;
   }
 
-  KExprPtr to_kexpr(const SExprPtr& e, const std::vector<KExprPtr>& args) {
+  /// The Map body e over `args`; memo == nullptr: its tree view (bodies of at most kSExprTreeLimit nodes), else
+  /// memoised per body node (a shared subexpression stays shared in the kernel IR and is printed once).
+  KExprPtr to_kexpr(const SExprPtr& e, const std::vector<KExprPtr>& args,
+                    std::unordered_map<const SExpr*, KExprPtr>* memo) {
     switch (e->op) {
       case SOp::Const: return kfloat(e->value);
       case SOp::Arg: return args[e->arg];
       default: break;
     }
-    return kmath(e->op, to_kexpr(e->a, args), e->b ? to_kexpr(e->b, args) : nullptr,
-                 e->c ? to_kexpr(e->c, args) : nullptr);
+    if (memo)
+      if (auto it = memo->find(e.get()); it != memo->end()) return it->second;
+    KExprPtr r = kmath(e->op, to_kexpr(e->a, args, memo), e->b ? to_kexpr(e->b, args, memo) : nullptr,
+                       e->c ? to_kexpr(e->c, args, memo) : nullptr);
+    if (memo) memo->emplace(e.get(), r);
+    return r;
   }
 
   KExprPtr lower_reduce(const Node& n, const std::vector<KExprPtr>& idx) {
@@ -356,7 +363,9 @@ class Lowerer {
         std::vector<KExprPtr> args;
         for (size_t i = 0; i < n.inputs.size(); ++i)
           args.push_back(read(in(i), broadcast_index(idx, ishape(i), n.shape)));
-        return to_kexpr(n.body, args);
+        if (sexpr_size(n.body) <= kSExprTreeLimit) return to_kexpr(n.body, args, nullptr);
+        std::unordered_map<const SExpr*, KExprPtr> memo;
+        return to_kexpr(n.body, args, &memo);
       }
       case Op::Reshape: return read_flat(in(0), linearize(idx, n.shape));
       case Op::Permute: {

@@ -38,8 +38,9 @@ std::string kernel_name(int index, const std::vector<NodePtr>& nodes) {
   auto add = [&](const std::string& p) {
     if (std::find(parts.begin(), parts.end(), p) == parts.end()) parts.push_back(p);
   };
+  std::unordered_set<const SExpr*> seen;  // a body's shared subexpressions once (the names' order is the same)
   std::function<void(const SExprPtr&)> walk = [&](const SExprPtr& e) {
-    if (!e || e->op == SOp::Const || e->op == SOp::Arg) return;
+    if (!e || e->op == SOp::Const || e->op == SOp::Arg || !seen.insert(e.get()).second) return;
     walk(e->a), walk(e->b), walk(e->c);
     add(sop_name(e->op));
   };

@@ -69,18 +69,29 @@ SExprPtr sselect(SExprPtr cond, SExprPtr a, SExprPtr b);
 bool is_const(const SExprPtr& e, double v);
 bool is_const(const SExprPtr& e);
 
-/// Evaluates in f64 with the given argument values (CPU reference semantics).
+/// Evaluates in f64 with the given argument values (CPU reference semantics), walking the tree view (tests, small
+/// bodies; the CPU reference evaluates a body as a DAG: runtime/src/cpu_reference.cpp).
 double seval(const SExpr& e, llvm::ArrayRef<double> args);
 /// Evaluates one op on already-evaluated operands.
 double seval_op(SOp op, double a, double b, double c);
 
+// A body is a DAG: a lambda that reuses a Scalar (softplus reads its argument twice; autodiff's tanh' = 1 - e * e)
+// shares it. The functions below visit each distinct node once, also where a body of N nodes has 2^N paths (a
+// lambda looping over layers); the tree view is what sexpr_size counts and what sexpr_str prints.
+
+/// Bodies whose tree view has more nodes than this are rebuilt (ssubstitute) and lowered to kernel IR as DAGs, their
+/// shared subexpressions computed once; smaller ones are rebuilt and lowered as their tree view (a shared
+/// subexpression is printed once per use, the generated code's long-standing form).
+inline constexpr int kSExprTreeLimit = 1024;
+
 /// Highest Arg index used + 1 (0 if none).
 int sarg_count(const SExprPtr& e);
-/// Replaces Arg k by subs[k] everywhere.
+/// Replaces Arg k by subs[k] everywhere (as a tree up to kSExprTreeLimit nodes, else keeping e's sharing).
 SExprPtr ssubstitute(const SExprPtr& e, llvm::ArrayRef<SExprPtr> subs);
-/// Infix rendering for humans and comments: "(a0 * sigmoid(a0))".
-std::string sexpr_str(const SExprPtr& e);
-/// Number of nodes (a cost proxy for fusion decisions).
+/// Infix rendering for humans and comments: "(a0 * sigmoid(a0))"; longer than `max_chars`, cut there and ended
+/// with "...".
+std::string sexpr_str(const SExprPtr& e, size_t max_chars = 4096);
+/// Number of nodes of the tree view (a cost proxy for fusion decisions), at most INT_MAX.
 int sexpr_size(const SExprPtr& e);
 /// Structural equality.
 bool sexpr_equal(const SExprPtr& x, const SExprPtr& y);
