@@ -4,14 +4,18 @@
 // walks it as a tree (autodiff of Map bodies, the schedule's lowering and cost queries, the emitters, the kernel IR
 // analyses) never finishes, and one that is quadratic in the depth shows up in the bound. Kernels stay small
 // (ScheduleOptions::max_kernel_size) and the chain's segments share their code (kernel_code_key), which keeps the
-// driver's compile time bounded. bench/bench_compile_depth.cpp times the same phases up to depth 3000.
+// driver's compile time bounded. A single map whose lambda loops over layers has such a body DAG itself (sg::diff,
+// the body's queries, lowering and the CPU reference walk it per node). bench/bench_compile_depth.cpp times the
+// phases of the chain up to depth 3000.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <set>
 
 #include <catch2/catch.hpp>
 
+#include "sg/autodiff.h"
 #include "sg/backend.h"
 #include "sg/compute_kernel.h"
 #include "sg/emit.h"
@@ -151,4 +155,49 @@ TEST_CASE("compile time: kernels sharing a compiled program (kernel_code_key) ea
     REQUIRE(cpu->compile(step.program)->run({{"x", &kXs}})[0][0] == loss_cpu);
     REQUIRE(cpu->read(step.w) == w_cpu);
   }
+}
+
+TEST_CASE("compile time: one map whose lambda loops over 40 layers (a body of 2^40 paths) is differentiated, "
+          "printed, scheduled and run in linear time") {
+  const int depth = 40;
+  auto layers = [](Scalar v) {
+    for (int i = 0; i < depth; ++i) v = tanh(softplus(v) - 0.5);
+    return v;
+  };
+  // the body's queries walk its distinct nodes, not its tree view
+  const SExprPtr body = layers(Scalar(sarg(0))).e;
+  CHECK(sexpr_size(body) == std::numeric_limits<int>::max());  // the tree view's ~2^40 nodes, saturated
+  CHECK(sarg_count(body) == 1);
+  CHECK(sexpr_str(body, 100).size() == 103);  // cut at 100 characters, then "..."
+  CHECK(sexpr_equal(body, layers(Scalar(sarg(0))).e));
+  const SExprPtr d = diff(body, 0);
+  CHECK(sexpr_size(d) == std::numeric_limits<int>::max());
+  const SExprPtr shifted = ssubstitute(d, {sarg(1)});  // keeps the sharing (a tree would not fit in memory)
+  CHECK(sarg_count(shifted) == 2);
+
+  Tensor x = input("x", {3, 3});
+  Tensor w = param("w", {3, 3}, {0.5f, -0.25f, 0.125f, 0.75f, 0.f, -0.5f, 0.25f, 1.f, -1.f});
+  auto sgd = make_sgd({.lr = 0.5});
+  const auto t0 = Clock::now();
+  const Program p = make_train_step(mean(map(layers, matmul(x, w))), {w}, *sgd);
+  for (TargetName name : {TargetName::GlslEsFragment, TargetName::SpirvVulkan}) {
+    const Target target = make_target(name, preset_caps("llvmpipe"));
+    Plan plan = schedule(p, schedule_options(target, {}));
+    size_t bytes = 0;
+    for (const Kernel& k : plan.kernels)
+      bytes += target.stage == TargetStage::Compute ? emit_compute_kernel(plan, k, target.compute).source.size()
+                                                    : emit_glsl450(plan, k, ShaderStage::Fragment).size();
+    CHECK(bytes < 1u << 20);  // each layer printed once per kernel, not once per path
+  }
+  auto cpu = make_cpu_backend();
+  const float loss_cpu = cpu->compile(p)->run({{"x", &kXs}})[0][0];
+  BackendOptions bo = testing::vulkan_options();
+  bo.vulkan.validation = false;
+  auto be = make_backend(bo).backend;
+  const float loss = be->compile(p)->run({{"x", &kXs}})[0][0];
+  CHECK(loss == Approx(loss_cpu).epsilon(1e-5));
+  const std::vector<float> w1 = be->read(w), w1_cpu = cpu->read(w);
+  for (size_t i = 0; i < w1.size(); ++i) CHECK(w1[i] == Approx(w1_cpu[i]).epsilon(1e-4).margin(1e-6));
+  INFO("autodiff, schedule and emission for 2 targets, CPU and vulkan runs: " << seconds_since(t0) << " s");
+  CHECK(seconds_since(t0) < 10);
 }
