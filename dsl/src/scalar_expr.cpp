@@ -304,8 +304,19 @@ std::string sexpr_str(const SExprPtr& e, size_t max_chars) {
   return out;
 }
 
+namespace {
+/// Counts the tree view's nodes down from `budget`; false once it runs out (no allocation: bodies are small).
+bool count_within(const SExpr* e, int& budget) {
+  if (!e) return true;
+  if (--budget < 0) return false;
+  return count_within(e->a.get(), budget) && count_within(e->b.get(), budget) && count_within(e->c.get(), budget);
+}
+}  // namespace
+
 int sexpr_size(const SExprPtr& e) {
   if (!e) return 0;
+  constexpr int kWalk = 4096;
+  if (int budget = kWalk; count_within(e.get(), budget)) return kWalk - budget;  // small: walk the tree
   std::unordered_map<const SExpr*, double> size;  // of the tree view below each node, children first
   for_each_node(e, [&](const SExpr& x) {
     double s = 1;
