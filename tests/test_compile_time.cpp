@@ -201,3 +201,23 @@ TEST_CASE("compile time: one map whose lambda loops over 40 layers (a body of 2^
   INFO("autodiff, schedule and emission for 2 targets, CPU and vulkan runs: " << seconds_since(t0) << " s");
   CHECK(seconds_since(t0) < 10);
 }
+
+TEST_CASE("schedule rule kernel-size: multi-output groups and union-domain kernels stay within max_kernel_size") {
+  const DeepStep step = deep_train_step(60);
+  for (TargetName name : {TargetName::GlslEsFragment, TargetName::SpirvVulkan}) {
+    // the GPU presets: union-domain kernels on both targets
+    const Target target = make_target(name, preset_caps("gpu"));
+    ScheduleOptions so = schedule_options(target, {});
+    REQUIRE(so.max_kernel_size == 256);
+    const Plan bounded = schedule(step.program, so);
+    so.max_kernel_size = 1e9;
+    const Plan unbounded = schedule(step.program, so);
+    double largest = 0, largest_unbounded = 0;
+    for (const Kernel& k : bounded.kernels)
+      if (k.exprs.size() > 1) largest = std::max(largest, kcode_size(k.exprs));
+    for (const Kernel& k : unbounded.kernels) largest_unbounded = std::max(largest_unbounded, kcode_size(k.exprs));
+    CHECK(largest <= 256);
+    CHECK(largest_unbounded > 1000);  // without the bound, 8 members of the chain (each its backward) in one kernel
+    CHECK(bounded.kernels.size() > unbounded.kernels.size());
+  }
+}
