@@ -23,6 +23,25 @@ foreach(dir dsl autodiff codegen runtime stdlib)
 endforeach()
 install(TARGETS shadergrad RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})  # the CLI
 
+# The build tree is RelWithDebInfo (debuggers and sanitizers want the DWARF); the installed archives and CLI are not:
+# with it, the install took 333 MB and the README's program linked against it 67 MB. SG_INSTALL_DEBUG_INFO=ON keeps it.
+option(SG_INSTALL_DEBUG_INFO "keep DWARF debug info in the installed libraries and CLI" OFF)
+if(NOT SG_INSTALL_DEBUG_INFO AND CMAKE_OBJCOPY)
+  set(sg_installed_binaries "")
+  foreach(lib sg_stdlib sg_runtime sg_codegen sg_autodiff sg_dsl)
+    list(APPEND sg_installed_binaries "${CMAKE_INSTALL_LIBDIR}/$<TARGET_FILE_NAME:${lib}>")
+  endforeach()
+  list(APPEND sg_installed_binaries "${CMAKE_INSTALL_BINDIR}/$<TARGET_FILE_NAME:shadergrad>")
+  install(CODE "
+    foreach(f IN ITEMS ${sg_installed_binaries})
+      set(path \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/\${f}\")
+      execute_process(COMMAND \"${CMAKE_OBJCOPY}\" --strip-debug \"\${path}\" RESULT_VARIABLE rc)
+      if(NOT rc EQUAL 0)
+        message(FATAL_ERROR \"objcopy --strip-debug \${path} failed (\${rc})\")
+      endif()
+    endforeach()")
+endif()
+
 set(SG_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/shadergrad)
 install(EXPORT shadergradTargets NAMESPACE shadergrad:: DESTINATION ${SG_CMAKE_DIR})
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/shadergrad-config.cmake.in

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs the build tree into a scratch prefix, then builds the README's first C++ block as a user would:
-# (1) a standalone CMake project with find_package(shadergrad) (tests/package/CMakeLists.txt), (2) g++ with
-# pkg-config's flags; runs both. Usage: tests/package/check_package.sh BUILD_DIR   (ctest runs it: package_install)
+# (1) a standalone CMake project with find_package(shadergrad) (tests/package/CMakeLists.txt), (2) g++ and (3)
+# clang++-14 with pkg-config's flags and -Wall -Wextra -Werror; runs all three. Then every public header compiles on
+# its own under both compilers with -Wall -Wextra -Werror, and the install and the program stay within size bounds.
+# Usage: tests/package/check_package.sh BUILD_DIR   (ctest runs it: package_install)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "$1" && pwd)
@@ -23,11 +25,35 @@ cmake --build "$work/cmake-build" > "$work/build.log" || { cat "$work/build.log"
 echo "== pkg-config: g++ readme_example.cpp \$(pkg-config --cflags --libs shadergrad)"
 export PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig"
 # shellcheck disable=SC2046
-g++ -O1 "$work/readme_example.cpp" -o "$work/readme_example_pc" $(pkg-config --cflags --libs shadergrad)
+g++ -O1 -Wall -Wextra -Werror "$work/readme_example.cpp" -o "$work/readme_example_pc" $(pkg-config --cflags --libs shadergrad)
 "$work/readme_example_pc" | tee "$work/pc-run.txt"
 
+echo "== clang++-14: the same program, linked against the GCC-built libraries"
+# shellcheck disable=SC2046
+clang++-14 -O1 -Wall -Wextra -Werror "$work/readme_example.cpp" -o "$work/readme_example_clang" \
+  $(pkg-config --cflags --libs shadergrad)
+"$work/readme_example_clang" | tee "$work/clang-run.txt"
+
+echo "== every public header on its own, -Wall -Wextra -Werror, g++ and clang++-14"
+for h in "$work"/prefix/include/sg/*.h; do
+  printf '#include "sg/%s"\n' "${h##*/}" > "$work/header_check.cpp"
+  for cxx in g++ clang++-14; do
+    # shellcheck disable=SC2046
+    $cxx -std=c++20 -Wall -Wextra -Werror -fsyntax-only "$work/header_check.cpp" $(pkg-config --cflags shadergrad) ||
+      { echo "check_package: sg/${h##*/} does not compile on its own with $cxx -Wall -Wextra -Werror" >&2; exit 1; }
+  done
+done
+
+# sizes: the installed archives carry no DWARF (cmake/Install.cmake); with it the install took 333 MB and the
+# program 67 MB
+install_mb=$(du -sm "$work/prefix" | cut -f1)
+program_mb=$(( $(stat -c %s "$work/readme_example_pc") / 1048576 ))
+echo "== sizes: install ${install_mb} MB, the README program ${program_mb} MB"
+[ "$install_mb" -le 60 ] || { echo "check_package: the install takes ${install_mb} MB (bound 60)" >&2; exit 1; }
+[ "$program_mb" -le 25 ] || { echo "check_package: the README program takes ${program_mb} MB (bound 25)" >&2; exit 1; }
+
 # both builds train: the gradient check passes and the loss falls over the 5 steps
-for f in "$work/cmake-run.txt" "$work/pc-run.txt"; do
+for f in "$work/cmake-run.txt" "$work/pc-run.txt" "$work/clang-run.txt"; do
   grep -q '^gradient check: ok' "$f" || { echo "check_package: gradient check did not pass ($f)" >&2; exit 1; }
   first=$(sed -n 's/.* step 0: loss //p' "$f"); last=$(sed -n 's/.* step 4: loss //p' "$f")
   awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a) }' ||

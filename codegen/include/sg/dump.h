@@ -22,7 +22,7 @@ namespace sg {
 struct DumpOptions {
   bool fragment = true;  ///< NAME.glsl/.spv/.spvasm/.frag for the fragment stage
   bool compute = false;  ///< NAME[_cs].glsl/.spv/.spvasm/.comp for the compute stage (a plan for a compute target)
-  ComputeLimits compute_limits;  ///< compute: the limits the kernels are emitted for (emit_compute_kernel)
+  ComputeLimits compute_limits{};  ///< compute: the limits the kernels are emitted for (emit_compute_kernel)
   bool glsl450 = true;   ///< write NAME.glsl (the GLSL 4.50 glslang compiles)
   bool spirv = true;     ///< write NAME.spv and NAME.spvasm
   bool gles = true;      ///< write NAME.frag / NAME.comp (GLSL ES, what the GPU runs)

@@ -1,19 +1,19 @@
 // shadergrad — errors and user source locations.
 //
 // Every error shadergrad throws derives from sg::Error, so a user can catch one type. Messages say what is
-// wrong, where (op name and the user's file:line captured with std::source_location), and how to fix it.
+// wrong, where (op name and the user's file:line captured with sg::source_location), and how to fix it.
 #pragma once
 
 #include <cstdint>
-#include <source_location>
 #include <stdexcept>
 #include <string>
 
 namespace sg {
 
-#if defined(__clang__) && !__has_builtin(__builtin_source_location)
-/// clang 14 (the fuzzing and sanitizer compiler, docs/RELIABILITY.md) lacks the builtin libstdc++'s
-/// std::source_location needs; this stand-in has the same interface, built from clang's older builtins.
+/// The caller's file, function and line, captured as a defaulted argument (`loc = source_location::current()`).
+/// One type on every compiler, built from the __builtin_FILE/FUNCTION/LINE that GCC and clang both provide:
+/// std::source_location is a different type under clang 14 (which lacks the builtin libstdc++'s needs), so a
+/// library built by GCC and a program built by clang would disagree on every DSL entry point's signature.
 struct source_location {
   static constexpr source_location current(const char* file = __builtin_FILE(),
                                            const char* function = __builtin_FUNCTION(),
@@ -25,19 +25,15 @@ struct source_location {
   constexpr const char* file_name() const noexcept { return file_; }
   constexpr const char* function_name() const noexcept { return function_; }
   constexpr uint32_t line() const noexcept { return line_; }
-  constexpr uint32_t column() const noexcept { return 0; }
 
  private:
   const char* file_ = "";
   const char* function_ = "";
   uint32_t line_ = 0;
 };
-#else
-using source_location = std::source_location;
-#endif
 
 /// Where in the user's C++ a graph node was created (file basename, line, function).
-/// Captured with std::source_location::current() as a defaulted argument of every DSL entry point.
+/// Captured with sg::source_location::current() as a defaulted argument of every DSL entry point.
 struct SourceLoc {
   std::string file;      ///< basename of the source file ("model.cpp"); empty when unknown
   uint32_t line = 0;     ///< 1-based line; 0 when unknown

@@ -12,8 +12,8 @@ namespace sg {
 
 /// A persistent value's next value after one step (parameter update, optimizer state update).
 struct Update {
-  NodePtr target;  ///< a Param or State leaf
-  NodePtr value;   ///< its value after the step (same shape)
+  NodePtr target{};  ///< a Param or State leaf
+  NodePtr value{};   ///< its value after the step (same shape)
 };
 
 /// What a backend runs: forward + backward + updates as one graph.

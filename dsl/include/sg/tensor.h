@@ -8,14 +8,13 @@
 //     sg::Tensor y = sg::map([](auto v) { return v * sg::sigmoid(v); }, h);   // custom layer (SiLU)
 //
 // Non-elementwise ops (matmul, sum, conv2d, ...) accept expressions too and create their own nodes.
-// Every entry point captures the caller's std::source_location; shape errors throw sg::ShapeError naming
+// Every entry point captures the caller's sg::source_location; shape errors throw sg::ShapeError naming
 // the op, the shapes and the user's file:line, e.g. "matmul: inner dimensions differ (32x784 @ 100x10)
 // at model.cpp:42".
 #pragma once
 
 #include <array>
 #include <concepts>
-#include <source_location>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -24,7 +23,7 @@
 
 namespace sg {
 
-using loc_t = sg::source_location;  // std::source_location (error.h)
+using loc_t = sg::source_location;  // the caller's file and line (error.h)
 
 // ------------------------------------------------------------------------------------------------
 // Expression templates

@@ -27,8 +27,8 @@ namespace sg {
 /// One input fed to a run: the Input leaf's name and its row-major values (numel(shape) floats;
 /// integer inputs such as labels as exact floats).
 struct Feed {
-  std::string name;
-  const std::vector<float>* data;
+  std::string name{};
+  const std::vector<float>* data{};
 };
 
 /// Per-kernel time of the last profiled run (ms), in launch order.
@@ -113,28 +113,28 @@ class Backend {
 /// Options of the Vulkan backend (BackendOptions::vulkan; runtime/include/sg/vulkan_device.h for the device).
 struct VulkanOptions {
   /// Validation layer + message counter: empty = env SG_VULKAN_VALIDATION ("1" = on), else on/off.
-  std::optional<bool> validation;
+  std::optional<bool> validation{};
   /// Physical device: "" = env SG_VULKAN_DEVICE, else the best (discrete > integrated > virtual > cpu); an index or
   /// a case-insensitive part of the device name.
-  std::string device;
+  std::string device{};
   /// Buffer access: empty = auto (direct map on integrated/cpu devices with host-visible device memory); false =
   /// staging buffers + copies (the discrete-GPU path); true = direct map.
-  std::optional<bool> direct_map;
+  std::optional<bool> direct_map{};
   /// true: each step is recorded once into a command buffer per ping-pong parity and replayed (only the program
   /// outputs are read back); false: recorded afresh every step (the same commands; for tests and debugging).
   bool record_steps = true;
   /// Clamps the device's limits (each field the smaller of the device's and this; tests simulate small devices).
-  std::optional<ComputeLimits> max_limits;
+  std::optional<ComputeLimits> max_limits{};
   /// Forces the tile configuration of every tiled contraction (fitted per kernel: bk <= K, group_m where the grid
   /// allows; tests run every kernel with each configuration, experiments on a device): empty = env SG_TILE_CONFIG
   /// (TileConfig::str() form, e.g. "16x16.8x8.k8.g8.v4.pf"; ValueError when it does not parse), else the heuristic
   /// or the autotuner's pick.
-  std::optional<TileConfig> tiles;
+  std::optional<TileConfig> tiles{};
   /// Subgroup operations in tree reductions (GL_KHR_shader_subgroup_arithmetic) where the device has them
   /// (ComputeLimits::subgroup_arithmetic): empty = env SG_VULKAN_SUBGROUPS ("0" = off; default on), else on/off.
-  std::optional<bool> subgroups;
+  std::optional<bool> subgroups{};
   /// Buffer placement (vk::DeviceOptions::memory_policy): "" = env SG_VULKAN_MEMORY, default "dedicated"; "blocks".
-  std::string memory_policy;
+  std::string memory_policy{};
   /// Each run() dispatches the step's kernels this many times back to back in its command buffer before the one
   /// readback (>= 1; ValueError otherwise). The repeats compute the same outputs from the same buffers, so results are
   /// those of one run; with profiling a kernel's time is the mean of its repeats. For benchmarks: a GPU left idle
@@ -149,52 +149,52 @@ struct BackendOptions {
   /// "vulkan" (SPIR-V compute) | "cpu". The texture options below — max_texture_width, row_layout, row/col
   /// planes, flush_draws — apply to "gles" only (union_domains to all three GPU kinds).
   std::string kind = "auto";
-  std::optional<int64_t> max_texture_width;   ///< texels; empty = device limit; smaller forces row wrapping (tests)
+  std::optional<int64_t> max_texture_width{};  ///< texels; empty = device limit; smaller forces row wrapping (tests)
   bool unfused = false;                       ///< one kernel per node (debug)
   /// Render targets (outputs) per kernel, i.e. multi-output fusion: empty = device limit (<= 8), 1 = off; capped by
   /// the device. schedule_options throws ValueError below 1.
-  std::optional<int> max_outputs;
+  std::optional<int> max_outputs{};
   /// ScheduleOptions::min_parallel_texels (split-K for parallelism): empty = auto (gles: 16384 on GPUs; compute
   /// targets: 256 x the device's compute units (128 when unknown) on GPUs; 0 = off on CPU devices such as llvmpipe
   /// and lavapipe), else the value (>= 0; tests force split-K on CPU devices with it).
-  std::optional<int64_t> min_parallel_texels;
+  std::optional<int64_t> min_parallel_texels{};
   /// ScheduleOptions::row_aligned_layout: empty = auto (on for GPUs, off for CPU rasterisers).
-  std::optional<bool> row_layout;
+  std::optional<bool> row_layout{};
   /// ScheduleOptions::row_planes (matmul-like kernels compute this many rows per fragment into as many render
   /// targets): empty = auto (4 on every device; docs/PERFORMANCE.md Runs 5a, 6), else 1..8 (1 = off; capped by
   /// max_outputs, i.e. the device's draw buffers). schedule_options throws ValueError for other values.
-  std::optional<int> row_planes;
+  std::optional<int> row_planes{};
   /// ScheduleOptions::col_planes (column planes: a kernel given row planes also computes 2 texels of each row,
   /// i.e. a row_planes x 8 tile per fragment into row_planes x 2 render targets, when the render targets, its
   /// shape and its readers' samplers allow; Value::col_planes gives the storage). empty = auto (2 on every device;
   /// docs/PERFORMANCE.md Run 7d), 1 = off, 2 = on. schedule_options throws ValueError for other values.
-  std::optional<int> col_planes;
+  std::optional<int> col_planes{};
   /// ScheduleOptions::union_domains: independent kernels of different shapes become one draw (union-domain
   /// kernels). gles: empty = auto: on for GPUs, off for CPU rasterisers (on llvmpipe every fragment runs every block's
   /// code under a mask; docs/PERFORMANCE.md). gles-compute and vulkan: small independent kernels become one dispatch
   /// with its workgroups partitioned among them (ScheduleOptions::union_invocation_blocks); empty = on.
-  std::optional<bool> union_domains;
+  std::optional<bool> union_domains{};
   /// gles-compute and vulkan: ScheduleOptions::reduce_tree_workgroups (a reduction to a few outputs over a long axis
   /// as a two-stage tree: many workgroups of partial reductions, then one per output). empty = auto (on for GPUs, off
   /// for CPU devices, whose loop budget splits such loops already), true = on (sg::reduce_tree_workgroups of the
   /// device), false = off.
-  std::optional<bool> reduce_tree;
+  std::optional<bool> reduce_tree{};
   /// glFlush after the uploads and after every draw of a run, so the GPU starts on a step's kernels while the CPU
   /// is still submitting the later ones (drivers otherwise buffer the commands until the readback waits).
   /// empty = auto: on for GPUs, off for CPU rasterisers.
-  std::optional<bool> flush_draws;
+  std::optional<bool> flush_draws{};
   /// gles-compute and vulkan: the tile sizes of tiled kernels. empty = the device's class (ComputeLimits::cpu_device:
   /// small tiles on CPU implementations such as llvmpipe), true = GPU tile sizes, false = CPU tile sizes (tests run
   /// the GPU kernels on llvmpipe this way; the loop budget of the schedule still follows the device).
-  std::optional<bool> gpu_tiles;
+  std::optional<bool> gpu_tiles{};
   /// vulkan: time the tile configurations of every tiled contraction on the device (sg::tile_candidates, Vulkan
   /// timestamps) and run the fastest; winners are kept in the kernel cache (memory, and SG_KERNEL_CACHE's directory:
   /// later runs reuse them without timing). empty = env SG_AUTOTUNE ("1" = on), else off: the heuristic tiles
   /// (deterministic). ComputeKernel::tuning says which each kernel got. Other backends ignore it.
-  std::optional<bool> autotune;
+  std::optional<bool> autotune{};
   bool profile = false;            ///< per-kernel timings (timer queries or glFinish-bounded)
-  std::string dump_dir;            ///< dump every compiled plan here ("" = env SG_DUMP or none)
-  VulkanOptions vulkan;            ///< kind "vulkan" only
+  std::string dump_dir{};          ///< dump every compiled plan here ("" = env SG_DUMP or none)
+  VulkanOptions vulkan{};          ///< kind "vulkan" only
 };
 
 /// The one schedule policy: the ScheduleOptions a backend of `target` uses under `opt` (the GLES backend,

@@ -59,7 +59,7 @@ struct DeviceOptions {
   bool require_fp32 = true;
   /// Which EGL platform to use: "" = try "device", "surfaceless", "default" in that order (see create()).
   /// Naming one tries only that one.
-  std::string platform;
+  std::string platform{};
 };
 
 /// What the probe at creation found. All strings are as the driver reports them.

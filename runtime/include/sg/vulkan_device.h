@@ -86,16 +86,16 @@ struct DeviceOptions {
   /// Which physical device: "" = env SG_VULKAN_DEVICE, and when that is unset the best by type (discrete >
   /// integrated > virtual > cpu; ties: the first listed). Else a device index ("0", "1"...) or a case-insensitive
   /// substring of its name ("llvmpipe", "H200"); no match -> BackendError listing the devices.
-  std::string device;
+  std::string device{};
   /// Buffer access: -1 = auto (direct map on integrated/cpu devices whose device-local memory is host-visible and
   /// coherent, staging elsewhere), 0 = always staging, 1 = direct map (BackendError when no memory type allows it).
   int direct_map = -1;
   /// Directory of the persisted VkPipelineCache (one file per device, see Device::pipeline_cache_path); empty = an
   /// in-memory pipeline cache only.
-  std::filesystem::path pipeline_cache_dir;
+  std::filesystem::path pipeline_cache_dir{};
   /// Buffer placement: "" = env SG_VULKAN_MEMORY, and when that is unset "dedicated"; else "dedicated" or "blocks"
   /// (MemoryPolicy); anything else -> ValueError naming both.
-  std::string memory_policy;
+  std::string memory_policy{};
   /// The "dedicated" policy's threshold, bytes: -1 = env SG_VULKAN_DEDICATED_MIN_BYTES, and when that is unset
   /// kDedicatedMinBytes; 0 = every buffer dedicated. ValueError below -1 or when the env value is not an integer.
   int64_t dedicated_min_bytes = -1;

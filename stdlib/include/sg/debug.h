@@ -257,9 +257,9 @@ class Session {
 
 /// One line of a plot.
 struct Series {
-  std::string name;
-  std::vector<double> y;  ///< y[i] at x = i; NaN/Inf/non-positive (log scale) points are skipped
-  std::optional<image::RGB> color;  ///< default: the Tableau 10 palette in order (series 10.. dashed)
+  std::string name{};
+  std::vector<double> y{};  ///< y[i] at x = i; NaN/Inf/non-positive (log scale) points are skipped
+  std::optional<image::RGB> color{};  ///< default: the Tableau 10 palette in order (series 10.. dashed)
 };
 
 struct PlotOptions {

@@ -133,7 +133,7 @@ struct RenderOptions {
   int target_side = 256;  ///< small tensors are upscaled by the largest integer factor keeping the grid <= this
   int max_side = 2048;    ///< larger grids are downsampled by an integer stride (and tiles truncated) to fit
   bool legend = true;     ///< draw a colour bar with the range's end values under the image
-  std::optional<float> vmin, vmax;  ///< fix the colour range instead of the data's finite min/max
+  std::optional<float> vmin{}, vmax{};  ///< fix the colour range instead of the data's finite min/max
 };
 
 struct RenderResult {

@@ -39,7 +39,7 @@ class Module {
  public:
   virtual ~Module() = default;
   /// Creates the parameters, named `prefix` + "weight" etc. Called once, before forward.
-  virtual void build(const std::string& prefix, Rng& rng) {}
+  virtual void build(const std::string& /*prefix*/, Rng& /*rng*/) {}
   virtual Tensor forward(const Tensor& x) = 0;
   /// Named parameters in state_dict order. Layers with parameters throw ValueError before build().
   virtual std::vector<std::pair<std::string, Tensor>> named_parameters() const { return {}; }

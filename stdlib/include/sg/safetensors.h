@@ -28,9 +28,9 @@ namespace sg::io {
 /// dtype "F32" (default), or "I8", "U8", "I32": then every value must be an integer in the type's range (stored in
 /// the file as 1, 1 or 4 little-endian bytes).
 struct NamedTensor {
-  std::string name;
-  std::vector<int64_t> shape;
-  std::vector<float> data;
+  std::string name{};
+  std::vector<int64_t> shape{};
+  std::vector<float> data{};
   std::string dtype = "F32";
 };
 

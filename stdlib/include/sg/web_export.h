@@ -128,23 +128,23 @@ struct BundleTargets {
 /// One program of a bundle ("infer", "train"): its name is the key in bundle.json's `programs` and the folder of
 /// its shaders. Persistent values (Param/State leaves) are shared between the programs of a bundle by node name.
 struct BundleProgram {
-  std::string name;
-  Program program;
+  std::string name{};
+  Program program{};
 };
 
 /// One run of the checks sequence: `program` fed with `feeds` (Input leaf name -> row-major values; integer inputs
 /// as exact floats). The runs are replayed in order on the CPU reference backend; each run's outputs are recorded,
 /// and the persistent values after the last run.
 struct CheckRun {
-  std::string program;
-  std::vector<std::pair<std::string, std::vector<float>>> feeds;
+  std::string program{};
+  std::vector<std::pair<std::string, std::vector<float>>> feeds{};
 };
 
 struct BundleSpec {
-  std::string model;                                ///< for bundle.json's `model` (free text)
-  std::vector<BundleProgram> programs;
-  std::vector<CheckRun> checks;                     ///< may be empty (no expected.safetensors then)
-  std::map<std::string, std::string> metadata;      ///< extra strings for bundle.json's `metadata`
+  std::string model{};                              ///< for bundle.json's `model` (free text)
+  std::vector<BundleProgram> programs{};
+  std::vector<CheckRun> checks{};                   ///< may be empty (no expected.safetensors then)
+  std::map<std::string, std::string> metadata{};    ///< extra strings for bundle.json's `metadata`
   /// Called on the CPU backend before the initial persistent values are read (e.g. loading a checkpoint);
   /// may be empty.
   std::function<void(Backend&)> prepare;
@@ -202,11 +202,11 @@ nlohmann::json describe_webgpu_program(const Plan& plan, const std::vector<Compu
 /// Options of `shadergrad export` for the built-in models.
 struct ModelExportOptions {
   std::string model = "mlp";     ///< mlp | cnn | cnn-large (sg::nn::make_model)
-  std::string dataset;           ///< geometry: fashion-mnist (1x28x28) | digits (1x8x8); "" = mlp: fashion-mnist, else digits
+  std::string dataset{};         ///< geometry: fashion-mnist (1x28x28) | digits (1x8x8); "" = mlp: fashion-mnist, else digits
   int64_t batch = 0;             ///< train step batch; 0 = 128 for mlp, 64 otherwise
   int64_t infer_batch = 0;       ///< inference batch; 0 = the train batch
   double lr = 0;                 ///< Adam learning rate; 0 = 1e-3 for mlp, 2e-3 otherwise (PEERS.md's models)
-  std::string load;              ///< checkpoint (shadergrad train --save) for the initial parameters; "" = fresh init
+  std::string load{};            ///< checkpoint (shadergrad train --save) for the initial parameters; "" = fresh init
   uint64_t seed = 0;             ///< parameter init (when no checkpoint) and the fixed check inputs
   int check_steps = 3;           ///< train steps in the checks (inference, N train steps, inference again)
   /// Adds program "train_debug": the train step (same inputs, same Adam state and updates) that also outputs
