@@ -3,6 +3,7 @@
 
 #include "test_models.h"
 #include "test_util.h"
+#include "vulkan_test_util.h"
 
 #include <algorithm>
 #include <cmath>
@@ -457,5 +458,38 @@ TEST_CASE("jam mode: a conv's 3x3 taps and 4 channels' weights from shared texel
       expect_close(got[0], want[0], 1e-4, 1e-6, "loss");
     }
     for (auto& t : net->parameters()) expect_close(be->read(t), cpu_be->read(t), 1e-4, 1e-5, "parameter");
+  }
+}
+
+TEST_CASE("every backend: an executable runs after the backend that compiled it is gone", "[backend][lifetime]") {
+  // make_backend(...).backend->compile(p) keeps no backend: the executable owns what it runs on (device,
+  // programs, persistent values). Before, vulkan's run() segfaulted and gles' failed on a destroyed context.
+  Tensor x = input("x", {4, 3});
+  Tensor w = param("w", {3, 2}, {0.5f, -0.25f, 0.125f, 0.75f, -0.5f, 0.25f});
+  Tensor y = matmul(x, w);
+  Tensor loss = mean(y * y);
+  auto sgd = make_sgd({.lr = 0.5});
+  const Program step = make_train_step(loss, {w}, *sgd, {{"w", w}});
+  const std::vector<float> xs = {1, 2, 3, -1, 0.5f, 2, 0, 1, -2, 3, 1, 1};
+  auto run3 = [&](Executable& exe) {
+    std::vector<std::vector<float>> outs;
+    for (int i = 0; i < 3; ++i) {
+      auto o = exe.run({{"x", &xs}});
+      outs.push_back(o[0]);
+      outs.push_back(o[1]);
+    }
+    return outs;
+  };
+  std::unique_ptr<Executable> cpu = make_cpu_backend()->compile(step);
+  const auto want = run3(*cpu);
+  for (const BackendOptions& bo : {BackendOptions{.kind = "gles"}, BackendOptions{.kind = "gles-compute"},
+                                   sg::testing::vulkan_options()}) {
+    INFO("backend " << bo.kind);
+    std::unique_ptr<Executable> exe = make_backend(bo).backend->compile(step);  // the backend is destroyed here
+    const auto got = run3(*exe);
+    REQUIRE(got.size() == want.size());
+    for (size_t i = 0; i < got.size(); ++i)
+      expect_close(got[i], want[i], 1e-5, 1e-6, bo.kind + " output " + std::to_string(i));
+    exe.reset();  // the last owner releases the device's objects, then the device
   }
 }

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <memory>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -23,11 +24,11 @@ struct Persistent {
   gles::Texture front, back;
 };
 
-class GlesBackend;
+class GlesContext;
 
 class GlesExecutable final : public Executable {
  public:
-  GlesExecutable(GlesBackend& be, Plan plan);
+  GlesExecutable(std::shared_ptr<GlesContext> be, Plan plan);
   std::vector<std::vector<float>> run(const std::vector<Feed>& feeds) override;
   int kernels_per_step() const override { return static_cast<int>(plan_.kernels.size()); }
   const Plan* plan() const override { return &plan_; }
@@ -35,7 +36,7 @@ class GlesExecutable final : public Executable {
   std::vector<std::pair<std::string, double>> last_phases() const override { return phases_; }
 
  private:
-  GlesBackend& be_;
+  std::shared_ptr<GlesContext> be_;  ///< first: destroyed last, after every device object below
   Plan plan_;
   FeedChecker feeds_{plan_.program};
   std::unordered_map<const Node*, size_t> feed_slot_;  // Input node -> position in feeds_.inputs()
@@ -54,9 +55,11 @@ class GlesExecutable final : public Executable {
   std::vector<float> read_value(int value_id);  // row-major, whatever the storage (transposed, row planes)
 };
 
-class GlesBackend final : public Backend {
+/// The device, programs and persistent values of the backend, shared by the backend and every executable it
+/// compiled: an executable runs after the backend that made it is gone (sg::Backend's contract).
+class GlesContext final : public std::enable_shared_from_this<GlesContext> {
  public:
-  explicit GlesBackend(const BackendOptions& opt) : opt_(opt) {
+  explicit GlesContext(const BackendOptions& opt) : opt_(opt) {
     gles::DeviceOptions d;
     d.max_texture_width = opt.max_texture_width.value_or(0);
     dev_ = gles::Device::create(d);
@@ -81,20 +84,20 @@ class GlesBackend final : public Backend {
     dc.max_texture_units = static_cast<int>(std::min<int64_t>(c.max_texture_units, 1 << 20));
     return dc;
   }
-  std::string name() const override { return "gles"; }
-  std::string device() const override { return dev_->caps().renderer; }
-  std::unique_ptr<Executable> compile(const Program& p) override {
+  std::string name() const { return "gles"; }
+  std::string device() const { return dev_->caps().renderer; }
+  std::unique_ptr<Executable> compile(const Program& p) {
     Plan plan = schedule(p, so_);
     if (!dump_dir_.empty()) dump_plan(plan, fmt::format("{}/program{:02}", dump_dir_, dumps_++), cache_);
-    return std::make_unique<GlesExecutable>(*this, std::move(plan));
+    return std::make_unique<GlesExecutable>(shared_from_this(), std::move(plan));
   }
-  std::vector<float> read(const Tensor& leaf) override {
+  std::vector<float> read(const Tensor& leaf) {
     Persistent& p = persistent(leaf.node());
     std::vector<float> out(leaf.numel());
     dev_->download(p.front, out.data(), leaf.numel());
     return out;
   }
-  void write(const Tensor& leaf, const std::vector<float>& data) override {
+  void write(const Tensor& leaf, const std::vector<float>& data) {
     if (static_cast<int64_t>(data.size()) != leaf.numel())
       throw ValueError(fmt::format("write: {} expects {} values, got {}", leaf.node()->describe(), leaf.numel(),
                                    data.size()));
@@ -187,22 +190,23 @@ class GlesBackend final : public Backend {
   bool flush_draws_ = false;
 };
 
-GlesExecutable::GlesExecutable(GlesBackend& be, Plan plan) : be_(be), plan_(std::move(plan)) {
+GlesExecutable::GlesExecutable(std::shared_ptr<GlesContext> be, Plan plan)
+    : be_(std::move(be)), plan_(std::move(plan)) {
   for (size_t i = 0; i < feeds_.inputs().size(); ++i) feed_slot_.emplace(feeds_.inputs()[i].get(), i);
   for (size_t b = 0; b < plan_.buffers.size(); ++b)  // allocated for the largest draw writing the buffer
-    buffers_.push_back(be_.dev().create_texture(plan_.buffers[b], "pool", plan_.buffer_extents[b].width,
-                                                plan_.buffer_extents[b].height));
+    buffers_.push_back(be_->dev().create_texture(plan_.buffers[b], "pool", plan_.buffer_extents[b].width,
+                                                 plan_.buffer_extents[b].height));
   for (auto& v : plan_.values) {
-    if (v.kind == ValueKind::Input) own_.emplace(v.id, be_.dev().create_texture(v.layout, v.name));
+    if (v.kind == ValueKind::Input) own_.emplace(v.id, be_->dev().create_texture(v.layout, v.name));
     if (v.kind == ValueKind::Constant) {
-      gles::Texture t = be_.dev().create_texture(v.layout, v.name);
-      be_.dev().upload(t, v.node->data->data(), v.node->numel());
+      gles::Texture t = be_->dev().create_texture(v.layout, v.name);
+      be_->dev().upload(t, v.node->data->data(), v.node->numel());
       own_.emplace(v.id, std::move(t));
     }
-    if (v.kind == ValueKind::Persistent) be_.persistent(v.node, v.extent);
+    if (v.kind == ValueKind::Persistent) be_->persistent(v.node, v.extent);
   }
   for (auto& k : plan_.kernels) {
-    const GlesBackend::KernelProgram& kp = be_.program_for(plan_, k);
+    const GlesContext::KernelProgram& kp = be_->program_for(plan_, k);
     programs_.push_back(kp.program);
     std::vector<Binding> b;  // by position: the program may be another kernel's of the same code (other names)
     for (int in : k.inputs) {
@@ -219,9 +223,9 @@ gles::Texture& GlesExecutable::texture_of(int id, bool for_write, int plane) {
   switch (v.kind) {
     case ValueKind::Input:
     case ValueKind::Constant: return own_.at(id);
-    case ValueKind::Persistent: return be_.persistent(v.node).front;
+    case ValueKind::Persistent: return be_->persistent(v.node).front;
     case ValueKind::Temp:
-      if (v.update_of >= 0) return be_.persistent(plan_.values[v.update_of].node).back;
+      if (v.update_of >= 0) return be_->persistent(plan_.values[v.update_of].node).back;
       return buffers_[v.buffer];
   }
   (void)for_write;
@@ -229,7 +233,7 @@ gles::Texture& GlesExecutable::texture_of(int id, bool for_write, int plane) {
 }
 
 std::vector<float> GlesExecutable::read_value(int id) {
-  gles::Device& dev = be_.dev();
+  gles::Device& dev = be_->dev();
   const Value& val = plan_.values[id];
   std::vector<float> v(val.node->numel());
   if (val.planes > 1) {  // row planes (Value::planes): interleave the planes' rows back
@@ -257,7 +261,7 @@ std::vector<float> GlesExecutable::read_value(int id) {
 }
 
 std::vector<std::vector<float>> GlesExecutable::run(const std::vector<Feed>& feeds) {
-  gles::Device& dev = be_.dev();
+  gles::Device& dev = be_->dev();
   using Clock = std::chrono::steady_clock;
   auto ms_since = [](Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); };
   phases_.clear();
@@ -267,7 +271,7 @@ std::vector<std::vector<float>> GlesExecutable::run(const std::vector<Feed>& fee
     if (v.kind != ValueKind::Input) continue;
     dev.upload(own_.at(v.id), data[feed_slot_.at(v.node.get())]->data(), v.node->numel());
   }
-  if (be_.flush_draws()) dev.flush();
+  if (be_->flush_draws()) dev.flush();
   phases_.emplace_back("upload", ms_since(t0));
   t0 = Clock::now();
   timings_.clear();
@@ -288,8 +292,8 @@ std::vector<std::vector<float>> GlesExecutable::run(const std::vector<Feed>& fee
       else
         dev.draw(*programs_[k], ins, outs, kern.name);
     }
-    if (be_.flush_draws()) dev.flush();
-    if (be_.profile()) timings_.push_back({kern.name, dev.last_draw_ms(), dev.timer_queries_available()});
+    if (be_->flush_draws()) dev.flush();
+    if (be_->profile()) timings_.push_back({kern.name, dev.last_draw_ms(), dev.timer_queries_available()});
     notify_hook(static_cast<int>(k), kern, plan_, [this](int v) { return read_value(v); });
   }
   phases_.emplace_back("submit", ms_since(t0));
@@ -298,11 +302,26 @@ std::vector<std::vector<float>> GlesExecutable::run(const std::vector<Feed>& fee
   for (int id : plan_.output_values) out.push_back(read_value(id));
   phases_.emplace_back("readback", ms_since(t0));
   for (auto& [target, value] : plan_.updates) {
-    Persistent& p = be_.persistent(plan_.values[target].node);
+    Persistent& p = be_->persistent(plan_.values[target].node);
     std::swap(p.front, p.back);
   }
   return out;
 }
+
+/// sg::Backend over a shared GlesContext.
+class GlesBackend final : public Backend {
+ public:
+  explicit GlesBackend(const BackendOptions& opt) : ctx_(std::make_shared<GlesContext>(opt)) {}
+  std::string name() const override { return ctx_->name(); }
+  std::string device() const override { return ctx_->device(); }
+  std::unique_ptr<Executable> compile(const Program& p) override { return ctx_->compile(p); }
+  std::vector<float> read(const Tensor& leaf) override { return ctx_->read(leaf); }
+  void write(const Tensor& leaf, const std::vector<float>& data) override { ctx_->write(leaf, data); }
+  gles::Device& dev() { return ctx_->dev(); }
+
+ private:
+  std::shared_ptr<GlesContext> ctx_;
+};
 
 }  // namespace
 

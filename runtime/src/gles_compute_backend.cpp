@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <memory>
 #include <filesystem>
 #include <unordered_map>
 
@@ -34,11 +35,11 @@ struct PersistentBuffers {
   gles::Buffer front, back;
 };
 
-class GlesComputeBackend;
+class GlesComputeContext;
 
 class GlesComputeExecutable final : public Executable {
  public:
-  GlesComputeExecutable(GlesComputeBackend& be, Plan plan);
+  GlesComputeExecutable(std::shared_ptr<GlesComputeContext> be, Plan plan);
   std::vector<std::vector<float>> run(const std::vector<Feed>& feeds) override;
   int kernels_per_step() const override { return static_cast<int>(plan_.kernels.size()); }
   const Plan* plan() const override { return &plan_; }
@@ -47,7 +48,7 @@ class GlesComputeExecutable final : public Executable {
   const std::vector<ComputeKernel>* compute_kernels() const override { return &kernels_; }
 
  private:
-  GlesComputeBackend& be_;
+  std::shared_ptr<GlesComputeContext> be_;  ///< first: destroyed last, after every device object below
   Plan plan_;
   FeedChecker feeds_{plan_.program};  ///< run()'s feed validation, shared by every backend (sg/feeds.h)
   std::unordered_map<const Node*, int> plan_values_;  ///< Input leaf -> its value id in plan_
@@ -61,9 +62,11 @@ class GlesComputeExecutable final : public Executable {
   std::vector<float> read_value(int value_id);
 };
 
-class GlesComputeBackend final : public Backend {
+/// The device, programs and persistent values of the backend, shared by the backend and every executable it
+/// compiled: an executable runs after the backend that made it is gone (sg::Backend's contract).
+class GlesComputeContext final : public std::enable_shared_from_this<GlesComputeContext> {
  public:
-  explicit GlesComputeBackend(const BackendOptions& opt) : opt_(opt) {
+  explicit GlesComputeContext(const BackendOptions& opt) : opt_(opt) {
     dev_ = gles::Device::create({});
     const gles::Caps& c = dev_->caps();
     if (!c.compute)
@@ -98,8 +101,8 @@ class GlesComputeBackend final : public Backend {
     return l;
   }
 
-  std::string name() const override { return "gles-compute"; }
-  std::string device() const override { return dev_->caps().renderer; }
+  std::string name() const { return "gles-compute"; }
+  std::string device() const { return dev_->caps().renderer; }
   /// The glsl-es-compute target of this device (its limits; the one schedule policy reads it).
   Target target() const {
     DeviceCaps caps;
@@ -108,19 +111,19 @@ class GlesComputeBackend final : public Backend {
     caps.compute = limits_;
     return make_target(TargetName::GlslEsCompute, caps);
   }
-  std::unique_ptr<Executable> compile(const Program& p) override {
+  std::unique_ptr<Executable> compile(const Program& p) {
     Plan plan = schedule(p, schedule_options(target(), opt_));
-    auto exe = std::make_unique<GlesComputeExecutable>(*this, std::move(plan));
+    auto exe = std::make_unique<GlesComputeExecutable>(shared_from_this(), std::move(plan));
     if (!dump_dir_.empty()) dump(*exe, fmt::format("{}/program{:02}", dump_dir_, dumps_++));
     return exe;
   }
-  std::vector<float> read(const Tensor& leaf) override {
+  std::vector<float> read(const Tensor& leaf) {
     PersistentBuffers& p = persistent(leaf.node());
     std::vector<float> out(leaf.numel());
     dev_->download(p.front, out.data(), leaf.numel());
     return out;
   }
-  void write(const Tensor& leaf, const std::vector<float>& data) override {
+  void write(const Tensor& leaf, const std::vector<float>& data) {
     if (static_cast<int64_t>(data.size()) != leaf.numel())
       throw ValueError(fmt::format("write: {} expects {} values, got {}", leaf.node()->describe(), leaf.numel(),
                                    data.size()));
@@ -187,8 +190,9 @@ class GlesComputeBackend final : public Backend {
   int dumps_ = 0;
 };
 
-GlesComputeExecutable::GlesComputeExecutable(GlesComputeBackend& be, Plan plan) : be_(be), plan_(std::move(plan)) {
-  gles::Device& dev = be_.dev();
+GlesComputeExecutable::GlesComputeExecutable(std::shared_ptr<GlesComputeContext> be, Plan plan)
+    : be_(std::move(be)), plan_(std::move(plan)) {
+  gles::Device& dev = be_->dev();
   for (auto& b : plan_.buffers) pool_.push_back(dev.create_buffer(b.numel, "pool"));
   for (auto& v : plan_.values) {
     if (v.kind == ValueKind::Input) {
@@ -200,13 +204,13 @@ GlesComputeExecutable::GlesComputeExecutable(GlesComputeBackend& be, Plan plan) 
       dev.upload(b, v.node->data->data(), v.node->numel());
       own_.emplace(v.id, std::move(b));
     }
-    if (v.kind == ValueKind::Persistent) be_.persistent(v.node);
+    if (v.kind == ValueKind::Persistent) be_->persistent(v.node);
   }
   for (auto& k : plan_.kernels) {
-    kernels_.push_back(emit_compute_kernel(plan_, k, be_.emit_limits()));
+    kernels_.push_back(emit_compute_kernel(plan_, k, be_->emit_limits()));
     const std::string key =
-        kernel_code_key(plan_, k, [&] { return emit_compute_kernel(plan_, k, be_.emit_limits()).source; });
-    programs_.push_back(&be_.program_for(k, kernels_.back(), key));
+        kernel_code_key(plan_, k, [&] { return emit_compute_kernel(plan_, k, be_->emit_limits()).source; });
+    programs_.push_back(&be_->program_for(k, kernels_.back(), key));
   }
 }
 
@@ -215,9 +219,9 @@ gles::Buffer& GlesComputeExecutable::buffer_of(int id) {
   switch (v.kind) {
     case ValueKind::Input:
     case ValueKind::Constant: return own_.at(id);
-    case ValueKind::Persistent: return be_.persistent(v.node).front;
+    case ValueKind::Persistent: return be_->persistent(v.node).front;
     case ValueKind::Temp:
-      if (v.update_of >= 0) return be_.persistent(plan_.values[v.update_of].node).back;
+      if (v.update_of >= 0) return be_->persistent(plan_.values[v.update_of].node).back;
       return pool_.at(v.buffer);
   }
   throw BackendError("gles-compute: unknown value kind");
@@ -225,12 +229,12 @@ gles::Buffer& GlesComputeExecutable::buffer_of(int id) {
 
 std::vector<float> GlesComputeExecutable::read_value(int id) {
   std::vector<float> v(plan_.values[id].node->numel());
-  be_.dev().download(buffer_of(id), v.data(), static_cast<int64_t>(v.size()));
+  be_->dev().download(buffer_of(id), v.data(), static_cast<int64_t>(v.size()));
   return v;
 }
 
 std::vector<std::vector<float>> GlesComputeExecutable::run(const std::vector<Feed>& feeds) {
-  gles::Device& dev = be_.dev();
+  gles::Device& dev = be_->dev();
   using Clock = std::chrono::steady_clock;
   auto ms_since = [](Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); };
   phases_.clear();
@@ -250,7 +254,7 @@ std::vector<std::vector<float>> GlesComputeExecutable::run(const std::vector<Fee
     bind.clear();
     for (int v : ck.bindings) bind.push_back(&buffer_of(v));
     dev.dispatch(*programs_[k], bind, ck.workgroups, kern.name);
-    if (be_.profile()) timings_.push_back({kern.name, dev.last_draw_ms(), dev.timer_queries_available()});
+    if (be_->profile()) timings_.push_back({kern.name, dev.last_draw_ms(), dev.timer_queries_available()});
     notify_hook(static_cast<int>(k), kern, plan_, [this](int v) { return read_value(v); });
   }
   phases_.emplace_back("submit", ms_since(t0));
@@ -259,11 +263,26 @@ std::vector<std::vector<float>> GlesComputeExecutable::run(const std::vector<Fee
   for (int id : plan_.output_values) out.push_back(read_value(id));
   phases_.emplace_back("readback", ms_since(t0));
   for (auto& [target, value] : plan_.updates) {
-    PersistentBuffers& p = be_.persistent(plan_.values[target].node);
+    PersistentBuffers& p = be_->persistent(plan_.values[target].node);
     std::swap(p.front, p.back);
   }
   return out;
 }
+
+/// sg::Backend over a shared GlesComputeContext.
+class GlesComputeBackend final : public Backend {
+ public:
+  explicit GlesComputeBackend(const BackendOptions& opt) : ctx_(std::make_shared<GlesComputeContext>(opt)) {}
+  std::string name() const override { return ctx_->name(); }
+  std::string device() const override { return ctx_->device(); }
+  std::unique_ptr<Executable> compile(const Program& p) override { return ctx_->compile(p); }
+  std::vector<float> read(const Tensor& leaf) override { return ctx_->read(leaf); }
+  void write(const Tensor& leaf, const std::vector<float>& data) override { ctx_->write(leaf, data); }
+  gles::Device& dev() { return ctx_->dev(); }
+
+ private:
+  std::shared_ptr<GlesComputeContext> ctx_;
+};
 
 }  // namespace
 

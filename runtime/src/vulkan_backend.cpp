@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <map>
+#include <memory>
 #include <set>
 #include <unordered_map>
 
@@ -23,6 +24,7 @@
 #include "sg/feeds.h"
 #include "sg/kernel_cache.h"
 #include "sg/vulkan_device.h"
+#include "env_flag.h"
 #include "vulkan_autotune.h"
 
 namespace sg {
@@ -46,11 +48,11 @@ ComputeLimits clamp_limits(ComputeLimits d, const std::optional<ComputeLimits>& 
   return d;
 }
 
-class VulkanBackend;
+class VulkanContext;
 
 class VulkanExecutable final : public Executable {
  public:
-  VulkanExecutable(VulkanBackend& be, Plan plan, std::vector<ComputeKernel> kernels,
+  VulkanExecutable(std::shared_ptr<VulkanContext> be, Plan plan, std::vector<ComputeKernel> kernels,
                    std::vector<const vk::Pipeline*> pipelines);
   std::vector<std::vector<float>> run(const std::vector<Feed>& feeds) override;
   int kernels_per_step() const override { return static_cast<int>(plan_.kernels.size()); }
@@ -76,7 +78,7 @@ class VulkanExecutable final : public Executable {
   std::vector<float> read_value(int value_id, bool after_step);
   void collect_timestamps();
 
-  VulkanBackend& be_;
+  std::shared_ptr<VulkanContext> be_;  ///< first: destroyed last, after every Vulkan object below
   Plan plan_;
   FeedChecker feeds_{plan_.program};                      ///< run()'s feed validation, shared by every backend
   std::unordered_map<const Node*, int> input_values_;     ///< Input leaf -> its value id in plan_
@@ -96,9 +98,11 @@ class VulkanExecutable final : public Executable {
   std::vector<std::pair<std::string, double>> phases_;
 };
 
-class VulkanBackend final : public Backend {
+/// The device, pipelines and persistent values of a Vulkan backend, shared by the backend and every executable it
+/// compiled: an executable runs after the backend that made it is gone (sg::Backend's contract).
+class VulkanContext final : public std::enable_shared_from_this<VulkanContext> {
  public:
-  explicit VulkanBackend(const BackendOptions& opt) : opt_(opt) {
+  explicit VulkanContext(const BackendOptions& opt) : opt_(opt) {
     vk::DeviceOptions d;
     d.validation = opt.vulkan.validation ? int{*opt.vulkan.validation} : -1;
     d.device = opt.vulkan.device;
@@ -110,13 +114,11 @@ class VulkanBackend final : public Backend {
                                    opt.vulkan.repeat_dispatches));
     dev_ = vk::Device::create(d);
     limits_ = clamp_limits(dev_->caps().limits, opt.vulkan.max_limits);
-    const char* sub_env = std::getenv("SG_VULKAN_SUBGROUPS");
-    if (!(opt.vulkan.subgroups ? *opt.vulkan.subgroups : !(sub_env && std::string(sub_env) == "0")))
+    if (!opt.vulkan.subgroups.value_or(env_flag("SG_VULKAN_SUBGROUPS").value_or(true)))
       limits_.subgroup_arithmetic = false;
     emit_limits_ = limits_;  // the schedule's loop budget follows the device; the tile sizes may be forced (tests)
     if (opt.gpu_tiles) emit_limits_.cpu_device = !*opt.gpu_tiles;
-    const char* tune = std::getenv("SG_AUTOTUNE");
-    autotune_ = opt.autotune ? *opt.autotune : (tune && std::string(tune) == "1");
+    autotune_ = opt.autotune.value_or(env_flag("SG_AUTOTUNE").value_or(false));
     forced_tiles_ = opt.vulkan.tiles;
     if (const char* t = std::getenv("SG_TILE_CONFIG"); !forced_tiles_ && t && *t) {
       forced_tiles_ = parse_tile_config(t);
@@ -128,16 +130,16 @@ class VulkanBackend final : public Backend {
     if (dump_dir_.empty())
       if (const char* e = std::getenv("SG_DUMP")) dump_dir_ = e;
   }
-  std::string name() const override { return "vulkan"; }
-  std::string device() const override { return dev_->caps().name; }
-  std::unique_ptr<Executable> compile(const Program& p) override;
-  std::vector<float> read(const Tensor& leaf) override {
+  std::string name() const { return "vulkan"; }
+  std::string device() const { return dev_->caps().name; }
+  std::unique_ptr<Executable> compile(const Program& p);
+  std::vector<float> read(const Tensor& leaf) {
     Persistent& p = persistent(leaf.node());
     std::vector<float> out(static_cast<size_t>(leaf.numel()));
     dev_->download(p.buf[p.front], out.data(), leaf.numel() * 4);
     return out;
   }
-  void write(const Tensor& leaf, const std::vector<float>& data) override {
+  void write(const Tensor& leaf, const std::vector<float>& data) {
     if (static_cast<int64_t>(data.size()) != leaf.numel())
       throw ValueError(fmt::format("write: {} expects {} values, got {}", leaf.node()->describe(), leaf.numel(),
                                    data.size()));
@@ -191,7 +193,7 @@ std::string limits_note(const vk::Caps& c, const ComputeLimits& l) {
 }
 
 /// Every kernel of the plan emitted for the device's limits; errors name the kernel and the Vulkan limit.
-std::vector<ComputeKernel> VulkanBackend::emit_kernels(const Plan& plan) {
+std::vector<ComputeKernel> VulkanContext::emit_kernels(const Plan& plan) {
   std::vector<ComputeKernel> out;
   for (auto& k : plan.kernels) {
     ComputeKernel ck;
@@ -219,7 +221,7 @@ std::vector<ComputeKernel> VulkanBackend::emit_kernels(const Plan& plan) {
   return out;
 }
 
-const vk::Pipeline& VulkanBackend::pipeline_for(const Kernel& k, const ComputeKernel& ck, const std::string& code_key) {
+const vk::Pipeline& VulkanContext::pipeline_for(const Kernel& k, const ComputeKernel& ck, const std::string& code_key) {
   try {
     if (auto hit = by_code_.find(code_key); hit != by_code_.end()) return *hit->second;
     const CompiledShader& c = cache_.get_or_compile(k.name, ck.source, ShaderStage::Compute);
@@ -235,7 +237,7 @@ const vk::Pipeline& VulkanBackend::pipeline_for(const Kernel& k, const ComputeKe
   }
 }
 
-std::unique_ptr<Executable> VulkanBackend::compile(const Program& p) {
+std::unique_ptr<Executable> VulkanContext::compile(const Program& p) {
   ScheduleOptions so;
   try {
     DeviceCaps caps;  // the spirv-vulkan target of this device; the one schedule policy turns it into options
@@ -275,12 +277,12 @@ std::unique_ptr<Executable> VulkanBackend::compile(const Program& p) {
     pipes.push_back(&pipeline_for(kern, kernels[k], key));
   }
   dev_->save_pipeline_cache();
-  return std::make_unique<VulkanExecutable>(*this, std::move(plan), std::move(kernels), std::move(pipes));
+  return std::make_unique<VulkanExecutable>(shared_from_this(), std::move(plan), std::move(kernels), std::move(pipes));
 }
 
-VulkanExecutable::VulkanExecutable(VulkanBackend& be, Plan plan, std::vector<ComputeKernel> kernels,
+VulkanExecutable::VulkanExecutable(std::shared_ptr<VulkanContext> be, Plan plan, std::vector<ComputeKernel> kernels,
                                    std::vector<const vk::Pipeline*> pipelines)
-    : be_(be), plan_(std::move(plan)), kernels_(std::move(kernels)), pipelines_(std::move(pipelines)) {
+    : be_(std::move(be)), plan_(std::move(plan)), kernels_(std::move(kernels)), pipelines_(std::move(pipelines)) {
   vk::Device& d = dev();
   for (auto& v : plan_.values)
     if (v.kind == ValueKind::Input) input_values_.emplace(v.node.get(), v.id);
@@ -300,20 +302,20 @@ VulkanExecutable::VulkanExecutable(VulkanBackend& be, Plan plan, std::vector<Com
       own_.emplace(v.id, std::move(b));
     }
     if (v.kind == ValueKind::Persistent)
-      if (Persistent* p = &be_.persistent(v.node); seen.insert(p).second) persistent_.push_back(p);
+      if (Persistent* p = &be_->persistent(v.node); seen.insert(p).second) persistent_.push_back(p);
   }
   if (staging)
     for (int id : plan_.output_values)
       if (!out_staging_.count(id))
         out_staging_.emplace(id, d.create_staging_buffer(plan_.values[id].node->numel() * 4,
                                                          plan_.values[id].name + ".readback", true));
-  repeats_ = be_.options().vulkan.repeat_dispatches;
+  repeats_ = be_->options().vulkan.repeat_dispatches;
   scratch_ = d.create_command_buffer();
-  if (be_.options().profile && d.caps().timestamps)
+  if (be_->options().profile && d.caps().timestamps)
     queries_ = d.create_timestamp_pool(static_cast<uint32_t>(2 * std::max<size_t>(plan_.kernels.size(), 1) * repeats_));
 }
 
-vk::Device& VulkanExecutable::dev() { return be_.dev(); }
+vk::Device& VulkanExecutable::dev() { return be_->dev(); }
 
 const vk::Buffer& VulkanExecutable::buffer_of(int id) {
   const Value& v = plan_.values[id];
@@ -321,12 +323,12 @@ const vk::Buffer& VulkanExecutable::buffer_of(int id) {
     case ValueKind::Input:
     case ValueKind::Constant: return own_.at(id);
     case ValueKind::Persistent: {
-      Persistent& p = be_.persistent(v.node);
+      Persistent& p = be_->persistent(v.node);
       return p.buf[p.front];
     }
     case ValueKind::Temp:
       if (v.update_of >= 0) {  // the next value of a persistent value: its back buffer
-        Persistent& p = be_.persistent(plan_.values[v.update_of].node);
+        Persistent& p = be_->persistent(plan_.values[v.update_of].node);
         return p.buf[1 - p.front];
       }
       return pool_.at(v.buffer);
@@ -428,7 +430,7 @@ void VulkanExecutable::submit_per_kernel(Variant& var, bool timestamps) {
     record(scratch_, var, k, k + 1, timestamps);
     const auto t0 = Clock::now();
     dev().submit_and_wait(scratch_);
-    if (be_.options().profile && !timestamps)
+    if (be_->options().profile && !timestamps)
       timings_.push_back({kern.name, std::chrono::duration<double, std::milli>(Clock::now() - t0).count(), false});
     notify_hook(static_cast<int>(k), kern, plan_, [this](int v) { return read_value(v, false); });
   }
@@ -478,11 +480,11 @@ std::vector<std::vector<float>> VulkanExecutable::run(const std::vector<Feed>& f
   phases_.emplace_back("upload", ms_since(t0));
   t0 = Clock::now();
   Variant& var = variant();
-  const bool profile = be_.options().profile;
+  const bool profile = be_->options().profile;
   const bool timestamps = profile && queries_.handle() != VK_NULL_HANDLE;
   if ((hook_ || (profile && !timestamps)) && !kernels_.empty()) {
     submit_per_kernel(var, timestamps);  // the last kernel's command buffer also copies the outputs back
-  } else if (be_.options().vulkan.record_steps) {
+  } else if (be_->options().vulkan.record_steps) {
     if (!var.cmd.recorded()) {  // recorded once per parity, replayed every step
       var.cmd = dev().create_command_buffer();
       record(var.cmd, var, 0, kernels_.size(), timestamps);
@@ -499,11 +501,26 @@ std::vector<std::vector<float>> VulkanExecutable::run(const std::vector<Feed>& f
   for (int id : plan_.output_values) out.push_back(read_value(id, true));
   phases_.emplace_back("readback", ms_since(t0));
   for (auto& [target, value] : plan_.updates) {
-    Persistent& p = be_.persistent(plan_.values[target].node);
+    Persistent& p = be_->persistent(plan_.values[target].node);
     p.front = 1 - p.front;
   }
   return out;
 }
+
+/// sg::Backend over a shared VulkanContext.
+class VulkanBackend final : public Backend {
+ public:
+  explicit VulkanBackend(const BackendOptions& opt) : ctx_(std::make_shared<VulkanContext>(opt)) {}
+  std::string name() const override { return ctx_->name(); }
+  std::string device() const override { return ctx_->device(); }
+  std::unique_ptr<Executable> compile(const Program& p) override { return ctx_->compile(p); }
+  std::vector<float> read(const Tensor& leaf) override { return ctx_->read(leaf); }
+  void write(const Tensor& leaf, const std::vector<float>& data) override { ctx_->write(leaf, data); }
+  vk::Device& dev() { return ctx_->dev(); }
+
+ private:
+  std::shared_ptr<VulkanContext> ctx_;
+};
 
 }  // namespace
 

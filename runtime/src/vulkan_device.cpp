@@ -17,6 +17,7 @@
 
 #include "sg/dump.h"
 #include "sg/error.h"
+#include "env_flag.h"
 #include "vulkan_memory.h"
 
 namespace sg::vk {
@@ -287,10 +288,7 @@ VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlagBitsEXT
   return VK_FALSE;
 }
 
-bool env_on(const char* name) {
-  const char* e = std::getenv(name);
-  return e && *e && std::string(e) != "0";
-}
+bool env_on(const char* name) { return env_flag(name).value_or(false); }
 
 bool has_layer(const char* name) {
   uint32_t n = 0;
