@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <set>
 
 #include "golden_util.h"
@@ -537,4 +538,22 @@ TEST_CASE("argmax has no gradient, differentiating through it gives zeros", "[au
   Tensor x = param("x", {2, 3}, {1, 5, 2, 7, 0, 3});
   auto g = grad(sum(argmax(x, 1) * 1.0) + sum(x), {x});
   CHECK(eval1(g[0]) == std::vector<double>{1, 1, 1, 1, 1, 1});
+}
+
+TEST_CASE("optimizer options outside torch.optim's ranges, NaN included, throw ValueError naming the argument",
+          "[autodiff][errors]") {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  CHECK_THROWS_WITH(make_sgd({.lr = -1}), Catch::Contains("make_sgd: invalid lr -1"));
+  CHECK_THROWS_WITH(make_sgd({.lr = nan}), Catch::Contains("make_sgd: invalid lr nan"));
+  CHECK_THROWS_WITH(make_sgd({.lr = 0.1, .momentum = -0.5}), Catch::Contains("invalid momentum"));
+  CHECK_THROWS_WITH(make_sgd({.lr = 0.1, .weight_decay = nan}), Catch::Contains("invalid weight_decay"));
+  CHECK_THROWS_WITH(make_sgd({.lr = 0.1, .nesterov = true}), Catch::Contains("nesterov"));
+  CHECK_THROWS_AS(make_adam({.lr = nan}), ValueError);
+  CHECK_THROWS_WITH(make_adam({.lr = 1e-3, .beta1 = 1.0}), Catch::Contains("make_adam: invalid beta1 1"));
+  CHECK_THROWS_WITH(make_adam({.lr = 1e-3, .beta2 = -0.1}), Catch::Contains("invalid beta2"));
+  CHECK_THROWS_WITH(make_adam({.lr = 1e-3, .eps = -1e-8}), Catch::Contains("invalid eps"));
+  // torch accepts these: lr = 0, betas = 0, momentum with nesterov
+  CHECK_NOTHROW(make_sgd({.lr = 0}));
+  CHECK_NOTHROW(make_sgd({.lr = 0.1, .momentum = 0.9, .nesterov = true}));
+  CHECK_NOTHROW(make_adam({.lr = 0, .beta1 = 0, .beta2 = 0}));
 }

@@ -398,8 +398,32 @@ class Adam final : public Optimizer {
 
 }  // namespace
 
-std::unique_ptr<Optimizer> make_sgd(SGDOptions opt) { return std::make_unique<SGD>(opt); }
-std::unique_ptr<Optimizer> make_adam(AdamOptions opt) { return std::make_unique<Adam>(opt); }
+namespace {
+// torch.optim's argument checks, written as torch writes them (`not 0.0 <= lr`), so NaN fails them too.
+void require_at_least(const char* optimizer, const char* name, double v, double lo) {
+  if (!(lo <= v)) throw ValueError(fmt::format("{}: invalid {} {} (must be >= {})", optimizer, name, v, lo));
+}
+void require_in_unit(const char* optimizer, const char* name, double v) {
+  if (!(0.0 <= v && v < 1.0)) throw ValueError(fmt::format("{}: invalid {} {} (must be in [0, 1))", optimizer, name, v));
+}
+}  // namespace
+
+std::unique_ptr<Optimizer> make_sgd(SGDOptions opt) {
+  require_at_least("make_sgd", "lr", opt.lr, 0.0);
+  require_at_least("make_sgd", "momentum", opt.momentum, 0.0);
+  require_at_least("make_sgd", "weight_decay", opt.weight_decay, 0.0);
+  if (opt.nesterov && !(opt.momentum > 0))
+    throw ValueError("make_sgd: nesterov momentum requires momentum > 0 (torch.optim.SGD's rule)");
+  return std::make_unique<SGD>(opt);
+}
+std::unique_ptr<Optimizer> make_adam(AdamOptions opt) {
+  require_at_least("make_adam", "lr", opt.lr, 0.0);
+  require_at_least("make_adam", "eps", opt.eps, 0.0);
+  require_in_unit("make_adam", "beta1", opt.beta1);
+  require_in_unit("make_adam", "beta2", opt.beta2);
+  require_at_least("make_adam", "weight_decay", opt.weight_decay, 0.0);
+  return std::make_unique<Adam>(opt);
+}
 
 Program make_train_step(const Tensor& loss, const std::vector<Tensor>& params, Optimizer& opt,
                         const std::vector<std::pair<std::string, Tensor>>& extra_outputs, TrainStepGradients& inspect) {

@@ -65,6 +65,7 @@ struct SGDOptions {
   double lr = 0.01, momentum = 0.0, weight_decay = 0.0;
   bool nesterov = false;
 };
+/// Throws ValueError as torch.optim.SGD does: lr, momentum or weight_decay negative or NaN; nesterov without momentum.
 std::unique_ptr<Optimizer> make_sgd(SGDOptions opt);
 
 /// torch.optim.Adam (Kingma & Ba 2015, PyTorch's formula): g += wd*p; m = b1*m + (1-b1)*g;
@@ -75,6 +76,7 @@ std::unique_ptr<Optimizer> make_sgd(SGDOptions opt);
 struct AdamOptions {
   double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
 };
+/// Throws ValueError as torch.optim.Adam does: lr, eps or weight_decay negative or NaN; beta1, beta2 outside [0, 1).
 std::unique_ptr<Optimizer> make_adam(AdamOptions opt);
 
 /// Builds a train-step Program: outputs `loss` (named "loss") and any `extra_outputs`; updates from `opt`
