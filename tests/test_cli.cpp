@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -96,7 +97,7 @@ struct Trained {
   TempDir dir;
   std::string ckpt = dir / "cnn.safetensors", metrics = dir / "metrics.json";
   Proc proc;
-  Trained() { proc = cli(fmt::format("train {} --save {} --metrics {} --quiet", kDigitsFlags, ckpt, metrics)); }
+  Trained() { proc = cli(fmt::format("train {} --save {} --metrics {}", kDigitsFlags, ckpt, metrics)); }
 };
 const Trained& trained() {
   static Trained t;
@@ -154,7 +155,7 @@ TEST_CASE("cli: bad options fail with a clear message and a non-zero exit code",
     CHECK(p.out.find("shadergrad train:") == std::string::npos);  // nothing was trained
   }
   // Ranges are stated in words (CLI11's PositiveNumber printed "not in range 0.000000 to 1.797...e308").
-  CHECK_THAT(cli("train --epochs 0").out, Contains("positive"));
+  CHECK_THAT(cli("train --epochs 0").out, Contains("whole number from 1"));
 }
 
 TEST_CASE("cli: train --save --metrics writes a loadable checkpoint and the metrics JSON", "[cli]") {
@@ -609,4 +610,109 @@ TEST_CASE("cli: compress ptq writes an int8 file int8-eval reads back, prune and
   CHECK(j.at("train").size() == 600);
   CHECK(j.at("pool").size() == 400);
   CHECK(j.at("test").get<std::vector<int64_t>>() == sg::data::digits_split_seed002().test);
+}
+
+TEST_CASE("cli: --version, defaults in --help, one set of models and backends in every subcommand", "[cli]") {
+  Proc v = cli("--version");
+  CHECK(v.rc == 0);
+  CHECK_THAT(v.out, Contains("shadergrad 0.") && Contains("shadergrad-bundle/") && Contains("shadergrad-checkpoint/"));
+  Proc h = cli("train --help");
+  INFO(h.out);
+  REQUIRE(h.rc == 0);
+  // every option with a value shows its default (sg::train::Config's)
+  const sg::train::Config defaults;
+  for (const std::string& want : {fmt::format("--epochs INT:COUNT={}", defaults.epochs),
+                                  fmt::format("--batch INT:COUNT={}", defaults.batch),
+                                  fmt::format("}}={}", defaults.model), fmt::format("}}={}", defaults.optimizer)})
+    CHECK_THAT(h.out, Contains(want));
+  for (const char* sub : {"train", "predict", "debug", "compress prune"}) {
+    INFO(sub);
+    CHECK_THAT(cli(fmt::format("{} --help", sub)).out, Contains("auto | gles | gles-compute | vulkan | cpu"));
+  }
+  for (const char* sub : {"train", "dump", "debug", "export"}) {
+    INFO(sub);
+    CHECK_THAT(cli(fmt::format("{} --help", sub)).out, Contains("mlp | cnn | cnn-large | cnn5"));
+  }
+}
+
+TEST_CASE("cli: train --quiet prints the result line only, counts are whole numbers, a batch over the data says so",
+          "[cli]") {
+  Proc q = cli("train --quiet --backend cpu --dataset digits --model mlp --epochs 1 --train-limit 128 --test-limit 64");
+  INFO(q.out);
+  REQUIRE(q.rc == 0);
+  CHECK(std::regex_match(
+      q.out, std::regex(R"(test accuracy [0-9.]+ after 1 epoch, 1 step, [0-9.]+ steps/s, \d+ kernels per step\n)")));
+  for (const char* bad : {"1e20", "2.5", "1000001", "99999999999999999999"}) {
+    INFO(bad);
+    Proc p = cli(fmt::format("train --epochs {}", bad));
+    CHECK(p.rc != 0);
+    CHECK_THAT(p.out, Contains("--epochs") && Contains("whole number"));
+  }
+  Proc b = cli("train --backend cpu --dataset digits --model mlp --epochs 1 --batch 1000 --train-limit 100 "
+               "--test-limit 64");
+  INFO(b.out);
+  REQUIRE(b.rc == 0);
+  CHECK_THAT(b.out, Contains("batch 1000 is more than the 100 training samples: one batch of 100 per epoch"));
+}
+
+TEST_CASE("cli: predict reads every float checkpoint family and refuses NaN weights and int8 models by name",
+          "[cli][compress]") {
+  const Trained& t = trained();
+  REQUIRE(t.proc.rc == 0);
+  TempDir d;
+  const std::string digit = d / "digit.pgm";
+  {
+    const sg::data::Dataset ds = sg::data::load_digits();
+    std::string pgm = "P5\n8 8\n16\n";
+    for (int i = 0; i < 64; ++i) pgm += static_cast<char>(std::lround(ds.images[i] * 16));
+    std::ofstream(digit, std::ios::binary) << pgm;
+  }
+  // sg::train::save_checkpoint without extra metadata: no 'dataset'; predict finds the geometry its shapes fit
+  sg::train::Config cfg;
+  cfg.model = "cnn";
+  cfg.dataset = "digits";
+  cfg.backend = "cpu";
+  sg::train::Setup setup = sg::train::make_setup(cfg);
+  sg::train::load_checkpoint(t.ckpt, *setup.model, *setup.backend.backend);
+  sg::train::save_checkpoint(d / "bare.safetensors", *setup.model, *setup.backend.backend, "cnn");
+  Proc bare = cli(fmt::format("predict --load {} --input {} --backend cpu", d / "bare.safetensors", digit));
+  Proc full = cli(fmt::format("predict --load {} --input {} --backend cpu", t.ckpt, digit));
+  INFO(bare.out << full.out);
+  REQUIRE(bare.rc == 0);
+  REQUIRE(full.rc == 0);
+  CHECK(parse_prediction(bare.out).probs == parse_prediction(full.out).probs);
+  // a compress output (float, masks folded) predicts; an int8 model is named as int8-eval's
+  REQUIRE(cli(fmt::format("compress ptq --load {} --bits 8 --int8-out {} --backend cpu", t.ckpt, d / "m.int8")).rc == 0);
+  Proc i8 = cli(fmt::format("predict --load {} --input {} --backend cpu", d / "m.int8", digit));
+  CHECK(i8.rc == 1);
+  CHECK_THAT(i8.out, Contains("int8-eval"));
+  Proc pr = cli(fmt::format("compress prune --load {} --amount 0.5 --finetune-epochs 0 --backend cpu --out {}",
+                            d / "m.int8", d / "p.safetensors"));
+  CHECK(pr.rc == 1);  // loaded the int8 file as float weights before
+  CHECK_THAT(pr.out, Contains("int8-eval"));
+  REQUIRE(cli(fmt::format("compress prune --load {} --amount 0.5 --finetune-epochs 0 --backend cpu --out {}", t.ckpt,
+                          d / "p.safetensors")).rc == 0);
+  Proc pp = cli(fmt::format("predict --load {} --input {} --backend cpu", d / "p.safetensors", digit));
+  INFO(pp.out);
+  CHECK(pp.rc == 0);
+  CHECK(parse_prediction(pp.out).probs.size() == 10);
+  // a NaN weight: refused naming the tensor (printed p = nan and exited 0 before)
+  sg::io::SafetensorsFile f = sg::io::load_safetensors(t.ckpt);
+  f.tensors[0].data[3] = std::numeric_limits<float>::quiet_NaN();
+  sg::io::save_safetensors(d / "nan.safetensors", f.tensors, f.metadata);
+  Proc nan = cli(fmt::format("predict --load {} --input {} --backend cpu", d / "nan.safetensors", digit));
+  CHECK(nan.rc == 1);
+  CHECK_THAT(nan.out, Contains(f.tensors[0].name) && Contains("index 3"));
+  // an unwritable --out fails (exited 0 and wrote nothing before)
+  Proc sp = cli(fmt::format("compress split --out {}", d / "missing-dir/split.json"));
+  CHECK(sp.rc != 0);
+  CHECK_THAT(sp.out, Contains("missing-dir"));
+}
+
+TEST_CASE("cli: an on/off environment variable with another value is an error naming it", "[cli][vulkan]") {
+  Proc p = run("/usr/bin/env", fmt::format("SG_AUTOTUNE=banana '{}' train --backend vulkan --epochs 1 --train-limit 64",
+                                           SG_CLI));
+  INFO(p.out);
+  CHECK(p.rc == 1);
+  CHECK_THAT(p.out, Contains("SG_AUTOTUNE='banana'"));
 }

@@ -398,6 +398,14 @@ TEST_CASE("shadergrad serve: 127.0.0.1, MIME types, no directory traversal, a ta
   CHECK_THAT(get("/../" + outside.path.filename().string() + "/secret.txt"), !Contains("200"));
   CHECK_THAT(get("/sub/%2e%2e/%2e%2e/" + outside.path.filename().string() + "/secret.txt"), !Contains("200"));
   CHECK_THAT(get("/link.txt"), Contains("403"));  // a symlink out of the folder
+  CHECK_THAT(get("/e.html%00.js"), Contains("400"));  // served e.html as text/javascript before
+  // 64 idle connections (opened, never a request): a request still gets its answer (it waited behind all of them)
+  shell(fmt::format("python3 -c \"import socket, time; s = [socket.create_connection(('127.0.0.1', {})) for _ in "
+                    "range(64)]; open('{}/idle', 'w').close(); time.sleep(15)\" > /dev/null 2>&1 &",
+                    port, root.path.string()), out);
+  for (int i = 0; i < 200 && !fs::exists(root.path / "idle"); ++i) std::system("sleep 0.05");
+  shell(fmt::format("curl -s --max-time 5 -o /dev/null -w '%{{http_code}}' 'http://127.0.0.1:{}/d.json'", port), out);
+  CHECK(out == "200");
   // the content as written, and the headers
   shell(fmt::format("curl -s -D - 'http://127.0.0.1:{}/d.json'", port), out);
   CHECK_THAT(out, Contains("content of d.json"));

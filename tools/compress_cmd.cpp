@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sg/compress.h"
+#include "cli_choices.h"
 
 namespace sg::cli {
 
@@ -28,8 +29,8 @@ struct Common {
 };
 
 void add_common(CLI::App* s, Common& o, bool needs_load = true) {
-  s->add_option("--backend", o.backend, "auto | gles | gles-compute | vulkan (training and evaluation)")
-      ->check(CLI::IsMember({"auto", "gles", "gles-compute", "vulkan", "cpu"}));
+  s->add_option("--backend", o.backend, choices(kBackends) + " (training and evaluation)")
+      ->check(CLI::IsMember(kBackends));
   s->add_option("--split", o.split, "digits split: seed002 (seed 002's torch.randperm) | ours")
       ->check(CLI::IsMember({"seed002", "ours"}));
   if (needs_load)
@@ -237,7 +238,7 @@ CompressCommand add_compress_command(CLI::App& app) {
     data::DigitsSplit s = data::digits_split_named(*split_name);
     std::string j = nlohmann::json{{"name", *split_name}, {"train", s.train}, {"pool", s.pool}, {"test", s.test}}.dump();
     if (split_out->empty()) std::cout << j << "\n";
-    else std::ofstream(*split_out) << j << "\n";
+    else io::write_file_atomic(*split_out, j + "\n");  // IOError naming the path (an ofstream failed silently)
     return 0;
   };
   return r;

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "sg/debug.h"
+#include "cli_choices.h"
 
 namespace sg::cli {
 
@@ -34,11 +35,11 @@ DebugCommand add_debug_command(CLI::App& app) {
   CLI::App* d = app.add_subcommand(
       "debug", "run a few train steps writing every kernel's value/gradient as PNG + stats and DIR/report.html; "
                "--step opens a step-through debugger");
-  d->add_option("--model", cfg->model, "mlp | cnn")->check(CLI::IsMember({"mlp", "cnn", "cnn-large"}));
-  d->add_option("--dataset", cfg->dataset, "fashion-mnist | digits (default: fashion-mnist for mlp, digits for cnn)")
-      ->check(CLI::IsMember({"fashion-mnist", "digits"}));
-  d->add_option("--backend", cfg->backend, "auto | gles | vulkan | cpu")
-      ->check(CLI::IsMember({"auto", "gles", "vulkan", "cpu"}));
+  d->add_option("--model", cfg->model, choices(kModels))->check(CLI::IsMember(kModels));
+  d->add_option("--dataset", cfg->dataset,
+                choices(kDatasets) + " (default: fashion-mnist for mlp, shapes for cnn5, digits otherwise)")
+      ->check(CLI::IsMember(kDatasets));
+  d->add_option("--backend", cfg->backend, choices(kBackends))->check(CLI::IsMember(kBackends));
   d->add_option("--steps", cfg->steps, "train steps to run (default 3)")->check(kPositiveValue);
   d->add_option("--batch", cfg->batch, "batch size (default 16)")->check(kPositiveValue);
   d->add_option("--optimizer", cfg->optimizer, "sgd | momentum | adam")

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "sg/web_export.h"
+#include "cli_choices.h"
 
 namespace sg::cli {
 
@@ -24,11 +25,10 @@ ExportCommand add_export_command(CLI::App& app) {
       "export", "write a model's inference program and Adam train step as a web bundle (bundle.json, WGSL and GLSL "
                 "ES shaders, weights.safetensors, expected outputs, the JavaScript runtime) for WebGPU and WebGL2 in a "
                 "browser");
-  e->add_option("--model", mo->model, "mlp | cnn | cnn-large | cnn5")
-      ->check(CLI::IsMember({"mlp", "cnn", "cnn-large", "cnn5"}));
+  e->add_option("--model", mo->model, choices(kModels))->check(CLI::IsMember(kModels));
   e->add_option("--dataset", mo->dataset, "input geometry: fashion-mnist (28x28) | digits (8x8) | shapes "
                                           "(128x128); default: fashion-mnist for mlp, shapes for cnn5, digits otherwise")
-      ->check(CLI::IsMember({"fashion-mnist", "digits", "shapes"}));
+      ->check(CLI::IsMember(kDatasets));
   e->add_option("--load", mo->load, "initial parameters from a checkpoint (shadergrad train --save)");
   e->add_option("--targets", *target_list, "comma-separated targets the bundle carries: webgpu (WGSL compute "
                                           "kernels), webgl2 (GLSL ES fragment shaders); default webgpu,webgl2")

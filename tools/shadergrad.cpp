@@ -1,13 +1,18 @@
 // shadergrad — command-line interface: train, predict, info, dump (debug and export in their own files).
+#include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <iostream>
+#include <sstream>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "sg/backend.h"
+#include "sg/compress.h"
 #include "sg/datasets.h"
 #include "sg/dump.h"
 #include "sg/gles_device.h"
@@ -15,12 +20,19 @@
 #include "sg/safetensors.h"
 #include "sg/train.h"
 #include "sg/vulkan_device.h"
+#include "sg/web_export.h"
 #include "compress_cmd.h"
 #include "debug_cmd.h"
 #include "export_cmd.h"
 #include "serve_cmd.h"
+#include "cli_choices.h"
 
 namespace {
+
+using sg::cli::choices;
+using sg::cli::kBackends;
+using sg::cli::kDatasets;
+using sg::cli::kModels;
 
 // CLI11's PositiveNumber/NonNegativeNumber report "Value 0 not in range 0.000000 to 1797...(309 digits)";
 // these say what is wanted in words.
@@ -32,6 +44,19 @@ std::string check_number(const std::string& s, bool zero_ok) {
   return "";
 }
 const CLI::Validator kPositive([](std::string& s) { return check_number(s, false); }, "POSITIVE");
+// a count: digits only ("1e20" and "2.5" are not counts; CLI11 took "1e20" epochs without a word), 1 .. max
+CLI::Validator count_up_to(int64_t max) {
+  return CLI::Validator(
+      [max](std::string& s) -> std::string {
+        const bool digits = !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
+        errno = 0;
+        const unsigned long long v = digits ? std::strtoull(s.c_str(), nullptr, 10) : 0;
+        if (!digits || errno == ERANGE || v < 1 || v > static_cast<unsigned long long>(max))
+          return fmt::format("must be a whole number from 1 to {}, got '{}'", max, s);
+        return "";
+      },
+      "COUNT");
+}
 const CLI::Validator kNonNegative([](std::string& s) { return check_number(s, true); }, "NONNEGATIVE");
 // `--save ""` used to mean "save nothing" silently (the Config default); an output option given must name a file
 const CLI::Validator kFileName([](std::string& s) { return s.empty() ? std::string("must name a file, got ''") : ""; },
@@ -110,7 +135,7 @@ int cmd_info(bool json) {
 
 int cmd_dump(const std::string& model_name, const std::string& target, const std::string& out, int64_t batch,
              bool unfused, bool gpu, int max_outputs, bool no_union) {
-  std::string dataset = model_name == "mlp" ? "fashion-mnist" : "digits";
+  const std::string dataset = sg::train::default_dataset(model_name);
   DatasetGeometry g = geometry(dataset);
   if (batch <= 0) batch = model_name == "mlp" ? 128 : 64;
   sg::nn::Rng rng(0);
@@ -173,25 +198,70 @@ int cmd_dump(const std::string& model_name, const std::string& target, const std
   return 0;
 }
 
-int cmd_predict(const std::string& load, const std::string& image, const std::string& backend, bool invert) {
+/// A model ready to classify: built for its dataset's geometry, its parameters written to `backend`.
+struct Loaded {
+  std::unique_ptr<sg::nn::Sequential> model;
+  std::string dataset;
+};
+
+/// Reads any float checkpoint family: `train --save` / sg::train::save_checkpoint (shadergrad-checkpoint/1; a
+/// checkpoint without 'dataset' metadata is matched to the dataset whose geometry gives its structure hash) and
+/// compress outputs (shadergrad-compress/1, digits; masks folded). An int8 model gets an error naming int8-eval.
+Loaded load_for_predict(const std::string& load, sg::Backend& backend) {
   sg::io::SafetensorsFile f = sg::io::load_safetensors(load);  // IOError when the data's SHA-256 differs
   if (!f.checksum_verified)
     std::cerr << "shadergrad predict: warning: " << load << " records no SHA-256 of its data ("
               << sg::io::kDataSha256Key << "), so corruption cannot be detected; re-save it with this version\n";
-  std::string model_name = f.metadata.count("model") ? f.metadata.at("model") : "";
-  std::string dataset = f.metadata.count("dataset") ? f.metadata.at("dataset") : "";
-  if (model_name.empty() || dataset.empty())
-    throw sg::IOError(fmt::format("{}: checkpoint metadata lacks 'model' or 'dataset' (was it written by shadergrad "
-                                  "train --save?)", load));
-  DatasetGeometry g = geometry(dataset);
-  auto model = sg::nn::make_model(model_name, g.c, g.h, g.w, g.classes);
-  sg::nn::Rng rng(0);
-  model->build(rng);
+  auto meta = [&](const std::string& k) { return f.metadata.count(k) ? f.metadata.at(k) : std::string(); };
+  auto build = [](const std::string& model_name, const std::string& dataset) {
+    const DatasetGeometry g = geometry(dataset);
+    auto model = sg::nn::make_model(model_name, g.c, g.h, g.w, g.classes);
+    sg::nn::Rng rng(0);
+    model->build(rng);
+    return model;
+  };
+  const std::string format = meta("format");
+  if (format == sg::compress::kInt8Format)
+    throw sg::IOError(fmt::format("{}: an int8 model ({}); predict runs float checkpoints, `shadergrad compress "
+                                  "int8-eval --load {}` evaluates this one", load, format, load));
+  if (format == sg::compress::kModelFormat) {  // a make_cnn(c1, c2, hidden) on digits, pruning masks folded
+    sg::compress::Model m = sg::compress::load(load);
+    sg::compress::remove_masks(m);
+    const sg::compress::CnnSpec& s = m.spec;
+    Loaded r{sg::nn::make_cnn(s.c1, s.c2, s.hidden, s.channels, s.height, s.width, s.classes), "digits"};
+    sg::nn::Rng rng(0);
+    r.model->build(rng);
+    for (auto& [name, t] : r.model->named_parameters()) backend.write(t, m.param(name).data);
+    return r;
+  }
+  if (format != sg::train::kCheckpointFormat)
+    throw sg::IOError(fmt::format("{}: metadata format '{}' is not a checkpoint predict reads ({} from `shadergrad "
+                                  "train --save`, or {} from `shadergrad compress`)", load, format,
+                                  sg::train::kCheckpointFormat, sg::compress::kModelFormat));
+  const std::string model_name = meta("model");
+  if (std::find(kModels.begin(), kModels.end(), model_name) == kModels.end())
+    throw sg::IOError(fmt::format("{}: metadata model '{}' is not one of {}", load, model_name, choices(kModels)));
+  Loaded r{nullptr, meta("dataset")};
+  if (r.dataset.empty())  // sg::train::save_checkpoint without extra metadata: the geometry its shapes fit
+    for (const std::string& d : kDatasets)
+      if (build(model_name, d)->structure_hash() == meta("structure_hash")) r.dataset = d;
+  if (r.dataset.empty())
+    throw sg::IOError(fmt::format("{}: a '{}' checkpoint whose parameter shapes fit none of the datasets ({})", load,
+                                  model_name, choices(kDatasets)));
+  r.model = build(model_name, r.dataset);
+  sg::train::load_checkpoint(load, *r.model, backend);
+  return r;
+}
+
+int cmd_predict(const std::string& load, const std::string& image, const std::string& backend, bool invert) {
   sg::BackendOptions bo;
   bo.kind = backend;
   auto choice = sg::make_backend(bo);
   if (!choice.note.empty()) std::cerr << choice.note << "\n";
-  sg::train::load_checkpoint(load, *model, *choice.backend);
+  Loaded loaded = load_for_predict(load, *choice.backend);
+  const std::string dataset = loaded.dataset;
+  sg::nn::Sequential& model = *loaded.model;
+  const DatasetGeometry g = geometry(dataset);
   std::vector<float> px = sg::image::read_image_gray(image, static_cast<int>(g.h), static_cast<int>(g.w));
   if (invert)
     for (float& v : px) v = 1.f - v;
@@ -199,7 +269,7 @@ int cmd_predict(const std::string& load, const std::string& image, const std::st
     std::cerr << "shadergrad predict: warning: " << w << "\n";
   sg::Tensor x = sg::input("x", {1, g.c, g.h, g.w});
   sg::Program p;
-  p.add_output("probs", sg::softmax((*model)(x), 1));
+  p.add_output("probs", sg::softmax(model(x), 1));
   auto exe = choice.backend->compile(p);
   std::vector<float> probs = exe->run({{"x", &px}})[0];
   size_t best = 0;
@@ -218,22 +288,25 @@ int cmd_predict(const std::string& load, const std::string& image, const std::st
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"shadergrad: train neural networks through generated GLSL ES shaders"};
+  CLI::App app{"shadergrad: train neural networks through generated shaders (Vulkan, GLES compute, GLES fragment, "
+               "CPU; WebGPU and WebGL2 through `export`)"};
   app.require_subcommand(0, 1);
+  app.set_version_flag("--version", fmt::format("shadergrad {} (web bundles {}, checkpoints {})", SG_VERSION,
+                                                sg::web::kBundleFormat, sg::train::kCheckpointFormat));
+  app.option_defaults()->always_capture_default();  // --help shows every option's default (subcommands inherit it)
 
   sg::train::Config cfg;
   auto* train = app.add_subcommand("train", "train a model on a dataset (the default command)");
-  train->add_option("--model", cfg.model, "mlp | cnn | cnn-large | cnn5")
-      ->check(CLI::IsMember({"mlp", "cnn", "cnn-large", "cnn5"}));
-  train->add_option("--dataset", cfg.dataset, "fashion-mnist | digits | shapes (generated 128x128, for cnn5)")
-      ->check(CLI::IsMember({"fashion-mnist", "digits", "shapes"}));
+  train->add_option("--model", cfg.model, choices(kModels))->check(CLI::IsMember(kModels));
+  train->add_option("--dataset", cfg.dataset, choices(kDatasets) + " (shapes: generated 128x128, for cnn5)")
+      ->check(CLI::IsMember(kDatasets));
   train->add_option("--split", cfg.split,
                     "digits: ours (seeded mt19937_64 permutation) | seed002 (seed 002's torch.randperm split)")
       ->check(CLI::IsMember({"ours", "seed002"}));
-  train->add_option("--backend", cfg.backend, "auto | gles | gles-compute | vulkan | cpu")
-      ->check(CLI::IsMember({"auto", "gles", "gles-compute", "vulkan", "cpu"}));
-  train->add_option("--epochs", cfg.epochs, "epochs")->check(kPositive);
-  train->add_option("--batch", cfg.batch, "batch size")->check(kPositive);
+  train->add_option("--backend", cfg.backend, choices(kBackends))->check(CLI::IsMember(kBackends));
+  train->add_option("--epochs", cfg.epochs, "epochs")->check(count_up_to(1000000));
+  train->add_option("--batch", cfg.batch, "batch size (more than the training samples: one batch of all of them)")
+      ->check(count_up_to(INT64_MAX));
   train->add_option("--optimizer", cfg.optimizer, "sgd | momentum | adam")
       ->check(CLI::IsMember({"sgd", "momentum", "adam"}));
   train->add_option("--lr", cfg.lr, "learning rate")->check(kPositive);
@@ -258,8 +331,7 @@ int main(int argc, char** argv) {
   auto* predict = app.add_subcommand("predict", "classify an image (PNG or PGM) with a saved checkpoint");
   predict->add_option("--load", load, "checkpoint written by train --save")->required();
   predict->add_option("--input", image, "image file (PNG or binary PGM)")->required();
-  predict->add_option("--backend", pbackend, "auto | gles | gles-compute | vulkan | cpu")
-      ->check(CLI::IsMember({"auto", "gles", "gles-compute", "vulkan", "cpu"}));
+  predict->add_option("--backend", pbackend, choices(kBackends))->check(CLI::IsMember(kBackends));
   predict->add_flag("--invert", invert, "invert grey levels (dark strokes on white paper)");
 
   bool json = false;
@@ -271,7 +343,7 @@ int main(int argc, char** argv) {
   bool dunfused = false, dgpu = false, dno_union = false;
   int dmax_outputs = 8;  // the GLES backend uses the device's GL_MAX_DRAW_BUFFERS (8 on llvmpipe and NVIDIA)
   auto* dump = app.add_subcommand("dump", "write a model's generated kernels (GLSL, SPIR-V, GLSL ES) and plan.json");
-  dump->add_option("--model", dmodel, "mlp | cnn | cnn-large")->check(CLI::IsMember({"mlp", "cnn", "cnn-large"}));
+  dump->add_option("--model", dmodel, choices(kModels))->check(CLI::IsMember(kModels));
   dump->add_option("--target", target,
                    "all (default: .glsl, .spv, .spvasm, .frag) | glsl450 | spirv | glsl-es | glsl-es-compute (.comp) | "
                    "spirv-vulkan (.glsl, .spv, .spvasm of the compute kernels) | wgsl (.wgsl compute kernels for WebGPU's "
@@ -304,7 +376,12 @@ int main(int argc, char** argv) {
     if (*info) return cmd_info(json);
     if (*dump) return cmd_dump(dmodel, target, out, dbatch, dunfused, dgpu, dmax_outputs, dno_union);
     cfg.progress = !quiet;
-    sg::train::run(cfg, std::cout);
+    if (quiet) {  // the result line only: no header, progress or epoch lines
+      std::ostringstream log;
+      std::cout << sg::train::run(cfg, log).summary() << "\n";
+    } else {
+      sg::train::run(cfg, std::cout);
+    }
     return 0;
   } catch (const sg::Error& e) {
     std::cerr << "shadergrad: " << e.what() << "\n";

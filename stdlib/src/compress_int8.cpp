@@ -85,7 +85,7 @@ void save_int8(const std::string& path, const Int8Model& q) {
   }
   const CnnSpec& s = q.spec;
   io::save_safetensors(path, ts,
-                       {{"format", "shadergrad-int8/1"},
+                       {{"format", kInt8Format},
                         {"model", fmt::format("make_cnn({}, {}, {})", s.c1, s.c2, s.hidden)},
                         {"spec", fmt::format("{} {} {} {} {} {} {}", s.c1, s.c2, s.hidden, s.channels, s.height,
                                              s.width, s.classes)},
@@ -99,9 +99,10 @@ Int8Model load_int8(const std::string& path) {
     auto it = f.metadata.find(k);
     return it == f.metadata.end() ? std::string() : it->second;
   };
-  if (meta("format") != "shadergrad-int8/1")
-    throw IOError(fmt::format("{}: not a shadergrad int8 model (metadata format '{}', expected 'shadergrad-int8/1'; "
-                              "write one with `shadergrad compress ptq|qat --bits 8 --int8-out FILE`)", path, meta("format")));
+  if (meta("format") != kInt8Format)
+    throw IOError(fmt::format("{}: not a shadergrad int8 model (metadata format '{}', expected '{}'; write one with "
+                              "`shadergrad compress ptq|qat --bits 8 --int8-out FILE`)", path, meta("format"),
+                              kInt8Format));
   Int8Model q;
   CnnSpec& s = q.spec;
   if (std::sscanf(meta("spec").c_str(), "%ld %ld %ld %ld %ld %ld %ld", &s.c1, &s.c2, &s.hidden, &s.channels, &s.height,
@@ -242,12 +243,15 @@ void save(const std::string& path, const Model& m) {
     ts.push_back({p.name + "_mask", p.shape, it->second});
   }
   const CnnSpec& s = m.spec;
-  io::save_safetensors(path, ts, {{"format", "shadergrad-compress/1"},
+  io::save_safetensors(path, ts, {{"format", kModelFormat},
                                   {"model", fmt::format("make_cnn({}, {}, {})", s.c1, s.c2, s.hidden)}});
 }
 
 Model load(const std::string& path) {
   io::SafetensorsFile f = io::load_safetensors(path);
+  if (auto it = f.metadata.find("format"); it != f.metadata.end() && it->second == kInt8Format)
+    throw IOError(fmt::format("{}: an int8 model ({}), not float weights: `shadergrad compress int8-eval --load {}` "
+                              "evaluates it", path, kInt8Format, path));
   auto find = [&](const std::string& name) -> const io::NamedTensor* {
     if (const io::NamedTensor* t = f.find(name)) return t;
     return f.find(name + "_orig");

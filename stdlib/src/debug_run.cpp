@@ -14,7 +14,7 @@ RunResult run_debug(const RunConfig& cfg, std::istream& in, std::ostream& out) {
   if (cfg.steps < 1) throw ValueError(fmt::format("debug: --steps must be >= 1 (got {})", cfg.steps));
   if (cfg.batch < 1) throw ValueError(fmt::format("debug: --batch must be >= 1 (got {})", cfg.batch));
   if (!(cfg.lr > 0)) throw ValueError(fmt::format("debug: --lr must be > 0 (got {})", cfg.lr));
-  std::string dataset = cfg.dataset.empty() ? (cfg.model == "mlp" ? "fashion-mnist" : "digits") : cfg.dataset;
+  std::string dataset = cfg.dataset.empty() ? train::default_dataset(cfg.model) : cfg.dataset;
   std::ifstream cmd_file;
   std::istream* cmds = &in;
   if (cfg.step && !cfg.commands.empty()) {

@@ -106,6 +106,10 @@ class Progress {
 
 }  // namespace
 
+std::string default_dataset(const std::string& model) {
+  return model == "mlp" ? "fashion-mnist" : model == "cnn5" ? "shapes" : "digits";
+}
+
 std::pair<data::Dataset, data::Dataset> load_split(const std::string& dataset, const std::string& split) {
   if (dataset == "fashion-mnist") {
     if (split != "ours")
@@ -204,6 +208,9 @@ Result run(const Config& cfg, std::ostream& log) {
   r.test_samples = test_ds.n;
   log << fmt::format("shadergrad train: {} ({} parameters) on {} ({} train / {} test), {} backend [{}], {}\n",
                      cfg.model, r.parameters, cfg.dataset, train_ds.n, test_ds.n, r.backend, r.renderer, r.optimizer);
+  if (cfg.batch > train_ds.n)  // as torch's DataLoader: one batch of every sample
+    log << fmt::format("note: batch {} is more than the {} training samples: one batch of {} per epoch\n", cfg.batch,
+                       train_ds.n, train_ds.n);
 
   Progress progress(log, cfg.progress);
   data::BatchIterator it(train_ds, cfg.batch, /*shuffle=*/true, cfg.seed);
@@ -284,9 +291,14 @@ Result run(const Config& cfg, std::ostream& log) {
     io::write_file_atomic(cfg.metrics, r.to_json().dump(2) + "\n");
     log << "wrote metrics " << cfg.metrics << "\n";
   }
-  log << fmt::format("test accuracy {:.4f} after {} epoch{}, {} steps, {:.1f} steps/s, {} kernels per step\n",
-                     r.test_accuracy, r.epochs, r.epochs == 1 ? "" : "s", r.steps, r.steps_per_second, r.kernels_per_step);
+  log << r.summary() << "\n";
   return r;
+}
+
+std::string Result::summary() const {
+  return fmt::format("test accuracy {:.4f} after {} epoch{}, {} step{}, {:.1f} steps/s, {} kernels per step",
+                     test_accuracy, epochs, epochs == 1 ? "" : "s", steps, steps == 1 ? "" : "s", steps_per_second,
+                     kernels_per_step);
 }
 
 void save_checkpoint(const std::string& path, const nn::Sequential& model, Backend& backend,
@@ -294,7 +306,7 @@ void save_checkpoint(const std::string& path, const nn::Sequential& model, Backe
   std::vector<io::NamedTensor> ts;
   for (auto& [name, t] : model.named_parameters())
     ts.push_back({name, std::vector<int64_t>(t.shape().begin(), t.shape().end()), backend.read(t)});
-  std::map<std::string, std::string> meta = {{"format", "shadergrad-checkpoint/1"},
+  std::map<std::string, std::string> meta = {{"format", kCheckpointFormat},
                                              {"model", model_name},
                                              {"structure_hash", model.structure_hash()}};
   for (auto& [k, v] : extra) meta[k] = v;
@@ -308,9 +320,9 @@ std::vector<std::pair<std::string, std::string>> load_checkpoint(const std::stri
     auto it = f.metadata.find(k);
     return it == f.metadata.end() ? std::string() : it->second;
   };
-  if (meta("format") != "shadergrad-checkpoint/1")
-    throw IOError(fmt::format("{}: not a shadergrad checkpoint (metadata format is '{}', expected "
-                              "'shadergrad-checkpoint/1')", path, meta("format")));
+  if (meta("format") != kCheckpointFormat)
+    throw IOError(fmt::format("{}: not a shadergrad checkpoint (metadata format is '{}', expected '{}')", path,
+                              meta("format"), kCheckpointFormat));
   if (meta("structure_hash") != model.structure_hash())
     throw IOError(fmt::format("{}: checkpoint is for a different model structure (model '{}', structure hash {}; "
                               "this model's is {})", path, meta("model"), meta("structure_hash"),
@@ -323,6 +335,10 @@ std::vector<std::pair<std::string, std::string>> load_checkpoint(const std::stri
     if (ShapeRef(nt->shape) != t.shape())
       throw IOError(fmt::format("{}: tensor '{}' has shape {}, the model expects {}", path, name, shape_str(nt->shape),
                                 shape_str(t.shape())));
+    for (size_t i = 0; i < nt->data.size(); ++i)
+      if (!std::isfinite(nt->data[i]))
+        throw IOError(fmt::format("{}: tensor '{}' holds {} at index {}: a checkpoint's parameters must be finite "
+                                  "(was it saved after training diverged?)", path, name, nt->data[i], i));
     plan.emplace_back(t, nt);
   }
   if (f.tensors.size() != params.size())

@@ -595,10 +595,7 @@ ExportSummary write_bundle(const BundleSpec& spec, const BundleTargets& targets,
 }
 
 BundleSpec model_bundle_spec(const ModelExportOptions& opt) {
-  const std::string dataset = !opt.dataset.empty()    ? opt.dataset
-                              : opt.model == "mlp"  ? "fashion-mnist"
-                              : opt.model == "cnn5" ? "shapes"
-                                                    : "digits";
+  const std::string dataset = !opt.dataset.empty() ? opt.dataset : train::default_dataset(opt.model);
   int64_t c = 1, h = 0, w = 0;
   if (dataset == "fashion-mnist") h = w = 28;
   else if (dataset == "digits") h = w = 8;

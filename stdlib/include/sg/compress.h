@@ -29,6 +29,10 @@
 
 namespace sg::compress {
 
+/// The metadata `format` of save()'s float models and of save_int8()'s integer models.
+inline constexpr const char* kModelFormat = "shadergrad-compress/1";
+inline constexpr const char* kInt8Format = "shadergrad-int8/1";
+
 /// The digits and one split of them (index lists into `all`).
 struct Data {
   data::Dataset all;        ///< the 1797 digits, 1x8x8, pixels / 16 (seed 002's scaling)
@@ -116,8 +120,8 @@ struct TrainOptions {
   double lr = 2e-3;
   uint64_t seed = 0;           ///< shuffling: epoch e visits data in seeded_permutation(n, seed * 1000003 + e)
   int64_t batch = 64;
-  std::vector<int64_t> data;   ///< indices into Data::all; empty = split.train (labeled are split.train's)
-  std::optional<Distill> distill;  ///< distillation objective instead of cross entropy
+  std::vector<int64_t> data{};  ///< indices into Data::all; empty = split.train (labeled are split.train's)
+  std::optional<Distill> distill{};  ///< distillation objective instead of cross entropy
   std::ostream* log = nullptr; ///< one line per epoch when set
 };
 /// Seed 002's train(): a fresh torch.optim.Adam(lr) per call, `epochs` epochs of shuffled batches (last partial
