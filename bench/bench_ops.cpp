@@ -37,10 +37,10 @@
 //   --compute-tiles T  gles-compute tile sizes: -1 = the device's class (default), 0 = CPU sizes, 1 = GPU sizes
 //   --fresh-vulkan  vulkan: new Vulkan backends (a new VkInstance and VkDevice) before every case, so that no case
 //                  runs on memory, pipelines or descriptor pools that an earlier case left (A/B of the order effect
-//                  of docs/PERFORMANCE.md Run 12b; env SG_VULKAN_MEMORY=blocks|dedicated picks the buffer placement)
+//                  of docs/perf-log/12b.md; env SG_VULKAN_MEMORY=blocks|dedicated picks the buffer placement)
 //   --vk-repeats R  vulkan: every run() dispatches its kernels R times back to back before its one readback
 //                  (VulkanOptions::repeat_dispatches; the outputs are those of one run), so the GPU stays busy (a GPU
-//                  idle between short runs is clocked down by its driver: docs/PERFORMANCE.md Run 13); SGEMM GFLOP/s
+//                  idle between short runs is clocked down by its driver: docs/perf-log/13.md); SGEMM GFLOP/s
 //                  then count R x 2 N^3 per run, kernel-only times are per dispatch; default 1
 //   --reduce-rows LIST  rows R of the reduce case's R x C inputs (default: 1024,8191 on GPUs, 250 on CPU devices)
 //   --autotune B   vulkan: 1 = time every tiled kernel's tile candidates on the device and run the fastest

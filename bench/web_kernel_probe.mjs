@@ -1,5 +1,5 @@
 // Benchmark tool (not a test): per-kernel GPU times of exported bundles on WebGL2 or WebGPU in headless Chromium,
-// for A/B comparisons of plans (docs/PERFORMANCE.md, Runs W5, W6). Each bundle directory under ROOT runs one
+// for A/B comparisons of plans (docs/perf-log/W5.md, W6.md). Each bundle directory under ROOT runs one
 // program in a fresh page with the runtime's profile mode (WebGL2: EXT_disjoint_timer_query_webgl2 around every
 // draw where the context has it, as SwiftShader's does, else a readback bounds each draw; WebGPU: timestamp
 // queries around every dispatch, SwiftShader has them; --backend webgpu, the plan the runtime picks unless

@@ -370,7 +370,7 @@ TEST_CASE("tile configurations: text form round trip, the heuristic first among 
 
 TEST_CASE("GPU tile heuristic: 16x16 invocations of 8x4 register tiles for large SGEMMs, shrunk for small ones",
           "[compute][tiles]") {
-  // what the H200 measured fastest at every N (docs/PERFORMANCE.md Run 12a): 16x16.8x4.k8.g8.v4.pf
+  // what the H200 measured fastest at every N (docs/perf-log/12a.md): 16x16.8x4.k8.g8.v4.pf
   ComputeLimits l;
   l.max_storage_buffers = 16, l.max_workgroup_invocations = 1024, l.max_shared_bytes = 49152, l.cpu_device = false;
   auto heuristic = [&](int64_t m, int64_t k, int64_t n) {

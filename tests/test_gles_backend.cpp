@@ -327,7 +327,7 @@ TEST_CASE("texel addresses in textures of non-power-of-two width (a float multip
           "over a million texels", "[gles][backend]") {
   // Row-aligned layouts: x [300, 4004] is 1001 texels wide and 300 high, y = x^T + 1 [4004, 300] 75 texels wide and
   // 4004 high. The fragment emitter computes a texel's row as int(float(t) * (1 / width)) corrected by one step
-  // (no integer division: docs/PERFORMANCE.md, Run W5); y reads x element by element (scalar loads), z = 2x + 1
+  // (no integer division: docs/perf-log/W5.md); y reads x element by element (scalar loads), z = 2x + 1
   // texel by texel. Every element is an exact small integer, so the results must be exact.
   const int64_t R = 300, C = 4004;
   std::vector<float> xs(static_cast<size_t>(R * C));
@@ -356,7 +356,7 @@ TEST_CASE("texel addresses in textures of non-power-of-two width (a float multip
 
 TEST_CASE("conv weight gradients with runtime tap shifts (reduce mode: texel pairs, shifts and masks hoisted) equal "
           "the CPU backend", "[gles][backend]") {
-  // The digits CNN's two weight gradients (docs/PERFORMANCE.md, Run W12d) at batch 5, and an odd one (3 -> 5
+  // The digits CNN's two weight gradients (docs/perf-log/W12d.md) at batch 5, and an odd one (3 -> 5
   // channels, a 3x5 kernel over 9x12 planes, padding (1, 2): shifts -2..2 across 3-texel rows, 225 outputs: the last
   // texel runs past the end). In reduce mode a
   // texel's 4 lanes are 4 taps (c, kh, kw) whose shift kw - padding is a runtime value: each lane reads the two
@@ -409,7 +409,7 @@ TEST_CASE("jam mode: a conv's 3x3 taps and 4 channels' weights from shared texel
   // The digits CNN and the MLP train steps at batch 8 under the CPU rasterisers' schedule (the webgl2 plan's on
   // SwiftShader). Jam mode unrolls a conv's kernel height with its width and its input channels by 4, so the
   // weights of 4 channels' taps are 36 consecutive elements from an aligned base: whole texels, no scalar load_
-  // call per tap (docs/PERFORMANCE.md, Run W15). Its input gradient reads w[co, ci, ., .] at co * 72 + ci * 9 + tap
+  // call per tap (docs/perf-log/W15.md). Its input gradient reads w[co, ci, ., .] at co * 72 + ci * 9 + tap
   // with ci the output's channel, a runtime shift: 4-element windows shared by neighbouring taps. The MLP's dh = dlogits . W2 (10 classes, ReLU mask) is written
   // as 10 terms whose lanes read dlogits at stride 10: texels with components picked at compile time, no loop.
   const BackendOptions bo{.kind = "gles", .min_parallel_texels = 0, .row_layout = false, .union_domains = false};

@@ -507,7 +507,7 @@ TEST_CASE("a conv's index math is computed outside the loops it does not depend 
           "[codegen]") {
   // conv2d 5 -> 7 channels over 4x4 planes, padding 1 (jam mode: a texel's 4 outputs are 4 columns of one output
   // row). SwiftShader's shader compiler neither moves integer division out of loops nor turns it into shifts
-  // (docs/PERFORMANCE.md, Run W5): the emitter prints each loop's invariant index math in its preheader, reads the
+  // (docs/perf-log/W5.md): the emitter prints each loop's invariant index math in its preheader, reads the
   // weight the 4 outputs share with one fetch, and addresses 64-texel-wide textures by mask and shift. The 3x3 taps
   // are unrolled (kernel width, Run W8, then height, Run W15) and each kernel row's 3 taps read the 3 texels around
   // the input row's texel once. 5 channels are not unrolled by 4 (not a multiple of 4): the weights stay one scalar

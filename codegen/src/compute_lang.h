@@ -33,8 +33,8 @@ class Lang {
  public:
   /// `shift_divisions`: integer division and modulo of non-negative values by a power of two print as a shift and a
   /// mask (div_const / mod_const). For CPU implementations (ComputeLimits::register_tiles): SwiftShader's Subzero
-  /// JIT divides a vector lane by lane and does not strength-reduce a constant divisor (docs/PERFORMANCE.md Runs W5,
-  /// W8); GPU compilers do that themselves, so other plans print the division and stay byte-identical.
+  /// JIT divides a vector lane by lane and does not strength-reduce a constant divisor (docs/perf-log/W5.md,
+  /// W8.md); GPU compilers do that themselves, so other plans print the division and stay byte-identical.
   explicit Lang(ComputeLanguage language, bool shift_divisions = false)
       : language_(language), shift_divisions_(shift_divisions) {}
   ComputeLanguage language() const { return language_; }

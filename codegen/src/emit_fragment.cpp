@@ -33,10 +33,10 @@ struct BlockMode {
 /// ExprEmitter::shared_strided). A
 /// conv's taps along a row then read the lanes' elements at constant offsets from one aligned base, which the
 /// printer fetches as the few texels they span, shared by the taps (3 texels for a 3-wide kernel instead of 2 per
-/// tap: docs/PERFORMANCE.md, Run W8); with the kernel height gone too, the remaining input-channel loop can be
+/// tap: docs/perf-log/W8.md); with the kernel height gone too, the remaining input-channel loop can be
 /// unrolled by 4 (unroll_reductions), and the weights of 4 channels' 3x3 taps are 36 consecutive elements from an
 /// aligned base: 9 texel fetches with components picked at compile time, shared by the taps, instead of one
-/// fetch and a runtime component select per tap (docs/PERFORMANCE.md, Run W15).
+/// fetch and a runtime component select per tap (docs/perf-log/W15.md).
 std::vector<KExprPtr> unroll_taps(const std::vector<KExprPtr>& roots, int64_t& most_copies) {
   constexpr int64_t kMaxTapCopies = 16;
   auto short_loop = [](const KExprPtr& r, int64_t copies) {
@@ -70,7 +70,7 @@ std::vector<KExprPtr> unroll_taps(const std::vector<KExprPtr>& roots, int64_t& m
 /// Reduce mode: a sum whose innermost loop has 8 to 16 iterations (a multiple of 4: a conv weight gradient's output
 /// row) keeps 4 of them, its body written once per block of 4 with the loop variable + 4 d. The vectorised loop is
 /// then one step, no loop at all (ExprEmitter), and its padding masks and tap shifts are computed once before the
-/// loops around it (docs/PERFORMANCE.md, Run W12d).
+/// loops around it (docs/perf-log/W12d.md).
 std::vector<KExprPtr> fold_vector_loops(const std::vector<KExprPtr>& roots) {
   return krewrite(roots, [&](const KExprPtr& e) -> KExprPtr {
     if (e->op != KOp::Reduce) return nullptr;
@@ -92,7 +92,7 @@ std::vector<KExprPtr> fold_vector_loops(const std::vector<KExprPtr>& roots) {
 /// output coordinates i0.. of element elem + l (elem = texel * 4), clamped to the last element where the texel may
 /// run past the end (those lanes are zeroed on output). A coordinate whose stride is a multiple of 4 is the same in
 /// the 4 lanes and is written as a function of elem alone, so that loads through it are one texel fetch for all
-/// lanes (the conv weight gradient's dy row: docs/PERFORMANCE.md, Run W8).
+/// lanes (the conv weight gradient's dy row: docs/perf-log/W8.md).
 std::vector<KExprPtr> lane_copies(const std::vector<KExprPtr>& exprs, const Shape& shape, int64_t n) {
   Shape st = contiguous_strides(shape);
   std::vector<KExprPtr> out;
@@ -326,7 +326,7 @@ BlockSource emit_block(const Plan& plan, const Kernel& kernel, const std::vector
 
 /// Statements declaring `ivec2 xy`, the texel coordinates of texel index `t` (a non-negative int) in a texture
 /// `width` texels wide. CPU rasterisers' shader compilers keep an integer division by a constant a division, done
-/// lane by lane (docs/PERFORMANCE.md, Run W5), so neither a modulo nor a division is printed: a power-of-two width
+/// lane by lane (docs/perf-log/W5.md), so neither a modulo nor a division is printed: a power-of-two width
 /// takes a mask and a shift; any other width a float multiply by 1/width (the product's relative error is below
 /// 3 * 2^-24, i.e. less than one row for textures under 2^22 rows high), truncated: the row or one off, corrected
 /// by one step on the remainder's sign and size.
@@ -432,7 +432,7 @@ std::string emit_fragment(const Plan& plan, const Kernel& k) {
                                               nblocks > 1 ? fmt::format(", block {}", k.block_of(j)) : std::string())
                                 : "");
   src += "\n";
-  // a texel's component chosen by selects (docs/PERFORMANCE.md, Run 7: NVIDIA put a dynamically indexed vec4 in
+  // a texel's component chosen by selects (docs/perf-log/7.md: NVIDIA put a dynamically indexed vec4 in
   // local memory, which serialised a bias-gradient loop)
   src += glsl::component_helper(loads);
   if (!unaligned_loads.empty())

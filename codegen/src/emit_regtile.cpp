@@ -7,11 +7,11 @@
 // `var<workgroup>` tile, no barrier, no unrolled staging. The accumulators are one private array `acc` (row-major,
 // read and written at constant indices in the loop) and the epilogue is one loop over it: 64 scalar accumulators and
 // 64 inlined epilogues made SwiftShader's JIT take 1.3-3.2 s per 8x8 kernel (the MLP's first step 5-10 s), the
-// array and the loop 0.1-0.4 s, and their kernels ran no slower (docs/PERFORMANCE.md Run W12b).
+// array and the loop 0.1-0.4 s, and their kernels ran no slower (docs/perf-log/W12b.md).
 //
 // Why: a CPU implementation runs the invocations of a workgroup as SIMD lanes and fibers; each barrier switches
 // every fiber of the workgroup, and the shared tile is ordinary memory behind the same caches as the storage buffers,
-// so the shared-memory kernel pays its staging and barriers for nothing (docs/PERFORMANCE.md Run W4: its per-kernel
+// so the shared-memory kernel pays its staging and barriers for nothing (docs/perf-log/W4.md: its per-kernel
 // profile on SwiftShader). In WGSL the loads are not clamped (the language bounds every storage access). The tile's
 // invocation order: n fastest (TILES_N tiles per row of tiles), then m; batch
 // from the workgroup id's z, as the factor functions expect.
@@ -33,7 +33,7 @@ constexpr int kInvocations = 64;
 /// Workgroups a register-tiled dispatch should have at least (over all batches), and the fewest invocations a
 /// workgroup is cut to for them: a CPU implementation spreads a dispatch over its threads by workgroups (SwiftShader:
 /// whole workgroups per worker, each workgroup's SIMD groups run in turn), so one workgroup of 64 tiles (the MLP
-/// b=32's x.W1^T) ran on one thread (docs/PERFORMANCE.md Run W12b).
+/// b=32's x.W1^T) ran on one thread (docs/perf-log/W12b.md).
 constexpr int kMinWorkgroups = 4;
 constexpr int kMinInvocations = 16;
 
@@ -41,7 +41,7 @@ constexpr int kMinInvocations = 16;
 /// whose address is not a compile-time constant is a per-lane gather on SwiftShader (four scalar loads, each behind
 /// a branch on the lane's mask), and the multiply-adds are SIMD: an 8x8 tile loads 16 values per 64 multiply-adds
 /// where a 4x4 one loads 8 per 16 (SGEMM 512 on SwiftShader 1.5-2.3x faster; 16x8, 128 accumulators, no faster
-/// again: docs/PERFORMANCE.md Run W8).
+/// again: docs/perf-log/W8.md).
 constexpr int kRegisterTile = 8;
 
 /// The register tile extent along a side of `extent` elements: `max`, or the next power of two >= extent below that.
@@ -56,14 +56,14 @@ int64_t tree_size(const KExprPtr& e) { return e ? 1 + tree_size(e->a) + tree_siz
 
 /// Factors up to this many IR nodes (together) take 8x8 register tiles: a load with its index, a mask of a ReLU.
 /// A conv's padded im2col factor (a select of a load on the window's bounds) is larger: 8 of its copies per iteration
-/// and 64 epilogues made SwiftShader compile one conv kernel ~9 s longer (docs/PERFORMANCE.md Run W8).
+/// and 64 epilogues made SwiftShader compile one conv kernel ~9 s longer (docs/perf-log/W8.md).
 constexpr int64_t kMaxFactorNodesFor8x8 = 32;
 
 /// Steps of k per loop iteration in a long single-variable reduction, their products summed before one update of
 /// each sum: SwiftShader keeps `acc` in memory and merges every store under the lanes' mask, so a tile's sums cost
 /// about as much as its loads; x.W1^T of the MLP b=128 (K = 784, 16x8 subgroup tiles) ran 4.2-5.8 ms instead of
 /// 5.4-7.6 with 4 steps, no faster again with 8, and dW1 (K = 128, a large epilogue) no faster with 4
-/// (docs/PERFORMANCE.md Run W16).
+/// (docs/perf-log/W16.md).
 constexpr int kUnrollSteps = 4;
 constexpr int64_t kUnrollMinK = 256;
 
@@ -80,12 +80,12 @@ struct TileShape {
 /// gather, about 30 cycles): a factor value costs a load plus 0.1 per further IR node of its expression (index math,
 /// a padded window's bounds), a multiply-add into the private sums 0.25 (the sums live in memory: SwiftShader merges
 /// every store under the lanes' mask), a broadcast 0.1. Fitted to the MLP b=128's contractions and the CNN's convs
-/// (docs/PERFORMANCE.md Run W13a: x.W1^T with no factor loads 5.1 ms of 12.8, without B's loads 8.7 ms).
+/// (docs/perf-log/W13a.md: x.W1^T with no factor loads 5.1 ms of 12.8, without B's loads 8.7 ms).
 constexpr double kLoadCost = 1.0, kNodeCost = 0.1, kMacCost = 0.25, kBroadcastCost = 0.1;
 
 /// Sharing the columns must be this much cheaper than sharing the rows to be chosen: at equal cost the rows, whose
 /// lanes' tiles lie side by side along n (the MLP b=128's dW1: rows shared 5.6 ms, columns shared 7.3 ms, without
-/// subgroups 7.0 ms; docs/PERFORMANCE.md Run W13a).
+/// subgroups 7.0 ms; docs/perf-log/W13a.md).
 constexpr double kColsBias = 0.9;
 
 double factor_cost(int64_t nodes) { return kLoadCost + kNodeCost * static_cast<double>(std::max<int64_t>(nodes - 1, 0)); }
@@ -98,7 +98,7 @@ double factor_cost(int64_t nodes) { return kLoadCost + kNodeCost * static_cast<d
 /// least a workgroup's worth of tiles; nullopt where the tile without subgroups (tm x tn) costs no more. A large own
 /// factor (a conv's im2col) gets at most 4 copies per step (SwiftShader's compile time, Run W8). The MLP b=128's
 /// x.W1^T and dW1 get 16x8 (4 + 8 loads per 128 multiply-adds against 16 per 64 without subgroups: 12.8 -> 8.8 ms
-/// and 13.7 -> 10.3 ms, SGEMM 512 114 -> 70 ms; docs/PERFORMANCE.md Run W13a).
+/// and 13.7 -> 10.3 ms, SGEMM 512 114 -> 70 ms; docs/perf-log/W13a.md).
 std::optional<TileShape> subgroup_tile_shape(const Contraction& c, int64_t nodes_a, int64_t nodes_b, int tm, int tn) {
   const double cost_a = factor_cost(nodes_a), cost_b = factor_cost(nodes_b);
   auto tiles_of = [](int64_t extent, int r) { return (extent + r - 1) / r; };

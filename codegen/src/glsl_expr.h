@@ -126,7 +126,7 @@ class ExprEmitter {
   /// of texel (column >> 2, row) at its centre (`uv_texel_<value>`, one texel's size in texture coordinates, is
   /// the stage emitter's to declare: uv_inputs_), its loop-invariant parts in loop preheaders, instead of a
   /// load4_/load_ call turning the flat index back into texel coordinates per fetch (CPU rasterisers pay every
-  /// integer op per fetch: docs/PERFORMANCE.md, Run W7), and
+  /// integer op per fetch: docs/perf-log/W7.md), and
   /// divisions and modulos by powers of two of provably non-negative values are printed as shifts and masks.
   void set_texture_addressing(bool on) { textures_ = on; }
 
@@ -145,7 +145,7 @@ class ExprEmitter {
   void set_aligned_base() { base_aligned_ = true; }
   /// Every loop-invariant piece of integer math (comparisons and sums too, not only divisions, modulos, min and
   /// max) is computed once before the loops it does not depend on: reduce mode's padding masks and tap shifts
-  /// (CPU rasterisers' shader compilers do not move code out of loops: docs/PERFORMANCE.md, Run W12d).
+  /// (CPU rasterisers' shader compilers do not move code out of loops: docs/perf-log/W12d.md).
   void set_hoist_index_math() { hoist_index_math_ = true; }
   /// Inside loops, scalar loads at an aligned base + a loop-invariant runtime shift + a constant read their elements
   /// from shifted 4-element windows (invariant_scalar): worth it where runs of neighbouring constants share a window
@@ -382,7 +382,7 @@ class ExprEmitter {
     if (!c) return {};
     const std::string cs = coord(c), rs = coord(r);
     // texture() at the texel's centre (the textures are NEAREST): SwiftShader's texelFetch costs more than a
-    // float multiply-add and a nearest sample (docs/PERFORMANCE.md, Run W7)
+    // float multiply-add and a nearest sample (docs/perf-log/W7.md)
     uv_inputs_.insert(v.name);
     return fmt::format("texture(in_{0}, (vec2(ivec2({1}, {2})) + 0.5) * uv_texel_{0})", v.name, cs, rs);
   }
@@ -394,7 +394,7 @@ class ExprEmitter {
   /// element rest of that row. The texel coordinates are then known once for all lanes (with P = 4 one position in
   /// the 4 planes): P texture() reads and a component select per lane instead of 4 load_ calls, each a flat index
   /// turned into a plane, a branch over the planes and texel coordinates (a weight update reading the transpose of
-  /// a row-planed weight gradient: docs/PERFORMANCE.md, Run W9). "" when the index has another form.
+  /// a row-planed weight gradient: docs/perf-log/W9.md). "" when the index has another form.
   std::string planed_gather(const KExprPtr& idx, const Value& v) {
     const int P = v.planes;
     if (!textures_ || P <= 1 || v.col_planes != 1 || 4 % P != 0 || v.node->shape.size() < 2) return {};
@@ -486,7 +486,7 @@ class ExprEmitter {
   }
   /// Integer arithmetic and comparisons over variables and constants only, with at least one division, modulo,
   /// min or max inside: the index math worth computing once per loop instead of once per iteration (CPU
-  /// rasterisers' shader compilers do not move it out of loops: docs/PERFORMANCE.md, Runs W1 and W5).
+  /// rasterisers' shader compilers do not move it out of loops: docs/perf-log/W1.md and W5.md).
   bool pure_index_math(const KExprPtr& e, bool& costly) {
     switch (e->op) {
       case KOp::IntConst:
@@ -931,7 +931,7 @@ class ExprEmitter {
   /// loop-invariant value not known at compile time (a conv weight gradient's tap shift kw - padding, a function
   /// of the output element): the two texels at base + 4 floor(off / 4) and 4 past it (through the texel cache),
   /// their components picked by selects on off mod 4, which (with the texel shift) is computed once before the
-  /// loops instead of per fetch as load4u_ does (docs/PERFORMANCE.md, Run W12d); "" when the index has no such form.
+  /// loops instead of per fetch as load4u_ does (docs/perf-log/W12d.md); "" when the index has no such form.
   std::string invariant_unaligned(const KExprPtr& idx, const std::string& name, const Value& v) {
     if (loops_.empty()) return {};
     const std::string key = "unaligned|" + name + "|" + kexpr_str(idx) + "|" + subst_signature();

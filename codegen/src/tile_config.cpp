@@ -76,7 +76,7 @@ TileConfig fit_tile_config(TileConfig t, const ComputeLimits& l, const Contracti
 
 TileConfig default_tile_config(const ComputeLimits& l, const Contraction& c) {
   TileConfig t;
-  // GPUs: 8x4 register tiles (128 x 64 workgroup tiles). Measured on the H200 (docs/PERFORMANCE.md Run 12a, each
+  // GPUs: 8x4 register tiles (128 x 64 workgroup tiles). Measured on the H200 (docs/perf-log/12a.md, each
   // configuration forced in its own process): 16x16.8x4.k8.g8.v4.pf was the fastest of ten at N=1024, 2048, 3072 and
   // 4096 (0.077 / 0.473 / 1.539 / 12.35 ms against 0.148 / 0.507 / 1.838 / 18.32 ms for 8x8, the heuristic before).
   if (l.cpu_device) t = {.tx = 8, .ty = 8, .tm = 4, .tn = 4, .bk = 16};

@@ -108,7 +108,7 @@ BackendChoice make_backend(const BackendOptions& opt) {
   return make_auto_backend(opt);
 }
 
-/// kind "auto": the backends in their measured order of speed for the device class (docs/PERFORMANCE.md). On a
+/// kind "auto": the backends in their measured order of speed for the device class (docs/decisions.md). On a
 /// GPU: vulkan, gles-compute, gles; on a CPU implementation (Mesa's lavapipe and llvmpipe) the compute backends are
 /// skipped — there the fragment path measured faster (the main job on llvmpipe GLES against lavapipe Vulkan and
 /// llvmpipe GLES compute) — then the CPU reference. Each skipped backend's reason goes into `note` (seed 000's

@@ -22,7 +22,7 @@ void validate(const BackendOptions& opt) {
     throw ValueError(fmt::format("BackendOptions::col_planes must be 1 (off) or 2 (empty = auto), got {}", *opt.col_planes));
 }
 
-/// The fragment target's policy; the auto values were measured (docs/PERFORMANCE.md): row and column planes pay on
+/// The fragment target's policy; the auto values were measured (docs/decisions.md): row and column planes pay on
 /// the H200 and on llvmpipe; split-K, row-aligned layouts and union-domain draws only on GPUs.
 ScheduleOptions texture_policy(const Target& t, const BackendOptions& opt) {
   ScheduleOptions so;

@@ -3,7 +3,7 @@
 // Why the obvious measurement lies, and what this file does about it:
 //  - Clock ramp. A GPU that has been idle runs at low clocks and reaches its boost clock only after tens to hundreds
 //    of milliseconds of load. On the H200 the compute ALU probe read 13.2 TFLOP/s as the first thing of a process and
-//    64.4 TFLOP/s warm (docs/PERFORMANCE.md Run 11c); the tuner of 868a077 timed candidates in that state and picked
+//    64.4 TFLOP/s warm (docs/perf-log/11.md, Run 11c); the tuner of 868a077 timed candidates in that state and picked
 //    tiles 3-4x slower than the heuristic. So: every candidate is compiled first (compiling between timings lets the
 //    GPU idle and clock down again), then the heuristic kernel runs back to back for kWarmupMs before any timing,
 //    every timed batch starts with untimed dispatches, and candidates are timed in round-robin rounds, so that a

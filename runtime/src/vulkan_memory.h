@@ -6,7 +6,7 @@
 // allocated for it alone (VkMemoryDedicatedAllocateInfo naming the buffer), bound at offset 0 and freed with it; smaller
 // buffers are sub-allocated first-fit from blocks of kSmallBlockBytes per memory type, at offsets aligned to
 // max(alignment, 256 bytes). The placement of a large buffer then depends only on its own size, never on what the
-// process allocated and freed before (docs/PERFORMANCE.md Run 12b: a case run after others was 3-4x slower on the H200).
+// process allocated and freed before (docs/perf-log/12b.md: a case run after others was 3-4x slower on the H200).
 // "blocks" (the policy before session 8, kept for A/B runs): every buffer first-fit in blocks of 32 MiB (a larger
 // buffer gets a block of its size rounded to 64 KiB), offsets aligned to max(alignment, 16).
 // Either way an empty block goes back to the driver at once, and host-visible memory is mapped once per block.

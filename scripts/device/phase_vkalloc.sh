@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Device phase "vkalloc" (issue 15, session 8): is the order effect of docs/PERFORMANCE.md Run 12b (SGEMM N=4096
+# Device phase "vkalloc" (issue 15, session 8): is the order effect of docs/perf-log/12b.md (SGEMM N=4096
 # 3.55 ms alone, 15.5 ms after the train steps in one bench_ops process; N=1024 0.225 ms after larger sizes vs 0.078
 # first) buffer placement? And what subgroup operations in tree reductions change.
 # On the accelerator machine, after `. scripts/device/h200_prelude.sh`, from the staged tree (target: bench_ops):

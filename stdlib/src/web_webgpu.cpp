@@ -55,8 +55,8 @@ json kernel_json(const Plan& plan, const Kernel& k, const ComputeKernel& ck, con
 namespace {
 
 /// Storage buffers per kernel of the cpu plans: what Chromium's SwiftShader adapter offers over the default 8 (10:
-/// its compatibility-mode adapter limits in docs/PERFORMANCE.md Run W3; core-mode devices requested with 10 in Run
-/// W16). W1's fused Adam update
+/// its compatibility-mode adapter limits in docs/perf-log/W3.md; core-mode devices requested with 10 in
+/// docs/perf-log/W16.md). W1's fused Adam update
 /// (its gradient's contraction with m, v and W1: 7 inputs, 3 outputs) needs 10. The runtime requests the plan's
 /// limits and takes the gpu plan on an adapter with fewer (runtime/web/webgpu.js chooseWebGPUPlan).
 constexpr int kCpuAdapterStorageBuffers = 10;

@@ -196,7 +196,7 @@ struct ScheduleOptions {
   /// Split-K for parallelism: a single-output kernel with fewer output texels than this whose loops run 256 or
   /// more iterations per element is split into partial sums over chunks of its longest loop (each chunk at least
   /// 64 iterations) plus a final sum, so that about this many fragments run in parallel; such a reduction is
-  /// also kept out of multi-output kernels (which are not split); docs/PERFORMANCE.md has the case that motivated
+  /// also kept out of multi-output kernels (which are not split); docs/decisions.md has the case that motivated
   /// it. 0 = off (the default; the GLES backend turns it on
   /// for hardware GPUs, not for CPU rasterisers such as llvmpipe, where more fragments buy nothing).
   int64_t min_parallel_texels = 0;

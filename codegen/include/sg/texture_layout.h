@@ -49,7 +49,7 @@ struct TextureLayout {
   /// shade whole 2x2 quads in several quad rows (CPU rasterisers hand quad rows to their threads: one long
   /// texture row runs on one thread). Falls back to for_numel (rows wrap at max_width) when max_width is 64 or
   /// less, the tensor row is wider than max_width, or the texture would be taller than max_height.
-  /// Measured on the H200 (NVIDIA GLES): see docs/PERFORMANCE.md (Runs 3, 7). Throws like for_numel.
+  /// Measured on the H200 (NVIDIA GLES): see docs/perf-log/3.md, 7.md. Throws like for_numel.
   static TextureLayout for_shape(const std::vector<int64_t>& shape, int64_t max_width, int64_t max_height = 0);
 
   /// Where one element lives: texel column x, texel row y, component c in [0, 4).

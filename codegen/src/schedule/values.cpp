@@ -8,7 +8,7 @@
 // options (TextureLayout::for_shape when row_aligned_layout, else for_numel, within the texture limits); a program
 // input that is only ever read through one reshape merging its trailing axes (an image batch [N, C, H, W] flattened
 // to [N, C*H*W] for a dense layer) is laid out by that reshape's shape, so the rows its readers walk are texture
-// rows (the fragment emitter's direct texel addressing, docs/PERFORMANCE.md Run W9).
+// rows (the fragment emitter's direct texel addressing, docs/perf-log/W9.md).
 #include "schedule/state.h"
 
 #include <cctype>

@@ -138,7 +138,7 @@ struct VulkanOptions {
   /// Each run() dispatches the step's kernels this many times back to back in its command buffer before the one
   /// readback (>= 1; ValueError otherwise). The repeats compute the same outputs from the same buffers, so results are
   /// those of one run; with profiling a kernel's time is the mean of its repeats. For benchmarks: a GPU left idle
-  /// between short dispatches (readbacks, host work) is clocked down by its driver (docs/PERFORMANCE.md Run 13).
+  /// between short dispatches (readbacks, host work) is clocked down by its driver (docs/perf-log/13.md).
   int repeat_dispatches = 1;
 };
 
@@ -161,17 +161,17 @@ struct BackendOptions {
   /// ScheduleOptions::row_aligned_layout: empty = auto (on for GPUs, off for CPU rasterisers).
   std::optional<bool> row_layout{};
   /// ScheduleOptions::row_planes (matmul-like kernels compute this many rows per fragment into as many render
-  /// targets): empty = auto (4 on every device; docs/PERFORMANCE.md Runs 5a, 6), else 1..8 (1 = off; capped by
+  /// targets): empty = auto (4 on every device; docs/perf-log/5.md, Run 5a, and 6.md), else 1..8 (1 = off; capped by
   /// max_outputs, i.e. the device's draw buffers). schedule_options throws ValueError for other values.
   std::optional<int> row_planes{};
   /// ScheduleOptions::col_planes (column planes: a kernel given row planes also computes 2 texels of each row,
   /// i.e. a row_planes x 8 tile per fragment into row_planes x 2 render targets, when the render targets, its
   /// shape and its readers' samplers allow; Value::col_planes gives the storage). empty = auto (2 on every device;
-  /// docs/PERFORMANCE.md Run 7d), 1 = off, 2 = on. schedule_options throws ValueError for other values.
+  /// docs/perf-log/7.md, Run 7d), 1 = off, 2 = on. schedule_options throws ValueError for other values.
   std::optional<int> col_planes{};
   /// ScheduleOptions::union_domains: independent kernels of different shapes become one draw (union-domain
   /// kernels). gles: empty = auto: on for GPUs, off for CPU rasterisers (on llvmpipe every fragment runs every block's
-  /// code under a mask; docs/PERFORMANCE.md). gles-compute and vulkan: small independent kernels become one dispatch
+  /// code under a mask; docs/decisions.md). gles-compute and vulkan: small independent kernels become one dispatch
   /// with its workgroups partitioned among them (ScheduleOptions::union_invocation_blocks); empty = on.
   std::optional<bool> union_domains{};
   /// gles-compute and vulkan: ScheduleOptions::reduce_tree_workgroups (a reduction to a few outputs over a long axis
@@ -221,7 +221,7 @@ struct BackendChoice {
 /// limit) are thrown, never hidden by a fallback. Unknown kinds throw ValueError.
 BackendChoice make_backend(const BackendOptions& opt = {});
 
-/// kind "auto": tries the backends in their measured order of speed for the device class (docs/PERFORMANCE.md):
+/// kind "auto": tries the backends in their measured order of speed for the device class (docs/decisions.md):
 /// on a GPU vulkan, then gles-compute, then gles; on a CPU implementation (Mesa's lavapipe, llvmpipe) gles (the
 /// compute backends are skipped there: the fragment path measured faster on CPUs); then the CPU reference. `note`
 /// says, one line per backend, why each one before the chosen one was skipped.

@@ -68,7 +68,7 @@ struct WebGL2Target {
   /// blocks at most 64 texels wide for the rest: TextureLayout::for_shape) instead of one long texture row per
   /// small tensor. On by default: SwiftShader shades 2x2 quads and hands quad rows to its threads (row r to
   /// cluster r mod 16), so a 1-texel-high draw wastes half its lanes and all but one thread (measured in
-  /// docs/PERFORMANCE.md, Runs W1 and W14); hardware GPUs gain from 2-D locality too.
+  /// docs/perf-log/W1.md and W14.md); hardware GPUs gain from 2-D locality too.
   bool row_aligned_layout = true;
   int64_t min_parallel_texels = 0;  ///< ScheduleOptions::min_parallel_texels (split-K; 0 = off)
 
