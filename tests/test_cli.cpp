@@ -696,6 +696,11 @@ TEST_CASE("cli: predict reads every float checkpoint family and refuses NaN weig
   INFO(pp.out);
   CHECK(pp.rc == 0);
   CHECK(parse_prediction(pp.out).probs.size() == 10);
+  // export reads training checkpoints; a compress output is named, with the commands that read it
+  Proc ex = cli(fmt::format("export --model cnn --dataset digits --load {} --out {}", d / "p.safetensors",
+                            d / "bundle"));
+  CHECK(ex.rc == 1);
+  CHECK_THAT(ex.out, Contains("a `shadergrad compress` output") && Contains("shadergrad predict"));
   // a NaN weight: refused naming the tensor (printed p = nan and exited 0 before)
   sg::io::SafetensorsFile f = sg::io::load_safetensors(t.ckpt);
   f.tensors[0].data[3] = std::numeric_limits<float>::quiet_NaN();

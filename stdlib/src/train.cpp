@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "sg/compress.h"
 #include "sg/safetensors.h"
 
 namespace sg::train {
@@ -320,6 +321,12 @@ std::vector<std::pair<std::string, std::string>> load_checkpoint(const std::stri
     auto it = f.metadata.find(k);
     return it == f.metadata.end() ? std::string() : it->second;
   };
+  if (meta("format") == compress::kModelFormat || meta("format") == compress::kInt8Format)
+    throw IOError(fmt::format("{}: a `shadergrad compress` output ({}), not a training checkpoint ({}): {}", path,
+                              meta("format"), kCheckpointFormat,
+                              meta("format") == compress::kInt8Format
+                                  ? "`shadergrad compress int8-eval` evaluates it"
+                                  : "`shadergrad predict` and the compress commands read it"));
   if (meta("format") != kCheckpointFormat)
     throw IOError(fmt::format("{}: not a shadergrad checkpoint (metadata format is '{}', expected '{}')", path,
                               meta("format"), kCheckpointFormat));
