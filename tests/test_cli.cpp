@@ -633,6 +633,17 @@ TEST_CASE("cli: --version, defaults in --help, one set of models and backends in
     INFO(sub);
     CHECK_THAT(cli(fmt::format("{} --help", sub)).out, Contains("mlp | cnn | cnn-large | cnn5"));
   }
+  // the choices added to dump and debug run (dump --model cnn5 on its 128x128 shapes; debug on gles-compute)
+  TempDir d;
+  Proc dump = cli(fmt::format("dump --model cnn5 --target wgsl --out {}", d / "cnn5"));
+  INFO(dump.out);
+  CHECK(dump.rc == 0);
+  CHECK_THAT(dump.out, Contains("of the cnn5 train step"));
+  Proc debug = cli(fmt::format("debug --backend gles-compute --steps 1 --out {}", d / "debug"));
+  INFO(debug.out);
+  CHECK(debug.rc == 0);
+  CHECK_THAT(debug.out, Contains("(gles-compute backend"));
+  CHECK(fs::exists(d.path / "debug" / "report.html"));
 }
 
 TEST_CASE("cli: train --quiet prints the result line only, counts are whole numbers, a batch over the data says so",
