@@ -1019,6 +1019,26 @@ TEST_CASE("schedule rule split-k: a latency-bound reduction is split into partia
   CHECK(kernel_count(p) == 1);  // min_parallel_texels = 0: off
 }
 
+TEST_CASE("schedule rule split-k: the partial and final kernels bind only the values they read", "[schedule][rule]") {
+  // x @ w + b: the partial kernel reads x and w (not the bias), the final one the partials and the bias (not x and
+  // w: they took two of the kernel's storage buffers or samplers for nothing)
+  Tensor x = input("x", {8, 4096}), w = input("w", {4096, 2}), b = input("b", {2});
+  const Program p = outputs({{"y", matmul(x, w) + b}});
+  const Plan plan = schedule(p, {.min_parallel_texels = 16384});
+  REQUIRE(plan.kernels.size() == 2);
+  auto names = [&](const Kernel& k) {
+    std::set<std::string> n;
+    for (int v : k.inputs) n.insert(plan.values[v].name);
+    return n;
+  };
+  CHECK(names(plan.kernels[0]) == std::set<std::string>{"x", "w"});
+  const std::set<std::string> final_inputs = names(plan.kernels[1]);
+  CHECK(final_inputs.size() == 2);
+  CHECK(final_inputs.count("b") == 1);
+  CHECK(final_inputs.count("x") == 0);
+  CHECK(final_inputs.count("w") == 0);
+}
+
 TEST_CASE("schedule rule loop-budget: a reduction longer than max_loop_iterations is split", "[schedule][rule]") {
   Tensor x = input("x", {2, 4096});
   const Program p = outputs({{"s", sum(x, {1})}});

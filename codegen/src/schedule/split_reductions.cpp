@@ -26,6 +26,8 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <unordered_map>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -75,6 +77,50 @@ std::pair<const KExpr*, double> costliest_reduction(const KExprPtr& root) {
   };
   find(root);
   return {best, best_cost};
+}
+
+/// `e` with every Load's input slot s replaced by to[s] (one memo: shared subtrees stay shared).
+KExprPtr remap_loads(const KExprPtr& e, const std::vector<int>& to, std::unordered_map<const KExpr*, KExprPtr>& memo) {
+  if (!e) return e;
+  if (auto it = memo.find(e.get()); it != memo.end()) return it->second;
+  KExprPtr a = remap_loads(e->a, to, memo), b = remap_loads(e->b, to, memo), c = remap_loads(e->c, to, memo);
+  KExprPtr r;
+  if (e->op == KOp::Load && to[static_cast<size_t>(e->input)] != e->input) {
+    auto n = std::make_shared<KExpr>(*e);
+    n->input = to[static_cast<size_t>(e->input)];
+    n->a = a;
+    r = n;
+  } else {
+    r = kwith_children(e, a, b, c);
+  }
+  return memo[e.get()] = r;
+}
+
+void collect_loads(const KExprPtr& e, std::vector<bool>& read, std::unordered_set<const KExpr*>& seen) {
+  if (!e || !seen.insert(e.get()).second) return;
+  if (e->op == KOp::Load) read[static_cast<size_t>(e->input)] = true;
+  collect_loads(e->a, read, seen);
+  collect_loads(e->b, read, seen);
+  collect_loads(e->c, read, seen);
+}
+
+/// Drops the inputs no expression of `k` reads, renumbering the loads: a split's partial kernel inherits the
+/// inputs read after the reduction (a bias) and its final kernel those read inside it (the matmul's operands),
+/// which cost bindings (storage buffers, samplers) the kernel never uses.
+void drop_unread_inputs(Kernel& k) {
+  std::vector<bool> read(k.inputs.size(), false);
+  std::unordered_set<const KExpr*> seen;
+  for (const KExprPtr& e : k.exprs) collect_loads(e, read, seen);
+  if (std::all_of(read.begin(), read.end(), [](bool r) { return r; })) return;
+  std::vector<int> to(k.inputs.size(), -1), inputs;
+  for (size_t i = 0; i < k.inputs.size(); ++i)
+    if (read[i]) {
+      to[i] = static_cast<int>(inputs.size());
+      inputs.push_back(k.inputs[i]);
+    }
+  std::unordered_map<const KExpr*, KExprPtr> memo;
+  for (KExprPtr& e : k.exprs) e = remap_loads(e, to, memo);
+  k.inputs = std::move(inputs);
 }
 
 /// Splits the costliest reduction of single-output kernel `k` (round `guard`) into a partial kernel, appended to
@@ -149,6 +195,7 @@ bool split_once(ScheduleState& st, Kernel& k, const std::vector<NodePtr>& name_n
   part.comment = k.comment;
   part.notes = fmt::format("// partial {}s: {} chunks of {} iterations of loop {} (of {})\n", reduce_name(best->reduce),
                            P, C, v, E) + k.notes;
+  drop_unread_inputs(part);
   append_kernel(st, std::move(part), name_nodes, suffix + "_partial");
   // the consumer reduces the P partial results
   int slot = static_cast<int>(k.inputs.size());
@@ -159,6 +206,7 @@ bool split_once(ScheduleState& st, Kernel& k, const std::vector<NodePtr>& name_n
   KExprPtr flat = kibin(KOp::IAdd, kibin(KOp::IMul, kvar(pv), kint(numel(oshape))), linearize(idx, oshape));
   const ReduceKind kind = best->reduce;  // `best` points into k.exprs[0], which the next line may free
   k.exprs[0] = kreplace(k.exprs[0], best, kreduce(kind, {pv}, {P}, kload(slot, flat)));
+  drop_unread_inputs(k);
   k.notes = fmt::format("// final {} over {} partial results\n", reduce_name(kind), P) + k.notes;
   return true;
 }
