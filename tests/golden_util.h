@@ -205,6 +205,9 @@ inline Tensor build_op(const std::string& op, const json& a, const std::vector<T
   if (op == "floor") return floor(x());
   if (op == "round") return round(x());
   if (op == "reciprocal") return reciprocal(x());
+  if (op == "erf") return erf(x());
+  if (op == "erfc") return erfc(x());
+  if (op == "gelu") return gelu(x(), a.value("approximate", std::string("none")));
   // binary
   if (op == "add") return x() + y();
   if (op == "sub") return x() - y();

@@ -15,7 +15,7 @@ namespace {
 
 const std::set<std::string> kElementwise = {
     "neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "relu", "leaky_relu",
-    "softplus", "sign", "floor", "round", "reciprocal", "add", "sub", "mul", "div", "pow", "maximum", "minimum",
+    "softplus", "sign", "floor", "round", "reciprocal", "erf", "erfc", "gelu", "add", "sub", "mul", "div", "pow", "maximum", "minimum",
     "lt", "le", "gt", "ge", "eq", "ne", "where", "relu_xw_plus_b",
     // movement ops copy values: they must be exact, the elementwise tolerance is plenty
     "reshape", "flatten", "transpose", "permute", "broadcast_to", "slice", "pad", "concat", "one_hot"};
@@ -77,6 +77,56 @@ TEST_CASE("golden: elementwise unary and binary ops match PyTorch", "[ops][golde
                          "maximum", "minimum", "lt", "le", "gt", "ge", "eq", "ne", "where"}) {
     INFO("golden case missing for op " << op);
     CHECK(ops.count(op));
+  }
+}
+
+TEST_CASE("golden: erf, erfc and gelu (exact and tanh) match PyTorch, tails included", "[ops][golden]") {
+  auto ops = check_forward_file("math.json");
+  for (const char* op : {"erf", "erfc", "gelu"}) {
+    INFO("golden case missing for op " << op);
+    CHECK(ops.count(op));
+  }
+}
+
+TEST_CASE("erf, erfc and gelu at IEEE special values follow C99 and torch", "[ops]") {
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  Tensor x = param("x", {5}, {static_cast<float>(-inf), static_cast<float>(inf), static_cast<float>(nan), -0.f, 0.f});
+  auto vals = [](const Tensor& t) { return cpu::evaluate({t.node()}, {})[0]; };
+  auto e = vals(erf(x)), c = vals(erfc(x)), g = vals(gelu(x)), gt = vals(gelu(x, "tanh"));
+  CHECK(e[0] == -1.0);
+  CHECK(e[1] == 1.0);
+  CHECK(std::isnan(e[2]));
+  CHECK((e[3] == 0.0 && std::signbit(e[3])));  // erf(-0) = -0
+  CHECK((e[4] == 0.0 && !std::signbit(e[4])));
+  CHECK(c[0] == 2.0);
+  CHECK(c[1] == 0.0);
+  CHECK(std::isnan(c[2]));
+  CHECK(c[3] == 1.0);
+  for (const auto& v : {g, gt}) {  // torch: gelu(-inf) = NaN (-inf * 0), gelu(inf) = inf, NaN propagates
+    CHECK(std::isnan(v[0]));
+    CHECK(v[1] == inf);
+    CHECK(std::isnan(v[2]));
+    CHECK(v[3] == 0.0);
+  }
+  // the negative tail without cancellation: x/2 erfc(-x/sqrt 2), where torch's 1 + erf rounds to 0 even in f64
+  Tensor far = param("far", {2}, {-10.f, -20.f});
+  auto gf = vals(gelu(far));
+  CHECK(gf[0] == Approx(-10.0 / 2 * std::erfc(10.0 / std::sqrt(2.0))).epsilon(1e-6));  // stored as f32
+  CHECK(gf[0] < -7e-23);
+  CHECK(gf[1] == 0.0);  // about -5e-88: underflows f32
+}
+
+TEST_CASE("gelu refuses an approximate other than 'none' and 'tanh', naming it and the line", "[ops]") {
+  Tensor x = param("x", {3}, {1, 2, 3});
+  try {
+    (void)gelu(x, "erf");
+    FAIL("no ValueError");
+  } catch (const ValueError& e) {
+    std::string m = e.what();
+    INFO(m);
+    CHECK(m.find("gelu") != std::string::npos);
+    CHECK(m.find("'erf'") != std::string::npos);
+    CHECK(m.find("test_ops.cpp") != std::string::npos);
   }
 }
 

@@ -149,6 +149,14 @@ Tensor leaky_relu(const Tensor& x, double slope, loc_t loc) {
 Tensor softplus(const Tensor& x, loc_t loc) {
   return map([](Scalar v) { return softplus(v); }, x, loc);
 }
+Tensor gelu(const Tensor& x, std::string_view approximate, loc_t loc) {
+  SourceLoc l(loc);
+  check_tensor(x, "gelu", "input", l);
+  if (approximate == "none") return map([](Scalar v) { return gelu(v); }, x, loc);
+  if (approximate == "tanh") return map([](Scalar v) { return gelu_tanh(v); }, x, loc);
+  value_error("gelu", fmt::format("approximate='{}' is not 'none' or 'tanh' (torch.nn.functional.gelu's choices)",
+                                  approximate), l);
+}
 
 // --- leaves ---
 Tensor input(const std::string& name, ShapeRef shape, DType dtype, loc_t loc) {

@@ -17,6 +17,7 @@
 #include <concepts>
 #include <source_location>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -194,6 +195,8 @@ SG_UNARY_FUNCTION(abs, SOp::Abs)
 SG_UNARY_FUNCTION(exp, SOp::Exp)
 SG_UNARY_FUNCTION(log, SOp::Log)
 SG_UNARY_FUNCTION(log1p, SOp::Log1p)
+SG_UNARY_FUNCTION(erf, SOp::Erf)    // torch.erf: erf(+-inf) = +-1, NaN propagates (Scalar erf's docstring)
+SG_UNARY_FUNCTION(erfc, SOp::Erfc)  // torch.erfc: 1 - erf(x) without cancellation
 SG_UNARY_FUNCTION(sqrt, SOp::Sqrt)
 SG_UNARY_FUNCTION(rsqrt, SOp::Rsqrt)
 SG_UNARY_FUNCTION(sin, SOp::Sin)
@@ -218,6 +221,15 @@ auto where(const C& c, const A& a, const B& b) {
 Tensor leaky_relu(const Tensor& x, double slope = 0.01, loc_t loc = loc_t::current());
 /// softplus(x) = log(1 + exp(x)), stable form (torch.nn.functional.softplus, beta=1).
 Tensor softplus(const Tensor& x, loc_t loc = loc_t::current());
+/// GELU (Hendrycks & Gimpel 2016, "Gaussian Error Linear Units"), elementwise, any shape, f32; the torch equivalent is
+/// torch.nn.functional.gelu(x, approximate=...):
+///  - approximate "none" (default): exact, x/2 * (1 + erf(x/sqrt(2))), computed as x/2 * erfc(-x/sqrt(2)) (no
+///    cancellation for negative x: gelu(-10) = -7.6e-23 where torch's float32 gives 0);
+///  - approximate "tanh": x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3))), computed as x * sigmoid(2 sqrt(2/pi) *
+///    (x + 0.044715 x^3)) (the same function).
+/// gelu(inf) = inf, gelu(-inf) = NaN (as torch: -inf * 0), NaN propagates. One Map node: fuses like any elementwise op;
+/// its gradient is the body's symbolic derivative. Throws ValueError for another `approximate` (torch: RuntimeError).
+Tensor gelu(const Tensor& x, std::string_view approximate = "none", loc_t loc = loc_t::current());
 
 /// A custom elementwise layer from a generic lambda over sg::Scalar. The lambda is instantiated once
 /// with symbolic scalars; its result becomes the Map body (differentiated symbolically by autodiff).
