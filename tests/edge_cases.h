@@ -150,6 +150,19 @@ inline std::vector<EdgeCase> all() {
   c.push_back(unary("gelu'", gelu_far, [](const Tensor& x) { return derivative(x, [](const Tensor& v) { return gelu(v); }); }));
   c.push_back(unary("gelu tanh'", gelu_x,
                     [](const Tensor& x) { return derivative(x, [](const Tensor& v) { return gelu(v, "tanh"); }); }));
+  // logsumexp (torch: a row of -inf gives -inf, a +inf gives +inf, NaN propagates; the shift keeps exp(90) finite),
+  // var/std (one element: unbiased NaN; a constant row: 0; an infinity: NaN)
+  const std::vector<float> lse = {-inf, -inf, -inf, 1.f, inf, 2.f, 1.f, nan, 3.f, -inf, 0.f, -inf, 90.f, 88.f, -90.f,
+                                  -1e4f, -1e4f, -1e4f, 3e38f, 1e38f, -3e38f, -inf, inf, 0.f};
+  c.push_back({"logsumexp rows with -inf, inf, NaN, large", {Shape{8, 3}}, {lse},
+               [](const std::vector<Tensor>& t) { return logsumexp(t[0], {1}); }});
+  const std::vector<float> vs = {2.5f, 2.5f, 2.5f, 1.f, inf, 2.f, 1.f, nan, 3.f, 1e4f, 1e4f + 1.f, 1e4f + 2.f};
+  c.push_back({"var rows (constant, inf, NaN, offset 1e4)", {Shape{4, 3}}, {vs},
+               [](const std::vector<Tensor>& t) { return var(t[0], {1}); }});
+  c.push_back({"std rows (constant, inf, NaN, offset 1e4)", {Shape{4, 3}}, {vs},
+               [](const std::vector<Tensor>& t) { return sg::std(t[0], {1}); }});
+  c.push_back({"var of one element (unbiased: NaN)", {Shape{2, 1}}, {{3.f, -1.f}},
+               [](const std::vector<Tensor>& t) { return var(t[0], {1}); }});
   // --- reductions, pools, argmax with NaN (the reproduction, and rows long enough for tree reductions) ----
   const Shape m{3, 4};
   const std::vector<float> mv = {1.f, nan, 3.f, 2.f, 5.f, 6.f, nan, 8.f, 1.f, 4.f, 2.f, -inf};

@@ -233,6 +233,11 @@ inline Tensor build_op(const std::string& op, const json& a, const std::vector<T
     if (op == "max") return max(x(), axes, keep);
     return min(x(), axes, keep);
   }
+  if (op == "logsumexp") return logsumexp(x(), ints_of(a.at("axes")), a.at("keepdims").get<bool>());
+  if (op == "var" || op == "std") {
+    const bool unbiased = a.at("unbiased").get<bool>(), keep = a.at("keepdims").get<bool>();
+    return op == "var" ? var(x(), ints_of(a.at("axes")), unbiased, keep) : sg::std(x(), ints_of(a.at("axes")), unbiased, keep);
+  }
   if (op == "argmax") return argmax(x(), a.at("axis").get<int>(), a.at("keepdims").get<bool>());
   if (op == "matmul") return matmul(x(), y());
   if (op == "matmul_x_xT") return matmul(x(), transpose(x()));

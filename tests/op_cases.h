@@ -549,8 +549,8 @@ inline void losses_cases(Suite& s) {
   s.add("kl_div", kl_div(log_softmax(z), target), {z, target}, kReduce);
 }
 
-/// The layers' scalar math (issue 36): erf, erfc, gelu (exact and tanh), alone, in a custom map and as a matmul's
-/// epilogue. Inputs over [-6, 6] cross every range of the erf helper (0.875, 2, 3.925); the tails against the CPU's
+/// The layers' math (issue 36): erf, erfc, gelu (exact and tanh), alone, in a custom map and as a matmul's
+/// epilogue; logsumexp, var and std over axes (keepdims, unbiased or not) and a LayerNorm-like normalisation. Inputs over [-6, 6] cross every range of the erf helper (0.875, 2, 3.925); the tails against the CPU's
 /// relative precision are the edge list's (tests/edge_cases.h).
 inline void math_cases(Suite& s) {
   const Shape sh = {3, 7, 13};
@@ -574,6 +574,21 @@ inline void math_cases(Suite& s) {
   Tensor bias = s.in("bias", {11}, uniform(11, 85, -1, 1));
   s.add("matmul + bias + gelu epilogue", gelu(matmul(x, m) + bias), {x, m, bias}, kReduce);
   s.add("matmul + bias + gelu tanh epilogue", gelu(matmul(x, m) + bias, "tanh"), {x, m, bias}, kReduce);
+  // logsumexp, var, std: axes, keepdims, unbiased; large logits (exp(90) overflows f32 without the shift)
+  Tensor z = s.in("z", {7, 13}, uniform(91, 87, -4, 4));
+  Tensor big = s.in("big", {2, 5}, {90.f, 88.f, -90.f, 0.f, 85.f, -3.f, 1e3f, 999.f, 0.5f, -1e3f});
+  s.add("logsumexp axis -1", logsumexp(z, {-1}), {z}, kReduce);
+  s.add("logsumexp axis 0 keepdims", logsumexp(z, {0}, true), {z}, kReduce);
+  s.add("logsumexp all", logsumexp(a), {a}, kReduce);
+  s.add("logsumexp axes 0, 2", logsumexp(a, {0, 2}), {a}, kReduce);
+  s.add("logsumexp large logits", logsumexp(big, {1}), {big}, kReduce);
+  s.add("var axis -1 (unbiased)", var(z, {-1}), {z}, kReduce);
+  s.add("var axis 0 biased keepdims", var(z, {0}, false, true), {z}, kReduce);
+  s.add("var all", var(a), {a}, kReduce);
+  s.add("std axes 0, 2", sg::std(a, {0, 2}), {a}, kReduce);
+  s.add("std axis 1 biased", sg::std(z, {1}, false), {z}, kReduce);
+  s.add("layer-norm-like (x - mean) / sqrt(var + eps)",
+        (z - mean(z, {1}, true)) * rsqrt(var(z, {1}, false, true) + 1e-5), {z}, kReduce);
 }
 
 inline void large_cases(Suite& s) {
@@ -743,7 +758,7 @@ inline void check_edge_cases(const std::vector<BackendOptions>& targets) {
     ::sg::op_cases::losses_cases(s); \
     s.check(TARGETS); \
   } \
-  TEST_CASE(NAME " erf, erfc, gelu and gelu tanh (alone, in a map, as a matmul epilogue) and their gradients equal the CPU backend", TAG) { \
+  TEST_CASE(NAME " erf, erfc, gelu and gelu tanh (alone, in a map, as a matmul epilogue), logsumexp, var and std and their gradients equal the CPU backend", TAG) { \
     ::sg::op_cases::Suite s; \
     ::sg::op_cases::math_cases(s); \
     s.check(TARGETS); \

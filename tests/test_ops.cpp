@@ -80,9 +80,10 @@ TEST_CASE("golden: elementwise unary and binary ops match PyTorch", "[ops][golde
   }
 }
 
-TEST_CASE("golden: erf, erfc and gelu (exact and tanh) match PyTorch, tails included", "[ops][golden]") {
+TEST_CASE("golden: erf, erfc, gelu (exact and tanh), logsumexp, var and std (unbiased or not) match PyTorch",
+          "[ops][golden]") {
   auto ops = check_forward_file("math.json");
-  for (const char* op : {"erf", "erfc", "gelu"}) {
+  for (const char* op : {"erf", "erfc", "gelu", "logsumexp", "var", "std"}) {
     INFO("golden case missing for op " << op);
     CHECK(ops.count(op));
   }
@@ -114,6 +115,29 @@ TEST_CASE("erf, erfc and gelu at IEEE special values follow C99 and torch", "[op
   CHECK(gf[0] == Approx(-10.0 / 2 * std::erfc(10.0 / std::sqrt(2.0))).epsilon(1e-6));  // stored as f32
   CHECK(gf[0] < -7e-23);
   CHECK(gf[1] == 0.0);  // about -5e-88: underflows f32
+}
+
+TEST_CASE("logsumexp of rows with -inf, +inf and NaN, and var/std of one element, follow torch", "[ops]") {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  // torch.logsumexp(x, 1) of these rows (torch 1.13): -inf, inf, nan, 0, 1e4 + log 3
+  Tensor x = param("x", {5, 3}, {-inf, -inf, -inf, 1.f, inf, 2.f, 1.f, nan, 3.f, -inf, 0.f, -inf, 1e4f, 1e4f, 1e4f});
+  auto l = cpu::evaluate({logsumexp(x, {1}).node()}, {})[0];
+  REQUIRE(l.size() == 5);
+  CHECK(l[0] == -std::numeric_limits<double>::infinity());
+  CHECK(l[1] == std::numeric_limits<double>::infinity());
+  CHECK(std::isnan(l[2]));
+  CHECK(l[3] == 0.0);
+  CHECK(l[4] == Approx(1e4 + std::log(3.0)).epsilon(1e-7));
+  CHECK(shape_str(logsumexp(x, {1}, true).shape()) == shape_str(Shape{5, 1}));
+  CHECK(shape_str(logsumexp(x).shape()) == shape_str(Shape{}));
+  // one element: the unbiased variance is 0/0 = NaN, the biased one 0 (torch.var(x, 1) / unbiased=False)
+  Tensor one = param("one", {2, 1}, {3.f, -1.f});
+  auto v = cpu::evaluate({var(one, {1}).node(), var(one, {1}, false).node(), sg::std(one, {1}, false).node()}, {});
+  CHECK((std::isnan(v[0][0]) && std::isnan(v[0][1])));
+  CHECK(v[1] == std::vector<double>{0.0, 0.0});
+  CHECK(v[2] == std::vector<double>{0.0, 0.0});
+  CHECK_THROWS_AS(logsumexp(x, {2}), ShapeError);
+  CHECK_THROWS_AS(var(x, {-3}), ShapeError);
 }
 
 TEST_CASE("gelu refuses an approximate other than 'none' and 'tanh', naming it and the line", "[ops]") {

@@ -665,7 +665,7 @@ def gen_numerics():
 
 
 # ------------------------------------------------------------------------------------------------
-# the layers' scalar math (issue 36): erf, erfc, gelu (exact and tanh)
+# the layers' math (issue 36): erf, erfc, gelu (exact and tanh), logsumexp, var, std
 # ------------------------------------------------------------------------------------------------
 
 def gen_math():
@@ -688,6 +688,30 @@ def gen_math():
         for s in [(3, 7), (13,), (2, 3, 5)]:
             cases.append(make_case(f"{tag}_{'x'.join(map(str, s))}", op, attrs, [("x", gen(rng, s), "f32")], fn, rng))
         cases.append(make_case(f"{tag}_tails", op, attrs, [("x", wide, "f32")], fn, rng))
+    # logsumexp, var, std: axes (all = []), keepdims, var/std's unbiased flag; logsumexp of large logits (a shift is
+    # needed: exp(90) overflows float32)
+    specs = [((7,), [], False), ((3, 7), [1], True), ((3, 7), [0], False), ((2, 3, 5), [0, 2], True),
+             ((2, 3, 5), [-1], False), ((13, 2), [1], False), ((3, 5), [], True)]
+    for shape, axes, keep in specs:
+        dims = tuple(axes) if axes else tuple(range(len(shape)))
+        tag = f"{'x'.join(map(str, shape))}_axes{''.join(map(str, axes)) or 'all'}{'_keep' if keep else ''}"
+        cases.append(make_case(f"logsumexp_{tag}", "logsumexp", {"axes": axes, "keepdims": keep},
+                               [("x", rng.normal(shape, 3.0), "f32")],
+                               lambda t, d=dims, k=keep: torch.logsumexp(t, dim=d, keepdim=k), rng))
+        for op, fn in [("var", torch.var), ("std", torch.std)]:
+            for unbiased in (True, False):
+                cases.append(make_case(f"{op}_{tag}{'' if unbiased else '_biased'}", op,
+                                       {"axes": axes, "keepdims": keep, "unbiased": unbiased},
+                                       [("x", rng.normal(shape, 2.0), "f32")],
+                                       lambda t, d=dims, k=keep, u=unbiased, fn=fn: fn(t, dim=d, unbiased=u, keepdim=k),
+                                       rng))
+    big = np.array([[90.0, 88.0, -90.0, 0.5], [-1e3, -1e3 + 1, -1e3 + 0.5, -2e3], [1e4, 1e4, 1e4, 1e4]], np.float32)
+    cases.append(make_case("logsumexp_large", "logsumexp", {"axes": [1], "keepdims": False}, [("x", big, "f32")],
+                           lambda t: torch.logsumexp(t, dim=1), rng))
+    # std of a constant row: torch's gradient there is 0 (a kink: no finite differences)
+    const = np.array([[1.5, 1.5, 1.5, 1.5], [1.0, 2.0, 4.0, -0.5]], np.float32)
+    cases.append(make_case("std_constant_row", "std", {"axes": [1], "keepdims": False, "unbiased": True},
+                           [("x", const, "f32")], lambda t: torch.std(t, dim=1), rng, fd_off=("x",)))
     return {"file": "math.json", "cases": cases}
 
 

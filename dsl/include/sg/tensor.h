@@ -276,6 +276,21 @@ Tensor sum(const Tensor& x, Axes axes = {}, bool keepdims = false, loc_t loc = l
 Tensor mean(const Tensor& x, Axes axes = {}, bool keepdims = false, loc_t loc = loc_t::current());
 Tensor max(const Tensor& x, Axes axes = {}, bool keepdims = false, loc_t loc = loc_t::current());
 Tensor min(const Tensor& x, Axes axes = {}, bool keepdims = false, loc_t loc = loc_t::current());
+/// log(sum(exp(x))) over `axes` (empty = all; negative count from the end), computed stably with the max shift
+/// m + log(sum(exp(x - m))) (torch.logsumexp(x, dim, keepdim)). x: any shape, f32; the result has x's shape without
+/// the reduced axes (kept as size 1 with `keepdims`). torch's special values: a row of all -inf gives -inf, a row with
+/// +inf gives +inf, NaN propagates (m is clamped to +-3e38, so a finite maximum above 3e38 gives inf). Gradient:
+/// softmax(x) along the axes. Fuses as log_softmax does: a max reduction, then the sum of exp(x - m) with its log as
+/// epilogue. Throws ShapeError for an axis out of range or an empty reduced axis (as max does).
+Tensor logsumexp(const Tensor& x, Axes axes = {}, bool keepdims = false, loc_t loc = loc_t::current());
+/// Variance over `axes` (empty = all), sum((x - mean)^2) / (N - correction) with correction 1 when `unbiased` (Bessel's
+/// correction, torch's default) else 0, N the number of reduced elements (torch.var(x, dim, unbiased, keepdim)). Two
+/// passes (the mean, then the squared deviations: no cancellation of E[x^2] - E[x]^2). x: any shape, f32. N - correction
+/// = 0 gives NaN (0/0), as torch. Throws ShapeError for an axis out of range.
+Tensor var(const Tensor& x, Axes axes = {}, bool unbiased = true, bool keepdims = false, loc_t loc = loc_t::current());
+/// Standard deviation, sqrt(var(x, axes, unbiased, keepdims)) (torch.std); its gradient is 0 where the deviation is 0
+/// (torch's std_backward), not NaN. Throws as var.
+Tensor std(const Tensor& x, Axes axes = {}, bool unbiased = true, bool keepdims = false, loc_t loc = loc_t::current());
 /// Index of the first maximum along `axis` (i32, stored as exact floats). Not differentiable.
 Tensor argmax(const Tensor& x, int axis = -1, bool keepdims = false, loc_t loc = loc_t::current());
 /// Sums `x` over broadcast axes so the result has `shape` (the adjoint of broadcasting).
