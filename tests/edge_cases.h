@@ -128,6 +128,41 @@ inline std::vector<EdgeCase> all() {
   c.push_back(unary("softplus", wide, [](const Tensor& x) { return softplus(x); }));
   c.push_back(unary("sigmoid'", wide, [](const Tensor& x) { return derivative(x, [](const Tensor& v) { return sigmoid(v); }); }));
   c.push_back(unary("softplus'", wide, [](const Tensor& x) { return derivative(x, [](const Tensor& v) { return softplus(v); }); }));
+  // --- erf, erfc, gelu (issue 36): C99/torch values at +-inf, -0, NaN; every range of the erf helper (0.875, 2,
+  // 3.925, 10.06); erfc and gelu relative to their value out to their tails. Exact gelu's argument x/sqrt(2) rounds
+  // in f32, and exp(-x^2/2) amplifies that to ~x^2 6e-8 relative (6e-6 at -10): the list stops at -10; the tanh
+  // form's exponent likewise (~|u| 1.2e-7, u = 1.6 (x + 0.045 x^3)): it stops at -6.
+  c.push_back(unary("erf", {nan, inf, -inf, 0.f, -0.f, 1e-30f, 1e-4f, -1e-4f, 0.5f, 0.874f, 0.875f, -0.88f, 1.4375f,
+                            1.99f, 2.f, -2.5f, 3.9f, 3.93f, -5.f, 10.f, 1e4f},
+                    [](const Tensor& x) { return erf(x); }));
+  c.push_back(unary("erfc", {nan, inf, -inf, 0.f, -0.f, -1e-4f, 0.3f, 0.874f, 0.876f, -0.9f, 1.4375f, 1.999f, 2.f,
+                             -2.f, 3.f, 3.925f, 5.f, -5.f, 7.f, 9.f, 9.3f, 10.f, 10.05f, 10.1f, 1e4f, -1e4f},
+                    [](const Tensor& x) { return erfc(x); }));
+  const std::vector<float> gelu_x = {nan, inf, -inf, 0.f, -0.f, 1e-4f, -1e-4f, 0.5f, -0.5f, 1.f, -1.f, 3.f, -3.f,
+                                     -5.f, -6.f, 10.f, 1e4f, -1e4f};
+  std::vector<float> gelu_far = gelu_x;
+  gelu_far.insert(gelu_far.end(), {-7.f, -8.5f, -10.f});
+  c.push_back(unary("gelu", gelu_far, [](const Tensor& x) { return gelu(x); }));
+  c.push_back(unary("gelu tanh", gelu_x, [](const Tensor& x) { return gelu(x, "tanh"); }));
+  const std::vector<float> dx = {0.f, -0.f, 1e-4f, 0.5f, -0.9f, 1.5f, -2.2f, 3.f, 5.f, -7.f, 9.f, inf, -inf, nan};
+  c.push_back(unary("erf'", dx, [](const Tensor& x) { return derivative(x, [](const Tensor& v) { return erf(v); }); }));
+  c.push_back(unary("erfc'", dx, [](const Tensor& x) { return derivative(x, [](const Tensor& v) { return erfc(v); }); }));
+  c.push_back(unary("gelu'", gelu_far, [](const Tensor& x) { return derivative(x, [](const Tensor& v) { return gelu(v); }); }));
+  c.push_back(unary("gelu tanh'", gelu_x,
+                    [](const Tensor& x) { return derivative(x, [](const Tensor& v) { return gelu(v, "tanh"); }); }));
+  // logsumexp (torch: a row of -inf gives -inf, a +inf gives +inf, NaN propagates; the shift keeps exp(90) finite),
+  // var/std (one element: unbiased NaN; a constant row: 0; an infinity: NaN)
+  const std::vector<float> lse = {-inf, -inf, -inf, 1.f, inf, 2.f, 1.f, nan, 3.f, -inf, 0.f, -inf, 90.f, 88.f, -90.f,
+                                  -1e4f, -1e4f, -1e4f, 3e38f, 1e38f, -3e38f, -inf, inf, 0.f};
+  c.push_back({"logsumexp rows with -inf, inf, NaN, large", {Shape{8, 3}}, {lse},
+               [](const std::vector<Tensor>& t) { return logsumexp(t[0], {1}); }});
+  const std::vector<float> vs = {2.5f, 2.5f, 2.5f, 1.f, inf, 2.f, 1.f, nan, 3.f, 1e4f, 1e4f + 1.f, 1e4f + 2.f};
+  c.push_back({"var rows (constant, inf, NaN, offset 1e4)", {Shape{4, 3}}, {vs},
+               [](const std::vector<Tensor>& t) { return var(t[0], {1}); }});
+  c.push_back({"std rows (constant, inf, NaN, offset 1e4)", {Shape{4, 3}}, {vs},
+               [](const std::vector<Tensor>& t) { return sg::std(t[0], {1}); }});
+  c.push_back({"var of one element (unbiased: NaN)", {Shape{2, 1}}, {{3.f, -1.f}},
+               [](const std::vector<Tensor>& t) { return var(t[0], {1}); }});
   // --- reductions, pools, argmax with NaN (the issue's reproduction, and rows long enough for tree reductions) ----
   const Shape m{3, 4};
   const std::vector<float> mv = {1.f, nan, 3.f, 2.f, 5.f, 6.f, nan, 8.f, 1.f, 4.f, 2.f, -inf};

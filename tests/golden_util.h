@@ -205,6 +205,9 @@ inline Tensor build_op(const std::string& op, const json& a, const std::vector<T
   if (op == "floor") return floor(x());
   if (op == "round") return round(x());
   if (op == "reciprocal") return reciprocal(x());
+  if (op == "erf") return erf(x());
+  if (op == "erfc") return erfc(x());
+  if (op == "gelu") return gelu(x(), a.value("approximate", std::string("none")));
   // binary
   if (op == "add") return x() + y();
   if (op == "sub") return x() - y();
@@ -229,6 +232,11 @@ inline Tensor build_op(const std::string& op, const json& a, const std::vector<T
     if (op == "mean") return mean(x(), axes, keep);
     if (op == "max") return max(x(), axes, keep);
     return min(x(), axes, keep);
+  }
+  if (op == "logsumexp") return logsumexp(x(), ints_of(a.at("axes")), a.at("keepdims").get<bool>());
+  if (op == "var" || op == "std") {
+    const bool unbiased = a.at("unbiased").get<bool>(), keep = a.at("keepdims").get<bool>();
+    return op == "var" ? var(x(), ints_of(a.at("axes")), unbiased, keep) : sg::std(x(), ints_of(a.at("axes")), unbiased, keep);
   }
   if (op == "argmax") return argmax(x(), a.at("axis").get<int>(), a.at("keepdims").get<bool>());
   if (op == "matmul") return matmul(x(), y());

@@ -48,6 +48,8 @@ inline const std::vector<CaseList>& case_lists() {
       {"contraction", oc::contraction_cases},
       // wider than one kernel's bindings: 12, 33 and 100 distinct inputs, concat of 20 (issue 35)
       {"bindings", oc::bindings_cases},
+      // the layers' scalar math (issue 36): erf, erfc, gelu (exact and tanh)
+      {"math", oc::math_cases},
       // NaN, infinities, x/0, pow's special cases, accuracy at large |x| (issue 19: every backend follows the CPU
       // reference's numeric semantics)
       {"edge", oc::edge_input_cases},

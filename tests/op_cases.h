@@ -549,6 +549,48 @@ inline void losses_cases(Suite& s) {
   s.add("kl_div", kl_div(log_softmax(z), target), {z, target}, kReduce);
 }
 
+/// The layers' math (issue 36): erf, erfc, gelu (exact and tanh), alone, in a custom map and as a matmul's
+/// epilogue; logsumexp, var and std over axes (keepdims, unbiased or not) and a LayerNorm-like normalisation. Inputs over [-6, 6] cross every range of the erf helper (0.875, 2, 3.925); the tails against the CPU's
+/// relative precision are the edge list's (tests/edge_cases.h).
+inline void math_cases(Suite& s) {
+  const Shape sh = {3, 7, 13};
+  const int64_t n = sg::numel(sh);
+  Tensor a = s.in("a", sh, uniform(n, 81, -3, 3));
+  Tensor w = s.in("w", sh, uniform(n, 82, -6, 6));
+  Tensor five = s.in("five", {5}, {-1.3f, 0.2f, 2.5f, -0.4f, 1.1f});
+  s.add("erf", erf(a), {a}, kElem);
+  s.add("erf over [-6, 6]", erf(w), {w}, kElem);
+  s.add("erfc over [-6, 6]", erfc(w), {w}, kElem);
+  s.add("gelu", gelu(a), {a}, kElem);
+  s.add("gelu over [-6, 6]", gelu(w), {w}, kElem);
+  s.add("gelu tanh", gelu(a, "tanh"), {a}, kElem);
+  s.add("gelu tanh over [-6, 6]", gelu(w, "tanh"), {w}, kElem);
+  s.add("five erf", erf(five), {five}, kElem);
+  Tensor row = s.in("row", {13}, uniform(13, 86, -2, 2));
+  s.add("map erf(x) * erfc(y) (broadcast)", map([](auto x, auto y) { return sg::erf(x * 1.5) * sg::erfc(y); }, a, row),
+        {a, row}, kElem);
+  Tensor x = s.in("x", {9, 13}, uniform(117, 83, -1, 1));
+  Tensor m = s.in("m", {13, 11}, uniform(143, 84, -1, 1));
+  Tensor bias = s.in("bias", {11}, uniform(11, 85, -1, 1));
+  s.add("matmul + bias + gelu epilogue", gelu(matmul(x, m) + bias), {x, m, bias}, kReduce);
+  s.add("matmul + bias + gelu tanh epilogue", gelu(matmul(x, m) + bias, "tanh"), {x, m, bias}, kReduce);
+  // logsumexp, var, std: axes, keepdims, unbiased; large logits (exp(90) overflows f32 without the shift)
+  Tensor z = s.in("z", {7, 13}, uniform(91, 87, -4, 4));
+  Tensor big = s.in("big", {2, 5}, {90.f, 88.f, -90.f, 0.f, 85.f, -3.f, 1e3f, 999.f, 0.5f, -1e3f});
+  s.add("logsumexp axis -1", logsumexp(z, {-1}), {z}, kReduce);
+  s.add("logsumexp axis 0 keepdims", logsumexp(z, {0}, true), {z}, kReduce);
+  s.add("logsumexp all", logsumexp(a), {a}, kReduce);
+  s.add("logsumexp axes 0, 2", logsumexp(a, {0, 2}), {a}, kReduce);
+  s.add("logsumexp large logits", logsumexp(big, {1}), {big}, kReduce);
+  s.add("var axis -1 (unbiased)", var(z, {-1}), {z}, kReduce);
+  s.add("var axis 0 biased keepdims", var(z, {0}, false, true), {z}, kReduce);
+  s.add("var all", var(a), {a}, kReduce);
+  s.add("std axes 0, 2", sg::std(a, {0, 2}), {a}, kReduce);
+  s.add("std axis 1 biased", sg::std(z, {1}, false), {z}, kReduce);
+  s.add("layer-norm-like (x - mean) / sqrt(var + eps)",
+        (z - mean(z, {1}, true)) * rsqrt(var(z, {1}, false, true) + 1e-5), {z}, kReduce);
+}
+
 inline void large_cases(Suite& s) {
   // 3x137x163 = 66993 elements = 16749 texels: more than one row even at llvmpipe's MAX_TEXTURE_SIZE 16384,
   // 2393 rows at width 7, 4188 at width 4; 66993 is odd so the last texel is partly padding.
@@ -714,6 +756,11 @@ inline void check_edge_cases(const std::vector<BackendOptions>& targets) {
   TEST_CASE(NAME " softmax, log_softmax, cross_entropy, mse_loss and kl_div equal the CPU backend", TAG) { \
     ::sg::op_cases::Suite s; \
     ::sg::op_cases::losses_cases(s); \
+    s.check(TARGETS); \
+  } \
+  TEST_CASE(NAME " erf, erfc, gelu and gelu tanh (alone, in a map, as a matmul epilogue), logsumexp, var and std and their gradients equal the CPU backend", TAG) { \
+    ::sg::op_cases::Suite s; \
+    ::sg::op_cases::math_cases(s); \
     s.check(TARGETS); \
   } \
   TEST_CASE(NAME " ops on a tensor of more than 16384 texels (rows wrap at every width) equal the CPU backend", TAG) { \

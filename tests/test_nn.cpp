@@ -242,3 +242,57 @@ TEST_CASE("nn: Linear rejects inputs of the wrong width with a ShapeError naming
   CHECK(lin.weight.name() == "fc.weight");
   CHECK_THROWS_WITH(lin(sg::input("x", {4, 100})), Contains("784") && Contains("4x100"));
 }
+
+TEST_CASE("nn: GELU (approximate 'none' and 'tanh') between two Linears equals torch.nn.GELU, repr included", "[nn][torch][gelu]") {
+  TempDir dir;
+  const int64_t batch = 5;
+  std::vector<float> x(batch * 4);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(((i * 37) % 23) / 2.5 - 4.5);  // [-4.5, 4.3]
+  std::ofstream(dir / "x.f32", std::ios::binary)
+      .write(reinterpret_cast<const char*>(x.data()), static_cast<std::streamsize>(x.size() * 4));
+  nlohmann::json got;
+  for (const std::string approx : {"none", "tanh"}) {
+    sg::nn::Sequential net;
+    net.add<sg::nn::Linear>(4, 6).add<sg::nn::GELU>(approx).add<sg::nn::Linear>(6, 3);
+    sg::nn::Rng rng(7);
+    net.build(rng);
+    std::ofstream pf(dir / (approx + ".params.f32"), std::ios::binary);
+    for (auto& [name, t] : net.named_parameters())
+      pf.write(reinterpret_cast<const char*>(t.node()->data->data()), static_cast<std::streamsize>(t.numel() * 4));
+    sg::Tensor in = sg::input("x", {batch, 4});
+    sg::Program p;
+    p.add_output("y", net(in));
+    got[approx] = {{"repr", net.layer_name(1)}, {"y", sg::make_cpu_backend()->compile(p)->run({{"x", &x}})[0]}};
+  }
+  std::ofstream(dir / "ref.py") << R"PY(
+import json, sys
+import numpy as np
+import torch, torch.nn as nn
+d, out = sys.argv[1], {}
+x = torch.from_numpy(np.fromfile(f"{d}/x.f32", dtype="<f4").reshape(-1, 4))
+for a in ["none", "tanh"]:
+    m = nn.Sequential(nn.Linear(4, 6), nn.GELU(approximate=a), nn.Linear(6, 3))
+    flat, sd, off = np.fromfile(f"{d}/{a}.params.f32", dtype="<f4"), {}, 0
+    for k, v in m.state_dict().items():
+        sd[k] = torch.from_numpy(flat[off:off + v.numel()].copy()).reshape(v.shape)
+        off += v.numel()
+    m.load_state_dict(sd)
+    m = m.double()
+    with torch.no_grad():
+        out[a] = {"repr": repr(m[1]), "y": m(x.double()).flatten().tolist()}
+print(json.dumps(out))
+)PY";
+  auto [rc, out] = run_command(fmt::format("/usr/bin/python3 {} {}", dir / "ref.py", dir.path.string()));
+  INFO(out);
+  REQUIRE(rc == 0);
+  const nlohmann::json ref = nlohmann::json::parse(out);
+  for (const std::string approx : {"none", "tanh"}) {
+    INFO("approximate " << approx);
+    const std::string got_repr = got[approx]["repr"], ref_repr = ref[approx]["repr"];
+    CHECK(got_repr == "1: " + ref_repr);
+    const std::vector<double> g = got[approx]["y"], w = ref[approx]["y"];
+    REQUIRE(g.size() == w.size());
+    for (size_t i = 0; i < g.size(); ++i) CHECK(g[i] == Approx(w[i]).epsilon(1e-5).margin(1e-6));
+  }
+  CHECK_THROWS_WITH(sg::nn::GELU("exact"), Contains("approximate='exact'") && Contains("'none' or 'tanh'"));
+}

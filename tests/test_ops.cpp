@@ -15,7 +15,7 @@ namespace {
 
 const std::set<std::string> kElementwise = {
     "neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "relu", "leaky_relu",
-    "softplus", "sign", "floor", "round", "reciprocal", "add", "sub", "mul", "div", "pow", "maximum", "minimum",
+    "softplus", "sign", "floor", "round", "reciprocal", "erf", "erfc", "gelu", "add", "sub", "mul", "div", "pow", "maximum", "minimum",
     "lt", "le", "gt", "ge", "eq", "ne", "where", "relu_xw_plus_b",
     // movement ops copy values: they must be exact, the elementwise tolerance is plenty
     "reshape", "flatten", "transpose", "permute", "broadcast_to", "slice", "pad", "concat", "one_hot"};
@@ -77,6 +77,80 @@ TEST_CASE("golden: elementwise unary and binary ops match PyTorch", "[ops][golde
                          "maximum", "minimum", "lt", "le", "gt", "ge", "eq", "ne", "where"}) {
     INFO("golden case missing for op " << op);
     CHECK(ops.count(op));
+  }
+}
+
+TEST_CASE("golden: erf, erfc, gelu (exact and tanh), logsumexp, var and std (unbiased or not) match PyTorch",
+          "[ops][golden]") {
+  auto ops = check_forward_file("math.json");
+  for (const char* op : {"erf", "erfc", "gelu", "logsumexp", "var", "std"}) {
+    INFO("golden case missing for op " << op);
+    CHECK(ops.count(op));
+  }
+}
+
+TEST_CASE("erf, erfc and gelu at IEEE special values follow C99 and torch", "[ops]") {
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  Tensor x = param("x", {5}, {static_cast<float>(-inf), static_cast<float>(inf), static_cast<float>(nan), -0.f, 0.f});
+  auto vals = [](const Tensor& t) { return cpu::evaluate({t.node()}, {})[0]; };
+  auto e = vals(erf(x)), c = vals(erfc(x)), g = vals(gelu(x)), gt = vals(gelu(x, "tanh"));
+  CHECK(e[0] == -1.0);
+  CHECK(e[1] == 1.0);
+  CHECK(std::isnan(e[2]));
+  CHECK((e[3] == 0.0 && std::signbit(e[3])));  // erf(-0) = -0
+  CHECK((e[4] == 0.0 && !std::signbit(e[4])));
+  CHECK(c[0] == 2.0);
+  CHECK(c[1] == 0.0);
+  CHECK(std::isnan(c[2]));
+  CHECK(c[3] == 1.0);
+  for (const auto& v : {g, gt}) {  // torch: gelu(-inf) = NaN (-inf * 0), gelu(inf) = inf, NaN propagates
+    CHECK(std::isnan(v[0]));
+    CHECK(v[1] == inf);
+    CHECK(std::isnan(v[2]));
+    CHECK(v[3] == 0.0);
+  }
+  // the negative tail without cancellation: x/2 erfc(-x/sqrt 2), where torch's 1 + erf rounds to 0 even in f64
+  Tensor far = param("far", {2}, {-10.f, -20.f});
+  auto gf = vals(gelu(far));
+  CHECK(gf[0] == Approx(-10.0 / 2 * std::erfc(10.0 / std::sqrt(2.0))).epsilon(1e-6));  // stored as f32
+  CHECK(gf[0] < -7e-23);
+  CHECK(gf[1] == 0.0);  // about -5e-88: underflows f32
+}
+
+TEST_CASE("logsumexp of rows with -inf, +inf and NaN, and var/std of one element, follow torch", "[ops]") {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  // torch.logsumexp(x, 1) of these rows (torch 1.13): -inf, inf, nan, 0, 1e4 + log 3
+  Tensor x = param("x", {5, 3}, {-inf, -inf, -inf, 1.f, inf, 2.f, 1.f, nan, 3.f, -inf, 0.f, -inf, 1e4f, 1e4f, 1e4f});
+  auto l = cpu::evaluate({logsumexp(x, {1}).node()}, {})[0];
+  REQUIRE(l.size() == 5);
+  CHECK(l[0] == -std::numeric_limits<double>::infinity());
+  CHECK(l[1] == std::numeric_limits<double>::infinity());
+  CHECK(std::isnan(l[2]));
+  CHECK(l[3] == 0.0);
+  CHECK(l[4] == Approx(1e4 + std::log(3.0)).epsilon(1e-7));
+  CHECK(shape_str(logsumexp(x, {1}, true).shape()) == shape_str(Shape{5, 1}));
+  CHECK(shape_str(logsumexp(x).shape()) == shape_str(Shape{}));
+  // one element: the unbiased variance is 0/0 = NaN, the biased one 0 (torch.var(x, 1) / unbiased=False)
+  Tensor one = param("one", {2, 1}, {3.f, -1.f});
+  auto v = cpu::evaluate({var(one, {1}).node(), var(one, {1}, false).node(), sg::std(one, {1}, false).node()}, {});
+  CHECK((std::isnan(v[0][0]) && std::isnan(v[0][1])));
+  CHECK(v[1] == std::vector<double>{0.0, 0.0});
+  CHECK(v[2] == std::vector<double>{0.0, 0.0});
+  CHECK_THROWS_AS(logsumexp(x, {2}), ShapeError);
+  CHECK_THROWS_AS(var(x, {-3}), ShapeError);
+}
+
+TEST_CASE("gelu refuses an approximate other than 'none' and 'tanh', naming it and the line", "[ops]") {
+  Tensor x = param("x", {3}, {1, 2, 3});
+  try {
+    (void)gelu(x, "erf");
+    FAIL("no ValueError");
+  } catch (const ValueError& e) {
+    std::string m = e.what();
+    INFO(m);
+    CHECK(m.find("gelu") != std::string::npos);
+    CHECK(m.find("'erf'") != std::string::npos);
+    CHECK(m.find("test_ops.cpp") != std::string::npos);
   }
 }
 

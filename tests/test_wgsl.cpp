@@ -500,7 +500,7 @@ TEST_CASE("every op case forward and backward compiles as WGSL and runs on Dawn 
       {"unary", unary_cases},     {"binary", binary_cases}, {"reductions", reductions_cases},
       {"matmul", matmul_cases},   {"movement", movement_cases}, {"conv", conv_cases},
       {"losses", losses_cases},   {"large", large_cases},   {"long", long_cases},
-      {"contraction", contraction_cases}};
+      {"contraction", contraction_cases}, {"math", math_cases}};
   for (auto& [name, fill] : lists) {
     Suite s;
     fill(s);

@@ -40,6 +40,13 @@ SExprPtr diff_uncached(const SExprPtr& e, int k, Memo& memo) {
       case SOp::Exp: return mul(e, da);
       case SOp::Log: return div(da, a);
       case SOp::Log1p: return div(da, sbinary(SOp::Add, c(1), a));
+      // d erf(a) = 2/sqrt(pi) exp(-a^2) da (torch's erf backward: 2/sqrt(pi) * exp(-x^2) * grad); erfc: its negation
+      case SOp::Erf:
+      case SOp::Erfc: {
+        SExprPtr d = mul(c(e->op == SOp::Erf ? 1.1283791670955126 : -1.1283791670955126),
+                         sunary(SOp::Exp, sunary(SOp::Neg, mul(a, a))));
+        return mul(d, da);
+      }
       case SOp::Sqrt: return div(mul(c(0.5), da), e);
       case SOp::Rsqrt: return mul(mul(c(-0.5), div(e, a)), da);
       case SOp::Sin: return mul(sunary(SOp::Cos, a), da);

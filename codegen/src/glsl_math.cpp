@@ -45,6 +45,7 @@ const HelperDef& helper_def(MathHelper h) {
       {"sg_sin,sg_cos", 1, "sincos"},
       {"sg_tanh", 1, "tanh"},
       {"sg_sigmoid", 1, "sigmoid"},
+      {"sg_erf,sg_erfc", 1, "erf"},
   };
   static_assert(sizeof(defs) / sizeof(defs[0]) == static_cast<size_t>(MathHelper::kCount));
   return defs[static_cast<size_t>(h)];
@@ -67,6 +68,7 @@ MathHelpers dependencies(MathHelper h) {
     case MathHelper::Log1p: d.use(MathHelper::Log); [[fallthrough]];
     case MathHelper::Log: d.use(MathHelper::IsNan); break;
     case MathHelper::Tanh:
+    case MathHelper::Erf:
     case MathHelper::Pow:  // sg_exp2i
     case MathHelper::Sigmoid: d.use(MathHelper::Exp); [[fallthrough]];
     default: d.use(MathHelper::IsNan); break;
@@ -164,6 +166,8 @@ std::string float_math(bool wgsl, SOp op, const std::string& a, const std::strin
     case SOp::Cos: return call(MathHelper::SinCos, "sg_cos", 1);
     case SOp::Tanh: return call(MathHelper::Tanh, "sg_tanh", 1);
     case SOp::Sigmoid: return call(MathHelper::Sigmoid, "sg_sigmoid", 1);
+    case SOp::Erf: return call(MathHelper::Erf, "sg_erf", 1);
+    case SOp::Erfc: return call(MathHelper::Erf, "sg_erfc", 1);
     case SOp::Relu: return call(MathHelper::Relu, "sg_relu", 1);
     case SOp::Sign: return call(MathHelper::Relu, "sg_sign", 1);
     case SOp::Floor: return fmt::format("floor({})", a);

@@ -17,7 +17,9 @@
 // - accuracy: exp with a Cody-Waite reduction (GLSL's exp error bound grows with |x|), log and log1p near 1 by a
 //   series (GLSL's log has only an absolute error bound on [0.5, 2]), tanh by its Taylor series for |x| < 0.55,
 //   sigmoid and softplus without cancellation, sin/cos with an explicit range reduction and polynomials (the
-//   NVIDIA driver's sin(100) is 0.04294 instead of 0.03575).
+//   NVIDIA driver's sin(100) is 0.04294 instead of 0.03575), erf/erfc by minimax polynomials fitted for f32
+//   (scripts/fit_erf.py), erfc relative to its value out to its underflow (GELU's negative side).
+// - erf/erfc follow C99 (torch): erf(+-inf) = +-1, erfc(-inf) = 2, erfc(inf) = 0, erf(-0) = -0, NaN propagates.
 // Each formula is a helper function (sg_*) emitted once per shader, only when the shader calls it.
 #pragma once
 
@@ -30,7 +32,7 @@ namespace sg {
 
 /// The GLSL helper functions of the float math (sg_max, sg_exp, ...).
 enum class MathHelper : uint8_t {
-  IsNan, Max, Min, Relu, ArgBetter, ZeroArith, Exp, Log, Log1p, Sqrt, Rsqrt, Pow, SinCos, Tanh, Sigmoid,
+  IsNan, Max, Min, Relu, ArgBetter, ZeroArith, Exp, Log, Log1p, Sqrt, Rsqrt, Pow, SinCos, Tanh, Sigmoid, Erf,
   kCount
 };
 

@@ -251,7 +251,7 @@ double kcode_size(const std::vector<KExprPtr>& roots) {
     bool helper = false;
     if (e->op == KOp::FMath) switch (e->sop) {
         case SOp::Exp: case SOp::Log: case SOp::Log1p: case SOp::Pow: case SOp::Sin: case SOp::Cos: case SOp::Tanh:
-        case SOp::Sigmoid: helper = true; break;
+        case SOp::Sigmoid: case SOp::Erf: case SOp::Erfc: helper = true; break;
         default: break;
       }
     size += helper ? kHelperCallSize : 1;

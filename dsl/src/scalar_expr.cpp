@@ -28,6 +28,8 @@ const char* sop_name(SOp op) {
     case SOp::Exp: return "exp";
     case SOp::Log: return "log";
     case SOp::Log1p: return "log1p";
+    case SOp::Erf: return "erf";
+    case SOp::Erfc: return "erfc";
     case SOp::Sqrt: return "sqrt";
     case SOp::Rsqrt: return "rsqrt";
     case SOp::Sin: return "sin";
@@ -90,6 +92,8 @@ double seval_op(SOp op, double a, double b, double c) {
     case SOp::Exp: return std::exp(a);
     case SOp::Log: return std::log(a);
     case SOp::Log1p: return std::log1p(a);
+    case SOp::Erf: return std::erf(a);
+    case SOp::Erfc: return std::erfc(a);
     case SOp::Sqrt: return std::sqrt(a);
     case SOp::Rsqrt: return 1.0 / std::sqrt(a);
     case SOp::Sin: return std::sin(a);
@@ -349,6 +353,8 @@ Scalar abs(Scalar a) { return sunary(SOp::Abs, a.e); }
 Scalar exp(Scalar a) { return sunary(SOp::Exp, a.e); }
 Scalar log(Scalar a) { return sunary(SOp::Log, a.e); }
 Scalar log1p(Scalar a) { return sunary(SOp::Log1p, a.e); }
+Scalar erf(Scalar a) { return sunary(SOp::Erf, a.e); }
+Scalar erfc(Scalar a) { return sunary(SOp::Erfc, a.e); }
 Scalar sqrt(Scalar a) { return sunary(SOp::Sqrt, a.e); }
 Scalar rsqrt(Scalar a) { return sunary(SOp::Rsqrt, a.e); }
 Scalar sin(Scalar a) { return sunary(SOp::Sin, a.e); }
@@ -366,5 +372,8 @@ Scalar min(Scalar a, Scalar b) { return sbinary(SOp::Min, a.e, b.e); }
 Scalar where(Scalar c, Scalar a, Scalar b) { return sselect(c.e, a.e, b.e); }
 Scalar leaky_relu(Scalar x, double slope) { return where(x > 0.0, x, x * slope); }
 Scalar softplus(Scalar x) { return max(x, 0.0) + log1p(exp(-abs(x))); }
+// 0.70710678118654752 = 1/sqrt(2) (M_SQRT1_2); 1.5957691216057308 = 2 sqrt(2/pi) (torch's kBeta = sqrt(2/pi), doubled)
+Scalar gelu(Scalar x) { return x * 0.5 * erfc(x * -0.70710678118654752); }
+Scalar gelu_tanh(Scalar x) { return x * sigmoid((x + x * x * x * 0.044715) * 1.5957691216057308); }
 
 }  // namespace sg

@@ -149,6 +149,14 @@ Tensor leaky_relu(const Tensor& x, double slope, loc_t loc) {
 Tensor softplus(const Tensor& x, loc_t loc) {
   return map([](Scalar v) { return softplus(v); }, x, loc);
 }
+Tensor gelu(const Tensor& x, std::string_view approximate, loc_t loc) {
+  SourceLoc l(loc);
+  check_tensor(x, "gelu", "input", l);
+  if (approximate == "none") return map([](Scalar v) { return gelu(v); }, x, loc);
+  if (approximate == "tanh") return map([](Scalar v) { return gelu_tanh(v); }, x, loc);
+  value_error("gelu", fmt::format("approximate='{}' is not 'none' or 'tanh' (torch.nn.functional.gelu's choices)",
+                                  approximate), l);
+}
 
 // --- leaves ---
 Tensor input(const std::string& name, ShapeRef shape, DType dtype, loc_t loc) {
@@ -496,6 +504,44 @@ Tensor log_softmax(const Tensor& x, int axis, loc_t loc) {
   Tensor z = x - m;
   Tensor lse = log(sum(exp(z), ax, true, loc));
   return z - lse;
+}
+
+Tensor logsumexp(const Tensor& x, Axes axes, bool keepdims, loc_t loc) {
+  SourceLoc l(loc);
+  LocationOverride at_user(l);
+  check_tensor(x, "logsumexp", "input", l);
+  // torch's shift: an infinite maximum shifts by a finite value (all -inf: log(0) = -inf; a +inf: exp(inf) = inf),
+  // as a clamp (NaN-propagating maximum/minimum) rather than a test for infinity that a compiler may fold away
+  Tensor m = stop_gradient(max(x, axes, true, loc), loc);
+  Tensor shift = map([](Scalar v) { return min(max(v, -3e38), 3e38); }, m, loc);
+  Tensor r = map([](Scalar s, Scalar c) { return log(s) + c; }, sum(exp(x - shift), axes, true, loc), shift, loc);
+  if (keepdims) return r;
+  Shape out;
+  auto ax = norm_axes(axes, x.rank(), "logsumexp", l);
+  for (int i = 0; i < x.rank(); ++i)
+    if (std::find(ax.begin(), ax.end(), i) == ax.end()) out.push_back(x.shape()[i]);
+  return reshape(r, out, loc);
+}
+
+Tensor var(const Tensor& x, Axes axes, bool unbiased, bool keepdims, loc_t loc) {
+  SourceLoc l(loc);
+  LocationOverride at_user(l);
+  check_tensor(x, "var", "input", l);
+  auto ax = norm_axes(axes, x.rank(), "var", l);
+  int64_t count = 1;
+  for (int a : ax) count *= x.shape()[a];
+  Tensor mu = mean(x, axes, true, loc);
+  Tensor ss = sum(map([](Scalar v, Scalar m) { return (v - m) * (v - m); }, x, mu, loc), axes, keepdims, loc);
+  const double denom = static_cast<double>(std::max<int64_t>(count - (unbiased ? 1 : 0), 0));  // torch clamps at 0
+  return Tensor(materialize(sbinary(SOp::Div, sarg(0), sconst(denom)), {ss.node()}, l));
+}
+
+Tensor std(const Tensor& x, Axes axes, bool unbiased, bool keepdims, loc_t loc) {
+  SourceLoc l(loc);
+  LocationOverride at_user(l);
+  check_tensor(x, "std", "input", l);
+  // where(v == 0, 0, sqrt(v)): the same value, and the gradient 0 at v = 0 (torch) instead of 0.5 / 0 * 0 = NaN
+  return map([](Scalar v) { return where(v == 0.0, 0.0, sqrt(v)); }, var(x, axes, unbiased, keepdims, loc), loc);
 }
 
 Tensor softmax(const Tensor& x, int axis, loc_t loc) {

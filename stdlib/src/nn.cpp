@@ -43,6 +43,11 @@ std::vector<std::pair<std::string, Tensor>> Linear::named_parameters() const {
   if (bias) r.emplace_back(bias.name(), bias);
   return r;
 }
+GELU::GELU(std::string approximate) : approximate_(std::move(approximate)) {
+  if (approximate_ != "none" && approximate_ != "tanh")
+    throw ValueError(fmt::format("GELU: approximate='{}' is not 'none' or 'tanh' (torch.nn.GELU's choices)", approximate_));
+}
+
 std::string Linear::describe() const { return fmt::format("Linear({}, {}{})", in_, out_, bias_ ? "" : ", bias=False"); }
 
 void Conv2d::build(const std::string& prefix, Rng& rng) {

@@ -6,7 +6,7 @@ HOW TO REGENERATE (deterministic: same torch/numpy give byte-identical files; co
     /usr/bin/python3 tests/golden/gen_golden.py          # from the repository root
 
 Needs Debian's python3-torch (1.13, CPU) and python3-numpy (use /usr/bin/python3, not a pyenv python).
-Writes tests/golden/{elementwise,reduce,movement,nn,fake_quant,mlp,cnn}.json, read by tests/golden_util.h, and
+Writes tests/golden/{elementwise,reduce,movement,nn,fake_quant,math,mlp,cnn}.json, read by tests/golden_util.h, and
 numerics.json (IEEE edge cases and Adam steps; read by tests/test_numerics.cpp).
 
 Conventions
@@ -664,13 +664,64 @@ def gen_numerics():
     return {"file": "numerics.json", "cases": cases}
 
 
+# ------------------------------------------------------------------------------------------------
+# the layers' math (issue 36): erf, erfc, gelu (exact and tanh), logsumexp, var, std
+# ------------------------------------------------------------------------------------------------
+
+def gen_math():
+    rng = Rng(3003)
+    cases = []
+    # the tails: erf saturates past ~4, erfc keeps its relative precision out to ~10, gelu's negative side
+    # (torch float64's 1 + erf(x/sqrt 2) is exact enough to -6: 2e-9 against its rounding 1e-16)
+    tail = np.array([-9.0, -6.0, -3.5, -2.2, -1.1, -0.6, -1e-3, 1e-6, 0.3, 0.87, 0.9, 1.9, 2.1, 3.0, 4.5, 6.0, 9.0],
+                    np.float32)
+    gelu_tail = np.array([-6.0, -4.5, -3.0, -2.0, -1.2, -0.5, -1e-3, 1e-6, 0.4, 1.1, 2.5, 4.0, 7.0], np.float32)
+    specs = [
+        ("erf", {}, lambda r, s: r.normal(s, 1.5), torch.erf, tail),
+        ("erfc", {}, lambda r, s: r.normal(s, 1.5), torch.erfc, tail),
+        ("gelu", {"approximate": "none"}, lambda r, s: r.normal(s, 2.0), lambda x: F.gelu(x), gelu_tail),
+        ("gelu", {"approximate": "tanh"}, lambda r, s: r.normal(s, 2.0), lambda x: F.gelu(x, approximate="tanh"),
+         gelu_tail),
+    ]
+    for op, attrs, gen, fn, wide in specs:
+        tag = op + ("_tanh" if attrs.get("approximate") == "tanh" else "")
+        for s in [(3, 7), (13,), (2, 3, 5)]:
+            cases.append(make_case(f"{tag}_{'x'.join(map(str, s))}", op, attrs, [("x", gen(rng, s), "f32")], fn, rng))
+        cases.append(make_case(f"{tag}_tails", op, attrs, [("x", wide, "f32")], fn, rng))
+    # logsumexp, var, std: axes (all = []), keepdims, var/std's unbiased flag; logsumexp of large logits (a shift is
+    # needed: exp(90) overflows float32)
+    specs = [((7,), [], False), ((3, 7), [1], True), ((3, 7), [0], False), ((2, 3, 5), [0, 2], True),
+             ((2, 3, 5), [-1], False), ((13, 2), [1], False), ((3, 5), [], True)]
+    for shape, axes, keep in specs:
+        dims = tuple(axes) if axes else tuple(range(len(shape)))
+        tag = f"{'x'.join(map(str, shape))}_axes{''.join(map(str, axes)) or 'all'}{'_keep' if keep else ''}"
+        cases.append(make_case(f"logsumexp_{tag}", "logsumexp", {"axes": axes, "keepdims": keep},
+                               [("x", rng.normal(shape, 3.0), "f32")],
+                               lambda t, d=dims, k=keep: torch.logsumexp(t, dim=d, keepdim=k), rng))
+        for op, fn in [("var", torch.var), ("std", torch.std)]:
+            for unbiased in (True, False):
+                cases.append(make_case(f"{op}_{tag}{'' if unbiased else '_biased'}", op,
+                                       {"axes": axes, "keepdims": keep, "unbiased": unbiased},
+                                       [("x", rng.normal(shape, 2.0), "f32")],
+                                       lambda t, d=dims, k=keep, u=unbiased, fn=fn: fn(t, dim=d, unbiased=u, keepdim=k),
+                                       rng))
+    big = np.array([[90.0, 88.0, -90.0, 0.5], [-1e3, -1e3 + 1, -1e3 + 0.5, -2e3], [1e4, 1e4, 1e4, 1e4]], np.float32)
+    cases.append(make_case("logsumexp_large", "logsumexp", {"axes": [1], "keepdims": False}, [("x", big, "f32")],
+                           lambda t: torch.logsumexp(t, dim=1), rng))
+    # std of a constant row: torch's gradient there is 0 (a kink: no finite differences)
+    const = np.array([[1.5, 1.5, 1.5, 1.5], [1.0, 2.0, 4.0, -0.5]], np.float32)
+    cases.append(make_case("std_constant_row", "std", {"axes": [1], "keepdims": False, "unbiased": True},
+                           [("x", const, "f32")], lambda t: torch.std(t, dim=1), rng, fd_off=("x",)))
+    return {"file": "math.json", "cases": cases}
+
+
 def main():
     obj = {"generator": "tests/golden/gen_golden.py", "torch": torch.__version__, **gen_numerics()}
     path = os.path.join(OUT_DIR, obj.pop("file"))
     with open(path, "w") as f:
         f.write(json.dumps(obj, indent=1) + "\n")
     print(f"wrote {path} ({os.path.getsize(path)} bytes)")
-    for gen in [gen_elementwise, gen_reduce, gen_movement, gen_nn, gen_fake_quant]:
+    for gen in [gen_elementwise, gen_reduce, gen_movement, gen_nn, gen_fake_quant, gen_math]:
         obj = gen()
         fname = obj.pop("file")
         obj = {"generator": "tests/golden/gen_golden.py", "torch": torch.__version__, **obj}

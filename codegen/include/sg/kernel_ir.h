@@ -81,7 +81,7 @@ bool kunrollable_sum(const KExprPtr& r);
 /// True when `e` has such a sum outside any other reduction (the emitter's tile mode applies).
 bool khas_unrollable_sum(const KExprPtr& e);
 /// Weight of a float op the emitters print as a call of a math helper (exp, log, log1p, pow, sin, cos, tanh,
-/// sigmoid: codegen/shaders/math/) in kcode_size: drivers inline the helper at every call.
+/// sigmoid, erf, erfc: codegen/shaders/math/) in kcode_size: drivers inline the helper at every call.
 inline constexpr double kHelperCallSize = 16;
 /// The size of the code an emitter prints for `roots`: their distinct nodes (by pointer: a shared subtree is
 /// printed once), a math-helper call counting kHelperCallSize. Drivers' compile time grows with it.

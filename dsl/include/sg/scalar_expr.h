@@ -31,6 +31,8 @@ enum class SOp : uint8_t {
   // unary
   Neg, Abs, Exp, Log,
   Log1p,  ///< log(1 + a), accurate for small |a| (torch.log1p)
+  Erf,    ///< the error function 2/sqrt(pi) * integral_0^a exp(-t^2) dt (torch.erf, C99 erf)
+  Erfc,   ///< 1 - erf(a), accurate where erf(a) is near 1 (torch.erfc, C99 erfc)
   Sqrt, Rsqrt, Sin, Cos, Tanh, Sigmoid, Relu, Sign, Floor,
   Round,  ///< round half to even (torch.round)
   Recip,
@@ -123,6 +125,12 @@ Scalar exp(Scalar a);
 Scalar log(Scalar a);
 /// log(1 + a), accurate for small |a| (torch.log1p, C99 log1p): log1p(-1) = -inf, NaN below -1.
 Scalar log1p(Scalar a);
+/// The error function 2/sqrt(pi) * integral_0^a exp(-t^2) dt (torch.erf, C99 erf): erf(+-inf) = +-1, erf(-0) = -0,
+/// NaN propagates. Derivative 2/sqrt(pi) * exp(-a^2). GPU helper: codegen/shaders/math/erf.glsl (minimax, a few ulps).
+Scalar erf(Scalar a);
+/// 1 - erf(a) without cancellation (torch.erfc, C99 erfc): erfc(-inf) = 2, erfc(inf) = 0, erfc(9) = 4.1e-37,
+/// NaN propagates. Derivative -2/sqrt(pi) * exp(-a^2).
+Scalar erfc(Scalar a);
 Scalar sqrt(Scalar a);
 Scalar rsqrt(Scalar a);
 Scalar sin(Scalar a);
@@ -143,5 +151,13 @@ Scalar where(Scalar c, Scalar a, Scalar b);
 Scalar leaky_relu(Scalar x, double slope = 0.01);
 /// log(1 + exp(x)), computed stably as max(x,0) + log1p(exp(-|x|)) (torch softplus, beta=1): softplus(-20) = 2.06e-9.
 Scalar softplus(Scalar x);
+/// Exact GELU, x * Phi(x) = x/2 * (1 + erf(x/sqrt(2))) (Hendrycks & Gimpel 2016; torch.nn.functional.gelu with
+/// approximate='none'), computed as x/2 * erfc(-x/sqrt(2)): no cancellation for negative x (gelu(-10) = -7.6e-23,
+/// where 1 + erf rounds to 0). gelu(inf) = inf, gelu(-inf) = NaN (torch: inf * 0), NaN propagates.
+Scalar gelu(Scalar x);
+/// The tanh approximation of GELU, x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3))) (Hendrycks & Gimpel 2016;
+/// torch.nn.functional.gelu with approximate='tanh'), computed as x * sigmoid(2 sqrt(2/pi) (x + 0.044715 x^3)) (the
+/// same function, 1 + tanh(u) = 2 sigmoid(2u), without cancellation for negative x). gelu_tanh(-inf) = NaN as torch's.
+Scalar gelu_tanh(Scalar x);
 
 }  // namespace sg

@@ -16,6 +16,7 @@
 #include <array>
 #include <concepts>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -193,6 +194,8 @@ SG_UNARY_FUNCTION(abs, SOp::Abs)
 SG_UNARY_FUNCTION(exp, SOp::Exp)
 SG_UNARY_FUNCTION(log, SOp::Log)
 SG_UNARY_FUNCTION(log1p, SOp::Log1p)
+SG_UNARY_FUNCTION(erf, SOp::Erf)    // torch.erf: erf(+-inf) = +-1, NaN propagates (Scalar erf's docstring)
+SG_UNARY_FUNCTION(erfc, SOp::Erfc)  // torch.erfc: 1 - erf(x) without cancellation
 SG_UNARY_FUNCTION(sqrt, SOp::Sqrt)
 SG_UNARY_FUNCTION(rsqrt, SOp::Rsqrt)
 SG_UNARY_FUNCTION(sin, SOp::Sin)
@@ -217,6 +220,15 @@ auto where(const C& c, const A& a, const B& b) {
 Tensor leaky_relu(const Tensor& x, double slope = 0.01, loc_t loc = loc_t::current());
 /// softplus(x) = log(1 + exp(x)), stable form (torch.nn.functional.softplus, beta=1).
 Tensor softplus(const Tensor& x, loc_t loc = loc_t::current());
+/// GELU (Hendrycks & Gimpel 2016, "Gaussian Error Linear Units"), elementwise, any shape, f32; the torch equivalent is
+/// torch.nn.functional.gelu(x, approximate=...):
+///  - approximate "none" (default): exact, x/2 * (1 + erf(x/sqrt(2))), computed as x/2 * erfc(-x/sqrt(2)) (no
+///    cancellation for negative x: gelu(-10) = -7.6e-23 where torch's float32 gives 0);
+///  - approximate "tanh": x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3))), computed as x * sigmoid(2 sqrt(2/pi) *
+///    (x + 0.044715 x^3)) (the same function).
+/// gelu(inf) = inf, gelu(-inf) = NaN (as torch: -inf * 0), NaN propagates. One Map node: fuses like any elementwise op;
+/// its gradient is the body's symbolic derivative. Throws ValueError for another `approximate` (torch: RuntimeError).
+Tensor gelu(const Tensor& x, std::string_view approximate = "none", loc_t loc = loc_t::current());
 
 /// A custom elementwise layer from a generic lambda over sg::Scalar. The lambda is instantiated once
 /// with symbolic scalars; its result becomes the Map body (differentiated symbolically by autodiff).
@@ -263,6 +275,21 @@ Tensor sum(const Tensor& x, Axes axes = {}, bool keepdims = false, loc_t loc = l
 Tensor mean(const Tensor& x, Axes axes = {}, bool keepdims = false, loc_t loc = loc_t::current());
 Tensor max(const Tensor& x, Axes axes = {}, bool keepdims = false, loc_t loc = loc_t::current());
 Tensor min(const Tensor& x, Axes axes = {}, bool keepdims = false, loc_t loc = loc_t::current());
+/// log(sum(exp(x))) over `axes` (empty = all; negative count from the end), computed stably with the max shift
+/// m + log(sum(exp(x - m))) (torch.logsumexp(x, dim, keepdim)). x: any shape, f32; the result has x's shape without
+/// the reduced axes (kept as size 1 with `keepdims`). torch's special values: a row of all -inf gives -inf, a row with
+/// +inf gives +inf, NaN propagates (m is clamped to +-3e38, so a finite maximum above 3e38 gives inf). Gradient:
+/// softmax(x) along the axes. Fuses as log_softmax does: a max reduction, then the sum of exp(x - m) with its log as
+/// epilogue. Throws ShapeError for an axis out of range or an empty reduced axis (as max does).
+Tensor logsumexp(const Tensor& x, Axes axes = {}, bool keepdims = false, loc_t loc = loc_t::current());
+/// Variance over `axes` (empty = all), sum((x - mean)^2) / (N - correction) with correction 1 when `unbiased` (Bessel's
+/// correction, torch's default) else 0, N the number of reduced elements (torch.var(x, dim, unbiased, keepdim)). Two
+/// passes (the mean, then the squared deviations: no cancellation of E[x^2] - E[x]^2). x: any shape, f32. N - correction
+/// = 0 gives NaN (0/0), as torch. Throws ShapeError for an axis out of range.
+Tensor var(const Tensor& x, Axes axes = {}, bool unbiased = true, bool keepdims = false, loc_t loc = loc_t::current());
+/// Standard deviation, sqrt(var(x, axes, unbiased, keepdims)) (torch.std); its gradient is 0 where the deviation is 0
+/// (torch's std_backward), not NaN. Throws as var.
+Tensor std(const Tensor& x, Axes axes = {}, bool unbiased = true, bool keepdims = false, loc_t loc = loc_t::current());
 /// Index of the first maximum along `axis` (i32, stored as exact floats). Not differentiable.
 Tensor argmax(const Tensor& x, int axis = -1, bool keepdims = false, loc_t loc = loc_t::current());
 /// Sums `x` over broadcast axes so the result has `shape` (the adjoint of broadcasting).

@@ -128,6 +128,20 @@ class Tanh final : public Module {
   Tensor forward(const Tensor& x) override { return tanh(x); }
   std::string describe() const override { return "Tanh()"; }
 };
+/// GELU activation, elementwise over any shape (torch.nn.GELU, same `approximate` parameter and repr): sg::gelu(x,
+/// approximate) — "none" (default): exact, x/2 * (1 + erf(x/sqrt(2))); "tanh": the tanh approximation. No parameters.
+/// Throws ValueError at construction for another `approximate`.
+class GELU final : public Module {
+ public:
+  explicit GELU(std::string approximate = "none");
+  Tensor forward(const Tensor& x) override { return gelu(x, approximate_); }
+  /// "GELU(approximate='none')", as torch prints it.
+  std::string describe() const override { return "GELU(approximate='" + approximate_ + "')"; }
+  const std::string& approximate() const { return approximate_; }
+
+ private:
+  std::string approximate_;
+};
 /// (N, ...) -> (N, prod(...)).
 class Flatten final : public Module {
  public:
