@@ -4,7 +4,9 @@
 //   node tests/page_debugger_check.mjs values SHADERGRAD_CLI
 //     exports the MLP (digits, batch 4) with --check-nodes: the CPU reference's value of every graph node for the
 //     first train check run; the debugger steps the train step kernel by kernel (its Step button) from the same
-//     weights and inputs, and every value every kernel wrote must equal the CPU reference's value of its node.
+//     weights and inputs, and every value every kernel wrote must equal the CPU reference's value of its node; the
+//     same for the small CNN; break-before stops where asked; at 1024x768 and 1366x768 the main controls do not
+//     overlap (screenshots page_debugger_WxH.png in the working directory).
 //   node tests/page_debugger_check.mjs numerics PAGE_DEBUGGER_LOG_MODEL
 //     tests/page_debugger_log_model.cpp writes a bundle whose model takes log of a negative number and runs the
 //     same step natively with check_numerics; Continue in the debugger must stop at the first kernel writing a
@@ -67,14 +69,77 @@ async function eachConfig(bundleDir, fn) {
   }
 }
 
+/** At 1024x768 and 1366x768 the debugger's main controls and panes are inside the window's width and do not
+ * overlap (element boxes do not intersect); a screenshot of each is kept in the working directory. */
+async function checkLayout(page, what) {
+  const ids = ['program', 'step', 'continue', 'breakAt', 'stopNaN', 'finish', 'restart', 'zoom', 'kernels', 'detail',
+               'backendLine'];
+  for (const [w, h] of [[1024, 768], [1366, 768]]) {
+    await page.setViewportSize({ width: w, height: h });
+    await page.click('.kgroup');  // kernel 0 in the detail pane: its images and source
+    const boxes = await page.evaluate((ids) => ids.map((id) => {
+      const r = document.getElementById(id).getBoundingClientRect();
+      return { id, x: r.left, y: r.top, w: r.width, h: r.height };
+    }), ids);
+    await page.screenshot({ path: `page_debugger_${w}x${h}.png` });
+    for (const b of boxes) {
+      assert.ok(b.w > 0 && b.h > 0, what(`${w}x${h}: #${b.id} is not shown ${JSON.stringify(b)}`));
+      assert.ok(b.x >= 0 && b.x + b.w <= w + 0.5, what(`${w}x${h}: #${b.id} leaves the window ${JSON.stringify(b)}`));
+    }
+    for (let i = 0; i < boxes.length; ++i)
+      for (let j = i + 1; j < boxes.length; ++j) {
+        const a = boxes[i], b = boxes[j];
+        const overlap = a.x < b.x + b.w - 0.5 && b.x < a.x + a.w - 0.5 && a.y < b.y + b.h - 0.5 && b.y < a.y + a.h - 0.5;
+        assert.ok(!overlap, what(`${w}x${h}: #${a.id} and #${b.id} overlap ${JSON.stringify([a, b])}`));
+      }
+    // the controls are in the first screen
+    for (const b of boxes.filter((x) => !['kernels', 'detail'].includes(x.id)))
+      assert.ok(b.y + b.h <= h, what(`${w}x${h}: #${b.id} is below the fold`));
+  }
+}
+
+/** Kernel 0's first output as the page draws it: every element's pixel has the native colormap's colour of its
+ * value (colormap.js, the range and map of the whole tensor), at the place the native layout puts it (2-D: rows x
+ * columns; [N, C, H, W]: N rows of C tiles of H x W with 1-px separators), and hovering an element shows its value. */
+async function checkImage(page, what) {
+  await page.click('.kgroup');
+  const r = await page.evaluate(async () => {
+    const { mapValue, autoRange } = await import('./colormap.js');
+    const o = window.sgDebugger.session.steps[0].outputs[0], cv = document.querySelector('#detail canvas.img');
+    const s = o.shape, at = (e) => {
+      if (s.length === 4) {
+        const [, C, H, W] = s, x = e % W, y = Math.floor(e / W) % H, c = Math.floor(e / (W * H)) % C,
+              n = Math.floor(e / (W * H * C));
+        return [n * (H + 1) + y, c * (W + 1) + x];
+      }
+      return [Math.floor(e / s.at(-1)), e % s.at(-1)];
+    };
+    const px = cv.getContext('2d').getImageData(0, 0, cv.width, cv.height).data, rg = autoRange(o.data);
+    let bad = 0;
+    for (let e = 0; e < o.data.length; ++e) {
+      const [y, x] = at(e), want = mapValue(o.data[e], rg.cmap, rg.lo, rg.hi), p = 4 * (y * cv.width + x);
+      if (px[p] !== want[0] || px[p + 1] !== want[1] || px[p + 2] !== want[2]) ++bad;
+    }
+    const e = Math.floor(o.data.length / 2) + 1, [y, x] = at(e), b = cv.getBoundingClientRect();
+    const cx = b.left + (x + 0.5) * b.width / cv.width, cy = b.top + (y + 0.5) * b.height / cv.height;
+    cv.dispatchEvent(new MouseEvent('mousemove', { clientX: cx, clientY: cy, bubbles: true }));
+    return { bad, n: o.data.length, shape: s, cmap: rg.cmap, hover: cv.parentElement.querySelector('.hover').textContent,
+             want: `[${e}] = ${o.data[e]}`, zoom: b.width / cv.width };
+  });
+  assert.equal(r.bad, 0, what(`pixels not in the native colour of their element ${JSON.stringify(r)}`));
+  assert.equal(r.hover, r.want, what('hover value'));
+  assert.ok(r.zoom >= 2, what(`the image is scaled up (${r.zoom}x)`));
+}
+
 try {
-  if (mode === 'values') {
-    const dir = path.join(root, 'mlp');
-    execFileSync(exe, ['export', '--model', 'mlp', '--dataset', 'digits', '--batch', '4', '--infer-batch', '2',
+  if (mode === 'values') for (const model of ['mlp', 'cnn']) {
+    const dir = path.join(root, model);
+    execFileSync(exe, ['export', '--model', model, '--dataset', 'digits', '--batch', '4', '--infer-batch', '2',
                        '--check-steps', '1', '--check-nodes', '--webgpu-plans', 'cpu', '--out', dir],
                  { stdio: ['ignore', 'ignore', 'inherit'] });
     treeRuntime(dir);
-    await eachConfig('mlp', async (page, c, what) => {
+    await eachConfig(model, async (page, c, what0) => {
+      const what = (s) => what0(`${model}: ${s}`);
       // Step through every kernel with the page's Step button
       const n = await page.evaluate(() => window.sgDebugger.session.kernels.length);
       assert.ok(n >= 5, what(`kernels of train: ${n}`));
@@ -124,7 +189,26 @@ try {
       });
       assert.equal(fin.state, 'finished', what('finish'));
       assert.ok(Math.abs(fin.loss - fin.expected) <= 1e-4 * Math.abs(fin.expected), what(`loss ${JSON.stringify(fin)}`));
-      console.log(`page debugger values ${c.backend}${c.worker ? ' (worker)' : ''}: ${n} kernels, ${r.rows.length} ` +
+      // Restart, break before kernel 3: Continue stops with kernels 0..2 run; Continue from there runs to the end
+      const brk = async (bp) => {
+        if (bp !== null) await page.selectOption('#breakAt', String(bp));
+        await page.click('#continue');
+        await guard(page.waitForFunction(() => !document.querySelector('#restart').disabled &&
+                                               !document.querySelector('#finish').disabled), 'continue', 120);
+        return page.evaluate(() => ({ next: window.sgDebugger.session.next, steps: window.sgDebugger.session.steps.length,
+                                      status: document.querySelector('#status').textContent }));
+      };
+      await page.click('#restart');
+      await guard(page.waitForFunction(() => window.sgDebugger.session.state === 'open' &&
+                                             window.sgDebugger.session.next === 0 &&
+                                             !document.querySelector('#continue').disabled), 'restart', 120);
+      assert.deepEqual(await brk(3), { next: 3, steps: 3, status: `next: kernel 3 of ${n}` }, what('break before kernel 3'));
+      assert.deepEqual((await brk(null)).next, n, what('continue from the breakpoint runs to the end'));
+      if (!c.worker && c.backend === 'webgl2') {
+        await checkImage(page, what);
+        await checkLayout(page, what);
+      }
+      console.log(`page debugger values ${model} ${c.backend}${c.worker ? ' (worker)' : ''}: ${n} kernels, ${r.rows.length} ` +
                   `values, worst |gpu - cpu| / scale ${Math.max(...r.rows.map((x) => x.worst / (x.scale || 1))).toExponential(2)}`);
     });
   } else {
