@@ -189,6 +189,25 @@ try {
       });
       assert.equal(fin.state, 'finished', what('finish'));
       assert.ok(Math.abs(fin.loss - fin.expected) <= 1e-4 * Math.abs(fin.expected), what(`loss ${JSON.stringify(fin)}`));
+      // the data flow between kernels: every value a kernel reads was written by the kernel named as its producer
+      // (earlier in the step), or is an input, a persistent value or a constant; selecting a kernel marks them
+      const flow = await page.evaluate(async () => {
+        const ks = window.sgDebugger.session.kernels, bad = [];
+        for (const k of ks)
+          for (const i of k.inputs) {
+            if (i.producer === null ? i.kind === 'temp' && i.update_of === undefined
+                                    : !(i.producer < k.index && ks[i.producer].outputs.some((o) => o.value === i.value)))
+              bad.push({ kernel: k.name, input: i });
+          }
+        const k = ks.find((x) => x.inputs.some((i) => i.producer !== null));
+        document.querySelectorAll('.kgroup')[k.index].click();
+        const marked = [...document.querySelectorAll('.kgroup.producer')].map((e) => e.dataset.kernel);
+        const want = [...new Set(k.inputs.filter((i) => i.producer !== null).map((i) => ks[i.producer].name))];
+        return { bad, marked, want, edges: ks.reduce((a, x) => a + x.inputs.filter((i) => i.producer !== null).length, 0) };
+      });
+      assert.deepEqual(flow.bad, [], what('data flow'));
+      assert.ok(flow.edges >= n - 1, what(`kernel-to-kernel reads: ${flow.edges}`));
+      assert.deepEqual(flow.marked.sort(), flow.want.sort(), what('producers marked'));
       // Restart, break before kernel 3: Continue stops with kernels 0..2 run; Continue from there runs to the end
       const brk = async (bp) => {
         if (bp !== null) await page.selectOption('#breakAt', String(bp));

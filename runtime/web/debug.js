@@ -44,22 +44,32 @@ function linesOf(nodes) {
 
 /**
  * The kernels of a plan as the debugger shows them: name, shader file and language, graph nodes, user source lines,
- * and the values each writes (plan `values` entries: id, name, node, op, shape, source).
+ * the values each writes (plan `values` entries: id, name, node, op, shape, source) and the values it reads, each with
+ * `producer`: the index of the kernel of this step that wrote it last before, or null (an input, a parameter or
+ * state, a constant) — the program's data flow between kernels.
  * @param {object} plan Runtime.plan(program): the webgl2 plan or a webgpu plan
  */
 export function debugKernels(plan) {
+  const describe = (id) => {
+    const v = plan.values[id];
+    return { value: id, name: v.name, kind: v.kind, node: v.node, op: v.op, shape: v.shape, source: v.source,
+             ...(v.update_of !== undefined ? { update_of: v.update_of } : {}),
+             ...(v.tensor !== undefined ? { tensor: v.tensor } : {}) };
+  };
+  const writer = new Map();  // value id -> the last kernel so far that wrote it
   return plan.kernels.map((k, index) => {
-    const ids = [];
-    for (const b of k.bindings ?? []) if (b.access !== 'read' && !ids.includes(b.value)) ids.push(b.value);
-    for (const t of k.render_targets ?? []) if (!ids.includes(t.value)) ids.push(t.value);
-    const outputs = ids.map((id) => {
-      const v = plan.values[id];
-      return { value: id, name: v.name, kind: v.kind, node: v.node, op: v.op, shape: v.shape, source: v.source,
-               ...(v.update_of !== undefined ? { update_of: v.update_of } : {}) };
-    });
+    const outs = [], ins = [];
+    for (const b of k.bindings ?? []) {
+      const list = b.access === 'read' ? ins : outs;
+      if (!list.includes(b.value)) list.push(b.value);
+    }
+    for (const t of k.render_targets ?? []) if (!outs.includes(t.value)) outs.push(t.value);
+    for (const s of k.samplers ?? []) if (!ins.includes(s.value)) ins.push(s.value);
+    const inputs = ins.map((id) => ({ ...describe(id), producer: writer.has(id) ? writer.get(id) : null }));
+    for (const id of outs) writer.set(id, index);
     const nodes = k.nodes ?? [];
     return { index, name: k.name, file: k.wgsl ?? k.glsl_es, language: k.wgsl ? 'wgsl' : 'glsl-es-3.00', nodes,
-             lines: linesOf(nodes), outputs };
+             lines: linesOf(nodes), outputs: outs.map(describe), inputs };
   });
 }
 

@@ -199,7 +199,7 @@ export interface KernelNode { node: number; op: string; shape: string; source: s
 /** A value a kernel writes (an entry of the plan's `values`). `update_of`: the persistent value it replaces. */
 export interface DebugValue {
   value: number; name: string; kind: string; node: number; op: string; shape: number[]; source: string;
-  update_of?: string;
+  update_of?: string; tensor?: string;
 }
 /** Statistics as the native debugger computes them: over the finite elements (NaN when none); `first_non_finite`
  * is the index of the first NaN/Inf, -1 for none. */
@@ -212,6 +212,9 @@ export interface TensorStats {
 export interface DebugKernel {
   index: number; name: string; file: string; language: 'wgsl' | 'glsl-es-3.00'; nodes: KernelNode[];
   lines: string[]; outputs: DebugValue[];
+  /** The values it reads; `producer`: the kernel of the step that wrote it last before, null for an input, a
+   * persistent value or a constant (`tensor`: the input's or persistent value's name). */
+  inputs: (DebugValue & { producer: number | null })[];
 }
 /** One kernel run by DebugSession.step(): what it wrote (row-major, with statistics) and its shader source. */
 export interface DebugStep extends DebugKernel {
