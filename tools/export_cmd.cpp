@@ -114,7 +114,8 @@ ExportCommand add_export_command(CLI::App& app) {
                                list(s.kernels), target->max_draw_buffers, target->max_texture_units,
                                target->max_texture_size, target->row_planes, target->col_planes,
                                target->union_domains ? "on" : "off", *linear ? "linear" : "row-aligned 2-D");
-    std::cout << "serve the directory over http(s) and load bundle.json with runtime/shadergrad.js (docs/BUNDLE.md)\n";
+    std::cout << "serve the directory over http(s) and load bundle.json with runtime/shadergrad.js (docs/BUNDLE.md); "
+                 "runtime/debugger.html steps through its programs kernel by kernel (docs/DEBUGGING.md)\n";
     return 0;
   };
   return cmd;
