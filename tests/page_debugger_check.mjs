@@ -157,11 +157,17 @@ try {
             const ref = run.nodes[String(o.node)];
             if (!ref) { rows.push({ kernel: st.name, value: o.name, node: o.node, missing: true }); continue; }
             const e = b.data(ref);
-            let scale = 0, worst = 0;
-            for (const v of e) scale = Math.max(scale, Math.abs(v));
+            let scale = 0, worst = 0, sum = 0, min = Infinity, max = -Infinity;
+            for (const v of e) { scale = Math.max(scale, Math.abs(v)); sum += v; min = Math.min(min, v); max = Math.max(max, v); }
             for (let i = 0; i < e.length; ++i) worst = Math.max(worst, Math.abs(o.data[i] - e[i]));
+            const mean = sum / e.length;
+            let dev = 0;
+            for (const v of e) dev += (v - mean) ** 2;
+            // the page's statistics of the GPU's values against those of the CPU reference's
+            const refStats = { min, max, mean, std: Math.sqrt(dev / e.length) };
+            const statsWorst = Math.max(...Object.entries(refStats).map(([k, v]) => Math.abs(o.stats[k] - v)));
             rows.push({ kernel: st.name, value: o.name, node: o.node, n: o.data.length, ref_n: e.length, scale, worst,
-                        nonfinite: o.stats.nan + o.stats.pos_inf + o.stats.neg_inf });
+                        statsWorst, count: o.stats.count, nonfinite: o.stats.nan + o.stats.pos_inf + o.stats.neg_inf });
           }
         return { rows, images: document.querySelectorAll('#detail canvas.img').length,
                  ran: document.querySelectorAll('.kgroup.ran').length, kernels: s.kernels.length };
@@ -176,6 +182,7 @@ try {
         assert.equal(row.nonfinite, 0, where);
         // f32 on the GPU against the CPU reference (f64 rounded to f32 per node): relative to the tensor's scale
         assert.ok(row.worst <= 1e-4 * row.scale + 1e-6, where);
+        assert.ok(row.count === row.ref_n && row.statsWorst <= 1e-4 * row.scale + 1e-6, where);
       }
       // and a value that differs would fail: the check is not vacuous (some values are not all zeros)
       assert.ok(r.rows.filter((x) => x.scale > 0).length >= n, what('non-zero reference values'));
