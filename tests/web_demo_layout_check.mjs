@@ -5,11 +5,13 @@
 //   - after one gradient-flow step every activation/gradient image is scaled up by a whole factor (>= 2) with
 //     nearest-neighbour sampling, has its own colour bar with the end values, a click zooms it, and hovering an
 //     element shows its value;
-//   - the loss and gradient-norm plots have axes: tick values on both, the x axis in steps, the y axis named.
+//   - the loss and gradient-norm plots have axes: tick values on both, the x axis in steps, the y axis named;
+//   - the shapes page (examples/web/shapes/): its buttons, checkbox and both canvases do not overlap and are in the
+//     first screen.
 // Screenshots (the whole page) web_demo_WxH.png in the working directory.
 //
-// Usage: node tests/web_demo_layout_check.mjs SHADERGRAD_CLI   (builds the demo with scripts/build_web_demo.sh:
-// 1 epoch, no shapes page). Exit 0 = every assertion held, 1 = one failed, 2 = chromium or playwright-core missing.
+// Usage: node tests/web_demo_layout_check.mjs SHADERGRAD_CLI   (builds the demos with scripts/build_web_demo.sh:
+// the digits MLP trained 1 epoch; the shapes CNN with its shipped checkpoint). Exit 0 = every assertion held, 1 = one failed, 2 = chromium or playwright-core missing.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -30,12 +32,28 @@ ensureNpmPackage('playwright-core');
 const chromium = await loadChromium();
 const root = fs.mkdtempSync(path.join(os.tmpdir(), 'sg_demo_layout_'));
 let browser, server;
+
+/** Every box is shown, inside the window's width `w`, and no two intersect. */
+function checkBoxes(boxes, w, what) {
+  for (const b of boxes) {
+    assert.ok(b.w > 0 && b.h > 0, what(`#${b.id} is not shown ${JSON.stringify(b)}`));
+    assert.ok(b.x >= 0 && b.x + b.w <= w + 0.5, what(`#${b.id} leaves the window's width ${JSON.stringify(b)}`));
+  }
+  for (let i = 0; i < boxes.length; ++i)
+    for (let j = i + 1; j < boxes.length; ++j) {
+      const a = boxes[i], b = boxes[j];
+      const overlap = a.x < b.x + b.w - 0.5 && b.x < a.x + a.w - 0.5 && a.y < b.y + b.h - 0.5 && b.y < a.y + a.h - 0.5;
+      assert.ok(!overlap, what(`#${a.id} and #${b.id} overlap ${JSON.stringify([a, b])}`));
+    }
+}
 try {
   execFileSync('bash', [path.join(here, '../scripts/build_web_demo.sh'), root, cli],
-               { env: { ...process.env, DIGITS_EPOCHS: '1', SKIP_SHAPES: '1' }, stdio: ['ignore', 'ignore', 'inherit'] });
-  const rt = path.join(root, 'digits/bundle/runtime');
-  fs.rmSync(rt, { recursive: true });
-  fs.cpSync(path.join(here, '../runtime/web'), rt, { recursive: true });
+               { env: { ...process.env, DIGITS_EPOCHS: '1' }, stdio: ['ignore', 'ignore', 'inherit'] });
+  for (const demo of ['digits', 'shapes']) {
+    const rt = path.join(root, demo, 'bundle/runtime');
+    fs.rmSync(rt, { recursive: true });
+    fs.cpSync(path.join(here, '../runtime/web'), rt, { recursive: true });
+  }
   server = await serveStatic([{ prefix: '/', dir: root }]);
   browser = await launchChromium(chromium, { webgpu: false });
   for (const [w, h] of [[1024, 768], [1366, 768]]) {
@@ -57,16 +75,7 @@ try {
       return { id, x: r.left, y: r.top + window.scrollY, w: r.width, h: r.height };
     }), ids);
     await page.screenshot({ path: `web_demo_${w}x${h}.png`, fullPage: true });
-    for (const b of boxes) {
-      assert.ok(b.w > 0 && b.h > 0, what(`#${b.id} is not shown ${JSON.stringify(b)}`));
-      assert.ok(b.x >= 0 && b.x + b.w <= w + 0.5, what(`#${b.id} leaves the window's width ${JSON.stringify(b)}`));
-    }
-    for (let i = 0; i < boxes.length; ++i)
-      for (let j = i + 1; j < boxes.length; ++j) {
-        const a = boxes[i], b = boxes[j];
-        const overlap = a.x < b.x + b.w - 0.5 && b.x < a.x + a.w - 0.5 && a.y < b.y + b.h - 0.5 && b.y < a.y + a.h - 0.5;
-        assert.ok(!overlap, what(`#${a.id} and #${b.id} overlap ${JSON.stringify([a, b])}`));
-      }
+    checkBoxes(boxes, w, what);
     for (const id of ['pad', 'seen', 'bars']) {
       const b = boxes.find((x) => x.id === id);
       assert.ok(b.y + b.h <= h, what(`#${id} is below the fold ${JSON.stringify(b)}`));
@@ -104,6 +113,20 @@ try {
       assert.ok(a && a.x === 'step' && a.y.length > 0, what(`axes ${JSON.stringify(axes)}`));
       assert.ok(a.yTicks.length >= 2 && a.xTicks.length >= 1, what(`ticks ${JSON.stringify(axes)}`));
     }
+    // the shapes page (a Worker classifying frames): its controls and both canvases, in the first screen
+    const shapes = await browser.newPage({ viewport: { width: w, height: h } });
+    watchConsole(shapes, log, 'shapes ');
+    await shapes.goto(`${server.origin}/shapes/?backend=webgl2`);
+    await guard(shapes.evaluate(() => window.sgShapes.ready.then(() => true)), 'shapes page ready', 240);
+    const sboxes = await shapes.evaluate(() => ['run', 'stop', 'buffers', 'source', 'view', 'backend'].map((id) => {
+      const r = document.getElementById(id).getBoundingClientRect();
+      return { id, x: r.left, y: r.top, w: r.width, h: r.height };
+    }));
+    await shapes.screenshot({ path: `web_demo_shapes_${w}x${h}.png` });
+    checkBoxes(sboxes, w, (s) => what(`shapes: ${s}`));
+    for (const b of sboxes.filter((x) => x.id !== 'backend'))
+      assert.ok(b.y + b.h <= h, what(`shapes: #${b.id} is below the fold ${JSON.stringify(b)}`));
+    await shapes.close();
     console.log(`web demo layout ${w}x${h}: ok (bars at y ${boxes.find((x) => x.id === 'bars').y}..` +
                 `${Math.round(boxes.find((x) => x.id === 'bars').y + boxes.find((x) => x.id === 'bars').h)}, ` +
                 `flow zooms ${flow.map((f) => f.zoom).join(',')})`);
