@@ -59,6 +59,9 @@ ExportCommand add_export_command(CLI::App& app) {
   e->add_flag("--debug-program", mo->debug_program,
               "also export program train_debug: the train step that outputs every layer's activation (act/I) and "
               "gradient (grad/I) and every parameter's gradient (gradp/NAME), for a page's gradient-flow view");
+  e->add_flag("--check-nodes", mo->check_nodes,
+              "the first infer and train check runs also record every graph node's value on the CPU reference "
+              "(bundle.json checks.runs[].nodes; the page debugger's per-kernel comparison)");
   e->add_flag("--infer-only", mo->infer_only, "only program infer (no train step), e.g. for a Worker that classifies");
   e->add_option("--max-texture-size", target->max_texture_size,
                 "texture side limit the layouts use (default 4096; the runtime checks the device's)")
@@ -111,7 +114,8 @@ ExportCommand add_export_command(CLI::App& app) {
                                list(s.kernels), target->max_draw_buffers, target->max_texture_units,
                                target->max_texture_size, target->row_planes, target->col_planes,
                                target->union_domains ? "on" : "off", *linear ? "linear" : "row-aligned 2-D");
-    std::cout << "serve the directory over http(s) and load bundle.json with runtime/shadergrad.js (docs/BUNDLE.md)\n";
+    std::cout << "serve the directory over http(s) and load bundle.json with runtime/shadergrad.js (docs/BUNDLE.md); "
+                 "runtime/debugger.html steps through its programs kernel by kernel (docs/DEBUGGING.md)\n";
     return 0;
   };
   return cmd;

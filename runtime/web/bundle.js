@@ -185,7 +185,8 @@ export class Bundle {
     const c = this.json.checks;
     if (!c) throw new BundleError('the bundle has no checks (bundle.json `checks` is null)', {});
     if (!this._expected) {
-      const refs = [...c.runs.flatMap((r) => [...Object.values(r.feeds), ...Object.values(r.outputs)]),
+      const refs = [...c.runs.flatMap((r) => [...Object.values(r.feeds), ...Object.values(r.outputs),
+                                               ...Object.values(r.nodes ?? {})]),
                     ...Object.values(c.persistent_after)];
       this._expected = await fetchDataFiles(this.url, refs, this._fetch, 'expected outputs file');
     }

@@ -93,7 +93,7 @@ export function checkBundleTypes(json, file) {
     c.object(json.checks, 'checks');
     c.objects(json.checks.runs, 'checks.runs');
     json.checks.runs.forEach((r, i) => {
-      for (const key of ['feeds', 'outputs'])
+      for (const key of ['feeds', 'outputs', ...(r.nodes !== undefined ? ['nodes'] : [])])
         for (const [n, ref] of Object.entries(c.object(r[key], `checks.runs[${i}].${key}`)))
           c.ref(ref, `checks.runs[${i}].${key}.${n}`);
     });

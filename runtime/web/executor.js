@@ -36,6 +36,16 @@ export class ProgramExecutor {
     return now() - t0;
   }
 
+  /** Debug mode: prepares `program` and uploads `feeds`; resolves to its ProgramRun, whose debugKernel(i) runs
+   * kernel i alone and reads back what it wrote, and debugFinish() reads the outputs and commits the updates. */
+  async debugBegin(program, feeds) {
+    const p = this._program(program);
+    await this.prepare([program]);
+    await p.debugBegin(feeds);
+    this.last = p;
+    return p;
+  }
+
   /** After prepare(): the API's own error check (none by default). */
   checkPrepared() {}
 

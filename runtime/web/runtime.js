@@ -6,6 +6,7 @@
 import { isBundle, loadBundle } from './bundle.js';
 import { ShadergradError, UnsupportedError } from './errors.js';
 import { runChecks } from './checks.js';
+import { checkNumerics, DebugSession } from './debug.js';
 import { selectBackend } from './select.js';
 import { WebGL2Executor } from './webgl2_executor.js';
 import { WebGPUExecutor } from './webgpu_executor.js';
@@ -30,6 +31,7 @@ export class Runtime {
      * compile (`prepared`) and first run(); updated as programs are compiled and first run. */
     this.stats = stats;
     this._disposed = false;
+    this._debugging = null;  // the program of the open DebugSession
   }
 
   /** Device capabilities (renderer, limits, timer_query). */
@@ -65,6 +67,7 @@ export class Runtime {
    */
   async run(program, feeds) {
     this._live(`run('${program}')`);
+    this._notDebugging(`run('${program}')`);
     return this._serial(async () => {
       const first = !(program in this.stats.first_run), t0 = now();
       const compileMs = await this._exec.prepare([program]);
@@ -102,7 +105,53 @@ export class Runtime {
    */
   async write(name, values) {
     this._live(`write('${name}')`);
+    this._notDebugging(`write('${name}')`);
     return this._serial(() => this._exec.write(name, values));
+  }
+
+  _notDebugging(what) {
+    if (this._debugging !== null)
+      throw new ShadergradError(`${what}: program '${this._debugging}' is being debugged; finish() or abort() its ` +
+                                'DebugSession first', { program: this._debugging });
+  }
+
+  /**
+   * Debug mode (debug.js): uploads `feeds` and returns a DebugSession that runs `program` one kernel per step(),
+   * reading back every value each kernel wrote (row-major, with statistics), on this runtime's backend and plan.
+   * finish() commits the step as run() would; abort() leaves the persistent values as they were. One session at a
+   * time; run() and write() are refused while it is open.
+   * @param {string} program
+   * @param {Record<string, ArrayLike<number>>} feeds
+   * @returns {Promise<DebugSession>}
+   */
+  async debug(program, feeds) {
+    this._live(`debug('${program}')`);
+    this._notDebugging(`debug('${program}')`);
+    this._debugging = program;
+    try {
+      return await this._serial(async () => {
+        const run = await this._exec.debugBegin(program, feeds);
+        const plan = this.plan(program);
+        const sources = plan.kernels.map((k) => this.bundle.source(k.wgsl ?? k.glsl_es));
+        const driver = {
+          kernel: (i) => this._serial(() => run.debugKernel(i)),
+          finish: () => this._serial(() => run.debugFinish()),
+          abort: async () => {},
+        };
+        return new DebugSession({ program, backend: this.backend, plan, sources, driver,
+                                  onClose: () => { this._debugging = null; } });
+      });
+    } catch (e) {
+      this._debugging = null;
+      throw e;
+    }
+  }
+
+  /** Runs `program` once in debug mode and stops at the first kernel that writes a NaN or Inf (debug.js
+   * checkNumerics): {ok: false, kernel, value, nodes, lines, source, message} without committing, else
+   * {ok: true, outputs} with the step committed. */
+  async checkNumerics(program, feeds) {
+    return checkNumerics(this, program, feeds);
   }
 
   /** Per-kernel times of the last run when created with `profile: true`, else []. */

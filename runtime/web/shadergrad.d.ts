@@ -193,6 +193,69 @@ export interface LiveObjects {
   shader_modules_created: number;
 }
 
+/** A graph node a kernel computes (bundle.json kernels[].nodes): number (Program::nodes() position), op label, shape
+ * ("4x10"), the user's C++ source line ("model.cpp:42"). */
+export interface KernelNode { node: number; op: string; shape: string; source: string; }
+/** A value a kernel writes (an entry of the plan's `values`). `update_of`: the persistent value it replaces. */
+export interface DebugValue {
+  value: number; name: string; kind: string; node: number; op: string; shape: number[]; source: string;
+  update_of?: string; tensor?: string;
+}
+/** Statistics as the native debugger computes them: over the finite elements (NaN when none); `first_non_finite`
+ * is the index of the first NaN/Inf, -1 for none. */
+export interface TensorStats {
+  count: number; finite: number; min: number; max: number; mean: number; std: number; l2: number;
+  nan: number; pos_inf: number; neg_inf: number; first_non_finite: number;
+}
+/** A kernel as the debugger lists it: launch index, name, shader file and language, graph nodes, their distinct C++
+ * lines, the values it writes. */
+export interface DebugKernel {
+  index: number; name: string; file: string; language: 'wgsl' | 'glsl-es-3.00'; nodes: KernelNode[];
+  lines: string[]; outputs: DebugValue[];
+  /** The values it reads; `producer`: the kernel of the step that wrote it last before, null for an input, a
+   * persistent value or a constant (`tensor`: the input's or persistent value's name). */
+  inputs: (DebugValue & { producer: number | null })[];
+}
+/** One kernel run by DebugSession.step(): what it wrote (row-major, with statistics) and its shader source. */
+export interface DebugStep extends DebugKernel {
+  outputs: (DebugValue & { data: Float32Array; stats: TensorStats })[];
+  nonFinite: boolean;
+  source: string;
+}
+/** checkNumerics' result: the first kernel writing a NaN/Inf (nothing committed), or the committed step's outputs. */
+export type NumericsResult =
+  | { ok: true; outputs: Outputs }
+  | { ok: false; program: string; backend: BackendName; kernel: string; index: number; file: string;
+      language: string; value: Omit<DebugValue, 'kind'>; stats: TensorStats; nodes: KernelNode[]; lines: string[];
+      source: string; message: string };
+/** A program stepped kernel by kernel (Runtime.debug, WorkerRuntime.debug). */
+export class DebugSession {
+  readonly program: string;
+  readonly backend: BackendName;
+  readonly kernels: DebugKernel[];
+  /** Shader source of each kernel (WGSL on WebGPU, GLSL ES 3.00 on WebGL2). */
+  readonly sources: string[];
+  /** Index of the kernel the next step() runs. */
+  readonly next: number;
+  readonly steps: DebugStep[];
+  readonly firstNonFinite: DebugStep | null;
+  readonly state: 'open' | 'finished' | 'aborted';
+  readonly atEnd: boolean;
+  step(): Promise<DebugStep>;
+  /** Steps to a stop: after a non-finite kernel (stopOnNonFinite, default true), before a breakpoint kernel
+   * (index, name or name prefix), or at the end. */
+  continue(options?: { breakpoints?: (number | string)[]; stopOnNonFinite?: boolean }):
+    Promise<{ stopped: 'non-finite' | 'breakpoint' | 'end'; step: DebugStep | null }>;
+  /** Runs the kernels left, reads the outputs and commits the updates as run() does. */
+  finish(): Promise<Outputs>;
+  /** Ends without committing the updates. */
+  abort(): Promise<void>;
+}
+export function tensorStats(data: ArrayLike<number>): TensorStats;
+export function debugKernels(plan: any): DebugKernel[];
+export function numericsReport(session: DebugSession, step: DebugStep): Exclude<NumericsResult, { ok: true }>;
+export function checkNumerics(rt: Runtime | WorkerRuntime, program: string, feeds: Feeds): Promise<NumericsResult>;
+
 /** A bundle on a backend, its persistent values on the GPU. */
 export class Runtime {
   readonly bundle: Bundle;
@@ -222,6 +285,11 @@ export class Runtime {
    * / shader modules created since the runtime was made (a steady state of run() creates none). */
   liveObjects(): LiveObjects | null;
   runChecks(options?: { outputs?: Tolerance; persistent?: Tolerance }): Promise<CheckReport>;
+  /** Debug mode: the feeds uploaded, a DebugSession running `program` one kernel per step() (each kernel's outputs
+   * read back). run() and write() are refused until it is finished or aborted. */
+  debug(program: string, feeds: Feeds): Promise<DebugSession>;
+  /** One step in debug mode, stopped at the first kernel writing a NaN/Inf (not committed), else committed. */
+  checkNumerics(program: string, feeds: Feeds): Promise<NumericsResult>;
   loseContextForTesting(): boolean;
   dispose(): void;
 }
@@ -259,6 +327,9 @@ export class WorkerRuntime {
   timings(): Promise<KernelTiming[]>;
   liveObjects(): Promise<LiveObjects | null>;
   runChecks(options?: { outputs?: Tolerance; persistent?: Tolerance }): Promise<CheckReport>;
+  /** Runtime.debug with the kernels running in the worker (each kernel's outputs transferred back). */
+  debug(program: string, feeds: Feeds): Promise<DebugSession>;
+  checkNumerics(program: string, feeds: Feeds): Promise<NumericsResult>;
   loseContextForTesting(): Promise<boolean>;
   /** Frees the GPU objects and terminates the worker. */
   dispose(): Promise<void>;

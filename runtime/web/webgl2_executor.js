@@ -219,6 +219,52 @@ class ProgramRun {
     return out;
   }
 
+  // Debug mode (debug.js DebugSession): the step as run() does it, one kernel at a time, each kernel's outputs read
+  // back right after its draw; the updates are committed only by debugFinish().
+
+  /** Debug mode: checks the context and uploads the feeds; the kernels then run one by one (debugKernel). */
+  debugBegin(feeds) {
+    this.device.checkLost(`before debugging program '${this.name}'`);
+    this.upload(feeds);
+  }
+
+  /** The values kernel `i` writes (its render targets' values, once each). */
+  outputsOf(i) {
+    const ids = [];
+    for (const t of this.kernels[i].desc.render_targets) if (!ids.includes(t.value)) ids.push(t.value);
+    return ids;
+  }
+
+  /** Debug mode: draws kernel `i` alone and reads back every value it wrote: [{value, data}] (row-major). */
+  debugKernel(i) {
+    const dev = this.device, k = this.kernels[i];
+    dev.checkLost(`before kernel '${k.desc.name}' of program '${this.name}'`);
+    const ins = k.units.map((s) => this.texture(s.value, s.plane));
+    const outs = k.desc.render_targets.map((t) => this.texture(t.value, t.plane));
+    dev.draw(k.program, ins, dev.framebuffer(outs, k.desc.name), k.desc.extent, null);
+    dev.unbindInputs(ins.length);
+    const res = this.outputsOf(i).map((id) => ({ value: id, data: this.readValue(id) }));
+    dev.checkError(`while running kernel '${k.desc.name}' of program '${this.name}'`,
+                   { program: this.name, kernel: k.desc.name });
+    return res;
+  }
+
+  /** The current contents of value `id` of the plan, row-major (planes and transposed storage undone). */
+  readValue(id) {
+    const v = this.desc.values[id];
+    const planes = [];
+    for (let p = 0; p < (v.storage?.planes ?? 1); ++p) planes.push(this.device.read(this.texture(id, p), v.layout.numel));
+    return unpack(planes, v.layout, v.shape, v.storage || {});
+  }
+
+  /** Debug mode, after the last kernel: the program outputs (as run() returns them), then the updates committed. */
+  debugFinish() {
+    const out = this.readOutputs();
+    this.device.checkError(`while finishing program '${this.name}'`, { program: this.name });
+    for (const u of this.desc.updates) this.store.swap(u.target);
+    return out;
+  }
+
   dispose() {
     for (const t of [...this.buffers, ...this.own.values()]) this.device.deleteTexture(t);
   }

@@ -7,6 +7,7 @@
 // dispatched in order in one compute pass (one pass per kernel with timestamp writes when profiling), only the
 // program outputs copied to MAP_READ staging buffers and read back.
 import { BundleError, UnsupportedError } from './errors.js';
+import { unpack } from './layout.js';
 import { numel } from './bundle.js';
 import { checkedFeeds, checkWriteValues } from './feeds.js';
 import { now } from './setup_stats.js';
@@ -249,6 +250,64 @@ class ProgramRun {
     dev.checkErrors(`while running program '${this.name}'`, { program: this.name });
     for (const u of this.desc.updates) this.store.swap(u.target);
     return out;
+  }
+  // Debug mode (debug.js DebugSession): the step as run() does it, one kernel per submit, each kernel's outputs read
+  // back right after it ran; the updates are committed only by debugFinish().
+
+  /** Debug mode: checks the device and writes the feeds; the kernels then run one by one (debugKernel). */
+  debugBegin(feeds) {
+    const dev = this.device;
+    dev.checkLost(`before debugging program '${this.name}'`);
+    dev.checkErrors(`before debugging program '${this.name}'`, { program: this.name });
+    this.upload(feeds);
+    this.debugGroups = this.bindGroups();
+  }
+
+  /** The values kernel `i` writes (its read_write bindings, once each). */
+  outputsOf(i) {
+    const ids = [];
+    for (const b of this.kernels[i].desc.bindings) if (b.access !== 'read' && !ids.includes(b.value)) ids.push(b.value);
+    return ids;
+  }
+
+  /** Debug mode: dispatches kernel `i` alone and reads back every value it wrote: [{value, data}] (row-major). */
+  async debugKernel(i) {
+    const dev = this.device, k = this.kernels[i];
+    const where = { program: this.name, kernel: k.desc.name };
+    dev.checkLost(`before kernel '${k.desc.name}' of program '${this.name}'`);
+    const out = await dev.scoped(`while running kernel '${k.desc.name}' of program '${this.name}'`, where, async () => {
+      const enc = dev.device.createCommandEncoder({ label: `${this.name} ${k.desc.name} (debug)` });
+      const pass = enc.beginComputePass({ label: k.desc.name });
+      pass.setPipeline(k.pipeline);
+      pass.setBindGroup(0, this.debugGroups[i]);
+      pass.dispatchWorkgroups(...k.desc.workgroups);
+      pass.end();
+      dev.queue.submit([enc.finish()]);
+      const res = [];
+      for (const id of this.outputsOf(i)) res.push({ value: id, data: await this.readValue(id) });
+      return res;
+    });
+    dev.checkErrors(`while running kernel '${k.desc.name}' of program '${this.name}'`, where);
+    return out;
+  }
+
+  /** The current contents of value `id` of this plan, row-major (a transposed value transposed back). */
+  async readValue(id) {
+    const v = this.desc.values[id], n = numel(v.shape);
+    const f = await this.device.read(this.buffer(id), 4 * n);
+    return unpack([f.length === n ? f : f.slice(0, n)], { numel: n }, v.shape, { transposed: !!v.transposed });
+  }
+
+  /** Debug mode, after the last kernel: the program outputs (as run() returns them), then the updates committed. */
+  async debugFinish() {
+    const res = {};
+    for (const o of this.desc.outputs) {
+      const f = await this.readValue(o.value);
+      res[o.name] = o.dtype === 'i32' ? Int32Array.from(f) : f;
+    }
+    this.device.checkErrors(`while finishing program '${this.name}'`, { program: this.name });
+    for (const u of this.desc.updates) this.store.swap(u.target);
+    return res;
   }
 }
 

@@ -7,12 +7,16 @@
 //   {id, op: 'write', args: [name, values]}        -> undefined, after the persistent value was replaced
 //   {id, op: 'prepare', args: [programs]}          -> stats (after compiling those programs' kernels)
 //   {id, op: 'read' | 'timings' | 'liveObjects' | 'runChecks' | 'loseContextForTesting' | 'dispose', args}
+//   {id, op: 'debugBegin', args: [program, feeds]}  -> {sources} (Runtime.debug: the session lives here)
+//   {id, op: 'debugKernel', args: [i]}            -> [{value, data}] what kernel i wrote (data transferred)
+//   {id, op: 'debugFinish' | 'debugAbort'}         -> the outputs (updates committed) | undefined
 // Replies {id, ok: true, result} or {id, ok: false, error: {name, message, details}}.
 import { bundleFromMessage } from './bundle.js';
 import { createRuntime } from './runtime.js';
 import { errorToJSON } from './errors.js';
 
 let runtime = null;
+let session = null;  // the DebugSession of debugBegin
 
 const ops = {
   async create(source, options) {
@@ -32,6 +36,20 @@ const ops = {
   liveObjects: () => need().liveObjects(),
   runChecks: (options) => need().runChecks(options),
   loseContextForTesting: () => need().loseContextForTesting(),
+  async debugBegin(program, feeds) {
+    if (session?.state === 'open') await session.abort();
+    session = await need().debug(program, feeds);
+    return { sources: session.sources };
+  },
+  async debugKernel(i) {
+    if (!session || session.state !== 'open') throw new Error('the worker has no open debug session');
+    if (i !== session.next) throw new Error(`debugKernel(${i}): the session's next kernel is ${session.next}`);
+    const s = await session.step();
+    session.steps.length = 0;  // the page keeps them
+    return s.outputs.map((o) => ({ value: o.value, data: o.data }));
+  },
+  debugFinish: () => session.finish(),
+  debugAbort: async () => { await session?.abort(); },
   dispose() { runtime?.dispose(); runtime = null; return true; },
 };
 
@@ -43,6 +61,7 @@ function need() {
 /** ArrayBuffers of typed arrays in a result (transferred back instead of copied). */
 function transferables(result) {
   if (ArrayBuffer.isView(result)) return [result.buffer];
+  if (Array.isArray(result)) return result.filter((r) => ArrayBuffer.isView(r?.data)).map((r) => r.data.buffer);
   if (result && typeof result === 'object') return Object.values(result).filter(ArrayBuffer.isView).map((a) => a.buffer);
   return [];
 }

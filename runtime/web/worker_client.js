@@ -6,6 +6,7 @@
 // transferred back.
 import { bundleMessage, describedBundle, describeArg, isBundle } from './bundle.js';
 import { errorFromJSON, ShadergradError } from './errors.js';
+import { checkNumerics, DebugSession } from './debug.js';
 
 /** createRuntime options that cannot cross to a Worker (functions, DOM objects), and what to do instead. */
 const PAGE_ONLY_OPTIONS = {
@@ -104,6 +105,22 @@ export class WorkerRuntime {
 
   /** Replays the bundle's checks in the worker (checks.js; on a fresh runtime). */
   runChecks(options) { return this._call('runChecks', [options], [], 'runChecks()'); }
+
+  /** Runtime.debug in the worker: a DebugSession in the page whose kernels run in the worker (each kernel's outputs
+   * transferred back). */
+  async debug(program, feeds) {
+    const plan = this.plan(program);
+    const { sources } = await this._call('debugBegin', [program, feeds], [], `debug('${program}')`);
+    const driver = {
+      kernel: (i) => this._call('debugKernel', [i], [], `debug('${program}') kernel ${i}`),
+      finish: () => this._call('debugFinish', [], [], `debug('${program}') finish()`),
+      abort: () => this._call('debugAbort', [], [], `debug('${program}') abort()`),
+    };
+    return new DebugSession({ program, backend: this.backend, plan, sources, driver, onClose: () => {} });
+  }
+
+  /** Runtime.checkNumerics with the kernels running in the worker. */
+  checkNumerics(program, feeds) { return checkNumerics(this, program, feeds); }
 
   loseContextForTesting() { return this._call('loseContextForTesting', [], [], 'loseContextForTesting()'); }
 

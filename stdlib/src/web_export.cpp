@@ -138,13 +138,34 @@ std::pair<std::vector<io::NamedTensor>, json> run_checks(const BundleSpec& spec,
       feeds[name] = store(fmt::format("run{}/{}", r, name), **nit, data, true);
       fv.push_back({name, &data});
     }
+    // run.nodes: every node's value as the CPU backend evaluates it (one hook event per node), by node number
+    std::vector<std::pair<const Node*, std::vector<float>>> node_values;
+    if (run.nodes)
+      exes[run.program]->set_kernel_hook([&](const KernelEvent& ev) {
+        if (ev.node) node_values.emplace_back(ev.node, ev.read());
+      });
     std::vector<std::vector<float>> out = exes[run.program]->run(fv);
+    exes[run.program]->set_kernel_hook({});
     json outs = json::object();
     for (size_t i = 0; i < out.size(); ++i) {
       const std::string& oname = prog.output_names[i];
       outs[oname] = store(fmt::format("run{}/{}", r, oname), *prog.outputs[i], out[i], false);
     }
-    runs.push_back({{"program", run.program}, {"feeds", feeds}, {"outputs", outs}});
+    json entry = {{"program", run.program}, {"feeds", feeds}, {"outputs", outs}};
+    if (run.nodes) {
+      std::map<const Node*, int> number;
+      const std::vector<NodePtr> order = prog.nodes();
+      for (size_t i = 0; i < order.size(); ++i) number[order[i].get()] = static_cast<int>(i);
+      json nodes = json::object();
+      for (const auto& [node, values] : node_values) {
+        auto it = number.find(node);
+        if (it == number.end()) continue;  // not a node of the program's order (none expected)
+        const std::string key = std::to_string(it->second);
+        if (!nodes.contains(key)) nodes[key] = store(fmt::format("run{}/n{}", r, key), *node, values, false);
+      }
+      entry["nodes"] = nodes;
+    }
+    runs.push_back(entry);
   }
   json after = json::object();
   for (const std::string& name : persistent_order) {
@@ -465,6 +486,7 @@ json write_checks(const BundleSpec& spec, Backend& cpu, const std::vector<std::s
   for (json& r : c["runs"]) {
     resolve(r["feeds"]);
     resolve(r["outputs"]);
+    if (r.contains("nodes")) resolve(r["nodes"]);
   }
   resolve(c["persistent_after"]);
   c["computed_by"] = cpu.name() + ": " + cpu.device();
@@ -659,9 +681,10 @@ BundleSpec model_bundle_spec(const ModelExportOptions& opt) {
   std::vector<float> xt = ibatch == batch ? xi : uniform(batch * c * h * w);
   std::vector<float> yt(static_cast<size_t>(batch));
   for (float& y : yt) y = static_cast<float>(gen() % kClasses);
-  spec.checks.push_back({"infer", {{"x", xi}}});
+  spec.checks.push_back({"infer", {{"x", xi}}, opt.check_nodes});
   if (opt.infer_only) return spec;
-  for (int s = 0; s < opt.check_steps; ++s) spec.checks.push_back({"train", {{"x", xt}, {"labels", yt}}});
+  for (int s = 0; s < opt.check_steps; ++s)
+    spec.checks.push_back({"train", {{"x", xt}, {"labels", yt}}, opt.check_nodes && s == 0});
   if (opt.debug_program) spec.checks.push_back({"train_debug", {{"x", xt}, {"labels", yt}}});
   spec.checks.push_back({"infer", {{"x", xi}}});
   return spec;

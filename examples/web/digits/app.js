@@ -271,7 +271,7 @@ async function train(kind, total) {
       },
       onFrame: (d, t) => {
         $('progress').value = d / t;
-        drawChart($('loss'), [{ values: state.losses }], { label: 'loss' });
+        drawChart($('loss'), [{ values: state.losses }], { label: 'loss (cross entropy, nats)' });
         if (!state.paused) $('status').textContent = `${kind === 'fine' ? 'fine-tuning' : 'training'}: step ${d}/${t}`;
       },
       onPause: (p) => {
@@ -302,7 +302,7 @@ async function debugStep() {
   const out = await guarded('step', () => gpu.run('train_debug', state.fine.length ? fineBatch(0) : scratchBatch(0)));
   state.losses.push(out.loss[0]);
   state.flow.show(out, state.bundle.program('train_debug'));
-  drawChart($('loss'), [{ values: state.losses }], { label: 'loss' });
+  drawChart($('loss'), [{ values: state.losses }], { label: 'loss (cross entropy, nats)' });
   return out;
 }
 
@@ -380,6 +380,7 @@ window.sgApp = {
   trainScratch: (steps = 100) => replaceWeights(null, 'fresh').then(() => train('scratch', steps)),
   debugStep: () => debugStep().then((o) => o && Object.fromEntries(Object.entries(o).map(([k, v]) => [k, Array.from(v)]))),
   norms: () => state.flow.latestNorms(),
+  flowValue: (name, r, c) => state.flow.value(name, r, c),
   save: () => saveWeights(gpu, { dbName: params.get('db') || undefined }),
   checkpoint: async () => Array.from(await checkpointBytes(gpu)),
   importCheckpoint: async (bytes) => replaceWeights(await checkpointWeights(state.bundle, Uint8Array.from(bytes)), 'imported'),

@@ -138,6 +138,10 @@ struct BundleProgram {
 struct CheckRun {
   std::string program{};
   std::vector<std::pair<std::string, std::vector<float>>> feeds{};
+  /// Also record the CPU reference's value of every graph node this run evaluates (bundle.json
+  /// checks.runs[].nodes, keyed by node number = Plan::node_index): what the page debugger compares each kernel's
+  /// outputs with (docs/BUNDLE.md "checks").
+  bool nodes = false;
 };
 
 struct BundleSpec {
@@ -215,6 +219,9 @@ struct ModelExportOptions {
   bool debug_program = false;
   /// Only program "infer" (no train step; checks: one inference), e.g. for a Worker that only classifies.
   bool infer_only = false;
+  /// The first infer and the first train check runs also record every graph node's CPU reference value
+  /// (CheckRun::nodes; shadergrad export --check-nodes).
+  bool check_nodes = false;
 };
 
 /// The bundle of a built-in model: programs "infer" (output "probs" = softmax of the logits, [infer_batch, 10])
