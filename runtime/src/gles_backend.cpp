@@ -14,6 +14,7 @@
 #include "sg/feeds.h"
 #include "sg/gles_device.h"
 #include "sg/kernel_cache.h"
+#include "shared_context_backend.h"
 
 namespace sg {
 
@@ -308,20 +309,7 @@ std::vector<std::vector<float>> GlesExecutable::run(const std::vector<Feed>& fee
   return out;
 }
 
-/// sg::Backend over a shared GlesContext.
-class GlesBackend final : public Backend {
- public:
-  explicit GlesBackend(const BackendOptions& opt) : ctx_(std::make_shared<GlesContext>(opt)) {}
-  std::string name() const override { return ctx_->name(); }
-  std::string device() const override { return ctx_->device(); }
-  std::unique_ptr<Executable> compile(const Program& p) override { return ctx_->compile(p); }
-  std::vector<float> read(const Tensor& leaf) override { return ctx_->read(leaf); }
-  void write(const Tensor& leaf, const std::vector<float>& data) override { ctx_->write(leaf, data); }
-  gles::Device& dev() { return ctx_->dev(); }
-
- private:
-  std::shared_ptr<GlesContext> ctx_;
-};
+using GlesBackend = SharedContextBackend<GlesContext>;
 
 }  // namespace
 
@@ -333,7 +321,7 @@ gles::LiveObjects gles_live_objects(Backend& backend) {
     if (auto c = detail::gles_compute_live_objects(backend)) return *c;
     throw ValueError("gles_live_objects: backend '" + backend.name() + "' is not a GLES backend");
   }
-  return g->dev().live_objects();
+  return g->context().dev().live_objects();
 }
 
 }  // namespace sg

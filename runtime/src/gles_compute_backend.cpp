@@ -25,6 +25,7 @@
 #include "sg/feeds.h"
 #include "sg/gles_device.h"
 #include "sg/kernel_cache.h"
+#include "shared_context_backend.h"
 
 namespace sg {
 
@@ -269,20 +270,7 @@ std::vector<std::vector<float>> GlesComputeExecutable::run(const std::vector<Fee
   return out;
 }
 
-/// sg::Backend over a shared GlesComputeContext.
-class GlesComputeBackend final : public Backend {
- public:
-  explicit GlesComputeBackend(const BackendOptions& opt) : ctx_(std::make_shared<GlesComputeContext>(opt)) {}
-  std::string name() const override { return ctx_->name(); }
-  std::string device() const override { return ctx_->device(); }
-  std::unique_ptr<Executable> compile(const Program& p) override { return ctx_->compile(p); }
-  std::vector<float> read(const Tensor& leaf) override { return ctx_->read(leaf); }
-  void write(const Tensor& leaf, const std::vector<float>& data) override { ctx_->write(leaf, data); }
-  gles::Device& dev() { return ctx_->dev(); }
-
- private:
-  std::shared_ptr<GlesComputeContext> ctx_;
-};
+using GlesComputeBackend = SharedContextBackend<GlesComputeContext>;
 
 }  // namespace
 
@@ -295,7 +283,7 @@ namespace detail {
 std::optional<gles::LiveObjects> gles_compute_live_objects(Backend& backend) {
   auto* g = dynamic_cast<GlesComputeBackend*>(&backend);
   if (!g) return std::nullopt;
-  return g->dev().live_objects();
+  return g->context().dev().live_objects();
 }
 
 }  // namespace detail

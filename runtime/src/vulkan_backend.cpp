@@ -26,6 +26,7 @@
 #include "sg/vulkan_device.h"
 #include "env_flag.h"
 #include "vulkan_autotune.h"
+#include "shared_context_backend.h"
 
 namespace sg {
 
@@ -507,20 +508,7 @@ std::vector<std::vector<float>> VulkanExecutable::run(const std::vector<Feed>& f
   return out;
 }
 
-/// sg::Backend over a shared VulkanContext.
-class VulkanBackend final : public Backend {
- public:
-  explicit VulkanBackend(const BackendOptions& opt) : ctx_(std::make_shared<VulkanContext>(opt)) {}
-  std::string name() const override { return ctx_->name(); }
-  std::string device() const override { return ctx_->device(); }
-  std::unique_ptr<Executable> compile(const Program& p) override { return ctx_->compile(p); }
-  std::vector<float> read(const Tensor& leaf) override { return ctx_->read(leaf); }
-  void write(const Tensor& leaf, const std::vector<float>& data) override { ctx_->write(leaf, data); }
-  vk::Device& dev() { return ctx_->dev(); }
-
- private:
-  std::shared_ptr<VulkanContext> ctx_;
-};
+using VulkanBackend = SharedContextBackend<VulkanContext>;
 
 }  // namespace
 
@@ -529,7 +517,7 @@ std::unique_ptr<Backend> make_vulkan_backend(const BackendOptions& opt) { return
 vk::Device& vulkan_device(Backend& backend) {
   auto* v = dynamic_cast<VulkanBackend*>(&backend);
   if (!v) throw ValueError("vulkan_device: backend '" + backend.name() + "' is not a Vulkan backend");
-  return v->dev();
+  return v->context().dev();
 }
 
 }  // namespace sg
