@@ -13,7 +13,7 @@
 //   --repeats N    timed repeats per case (default 10); --warmup N untimed runs first (default 2)
 //   --max-seconds  stop repeating a case once its timed runs add up to S seconds (at least 3 repeats; default 30)
 //   --large        adds SGEMM N = 2048;  --sgemm LIST replaces the SGEMM sizes (e.g. 1024,2048,4096)
-//   --only LIST    cases to run: sgemm, mlp, cnn, fusion, compile, cpuref, profile, probe (default all)
+//   --only LIST    cases to run: sgemm, mlp, mlp-dropout, cnn, fusion, compile, cpuref, profile, probe (default all)
 //   --probe-side N the fragment ALU and fetch probes render N x N texels (default: 256 on llvmpipe, else 4096)
 //   --probe-sgemm N  N of the hand-written MRT SGEMM probes (a multiple of 32; default: 256 on llvmpipe, else 4096)
 //   --max-outputs N render targets per kernel of the GLES backends (0 = device limit; 1 = without multi-output
@@ -57,6 +57,8 @@
 //              and for every backend and N an f64 dot product for 4096 random elements plus the last row and
 //              column; |err| is normalised by sum_k |a_ik b_kj| and must be <= 1e-4.
 //   mlp        784-128-10 MLP train step (forward + backward + Adam, cross entropy), batch 32 and 128.
+//   mlp-dropout  the same MLP with nn::Dropout(0.2) after its ReLU (a new mask every step from the layer's step
+//              counter, regenerated in the backward kernels), batch 128: what the random numbers cost a step.
 //   cnn        seed 002's CNN, make_cnn(8, 16, 32) on 1x8x8 inputs, train step (Adam), batch 64.
 //              Train-step check (GLES): two steps from the same initial parameters on the GLES backend and on the
 //              CPU reference backend; the losses and every parameter after the steps must agree within
@@ -232,8 +234,8 @@ Options parse(int argc, char** argv) {
       for (auto& s : split(value())) o.sgemm.push_back(std::max<int64_t>(1, parse_int(s, "--sgemm")));
       sizes_given = true;
     } else if (a == "--only") {
-      static const std::set<std::string> known{"sgemm", "mlp", "cnn", "fusion", "compile", "cpuref", "profile", "roofline",
-                                               "probe", "reduce"};
+      static const std::set<std::string> known{"sgemm", "mlp", "mlp-dropout", "cnn", "fusion", "compile", "cpuref",
+                                               "profile", "roofline", "probe", "reduce"};
       for (auto& c : split(value())) {
         if (!known.count(c)) usage("unknown case '" + c + "' in --only");
         o.only.insert(c);
@@ -675,11 +677,18 @@ struct StepSetup {
   std::vector<float> x, y;
 };
 
-/// Model "mlp" (1x28x28) or "cnn" (1x8x8), batch b, Adam(lr 1e-3); fixed random batch (seeded).
+/// Model "mlp" (1x28x28), "mlp-dropout" (the same with Dropout(0.2) after the ReLU) or "cnn" (1x8x8), batch b,
+/// Adam(lr 1e-3); fixed random batch (seeded).
 StepSetup make_step(const std::string& model, int64_t b) {
   StepSetup s;
-  const int64_t hw = model == "mlp" ? 28 : 8;
-  s.model = sg::nn::make_model(model, 1, hw, hw, 10);
+  const int64_t hw = model == "cnn" ? 8 : 28;
+  if (model == "mlp-dropout") {
+    s.model = std::make_unique<sg::nn::Sequential>();
+    s.model->add<sg::nn::Flatten>().add<sg::nn::Linear>(hw * hw, 128).add<sg::nn::ReLU>().add<sg::nn::Dropout>(0.2);
+    s.model->add<sg::nn::Linear>(128, 10);
+  } else {
+    s.model = sg::nn::make_model(model, 1, hw, hw, 10);
+  }
   sg::nn::Rng rng(0);
   s.model->build(rng);
   sg::Tensor x = sg::input("x", {b, 1, hw, hw});
@@ -727,7 +736,8 @@ void bench_step(Backends& bk, const std::string& backend, const std::string& mod
   auto exe = be.compile(s.step);
   Row r;
   r.key = fmt::format("{}_step_b{}", model, b);
-  r.label = fmt::format("{} train step (Adam) b={}", model == "mlp" ? "MLP 784-128-10" : "CNN 8-16-32", b);
+  r.label = fmt::format("{} train step (Adam) b={}",
+                         model == "mlp" ? "MLP 784-128-10" : model == "mlp-dropout" ? "MLP 784-128-10 + Dropout(0.2)" : "CNN 8-16-32", b);
   r.backend = backend;
   if (backend == "cpu") {
     r.check = "- (is the reference)";
@@ -821,6 +831,31 @@ void bench_fusion(const Options& o) {
     StepSetup s = make_step("cnn", 64);
     one("CNN train step b=64", "cnn_step_b64", s.step);
   }
+  // the layers of issue 36, one Adam train step each (mse loss against a target of the output's shape): kernels
+  // against graph nodes ("a small multiple of the op count"; tests/test_schedule.cpp's layer budgets assert them)
+  auto layer = [&](const std::string& label, const std::string& key,
+                   const std::function<void(sg::nn::Sequential&)>& add, const std::vector<int64_t>& in,
+                   const std::vector<int64_t>& out) {
+    sg::nn::Rng rng(0);
+    sg::nn::Sequential model;
+    add(model);
+    model.build(rng);
+    auto adam = sg::make_adam({});
+    sg::Tensor y = model(sg::input("x", in));
+    one(label, key, sg::make_train_step(sg::mse_loss(y, sg::input("target", out)), model.parameters(), *adam));
+  };
+  layer("attention 4x12x64, 4 heads", "attention_step", [](sg::nn::Sequential& m) {
+    m.add<sg::nn::MultiheadAttention>(64, 4);
+  }, {4, 12, 64}, {4, 12, 64});
+  layer("pre-norm encoder 4x12x64", "encoder_step", [](sg::nn::Sequential& m) {
+    m.add<sg::nn::TransformerEncoderLayer>(64, 4, 128, 0.0, "gelu", 1e-5, true, true);
+  }, {4, 12, 64}, {4, 12, 64});
+  layer("LSTM 2 layers, T=32, b=16", "lstm_step_t32", [](sg::nn::Sequential& m) {
+    m.add<sg::nn::LSTM>(32, 64, 2, true, true);
+  }, {16, 32, 32}, {16, 32, 64});
+  layer("conv+BatchNorm2d+ReLU b=16", "conv_bn_step", [](sg::nn::Sequential& m) {
+    m.add<sg::nn::Conv2d>(8, 16, 3, 1, 1).add<sg::nn::BatchNorm2d>(16).add<sg::nn::ReLU>();
+  }, {16, 8, 14, 14}, {16, 16, 14, 14});
   for (int64_t n : o.sgemm) {
     std::vector<float> z(static_cast<size_t>(n * n), 0.f);
     sg::Program p;
@@ -1494,6 +1529,7 @@ void run_cases(Backends& bk, const Options& o) {
     // train steps first: on the H200 they ran 2-3x slower after the large SGEMM cases in the same process
     if (o.wants("mlp"))
       for (int64_t b : {32, 128}) fresh(), bench_step(bk, backend, "mlp", b, o);
+    if (o.wants("mlp-dropout")) fresh(), bench_step(bk, backend, "mlp-dropout", 128, o);
     if (o.wants("cnn")) fresh(), bench_step(bk, backend, "cnn", 64, o);
     if (o.wants("sgemm"))
       for (int64_t n : o.sgemm) fresh(), bench_sgemm(bk, backend, n, o);

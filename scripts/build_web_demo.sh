@@ -8,10 +8,16 @@
 #   OUT/shapes/                    Worker CNN page (examples/web/shapes/): bundle/ of the 128x128 five-conv CNN
 #                                  (infer only) with the shipped checkpoint examples/web/shapes/cnn5.safetensors
 #                                  (`shadergrad train --model cnn5 --dataset shapes`, scripts/device/phase_cnn5.sh)
+#   OUT/words/                     word-completion page (examples/web/words/ and the digits page's trainer.js, flow.js):
+#                                  bundle/ (shadergrad export --model charlm --load examples/web/words/charlm.safetensors,
+#                                  the shipped checkpoint: `shadergrad train --model charlm`, examples/web/README.md),
+#                                  pretrained.safetensors (that checkpoint)
 # Usage: scripts/build_web_demo.sh OUT [path/to/shadergrad]   (default build/bin/shadergrad)
 # Env: DIGITS_EPOCHS (default 30), SUBSET (default 400 samples), SHAPES_EPOCHS=N to train the CNN here instead of
 #      shipping the checkpoint, SKIP_SHAPES=1 to build only the digits page, SHAPES_UNTRAINED=1 to export the CNN's
-#      fresh init, SHAPES_EXPORT_ARGS: more `export` flags for the CNN's bundle (e.g. --webgpu-cpu).
+#      fresh init, SHAPES_EXPORT_ARGS: more `export` flags for the CNN's bundle (e.g. --webgpu-cpu), SKIP_DIGITS=1 /
+#      SKIP_WORDS=1 to leave those pages out, WORDS_BATCH: the words bundle's train batch (default 16), WORDS_EXPORT_ARGS: more
+#      `export` flags for it.
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 out="${1:?usage: build_web_demo.sh OUT [shadergrad]}"
@@ -19,8 +25,25 @@ sg="${2:-$here/build/bin/shadergrad}"
 [ -x "$sg" ] || { echo "build_web_demo.sh: $sg is missing: build the shadergrad target first" >&2; exit 2; }
 csv=/usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz
 [ -f "$csv" ] || { echo "build_web_demo.sh: $csv is missing: install python3-sklearn (scripts/setup.sh)" >&2; exit 2; }
-mkdir -p "$out/digits"
+mkdir -p "$out"
 cp "$here"/examples/web/index.html "$out/"
+
+if [ "${SKIP_WORDS:-0}" != 1 ]; then
+  mkdir -p "$out/words"
+  cp "$here"/examples/web/words/*.html "$here"/examples/web/words/*.js "$here"/examples/web/words/*.css "$out/words/"
+  cp "$here"/examples/web/digits/trainer.js "$here"/examples/web/digits/flow.js "$out/words/"
+  wload=()
+  if [ -f "$here/examples/web/words/charlm.safetensors" ]; then
+    wload=(--load "$here/examples/web/words/charlm.safetensors")
+    cp "$here/examples/web/words/charlm.safetensors" "$out/words/pretrained.safetensors"
+  fi
+  # shellcheck disable=SC2086
+  "$sg" export --model charlm "${wload[@]}" --batch "${WORDS_BATCH:-16}" --infer-batch 8 --lr 0.002 --check-steps 1 \
+    ${WORDS_EXPORT_ARGS:-} --out "$out/words/bundle" > /dev/null
+fi
+
+if [ "${SKIP_DIGITS:-0}" != 1 ]; then
+mkdir -p "$out/digits"
 cp "$here"/examples/web/digits/*.html "$here"/examples/web/digits/*.js "$here"/examples/web/digits/*.css "$out/digits/"
 
 # the pretrained digits MLP (native), then the bundle with the same structure and a fresh init
@@ -39,6 +62,7 @@ with gzip.open(src, 'rt') as f:
         if len(rows) == n: break
 open(dst, 'wb').write(b''.join(rows))
 PY
+fi
 
 if [ "${SKIP_SHAPES:-0}" != 1 ]; then
   mkdir -p "$out/shapes"

@@ -8,8 +8,9 @@
 #  2. the whole test suite under the sanitizers: every test executable with all its cases, GLES (llvmpipe) and
 #     Vulkan (lavapipe) included, two executables at a time. Mesa's drivers are not instrumented; the sanitizer
 #     build keeps them mapped until exit (tests/sanitizer/pin_drivers.cpp) and tests/sanitizer/lsan.supp names the
-#     leaks inside those driver libraries that LeakSanitizer may report (each entry says why). The browser and
-#     Dawn tests run uninstrumented node/chromium; the C++ side (the exporter, the CLI, the server) is instrumented;
+#     leaks inside those driver libraries that LeakSanitizer may report (each entry says why). The test cases tagged
+#     [browser] (headless Chromium: uninstrumented, and most of the stage's time) are left out: the exporter, the CLI
+#     and the server they drive are instrumented in the Dawn, CLI and node cases, which run here;
 #  3. every fuzz target: replay of its committed seed corpus, then SG_FUZZ_SECONDS (default 5) s of fuzzing.
 # SG_SAN_TESTS="test_a test_b" runs only those executables (default: all). Each executable's seconds are logged.
 set -euo pipefail
@@ -19,11 +20,12 @@ CC=clang-14 CXX=clang++-14 cmake -S . -B build-san -G Ninja -DSG_SANITIZE=ON -DS
 if [[ -n ${SG_SAN_TESTS:-} ]]; then
   read -ra TESTS <<< "$SG_SAN_TESTS"
 else
-  # the longest first (measured: docs/RELIABILITY.md "Sanitizers"), so the two lanes end close together
-  TESTS=(test_web_runtime test_web_app test_cli test_debug test_compress test_gles_ops test_compute_ops)
+  # the longest first (the CI run of 2026-12-05: docs/RELIABILITY.md "Sanitizers"), so the two lanes end close together
+  TESTS=(test_gles_ops test_vulkan_backend test_compute_ops test_cli test_bindings test_rnn)
+  # test_web_ops: every case is a [browser] case
   for f in tests/test_*.cpp; do
     t=${f##*/}; t=${t%.cpp}
-    [[ " ${TESTS[*]} " == *" $t "* ]] || TESTS+=("$t")
+    [[ $t == test_web_ops || " ${TESTS[*]} " == *" $t "* ]] || TESTS+=("$t")
   done
 fi
 targets=("${TESTS[@]}" shadergrad mnist_mlp digits_cnn)
@@ -46,7 +48,7 @@ export SG_SOURCE_DIR="$PWD"
 mkdir -p build-san/san-logs
 run_one() {  # TEST: runs it, its output in build-san/san-logs/TEST.log (printed when it fails)
   local t=$1 s=$SECONDS rc=0
-  "build-san/bin/$t" > "build-san/san-logs/$t.log" 2>&1 || rc=$?
+  "build-san/bin/$t" '~[browser]' > "build-san/san-logs/$t.log" 2>&1 || rc=$?
   echo "== $t (ASan + UBSan): rc $rc, $((SECONDS - s)) s, $(grep -E '^(All tests passed|test cases:)' "build-san/san-logs/$t.log" | tail -1)"
   if [[ $rc -ne 0 ]]; then tail -n 200 "build-san/san-logs/$t.log"; return 1; fi
 }

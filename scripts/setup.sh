@@ -25,8 +25,8 @@ PKGS=(
   libegl-dev libgles-dev libegl-mesa0 libgl1-mesa-dri libgbm-dev mesa-vulkan-drivers libvulkan-dev
   # Vulkan validation layer (tests assert zero messages) and vulkaninfo
   vulkan-validationlayers vulkan-tools
-  # data: Fashion-MNIST (IDX) and sklearn's 8x8 digits CSV
-  dataset-fashion-mnist python3-sklearn
+  # data: Fashion-MNIST (IDX), the English word list /usr/share/dict/words (charlm, lstm) and sklearn's 8x8 digits CSV
+  dataset-fashion-mnist wamerican python3-sklearn
   # reference peer for golden files and benchmarks
   python3-torch python3-numpy libopenblas0-pthread
   # headless browser for the debug report test (tests/debug_report_check.mjs, npm playwright-core)

@@ -163,6 +163,21 @@ inline std::vector<EdgeCase> all() {
                [](const std::vector<Tensor>& t) { return sg::std(t[0], {1}); }});
   c.push_back({"var of one element (unbiased: NaN)", {Shape{2, 1}}, {{3.f, -1.f}},
                [](const std::vector<Tensor>& t) { return var(t[0], {1}); }});
+  // clip_grad_norm (torch.nn.utils.clip_grad_norm_ with error_if_nonfinite=False, max_norm 1): the clipped gradients
+  // and the total norm as one vector. An infinity makes the norm inf and clip_coef 0: finite elements become 0 (-0
+  // for negative ones), infinite ones NaN; a NaN makes everything NaN; zeros stay zeros (no 0/0); the max norm too
+  auto clipped = [](double norm_type) {
+    return [norm_type](const std::vector<Tensor>& t) {
+      ClippedGrads r = clip_grad_norm({t[0], t[1]}, 1.0, norm_type);
+      return concat({r.grads[0], r.grads[1], reshape(r.total_norm, {1})});
+    };
+  };
+  const std::vector<Shape> two = {Shape{4}, Shape{3}};
+  c.push_back({"clip_grad_norm with inf and -0 (2-norm)", two, {{1.f, -2.f, inf, 0.f}, {3.f, -0.5f, -0.f}}, clipped(2.0)});
+  c.push_back({"clip_grad_norm with NaN (2-norm)", two, {{1.f, nan, 2.f, -1.f}, {3.f, 4.f, 0.f}}, clipped(2.0)});
+  c.push_back({"clip_grad_norm of zeros (2-norm)", two, {{0.f, 0.f, -0.f, 0.f}, {0.f, -0.f, 0.f}}, clipped(2.0)});
+  c.push_back({"clip_grad_norm with -inf (max norm)", two, {{1.f, -5.f, 2.f, 0.f}, {-inf, 0.5f, -0.f}},
+               clipped(std::numeric_limits<double>::infinity())});
   // --- reductions, pools, argmax with NaN (the reproduction, and rows long enough for tree reductions) ----
   const Shape m{3, 4};
   const std::vector<float> mv = {1.f, nan, 3.f, 2.f, 5.f, 6.f, nan, 8.f, 1.f, 4.f, 2.f, -inf};
@@ -201,6 +216,73 @@ inline std::vector<EdgeCase> all() {
   const std::vector<float> iv = {1.f, 2.f, 3.f, 4.f, nan, 6.f, 7.f, 8.f, 9.f, 10.f, 11.f, 12.f, 13.f, 14.f, -inf, nan};
   c.push_back({"max_pool2d 2x2", {img}, {iv}, [](const std::vector<Tensor>& t) { return max_pool2d(t[0]); }});
   c.push_back({"avg_pool2d 2x2", {img}, {iv}, [](const std::vector<Tensor>& t) { return avg_pool2d(t[0]); }});
+  // take (gather): NaN, infinities and -0 are copied as they are; the scatter-add gradient of a NaN or infinite
+  // adjoint reaches only the rows it was gathered from (a select, not a product with a 0/1 mask: rows 1 and 2 get 0)
+  const Shape tab{4, 3};
+  const std::vector<float> tabv = {nan, 1.f, -0.f, inf, -inf, 2.f, 3.f, -0.f, nan, 4.f, 5.f, 6.f};
+  auto picks = [] { return argmax(constant({3, 4}, {0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 1}), 1); };  // [3, 0, 3]
+  c.push_back({"take of rows holding NaN, inf, -0", {tab}, {tabv},
+               [picks](const std::vector<Tensor>& t) { return take(t[0], picks()); }});
+  // (the adjoint is the input, so the case reads it: a table's gradient does not depend on the table's values)
+  c.push_back({"take's gradient of NaN and inf adjoints", {Shape{3, 3}}, {{nan, 1.f, inf, -inf, 2.f, 0.f, 1.f, 1.f, 1.f}},
+               [picks](const std::vector<Tensor>& t) {
+                 Tensor table = constant({4, 3}, std::vector<float>(12, 0.5f));
+                 return grad(sum(Tensor(take(table, picks()) * t[0])), {table})[0];
+               }});
+  // dropout (torch: x * mask / (1 - p) as x * noise): a dropped NaN or infinity is NaN, a dropped -x is -0, a kept one
+  // is scaled; p = 1 is x * 0; its gradient is the adjoint times the same noise (an infinite adjoint dropped: NaN).
+  // 8 of each value, so that both a kept and a dropped one occur (step 1, seed 41, the same stream everywhere)
+  std::vector<float> specials;
+  for (int r = 0; r < 8; ++r)
+    for (float v : {nan, inf, -inf, -0.f, 0.f, -2.5f, 3.f}) specials.push_back(v);
+  auto step = [] { return constant({}, {1.f}); };
+  c.push_back(unary("dropout p 0.5 of NaN, +-inf, +-0 (dropped: NaN, NaN, NaN, -0, 0)", specials,
+                    [step](const Tensor& x) { return dropout(x, 0.5, 41, step(), true); }));
+  c.push_back(unary("dropout p 1 of NaN, +-inf, +-0 (x * 0)", specials,
+                    [step](const Tensor& x) { return dropout(x, 1.0, 41, step(), true); }));
+  c.push_back({"dropout's gradient of NaN and inf adjoints (dropped: NaN)", {Shape{56}}, {specials},
+               [step](const std::vector<Tensor>& t) {
+                 Tensor x = constant({56}, std::vector<float>(56, 0.5f));
+                 return grad(sum(Tensor(dropout(x, 0.5, 41, step(), true) * t[0])), {x})[0];
+               }});
+  // tril/triu (a select on iota coordinates, torch's masked copy): NaN, inf and -0 inside the triangle are copied,
+  // outside it they become +0; the gradient of NaN/inf adjoints is the same triangle of them (zeros elsewhere, not
+  // NaN * 0); flip copies NaN, inf and -0 to their mirrored places
+  const Shape sq{3, 3};
+  const std::vector<float> sqv = {nan, inf, -0.f, -inf, -0.f, nan, 1.f, nan, inf};
+  c.push_back({"tril of NaN, inf, -0", {sq}, {sqv}, [](const std::vector<Tensor>& t) { return tril(t[0]); }});
+  c.push_back({"triu diagonal 1 of NaN, inf, -0", {sq}, {sqv}, [](const std::vector<Tensor>& t) { return triu(t[0], 1); }});
+  c.push_back({"triu's gradient of NaN and inf adjoints", {sq}, {sqv}, [](const std::vector<Tensor>& t) {
+                 Tensor m = constant({3, 3}, std::vector<float>(9, 0.5f));
+                 return grad(sum(Tensor(triu(m, 1) * t[0])), {m})[0];
+               }});
+  c.push_back({"flip of NaN, inf, -0", {sq}, {sqv}, [](const std::vector<Tensor>& t) { return flip(t[0], {0, 1}); }});
+  // layer_norm and rms_norm rows (no affine): a constant row has variance 0 (output 0, not NaN: eps > 0); a row
+  // holding inf or NaN is NaN throughout (its mean is inf or NaN, as torch); a zero row of rms_norm stays (signed)
+  // zero, a row with inf gives 0 for its finite entries (rsqrt(inf) = 0) and NaN for the inf (inf * 0)
+  c.push_back({"layer_norm of a constant row, rows with inf and NaN", {Shape{3, 4}},
+               {{1.5f, 1.5f, 1.5f, 1.5f, inf, 1.f, 2.f, 3.f, nan, 0.f, -0.f, 2.f}},
+               [](const std::vector<Tensor>& t) { return layer_norm(t[0], {4}); }});
+  c.push_back({"rms_norm of a zero row and a row with inf", {Shape{2, 4}}, {{0.f, -0.f, 0.f, -0.f, inf, 1.f, -2.f, 3.f}},
+               [](const std::vector<Tensor>& t) { return rms_norm(t[0], {4}); }});
+  // bilinear interpolation (torch's four taps always, weights included when 0): a NaN or infinity reaches exactly
+  // the outputs whose taps include it (inf * 0 = NaN where its weight is 0, e.g. the identity's zero-weight taps);
+  // the gradient (the transposed interpolation, a masked gather-sum) carries NaN/inf adjoints only to the inputs they
+  // are weighted onto (times a zero weight: NaN), never to the others
+  c.push_back({"upsample_bilinear2d of NaN, inf, -inf (2x3 -> 3x5 and the same size)", {Shape{1, 1, 2, 3}},
+               {{nan, 1.f, 2.f, 3.f, inf, -inf}}, [](const std::vector<Tensor>& t) {
+                 return concat({reshape(upsample_bilinear2d(t[0], {.size = {{3, 5}}}), Shape{15}),
+                                reshape(upsample_bilinear2d(t[0], {.size = {{2, 3}}}), Shape{6}),
+                                reshape(upsample_bilinear2d(t[0], {.size = {{3, 5}}, .align_corners = true}), Shape{15})},
+                               0);
+               }});
+  c.push_back({"upsample_bilinear2d's gradient of NaN and inf adjoints", {Shape{1, 1, 4, 5}},
+               {{nan, 1.f, 2.f, 3.f, 4.f, 5.f, 6.f, inf, 8.f, 9.f, 10.f, 11.f, 12.f, -inf, 14.f, 15.f, 16.f, 17.f, 18.f,
+                 19.f}},
+               [](const std::vector<Tensor>& t) {
+                 Tensor x = constant({1, 1, 2, 3}, std::vector<float>(6, 0.5f));
+                 return grad(sum(Tensor(upsample_bilinear2d(x, {.size = {{4, 5}}}) * t[0])), {x})[0];
+               }});
   c.push_back({"mean of inf and -inf", {Shape{2}}, {{inf, -inf}}, [](const std::vector<Tensor>& t) { return mean(t[0]); }});
   c.push_back({"mean of an empty tensor", {Shape{0}}, {{}}, [](const std::vector<Tensor>& t) { return mean(t[0]); }});
   c.push_back({"sum of an empty tensor", {Shape{0}}, {{}}, [](const std::vector<Tensor>& t) { return sum(t[0]); }});

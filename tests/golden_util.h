@@ -14,6 +14,7 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -23,6 +24,7 @@
 
 #include "sg/autodiff.h"
 #include "sg/cpu_reference.h"
+#include "sg/nn.h"
 #include "sg/sg.h"
 
 namespace sg::golden {
@@ -253,13 +255,98 @@ inline Tensor build_op(const std::string& op, const json& a, const std::vector<T
   if (op == "pad") return pad(x(), shape_of(a.at("before")), shape_of(a.at("after")), a.at("value").get<double>());
   if (op == "concat") return concat(in, a.at("axis").get<int>());
   if (op == "one_hot") return one_hot(x(), a.at("num_classes").get<int64_t>());
+  if (op == "gather") return gather(x(), a.at("axis").get<int>(), y());
+  if (op == "take") return take(x(), y(), a.at("axis").get<int>());
+  if (op == "embedding") {  // torch.nn.functional.embedding(index, x, padding_idx): the row gets no gradient
+    const int64_t p = a.at("padding_idx").get<int64_t>();
+    std::vector<float> keep(static_cast<size_t>(x().dim(0)), 1.0f);
+    keep.at(p) = 0.0f;
+    return take(where(constant({x().dim(0), 1}, keep), x(), stop_gradient(x())), y(), 0);
+  }
+  // index masks and flip
+  if (op == "iota") return iota(shape_of(a.at("shape")), a.at("axis").get<int>());
+  if (op == "arange") return arange(a.at("n").get<int64_t>());
+  if (op == "gather_iota")  // gather along `axis` by an i32 iota of index_shape counting along that axis
+    return gather(x(), a.at("axis").get<int>(), iota(shape_of(a.at("index_shape")), a.at("axis").get<int>(), DType::i32));
+  if (op == "tril") return tril(x(), a.at("diagonal").get<int64_t>());
+  if (op == "triu") return triu(x(), a.at("diagonal").get<int64_t>());
+  if (op == "flip") return flip(x(), ints_of(a.at("dims")));
+  // layers (layers.json): inputs x, then weight and bias where the attributes say so
+  if (op == "layer_norm") {
+    const bool w = a.at("weight").get<bool>(), b = a.at("bias").get<bool>();
+    return layer_norm(x(), shape_of(a.at("normalized_shape")), w ? in.at(1) : Tensor(), b ? in.at(2) : Tensor(),
+                      a.at("eps").get<double>());
+  }
+  if (op == "rms_norm") {
+    std::optional<double> eps;
+    if (!a.at("eps").is_null()) eps = a.at("eps").get<double>();
+    return rms_norm(x(), shape_of(a.at("normalized_shape")), a.at("weight").get<bool>() ? in.at(1) : Tensor(), eps);
+  }
+  if (op == "multi_head_attention") {  // F.multi_head_attention_forward; inputs in gen_golden.py's order
+    size_t i = 0;
+    auto next = [&]() -> const Tensor& { return in.at(i++); };
+    const bool self = a.at("self").get<bool>(), bias = a.at("bias").get<bool>();
+    Tensor q = next(), k = self ? q : next(), v = self ? q : next();
+    Tensor w_in = next(), b_in = bias ? next() : Tensor(), w_out = next(), b_out = bias ? next() : Tensor();
+    nn::AttentionOptions o;
+    if (a.at("key_padding_mask").get<bool>()) o.key_padding_mask = next();
+    if (a.at("attn_mask").get<std::string>() != "none") o.attn_mask = next();
+    o.is_causal = a.at("is_causal").get<bool>();
+    const std::string weights = a.at("weights").get<std::string>();
+    o.need_weights = weights != "none";
+    o.average_attn_weights = weights == "avg";
+    nn::AttentionOutput r = nn::multi_head_attention_forward(q, k, v, a.at("num_heads").get<int64_t>(), w_in, b_in,
+                                                             w_out, b_out, o, a.at("batch_first").get<bool>());
+    return o.need_weights ? r.weights : r.output;
+  }
+  if (op == "transformer_encoder_layer") {  // nn::TransformerEncoderLayer with the inputs as its parameters
+    nn::TransformerEncoderLayer layer(a.at("d_model").get<int64_t>(), a.at("nhead").get<int64_t>(),
+                                      a.at("dim_feedforward").get<int64_t>(), 0.0, a.at("activation").get<std::string>(),
+                                      1e-5, true, a.at("norm_first").get<bool>());
+    // torch's state_dict names, in order, onto the submodules' public parameters
+    const std::map<std::string, Tensor*> slot = {
+        {"self_attn.in_proj_weight", &layer.self_attn.in_proj_weight}, {"self_attn.in_proj_bias", &layer.self_attn.in_proj_bias},
+        {"self_attn.out_proj.weight", &layer.self_attn.out_proj.weight}, {"self_attn.out_proj.bias", &layer.self_attn.out_proj.bias},
+        {"linear1.weight", &layer.linear1.weight}, {"linear1.bias", &layer.linear1.bias},
+        {"linear2.weight", &layer.linear2.weight}, {"linear2.bias", &layer.linear2.bias},
+        {"norm1.weight", &layer.norm1.weight}, {"norm1.bias", &layer.norm1.bias},
+        {"norm2.weight", &layer.norm2.weight}, {"norm2.bias", &layer.norm2.bias}};
+    size_t i = 1;
+    for (const auto& name : a.at("parameters")) *slot.at(name.get<std::string>()) = in.at(i++);
+    nn::AttentionOptions o;
+    o.is_causal = a.at("is_causal").get<bool>();
+    if (a.at("key_padding_mask").get<bool>()) o.key_padding_mask = in.at(i++);
+    return layer.encode(x(), o);
+  }
   // nn
   if (op == "conv2d") {
     Conv2dOptions o;
     o.stride = pair_of(a.at("stride"));
     o.padding = pair_of(a.at("padding"));
     o.dilation = pair_of(a.at("dilation"));
+    o.groups = a.value("groups", int64_t{1});
     return conv2d(x(), y(), in.size() > 2 ? in[2] : Tensor(), o);
+  }
+  if (op == "conv_transpose2d") {
+    ConvTranspose2dOptions o;
+    o.stride = pair_of(a.at("stride"));
+    o.padding = pair_of(a.at("padding"));
+    o.output_padding = pair_of(a.at("output_padding"));
+    o.dilation = pair_of(a.at("dilation"));
+    o.groups = a.value("groups", int64_t{1});
+    return conv_transpose2d(x(), y(), in.size() > 2 ? in[2] : Tensor(), o);
+  }
+  if (op == "upsample_bilinear2d") {
+    UpsampleBilinearOptions o;
+    o.align_corners = a.at("align_corners").get<bool>();
+    if (a.contains("size")) o.size = pair_of(a.at("size"));
+    if (a.contains("scale_factor"))
+      o.scale_factor = std::array<double, 2>{a.at("scale_factor")[0].get<double>(), a.at("scale_factor")[1].get<double>()};
+    return upsample_bilinear2d(x(), o);
+  }
+  if (op == "upsample_nearest2d") {
+    auto sc = pair_of(a.at("scale"));
+    return upsample_nearest2d(x(), sc[0], sc[1]);
   }
   if (op == "max_pool2d" || op == "avg_pool2d") {
     Pool2dOptions o;

@@ -37,24 +37,43 @@ struct CaseList {
   /// gallivm stops every loop of an invocation after 65535 iterations (the GLES tests' LONG_TARGETS likewise), so
   /// their gpu plan cannot run here.
   bool cpu_kernels = false;
+  /// Also run in headless Chromium (tests/test_web_ops.cpp); false for a list too slow to compile there as WebGL2
+  /// shaders, which runs on WebGPU in Node only (with a browser subset of its own).
+  bool browser = true;
 };
 
 /// Every case list of tests/op_cases.h, in the order the tests run them.
 inline const std::vector<CaseList>& case_lists() {
   static const std::vector<CaseList> lists = {
       {"unary", oc::unary_cases},   {"binary", oc::binary_cases},     {"reductions", oc::reductions_cases},
-      {"matmul", oc::matmul_cases}, {"movement", oc::movement_cases}, {"conv", oc::conv_cases},
+      {"matmul", oc::matmul_cases}, {"movement", oc::movement_cases}, {"gather", oc::gather_cases},
+      {"masks", oc::masks_cases},  // iota, arange, tril, triu, flip (issue 36)
+      // LayerNorm, RMSNorm, attention, TransformerEncoderLayer against torch's goldens too (issue 36); in Chromium
+      // the subset layers_browser
+      {"layers", oc::layers_cases, false, false},
+      {"layers_browser", oc::layers_browser_cases},
+      {"conv", oc::conv_cases},
       {"losses", oc::losses_cases}, {"large", oc::large_cases},       {"long", oc::long_cases, true},
       {"contraction", oc::contraction_cases},
       // wider than one kernel's bindings: 12, 33 and 100 distinct inputs, concat of 20 (issue 35)
       {"bindings", oc::bindings_cases},
       // the layers' scalar math (issue 36): erf, erfc, gelu (exact and tanh)
       {"math", oc::math_cases},
+      // random numbers inside kernels (issue 36): random_uniform, bernoulli, dropout, the CPU's bits
+      {"random", oc::random_cases},
       // NaN, infinities, x/0, pow's special cases, accuracy at large |x| (issue 19: every backend follows the CPU
       // reference's numeric semantics)
       {"edge", oc::edge_input_cases},
   };
   return lists;
+}
+
+/// The case list named `name` (REQUIREs that it exists).
+inline const CaseList& case_list(const std::string& name) {
+  for (const CaseList& l : case_lists())
+    if (name == l.name) return l;
+  FAIL("no op case list named " << name);
+  return case_lists().front();
 }
 
 /// Exports case list `l` (filled into `s`) as a bundle in `dir` with the targets `t` (webgpu_plans: {"cpu"} for a
@@ -126,6 +145,7 @@ inline int expect_outputs(const oc::Suite& s, const fs::path& dir, const fs::pat
                     << " (" << d.ratio << "x the tolerance)");
     CHECK(d.ok);
     CHECK(report[name]["ok"] == d.ok);  // the node report agrees
+    s.check_golden(i, got, backend);    // and torch's values, where the case has them (golden cases)
     int64_t zero_sign = -1;  // the first zero with the other sign
     for (size_t k = 0; signed_zeros && zero_sign < 0 && k < got.size(); ++k)
       if (got[k] == 0.f && want->data[k] == 0.f && std::signbit(got[k]) != std::signbit(want->data[k]))

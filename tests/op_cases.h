@@ -21,7 +21,10 @@
 #include <random>
 #include <sstream>
 
+#include <fmt/format.h>
+
 #include "edge_cases.h"
+#include "golden_util.h"
 #include "sg/backend.h"
 #include "vulkan_test_util.h"
 #include "sg/sg.h"
@@ -35,6 +38,7 @@ struct Tol {
 inline constexpr Tol kElem{1e-5, 1e-6};    // elementwise and movement ops
 inline constexpr Tol kReduce{1e-4, 1e-5};  // reductions, matmul, conv, pools, softmax and losses
 inline constexpr Tol kExact{0, 0};         // integer-valued results (argmax, one_hot, comparisons of exact values)
+inline constexpr Tol kGolden{1e-4, 1e-5};  // f32 results against torch's float64 values (golden files)
 
 
 // ------------------------------------------------------------------------------------------------
@@ -160,12 +164,31 @@ class Suite {
     for (size_t i = 0; i < wrt.size(); ++i)
       output(name + " d/d" + wrt[i].name(), gs[i], tol, true);
   }
+  /// As add, with a given R (row-major, out's shape) and torch's values of the output and of the gradient w.r.t.
+  /// each of `wrt` (a golden case of tests/golden/): check() and the web harnesses (op_bundles.h) compare every
+  /// backend, the CPU reference included, with torch's values too (kGolden).
+  void add_golden(const std::string& name, const Tensor& out, const std::vector<Tensor>& wrt, std::vector<float> r_data,
+                  std::vector<float> want_out, std::vector<std::vector<float>> want_grads, Tol tol) {
+    REQUIRE(want_grads.size() == wrt.size());
+    output(name, out, tol);
+    golden_.back() = std::move(want_out);
+    if (wrt.empty()) return;
+    Tensor r = constant(out.shape(), std::move(r_data));
+    std::vector<Tensor> gs = grad(sum(out * r), wrt);
+    for (size_t i = 0; i < wrt.size(); ++i) {
+      output(name + " d/d" + wrt[i].name(), gs[i], tol, true);
+      golden_.back() = std::move(want_grads[i]);
+    }
+  }
   /// Adds a forward-only output.
   void output(const std::string& name, const Tensor& out, Tol tol, bool is_grad = false) {
     prog_.add_output(name, out);
     tols_.push_back(tol);
     grad_.push_back(is_grad);
+    golden_.emplace_back();
   }
+  /// Torch's values of output i (golden cases), or empty.
+  const std::vector<float>& golden(size_t i) const { return golden_.at(i); }
 
   const Program& program() const { return prog_; }
   /// The tolerance of each program output, in output order (for harnesses that judge outputs elsewhere).
@@ -189,6 +212,7 @@ class Suite {
       CHECK(std::all_of(want[i].begin(), want[i].end(), [](float v) { return std::isfinite(v); }));
       if (!grad_[i] || tols_[i].rtol > 0)
         CHECK(std::any_of(want[i].begin(), want[i].end(), [](float v) { return v != 0.f; }));
+      check_golden(i, want[i], "cpu");
     }
     for (const BackendOptions& bo : targets) {
       auto gpu = make_backend(bo).backend;  // BackendError here fails the test: CI has llvmpipe and lavapipe
@@ -207,13 +231,26 @@ class Suite {
                         << bo.kind << ", max_texture_width " << bo.max_texture_width.value_or(0) << ", gpu_tiles " << (bo.gpu_tiles ? (*bo.gpu_tiles ? "yes" : "no") : "auto")
                         << (d.why.empty() ? "" : ": " + d.why) << worst.str());
         CHECK(d.ok);
+        check_golden(i, got[i], bo.kind);
       }
     }
+  }
+
+  /// CHECKs output i against torch's values when it has them (kGolden); `backend` names the values in the message.
+  void check_golden(size_t i, const std::vector<float>& got, const std::string& backend) const {
+    if (golden_[i].empty()) return;
+    const Diff d = compare(got, golden_[i], kGolden);
+    INFO("output '" << prog_.output_names[i] << "' against torch, backend " << backend << " " << d.why
+                    << (d.worst >= 0 ? fmt::format("; worst element {}: {} torch {} (error/tolerance {})", d.worst,
+                                                   got[d.worst], golden_[i][d.worst], d.ratio)
+                                     : std::string()));
+    CHECK(d.ok);
   }
 
  private:
   Program prog_;
   std::vector<Tol> tols_;
+  std::vector<std::vector<float>> golden_;  // torch's values per output (golden cases), else empty
   std::vector<bool> grad_;
   std::vector<Tensor> leaves_;
   std::vector<std::vector<float>> data_;
@@ -459,11 +496,119 @@ inline void movement_cases(Suite& s) {
   s.add("movement chain", slice(transpose(reshape(x, Shape{21, 13}) * 3.0), 0, 2, 11, 4), {x}, kElem);
 }
 
+/// gather / take (embedding lookup): fed indices lie in the axis (run() refuses others, sg/feeds.h); indices repeat
+/// (their gradients add up) and miss rows (zero gradient); a computed index (argmax) is read on the GPU too.
+inline void gather_cases(Suite& s) {
+  Tensor x = s.in("x", {5, 7}, uniform(35, 151, -2, 2));
+  Tensor i1 = s.in("i1", {5, 9}, labels(45, 7, 152), DType::i32);
+  Tensor x3 = s.in("x3", {4, 6, 3}, uniform(72, 153, -2, 2));
+  Tensor i0 = s.in("i0", {7, 5, 2}, labels(70, 4, 154), DType::i32);  // smaller than x3 outside axis 0
+  Tensor i2 = s.in("i2", {4, 6, 5}, labels(120, 3, 155), DType::i32);
+  Tensor table = s.in("table", {11, 6}, uniform(66, 156, -1, 1));
+  Tensor tok = s.in("tok", {3, 8}, labels(24, 11, 157), DType::i32);
+  Tensor sel = s.in("sel", {5}, {5, 0, 5, 2, 1}, DType::i32);
+  Tensor big = s.in("big", {300, 40}, uniform(12000, 158, -1, 1));
+  Tensor btok = s.in("btok", {2, 70}, labels(140, 300, 159), DType::i32);
+  s.add("gather axis 1 (torch.gather)", gather(x, 1, i1), {x}, kReduce);
+  s.add("gather axis 0, index smaller than x outside the axis", gather(x3, 0, i0), {x3}, kReduce);
+  s.add("gather axis -1 of 3-D", gather(x3, -1, i2), {x3}, kReduce);
+  s.add("take axis 0 (embedding lookup) 11x6 by 3x8", take(table, tok), {table}, kReduce);
+  s.add("take axis 1 (index_select) with repeats", take(x3, sel, 1), {x3}, kReduce);
+  s.add("take axis -1 by 5x9", take(x, i1, -1), {x}, kReduce);
+  s.add("take then relu * 2 (consumer)", relu(take(table, tok)) * 2.0, {table}, kReduce);
+  s.add("take of a computed table tanh(table) * 3", take(tanh(table) * 3.0, tok), {table}, kReduce);
+  s.add("take by argmax indices (computed in the graph)", take(table, argmax(x, 1)), {table}, kReduce);
+  s.add("embedding 300x40 by 2x70 (gradient sums 140 positions)", take(big, btok), {big}, kReduce);
+}
+
+/// Index masks and flip (issue 36): iota / arange computed in the kernels (alone, in arithmetic, as a gather index),
+/// tril / triu over the last two dimensions with batch dimensions and diagonals above, on and below the main one (a
+/// causal mask before a matmul and inside a softmax without host constants), flip along one, two and the last axis
+/// (texels read backwards), into a matmul's prologue and twice (the identity).
+inline void masks_cases(Suite& s) {
+  Tensor x = s.in("x", {3, 7, 13}, uniform(273, 161, -2, 2));
+  Tensor sq = s.in("sq", {9, 9}, uniform(81, 162, -2, 2));
+  Tensor v = s.in("v", {9, 6}, uniform(54, 163, -1, 1));
+  Tensor w16 = s.in("w16", {5, 16}, uniform(80, 164, -2, 2));
+  Tensor b = s.in("b", {16, 3}, uniform(48, 165, -1, 1));
+  Tensor table = s.in("table", {11, 6}, uniform(66, 166, -1, 1));
+  s.output("iota 3x7x13 axis 1", sg::iota({3, 7, 13}, 1), kExact);
+  s.output("iota 5x4 axis -1 (i32)", sg::iota({5, 4}, -1, DType::i32), kExact);
+  s.add("x * iota axis 2 (a ramp)", x * sg::iota({3, 7, 13}, 2), {x}, kElem);
+  s.add("x + arange(13) * 0.5", x + arange(13) * 0.5, {x}, kElem);
+  s.add("take by an i32 iota (rows 0..4 twice)", take(table, sg::iota({2, 5}, 1, DType::i32)), {table}, kReduce);
+  s.add("tril", tril(x), {x}, kElem);
+  s.add("tril diagonal 3", tril(x, 3), {x}, kElem);
+  s.add("triu diagonal -2", triu(x, -2), {x}, kElem);
+  s.add("triu diagonal 1 of 9x9", triu(sq, 1), {sq}, kElem);
+  s.add("tril of a product (fused)", tril(sq * sq - 1.0, -1), {sq}, kElem);
+  s.add("tril then matmul (causal prefix sums)", matmul(tril(sq), v), {sq, v}, kReduce);
+  const Tensor rows = sg::iota({9, 9}, 0), cols = sg::iota({9, 9}, 1);
+  s.add("causal softmax (masked_fill -inf above the diagonal)",
+        softmax(where(cols > rows, -std::numeric_limits<double>::infinity(), sq * 2.0)), {sq}, kReduce);
+  s.add("flip axis 1", flip(x, {1}), {x}, kElem);
+  s.add("flip axes 0, 2", flip(x, {0, 2}), {x}, kElem);
+  s.add("flip last axis of 5x16 (texels backwards)", flip(w16, {-1}), {w16}, kElem);
+  s.add("flip of a strided slice", flip(slice(x, 2, 1, 13, 3), {2, 0}), {x}, kElem);
+  s.add("flip into a matmul prologue", matmul(flip(w16, {1}), b), {w16, b}, kReduce);
+  s.add("flip of a reduction", flip(sum(x, {2}), {0, 1}) * 2.0, {x}, kReduce);
+  s.add("flip twice (identity)", flip(flip(x, {1}), {1}) + flip(x, {2}), {x}, kElem);
+}
+
+/// The layers of issue 36 as torch golden cases (tests/golden/layers.json: F.layer_norm, the RMSNorm formula), fed
+/// with the golden inputs and R, so every backend's output and gradients are compared with torch's values as well as
+/// with the CPU backend's (Suite::add_golden).
+/// `only`: the names of the cases to add (empty: all).
+inline void layers_cases_of(Suite& s, const std::vector<std::string>& only) {
+  const golden::json j = golden::load("layers.json");
+  int c = 0;
+  for (const golden::json& cj : j.at("cases")) {
+    if (!only.empty() && std::find(only.begin(), only.end(), cj.at("name").get<std::string>()) == only.end()) continue;
+    std::vector<Tensor> ins, wrt;
+    std::vector<std::vector<float>> want_grads;
+    for (const golden::json& ij : cj.at("inputs")) {
+      const golden::GTensor t = golden::tensor(ij);
+      const bool is_int = ij.at("dtype") == "i32", grad = ij.at("grad").get<bool>();
+      std::vector<float> g = grad ? golden::tensor(cj.at("grads").at(ij.at("name").get<std::string>())).floats()
+                                  : std::vector<float>{};
+      // an input the output does not depend on (the attention weights do not read value or out_proj): a constant
+      // (a bundle refuses a feed its program does not read); its zero gradient is test_autodiff's
+      if (grad && std::none_of(g.begin(), g.end(), [](float v) { return v != 0.f; })) {
+        ins.push_back(constant(t.shape, t.floats()));
+        continue;
+      }
+      ins.push_back(s.in(fmt::format("c{}_{}", c, ij.at("name").get<std::string>()), t.shape, t.floats(),
+                         is_int ? DType::i32 : DType::f32));
+      if (!grad) continue;
+      wrt.push_back(ins.back());
+      want_grads.push_back(std::move(g));
+    }
+    const Tensor out = golden::build_op(cj.at("op"), cj.at("attrs"), ins);
+    s.add_golden(cj.at("name").get<std::string>(), out, wrt, golden::tensor(cj.at("R")).floats(),
+                 golden::tensor(cj.at("output")).floats(), std::move(want_grads), kReduce);
+    ++c;
+  }
+}
+
+inline void layers_cases(Suite& s) { layers_cases_of(s, {}); }
+
+/// A subset of the layers' golden cases for headless Chromium, where every kernel is a WebGL2 shader compiled by
+/// SwiftShader (the whole list took 51 s of a browser run here, this one a fraction): LayerNorm over one and two
+/// dimensions, RMSNorm, causal self-attention, cross-attention with key padding and its averaged weights, and a
+/// pre-norm TransformerEncoderLayer with key padding. The whole list runs on WebGPU in Node (test_webgpu_ops).
+inline void layers_browser_cases(Suite& s) {
+  layers_cases_of(s, {"layer_norm_4x8", "layer_norm_2x3x5_last2", "rms_norm_4x8", "attention_self_causal_2x6x8_h2",
+                      "attention_key_padding_2x3_2x5_e6_h3", "attention_weights_averaged",
+                      "transformer_encoder_layer_pre_norm_gelu_key_padding"});
+}
+
 inline void conv_cases(Suite& s) {
   Tensor x = s.in("x", {2, 3, 9, 11}, uniform(594, 61, -1, 1));
   Tensor w = s.in("w", {5, 3, 3, 3}, uniform(135, 62, -0.5, 0.5));
   Tensor bias = s.in("bias", {5}, uniform(5, 63, -0.5, 0.5));
   Tensor w1 = s.in("w1", {4, 3, 1, 1}, uniform(12, 64, -0.5, 0.5));
+  Tensor wt = s.in("wt", {3, 4, 3, 3}, uniform(108, 168, -0.5, 0.5));  // conv_transpose2d: (C_in, C_out, KH, KW)
+  Tensor bt = s.in("bt", {4}, uniform(4, 169, -0.5, 0.5));
   Tensor w25 = s.in("w25", {2, 3, 2, 5}, uniform(60, 65, -0.5, 0.5));
   Tensor xd = s.in("xd", {2, 3, 9, 11}, distinct(594, 66));   // no ties for max pooling
   Tensor xt = s.in("xt", {1, 2, 7, 5}, coarse(70, 67));        // ties: the first maximum gets the gradient
@@ -480,6 +625,43 @@ inline void conv_cases(Suite& s) {
   s.add("conv2d stride (2,1) padding (0,2) dilation (1,2)",
         conv2d(x, w, Tensor(), {.stride = {2, 1}, .padding = {0, 2}, .dilation = {1, 2}}), {x, w}, kReduce);
   s.add("conv2d 1x1", conv2d(x, w1), {x, w1}, kReduce);
+  s.add("conv_transpose2d stride 2 padding 1 output_padding 1 + bias (the adjoint of conv2d)",
+        conv_transpose2d(x, wt, bt, {.stride = {2, 2}, .padding = {1, 1}, .output_padding = {1, 1}}), {x, wt, bt},
+        kReduce);
+  s.add("conv_transpose2d stride (1,3) dilation 2 padding (2,0) + relu",
+        relu(conv_transpose2d(x, wt, Tensor(), {.stride = {1, 3}, .padding = {2, 0}, .dilation = {2, 2}})), {x, wt},
+        kReduce);
+  s.add("upsample_nearest2d x2 then conv2d (a decoder's block)", conv2d(upsample_nearest2d(x, 2, 2), w, bias),
+        {x, w, bias}, kReduce);
+  s.add("upsample_nearest2d (3, 1)", upsample_nearest2d(x, 3, 1), {x}, kReduce);
+  // grouped and depthwise convolutions (groups), conv_transpose2d with groups, bilinear interpolation
+  Tensor x4c = s.in("x4c", {2, 4, 7, 6}, uniform(336, 901, -1, 1));
+  Tensor wg = s.in("wg", {6, 2, 3, 3}, uniform(108, 902, -0.5, 0.5));   // groups 2: (O, C/2, KH, KW)
+  Tensor bg = s.in("bg", {6}, uniform(6, 903, -0.5, 0.5));
+  Tensor wdw = s.in("wdw", {3, 1, 3, 3}, uniform(27, 904, -0.5, 0.5));  // depthwise on x's 3 channels
+  Tensor wdm = s.in("wdm", {6, 1, 2, 3}, uniform(36, 905, -0.5, 0.5));  // depthwise, channel multiplier 2
+  Tensor wtg = s.in("wtg", {4, 3, 3, 3}, uniform(108, 906, -0.5, 0.5)); // conv_transpose2d groups 2: 6 out
+  s.add("conv2d groups 2 padding 1 + bias", conv2d(x4c, wg, bg, {.padding = {1, 1}, .groups = 2}), {x4c, wg, bg},
+        kReduce);
+  s.add("conv2d depthwise stride 2 padding 1 dilation (1,2)",
+        conv2d(x, wdw, Tensor(), {.stride = {2, 2}, .padding = {1, 1}, .dilation = {1, 2}, .groups = 3}), {x, wdw},
+        kReduce);
+  s.add("conv2d depthwise channel multiplier 2 + relu",
+        relu(conv2d(x, wdm, Tensor(), {.padding = {0, 1}, .groups = 3})), {x, wdm}, kReduce);
+  s.add("conv2d groups 2 then depthwise (a separable block)",
+        conv2d(conv2d(x4c, wg, Tensor(), {.groups = 2}), wdm, Tensor(), {.padding = {1, 1}, .groups = 6}),
+        {x4c, wg, wdm}, kReduce);
+  s.add("conv_transpose2d groups 2 stride 2 padding 1 output_padding 1",
+        conv_transpose2d(x4c, wtg, Tensor(), {.stride = {2, 2}, .padding = {1, 1}, .output_padding = {1, 1},
+                                              .groups = 2}), {x4c, wtg}, kReduce);
+  s.add("upsample_bilinear2d size (13, 17)", upsample_bilinear2d(x, {.size = {{13, 17}}}), {x}, kReduce);
+  s.add("upsample_bilinear2d scale (1.5, 2.5) align_corners",
+        upsample_bilinear2d(x, {.scale_factor = {{1.5, 2.5}}, .align_corners = true}), {x}, kReduce);
+  s.add("upsample_bilinear2d down to (4, 5)", upsample_bilinear2d(x4c, {.size = {{4, 5}}}), {x4c}, kReduce);
+  s.add("upsample_bilinear2d x2 then conv2d (a decoder's block)",
+        conv2d(upsample_bilinear2d(x, {.scale_factor = {{2.0, 2.0}}}), w, bias, {.padding = {1, 1}}), {x, w, bias},
+        kReduce);
+
   s.add("conv2d 2x5 stride 3 padding (1,2) + relu", relu(conv2d(x, w25, Tensor(), {.stride = {3, 3}, .padding = {1, 2}})),
         {x, w25}, kReduce);
   s.add("conv2d default + bias", conv2d(x, w, bias), {x, w, bias}, kReduce);
@@ -589,6 +771,75 @@ inline void math_cases(Suite& s) {
   s.add("std axis 1 biased", sg::std(z, {1}, false), {z}, kReduce);
   s.add("layer-norm-like (x - mean) / sqrt(var + eps)",
         (z - mean(z, {1}, true)) * rsqrt(var(z, {1}, false, true) + 1e-5), {z}, kReduce);
+}
+
+/// Random numbers inside kernels (issue 36): random_uniform, bernoulli and dropout with a fed step, alone (odd
+/// shapes, a 0-d tensor, the largest step 2^24 and a 64-bit seed, 19200 elements: rows wrap on narrow textures), in
+/// consumers (a map, a reduction, a matmul's epilogue and prologue, a transpose) and with their gradients: the same
+/// bits as the CPU reference on every backend (exact, except where a sum or matmul adds up in another order).
+inline void random_cases(Suite& s) {
+  const Shape sh = {3, 7, 13};
+  const int64_t n = sg::numel(sh);
+  Tensor step = s.in("step", {}, {3.f});
+  Tensor last = s.in("last step", {1}, {16777216.f});  // 2^24
+  Tensor x = s.in("x", sh, signed_away(n, 171, 0.1, 2));
+  Tensor p = s.in("p", sh, uniform(n, 172, 0, 1));
+  Tensor a = s.in("a", {9, 13}, uniform(117, 173, -1, 1));
+  Tensor w = s.in("w", {13, 11}, uniform(143, 174, -1, 1));
+  Tensor b = s.in("b", {11}, uniform(11, 175, -1, 1));
+  s.output("random_uniform 3x7x13", random_uniform(sh, 1234, step, 0), kExact);
+  s.output("random_uniform 5 at step 2^24, seed 2^64 - 1, stream 2^32 - 1",
+           random_uniform({5}, 0xFFFFFFFFFFFFFFFFull, last, 0xFFFFFFFFu), kExact);
+  s.output("random_uniform 0-d", random_uniform({}, 5, step, 2), kExact);
+  s.output("random_uniform 64x300", random_uniform({64, 300}, 77, step, 1), kExact);
+  s.add("random_uniform * x", random_uniform(sh, 9, step, 3) * x, {x}, kExact);
+  s.add("sum over axis 1 of random_uniform * x", sum(random_uniform(sh, 9, step, 4) * x, {1}), {x}, kReduce);
+  s.add("sum over axis 2 of random_uniform 3x7x64 (a reduction of 64)", sum(random_uniform({3, 7, 64}, 10, step, 0), {2}),
+        {}, kReduce);
+  s.output("bernoulli(p)", bernoulli(p, 11, step), kExact);
+  s.add("dropout p 0.3", dropout(x, 0.3, 21, step), {x}, kExact);
+  s.add("dropout p 0.9 of a transpose", dropout(transpose(x, 0, 2), 0.9, 24, step), {x}, kExact);
+  s.add("dropout p 0.5 of matmul + bias (epilogue)", dropout(matmul(a, w) + b, 0.5, 22, step), {a, w, b}, kReduce);
+  s.add("matmul of dropout p 0.2 (prologue)", matmul(dropout(a, 0.2, 23, step), w), {a, w}, kReduce);
+  s.add("two dropouts of one seed (two streams)", dropout(x, 0.5, 26, step) - dropout(x, 0.5, 26, step) * 0.5, {x},
+        kElem);
+  // dropout at torch's sites inside the layers: the attention weights (after the softmax, before the product with
+  // v; need_weights returns them after dropout), a TransformerEncoderLayer's four sites (self_attn, dropout,
+  // dropout1, dropout2) and the dropout between an LSTM's and a GRU's layers; the layers' masks take their State
+  // step counters (0 in this one run), the functional's the fed step
+  Tensor q = s.in("q", {2, 5, 8}, uniform(80, 176, -1, 1));
+  Tensor kv = s.in("kv", {2, 7, 8}, uniform(112, 177, -1, 1));
+  Tensor w_in = s.in("w_in", {24, 8}, uniform(192, 178, -0.5, 0.5));
+  Tensor b_in = s.in("b_in", {24}, uniform(24, 179, -0.2, 0.2));
+  Tensor w_out = s.in("w_out", {8, 8}, uniform(64, 180, -0.5, 0.5));
+  Tensor b_out = s.in("b_out", {8}, uniform(8, 181, -0.2, 0.2));
+  nn::AttentionOptions causal;
+  causal.is_causal = true;
+  s.add("multi_head_attention causal self-attention with dropout p 0.3 on the weights",
+        nn::multi_head_attention_forward(q, q, q, 2, w_in, b_in, w_out, b_out, causal, true,
+                                         {.p = 0.3, .seed = 31, .step = step})
+            .output,
+        {q, w_in, b_in, w_out}, kReduce);
+  nn::AttentionOptions per_head;
+  per_head.need_weights = true;
+  per_head.average_attn_weights = false;
+  s.add("multi_head_attention cross-attention weights per head after dropout p 0.5",
+        nn::multi_head_attention_forward(q, kv, kv, 2, w_in, b_in, w_out, b_out, per_head, true,
+                                         {.p = 0.5, .seed = 32, .step = step})
+            .weights,
+        {q, kv}, kReduce);
+  {
+    nn::Rng rng(33);
+    nn::TransformerEncoderLayer layer(8, 2, 16, 0.25, "gelu", 1e-5, true, true);
+    layer.build("random_cases.encoder.", rng);
+    s.add("TransformerEncoderLayer pre-norm gelu with dropout 0.25 at its four sites", layer(q), {q}, kReduce);
+    nn::LSTM lstm(8, 6, 2, true, true, 0.5);
+    lstm.build("random_cases.lstm.", rng);
+    s.add("LSTM of 2 layers with dropout 0.5 between them", lstm(q), {q}, kReduce);
+    nn::GRU gru(8, 6, 3, true, false, 0.3);
+    gru.build("random_cases.gru.", rng);
+    s.add("GRU of 3 layers with dropout 0.3 between them, h_n", gru.forward_state(kv).h_n, {kv}, kReduce);
+  }
 }
 
 inline void large_cases(Suite& s) {
@@ -748,6 +999,21 @@ inline void check_edge_cases(const std::vector<BackendOptions>& targets) {
     ::sg::op_cases::movement_cases(s); \
     s.check(TARGETS); \
   } \
+  TEST_CASE(NAME " gather and take (torch.gather, index_select, embedding lookup) and their scatter-add gradients equal the CPU backend", TAG) { \
+    ::sg::op_cases::Suite s; \
+    ::sg::op_cases::gather_cases(s); \
+    s.check(TARGETS); \
+  } \
+  TEST_CASE(NAME " index masks and flip (iota, arange, tril, triu, flip) and their gradients equal the CPU backend", TAG) { \
+    ::sg::op_cases::Suite s; \
+    ::sg::op_cases::masks_cases(s); \
+    s.check(TARGETS); \
+  } \
+  TEST_CASE(NAME " layers (layer_norm, rms_norm, attention) forward and backward equal torch's goldens and the CPU backend", TAG) { \
+    ::sg::op_cases::Suite s; \
+    ::sg::op_cases::layers_cases(s); \
+    s.check(TARGETS); \
+  } \
   TEST_CASE(NAME " conv2d (stride, padding, dilation, bias) and pools equal the CPU backend", TAG) { \
     ::sg::op_cases::Suite s; \
     ::sg::op_cases::conv_cases(s); \
@@ -761,6 +1027,11 @@ inline void check_edge_cases(const std::vector<BackendOptions>& targets) {
   TEST_CASE(NAME " erf, erfc, gelu and gelu tanh (alone, in a map, as a matmul epilogue), logsumexp, var and std and their gradients equal the CPU backend", TAG) { \
     ::sg::op_cases::Suite s; \
     ::sg::op_cases::math_cases(s); \
+    s.check(TARGETS); \
+  } \
+  TEST_CASE(NAME " random_uniform, bernoulli and dropout (alone, fused into maps, reductions and matmuls) and dropout's gradients equal the CPU backend bit for bit", TAG) { \
+    ::sg::op_cases::Suite s; \
+    ::sg::op_cases::random_cases(s); \
     s.check(TARGETS); \
   } \
   TEST_CASE(NAME " ops on a tensor of more than 16384 texels (rows wrap at every width) equal the CPU backend", TAG) { \

@@ -7,7 +7,9 @@
 //  - a kernel writing four State updates (BatchNorm-style running statistics);
 //  - a LayerNorm train step (Adam's update reads more than 8 storage buffers' worth of values);
 //  - a tanh RNN unrolled over 64 steps (the weight's gradient sums 64 per-step terms);
-//  - torch-style global-norm gradient clipping of a 6-layer MLP (one norm over every gradient).
+//  - torch-style global-norm gradient clipping of a 6-layer MLP (one norm over every gradient);
+//  - nn::Linear, nn::LayerNorm, GELU, nn::Linear, nn::RMSNorm with Adam (issue 36's layers as a user writes them;
+//    its bundle is also exported with every webgpu plan for the core and compatibility limits, no kernel refused).
 // Tolerance: |gpu - cpu| <= 1e-5 + 1e-4 |cpu| (f32 kernels against the f64 reference, a few steps).
 // The same models exported as bundles (webgl2 and the webgpu cpu plan) run their three steps in headless Chromium
 // (SwiftShader) through the bundle's runtime; runChecks compares every step's outputs and the persistent values
@@ -24,6 +26,7 @@
 #include <random>
 #include <sstream>
 
+#include "sg/nn.h"
 #include "sg/sg.h"
 #include "sg/web_export.h"
 #include "test_util.h"
@@ -98,7 +101,7 @@ Model four_states() {
   return m;
 }
 
-Model layer_norm() {
+Model layer_norm_model() {
   Model m;
   Tensor x = input("x", {8, 16});
   Tensor gamma = param("gamma", {16}, uniform(16, 20, 0.5, 1.5)), beta = param("beta", {16}, uniform(16, 21));
@@ -110,6 +113,23 @@ Model layer_norm() {
   m.keep.push_back(make_adam({.lr = 0.01}));
   m.program = train(mean(y * y), {gamma, beta, w}, *m.keep.back());
   m.feeds = {{"x", uniform(128, 23)}};
+  return m;
+}
+
+/// nn::Linear -> nn::LayerNorm -> GELU -> nn::Linear -> nn::RMSNorm with mse_loss and Adam: the layers as a user
+/// writes them (issue 36), exported and trained on WebGPU and WebGL2 like the hand-written layer_norm above.
+Model nn_norm() {
+  Model m;
+  static std::vector<std::unique_ptr<nn::Sequential>> nets;  // parameters outlive the program's construction
+  nn::Rng rng(24);
+  nets.push_back(std::make_unique<nn::Sequential>());
+  nn::Sequential& net = *nets.back();
+  net.add<nn::Linear>(16, 12).add<nn::LayerNorm>(12).add<nn::GELU>().add<nn::Linear>(12, 4).add<nn::RMSNorm>(4);
+  net.build(rng);
+  Tensor x = input("x", {8, 16}), target = input("target", {8, 4});
+  m.keep.push_back(make_adam({.lr = 0.01}));
+  m.program = train(mse_loss(net(x), target), net.parameters(), *m.keep.back());
+  m.feeds = {{"x", uniform(128, 25)}, {"target", uniform(32, 26)}};
   return m;
 }
 
@@ -213,7 +233,30 @@ TEST_CASE("bindings: four State updates of one domain (running statistics) equal
 }
 
 TEST_CASE("bindings: a layer_norm train step with Adam equals the CPU backend", "[bindings][gles][vulkan]") {
-  check_on_every_backend(layer_norm);
+  check_on_every_backend(layer_norm_model);
+}
+
+TEST_CASE("bindings: an nn::LayerNorm and nn::RMSNorm train step with Adam equals the CPU backend",
+          "[bindings][gles][vulkan][layer_norm]") {
+  check_on_every_backend(nn_norm);
+}
+
+TEST_CASE("bindings: an nn::LayerNorm train step exports for WebGPU (gpu, cpu, cpu-subgroups plans, core and "
+          "compatibility limits) and WebGL2 without refusing a kernel", "[bindings][web][layer_norm]") {
+  sg::testing::TempDir root("sg_bindings_norm");
+  for (const char* preset : {"webgpu", "webgpu-compat"}) {
+    INFO("preset " << preset);
+    const Model m = nn_norm();
+    sg::web::BundleSpec spec;
+    spec.model = "nn_norm";
+    spec.programs.push_back({"train", m.program});
+    sg::web::BundleTargets t;  // the defaults: webgpu (gpu, cpu, cpu-subgroups plans) and webgl2
+    t.webgpu_target.preset = preset;
+    REQUIRE_NOTHROW(sg::web::write_bundle(spec, t, (root.path / preset).string()));
+    const nlohmann::json b = nlohmann::json::parse(sg::testing::read_file((root.path / preset / "bundle.json").string()));
+    CHECK(b["webgpu"]["plans"].size() == 3);
+    CHECK(b["programs"]["train"]["webgpu"]["kernels"].size() > 0);
+  }
 }
 
 TEST_CASE("bindings: a tanh RNN unrolled over 64 steps trains equal to the CPU backend", "[bindings][gles][vulkan]") {
@@ -230,14 +273,16 @@ namespace {
 const std::vector<std::pair<const char*, std::function<Model()>>>& models_list() {
   static const std::vector<std::pair<const char*, std::function<Model()>>> list = {
       {"row_and_vector", row_and_vector}, {"one_element", one_element}, {"four_states", four_states},
-      {"layer_norm", layer_norm},         {"rnn64", [] { return rnn(64); }}, {"clip_mlp6", [] { return clipped_mlp(6); }}};
+      {"layer_norm", layer_norm_model},       {"rnn64", [] { return rnn(64); }}, {"clip_mlp6", [] { return clipped_mlp(6); }},
+      {"nn_norm", nn_norm}};
   return list;
 }
 
 }  // namespace
 
-TEST_CASE("bindings in Chromium: the same six train steps on WebGL2 and WebGPU equal the CPU reference",
-          "[bindings][web][webgl2][webgpu]") {
+TEST_CASE("bindings in Chromium: the same seven train steps (layer_norm and nn::LayerNorm among them) on WebGL2 and WebGPU "
+          "equal the CPU reference",
+          "[bindings][web][webgl2][webgpu][browser]") {
   const std::string tests = sg::testing::browser_tests_dir();
   sg::testing::TempDir root("sg_bindings_web");
   std::string tasks;

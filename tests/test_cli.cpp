@@ -28,6 +28,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "sg/autodiff.h"
 #include "sg/backend.h"
 #include "sg/compress.h"
 #include "sg/image.h"
@@ -80,10 +81,11 @@ Proc cli(const std::string& args) { return run(SG_CLI, args); }
 
 using sg::testing::read_file;
 
-/// "epoch 1/2: train loss 2.3017, test accuracy 0.0916" lines of a training log (timings cut off).
+/// "epoch 1/2: train loss 2.3017, test accuracy 0.0916" lines of a training log (timings cut off; with a schedule or
+/// clipping ", lr 0.0094, grad norm 0.5641" before the accuracy).
 std::vector<std::string> epoch_lines(const std::string& log) {
   std::vector<std::string> r;
-  std::regex re(R"(epoch \d+/\d+: train loss [0-9.]+, test accuracy [0-9.]+)");
+  std::regex re(R"(epoch \d+/\d+: train loss [0-9.]+(?:, (?:lr|grad norm) [0-9.e+-]+)*, test accuracy [0-9.]+)");
   for (auto it = std::sregex_iterator(log.begin(), log.end(), re); it != std::sregex_iterator(); ++it)
     r.push_back(it->str());
   return r;
@@ -133,7 +135,8 @@ TEST_CASE("cli: bad options fail with a clear message and a non-zero exit code",
   struct Case {
     std::string args, expect;
   };
-  for (const Case& c : std::vector<Case>{{"train --model resnet", "--model"},
+  for (const Case& c : std::vector<Case>{{"train --model vgg", "--model"},
+                                         {"export --model resnet --out x", "--model"},  // not exported yet
                                          {"train --dataset cifar", "--dataset"},
                                          {"train --epochs 0", "--epochs"},
                                          {"train --epochs -3", "--epochs"},
@@ -633,6 +636,8 @@ TEST_CASE("cli: --version, defaults in --help, one set of models and backends in
     INFO(sub);
     CHECK_THAT(cli(fmt::format("{} --help", sub)).out, Contains("mlp | cnn | cnn-large | cnn5"));
   }
+  for (const char* sub : {"train", "dump", "debug"})
+    CHECK_THAT(cli(fmt::format("{} --help", sub)).out, Contains("cnn5 | resnet"));
   // the choices added to dump and debug run (dump --model cnn5 on its 128x128 shapes; debug on gles-compute)
   TempDir d;
   Proc dump = cli(fmt::format("dump --model cnn5 --target wgsl --out {}", d / "cnn5"));
@@ -731,4 +736,63 @@ TEST_CASE("cli: an on/off environment variable with another value is an error na
   INFO(p.out);
   CHECK(p.rc == 1);
   CHECK_THAT(p.out, Contains("SG_AUTOTUNE='banana'"));
+}
+
+TEST_CASE("cli: train --optimizer adamw --clip-grad-norm --lr-schedule (adamw, clip, lr_schedule): the step's lr and the "
+          "gradient norm in the epoch lines and the metrics", "[cli][adamw][clip][lr_schedule]") {
+  TempDir d;
+  // digits, 256 samples, batch 64: 4 steps per epoch, 8 in all
+  const std::string one = "train --backend cpu --dataset digits --model mlp --batch 64 --train-limit 256 "
+                          "--test-limit 64 --lr 0.01 ",
+                    base = one + "--epochs 2 ";
+  const std::string metrics = d / "m.json";
+  Proc a = cli(base + "--optimizer adamw --clip-grad-norm 0.5 --lr-schedule warmup-cosine --warmup-steps 2 "
+                      "--min-lr 0.001 --metrics " + metrics);
+  INFO(a.out);
+  REQUIRE(a.rc == 0);
+  CHECK_THAT(a.out, Contains("AdamW(lr=0.01, betas=(0.9, 0.999), eps=1e-08, weight_decay=0.01, "
+                             "schedule=warmup_cosine(warmup_steps=2, total_steps=8, min_lr=0.001))"));
+  const sg::LRSchedule wc = sg::LRSchedule::warmup_cosine(2, 8, 0.001);
+  auto j = nlohmann::json::parse(read_file(metrics));
+  REQUIRE(j.at("history").size() == 2);
+  auto lines = epoch_lines(a.out);
+  REQUIRE(lines.size() == 2);
+  for (int e = 0; e < 2; ++e) {
+    INFO("epoch " << e + 1);
+    const nlohmann::json& h = j.at("history")[e];
+    const double want = wc.at(0.01, 4 * e + 3);  // the epoch's last step: t = 3, 7
+    CHECK(h.at("lr").get<double>() == Approx(want).epsilon(1e-6));
+    CHECK(h.at("grad_norm").get<double>() > 0);
+    CHECK_THAT(lines[e], Contains(fmt::format(", lr {:.4g}, grad norm {:.4g}, test accuracy", h.at("lr").get<double>(),
+                                              h.at("grad_norm").get<double>())));
+  }
+  // StepLR every epoch (the default step size): 0.01, then 0.005
+  Proc s = cli(base + "--optimizer momentum --lr-schedule step --lr-gamma 0.5");
+  INFO(s.out);
+  REQUIRE(s.rc == 0);
+  CHECK_THAT(s.out, Contains("schedule=StepLR(step_size=4, gamma=0.5)"));
+  lines = epoch_lines(s.out);
+  REQUIRE(lines.size() == 2);
+  CHECK_THAT(lines[0], Contains(", lr 0.01, test accuracy"));
+  CHECK_THAT(lines[1], Contains(", lr 0.005, test accuracy"));
+  // without a schedule or clipping the epoch line is as before
+  Proc plain = cli(one + "--optimizer adamw --epochs 1");
+  INFO(plain.out);
+  REQUIRE(plain.rc == 0);
+  CHECK(std::regex_search(plain.out, std::regex(R"(epoch 1/1: train loss [0-9.]+, test accuracy)")));
+  // errors, before any training
+  for (const auto& [args, expect] : std::vector<std::pair<std::string, std::string>>{
+           {"--lr-schedule warmup-cosine --warmup-steps 100", "--warmup-steps 100 exceeds the run's 8 steps"},
+           {"--lr-schedule linear", "--lr-schedule"},
+           {"--clip-grad-norm -1", "--clip-grad-norm"},
+           {"--optimizer lamb", "--optimizer"}}) {
+    INFO(args);
+    Proc p = cli(base + args);
+    INFO(p.out);
+    CHECK(p.rc != 0);
+    CHECK_THAT(p.out, Contains(expect));
+    CHECK(p.out.find("epoch 1/") == std::string::npos);
+  }
+  Proc h = cli("train --help");
+  CHECK_THAT(h.out, Contains("sgd | momentum | adam | adamw") && Contains("constant | step | warmup-cosine"));
 }

@@ -235,8 +235,9 @@ TEST_CASE("train: invalid configurations are refused with a message naming the o
   c.lr = -1;
   CHECK_THROWS_WITH(sg::train::run(c, log), Contains("--lr"));
   c = digits_cnn("cpu");
-  c.model = "resnet";
+  c.model = "vgg";  // ("resnet" was the unknown name here before it became a model)
   CHECK_THROWS_AS(sg::train::run(c, log), sg::ValueError);
+  CHECK_THROWS_WITH(sg::train::run(c, log), Contains("unknown model 'vgg'") && Contains("resnet"));
   CHECK_THROWS_WITH(sg::train::load_split("cifar"), Contains("cifar"));
 }
 

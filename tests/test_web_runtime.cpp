@@ -68,9 +68,132 @@ const sg::io::NamedTensor& tensor(const sg::io::SafetensorsFile& f, const std::s
 /// then the normalisation (exp(x - max) / sum) per element.
 constexpr int kSoftmaxKernels = 2;
 
+/// Judges a `check:NAME:...` task of web_runtime_check.mjs (results `r`) for bundle ROOT/NAME: ran on `backend`, every
+/// run's outputs and every persistent value at the end equal the native CPU backend's (bundle checks).
+json check_bundle_report(const fs::path& root, const json& r, const std::string& name, const std::string& task,
+                         const std::string& backend) {
+  sg::io::SafetensorsFile e = sg::io::load_safetensors((root / name / "expected.safetensors").string());
+  const json b = read_json(root / name / "bundle.json");
+  const json& t = r[task];
+  INFO(task << ": " << t.dump().substr(0, 3000));
+  REQUIRE(t["ok"] == true);
+  const json& rep = t["report"];
+  CHECK(rep["backend"] == backend);
+  CHECK(rep["ok"] == true);
+  if (rep.contains("concurrent")) CHECK(rep["concurrent"]["ok"] == true);  // overlapping run()s are serialised
+  REQUIRE(rep["runs"].size() == b["checks"]["runs"].size());
+  for (size_t i = 0; i < rep["runs"].size(); ++i) {
+    const json& want = b["checks"]["runs"][i];
+    for (auto& [oname, o] : rep["runs"][i]["outputs"].items()) {
+      INFO("run " << i << " output " << oname);
+      CHECK(o["max_rel"].get<double>() <= 1e-4);
+      if (o["n"] == 1)  // scalars (the losses), against the file the CPU backend wrote
+        CHECK(o["actual"][0].get<double>() ==
+              Approx(tensor(e, want["outputs"][oname]["tensor"]).data[0]).epsilon(1e-4));
+    }
+  }
+  CHECK(rep["persistent"].size() == b["persistent"].size());
+  for (auto& [pname, p] : rep["persistent"].items()) {
+    INFO("persistent " << pname);
+    CHECK(p["norm_rel"].get<double>() <= 1e-4);
+  }
+  return rep;
+}
+
+/// A model with BatchNorm2d, Dropout and BatchNorm1d layers (issue 36): program "train" (SGD with momentum; the running
+/// statistics, num_batches_tracked and the dropout's step counter are State updates of the same step, the dropout
+/// mask a new one each step) and "eval" (the running statistics read, dropout the identity), checks train, train,
+/// train, eval: the eval run and the persistent values compare what the page's steps left in the running statistics
+/// and the step counter with the CPU backend's.
+void write_batch_norm_bundle(const fs::path& dir) {
+  sg::nn::Sequential m;
+  // a nonlinearity between each layer and its BatchNorm: a bias right before BatchNorm gets an exactly-zero gradient
+  // (the normalisation removes it), whose rounding noise no relative tolerance can judge
+  m.add<sg::nn::Conv2d>(2, 4, 3, 1, 1).add<sg::nn::ReLU>().add<sg::nn::BatchNorm2d>(4).add<sg::nn::Flatten>();
+  m.add<sg::nn::Linear>(4 * 6 * 6, 8).add<sg::nn::Tanh>().add<sg::nn::Dropout>(0.25).add<sg::nn::BatchNorm1d>(8);
+  m.add<sg::nn::Linear>(8, 3);
+  sg::nn::Rng rng(21);
+  m.build(rng);
+  sg::Tensor x = sg::input("x", {6, 2, 6, 6}), labels = sg::input("labels", {6}, sg::DType::i32);
+  auto opt = sg::make_sgd({.lr = 0.1, .momentum = 0.9});
+  sg::web::BundleSpec spec;
+  spec.model = "BatchNorm2d + Dropout + BatchNorm1d";
+  spec.programs.push_back({"train", sg::make_train_step(sg::cross_entropy(m(x), labels), m.parameters(), *opt)});
+  m.eval();
+  sg::Program eval;
+  eval.add_output("logits", m(x));
+  spec.programs.push_back({"eval", std::move(eval)});
+  const std::vector<float> lab = {0, 2, 1, 1, 0, 2};
+  for (uint32_t s = 0; s < 3; ++s)
+    spec.checks.push_back({"train", {{"x", sg::testing::randn(6 * 2 * 6 * 6, 60 + s)}, {"labels", lab}}});
+  spec.checks.push_back({"eval", {{"x", sg::testing::randn(6 * 2 * 6 * 6, 70)}}});
+  sg::web::write_bundle(spec, {}, dir.string());
+}
+
+/// An LSTM (2 layers, batch_first) feeding a GRU, the last step's hidden state classified by a Linear: program
+/// "train" (Adam), checks train x3 (the losses, then every parameter and optimizer moment, equal the CPU backend's).
+void write_rnn_bundle(const fs::path& dir) {
+  sg::nn::LSTM lstm(3, 5, 2, true, true);
+  sg::nn::GRU gru(5, 4, 1, true, true);
+  sg::nn::Linear head(4, 3);
+  sg::nn::Rng rng(33);
+  lstm.build("lstm.", rng);
+  gru.build("gru.", rng);
+  head.build("head.", rng);
+  sg::Tensor x = sg::input("x", {4, 6, 3}), labels = sg::input("labels", {4}, sg::DType::i32);
+  sg::Tensor h = gru.forward_state(lstm(x)).h_n;  // (1, 4, 4)
+  sg::Tensor loss = sg::cross_entropy(head(sg::reshape(h, {4, 4})), labels);
+  std::vector<sg::Tensor> params;
+  for (const sg::nn::Module* m : {static_cast<sg::nn::Module*>(&lstm), static_cast<sg::nn::Module*>(&gru),
+                                  static_cast<sg::nn::Module*>(&head)})
+    for (auto& p : m->parameters()) params.push_back(p);
+  auto opt = sg::make_adam({.lr = 0.01});
+  sg::web::BundleSpec spec;
+  spec.model = "LSTM + GRU";
+  spec.programs.push_back({"train", sg::make_train_step(loss, params, *opt)});
+  for (uint32_t s = 0; s < 3; ++s)
+    spec.checks.push_back({"train", {{"x", sg::testing::randn(4 * 6 * 3, 80 + s)}, {"labels", {0, 2, 1, 2}}}});
+  sg::web::write_bundle(spec, {}, dir.string());
+}
+
 /// The seed 004 operator set (WGSL operator-set article: ReLU, Softmax, MaxPool, Conv2d, Conv2dBiasReLU as one
 /// kernel, Flatten as a view with no kernel, Dense) as one bundle, a program per op with one check run each.
 /// Asserts the kernels of each program's webgpu plan and returns them (program -> kernel count).
+/// The AdamW + global-norm clipping + warmup-cosine run of tests/golden/optim.json (issue 36) as a bundle: program
+/// "train" (outputs loss, grad_norm, lr; the step counter, moments and parameters are persistent) from the golden's
+/// initial weights, checks = its first 3 steps on the golden's batch. Returns the golden run.
+sg::golden::json write_optim_bundle(const fs::path& dir) {
+  const sg::golden::json j = sg::golden::load("optim.json");
+  sg::golden::json run;
+  for (const auto& r : j.at("runs"))
+    if (r.at("name") == "adamw_clip_lr_schedule") run = r;
+  REQUIRE(!run.is_null());
+  sg::Tensor x = sg::input("x", {12, 6}), labels = sg::input("labels", {12}, sg::DType::i32);
+  std::vector<sg::Tensor> ps;
+  for (const char* n : {"0.weight", "0.bias", "2.weight", "2.bias"}) {
+    const sg::golden::GTensor t = sg::golden::tensor(j.at("init").at(n));
+    ps.push_back(sg::param(n, t.shape, t.floats()));
+  }
+  sg::Tensor h = sg::tanh(sg::matmul(x, sg::transpose(ps[0])) + ps[1]);
+  sg::Tensor loss = sg::cross_entropy(sg::matmul(h, sg::transpose(ps[2])) + ps[3], labels);
+  const auto& o = run.at("options");
+  const auto& s = run.at("schedule");
+  auto opt = sg::make_adamw({.lr = o.at("lr"), .weight_decay = o.at("weight_decay"),
+                             .schedule = sg::LRSchedule::warmup_cosine(s.at("warmup_steps"), s.at("total_steps"),
+                                                                       s.at("min_lr"))});
+  sg::web::BundleSpec spec;
+  spec.model = "MLP 6-8-5, AdamW + clip_grad_norm + warmup-cosine (tests/golden/optim.json)";
+  spec.programs.push_back({"train", sg::make_train_step(loss, ps, *opt,
+                                                        sg::TrainStepOptions{.clip_grad_norm = run.at("clip").at("max_norm"),
+                                                                             .output_grad_norm = true,
+                                                                             .output_lr = true})});
+  for (int step = 0; step < 3; ++step)
+    spec.checks.push_back({"train", {{"x", sg::golden::tensor(j.at("x")).floats()},
+                                     {"labels", sg::golden::tensor(j.at("labels")).floats()}}});
+  sg::web::write_bundle(spec, {}, dir.string());
+  return run;
+}
+
 std::map<std::string, int> write_seed004_bundle(const fs::path& dir) {
   sg::web::BundleSpec spec;
   spec.model = "seed 004 operator set";
@@ -561,6 +684,7 @@ TEST_CASE("web bundles run in headless Chromium on WebGPU and WebGL2 like the na
     pb_features = pb["features"].dump();
   }
   const std::map<std::string, int> seed004_kernels = write_seed004_bundle(root / "seed004");
+  const sg::golden::json optim_run = write_optim_bundle(root / "optim");
   CHECK_THAT(read_json(root.path / "mlp8/bundle.json")["features"].dump(), Contains("union_domains"));
   // column planes: the planes bundle (a program output). The MLP's train step no longer has any since its Adam
   // update of W1 reads the two hoisted bias corrections (schedule rule scalar-hoist): with dW1's 8 planes that
@@ -615,6 +739,7 @@ TEST_CASE("web bundles run in headless Chromium on WebGPU and WebGL2 like the na
     tasks += fmt::format(" check:{0}:main:webgpu check:{0}:worker:webgpu:gpu check:{0}:worker:webgpu:cpu check:{0}:main:webgl2 check:{0}:worker:webgl2", name);
   for (const char* name : {"mlp8", "cnn_linear", "planes", "db1"}) tasks += fmt::format(" check:{0}:main check:{0}:worker", name);
   tasks += " check:cnn:main check:seed004:main:webgpu check:seed004:worker:webgpu check:big_limits:worker";
+  tasks += " check:optim:main:webgpu check:optim:worker:webgl2";
   tasks += " check:bad_version:main check:missing_shader:main:webgl2 check:missing_shader:main:webgpu"
            " check:missing_wgsl:worker:webgpu:gpu check:truncated_weights:worker"
            " check:bad_shader:main:webgl2 check:bad_shader:worker:webgl2 check:bad_wgsl:main:webgpu:gpu"
@@ -641,32 +766,7 @@ TEST_CASE("web bundles run in headless Chromium on WebGPU and WebGL2 like the na
 
   // every check task: equal to the native CPU backend on the backend asked for
   auto check_report = [&](const std::string& name, const std::string& task, const std::string& backend) {
-    sg::io::SafetensorsFile e = sg::io::load_safetensors((root.path / name / "expected.safetensors").string());
-    const json b = read_json(root.path / name / "bundle.json");
-    const json& t = r[task];
-    INFO(task << ": " << t.dump().substr(0, 3000));
-    REQUIRE(t["ok"] == true);
-    const json& rep = t["report"];
-    CHECK(rep["backend"] == backend);
-    CHECK(rep["ok"] == true);
-    if (rep.contains("concurrent")) CHECK(rep["concurrent"]["ok"] == true);  // overlapping run()s are serialised
-    REQUIRE(rep["runs"].size() == b["checks"]["runs"].size());
-    for (size_t i = 0; i < rep["runs"].size(); ++i) {
-      const json& want = b["checks"]["runs"][i];
-      for (auto& [oname, o] : rep["runs"][i]["outputs"].items()) {
-        INFO("run " << i << " output " << oname);
-        CHECK(o["max_rel"].get<double>() <= 1e-4);
-        if (o["n"] == 1)  // scalars (the losses), against the file the CPU backend wrote
-          CHECK(o["actual"][0].get<double>() ==
-                Approx(tensor(e, want["outputs"][oname]["tensor"]).data[0]).epsilon(1e-4));
-      }
-    }
-    CHECK(rep["persistent"].size() == b["persistent"].size());
-    for (auto& [pname, p] : rep["persistent"].items()) {
-      INFO("persistent " << pname);
-      CHECK(p["norm_rel"].get<double>() <= 1e-4);
-    }
-    return rep;
+    return check_bundle_report(root.path, r, name, task, backend);
   };
   // labels that are no class indices of the train program's 10 classes: refused as the native run() refuses them
   // (FeedError naming input, element and value), on both backends, on the main thread and in a Worker; the runtime
@@ -764,6 +864,27 @@ TEST_CASE("web bundles run in headless Chromium on WebGPU and WebGL2 like the na
     }
   }
 
+  {
+    // AdamW + clip_grad_norm + warmup-cosine (issue 36): three train steps in the page equal the CPU backend (outputs
+    // loss, grad_norm, lr; the step counter, moments and parameters), whose values are torch's (tests/golden/optim.json)
+    sg::io::SafetensorsFile e = sg::io::load_safetensors((root.path / "optim" / "expected.safetensors").string());
+    const json b = read_json(root.path / "optim" / "bundle.json");
+    REQUIRE(b["checks"]["runs"].size() == 3);
+    for (size_t i = 0; i < 3; ++i) {
+      const json& want = b["checks"]["runs"][i]["outputs"];
+      const auto& g = optim_run.at("steps")[i];
+      INFO("step " << i);
+      CHECK(tensor(e, want["loss"]["tensor"]).data[0] == Approx(g.at("loss").get<double>()).epsilon(1e-5));
+      CHECK(tensor(e, want["grad_norm"]["tensor"]).data[0] == Approx(g.at("grad_norm").get<double>()).epsilon(1e-5));
+      CHECK(tensor(e, want["lr"]["tensor"]).data[0] == Approx(g.at("lr").get<double>()).epsilon(1e-6));
+    }
+    CHECK(optim_run.at("steps")[0].at("grad_norm").get<double>() > optim_run.at("clip").at("max_norm").get<double>());
+    for (auto [task, backend] : {std::pair{"check:optim:main:webgpu", "webgpu"}, {"check:optim:worker:webgl2", "webgl2"}}) {
+      const json rep = check_report("optim", task, backend);
+      CHECK(rep["persistent"].contains("adamw.step"));
+      CHECK(rep["persistent"].contains("0.weight.exp_avg_sq"));
+    }
+  }
   auto error_of = [&](const std::string& task) {
     const json& t = r[task];
     INFO(task << ": " << t.dump().substr(0, 3000));
@@ -869,5 +990,44 @@ TEST_CASE("web bundles run in headless Chromium on WebGPU and WebGL2 like the na
     INFO(t.dump());
     CHECK(t["name"] == "BackendUnavailableError");
     CHECK_THAT(t["message"].get<std::string>(), Contains("webgpu: the bundle has no webgpu plan"));
+  }
+}
+
+TEST_CASE("layers in the page: batch_norm, dropout, lstm and gru models train in headless Chromium on WebGPU and "
+          "WebGL2 like the native CPU backend", "[web][browser][batch_norm][dropout][lstm][gru]") {
+  const std::string tests = sg::testing::browser_tests_dir();
+  TempDir root("sg_web_layers");
+  write_batch_norm_bundle(root / "batch_norm");
+  write_rnn_bundle(root / "rnn");
+  std::string out;
+  const int rc = shell(fmt::format("node '{}/web_runtime_check.mjs' '{}' check:batch_norm:main:webgpu "
+                                   "check:batch_norm:worker:webgl2 check:rnn:worker:webgpu check:rnn:main:webgl2",
+                                   tests, root.path.string()),
+                       out);
+  const size_t at = out.rfind("{\"results\"");
+  INFO(out.substr(0, 4000));
+  REQUIRE(at != std::string::npos);
+  const json res = json::parse(out.substr(at), nullptr, false);
+  REQUIRE(!res.is_discarded());
+  REQUIRE(rc == 0);
+  const json& r = res["results"];
+  auto check_report = [&](const std::string& name, const std::string& task, const std::string& backend) {
+    return check_bundle_report(root.path, r, name, task, backend);
+  };
+  // BatchNorm layers: three train steps update the running statistics in the page (State updates of the train
+  // program's kernels), the eval run reads them; the Dropout layer draws its masks from the step counter the same
+  // steps increment (a new mask each step, the CPU's bits); outputs and every persistent value equal the CPU backend's
+  for (auto [task, backend] : {std::pair{"check:batch_norm:main:webgpu", "webgpu"},
+                               {"check:batch_norm:worker:webgl2", "webgl2"}}) {
+    const json rep = check_report("batch_norm", task, backend);
+    CHECK(rep["persistent"].contains("2.running_mean"));
+    CHECK(rep["persistent"].contains("6.dropout_step"));
+    CHECK(rep["persistent"].contains("7.num_batches_tracked"));
+  }
+  // LSTM and GRU layers (lstm, gru): three Adam steps in the page equal the CPU backend's
+  for (auto [task, backend] : {std::pair{"check:rnn:worker:webgpu", "webgpu"}, {"check:rnn:main:webgl2", "webgl2"}}) {
+    const json rep = check_report("rnn", task, backend);
+    CHECK(rep["persistent"].contains("lstm.weight_hh_l1"));
+    CHECK(rep["persistent"].contains("gru.bias_hh_l0"));
   }
 }

@@ -13,6 +13,7 @@
 // same lists in Chromium). The contraction cases (odd shapes, fused epilogues, conv and its gradients) must run as tiled WGSL kernels.
 // Needs node and `npm ci` in tests/ (run here when tests/node_modules/webgpu is missing). No timing is asserted.
 #include <filesystem>
+#include <functional>
 #include <string>
 
 #include <fmt/format.h>
@@ -102,4 +103,68 @@ TEST_CASE("webgpu (Dawn, node): every op forward and backward from WGSL equals t
     registers += k["strategy"] == "register-tiled";
   }
   CHECK(registers >= 6);  // (the cpu plan's 10 storage buffers let three more small ones join union kernels)
+}
+
+TEST_CASE("webgpu (Dawn, node): gather and take (embedding lookup) forward and scatter-add backward from WGSL equal "
+          "the CPU backend", "[webgpu][ops][gather]") {
+  // the gather list alone (the every-op test above runs it too), on both WebGPU plans
+  const std::string tests = sg::testing::tests_with_npm("webgpu");
+  TempDir root("sg_webgpu_gather");
+  sg::web::BundleTargets targets;
+  targets.webgl2 = false;
+  targets.webgpu_plans = {"gpu", "cpu"};
+  const ob::CaseList& l = ob::case_list("gather");
+  sg::op_cases::Suite s;
+  l.fill(s);
+  ob::export_list(l, s, root.path / l.name, targets);
+  std::string out;
+  const int rc = shell(fmt::format("EGL_PLATFORM=surfaceless node '{}/webgpu_ops_check.mjs' '{}' '{}' {}", tests,
+                                   root.path.string(), (root.path / "out").string(), l.name),
+                       out);
+  INFO(out.substr(0, std::min<size_t>(out.rfind("{\"results\""), 6000)));
+  const json res = ob::last_results(out);
+  CHECK(rc == 0);
+  const json& r = res["results"][l.name];
+  if (r.contains("error")) FAIL(r["error"].dump().substr(0, 3000));
+  const json b = json::parse(read_file((root.path / l.name / "bundle.json").string()));
+  REQUIRE(b["webgpu"]["plans"].size() == 2u);
+  int runs = 0;
+  for (const json& pl : b["webgpu"]["plans"]) {
+    const std::string plan = pl["name"];
+    INFO("webgpu plan " << plan);
+    const json& rp = r["plans"][plan];
+    if (rp.contains("error")) FAIL_CHECK(rp["error"].dump().substr(0, 3000));
+    if (rp.contains("error")) continue;
+    CHECK(rp["kernels"].get<int>() > 0);
+    CHECK(ob::expect_outputs(s, root.path / l.name, root.path / "out" / fmt::format("{}.{}.f32", l.name, plan),
+                             rp["outputs"], "webgpu") == static_cast<int>(s.program().outputs.size()));
+    ++runs;
+  }
+  CHECK(runs == 2);
+  // the bundle says which inputs are gather indices and of which gather; the JavaScript runtime's feed check
+  // (runtime/web/feeds.js, called by both executors before any upload) refuses an out-of-range token with that name
+  json tok;
+  std::function<void(const json&)> find = [&](const json& v) {
+    if (v.is_object())
+      for (auto& [k, c] : v.items()) {
+        if (k == "inputs" && c.is_array())
+          for (const json& in : c)
+            if (in.value("name", "") == "tok") tok = in;
+        find(c);
+      }
+    else if (v.is_array())
+      for (const json& c : v) find(c);
+  };
+  find(b);
+  REQUIRE(tok.is_object());
+  CHECK(tok["classes"] == 11);
+  CHECK_THAT(tok["index_of"].get<std::string>(), Contains("gather at ") && Contains("op_cases.h:"));
+  std::string msg;
+  const std::string feeds_js = std::string(SG_SOURCE_DIR) + "/runtime/web/feeds.js";
+  shell(fmt::format("node --input-type=module -e \"import {{ checkClassIndices }} from 'file://{}'; try {{ "
+                    "checkClassIndices('ops', JSON.parse(process.argv[1]), [0, 3, 11]); console.log('accepted'); }} "
+                    "catch (e) {{ console.log(e.name + ': ' + e.message); }}\" '{}'", feeds_js, tok.dump()),
+        msg);
+  CHECK_THAT(msg, Contains("FeedError: run('ops'): input 'tok' element 2 is 11, outside [0, 11) (gather at ") &&
+                      Contains("indices must be integers 0..10"));
 }

@@ -498,9 +498,9 @@ TEST_CASE("every op case forward and backward compiles as WGSL and runs on Dawn 
   int outputs = 0;
   const std::vector<std::pair<const char*, void (*)(Suite&)>> lists = {
       {"unary", unary_cases},     {"binary", binary_cases}, {"reductions", reductions_cases},
-      {"matmul", matmul_cases},   {"movement", movement_cases}, {"conv", conv_cases},
+      {"matmul", matmul_cases},   {"movement", movement_cases}, {"gather", gather_cases}, {"masks", masks_cases}, {"layers", layers_cases}, {"conv", conv_cases},
       {"losses", losses_cases},   {"large", large_cases},   {"long", long_cases},
-      {"contraction", contraction_cases}, {"math", math_cases}};
+      {"contraction", contraction_cases}, {"math", math_cases}, {"random", random_cases}};
   for (auto& [name, fill] : lists) {
     Suite s;
     fill(s);

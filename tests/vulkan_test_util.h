@@ -3,6 +3,7 @@
 
 #include <stdlib.h>
 
+#include <memory>
 #include <string>
 
 #include <catch2/catch.hpp>
@@ -44,6 +45,18 @@ inline void expect_no_validation_messages(const vk::Device& dev) {
   INFO("validation messages:\n" << log);
   CHECK(dev.caps().validation);
   CHECK(dev.validation_messages() == 0);
+}
+
+/// The native backends every layer and op test runs on, CPU reference first.
+inline constexpr const char* kNativeBackends[] = {"cpu", "gles", "gles-compute", "vulkan"};
+
+/// A backend of `kind` (one of kNativeBackends); Vulkan on lavapipe with the validation layer on (tests assert zero
+/// messages with expect_no_validation_messages).
+inline std::unique_ptr<Backend> native_backend(const std::string& kind) {
+  if (kind == "cpu") return make_cpu_backend();
+  auto be = make_backend(kind == "vulkan" ? vulkan_options(-1) : BackendOptions{.kind = kind}).backend;
+  REQUIRE(be->name() == kind);
+  return be;
 }
 
 }  // namespace sg::testing

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "sg/lm_export.h"
 #include "sg/web_export.h"
 #include "cli_choices.h"
 
@@ -25,7 +26,23 @@ ExportCommand add_export_command(CLI::App& app) {
       "export", "write a model's inference program and Adam train step as a web bundle (bundle.json, WGSL and GLSL "
                 "ES shaders, weights.safetensors, expected outputs, the JavaScript runtime) for WebGPU and WebGL2 in a "
                 "browser");
-  e->add_option("--model", mo->model, choices(kModels))->check(CLI::IsMember(kModels));
+  auto export_models = std::make_shared<std::vector<std::string>>(sg::cli::kExportModels);
+  export_models->insert(export_models->end(), lm::kLmModels.begin(), lm::kLmModels.end());
+  e->add_option("--model", mo->model, choices(*export_models) + " (charlm, lstm: the word models of sg/lm.h; their "
+                                      "bundle's infer outputs logits and charlm's attention maps attn/L)")
+      ->check(CLI::IsMember(*export_models));
+  auto lmo = std::make_shared<lm::LmExportOptions>();
+  e->add_option("--context", lmo->spec.context, "charlm, lstm without --load: positions per row (default 32)")
+      ->check(CLI::Range(int64_t{2}, int64_t{1024}));
+  e->add_option("--d-model", lmo->spec.d_model, "charlm: width; lstm: embedding size (default 64)")
+      ->check(CLI::Range(int64_t{1}, int64_t{4096}));
+  e->add_option("--layers", lmo->spec.layers, "charlm: transformer blocks; lstm: LSTM layers (default 2)")
+      ->check(CLI::Range(int64_t{1}, int64_t{64}));
+  e->add_option("--heads", lmo->spec.heads, "charlm: attention heads (default 4)")->check(CLI::Range(int64_t{1}, int64_t{256}));
+  e->add_option("--hidden", lmo->spec.hidden, "lstm: hidden size (default 128)")->check(CLI::Range(int64_t{1}, int64_t{4096}));
+  e->add_option("--clip-grad-norm", lmo->clip_grad_norm, "charlm, lstm: the train step's global gradient-norm clip "
+                                                        "(default 1, as train; 0 = none)")
+      ->check(CLI::NonNegativeNumber);
   e->add_option("--dataset", mo->dataset, "input geometry: fashion-mnist (28x28) | digits (8x8) | shapes "
                                           "(128x128); default: fashion-mnist for mlp, shapes for cnn5, digits otherwise")
       ->check(CLI::IsMember(kDatasets));
@@ -49,10 +66,10 @@ ExportCommand add_export_command(CLI::App& app) {
   e->add_flag("--webgpu-cpu", *cpu_only, "only the webgpu plans for CPU implementations of WebGPU (--webgpu-plans "
                                         "cpu,cpu-subgroups)");
   e->add_option("--out", *out, "bundle directory (created; an earlier bundle there is replaced)")->required();
-  e->add_option("--batch", mo->batch, "train step batch (default 128 mlp, 64 otherwise)")->check(CLI::PositiveNumber);
-  e->add_option("--infer-batch", mo->infer_batch, "inference batch (default: the train batch)")
+  e->add_option("--batch", mo->batch, "train step batch (default 128 mlp, 16 charlm and lstm, 64 otherwise)")->check(CLI::PositiveNumber);
+  e->add_option("--infer-batch", mo->infer_batch, "inference batch (default: the train batch; 8 for charlm and lstm)")
       ->check(CLI::PositiveNumber);
-  e->add_option("--lr", mo->lr, "Adam learning rate (default 1e-3 mlp, 2e-3 otherwise)")->check(CLI::PositiveNumber);
+  e->add_option("--lr", mo->lr, "Adam learning rate (default 1e-3 mlp, 2e-3 otherwise; charlm and lstm: AdamW, 1e-3)")->check(CLI::PositiveNumber);
   e->add_option("--seed", mo->seed, "parameter init (without --load) and the fixed check inputs");
   e->add_option("--check-steps", mo->check_steps, "train steps in the expected-output checks (default 3)")
       ->check(CLI::Range(0, 100));
@@ -83,7 +100,7 @@ ExportCommand add_export_command(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   ExportCommand cmd;
   cmd.sub = e;
-  cmd.run = [mo, targets, target_list, out, linear, cpu_only]() {
+  cmd.run = [mo, lmo, targets, target_list, out, linear, cpu_only]() {
     if (*cpu_only) targets->webgpu_plans = {"cpu", "cpu-subgroups"};
     web::WebGL2Target* target = &targets->webgl2_target;
     target->row_aligned_layout = !*linear;
@@ -94,7 +111,23 @@ ExportCommand add_export_command(CLI::App& app) {
     auto has = [&](const char* t) { return std::find(target_list->begin(), target_list->end(), t) != target_list->end(); };
     targets->webgpu = has("webgpu");
     targets->webgl2 = has("webgl2");
-    web::ExportSummary s = web::write_bundle(web::model_bundle_spec(*mo), *targets, *out);
+    web::BundleSpec spec;
+    if (lm::is_lm_model(mo->model)) {
+      if (mo->debug_program || mo->check_nodes || mo->infer_only || !mo->dataset.empty())
+        throw ValueError(fmt::format("export --model {}: --debug-program, --check-nodes, --infer-only and --dataset are "
+                                     "for the image models (the words models' bundle has infer and train)", mo->model));
+      lmo->spec.model = mo->model;
+      lmo->load = mo->load;
+      if (mo->batch > 0) lmo->batch = mo->batch;
+      if (mo->infer_batch > 0) lmo->infer_batch = mo->infer_batch;
+      if (mo->lr > 0) lmo->lr = mo->lr;
+      lmo->seed = mo->seed;
+      lmo->check_steps = mo->check_steps;
+      spec = lm::lm_bundle_spec(*lmo);
+    } else {
+      spec = web::model_bundle_spec(*mo);
+    }
+    web::ExportSummary s = web::write_bundle(spec, *targets, *out);
     auto list = [](const std::vector<std::pair<std::string, int>>& ks) {
       std::string r;
       for (auto& [p, n] : ks) r += fmt::format("{}{} {}", r.empty() ? "" : ", ", p, n);

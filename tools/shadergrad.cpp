@@ -17,6 +17,7 @@
 #include "sg/dump.h"
 #include "sg/gles_device.h"
 #include "sg/image.h"
+#include "sg/lm.h"
 #include "sg/safetensors.h"
 #include "sg/train.h"
 #include "sg/vulkan_device.h"
@@ -139,7 +140,7 @@ int cmd_dump(const std::string& model_name, const std::string& target, const std
   DatasetGeometry g = geometry(dataset);
   if (batch <= 0) batch = model_name == "mlp" ? 128 : 64;
   sg::nn::Rng rng(0);
-  auto model = sg::nn::make_model(model_name, g.c, g.h, g.w, g.classes);
+  auto model = sg::nn::make_module(model_name, g.c, g.h, g.w, g.classes);
   model->build(rng);
   sg::Tensor x = sg::input("x", {batch, g.c, g.h, g.w});
   sg::Tensor y = sg::input("labels", {batch}, sg::DType::i32);
@@ -198,9 +199,10 @@ int cmd_dump(const std::string& model_name, const std::string& target, const std
   return 0;
 }
 
-/// A model ready to classify: built for its dataset's geometry, its parameters written to `backend`.
+/// A model ready to classify (eval mode: BatchNorm's running statistics, no dropout): built for its dataset's geometry,
+/// its parameters and buffers written to `backend`.
 struct Loaded {
-  std::unique_ptr<sg::nn::Sequential> model;
+  std::unique_ptr<sg::nn::Module> model;
   std::string dataset;
 };
 
@@ -215,9 +217,10 @@ Loaded load_for_predict(const std::string& load, sg::Backend& backend) {
   auto meta = [&](const std::string& k) { return f.metadata.count(k) ? f.metadata.at(k) : std::string(); };
   auto build = [](const std::string& model_name, const std::string& dataset) {
     const DatasetGeometry g = geometry(dataset);
-    auto model = sg::nn::make_model(model_name, g.c, g.h, g.w, g.classes);
+    auto model = sg::nn::make_module(model_name, g.c, g.h, g.w, g.classes);
     sg::nn::Rng rng(0);
     model->build(rng);
+    model->eval();
     return model;
   };
   const std::string format = meta("format");
@@ -239,6 +242,9 @@ Loaded load_for_predict(const std::string& load, sg::Backend& backend) {
                                   "train --save`, or {} from `shadergrad compress`)", load, format,
                                   sg::train::kCheckpointFormat, sg::compress::kModelFormat));
   const std::string model_name = meta("model");
+  if (sg::lm::is_lm_model(model_name))
+    throw sg::IOError(fmt::format("{}: a '{}' checkpoint (a character language model on words): predict classifies "
+                                  "images; `shadergrad sample --load {}` generates words with it", load, model_name, load));
   if (std::find(kModels.begin(), kModels.end(), model_name) == kModels.end())
     throw sg::IOError(fmt::format("{}: metadata model '{}' is not one of {}", load, model_name, choices(kModels)));
   Loaded r{nullptr, meta("dataset")};
@@ -260,7 +266,7 @@ int cmd_predict(const std::string& load, const std::string& image, const std::st
   if (!choice.note.empty()) std::cerr << choice.note << "\n";
   Loaded loaded = load_for_predict(load, *choice.backend);
   const std::string dataset = loaded.dataset;
-  sg::nn::Sequential& model = *loaded.model;
+  sg::nn::Module& model = *loaded.model;
   const DatasetGeometry g = geometry(dataset);
   std::vector<float> px = sg::image::read_image_gray(image, static_cast<int>(g.h), static_cast<int>(g.w));
   if (invert)
@@ -285,6 +291,33 @@ int cmd_predict(const std::string& load, const std::string& image, const std::st
   return 0;
 }
 
+/// `shadergrad sample`: rebuilds the language model a checkpoint's metadata describes, loads it and prints the words.
+int cmd_sample(const std::string& load, const sg::lm::SampleOptions& o, const std::string& backend) {
+  sg::io::SafetensorsFile f = sg::io::load_safetensors(load);
+  auto meta = [&](const std::string& k) { return f.metadata.count(k) ? f.metadata.at(k) : std::string(); };
+  if (meta("format") != sg::train::kCheckpointFormat)
+    throw sg::IOError(fmt::format("{}: metadata format '{}' is not a training checkpoint ({} from `shadergrad train "
+                                  "--model charlm|lstm --save`)", load, meta("format"), sg::train::kCheckpointFormat));
+  if (!sg::lm::is_lm_model(meta("model")))
+    throw sg::IOError(fmt::format("{}: a '{}' checkpoint (an image classifier: `shadergrad predict` runs it); sample "
+                                  "generates words with a charlm or lstm checkpoint (`shadergrad train --model charlm "
+                                  "--save F`)", load, meta("model")));
+  const sg::lm::LmSpec spec = sg::lm::LmSpec::from_metadata(f.metadata, load);
+  if (spec.model != meta("model"))
+    throw sg::IOError(fmt::format("{}: metadata model '{}' and lm_model '{}' differ", load, meta("model"), spec.model));
+  sg::lm::encode_prefix(o.prefix, spec.context);  // a bad prefix fails before the backend starts
+  sg::BackendOptions bo;
+  bo.kind = backend;
+  auto choice = sg::make_backend(bo);
+  if (!choice.note.empty()) std::cerr << choice.note << "\n";
+  auto model = sg::lm::make_lm(spec);
+  sg::nn::Rng rng(0);
+  model->build(rng);
+  sg::train::load_checkpoint(load, *model, *choice.backend);
+  for (const std::string& w : sg::lm::sample_words(*model, spec, *choice.backend, o)) std::cout << w << "\n";
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -297,9 +330,17 @@ int main(int argc, char** argv) {
 
   sg::train::Config cfg;
   auto* train = app.add_subcommand("train", "train a model on a dataset (the default command)");
-  train->add_option("--model", cfg.model, choices(kModels))->check(CLI::IsMember(kModels));
-  train->add_option("--dataset", cfg.dataset, choices(kDatasets) + " (shapes: generated 128x128, for cnn5)")
-      ->check(CLI::IsMember(kDatasets));
+  std::vector<std::string> train_models = kModels, train_datasets = kDatasets;
+  train_models.insert(train_models.end(), sg::lm::kLmModels.begin(), sg::lm::kLmModels.end());
+  train_datasets.push_back("words");
+  train->add_option("--model", cfg.model,
+                    choices(train_models) + " (charlm: a character transformer, lstm: an LSTM character model, both on "
+                    "--dataset words with their own defaults, sg::train::lm_defaults)")
+      ->check(CLI::IsMember(train_models));
+  train->add_option("--dataset", cfg.dataset,
+                    choices(train_datasets) + " (shapes: generated 128x128, for cnn5; words: Debian's wamerican word "
+                    "list, for charlm and lstm)")
+      ->check(CLI::IsMember(train_datasets));
   train->add_option("--split", cfg.split,
                     "digits: ours (seeded mt19937_64 permutation) | seed002 (seed 002's torch.randperm split)")
       ->check(CLI::IsMember({"ours", "seed002"}));
@@ -307,9 +348,23 @@ int main(int argc, char** argv) {
   train->add_option("--epochs", cfg.epochs, "epochs")->check(count_up_to(1000000));
   train->add_option("--batch", cfg.batch, "batch size (more than the training samples: one batch of all of them)")
       ->check(count_up_to(INT64_MAX));
-  train->add_option("--optimizer", cfg.optimizer, "sgd | momentum | adam")
-      ->check(CLI::IsMember({"sgd", "momentum", "adam"}));
-  train->add_option("--lr", cfg.lr, "learning rate")->check(kPositive);
+  train->add_option("--optimizer", cfg.optimizer,
+                    choices(sg::cli::kOptimizers) + " (momentum: SGD with momentum 0.9; adamw: torch.optim.AdamW, weight decay 0.01)")
+      ->check(CLI::IsMember(sg::cli::kOptimizers));
+  train->add_option("--lr", cfg.lr, "learning rate (with --lr-schedule: the base learning rate)")->check(kPositive);
+  train->add_option("--clip-grad-norm", cfg.clip_grad_norm,
+                    "clip the gradients' global 2-norm to this in the compiled step (torch.nn.utils.clip_grad_norm_); "
+                    "0: no clipping")
+      ->check(kNonNegative);
+  train->add_option("--lr-schedule", cfg.lr_schedule,
+                    choices(sg::cli::kLrSchedules) + " (step: StepLR, --lr-gamma every --lr-step-size steps; warmup-cosine: "
+                    "linear warmup over --warmup-steps, then cosine to --min-lr at the last step), computed in the step")
+      ->check(CLI::IsMember(sg::cli::kLrSchedules));
+  train->add_option("--lr-step-size", cfg.lr_step_size, "step schedule: optimizer steps between decays (0: one epoch)")
+      ->check(kNonNegative);
+  train->add_option("--lr-gamma", cfg.lr_gamma, "step schedule: the factor")->check(kNonNegative);
+  train->add_option("--warmup-steps", cfg.warmup_steps, "warmup-cosine schedule: warmup steps")->check(kNonNegative);
+  train->add_option("--min-lr", cfg.min_lr, "warmup-cosine schedule: the final learning rate")->check(kNonNegative);
   train->add_option("--seed", cfg.seed, "seed for init and shuffling (0 .. 2^64-1)")
       ->check(kNonNegative);
   train->add_option("--save", cfg.save, "write a safetensors checkpoint")->check(kFileName);
@@ -325,6 +380,25 @@ int main(int argc, char** argv) {
                   "in SG_KERNEL_CACHE for later runs; default: env SG_AUTOTUNE)");
   bool quiet = false;
   train->add_flag("--quiet", quiet, "no progress output");
+  train->add_option("--context", cfg.context, "charlm, lstm: positions per row (words of up to N-1 letters fit whole)")
+      ->check(count_up_to(4096));
+  train->add_option("--d-model", cfg.d_model, "charlm: model width; lstm: embedding size")->check(count_up_to(65536));
+  train->add_option("--layers", cfg.layers, "charlm: transformer blocks; lstm: LSTM layers")->check(count_up_to(1024));
+  train->add_option("--heads", cfg.heads, "charlm: attention heads")->check(count_up_to(1024));
+  train->add_option("--hidden", cfg.hidden, "lstm: hidden size")->check(count_up_to(65536));
+
+  std::string sload, sbackend = "auto";
+  sg::lm::SampleOptions sopt;
+  auto* sample = app.add_subcommand("sample", "generate words with a charlm or lstm checkpoint, one per line");
+  sample->add_option("--load", sload, "checkpoint written by train --model charlm|lstm --save")->required();
+  sample->add_option("--prefix", sopt.prefix, "every word starts with these letters (a-z; A-Z are lower-cased)");
+  sample->add_option("--count", sopt.count, "words to generate")->check(count_up_to(100000));
+  sample->add_option("--temperature", sopt.temperature,
+                     "softmax temperature of the sampler (0: always the most likely character)")
+      ->check(kNonNegative);
+  sample->add_option("--seed", sopt.seed, "seed of the sampler's generator (std::mt19937_64; 0 .. 2^64-1)")
+      ->check(kNonNegative);
+  sample->add_option("--backend", sbackend, choices(kBackends))->check(CLI::IsMember(kBackends));
 
   std::string load, image, pbackend = "auto";
   bool invert = false;
@@ -373,9 +447,26 @@ int main(int argc, char** argv) {
     if (export_run) return export_run();
     if (serve_run) return serve_run();
     if (*predict) return cmd_predict(load, image, pbackend, invert);
+    if (*sample) return cmd_sample(sload, sopt, sbackend);
     if (*info) return cmd_info(json);
     if (*dump) return cmd_dump(dmodel, target, out, dbatch, dunfused, dgpu, dmax_outputs, dno_union);
     cfg.progress = !quiet;
+    if (sg::lm::is_lm_model(cfg.model)) {  // the language models' defaults for what the command line leaves out
+      const sg::train::Config d = sg::train::lm_defaults(cfg.model);
+      auto unset = [&](const char* name) { return train->get_option(name)->count() == 0; };
+      if (unset("--dataset")) cfg.dataset = d.dataset;
+      if (unset("--optimizer")) cfg.optimizer = d.optimizer;
+      if (unset("--lr")) cfg.lr = d.lr;
+      if (unset("--lr-schedule")) cfg.lr_schedule = d.lr_schedule;
+      if (unset("--warmup-steps")) cfg.warmup_steps = d.warmup_steps;
+      if (unset("--min-lr")) cfg.min_lr = unset("--lr") ? d.min_lr : cfg.lr / 10;
+      if (unset("--clip-grad-norm")) cfg.clip_grad_norm = d.clip_grad_norm;
+      if (unset("--batch")) cfg.batch = d.batch;
+      if (unset("--epochs")) cfg.epochs = d.epochs;
+    } else if (cfg.dataset == "words") {
+      throw sg::ValueError(fmt::format("--dataset words is for the language models (--model charlm or lstm), not {}",
+                                       cfg.model));
+    }
     if (quiet) {  // the result line only: no header, progress or epoch lines
       std::ostringstream log;
       std::cout << sg::train::run(cfg, log).summary() << "\n";

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <optional>
 #include <unordered_map>
 #include <unordered_set>
@@ -124,6 +125,14 @@ std::vector<Tensor> vjp(const NodePtr& np, const Tensor& g) {
     case Op::MatMul: {
       Tensor a = in(0), b = in(1);
       Tensor ga = matmul(g, transpose(b));
+      if (b.rank() == 2 && a.rank() > 2) {
+        // a weight shared by every batch (x (.., M, K) @ W (K, N), a Linear on a sequence): its gradient is one
+        // matmul over the folded batch, sum_b a_b^T g_b = fold(a)^T fold(g) with K' = B*M, not a batched matmul
+        // then a sum over the batch (one kernel fewer, and no (B, K, N) temporary)
+        const int64_t k = a.shape().back(), n_out = g.shape().back(), rows = a.numel() / k;
+        Tensor gb = matmul(transpose(reshape(a, {rows, k})), reshape(g, {rows, n_out}));
+        return {sum_to(ga, a.shape()), gb};
+      }
       Tensor gb = matmul(transpose(a), g);
       return {sum_to(ga, a.shape()), sum_to(gb, b.shape())};
     }
@@ -135,12 +144,23 @@ std::vector<Tensor> vjp(const NodePtr& np, const Tensor& g) {
     }
     case Op::Expand: return {sum_to(g, n.inputs[0]->shape)};
     case Op::Slice: {
-      // Scatter g back into x's shape. A strided axis first interleaves zeros: (.., len, ..) ->
-      // (.., len, 1, ..) -> pad the new axis to `step` -> (.., len*step, ..), cropped to what fits in x.
+      // Scatter g back into x's shape. An axis walked backwards (a negative step: flip) first reverses g along
+      // it (flip(g) there), which makes it the forward slice starting at the lowest index it read. A strided axis
+      // then interleaves zeros: (.., len, ..) -> (.., len, 1, ..) -> pad the new axis to `step` -> (.., len*step,
+      // ..), cropped to what fits in x.
       const Shape& xs = n.inputs[0]->shape;
+      Shape starts = n.attrs.starts, steps = n.attrs.steps;
       Tensor r = g;
+      llvm::SmallVector<int, 4> backwards;
+      for (size_t i = 0; i < xs.size(); ++i)
+        if (steps[i] < 0) {
+          if (n.shape[i] > 1) backwards.push_back(static_cast<int>(i));
+          starts[i] += (n.shape[i] - 1) * steps[i];
+          steps[i] = -steps[i];
+        }
+      if (!backwards.empty()) r = flip(r, backwards);
       for (size_t i = 0; i < xs.size(); ++i) {
-        const int64_t step = n.attrs.steps[i], len = n.shape[i];
+        const int64_t step = steps[i], len = n.shape[i];
         if (step == 1 || len <= 1) continue;
         Shape split(r.shape().begin(), r.shape().end());
         split.insert(split.begin() + i + 1, 1);
@@ -149,12 +169,12 @@ std::vector<Tensor> vjp(const NodePtr& np, const Tensor& g) {
         Shape merged(r.shape().begin(), r.shape().end());
         merged[i] = len * step;
         r = reshape(pad(reshape(r, split), zero, after, 0.0), merged);
-        r = slice(r, static_cast<int>(i), 0, std::min(len * step, xs[i] - n.attrs.starts[i]));
+        r = slice(r, static_cast<int>(i), 0, std::min(len * step, xs[i] - starts[i]));
       }
       Shape before(xs.size()), after(xs.size());
       for (size_t i = 0; i < xs.size(); ++i) {
-        before[i] = n.attrs.starts[i];
-        after[i] = xs[i] - n.attrs.starts[i] - r.shape()[i];
+        before[i] = starts[i];
+        after[i] = xs[i] - starts[i] - r.shape()[i];
       }
       return {pad(r, before, after, 0.0)};
     }
@@ -165,6 +185,35 @@ std::vector<Tensor> vjp(const NodePtr& np, const Tensor& g) {
       return {r};
     }
     case Op::OneHot: return {Tensor()};
+    case Op::RandomUniform: return {Tensor()};  // random values have no gradient; the step counter gets none
+    case Op::Iota: return {};  // no inputs
+    case Op::Gather: {
+      // The scatter-add of g into x's shape, deterministic and without atomics (WebGL2 has none): per element of x,
+      // a sum over the index positions k along the axis whose index equals its coordinate v,
+      //   dx[.., v, ..] = sum_k (index[.., k, ..] == v) ? g[.., k, ..] : 0
+      // as a reduction of a select over a one_hot of the index (it fuses into one kernel; a select, not a product,
+      // so an infinite or NaN g reaches only the rows it was gathered from, as in torch). Where the index is smaller
+      // than x outside the axis, the rest of dx is zero padding.
+      const Shape& xs = n.inputs[0]->shape;
+      const Shape& is = n.inputs[1]->shape;
+      const int a = n.attrs.axes[0], r = static_cast<int>(xs.size());
+      const Tensor index(n.inputs[1]);
+      Shape hot(is.begin(), is.end());
+      hot.push_back(xs[a]);
+      Tensor mask = reshape(one_hot(reshape(index, Shape{numel(is)}), xs[a]), hot);  // (is.., V)
+      llvm::SmallVector<int, 4> perm;
+      for (int d = 0; d < a; ++d) perm.push_back(d);
+      perm.push_back(r);
+      for (int d = a; d < r; ++d) perm.push_back(d);
+      mask = permute(mask, perm);  // (is[:a].., V, is[a:]..)
+      Shape gs(is.begin(), is.end());
+      gs.insert(gs.begin() + a, 1);
+      Tensor picked = where(mask, reshape(g, gs), 0.0);
+      Tensor dx = sum(picked, {a + 1});  // (is[:a].., V, is[a+1:]..)
+      Shape before(r, 0), after(r, 0);
+      for (int d = 0; d < r; ++d) after[d] = xs[d] - dx.shape()[d];
+      return {pad(dx, before, after, 0.0), Tensor()};
+    }
     case Op::Conv2d: {
       Tensor gx = make_like(Op::Conv2dGradInput, n, n.inputs[0]->shape, {g.node(), n.inputs[1]}, loc);
       Tensor gw = make_like(Op::Conv2dGradWeight, n, n.inputs[1]->shape, {g.node(), n.inputs[0]}, loc);
@@ -173,7 +222,11 @@ std::vector<Tensor> vjp(const NodePtr& np, const Tensor& g) {
     case Op::MaxPool2d:
       return {make_like(Op::MaxPool2dGrad, n, n.inputs[0]->shape, {g.node(), n.inputs[0]}, loc)};
     case Op::AvgPool2d: return {make_like(Op::AvgPool2dGrad, n, n.inputs[0]->shape, {g.node()}, loc)};
-    case Op::Conv2dGradInput:
+    case Op::Conv2dGradInput: {  // conv_transpose2d(x, w): the adjoint map of conv2d(., w)
+      Tensor gx = make_like(Op::Conv2d, n, n.inputs[0]->shape, {g.node(), n.inputs[1]}, loc);
+      Tensor gw = make_like(Op::Conv2dGradWeight, n, n.inputs[1]->shape, {n.inputs[0], g.node()}, loc);
+      return {gx, gw};
+    }
     case Op::Conv2dGradWeight:
     case Op::MaxPool2dGrad:
     case Op::AvgPool2dGrad: unsupported(n, "gradients of gradients are not supported");
@@ -298,19 +351,127 @@ Tensor state_for(StateTable& table, const Tensor& p, const char* suffix) {
   return it->second;
 }
 
+// --- learning-rate schedules ---
+/// The schedule's checks (LRSchedule's docstring), for the factories and for a schedule written field by field.
+void check_schedule(const std::string& who, const LRSchedule& s, const SourceLoc& loc) {
+  auto fail = [&](const std::string& msg) {
+    throw ValueError(fmt::format("{}: {}{}", who, msg, loc.known() ? " at " + loc.str() : std::string()));
+  };
+  switch (s.kind) {
+    case LRSchedule::Kind::Constant: return;
+    case LRSchedule::Kind::Step:
+      if (s.step_size < 1) fail(fmt::format("step_size {} must be >= 1 (torch.optim.lr_scheduler.StepLR)", s.step_size));
+      if (!(s.gamma >= 0) || !std::isfinite(s.gamma))
+        fail(fmt::format("gamma {} must be finite and >= 0 (the factor lr is multiplied by every step_size steps)",
+                         s.gamma));
+      return;
+    case LRSchedule::Kind::WarmupCosine:
+      if (s.warmup_steps < 0) fail(fmt::format("warmup_steps {} must be >= 0", s.warmup_steps));
+      if (s.total_steps < 1) fail(fmt::format("total_steps {} must be >= 1", s.total_steps));
+      if (s.warmup_steps > s.total_steps)
+        fail(fmt::format("warmup_steps {} exceeds total_steps {} (the warmup is part of the schedule's steps)",
+                         s.warmup_steps, s.total_steps));
+      if (!(s.min_lr >= 0) || !std::isfinite(s.min_lr))
+        fail(fmt::format("min_lr {} must be finite and >= 0 (CosineAnnealingLR's eta_min)", s.min_lr));
+      return;
+  }
+}
+
+/// lr(t) as one Map node over the step counter t (shape {}, f32 on the GPU backends, f64 on the CPU reference).
+/// The scheduler computes such a single-element function of the counter once per step (scalar hoisting) and the
+/// update kernels load it.
+Tensor schedule_node(const LRSchedule& s, double base, const Tensor& t) {
+  switch (s.kind) {
+    case LRSchedule::Kind::Constant: break;
+    case LRSchedule::Kind::Step: {
+      // k = floor(t / step_size), exactly: the f32 quotient of an inexact GPU division may land just below an
+      // integer, so the first guess is corrected by products of integers (exact in f32 below 2^24)
+      const double size = static_cast<double>(s.step_size), inv = 1.0 / size, gamma = s.gamma;
+      const double ln_gamma = gamma > 0 ? std::log(gamma) : 0.0;
+      return map(
+          [=](Scalar tt) {
+            Scalar k0 = floor((tt + 0.5) * inv);
+            Scalar k = k0 + where(tt >= (k0 + 1.0) * size, 1.0, 0.0) - where(tt < k0 * size, 1.0, 0.0);
+            if (gamma == 0) return where(k < 0.5, base, 0.0);  // 0^0 = 1, 0^k = 0
+            return base * exp(k * ln_gamma);
+          },
+          t);
+    }
+    case LRSchedule::Kind::WarmupCosine: {
+      const double W = static_cast<double>(s.warmup_steps), T = static_cast<double>(s.total_steps);
+      const double floor_lr = s.min_lr, span = T - W;
+      return map(
+          [=](Scalar tt) {
+            // (1 + cos(pi (t - W) / (T - W))) / 2 = sin^2(pi/2 * (T - t) / (T - W)): no cancellation near the end;
+            // T - t is exact, q is clamped to [0, 1] (held at min_lr after T)
+            Scalar cosine = floor_lr;
+            if (span > 0) {
+              Scalar q = (T - tt) * (1.0 / span);
+              q = where(q > 0.0, where(q < 1.0, q, 1.0), 0.0);
+              Scalar sn = sin(q * (M_PI / 2));
+              cosine = floor_lr + (base - floor_lr) * (sn * sn);
+            }
+            if (W == 0) return cosine;
+            return where(tt < W, (tt + 1.0) * (base / W), cosine);
+          },
+          t);
+    }
+  }
+  return full({}, base);
+}
+
+/// An optimizer's learning rate: its base lr and schedule, and the node lr(t) of its step counter (made once).
+class ScheduledLR {
+ public:
+  ScheduledLR(double base, LRSchedule s) : base_(base), s_(s) {}
+  bool constant() const { return s_.kind == LRSchedule::Kind::Constant; }
+  double base() const { return base_; }
+  const LRSchedule& schedule() const { return s_; }
+  /// lr(t) of `counter` (a constant node for the constant schedule)
+  Tensor of(const Tensor& counter) {
+    if (!node_) node_ = constant() ? full({}, base_) : schedule_node(s_, base_, counter);
+    return node_;
+  }
+  std::string suffix() const { return constant() ? "" : ", schedule=" + s_.describe(); }
+
+ private:
+  double base_;
+  LRSchedule s_;
+  Tensor node_;
+};
+
+/// The step counter State of an optimizer, made on first use at the first parameter's line (the counter belongs to
+/// no parameter: name the model's line, as the other update nodes do, rather than this file).
+Tensor step_counter(Tensor& counter, const char* name, const std::vector<Tensor>& params) {
+  if (!counter) {
+    std::optional<LocationOverride> at_model;
+    if (!params.empty()) at_model.emplace(params[0].node()->loc);
+    counter = state(name, {}, {0.f});
+  }
+  return counter;
+}
+
 class SGD final : public Optimizer {
  public:
-  explicit SGD(SGDOptions o) : o_(o) {}
+  explicit SGD(SGDOptions o) : o_(o), lr_(o.lr, o.schedule) {}
   std::vector<Update> updates(const std::vector<Tensor>& params, const std::vector<Tensor>& grads) override {
     std::vector<Update> ups;
     const double lr = o_.lr, mom = o_.momentum, wd = o_.weight_decay;
+    Tensor lr_t;  // a schedule's lr(t), else the host constant lr
+    if (!lr_.constant()) {
+      Tensor t = step_counter(step_, "sgd.step", params);
+      std::optional<LocationOverride> at_model;
+      if (!params.empty()) at_model.emplace(params[0].node()->loc);
+      lr_t = lr_.of(t);
+      ups.push_back({t.node(), Tensor(t + 1.0).node()});
+    }
     for (size_t i = 0; i < params.size(); ++i) {
       const Tensor& p = params[i];
       LocationOverride at_param(p.node()->loc);
       Tensor g = grads[i];
       if (wd != 0) g = g + p * wd;
       if (mom == 0) {
-        ups.push_back({p.node(), Tensor(p - g * lr).node()});
+        ups.push_back({p.node(), lr_t ? Tensor(p - g * lr_t).node() : Tensor(p - g * lr).node()});
         continue;
       }
       // torch: buf = g on the first step, else momentum*buf + g (dampening 0). A per-param "started" flag
@@ -319,18 +480,21 @@ class SGD final : public Optimizer {
       Tensor nb = buf * mom + g;
       Tensor step = o_.nesterov ? Tensor(g + nb * mom) : nb;
       ups.push_back({buf.node(), nb.node()});
-      ups.push_back({p.node(), Tensor(p - step * lr).node()});
+      ups.push_back({p.node(), lr_t ? Tensor(p - step * lr_t).node() : Tensor(p - step * lr).node()});
     }
     return ups;
   }
   std::string describe() const override {
-    return fmt::format("SGD(lr={}, momentum={}, weight_decay={}{})", o_.lr, o_.momentum, o_.weight_decay,
-                       o_.nesterov ? ", nesterov" : "");
+    return fmt::format("SGD(lr={}, momentum={}, weight_decay={}{}{})", o_.lr, o_.momentum, o_.weight_decay,
+                       o_.nesterov ? ", nesterov" : "", lr_.suffix());
   }
+  Tensor lr() override { return lr_.of(lr_.constant() ? Tensor() : step_counter(step_, "sgd.step", {})); }
 
  private:
   SGDOptions o_;
+  ScheduledLR lr_;
   StateTable bufs_;
+  Tensor step_;
 };
 
 /// 1 - beta^t for a step count t >= 1, without the cancellation of 1 - pow(beta, t) in f32 (at t = 1, beta = 0.999
@@ -349,16 +513,21 @@ Tensor one_minus_pow(double beta, const Tensor& t) {
       t);
 }
 
+/// One Adam core for torch.optim.Adam (weight decay added to the gradient: L2) and torch.optim.AdamW (decoupled:
+/// the parameter is multiplied by 1 - lr*wd before the Adam step).
+struct AdamConfig {
+  double lr, beta1, beta2, eps, weight_decay;
+  bool decoupled;  ///< AdamW
+  LRSchedule schedule;
+};
+
 class Adam final : public Optimizer {
  public:
-  explicit Adam(AdamOptions o) : o_(o) {}
+  explicit Adam(AdamConfig o) : o_(o), lr_(o.lr, o.schedule) {}
   std::vector<Update> updates(const std::vector<Tensor>& params, const std::vector<Tensor>& grads) override {
     std::vector<Update> ups;
     const double lr = o_.lr, b1 = o_.beta1, b2 = o_.beta2, eps = o_.eps, wd = o_.weight_decay;
-    if (!step_) step_ = state("adam.step", {}, {0.f});
-    Tensor t = step_;
-    // the step counter belongs to no parameter: name the first parameter's line, as the other update nodes do,
-    // rather than this file
+    Tensor t = step_counter(step_, counter_name(), params);
     std::optional<LocationOverride> at_model;
     if (!params.empty()) at_model.emplace(params[0].node()->loc);
     Tensor t1 = t + 1.0;
@@ -367,18 +536,37 @@ class Adam final : public Optimizer {
     // single-element values once per step (scalar hoisting, sg/schedule.h) and each update kernel loads them.
     Tensor bc1 = one_minus_pow(b1, t1);
     Tensor sqrt_bc2 = sqrt(one_minus_pow(b2, t1));
+    // a schedule's lr(t) (t = steps before this one) enters as single-element nodes too: lr(t) / (1 - b1^t) and
+    // AdamW's 1 - lr(t) wd; without one, lr is a host constant as before
+    Tensor step_size, decay;
+    if (!lr_.constant()) {
+      Tensor lr_t = lr_.of(t);
+      step_size = lr_t / bc1;
+      if (o_.decoupled && wd != 0) decay = 1.0 - lr_t * wd;
+    }
     at_model.reset();
     ups.push_back({t.node(), t1.node()});
     for (size_t i = 0; i < params.size(); ++i) {
       const Tensor& p = params[i];
       LocationOverride at_param(p.node()->loc);
       Tensor g = grads[i];
-      if (wd != 0) g = g + p * wd;
+      if (!o_.decoupled && wd != 0) g = g + p * wd;
       Tensor m = state_for(m_, p, ".exp_avg");
       Tensor v = state_for(v_, p, ".exp_avg_sq");
       Tensor m1 = m * b1 + g * (1 - b1);
       Tensor v1 = v * b2 + g * g * (1 - b2);
-      Tensor p1 = p - (m1 * lr / bc1) / (sqrt(v1) / sqrt_bc2 + eps);
+      Tensor p1;
+      if (lr_.constant()) {
+        if (o_.decoupled && wd != 0)
+          p1 = p * (1 - lr * wd) - (m1 * lr / bc1) / (sqrt(v1) / sqrt_bc2 + eps);
+        else
+          p1 = p - (m1 * lr / bc1) / (sqrt(v1) / sqrt_bc2 + eps);
+      } else {
+        if (decay)
+          p1 = p * decay - (m1 * step_size) / (sqrt(v1) / sqrt_bc2 + eps);
+        else
+          p1 = p - (m1 * step_size) / (sqrt(v1) / sqrt_bc2 + eps);
+      }
       ups.push_back({m.node(), m1.node()});
       ups.push_back({v.node(), v1.node()});
       ups.push_back({p.node(), p1.node()});
@@ -386,12 +574,15 @@ class Adam final : public Optimizer {
     return ups;
   }
   std::string describe() const override {
-    return fmt::format("Adam(lr={}, betas=({}, {}), eps={}, weight_decay={})", o_.lr, o_.beta1, o_.beta2, o_.eps,
-                       o_.weight_decay);
+    return fmt::format("{}(lr={}, betas=({}, {}), eps={}, weight_decay={}{})", o_.decoupled ? "AdamW" : "Adam",
+                       o_.lr, o_.beta1, o_.beta2, o_.eps, o_.weight_decay, lr_.suffix());
   }
+  Tensor lr() override { return lr_.of(lr_.constant() ? Tensor() : step_counter(step_, counter_name(), {})); }
 
  private:
-  AdamOptions o_;
+  const char* counter_name() const { return o_.decoupled ? "adamw.step" : "adam.step"; }
+  AdamConfig o_;
+  ScheduledLR lr_;
   StateTable m_, v_;
   Tensor step_;
 };
@@ -406,7 +597,65 @@ void require_at_least(const char* optimizer, const char* name, double v, double 
 void require_in_unit(const char* optimizer, const char* name, double v) {
   if (!(0.0 <= v && v < 1.0)) throw ValueError(fmt::format("{}: invalid {} {} (must be in [0, 1))", optimizer, name, v));
 }
+void check_adam(const char* who, double lr, double beta1, double beta2, double eps, double weight_decay,
+                const LRSchedule& schedule) {
+  require_at_least(who, "lr", lr, 0.0);
+  require_at_least(who, "eps", eps, 0.0);
+  require_in_unit(who, "beta1", beta1);
+  require_in_unit(who, "beta2", beta2);
+  require_at_least(who, "weight_decay", weight_decay, 0.0);
+  check_schedule(std::string(who) + ": schedule", schedule, SourceLoc());
+}
 }  // namespace
+
+Tensor Optimizer::lr() {
+  throw UnsupportedError(fmt::format("{} does not expose its learning rate as a tensor (Optimizer::lr)", describe()));
+}
+
+LRSchedule LRSchedule::step(int64_t step_size, double gamma, loc_t loc) {
+  LRSchedule s;
+  s.kind = Kind::Step;
+  s.step_size = step_size;
+  s.gamma = gamma;
+  check_schedule("LRSchedule::step", s, SourceLoc(loc));
+  return s;
+}
+
+LRSchedule LRSchedule::warmup_cosine(int64_t warmup_steps, int64_t total_steps, double min_lr, loc_t loc) {
+  LRSchedule s;
+  s.kind = Kind::WarmupCosine;
+  s.warmup_steps = warmup_steps;
+  s.total_steps = total_steps;
+  s.min_lr = min_lr;
+  check_schedule("LRSchedule::warmup_cosine", s, SourceLoc(loc));
+  return s;
+}
+
+double LRSchedule::at(double base_lr, int64_t t) const {
+  switch (kind) {
+    case Kind::Constant: return base_lr;
+    case Kind::Step: return base_lr * std::pow(gamma, static_cast<double>(t / step_size));
+    case Kind::WarmupCosine: {
+      if (t < warmup_steps) return base_lr * static_cast<double>(t + 1) / static_cast<double>(warmup_steps);
+      if (total_steps == warmup_steps) return min_lr;
+      const double progress = static_cast<double>(std::min(t, total_steps) - warmup_steps) /
+                              static_cast<double>(total_steps - warmup_steps);
+      return min_lr + (base_lr - min_lr) * (1 + std::cos(M_PI * progress)) / 2;
+    }
+  }
+  return base_lr;
+}
+
+std::string LRSchedule::describe() const {
+  switch (kind) {
+    case Kind::Constant: return "constant";
+    case Kind::Step: return fmt::format("StepLR(step_size={}, gamma={})", step_size, gamma);
+    case Kind::WarmupCosine:
+      return fmt::format("warmup_cosine(warmup_steps={}, total_steps={}, min_lr={})", warmup_steps, total_steps,
+                         min_lr);
+  }
+  return "?";
+}
 
 std::unique_ptr<Optimizer> make_sgd(SGDOptions opt) {
   require_at_least("make_sgd", "lr", opt.lr, 0.0);
@@ -414,22 +663,76 @@ std::unique_ptr<Optimizer> make_sgd(SGDOptions opt) {
   require_at_least("make_sgd", "weight_decay", opt.weight_decay, 0.0);
   if (opt.nesterov && !(opt.momentum > 0))
     throw ValueError("make_sgd: nesterov momentum requires momentum > 0 (torch.optim.SGD's rule)");
+  check_schedule("make_sgd: schedule", opt.schedule, SourceLoc());
   return std::make_unique<SGD>(opt);
 }
 std::unique_ptr<Optimizer> make_adam(AdamOptions opt) {
-  require_at_least("make_adam", "lr", opt.lr, 0.0);
-  require_at_least("make_adam", "eps", opt.eps, 0.0);
-  require_in_unit("make_adam", "beta1", opt.beta1);
-  require_in_unit("make_adam", "beta2", opt.beta2);
-  require_at_least("make_adam", "weight_decay", opt.weight_decay, 0.0);
-  return std::make_unique<Adam>(opt);
+  check_adam("make_adam", opt.lr, opt.beta1, opt.beta2, opt.eps, opt.weight_decay, opt.schedule);
+  return std::make_unique<Adam>(
+      AdamConfig{opt.lr, opt.beta1, opt.beta2, opt.eps, opt.weight_decay, /*decoupled=*/false, opt.schedule});
+}
+std::unique_ptr<Optimizer> make_adamw(AdamWOptions opt) {
+  check_adam("make_adamw", opt.lr, opt.beta1, opt.beta2, opt.eps, opt.weight_decay, opt.schedule);
+  return std::make_unique<Adam>(
+      AdamConfig{opt.lr, opt.beta1, opt.beta2, opt.eps, opt.weight_decay, /*decoupled=*/true, opt.schedule});
+}
+
+// --- gradient clipping ---
+ClippedGrads clip_grad_norm(const std::vector<Tensor>& grads, double max_norm, double norm_type, loc_t loc) {
+  const SourceLoc l(loc);
+  auto fail = [&](const std::string& msg) {
+    throw ValueError(fmt::format("clip_grad_norm: {}{}", msg, l.known() ? " at " + l.str() : std::string()));
+  };
+  if (!(max_norm > 0) || !std::isfinite(max_norm))
+    fail(fmt::format("max_norm {} must be positive and finite (the largest total gradient norm kept)", max_norm));
+  const bool inf_norm = norm_type == std::numeric_limits<double>::infinity();
+  if (!inf_norm && !(norm_type > 0 && std::isfinite(norm_type)))
+    fail(fmt::format("norm_type {} is not supported (a p > 0, or infinity for the max norm)", norm_type));
+  for (size_t i = 0; i < grads.size(); ++i)
+    if (grads[i].dtype() != DType::f32)
+      fail(fmt::format("gradient {} ({}) is not f32", i, grads[i].node()->describe()));
+  LocationOverride at(l);
+  ClippedGrads r;
+  if (grads.empty()) {  // torch returns tensor(0.) for no gradients
+    r.total_norm = full({}, 0.0);
+    return r;
+  }
+  // one reduction per gradient (each its own kernel or fused into its producer's), added in parameter order
+  Tensor total;
+  for (const Tensor& g : grads) {
+    Tensor part;
+    if (inf_norm)
+      part = max(abs(g));
+    else if (norm_type == 2)
+      part = sum(g * g);
+    else if (norm_type == 1)
+      part = sum(abs(g));
+    else
+      part = sum(map([norm_type](Scalar x) { return pow(abs(x), norm_type); }, g));
+    total = !total ? part : inf_norm ? Tensor(maximum(total, part)) : Tensor(total + part);
+  }
+  if (!inf_norm && norm_type == 2)
+    total = sqrt(total);
+  else if (!inf_norm && norm_type != 1)
+    total = map([norm_type](Scalar x) { return pow(x, 1.0 / norm_type); }, total);
+  // torch: clip_coef = max_norm / (total_norm + 1e-6); torch.clamp(clip_coef, max=1.0) keeps NaN, as minimum does
+  Tensor coef = minimum(max_norm / (total + 1e-6), 1.0);
+  for (const Tensor& g : grads) r.grads.push_back(g * coef);
+  r.total_norm = total;
+  return r;
 }
 
 Program make_train_step(const Tensor& loss, const std::vector<Tensor>& params, Optimizer& opt,
-                        const std::vector<std::pair<std::string, Tensor>>& extra_outputs, TrainStepGradients& inspect) {
+                        const TrainStepOptions& options, loc_t loc) {
   for (auto& p : params)
     if (p.node()->op != Op::Param)
       throw ValueError(fmt::format("make_train_step: {} is not a parameter (sg::param)", p.node()->describe()));
+  const SourceLoc l(loc);
+  if (options.output_grad_norm && options.clip_grad_norm == 0)
+    throw ValueError(fmt::format("make_train_step: output_grad_norm needs clip_grad_norm > 0 (the norm is computed by "
+                                 "the clipping){}", l.known() ? " at " + l.str() : std::string()));
+  TrainStepGradients none;
+  TrainStepGradients& inspect = options.inspect ? *options.inspect : none;
   std::vector<Tensor> wrt = params;
   wrt.insert(wrt.end(), inspect.also.begin(), inspect.also.end());
   Tensor seed;  // d(loss)/d(loss) = 1, named after the loss's line rather than this file
@@ -440,10 +743,26 @@ Program make_train_step(const Tensor& loss, const std::vector<Tensor>& params, O
   inspect.grads = grad(loss, wrt, seed);
   Program prog;
   prog.add_output("loss", loss);
-  for (auto& [name, t] : extra_outputs) prog.add_output(name, t);
-  prog.updates = opt.updates(params, std::vector<Tensor>(inspect.grads.begin(), inspect.grads.begin() +
-                                                                                   static_cast<long>(params.size())));
+  for (auto& [name, t] : options.extra_outputs) prog.add_output(name, t);
+  std::vector<Tensor> grads(inspect.grads.begin(), inspect.grads.begin() + static_cast<long>(params.size()));
+  if (options.clip_grad_norm != 0) {
+    // the clipping's nodes name the line that asked for it (make_train_step's caller)
+    ClippedGrads c = clip_grad_norm(grads, options.clip_grad_norm, options.clip_norm_type, loc);
+    grads = std::move(c.grads);
+    if (options.output_grad_norm) prog.add_output("grad_norm", c.total_norm);
+  }
+  for (Update& u : opt.updates(params, grads))
+    prog.updates.push_back(std::move(u));  // after the forward pass's state updates (Program::add_output)
+  if (options.output_lr) prog.add_output("lr", opt.lr());
   return prog;
+}
+
+Program make_train_step(const Tensor& loss, const std::vector<Tensor>& params, Optimizer& opt,
+                        const std::vector<std::pair<std::string, Tensor>>& extra_outputs, TrainStepGradients& inspect) {
+  TrainStepOptions o;
+  o.extra_outputs = extra_outputs;
+  o.inspect = &inspect;
+  return make_train_step(loss, params, opt, o);
 }
 
 Program make_train_step(const Tensor& loss, const std::vector<Tensor>& params, Optimizer& opt,

@@ -23,24 +23,6 @@ bool is_bool_op(KOp op) {
   }
 }
 
-std::set<std::string> kfree_vars(const KExprPtr& root) {
-  std::unordered_map<const KExpr*, std::set<std::string>> memo;  // each node of the DAG once
-  std::function<const std::set<std::string>&(const KExprPtr&)> go = [&](const KExprPtr& e) -> const std::set<std::string>& {
-    if (auto it = memo.find(e.get()); it != memo.end()) return it->second;
-    std::set<std::string> s;
-    if (e->op == KOp::Var) s.insert(e->name);
-    for (auto* x : {&e->a, &e->b, &e->c})
-      if (*x) {
-        const auto& f = go(*x);
-        s.insert(f.begin(), f.end());
-      }
-    if (e->op == KOp::Reduce)
-      for (auto& v : e->loop_vars) s.erase(v);
-    return memo[e.get()] = std::move(s);
-  };
-  return root ? go(root) : std::set<std::string>();
-}
-
 KPrinter::KPrinter(const Plan& plan, const Kernel& k, const std::vector<KExprPtr>& roots, std::string prefix,
                    const Lang& lang)
     : plan_(plan), k_(k), prefix_(std::move(prefix)), lang_(lang) {
@@ -58,41 +40,6 @@ void KPrinter::new_scope() { scopes_.assign(1, {}); }
 std::string KPrinter::take_code() { return std::exchange(code_, std::string()); }
 
 void KPrinter::line(const std::string& s) { code_ += std::string(indent * 2, ' ') + s + "\n"; }
-
-const std::set<std::string>& KPrinter::free_vars(const KExprPtr& e) {
-  auto it = free_vars_.find(e.get());
-  if (it != free_vars_.end()) return it->second;
-  std::set<std::string> s;
-  if (e->op == KOp::Var) s.insert(e->name);
-  for (auto* x : {&e->a, &e->b, &e->c})
-    if (*x) {
-      auto& f = free_vars(*x);
-      s.insert(f.begin(), f.end());
-    }
-  if (e->op == KOp::Reduce)
-    for (auto& v : e->loop_vars) s.erase(v);
-  return free_vars_[e.get()] = std::move(s);
-}
-
-void KPrinter::collect_invariant(const KExprPtr& root, const std::set<std::string>& bound, std::vector<KExprPtr>& out) {
-  std::unordered_set<const KExpr*> seen;  // nodes visited under this `bound` (each once: the walk is linear in the DAG)
-  std::function<void(const KExprPtr&)> go = [&](const KExprPtr& e) {
-    if (!e || !seen.insert(e.get()).second) return;
-    if (e->op == KOp::Reduce) {
-      const auto& fv = free_vars(e);
-      if (std::none_of(fv.begin(), fv.end(), [&](const std::string& v) { return bound.count(v) > 0; })) {
-        if (std::none_of(out.begin(), out.end(), [&](const KExprPtr& x) { return x.get() == e.get(); })) out.push_back(e);
-        return;
-      }
-      std::set<std::string> inner = bound;
-      inner.insert(e->loop_vars.begin(), e->loop_vars.end());
-      collect_invariant(e->a, inner, out);
-      return;
-    }
-    go(e->a), go(e->b), go(e->c);
-  };
-  go(root);
-}
 
 std::string KPrinter::print(const KExprPtr& e) {
   if (auto b = bound_.find(e.get()); b != bound_.end()) return b->second;
@@ -155,6 +102,10 @@ std::string KPrinter::raw(const KExprPtr& e) {
       return float_math(lang_.wgsl(), e->sop, a, b, c, helpers_);
     }
     case KOp::Reduce: return reduce(e);
+    case KOp::RandomUniform: {
+      const std::string index = print(e->a), step = print(e->b);  // sequenced: print() names shared subexpressions
+      return random_uniform_call(e->seed, e->stream, index, step, helpers_);
+    }
     case KOp::ISelect: {
       std::string c = cond(e->a), t = print(e->b), f = print(e->c);
       return lang_.select(c, t, f);
@@ -194,7 +145,7 @@ std::string KPrinter::raw(const KExprPtr& e) {
 std::string KPrinter::reduce(const KExprPtr& e) {
   // reductions in the body that do not read this loop's variables: once, before the loop
   std::vector<KExprPtr> invariant;
-  collect_invariant(e->a, std::set<std::string>(e->loop_vars.begin(), e->loop_vars.end()), invariant);
+  kloop_invariant_reductions(e->a, std::set<std::string>(e->loop_vars.begin(), e->loop_vars.end()), free_vars_, invariant);
   for (auto& r : invariant) print(r);
   const int id = temp_++;
   const std::string acc = fmt::format("{}acc{}", prefix_, id);

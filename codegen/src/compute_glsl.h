@@ -19,6 +19,7 @@
 
 #include "compute_lang.h"
 #include "glsl_math.h"
+#include "kernel_analysis.h"
 #include "sg/schedule.h"
 
 namespace sg::compute {
@@ -52,8 +53,6 @@ class KPrinter {
   std::string reduce(const KExprPtr& e);
   std::string cond(const KExprPtr& e);
   void line(const std::string& s);
-  const std::set<std::string>& free_vars(const KExprPtr& e);
-  void collect_invariant(const KExprPtr& e, const std::set<std::string>& bound, std::vector<KExprPtr>& out);
   void count(const KExprPtr& e);
 
   const Plan& plan_;
@@ -68,13 +67,11 @@ class KPrinter {
   std::unordered_map<const KExpr*, int> refs_;
   std::unordered_map<const KExpr*, std::string> bound_;
   std::vector<std::unordered_map<const KExpr*, std::string>> scopes_{1};
-  std::unordered_map<const KExpr*, std::set<std::string>> free_vars_;
+  KFreeVars free_vars_;  ///< memoised free variables (loop-invariant reductions, kernel_analysis.h)
 };
 
 /// True for comparison / logical KOps (printed as bool).
 bool is_bool_op(KOp op);
 
-/// Integer variables `e` reads that it does not bind itself (a Reduce binds its loop variables).
-std::set<std::string> kfree_vars(const KExprPtr& e);
 
 }  // namespace sg::compute

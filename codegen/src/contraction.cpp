@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "compute_glsl.h"
+#include "kernel_analysis.h"
 
 namespace sg::compute {
 

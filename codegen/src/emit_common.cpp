@@ -41,31 +41,36 @@ Kernel block_kernel(const Kernel& k, const std::vector<size_t>& outputs) {
   return sub;
 }
 
-std::string kernel_header(const Plan& plan, const Kernel& k, ShaderStage stage,
-                          const std::function<std::string(const Value&)>& storage, const std::string& union_note) {
-  std::string s = "#version 450\n";
-  s += fmt::format("// shadergrad kernel {} ({} stage)\n", k.name, stage_name(stage));
+std::string kernel_comment(const Plan& plan, const Kernel& k, const std::string& title,
+                           const std::function<std::string(size_t, const Value&)>& output_tail, const std::string& extra) {
+  std::string s = "// " + title + "\n";
   for (size_t j = 0; j < k.outputs.size(); ++j) {
     const Value& out = plan.values[k.outputs[j]];
     const int ni = plan.node_index(out.node.get());
     std::string label = out.node->label();
     if (label.size() > 40) label = label.substr(0, 40) + "...";
-    s += fmt::format("// output {}{}{}: {}{} ({} elements{}{})\n",
-                     k.outputs.size() > 1 ? fmt::format("{} ", j) : std::string(), out.name,
-                     ni >= 0 ? fmt::format(" = n{} {}", ni, label) : std::string(),
-                     shape_str(out.node->shape),
-                     out.transposed ? ", stored transposed (rows are read in loops)"
-                     : out.col_planes > 1
-                         ? fmt::format(", in {0}x{1} planes: element (r, c) in plane (r % {0}) * {1} + (c / 4) % {1}; per plane",
-                                       out.row_planes(), out.col_planes)
-                     : out.planes > 1 ? fmt::format(", in {0} row planes: row r in plane r % {0}; per plane", out.planes)
-                                      : std::string(),
-                     out.layout.numel, storage(out),
-                     k.blocks() > 1 ? fmt::format(", block {}", k.block_of(j)) : std::string());
+    s += fmt::format("// output {}{}{}: {}{}\n", k.outputs.size() > 1 ? fmt::format("{} ", j) : std::string(), out.name,
+                     ni >= 0 ? fmt::format(" = n{} {}", ni, label) : std::string(), shape_str(out.node->shape),
+                     output_tail(j, out));
   }
-  if (k.blocks() > 1) s += union_note;
-  s += k.notes + "// graph nodes computed here (node, op, shape, user source):\n" + k.comment;
-  return s;
+  return s + extra + k.notes + "// graph nodes computed here (node, op, shape, user source):\n" + k.comment;
+}
+
+std::string kernel_header(const Plan& plan, const Kernel& k, ShaderStage stage,
+                          const std::function<std::string(const Value&)>& storage, const std::string& union_note) {
+  auto tail = [&](size_t j, const Value& out) {
+    const std::string layout =
+        out.transposed ? ", stored transposed (rows are read in loops)"
+        : out.col_planes > 1
+            ? fmt::format(", in {0}x{1} planes: element (r, c) in plane (r % {0}) * {1} + (c / 4) % {1}; per plane",
+                          out.row_planes(), out.col_planes)
+        : out.planes > 1 ? fmt::format(", in {0} row planes: row r in plane r % {0}; per plane", out.planes)
+                         : std::string();
+    return fmt::format("{} ({} elements{}{})", layout, out.layout.numel, storage(out),
+                       k.blocks() > 1 ? fmt::format(", block {}", k.block_of(j)) : std::string());
+  };
+  const std::string title = fmt::format("shadergrad kernel {} ({} stage)", k.name, stage_name(stage));
+  return "#version 450\n" + kernel_comment(plan, k, title, tail, k.blocks() > 1 ? union_note : std::string());
 }
 
 std::string plane_locate(const Value& v) {

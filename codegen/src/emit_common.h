@@ -27,9 +27,15 @@ std::vector<std::vector<size_t>> block_outputs(const Kernel& k);
 /// The sub-kernel of block `outputs` (its outputs and exprs, all of k's inputs so Load slots hold).
 Kernel block_kernel(const Kernel& k, const std::vector<size_t>& outputs);
 
-/// "#version 450" and the comment block naming the kernel, each output (`storage(value)` appends the stage's
-/// storage, e.g. ", RGBA32F texture 32x4"), `union_note` for union-domain kernels, the kernel's notes and its graph
-/// nodes with their user source lines.
+/// The comment block every emitter writes after the #version line: `title` ("shadergrad kernel k03_... (fragment
+/// stage)"), one line per output, "// output [J ]NAME[ = nN LABEL]: SHAPE" followed by `output_tail(j, value)` (the
+/// emitter's element count and storage, e.g. " (128 elements, RGBA32F texture 32x1)"), then `extra` (a union-domain
+/// kernel's note), the kernel's notes and its graph nodes with their user source lines (Kernel::comment).
+std::string kernel_comment(const Plan& plan, const Kernel& k, const std::string& title,
+                           const std::function<std::string(size_t, const Value&)>& output_tail, const std::string& extra);
+
+/// "#version 450" and the fragment stage's kernel_comment (`storage(value)` appends the stage's storage, e.g.
+/// ", RGBA32F texture 32x4"; `union_note` for union-domain kernels).
 std::string kernel_header(const Plan& plan, const Kernel& k, ShaderStage stage,
                           const std::function<std::string(const Value&)>& storage, const std::string& union_note);
 

@@ -32,6 +32,7 @@
 #include "compute_emit.h"
 #include "compute_glsl.h"
 #include "contraction.h"
+#include "emit_common.h"
 #include "sg/compute_kernel.h"
 #include "sg/error.h"
 
@@ -40,19 +41,9 @@ namespace sg {
 namespace compute {
 
 std::string kernel_header(const Plan& plan, const Kernel& k, const std::string& strategy, const Lang& lang) {
-  std::string s = lang.version_line();
-  s += fmt::format("// shadergrad compute kernel {} ({})\n", k.name, strategy);
-  for (size_t j = 0; j < k.outputs.size(); ++j) {
-    const Value& out = plan.values[k.outputs[j]];
-    const int ni = plan.node_index(out.node.get());
-    std::string label = out.node->label();
-    if (label.size() > 40) label = label.substr(0, 40) + "...";
-    s += fmt::format("// output {}{}{}: {} ({} elements)\n", k.outputs.size() > 1 ? fmt::format("{} ", j) : std::string(),
-                     out.name, ni >= 0 ? fmt::format(" = n{} {}", ni, label) : std::string(), shape_str(out.node->shape),
-                     out.node->numel());
-  }
-  s += k.notes + "// graph nodes computed here (node, op, shape, user source):\n" + k.comment;
-  return s;
+  auto tail = [](size_t, const Value& out) { return fmt::format(" ({} elements)", out.node->numel()); };
+  return lang.version_line() +
+         glsl::kernel_comment(plan, k, fmt::format("shadergrad compute kernel {} ({})", k.name, strategy), tail, "");
 }
 
 std::string buffer_declarations(const Plan& plan, const Kernel& k, const std::set<int>& loaded, const Lang& lang,

@@ -26,6 +26,7 @@
 #include <fmt/format.h>
 
 #include "glsl_math.h"
+#include "kernel_analysis.h"
 #include "sg/kernel_ir.h"
 #include "sg/schedule.h"
 
@@ -564,44 +565,9 @@ class ExprEmitter {
     return named;
   }
 
-  /// Integer variables `e` reads that it does not bind itself (a Reduce binds its loop variables).
-  const std::set<std::string>& free_vars(const KExprPtr& e) {
-    auto it = free_vars_.find(e.get());
-    if (it != free_vars_.end()) return it->second;
-    std::set<std::string> s;
-    if (e->op == KOp::Var) s.insert(e->name);
-    for (auto* x : {&e->a, &e->b, &e->c})
-      if (*x) {
-        auto& f = free_vars(*x);
-        s.insert(f.begin(), f.end());
-      }
-    if (e->op == KOp::Reduce)
-      for (auto& v : e->loop_vars) s.erase(v);
-    return free_vars_[e.get()] = std::move(s);
-  }
-  /// Reductions inside `e` that read none of the loop variables `bound` (those of the loop being opened and of
-  /// any reduction between it and them), outermost first; each once.
-  void collect_invariant(const KExprPtr& root, const std::set<std::string>& bound, std::vector<KExprPtr>& out) {
-    std::set<const KExpr*> seen;  // nodes visited under this `bound` (each once: linear in the DAG)
-    std::function<void(const KExprPtr&)> go = [&](const KExprPtr& e) {
-      if (!e || !seen.insert(e.get()).second) return;
-      if (e->op == KOp::Reduce) {
-        const auto& fv = free_vars(e);
-        bool invariant = std::none_of(fv.begin(), fv.end(), [&](const std::string& v) { return bound.count(v) > 0; });
-        if (invariant) {
-          if (std::none_of(out.begin(), out.end(), [&](const KExprPtr& x) { return x.get() == e.get(); })) out.push_back(e);
-          return;
-        }
-        std::set<std::string> inner = bound;
-        inner.insert(e->loop_vars.begin(), e->loop_vars.end());
-        collect_invariant(e->a, inner, out);
-        return;
-      }
-      go(e->a), go(e->b), go(e->c);
-    };
-    go(root);
-  }
-  std::unordered_map<const KExpr*, std::set<std::string>> free_vars_;
+  /// Integer variables `e` reads that it does not bind itself (kernel_analysis.h, memoised).
+  const std::set<std::string>& free_vars(const KExprPtr& e) { return free_vars_(e); }
+  KFreeVars free_vars_;
 
   void count_refs(const KExprPtr& e) {
     if (!e) return;
@@ -744,6 +710,11 @@ class ExprEmitter {
     if (e->op == KOp::Load) return emit_load(e);
     if (e->op == KOp::FMath) return emit_math(e);
     if (e->op == KOp::Reduce) return emit_reduce(e);
+    if (e->op == KOp::RandomUniform) {  // vectorised: the ivec4 overload (4 elements at once)
+      const Code index = E(e->a), step = E(e->b);
+      const bool v = index.vec || step.vec;
+      return {random_uniform_call(e->seed, e->stream, v ? ivec(index) : index.s, v ? ivec(step) : step.s, helpers_), v};
+    }
     Code a = E(e->a);
     Code b = e->b ? E(e->b) : Code{};
     bool v = a.vec || b.vec;
@@ -1216,7 +1187,9 @@ class ExprEmitter {
     // loop-invariant reductions inside the bodies (e.g. a softmax's sum of exps read in a loss loop) are computed
     // once, before the loop, instead of once per iteration
     std::vector<KExprPtr> invariant;
-    for (auto& e : rs) collect_invariant(e->a, std::set<std::string>(e->loop_vars.begin(), e->loop_vars.end()), invariant);
+    for (auto& e : rs)
+      kloop_invariant_reductions(e->a, std::set<std::string>(e->loop_vars.begin(), e->loop_vars.end()), free_vars_,
+                                 invariant);
     for (auto& r : invariant) {
       Code c = emit(r);
       scopes_.back()[r.get()] = c;

@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "sg/philox.h"
 #include "shader_files.h"
 
 namespace sg {
@@ -46,6 +47,7 @@ const HelperDef& helper_def(MathHelper h) {
       {"sg_tanh", 1, "tanh"},
       {"sg_sigmoid", 1, "sigmoid"},
       {"sg_erf,sg_erfc", 1, "erf"},
+      {"sg_philox_uniform", 0, "philox"},  // its vec4 overload (int operands): philox_vec4_overload
   };
   static_assert(sizeof(defs) / sizeof(defs[0]) == static_cast<size_t>(MathHelper::kCount));
   return defs[static_cast<size_t>(h)];
@@ -60,7 +62,8 @@ std::string_view helper_text(const HelperDef& d, bool wgsl) {
 MathHelpers dependencies(MathHelper h) {
   MathHelpers d;
   switch (h) {
-    case MathHelper::IsNan: break;
+    case MathHelper::IsNan:
+    case MathHelper::Philox: break;
     case MathHelper::ArgBetter:
       d.use(MathHelper::IsNan);
       if (argmax_form() == ArgmaxForm::MaxBits) d.use(MathHelper::Max);
@@ -92,6 +95,13 @@ std::string vec4_overloads(const HelperDef& d) {
   return out;
 }
 
+/// The fragment emitter's vec4 form of sg_philox_uniform: 4 elements (a texel's, or 4 iterations of a vectorised
+/// reduction) at once.
+constexpr const char* kPhiloxVec4 =
+    "vec4 sg_philox_uniform(ivec4 i, ivec4 s, uint stream, uint k0, uint k1) { return vec4("
+    "sg_philox_uniform(i.x, s.x, stream, k0, k1), sg_philox_uniform(i.y, s.y, stream, k0, k1), "
+    "sg_philox_uniform(i.z, s.z, stream, k0, k1), sg_philox_uniform(i.w, s.w, stream, k0, k1)); }\n";
+
 /// +1 / -1 when `s` is the literal +0.0 / -0.0 (as both printers write zero constants), else 0.
 int zero_literal(const std::string& s) { return s == "0.0" ? 1 : s == "-0.0" ? -1 : 0; }
 
@@ -116,7 +126,7 @@ std::string MathHelpers::source(bool vec4) const {
       continue;
     }
     src += helper_text(d, false);
-    if (vec4) src += vec4_overloads(d);
+    if (vec4) src += static_cast<MathHelper>(i) == MathHelper::Philox ? std::string(kPhiloxVec4) : vec4_overloads(d);
   }
   return src;
 }
@@ -192,6 +202,13 @@ std::string float_math(bool wgsl, SOp op, const std::string& a, const std::strin
     case SOp::Arg: break;
   }
   return wgsl ? "sg_f32_bits(0x7fc00000u)" : kNaN;
+}
+
+std::string random_uniform_call(uint64_t seed, uint32_t stream, const std::string& index, const std::string& step,
+                                MathHelpers& used) {
+  used.use(MathHelper::Philox);
+  const PhiloxKey k = philox_key(seed);
+  return fmt::format("sg_philox_uniform({}, {}, {}u, 0x{:08x}u, 0x{:08x}u)", index, step, stream, k[0], k[1]);
 }
 
 std::string glsl_math(SOp op, const std::string& a, const std::string& b, const std::string& c, MathHelpers& used) {

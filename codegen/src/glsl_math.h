@@ -33,6 +33,7 @@ namespace sg {
 /// The GLSL helper functions of the float math (sg_max, sg_exp, ...).
 enum class MathHelper : uint8_t {
   IsNan, Max, Min, Relu, ArgBetter, ZeroArith, Exp, Log, Log1p, Sqrt, Rsqrt, Pow, SinCos, Tanh, Sigmoid, Erf,
+  Philox,  ///< sg_philox_uniform: the counter-based generator of random_uniform (KOp::RandomUniform, sg/philox.h)
   kCount
 };
 
@@ -80,6 +81,12 @@ std::string float_math(bool wgsl, SOp op, const std::string& a, const std::strin
 /// The GLSL expression of float op `op` over operand expressions a, b, c (scalars; or vec4s of matching types
 /// for the fragment emitter, whose helpers then need MathHelpers::source(true)). Records the helpers it calls.
 std::string glsl_math(SOp op, const std::string& a, const std::string& b, const std::string& c, MathHelpers& used);
+
+/// The call of the random_uniform helper for element `index` (an int expression) at step `step` (an int expression)
+/// of a random_uniform(seed, stream) node, alike in GLSL and WGSL (the fragment emitter's vec4 overload takes ivec4
+/// operands); records the helper.
+std::string random_uniform_call(uint64_t seed, uint32_t stream, const std::string& index, const std::string& step,
+                                MathHelpers& used);
 
 /// The accumulation step of a max/min reduction, `acc = <this>;` (NaN-propagating, torch's max/min), in GLSL or WGSL.
 std::string reduce_step(bool wgsl, bool max, const std::string& acc, const std::string& x, MathHelpers& used);

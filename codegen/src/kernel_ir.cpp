@@ -10,6 +10,8 @@
 
 #include <fmt/format.h>
 
+#include "kernel_analysis.h"
+
 namespace sg {
 
 namespace {
@@ -148,6 +150,15 @@ KExprPtr kreduce(ReduceKind kind, std::vector<std::string> vars, std::vector<int
   return mk(std::move(e));
 }
 
+KExprPtr krandom_uniform(uint64_t seed, uint32_t stream, KExprPtr index, KExprPtr step) {
+  KExpr e = base(KOp::RandomUniform);
+  e.seed = seed;
+  e.stream = stream;
+  e.a = std::move(index);
+  e.b = std::move(step);
+  return mk(std::move(e));
+}
+
 // Every walk below visits each node of the shared DAG once (a memo keyed by node): chains of elementwise layers
 // whose bodies read their input twice (softplus, x * sigmoid(x)) make DAGs of N nodes with 2^N root-to-leaf paths,
 // and a walk of the tree view took exponential time (a chain of 30 maps did not compile within a minute). The
@@ -201,22 +212,44 @@ double kloop_iterations(const KExprPtr& root) {
   return go(root);
 }
 
+namespace {
+
+}  // namespace
+
 double kloop_iterations(const std::vector<KExprPtr>& roots) {
   // Roots are evaluated in order; a reduction met outside any loop is computed once and its value reused,
-  // also where a later loop body refers to it (the emitters keep it in a local of the enclosing scope).
+  // also where a later loop body refers to it (the emitters keep it in a local of the enclosing scope). A
+  // reduction inside a loop body that reads none of that loop's variables is computed once, before the loop (the
+  // emitters hoist it: var's mean inside its sum of squared deviations), not once per iteration. Only the hoists
+  // before a top-level loop are counted so (their locals live in the kernel's scope, reused by every later root);
+  // deeper ones are counted per iteration, an overestimate (the budget must not be underestimated: llvmpipe stops
+  // long loops silently).
   // `inside` is memoised per node; its memo is valid while `computed` is unchanged, so it is cleared when a
-  // top-level reduction is added: O(nodes x top-level reductions).
+  // reduction is added: O(nodes x reductions).
+  int depth = 0;  // loops open around the node `inside` is looking at
   std::unordered_set<const KExpr*> seen, computed;
   std::unordered_map<const KExpr*, double> memo;
+  KFreeVars fv;
   std::function<double(const KExprPtr&)> inside = [&](const KExprPtr& e) -> double {  // one loop iteration
     if (!e) return 0;
     if (auto m = memo.find(e.get()); m != memo.end()) return m->second;
     double c = 0;
     if (e->op == KOp::Reduce) {
       if (!computed.count(e.get())) {
+        std::vector<KExprPtr> hoisted;
+        if (depth == 0)
+          kloop_invariant_reductions(e->a, std::set<std::string>(e->loop_vars.begin(), e->loop_vars.end()), fv, hoisted);
+        for (const KExprPtr& r : hoisted) {
+          if (computed.count(r.get())) continue;
+          c += inside(r);
+          computed.insert(r.get());
+          memo.clear();
+        }
         double trip = 1, levels = 0;
         nest_counts(*e, trip, levels);
-        c = levels + trip * inside(e->a);
+        ++depth;
+        c += levels + trip * inside(e->a);
+        --depth;
       }
     } else {
       c = inside(e->a) + inside(e->b) + inside(e->c);
@@ -254,6 +287,7 @@ double kcode_size(const std::vector<KExprPtr>& roots) {
         case SOp::Sigmoid: case SOp::Erf: case SOp::Erfc: helper = true; break;
         default: break;
       }
+    if (e->op == KOp::RandomUniform) helper = true;
     size += helper ? kHelperCallSize : 1;
     stack.push_back(e->a.get()), stack.push_back(e->b.get()), stack.push_back(e->c.get());
   }
@@ -293,6 +327,9 @@ bool kequal_memo(const KExprPtr& a, const KExprPtr& b, std::set<std::pair<const 
       break;
     case KOp::Reduce:
       if (a->reduce != b->reduce || a->loop_vars != b->loop_vars || a->extents != b->extents) return false;
+      break;
+    case KOp::RandomUniform:
+      if (a->seed != b->seed || a->stream != b->stream) return false;
       break;
     default: break;
   }
@@ -381,6 +418,8 @@ std::string kexpr_str(const KExprPtr& e) {
     case KOp::FToInt: return fmt::format("int({})", s(e->a));
     case KOp::ISelect: return fmt::format("({} ? {} : {})", s(e->a), s(e->b), s(e->c));
     case KOp::Load: return fmt::format("load{}[{}]", e->input, s(e->a));
+    case KOp::RandomUniform:
+      return fmt::format("random_uniform[seed {}, stream {}]({}, {})", e->seed, e->stream, s(e->a), s(e->b));
     case KOp::Reduce: {
       std::string loops;
       for (size_t i = 0; i < e->loop_vars.size(); ++i)

@@ -18,6 +18,7 @@
 
 #include "compute_emit.h"
 #include "compute_glsl.h"
+#include "kernel_analysis.h"
 
 namespace sg::compute {
 

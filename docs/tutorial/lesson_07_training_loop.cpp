@@ -42,10 +42,15 @@ int main() {
   sg::Program step = sg::make_train_step(loss, model.parameters(), *adam);
 
   // Evaluation is another Program over the same parameters: no updates, the logits as output. Programs compiled
-  // by one backend share its persistent values, so the eval program sees the trained weights.
+  // by one backend share its persistent values, so the eval program sees the trained weights. model.eval() before
+  // building its graph, as in torch: layers that differ in training (BatchNorm's running statistics, Dropout) read
+  // the mode when the graph is built, so this graph is an inference graph (this MLP has none of them; a model with
+  // BatchNorm would otherwise update its statistics in "eval"). model.train() after, for graphs built later.
   sg::Tensor tx = sg::input("x", {test.n, 1, 8, 8});
   sg::Program eval;
+  model.eval();
   eval.add_output("pred", sg::argmax(model(tx), 1));
+  model.train();
 
   auto backend = sg::make_backend({.kind = "auto"}).backend;
   auto train_exe = backend->compile(step);

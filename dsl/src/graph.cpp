@@ -31,6 +31,9 @@ const char* op_name(Op op) {
     case Op::MaxPool2dGrad: return "max_pool2d_grad";
     case Op::AvgPool2d: return "avg_pool2d";
     case Op::AvgPool2dGrad: return "avg_pool2d_grad";
+    case Op::Gather: return "gather";
+    case Op::RandomUniform: return "random_uniform";
+    case Op::Iota: return "iota";
   }
   return "?";
 }
@@ -49,6 +52,7 @@ std::string Node::label() const {
   switch (op) {
     case Op::Map: return fmt::format("map[{}]", sexpr_str(body));
     case Op::Reduce: return fmt::format("{}", reduce_name(attrs.reduce));
+    case Op::RandomUniform: return fmt::format("random_uniform[seed {}, stream {}]", attrs.seed, attrs.stream);
     case Op::Input:
     case Op::Param:
     case Op::State: return fmt::format("{} '{}'", op_name(op), name);

@@ -4,7 +4,39 @@
 #include <algorithm>
 #include <unordered_set>
 
+#include <fmt/format.h>
+
 namespace sg {
+
+void Program::add_output(const std::string& name, const Tensor& t) {
+  output_names.push_back(name);
+  outputs.push_back(t.node());
+  add_effects_of(t.node());
+}
+
+void Program::add_effects_of(const NodePtr& root) {
+  // an effect's value may itself depend on nodes with effects (a counter read by a running average): a worklist
+  std::vector<NodePtr> pending = {root};
+  while (!pending.empty()) {
+    std::vector<NodePtr> roots = std::move(pending);
+    pending.clear();
+    for (auto& n : topo_order(roots))
+      for (auto& effect : n->effects) {
+        const NodePtr& target = effect.first;  // named, not a structured binding: clang 14 cannot capture those
+        const NodePtr& value = effect.second;
+        auto same = std::find_if(updates.begin(), updates.end(), [&](const Update& u) { return u.target == target; });
+        if (same != updates.end()) {
+          if (same->value != value)
+            throw ValueError(fmt::format("program: state '{}' gets two next values in one step ({} and {}); a "
+                                         "layer that updates state (BatchNorm in train mode) was called twice",
+                                         target->name, same->value->describe(), value->describe()));
+          continue;
+        }
+        updates.push_back({target, value});
+        pending.push_back(value);
+      }
+  }
+}
 
 std::vector<NodePtr> Program::roots() const {
   std::vector<NodePtr> r = outputs;

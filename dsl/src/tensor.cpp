@@ -2,7 +2,10 @@
 #include "sg/tensor.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
+#include <map>
+#include <mutex>
 #include <numeric>
 
 #include <fmt/format.h>
@@ -415,6 +418,139 @@ Tensor one_hot(const Tensor& labels, int64_t num_classes, loc_t loc) {
   return make(Op::OneHot, out, {labels.node()}, a, l);
 }
 
+Tensor gather(const Tensor& x, int axis, const Tensor& index, loc_t loc) {
+  SourceLoc l(loc);
+  check_tensor(x, "gather", "input", l);
+  check_tensor(index, "gather", "index", l);
+  if (index.dtype() != DType::i32)
+    value_error("gather", fmt::format("index must be i32 (an i32 input, argmax, or a reshape of them), got {} {}",
+                                      dtype_name(index.dtype()), shape_str(index.shape())), l);
+  if (x.rank() < 1) shape_error("gather", "input must have at least one axis (got a 0-D tensor)", l);
+  int ax = normalize_axis(axis, x.rank());
+  if (ax < 0) shape_error("gather", fmt::format("axis {} out of range for {}", axis, shape_str(x.shape())), l);
+  if (index.rank() != x.rank())
+    shape_error("gather", fmt::format("index {} must have the rank of the input {} (torch.gather)",
+                                      shape_str(index.shape()), shape_str(x.shape())), l);
+  for (int d = 0; d < x.rank(); ++d)
+    if (d != ax && index.shape()[d] > x.shape()[d])
+      shape_error("gather", fmt::format("index {} is larger than the input {} along axis {} (only axis {} may differ "
+                                        "freely)", shape_str(index.shape()), shape_str(x.shape()), d, ax), l);
+  if (x.shape()[ax] == 0 && index.numel() > 0)
+    value_error("gather", fmt::format("axis {} of the input {} is empty: there is nothing to pick", ax,
+                                      shape_str(x.shape())), l);
+  Attrs a;
+  a.axes = {ax};
+  return make(Op::Gather, Shape(index.shape().begin(), index.shape().end()), {x.node(), index.node()}, a, l,
+              x.dtype());
+}
+
+Tensor take(const Tensor& x, const Tensor& indices, int axis, loc_t loc) {
+  SourceLoc l(loc);
+  LocationOverride at_user(l);
+  check_tensor(x, "take", "input", l);
+  check_tensor(indices, "take", "indices", l);
+  if (indices.dtype() != DType::i32)
+    value_error("take", fmt::format("indices must be i32 (an i32 input, argmax, or a reshape of them), got {} {}",
+                                    dtype_name(indices.dtype()), shape_str(indices.shape())), l);
+  if (x.rank() < 1) shape_error("take", "input must have at least one axis (got a 0-D tensor)", l);
+  int ax = normalize_axis(axis, x.rank());
+  if (ax < 0) shape_error("take", fmt::format("axis {} out of range for {}", axis, shape_str(x.shape())), l);
+  if (x.shape()[ax] == 0 && indices.numel() > 0)
+    value_error("take", fmt::format("axis {} of the input {} is empty: there is nothing to pick", ax,
+                                    shape_str(x.shape())), l);
+  // x as (pre, V, post); indices as (1, N, 1) broadcast to (pre, N, post); gather along axis 1
+  int64_t pre = 1, post = 1;
+  for (int d = 0; d < ax; ++d) pre *= x.shape()[d];
+  for (int d = ax + 1; d < x.rank(); ++d) post *= x.shape()[d];
+  const int64_t n = indices.numel();
+  Tensor x3 = reshape(x, Shape{pre, x.shape()[ax], post}, loc);
+  Tensor i3 = broadcast_to(reshape(indices, Shape{1, n, 1}, loc), Shape{pre, n, post}, loc);
+  Shape out(x.shape().begin(), x.shape().begin() + ax);
+  out.append(indices.shape().begin(), indices.shape().end());
+  out.append(x.shape().begin() + ax + 1, x.shape().end());
+  return reshape(gather(x3, 1, i3, loc), out, loc);
+}
+
+// --- index masks and flip ---
+Tensor iota(ShapeRef shape, int axis, DType dtype, loc_t loc) {
+  SourceLoc l(loc);
+  for (int64_t d : shape)
+    if (d < 0) value_error("iota", fmt::format("negative size in shape {}", shape_str(shape)), l);
+  if (shape.empty()) shape_error("iota", "a 0-D shape has no axis to count along", l);
+  const int ax = normalize_axis(axis, static_cast<int>(shape.size()));
+  if (ax < 0) shape_error("iota", fmt::format("axis {} out of range for shape {}", axis, shape_str(shape)), l);
+  if (shape[ax] > (int64_t{1} << 24))
+    value_error("iota", fmt::format("axis {} of shape {} is longer than 2^24: its coordinates are not exact in f32", ax,
+                                    shape_str(shape)), l);
+  Attrs a;
+  a.axes = {ax};
+  return make(Op::Iota, Shape(shape.begin(), shape.end()), {}, a, l, dtype);
+}
+
+Tensor arange(int64_t n, DType dtype, loc_t loc) {
+  SourceLoc l(loc);
+  if (n < 0) value_error("arange", fmt::format("n must be >= 0 (got {})", n), l);
+  if (n > (int64_t{1} << 24)) value_error("arange", fmt::format("n = {} is larger than 2^24: not exact in f32", n), l);
+  const int64_t shape[1] = {n};
+  return iota(shape, 0, dtype, loc);
+}
+
+namespace {
+/// tril (upper = false) or triu of x's last two dimensions: one Map node select(j - i <= d, x, 0) (triu:
+/// j - i >= d) over x and the row and column iotas, whose VJP is the same triangle of the adjoint.
+Tensor triangle(const Tensor& x, int64_t diagonal, bool upper, const SourceLoc& l) {
+  const char* op = upper ? "triu" : "tril";
+  check_tensor(x, op, "input", l);
+  if (x.rank() < 2)
+    shape_error(op, fmt::format("input must have at least 2 dimensions (got {}); torch.{} works on the last two", shape_str(x.shape()), op), l);
+  LocationOverride at_user(l);
+  const int64_t m = x.dim(-2), n = x.dim(-1);
+  const int64_t rows_shape[2] = {m, 1}, cols_shape[2] = {1, n};
+  Tensor rows = iota(rows_shape, 0, DType::f32), cols = iota(cols_shape, 1, DType::f32);
+  // j - i <= d (tril) or j - i >= d (triu), on exact float coordinates
+  const SExprPtr offset = sbinary(SOp::Sub, sarg(2), sarg(1));
+  const SExprPtr keep = sbinary(upper ? SOp::Ge : SOp::Le, offset, sconst(static_cast<double>(diagonal)));
+  Node nd;
+  nd.op = Op::Map;
+  nd.shape = Shape(x.shape().begin(), x.shape().end());
+  nd.inputs = {x.node(), rows.node(), cols.node()};
+  nd.body = sselect(keep, sarg(0), sconst(0.0));
+  nd.loc = l;
+  nd.dtype = x.dtype();
+  // torch's tril/triu backward: the same triangle of the adjoint (a select: NaN/inf adjoints outside it reach nothing)
+  nd.custom_vjp = std::make_shared<const CustomVJP>([diagonal, upper](const NodePtr&, const NodePtr& g) {
+    Tensor gt(g);
+    return std::vector<NodePtr>{(upper ? triu(gt, diagonal) : tril(gt, diagonal)).node(), nullptr, nullptr};
+  });
+  return Tensor(make_node(std::move(nd)));
+}
+}  // namespace
+
+Tensor tril(const Tensor& x, int64_t diagonal, loc_t loc) { return triangle(x, diagonal, false, SourceLoc(loc)); }
+Tensor triu(const Tensor& x, int64_t diagonal, loc_t loc) { return triangle(x, diagonal, true, SourceLoc(loc)); }
+
+Tensor flip(const Tensor& x, Axes dims, loc_t loc) {
+  SourceLoc l(loc);
+  check_tensor(x, "flip", "input", l);
+  Attrs a;
+  a.starts.assign(x.rank(), 0);
+  a.steps.assign(x.rank(), 1);
+  std::vector<bool> seen(x.rank(), false);
+  bool any = false;
+  for (int d : dims) {
+    const int ax = normalize_axis(d, x.rank());
+    if (ax < 0) shape_error("flip", fmt::format("axis {} out of range for {}", d, shape_str(x.shape())), l);
+    if (seen[ax]) shape_error("flip", fmt::format("axis {} appears more than once in dims", ax), l);
+    seen[ax] = true;
+    if (x.shape()[ax] <= 1) continue;  // nothing to reverse
+    a.starts[ax] = x.shape()[ax] - 1;
+    a.steps[ax] = -1;
+    any = true;
+  }
+  if (!any) return x;
+  return make(Op::Slice, Shape(x.shape().begin(), x.shape().end()), {x.node()}, a, l, x.dtype());
+}
+
 // --- conv / pool ---
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, Conv2dOptions opt, loc_t loc) {
   SourceLoc l(loc);
@@ -424,10 +560,24 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, Conv2dOption
   if (x.rank() != 4 || w.rank() != 4)
     shape_error("conv2d", fmt::format("expects x (N,C,H,W) and w (O,C,KH,KW), got {} and {}", shape_str(x.shape()),
                                       shape_str(w.shape())), l);
-  if (x.dim(1) != w.dim(1))
-    shape_error("conv2d", fmt::format("input channels differ: x {} has C={}, w {} has C={}", shape_str(x.shape()),
-                                      x.dim(1), shape_str(w.shape()), w.dim(1)), l);
+  const int64_t g = opt.groups;
+  if (g < 1) value_error("conv2d", fmt::format("groups must be >= 1, got {}", g), l);
+  if (x.dim(1) % g != 0)
+    value_error("conv2d", fmt::format("in_channels {} of x {} must be divisible by groups {}", x.dim(1),
+                                      shape_str(x.shape()), g), l);
+  if (w.dim(0) % g != 0)
+    value_error("conv2d", fmt::format("out_channels {} of w {} (dimension 0) must be divisible by groups {}", w.dim(0),
+                                      shape_str(w.shape()), g), l);
+  if (x.dim(1) != w.dim(1) * g) {
+    if (g == 1)
+      shape_error("conv2d", fmt::format("input channels differ: x {} has C={}, w {} has C={}", shape_str(x.shape()),
+                                        x.dim(1), shape_str(w.shape()), w.dim(1)), l);
+    shape_error("conv2d", fmt::format("given groups={}, w {} expects x to have {} channels (C/groups = {} in "
+                                      "dimension 1), but x {} has {}", g, shape_str(w.shape()), w.dim(1) * g,
+                                      w.dim(1), shape_str(x.shape()), x.dim(1)), l);
+  }
   Attrs a;
+  a.groups = g;
   Shape out = {x.dim(0), w.dim(0), 0, 0};
   for (int i = 0; i < 2; ++i) {
     if (opt.stride[i] < 1 || opt.dilation[i] < 1 || opt.padding[i] < 0)
@@ -450,6 +600,191 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, Conv2dOption
     return Tensor(materialize(sbinary(SOp::Add, sarg(0), sarg(1)), {y.node(), b4.node()}, l));
   }
   return y;
+}
+
+Tensor conv_transpose2d(const Tensor& x, const Tensor& w, const Tensor& bias, ConvTranspose2dOptions opt, loc_t loc) {
+  SourceLoc l(loc);
+  LocationOverride at_user(l);
+  const char* op = "conv_transpose2d";
+  check_tensor(x, op, "input", l);
+  check_tensor(w, op, "weight", l);
+  if (x.rank() != 4 || w.rank() != 4)
+    shape_error(op, fmt::format("expects x (N,C_in,H,W) and w (C_in,C_out,KH,KW), got {} and {}", shape_str(x.shape()),
+                                shape_str(w.shape())), l);
+  if (x.dim(1) != w.dim(0))
+    shape_error(op, fmt::format("input channels differ: x {} has C_in={}, w {} has C_in={} (dimension 0)",
+                                shape_str(x.shape()), x.dim(1), shape_str(w.shape()), w.dim(0)), l);
+  const int64_t g = opt.groups;
+  if (g < 1) value_error(op, fmt::format("groups must be >= 1, got {}", g), l);
+  if (x.dim(1) % g != 0)
+    value_error(op, fmt::format("in_channels {} of x {} must be divisible by groups {}", x.dim(1),
+                                shape_str(x.shape()), g), l);
+  const int64_t c_out = w.dim(1) * g;
+  Attrs a;
+  a.groups = g;
+  Shape out = {x.dim(0), c_out, 0, 0};
+  for (int i = 0; i < 2; ++i) {
+    if (opt.stride[i] < 1 || opt.dilation[i] < 1 || opt.padding[i] < 0)
+      value_error(op, "stride and dilation must be >= 1 and padding >= 0", l);
+    if (opt.output_padding[i] < 0 || opt.output_padding[i] >= opt.stride[i])
+      value_error(op, fmt::format("output_padding {} must be within [0, stride {})", opt.output_padding[i],
+                                  opt.stride[i]), l);
+    a.stride[i] = opt.stride[i];
+    a.padding[i] = opt.padding[i];
+    a.dilation[i] = opt.dilation[i];
+    out[2 + i] = (x.dim(2 + i) - 1) * opt.stride[i] - 2 * opt.padding[i] + opt.dilation[i] * (w.dim(2 + i) - 1) +
+                 opt.output_padding[i] + 1;
+    if (out[2 + i] < 1)
+      shape_error(op, fmt::format("output size {} < 1 for input {} and kernel {} (padding too large)", out[2 + i],
+                                  shape_str(x.shape()), shape_str(w.shape())), l);
+  }
+  a.shape = out;
+  // conv2d's input gradient is this op: its adjoint "dy" is x, its weight (O = C_in, C = C_out, KH, KW) is w
+  Tensor y = make(Op::Conv2dGradInput, out, {x.node(), w.node()}, a, l);
+  if (!bias) return y;
+  if (bias.rank() != 1 || bias.dim(0) != c_out)
+    shape_error(op, fmt::format("bias must have shape ({}), got {}", c_out, shape_str(bias.shape())), l);
+  Tensor b4 = reshape(bias, Shape{1, c_out, 1, 1}, loc);
+  return Tensor(materialize(sbinary(SOp::Add, sarg(0), sarg(1)), {y.node(), b4.node()}, l));
+}
+
+Tensor upsample_nearest2d(const Tensor& x, int64_t scale_h, int64_t scale_w, loc_t loc) {
+  SourceLoc l(loc);
+  LocationOverride at_user(l);
+  check_tensor(x, "upsample_nearest2d", "input", l);
+  if (x.rank() != 4)
+    shape_error("upsample_nearest2d", fmt::format("expects (N,C,H,W), got {}", shape_str(x.shape())), l);
+  if (scale_h < 1 || scale_w < 1)
+    value_error("upsample_nearest2d", fmt::format("scale factors must be whole numbers >= 1, got {} and {}", scale_h,
+                                                  scale_w), l);
+  const int64_t n = x.dim(0), c = x.dim(1), h = x.dim(2), w = x.dim(3);
+  Tensor blocks = broadcast_to(reshape(x, Shape{n, c, h, 1, w, 1}), Shape{n, c, h, scale_h, w, scale_w});
+  return reshape(blocks, Shape{n, c, h * scale_h, w * scale_w});
+}
+
+namespace {
+/// Gather along `axis` of x at the constant, non-decreasing indices `index` (one per output position along the axis,
+/// the same for every other coordinate), whose VJP is the transposed gather written as a sum of fixed length: input
+/// position i collects the adjoint of the (contiguous) output positions whose index is i, at most K of them, as a
+/// gather of the adjoint at (K per input position) constant indices, masked where i has fewer than K, summed over K.
+/// Gather's own VJP (a one-hot reduction over every output position) would cost O(out) per element instead of O(K).
+Tensor gather_sorted(const Tensor& x, int axis, const std::vector<int64_t>& index, const SourceLoc& l) {
+  const int64_t in = x.dim(axis), out = static_cast<int64_t>(index.size());
+  Shape ishape(x.rank(), 1), oshape(x.shape().begin(), x.shape().end());
+  ishape[axis] = out;
+  oshape[axis] = out;
+  std::vector<float> data(index.begin(), index.end());
+  Tensor idx = leaf(Op::Const, "", ishape, std::move(data), DType::i32, l, "upsample_bilinear2d");
+  Tensor y = gather(x, axis, broadcast_to(idx, oshape));
+  Node n = *y.node();
+  n.custom_vjp = std::make_shared<const CustomVJP>([axis, in, index, l](const NodePtr&, const NodePtr& g) {
+    LocationOverride at(l);
+    const int64_t out = static_cast<int64_t>(index.size());
+    std::vector<int64_t> first(static_cast<size_t>(in), 0), count(static_cast<size_t>(in), 0);
+    for (int64_t o = out - 1; o >= 0; --o) {
+      first[index[o]] = o;
+      ++count[index[o]];
+    }
+    const int64_t k = *std::max_element(count.begin(), count.end());
+    std::vector<float> at_(static_cast<size_t>(in * k)), keep(static_cast<size_t>(in * k));
+    bool masked = false;
+    for (int64_t i = 0; i < in; ++i)
+      for (int64_t j = 0; j < k; ++j) {
+        const bool ok = j < count[i];
+        at_[i * k + j] = static_cast<float>(ok ? first[i] + j : 0);
+        keep[i * k + j] = ok ? 1.0f : 0.0f;
+        masked |= !ok;
+      }
+    Tensor gt(g);
+    const int r = gt.rank();
+    Shape ks(r, 1), ps(gt.shape().begin(), gt.shape().end());
+    ks[axis] = in * k;
+    ps[axis] = in * k;
+    Tensor jt = leaf(Op::Const, "", ks, std::move(at_), DType::i32, l, "upsample_bilinear2d");
+    Tensor picked = gather(gt, axis, broadcast_to(jt, ps));
+    // a select, not a product: an infinite or NaN adjoint reaches only the positions it was gathered from
+    if (masked) picked = Tensor(where(constant(ks, std::move(keep)), picked, 0.0));
+    if (k == 1) return std::vector<NodePtr>{picked.node(), nullptr};
+    Shape split(ps.begin(), ps.end());
+    split[axis] = in;
+    split.insert(split.begin() + axis + 1, k);
+    return std::vector<NodePtr>{sum(reshape(picked, split), {axis + 1}).node(), nullptr};
+  });
+  return Tensor(make_node(std::move(n)));
+}
+
+/// torch's linear interpolation taps along one axis (ATen/native/UpSample.h, torch 1.13: area_pixel_compute_scale,
+/// area_pixel_compute_source_index, guard_index_and_lambda; the ratio and source index in f32 as its CPU kernel).
+struct LinearTaps {
+  std::vector<int64_t> i0, i1;
+  std::vector<float> l0, l1;
+};
+LinearTaps linear_taps(int64_t in, int64_t out, bool align_corners, std::optional<double> scale) {
+  float ratio;
+  if (align_corners) ratio = out > 1 ? static_cast<float>(in - 1) / static_cast<float>(out - 1) : 0.0f;
+  else ratio = scale && *scale > 0 ? static_cast<float>(1.0 / *scale) : static_cast<float>(in) / static_cast<float>(out);
+  LinearTaps t;
+  for (int64_t o = 0; o < out; ++o) {
+    float src;
+    if (align_corners) {
+      src = ratio * static_cast<float>(o);
+    } else {
+      src = static_cast<float>(static_cast<double>(ratio) * (static_cast<double>(o) + 0.5) - 0.5);
+      if (src < 0) src = 0;
+    }
+    const int64_t i0 = std::min(static_cast<int64_t>(std::floor(src)), in - 1);
+    const float l1 = std::min(std::max(src - static_cast<float>(i0), 0.0f), 1.0f);
+    t.i0.push_back(i0);
+    t.i1.push_back(i0 + (i0 < in - 1 ? 1 : 0));
+    t.l1.push_back(l1);
+    t.l0.push_back(1.0f - l1);
+  }
+  return t;
+}
+
+/// x linearly interpolated along `axis`: l0 * x[i0] + l1 * x[i1] (both taps always, as torch).
+Tensor interpolate_axis(const Tensor& x, int axis, const LinearTaps& t, const SourceLoc& l) {
+  Shape ws(x.rank(), 1);
+  ws[axis] = static_cast<int64_t>(t.l0.size());
+  Tensor a = gather_sorted(x, axis, t.i0, l), b = gather_sorted(x, axis, t.i1, l);
+  Tensor l0 = constant(ws, t.l0), l1 = constant(ws, t.l1);
+  return Tensor(materialize(sbinary(SOp::Add, sbinary(SOp::Mul, sarg(0), sarg(1)), sbinary(SOp::Mul, sarg(2), sarg(3))),
+                            {a.node(), l0.node(), b.node(), l1.node()}, l));
+}
+}  // namespace
+
+Tensor upsample_bilinear2d(const Tensor& x, const UpsampleBilinearOptions& opt, loc_t loc) {
+  SourceLoc l(loc);
+  LocationOverride at_user(l);
+  const char* op = "upsample_bilinear2d";
+  check_tensor(x, op, "input", l);
+  if (x.rank() != 4) shape_error(op, fmt::format("expects (N,C,H,W), got {}", shape_str(x.shape())), l);
+  if (opt.size.has_value() == opt.scale_factor.has_value())
+    value_error(op, opt.size ? "only one of size or scale_factor should be defined (torch.nn.functional.interpolate)"
+                             : "either size or scale_factor should be defined (torch.nn.functional.interpolate)", l);
+  int64_t out[2];
+  for (int i = 0; i < 2; ++i) {
+    if (opt.size) {
+      out[i] = (*opt.size)[i];
+      if (out[i] < 1) value_error(op, fmt::format("output size must be >= 1, got ({}, {})", (*opt.size)[0], (*opt.size)[1]), l);
+    } else {
+      const double s = (*opt.scale_factor)[i];
+      if (!(s > 0) || !std::isfinite(s))
+        value_error(op, fmt::format("scale factors must be finite and > 0, got ({}, {})", (*opt.scale_factor)[0],
+                                    (*opt.scale_factor)[1]), l);
+      out[i] = static_cast<int64_t>(std::floor(static_cast<double>(x.dim(2 + i)) * s));  // torch: floor(in * scale)
+      if (out[i] < 1)
+        value_error(op, fmt::format("scale factor {} gives an empty output along axis {} of {} (size {})", s, 2 + i,
+                                    shape_str(x.shape()), out[i]), l);
+    }
+  }
+  auto scale = [&](int i) -> std::optional<double> {
+    if (opt.scale_factor) return (*opt.scale_factor)[i];
+    return std::nullopt;
+  };
+  // along W first, then H: out = l0h * (row i0h interpolated along W) + l1h * (row i1h ...), torch's order
+  Tensor t = interpolate_axis(x, 3, linear_taps(x.dim(3), out[1], opt.align_corners, scale(1)), l);
+  return interpolate_axis(t, 2, linear_taps(x.dim(2), out[0], opt.align_corners, scale(0)), l);
 }
 
 static Tensor pool(Op op, const char* name, const Tensor& x, Pool2dOptions opt, const SourceLoc& l) {
@@ -478,10 +813,89 @@ Tensor avg_pool2d(const Tensor& x, Pool2dOptions opt, loc_t loc) {
   return pool(Op::AvgPool2d, "avg_pool2d", x, opt, SourceLoc(loc));
 }
 
-// --- softmax and losses ---
-Tensor stop_gradient(const Tensor& x, loc_t loc) {
+// --- random numbers (sg/philox.h) ---
+namespace {
+
+std::mutex random_streams_mutex;
+std::map<uint64_t, uint32_t> random_streams;  // per seed: the streams taken by calls without an explicit stream
+
+uint32_t take_random_stream(uint64_t seed) {
+  std::lock_guard<std::mutex> lock(random_streams_mutex);
+  return random_streams[seed]++;
+}
+
+void check_step(const char* op, const Tensor& step, const SourceLoc& l) {
+  check_tensor(step, op, "step", l);
+  if (step.numel() != 1)
+    value_error(op, fmt::format("step must have exactly one element (a step counter: a State or input of shape {{}} "
+                                "or {{1}}), got {} {}", dtype_name(step.dtype()), shape_str(step.shape())), l);
+}
+
+Tensor random_node(const char* op, ShapeRef shape, uint64_t seed, const Tensor& step, uint32_t stream,
+                   const SourceLoc& l) {
+  check_step(op, step, l);
+  for (int64_t d : shape)
+    if (d < 0) value_error(op, fmt::format("negative size in shape {}", shape_str(shape)), l);
+  checked_shape(shape, op, l);
+  if (numel(shape) > std::numeric_limits<int32_t>::max())
+    value_error(op, fmt::format("shape {} has {} elements; random values are numbered by a 32-bit element index "
+                                "(at most 2^31 - 1 elements)", shape_str(shape), numel(shape)), l);
+  Attrs a;
+  a.seed = seed;
+  a.stream = stream;
+  return make(Op::RandomUniform, Shape(shape.begin(), shape.end()), {step.node()}, a, l);
+}
+
+}  // namespace
+
+uint32_t peek_random_stream(uint64_t seed) {
+  std::lock_guard<std::mutex> lock(random_streams_mutex);
+  auto it = random_streams.find(seed);
+  return it == random_streams.end() ? 0 : it->second;
+}
+
+Tensor random_uniform(ShapeRef shape, uint64_t seed, const Tensor& step, loc_t loc) {
   SourceLoc l(loc);
-  check_tensor(x, "stop_gradient", "input", l);
+  check_step("random_uniform", step, l);  // before a stream is taken
+  return random_node("random_uniform", shape, seed, step, take_random_stream(seed), l);
+}
+
+Tensor random_uniform(ShapeRef shape, uint64_t seed, const Tensor& step, uint32_t stream, loc_t loc) {
+  return random_node("random_uniform", shape, seed, step, stream, SourceLoc(loc));
+}
+
+Tensor bernoulli(const Tensor& p, uint64_t seed, const Tensor& step, loc_t loc) {
+  SourceLoc l(loc);
+  LocationOverride at_user(l);
+  check_tensor(p, "bernoulli", "p", l);
+  check_step("bernoulli", step, l);
+  Tensor u = random_node("bernoulli", p.shape(), seed, step, take_random_stream(seed), l);
+  return Tensor(u < p, loc);
+}
+
+Tensor dropout(const Tensor& x, double p, uint64_t seed, const Tensor& step, bool training, loc_t loc) {
+  SourceLoc l(loc);
+  LocationOverride at_user(l);
+  check_tensor(x, "dropout", "input", l);
+  check_step("dropout", step, l);
+  if (!(p >= 0.0 && p <= 1.0))
+    value_error("dropout", fmt::format("dropout probability has to be between 0 and 1, but got {}", p), l);
+  if (!training) return x;  // torch returns the input itself
+  // in training a stream is taken whatever p is, so the streams of later calls do not depend on this p
+  const uint32_t stream = take_random_stream(seed);
+  if (p == 0.0) return x;                        // torch returns the input itself
+  if (p == 1.0) return Tensor(x * 0.0, loc);     // torch: input * zeros (NaN and infinities give NaN)
+  // keep where u < 1 - p: u is a multiple of 2^-24, so u < 1 - p exactly when u < ceil((1 - p) 2^24) 2^-24, a
+  // threshold exact in f32 (the GPUs compare in f32, the CPU reference in f64: both give the same mask)
+  const double keep = std::ceil((1.0 - p) * 16777216.0) / 16777216.0;
+  const double scale = static_cast<float>(1.0f / static_cast<float>(1.0 - p));  // torch: noise.div_(1 - p) in f32
+  Tensor u = random_node("dropout", x.shape(), seed, step, stream, l);
+  return Tensor(x * where(u < keep, scale, 0.0), loc);
+}
+
+// --- softmax and losses ---
+/// A Reshape of x to its own shape (a view, no kernel) created at `l`, without x's name, custom VJP or effects.
+static Node identity_view(const Tensor& x, const SourceLoc& l) {
   Node n = *x.node();
   n.op = Op::Reshape;
   n.inputs = {x.node()};
@@ -490,8 +904,36 @@ Tensor stop_gradient(const Tensor& x, loc_t loc) {
   n.data = nullptr;
   n.name = "";
   n.loc = l;
+  n.custom_vjp = nullptr;
+  n.effects.clear();
+  return n;
+}
+
+Tensor stop_gradient(const Tensor& x, loc_t loc) {
+  SourceLoc l(loc);
+  check_tensor(x, "stop_gradient", "input", l);
+  Node n = identity_view(x, l);
   n.custom_vjp = std::make_shared<const CustomVJP>(
       [](const NodePtr&, const NodePtr&) { return std::vector<NodePtr>{nullptr}; });
+  return Tensor(make_node(std::move(n)));
+}
+
+Tensor with_state_updates(const Tensor& y, const std::vector<std::pair<Tensor, Tensor>>& updates, loc_t loc) {
+  SourceLoc l(loc);
+  check_tensor(y, "with_state_updates", "input", l);
+  Node n = identity_view(y, l);  // carries the effects
+  for (auto& [state, next] : updates) {
+    check_tensor(state, "with_state_updates", "state", l);
+    check_tensor(next, "with_state_updates", "next value", l);
+    if (state.node()->op != Op::State)
+      throw ValueError(fmt::format("with_state_updates: {} is not a State leaf (sg::state) at {}",
+                                   state.node()->describe(), l.str()));
+    if (next.shape() != state.shape() || next.dtype() != state.dtype())
+      throw ShapeError(fmt::format("with_state_updates: state '{}' is {} {}, its next value {} {} at {}",
+                                   state.node()->name, dtype_name(state.dtype()), shape_str(state.shape()),
+                                   dtype_name(next.dtype()), shape_str(next.shape()), l.str()));
+    n.effects.emplace_back(state.node(), next.node());
+  }
   return Tensor(make_node(std::move(n)));
 }
 
@@ -542,6 +984,55 @@ Tensor std(const Tensor& x, Axes axes, bool unbiased, bool keepdims, loc_t loc) 
   check_tensor(x, "std", "input", l);
   // where(v == 0, 0, sqrt(v)): the same value, and the gradient 0 at v = 0 (torch) instead of 0.5 / 0 * 0 = NaN
   return map([](Scalar v) { return where(v == 0.0, 0.0, sqrt(v)); }, var(x, axes, unbiased, keepdims, loc), loc);
+}
+
+namespace {
+/// The axes of x that normalized_shape names (its last normalized_shape.size() dimensions), after checking x, the
+/// shape and the affine parameters (op: "layer_norm" / "rms_norm").
+llvm::SmallVector<int, 4> norm_trailing_axes(const char* op, const Tensor& x, ShapeRef normalized_shape,
+                                             const std::vector<std::pair<const char*, Tensor>>& affine, double eps,
+                                             const SourceLoc& l) {
+  check_tensor(x, op, "input", l);
+  if (!(eps >= 0)) value_error(op, fmt::format("eps must be >= 0 (got {})", eps), l);
+  const int k = static_cast<int>(normalized_shape.size());
+  if (k == 0) shape_error(op, "normalized_shape is empty (torch: it must name at least one trailing dimension)", l);
+  if (k > x.rank() || x.shape().take_back(k) != normalized_shape)
+    shape_error(op, fmt::format("input {} does not end in normalized_shape {} (its last {} dimension{} must be {})",
+                                shape_str(x.shape()), shape_str(normalized_shape), k, k == 1 ? "" : "s",
+                                shape_str(normalized_shape)), l);
+  for (const auto& [what, t] : affine)
+    if (t && t.shape() != normalized_shape)
+      shape_error(op, fmt::format("{} has shape {}, expected normalized_shape {}", what, shape_str(t.shape()),
+                                  shape_str(normalized_shape)), l);
+  llvm::SmallVector<int, 4> axes;
+  for (int d = x.rank() - k; d < x.rank(); ++d) axes.push_back(d);
+  return axes;
+}
+}  // namespace
+
+Tensor layer_norm(const Tensor& x, ShapeRef normalized_shape, const Tensor& weight, const Tensor& bias, double eps,
+                  loc_t loc) {
+  SourceLoc l(loc);
+  LocationOverride at_user(l);
+  const auto axes = norm_trailing_axes("layer_norm", x, normalized_shape, {{"weight", weight}, {"bias", bias}}, eps, l);
+  Tensor mu = mean(x, axes, true, loc);
+  Tensor var = mean(map([](Scalar v, Scalar m) { return (v - m) * (v - m); }, x, mu, loc), axes, true, loc);
+  Tensor y = map([eps](Scalar v, Scalar m, Scalar s) { return (v - m) * rsqrt(s + eps); }, x, mu, var, loc);
+  if (weight) y = y * weight;
+  if (bias) y = y + bias;
+  return y;
+}
+
+Tensor rms_norm(const Tensor& x, ShapeRef normalized_shape, const Tensor& weight, std::optional<double> eps,
+                loc_t loc) {
+  SourceLoc l(loc);
+  LocationOverride at_user(l);
+  const double e = eps ? *eps : static_cast<double>(std::numeric_limits<float>::epsilon());  // torch: finfo(x.dtype).eps
+  const auto axes = norm_trailing_axes("rms_norm", x, normalized_shape, {{"weight", weight}}, e, l);
+  Tensor ms = mean(x * x, axes, true, loc);
+  Tensor y = map([e](Scalar v, Scalar s) { return v * rsqrt(s + e); }, x, ms, loc);
+  if (weight) y = y * weight;
+  return y;
 }
 
 Tensor softmax(const Tensor& x, int axis, loc_t loc) {

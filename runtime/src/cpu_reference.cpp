@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "sg/philox.h"
+
 namespace sg::cpu {
 
 namespace {
@@ -191,26 +193,30 @@ Vec eval_gather(const Node& n, const Vec& x, IndexFn fn, double fill = 0.0) {
   return out;
 }
 
+// Grouped convolution (attrs.groups = G): output channel o of O reads the C/G input channels of its group
+// g = o / (O/G), i.e. input channel g*(C/G) + c for c < C/G; the weight is (O, C/G, KH, KW).
 Vec eval_conv(const Node& n, const Vec& x, const Vec& w) {
   const Shape& xs = n.inputs[0]->shape;
   const Shape& ws = n.inputs[1]->shape;
-  int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3], O = ws[0], KH = ws[2], KW = ws[3];
+  int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3], O = ws[0], CG = ws[1], KH = ws[2], KW = ws[3];
   int64_t OH = n.shape[2], OW = n.shape[3];
   auto& a = n.attrs;
+  const int64_t OG = O / a.groups;
   Vec out(n.numel());
   for (int64_t b = 0; b < N; ++b)
     for (int64_t o = 0; o < O; ++o)
       for (int64_t oh = 0; oh < OH; ++oh)
         for (int64_t ow = 0; ow < OW; ++ow) {
           double acc = 0;
-          for (int64_t c = 0; c < C; ++c)
+          for (int64_t c = 0; c < CG; ++c)
             for (int64_t kh = 0; kh < KH; ++kh) {
               int64_t ih = oh * a.stride[0] - a.padding[0] + kh * a.dilation[0];
               if (ih < 0 || ih >= H) continue;
               for (int64_t kw = 0; kw < KW; ++kw) {
                 int64_t iw = ow * a.stride[1] - a.padding[1] + kw * a.dilation[1];
                 if (iw < 0 || iw >= W) continue;
-                acc += x[((b * C + c) * H + ih) * W + iw] * w[((o * C + c) * KH + kh) * KW + kw];
+                const int64_t ci = o / OG * CG + c;
+                acc += x[((b * C + ci) * H + ih) * W + iw] * w[((o * CG + c) * KH + kh) * KW + kw];
               }
             }
           out[((b * O + o) * OH + oh) * OW + ow] = acc;
@@ -218,27 +224,29 @@ Vec eval_conv(const Node& n, const Vec& x, const Vec& w) {
   return out;
 }
 
-// dx[b,c,ih,iw] = sum dy[b,o,oh,ow] * w[o,c,kh,kw] over ih = oh*s - p + kh*d
+// dx[b,ci,ih,iw] = sum dy[b,o,oh,ow] * w[o,c,kh,kw] over ih = oh*s - p + kh*d, ci = group(o) * C/G + c
 Vec eval_conv_grad_input(const Node& n, const Vec& dy, const Vec& w) {
   const Shape& ys = n.inputs[0]->shape;
   const Shape& ws = n.inputs[1]->shape;
-  int64_t N = ys[0], O = ys[1], OH = ys[2], OW = ys[3], C = ws[1], KH = ws[2], KW = ws[3];
-  int64_t H = n.shape[2], W = n.shape[3];
+  int64_t N = ys[0], O = ys[1], OH = ys[2], OW = ys[3], CG = ws[1], KH = ws[2], KW = ws[3];
+  int64_t C = n.shape[1], H = n.shape[2], W = n.shape[3];
   auto& a = n.attrs;
+  const int64_t OG = O / a.groups;
   Vec out(n.numel(), 0.0);
   for (int64_t b = 0; b < N; ++b)
     for (int64_t o = 0; o < O; ++o)
       for (int64_t oh = 0; oh < OH; ++oh)
         for (int64_t ow = 0; ow < OW; ++ow) {
           double g = dy[((b * O + o) * OH + oh) * OW + ow];
-          for (int64_t c = 0; c < C; ++c)
+          for (int64_t c = 0; c < CG; ++c)
             for (int64_t kh = 0; kh < KH; ++kh) {
               int64_t ih = oh * a.stride[0] - a.padding[0] + kh * a.dilation[0];
               if (ih < 0 || ih >= H) continue;
               for (int64_t kw = 0; kw < KW; ++kw) {
                 int64_t iw = ow * a.stride[1] - a.padding[1] + kw * a.dilation[1];
                 if (iw < 0 || iw >= W) continue;
-                out[((b * C + c) * H + ih) * W + iw] += g * w[((o * C + c) * KH + kh) * KW + kw];
+                const int64_t ci = o / OG * CG + c;
+                out[((b * C + ci) * H + ih) * W + iw] += g * w[((o * CG + c) * KH + kh) * KW + kw];
               }
             }
         }
@@ -249,14 +257,16 @@ Vec eval_conv_grad_weight(const Node& n, const Vec& dy, const Vec& x) {
   const Shape& ys = n.inputs[0]->shape;
   const Shape& xs = n.inputs[1]->shape;
   int64_t N = ys[0], O = ys[1], OH = ys[2], OW = ys[3], C = xs[1], H = xs[2], W = xs[3];
-  int64_t KH = n.shape[2], KW = n.shape[3];
+  int64_t CG = n.shape[1], KH = n.shape[2], KW = n.shape[3];
   auto& a = n.attrs;
+  const int64_t OG = O / a.groups;
   Vec out(n.numel(), 0.0);
   for (int64_t o = 0; o < O; ++o)
-    for (int64_t c = 0; c < C; ++c)
+    for (int64_t c = 0; c < CG; ++c)
       for (int64_t kh = 0; kh < KH; ++kh)
         for (int64_t kw = 0; kw < KW; ++kw) {
           double acc = 0;
+          const int64_t ci = o / OG * CG + c;
           for (int64_t b = 0; b < N; ++b)
             for (int64_t oh = 0; oh < OH; ++oh) {
               int64_t ih = oh * a.stride[0] - a.padding[0] + kh * a.dilation[0];
@@ -264,10 +274,10 @@ Vec eval_conv_grad_weight(const Node& n, const Vec& dy, const Vec& x) {
               for (int64_t ow = 0; ow < OW; ++ow) {
                 int64_t iw = ow * a.stride[1] - a.padding[1] + kw * a.dilation[1];
                 if (iw < 0 || iw >= W) continue;
-                acc += dy[((b * O + o) * OH + oh) * OW + ow] * x[((b * C + c) * H + ih) * W + iw];
+                acc += dy[((b * O + o) * OH + oh) * OW + ow] * x[((b * C + ci) * H + ih) * W + iw];
               }
             }
-          out[((o * C + c) * KH + kh) * KW + kw] = acc;
+          out[((o * CG + c) * KH + kh) * KW + kw] = acc;
         }
   return out;
 }
@@ -399,6 +409,46 @@ Vec eval_node(const Node& n, const std::vector<const Vec*>& in) {
         double l = (*in[0])[i];
         if (l >= 0 && l < static_cast<double>(C) && l == std::floor(l)) out[i * C + static_cast<int64_t>(l)] = 1.0;
       }
+      return out;
+    }
+    case Op::Gather: {
+      // out[j] = x[j with j[axis] = index[j]]; an out-of-range or non-integer index (computed in the graph: fed
+      // indices are checked by run(), sg/feeds.h) is an error here, where GPU kernels clamp it into range
+      const Shape& xs = n.inputs[0]->shape;
+      const Shape xst = contiguous_strides(xs), ist = contiguous_strides(n.shape);
+      const int ax = n.attrs.axes[0];
+      const Vec& index = *in[1];
+      return eval_gather(n, *in[0], [&](const Shape& idx) {
+        int64_t s = 0, at = 0;
+        for (size_t i = 0; i < idx.size(); ++i) at += idx[i] * ist[i];
+        const double v = index[at];
+        if (!(v >= 0 && v < static_cast<double>(xs[ax])) || v != std::floor(v))
+          throw ValueError(fmt::format("cpu: {}: index element {} is {}, outside [0, {}) (axis {} of the input {}); "
+                                       "indices must be 0..{}", n.describe(), at, v, xs[ax], ax, shape_str(xs),
+                                       xs[ax] - 1));
+        for (size_t i = 0; i < idx.size(); ++i)
+          s += (static_cast<int>(i) == ax ? static_cast<int64_t>(v) : idx[i]) * xst[i];
+        return s;
+      });
+    }
+    case Op::RandomUniform: {
+      // element j = philox_uniform(seed, stream, step, j) (sg/philox.h), the definition the kernels reproduce bit
+      // for bit; a step that is not an integer in [0, 2^24] (computed in the graph, or fed) is an error here
+      const double step = (*in[0])[0];
+      if (!(step >= 0 && step <= 16777216.0) || step != std::floor(step))
+        throw ValueError(fmt::format("cpu: {}: step is {}; the step of random numbers must be an integer in "
+                                     "[0, 2^24] (a step counter)", n.describe(), step));
+      Vec out(static_cast<size_t>(n.numel()));
+      for (size_t j = 0; j < out.size(); ++j)
+        out[j] = philox_uniform(n.attrs.seed, n.attrs.stream, static_cast<uint32_t>(step), static_cast<uint32_t>(j));
+      return out;
+    }
+    case Op::Iota: {
+      // the coordinate along attrs.axes[0]: (flat / stride) % extent
+      const int ax = n.attrs.axes[0];
+      const int64_t stride = contiguous_strides(n.shape)[ax], extent = n.shape[ax];
+      Vec out(n.numel());
+      for (int64_t i = 0; i < n.numel(); ++i) out[i] = static_cast<double>((i / stride) % extent);
       return out;
     }
     case Op::Conv2d: return eval_conv(n, *in[0], *in[1]);

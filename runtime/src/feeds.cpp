@@ -20,17 +20,32 @@ constexpr double kMaxExactInt = 16777216.0;  // 2^24: integers GPU backends stor
 
 }  // namespace
 
-FeedChecker::FeedChecker(const Program& program) : inputs_(program.inputs()), classes_(inputs_.size(), 0) {
+FeedChecker::FeedChecker(const Program& program)
+    : inputs_(program.inputs()), classes_(inputs_.size(), 0), gathers_(inputs_.size(), nullptr) {
   std::unordered_map<const Node*, size_t> slot;
   for (size_t i = 0; i < inputs_.size(); ++i) slot[inputs_[i].get()] = i;
   for (auto& n : program.nodes()) {
-    if (n->op != Op::OneHot) continue;
-    const Node* in = source_input(n->inputs[0].get());
+    if (n->op != Op::OneHot && n->op != Op::Gather) continue;
+    const bool gather = n->op == Op::Gather;
+    const Node* in = source_input(n->inputs[gather ? 1 : 0].get());
     auto it = in ? slot.find(in) : slot.end();
     if (it == slot.end()) continue;
+    const int64_t bound = gather ? n->inputs[0]->shape[n->attrs.axes[0]] : n->attrs.num_classes;
     int64_t& c = classes_[it->second];
-    c = c == 0 ? n->attrs.num_classes : std::min(c, n->attrs.num_classes);
+    const Node*& by = gathers_[it->second];
+    // the smallest bound wins; at equal bounds a gather names the op (gather's gradient reads its index by one_hot)
+    if (c == 0 || bound < c || (bound == c && gather && !by)) by = gather ? n.get() : nullptr;
+    c = c == 0 ? bound : std::min(c, bound);
   }
+}
+
+std::string FeedChecker::bound_by(const Node& input) const {
+  for (size_t i = 0; i < inputs_.size(); ++i)
+    if (inputs_[i].get() == &input && gathers_[i]) {
+      const Node& g = *gathers_[i];
+      return fmt::format("gather{}", g.loc.known() ? " at " + g.loc.str() : std::string());
+    }
+  return "";
 }
 
 int64_t FeedChecker::classes_of(const Node& input) const {
@@ -67,8 +82,14 @@ std::vector<const std::vector<float>*> FeedChecker::check(const std::vector<Feed
       throw ValueError(fmt::format("run: input '{}' expects {} values ({}), got {}", in.name, in.numel(),
                                    shape_str(in.shape), v.size()));
     if (in.dtype != DType::i32 && classes_[i] == 0) continue;
+    const std::string by = gathers_[i] ? bound_by(in) : std::string();
     for (size_t e = 0; e < v.size(); ++e) {
       const double x = v[e];
+      if (!by.empty() && !(x >= 0 && x < static_cast<double>(classes_[i]) && x == std::floor(x)))
+        throw ValueError(fmt::format("run: input '{}' element {} is {}, {} [0, {}) ({} picks along an axis of {}; "
+                                     "torch raises for it too); indices must be integers 0..{}", in.name, e, v[e],
+                                     x == std::floor(x) ? "outside" : "not an integer index in", classes_[i], by,
+                                     classes_[i], classes_[i] - 1));
       if (!(std::fabs(x) <= kMaxExactInt) || x != std::floor(x))
         throw ValueError(fmt::format("run: input '{}' element {} is {}, not an integer{} (integer inputs hold exact "
                                      "integers up to 2^24 in magnitude)", in.name, e, v[e],

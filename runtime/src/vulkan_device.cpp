@@ -99,153 +99,77 @@ const char* memory_policy_name(MemoryPolicy p) { return p == MemoryPolicy::Block
 
 Buffer::Placement Buffer::placement() const {
   Placement p;
-  if (!mem_.block) return p;
-  p.memory_type = mem_.block->type;
-  p.flags = ctx_->mem_props.memoryTypes[p.memory_type].propertyFlags;
-  p.dedicated = mem_.block->dedicated;
-  p.offset = static_cast<int64_t>(mem_.offset);
-  p.memory_bytes = static_cast<int64_t>(mem_.block->size);
+  const detail::Allocation& mem = mem_.get();
+  if (!mem.block) return p;
+  p.memory_type = mem.block->type;
+  p.flags = mem_.context()->mem_props.memoryTypes[p.memory_type].propertyFlags;
+  p.dedicated = mem.block->dedicated;
+  p.offset = static_cast<int64_t>(mem.offset);
+  p.memory_bytes = static_cast<int64_t>(mem.block->size);
   return p;
 }
 
-Buffer::Buffer(Buffer&& o) noexcept { *this = std::move(o); }
-Buffer& Buffer::operator=(Buffer&& o) noexcept {
-  if (this != &o) {
-    reset();
-    ctx_ = std::move(o.ctx_);
-    buf_ = std::exchange(o.buf_, VK_NULL_HANDLE);
-    mem_ = std::exchange(o.mem_, {});
-    bytes_ = std::exchange(o.bytes_, 0);
-    alloc_ = std::exchange(o.alloc_, 0);
-    mapped_ = std::exchange(o.mapped_, nullptr);
-    name_ = std::move(o.name_);
-  }
-  return *this;
+namespace detail {
+void BufferTraits::count(Context& ctx) { ++ctx.live.buffers; }
+void BufferTraits::destroy(Context& ctx, VkBuffer h) noexcept {
+  vkDestroyBuffer(ctx.device, h, nullptr);
+  --ctx.live.buffers;
 }
-Buffer::~Buffer() { reset(); }
-void Buffer::reset() {
-  if (buf_) {
-    vkDestroyBuffer(ctx_->device, buf_, nullptr);
-    --ctx_->live.buffers;
-  }
-  if (mem_.block) ctx_->release(mem_);
-  buf_ = VK_NULL_HANDLE;
-  mem_ = {};
-  mapped_ = nullptr;
-  ctx_.reset();
+void AllocationTraits::count(Context&) {}
+void AllocationTraits::destroy(Context& ctx, Allocation a) noexcept { ctx.release(a); }
+void PipelineTraits::count(Context& ctx) { ++ctx.live.pipelines; }
+void PipelineTraits::destroy(Context& ctx, VkPipeline h) noexcept {
+  vkDestroyPipeline(ctx.device, h, nullptr);
+  --ctx.live.pipelines;
 }
-
-Pipeline::Pipeline(Pipeline&& o) noexcept { *this = std::move(o); }
-Pipeline& Pipeline::operator=(Pipeline&& o) noexcept {
-  if (this != &o) {
-    reset();
-    ctx_ = std::move(o.ctx_);
-    pipe_ = std::exchange(o.pipe_, VK_NULL_HANDLE);
-    layout_ = std::exchange(o.layout_, VK_NULL_HANDLE);
-    set_layout_ = std::exchange(o.set_layout_, VK_NULL_HANDLE);
-    bindings_ = o.bindings_;
-    name_ = std::move(o.name_);
-  }
-  return *this;
+void PipelineLayoutTraits::count(Context&) {}
+void PipelineLayoutTraits::destroy(Context& ctx, VkPipelineLayout h) noexcept {
+  vkDestroyPipelineLayout(ctx.device, h, nullptr);
 }
-Pipeline::~Pipeline() { reset(); }
-void Pipeline::reset() {
-  if (!ctx_) return;
-  if (pipe_) {
-    vkDestroyPipeline(ctx_->device, pipe_, nullptr);
-    --ctx_->live.pipelines;
-  }
-  if (layout_) vkDestroyPipelineLayout(ctx_->device, layout_, nullptr);
-  if (set_layout_) vkDestroyDescriptorSetLayout(ctx_->device, set_layout_, nullptr);
-  pipe_ = VK_NULL_HANDLE;
-  layout_ = VK_NULL_HANDLE;
-  set_layout_ = VK_NULL_HANDLE;
-  ctx_.reset();
+void SetLayoutTraits::count(Context&) {}
+void SetLayoutTraits::destroy(Context& ctx, VkDescriptorSetLayout h) noexcept {
+  vkDestroyDescriptorSetLayout(ctx.device, h, nullptr);
 }
-
-DescriptorPool::DescriptorPool(DescriptorPool&& o) noexcept { *this = std::move(o); }
-DescriptorPool& DescriptorPool::operator=(DescriptorPool&& o) noexcept {
-  if (this != &o) {
-    reset();
-    ctx_ = std::move(o.ctx_);
-    pool_ = std::exchange(o.pool_, VK_NULL_HANDLE);
-  }
-  return *this;
+void DescriptorPoolTraits::count(Context& ctx) { ++ctx.live.descriptor_pools; }
+void DescriptorPoolTraits::destroy(Context& ctx, VkDescriptorPool h) noexcept {
+  vkDestroyDescriptorPool(ctx.device, h, nullptr);
+  --ctx.live.descriptor_pools;
 }
-DescriptorPool::~DescriptorPool() { reset(); }
-void DescriptorPool::reset() {
-  if (pool_) {
-    vkDestroyDescriptorPool(ctx_->device, pool_, nullptr);
-    --ctx_->live.descriptor_pools;
-  }
-  pool_ = VK_NULL_HANDLE;
-  ctx_.reset();
+void QueryPoolTraits::count(Context& ctx) { ++ctx.live.query_pools; }
+void QueryPoolTraits::destroy(Context& ctx, VkQueryPool h) noexcept {
+  vkDestroyQueryPool(ctx.device, h, nullptr);
+  --ctx.live.query_pools;
 }
-
-QueryPool::QueryPool(QueryPool&& o) noexcept { *this = std::move(o); }
-QueryPool& QueryPool::operator=(QueryPool&& o) noexcept {
-  if (this != &o) {
-    reset();
-    ctx_ = std::move(o.ctx_);
-    pool_ = std::exchange(o.pool_, VK_NULL_HANDLE);
-    count_ = o.count_;
-  }
-  return *this;
+void CommandBufferTraits::count(Context& ctx) { ++ctx.live.command_buffers; }
+void CommandBufferTraits::destroy(Context& ctx, VkCommandBuffer h) noexcept {
+  vkFreeCommandBuffers(ctx.device, ctx.cmd_pool, 1, &h);
+  --ctx.live.command_buffers;
 }
-QueryPool::~QueryPool() { reset(); }
-void QueryPool::reset() {
-  if (pool_) {
-    vkDestroyQueryPool(ctx_->device, pool_, nullptr);
-    --ctx_->live.query_pools;
-  }
-  pool_ = VK_NULL_HANDLE;
-  ctx_.reset();
-}
-
-CommandBuffer::CommandBuffer(CommandBuffer&& o) noexcept { *this = std::move(o); }
-CommandBuffer& CommandBuffer::operator=(CommandBuffer&& o) noexcept {
-  if (this != &o) {
-    reset();
-    ctx_ = std::move(o.ctx_);
-    cmd_ = std::exchange(o.cmd_, VK_NULL_HANDLE);
-    fence_ = std::exchange(o.fence_, VK_NULL_HANDLE);
-    recorded_ = std::exchange(o.recorded_, false);
-  }
-  return *this;
-}
-CommandBuffer::~CommandBuffer() { reset(); }
-void CommandBuffer::reset() {
-  if (cmd_) {
-    vkFreeCommandBuffers(ctx_->device, ctx_->cmd_pool, 1, &cmd_);
-    --ctx_->live.command_buffers;
-  }
-  if (fence_) vkDestroyFence(ctx_->device, fence_, nullptr);
-  cmd_ = VK_NULL_HANDLE;
-  fence_ = VK_NULL_HANDLE;
-  ctx_.reset();
-}
+void FenceTraits::count(Context&) {}
+void FenceTraits::destroy(Context& ctx, VkFence h) noexcept { vkDestroyFence(ctx.device, h, nullptr); }
+}  // namespace detail
 
 void CommandBuffer::begin() {
-  check(vkResetCommandBuffer(cmd_, 0), "vkResetCommandBuffer");
+  check(vkResetCommandBuffer(cmd_.get(), 0), "vkResetCommandBuffer");
   VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
-  check(vkBeginCommandBuffer(cmd_, &bi), "vkBeginCommandBuffer");
+  check(vkBeginCommandBuffer(cmd_.get(), &bi), "vkBeginCommandBuffer");
   recorded_ = false;
 }
 void CommandBuffer::end() {
-  check(vkEndCommandBuffer(cmd_), "vkEndCommandBuffer");
+  check(vkEndCommandBuffer(cmd_.get()), "vkEndCommandBuffer");
   recorded_ = true;
 }
 void CommandBuffer::dispatch(const Pipeline& pipe, VkDescriptorSet set, std::array<uint32_t, 3> groups) {
-  vkCmdBindPipeline(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, pipe.handle());
-  vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, pipe.layout(), 0, 1, &set, 0, nullptr);
-  vkCmdDispatch(cmd_, groups[0], groups[1], groups[2]);
+  vkCmdBindPipeline(cmd_.get(), VK_PIPELINE_BIND_POINT_COMPUTE, pipe.handle());
+  vkCmdBindDescriptorSets(cmd_.get(), VK_PIPELINE_BIND_POINT_COMPUTE, pipe.layout(), 0, 1, &set, 0, nullptr);
+  vkCmdDispatch(cmd_.get(), groups[0], groups[1], groups[2]);
 }
 void CommandBuffer::barrier() {
   VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
   mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_HOST_WRITE_BIT;
   mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT |
                      VK_ACCESS_TRANSFER_WRITE_BIT;
-  vkCmdPipelineBarrier(cmd_,
+  vkCmdPipelineBarrier(cmd_.get(),
                        VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_HOST_BIT,
                        VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &mb, 0, nullptr, 0,
                        nullptr);
@@ -254,20 +178,20 @@ void CommandBuffer::barrier_to_host() {
   VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
   mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
   mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
-  vkCmdPipelineBarrier(cmd_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+  vkCmdPipelineBarrier(cmd_.get(), VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
                        VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
 }
 void CommandBuffer::copy(const Buffer& src, const Buffer& dst, int64_t bytes, int64_t src_offset, int64_t dst_offset) {
   if (bytes <= 0) return;
   VkBufferCopy region{static_cast<VkDeviceSize>(src_offset), static_cast<VkDeviceSize>(dst_offset),
                       static_cast<VkDeviceSize>(bytes)};
-  vkCmdCopyBuffer(cmd_, src.handle(), dst.handle(), 1, &region);
+  vkCmdCopyBuffer(cmd_.get(), src.handle(), dst.handle(), 1, &region);
 }
 void CommandBuffer::reset_queries(const QueryPool& pool, uint32_t first, uint32_t count) {
-  vkCmdResetQueryPool(cmd_, pool.handle(), first, count);
+  vkCmdResetQueryPool(cmd_.get(), pool.handle(), first, count);
 }
 void CommandBuffer::timestamp(const QueryPool& pool, uint32_t query) {
-  vkCmdWriteTimestamp(cmd_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, pool.handle(), query);
+  vkCmdWriteTimestamp(cmd_.get(), VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, pool.handle(), query);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -667,18 +591,10 @@ Buffer Device::make_buffer(const std::shared_ptr<detail::Context>& ctx, int64_t 
   bi.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
   VkBuffer vb = VK_NULL_HANDLE;
   check(vkCreateBuffer(ctx->device, &bi, nullptr, &vb), fmt::format("vkCreateBuffer ({}, {} bytes)", name, alloc).c_str());
-  detail::Allocation a;
-  try {
-    a = ctx->memory.bind_buffer(vb, name, need, want);
-  } catch (...) {
-    vkDestroyBuffer(ctx->device, vb, nullptr);
-    throw;
-  }
-  ++ctx->live.buffers;
   Buffer b;
-  b.ctx_ = ctx;
-  b.buf_ = vb;
-  b.mem_ = a;
+  b.buf_ = detail::UniqueHandle<detail::BufferTraits>::adopt(ctx, vb);
+  const detail::Allocation a = ctx->memory.bind_buffer(vb, name, need, want);  // throws: b destroys the buffer
+  b.mem_ = detail::UniqueHandle<detail::AllocationTraits>::adopt(ctx, a);
   b.bytes_ = bytes;
   b.alloc_ = alloc;
   b.mapped_ = a.block->mapped ? a.block->mapped + a.offset : nullptr;
@@ -778,7 +694,6 @@ Pipeline Device::create_pipeline(const std::vector<uint32_t>& spirv, int binding
                                        local_size[2], caps_.name, l.max_workgroup_invocations));
   if (spirv.empty()) throw ValueError(fmt::format("vulkan: kernel {}: empty SPIR-V", name));
   Pipeline p;
-  p.ctx_ = ctx_;
   p.bindings_ = bindings;
   p.name_ = name;
   std::vector<VkDescriptorSetLayoutBinding> lb(static_cast<size_t>(bindings));
@@ -787,11 +702,15 @@ Pipeline Device::create_pipeline(const std::vector<uint32_t>& spirv, int binding
   VkDescriptorSetLayoutCreateInfo li{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
   li.bindingCount = static_cast<uint32_t>(bindings);
   li.pBindings = lb.data();
-  check(vkCreateDescriptorSetLayout(ctx_->device, &li, nullptr, &p.set_layout_), "vkCreateDescriptorSetLayout");
+  VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
+  check(vkCreateDescriptorSetLayout(ctx_->device, &li, nullptr, &set_layout), "vkCreateDescriptorSetLayout");
+  p.set_layout_ = detail::UniqueHandle<detail::SetLayoutTraits>::adopt(ctx_, set_layout);
   VkPipelineLayoutCreateInfo pli{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
   pli.setLayoutCount = 1;
-  pli.pSetLayouts = &p.set_layout_;
-  check(vkCreatePipelineLayout(ctx_->device, &pli, nullptr, &p.layout_), "vkCreatePipelineLayout");
+  pli.pSetLayouts = &set_layout;
+  VkPipelineLayout layout = VK_NULL_HANDLE;
+  check(vkCreatePipelineLayout(ctx_->device, &pli, nullptr, &layout), "vkCreatePipelineLayout");
+  p.layout_ = detail::UniqueHandle<detail::PipelineLayoutTraits>::adopt(ctx_, layout);
   VkShaderModuleCreateInfo mi{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
   mi.codeSize = spirv.size() * sizeof(uint32_t);
   mi.pCode = spirv.data();
@@ -802,24 +721,25 @@ Pipeline Device::create_pipeline(const std::vector<uint32_t>& spirv, int binding
   ci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
   ci.stage.module = mod;
   ci.stage.pName = "main";
-  ci.layout = p.layout_;
-  VkResult r = vkCreateComputePipelines(ctx_->device, ctx_->pipeline_cache, 1, &ci, nullptr, &p.pipe_);
+  ci.layout = layout;
+  VkPipeline pipe = VK_NULL_HANDLE;
+  VkResult r = vkCreateComputePipelines(ctx_->device, ctx_->pipeline_cache, 1, &ci, nullptr, &pipe);
   vkDestroyShaderModule(ctx_->device, mod, nullptr);
   check(r, fmt::format("vkCreateComputePipelines ({})", name).c_str());
-  ++ctx_->live.pipelines;
+  p.pipe_ = detail::UniqueHandle<detail::PipelineTraits>::adopt(ctx_, pipe);
   return p;
 }
 
 DescriptorPool Device::create_descriptor_pool(int sets, int storage_buffers) {
   DescriptorPool d;
-  d.ctx_ = ctx_;
   VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, static_cast<uint32_t>(std::max(storage_buffers, 1))};
   VkDescriptorPoolCreateInfo ci{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
   ci.maxSets = static_cast<uint32_t>(std::max(sets, 1));
   ci.poolSizeCount = 1;
   ci.pPoolSizes = &size;
-  check(vkCreateDescriptorPool(ctx_->device, &ci, nullptr, &d.pool_), "vkCreateDescriptorPool");
-  ++ctx_->live.descriptor_pools;
+  VkDescriptorPool pool = VK_NULL_HANDLE;
+  check(vkCreateDescriptorPool(ctx_->device, &ci, nullptr, &pool), "vkCreateDescriptorPool");
+  d.pool_ = detail::UniqueHandle<detail::DescriptorPoolTraits>::adopt(ctx_, pool);
   return d;
 }
 
@@ -850,15 +770,17 @@ VkDescriptorSet Device::allocate_set(DescriptorPool& pool, const Pipeline& pipe,
 
 CommandBuffer Device::create_command_buffer() {
   CommandBuffer c;
-  c.ctx_ = ctx_;
   VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
   ai.commandPool = ctx_->cmd_pool;
   ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
   ai.commandBufferCount = 1;
-  check(vkAllocateCommandBuffers(ctx_->device, &ai, &c.cmd_), "vkAllocateCommandBuffers");
-  ++ctx_->live.command_buffers;
+  VkCommandBuffer cmd = VK_NULL_HANDLE;
+  check(vkAllocateCommandBuffers(ctx_->device, &ai, &cmd), "vkAllocateCommandBuffers");
+  c.cmd_ = detail::UniqueHandle<detail::CommandBufferTraits>::adopt(ctx_, cmd);
   VkFenceCreateInfo fi{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
-  check(vkCreateFence(ctx_->device, &fi, nullptr, &c.fence_), "vkCreateFence");
+  VkFence fence = VK_NULL_HANDLE;
+  check(vkCreateFence(ctx_->device, &fi, nullptr, &fence), "vkCreateFence");
+  c.fence_ = detail::UniqueHandle<detail::FenceTraits>::adopt(ctx_, fence);
   return c;
 }
 
@@ -868,21 +790,22 @@ void Device::submit_and_wait(CommandBuffer& cmd) {
   si.commandBufferCount = 1;
   VkCommandBuffer h = cmd.handle();
   si.pCommandBuffers = &h;
-  check(vkResetFences(ctx_->device, 1, &cmd.fence_), "vkResetFences");
-  check(vkQueueSubmit(ctx_->queue, 1, &si, cmd.fence_), "vkQueueSubmit");
-  check(vkWaitForFences(ctx_->device, 1, &cmd.fence_, VK_TRUE, UINT64_MAX), "vkWaitForFences");
+  VkFence fence = cmd.fence_.get();
+  check(vkResetFences(ctx_->device, 1, &fence), "vkResetFences");
+  check(vkQueueSubmit(ctx_->queue, 1, &si, fence), "vkQueueSubmit");
+  check(vkWaitForFences(ctx_->device, 1, &fence, VK_TRUE, UINT64_MAX), "vkWaitForFences");
 }
 
 QueryPool Device::create_timestamp_pool(uint32_t count) {
   if (!caps_.timestamps) throw BackendError(fmt::format("vulkan: {}'s compute queue has no timestamps", caps_.name));
   QueryPool q;
-  q.ctx_ = ctx_;
   q.count_ = std::max<uint32_t>(count, 1);
   VkQueryPoolCreateInfo ci{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
   ci.queryType = VK_QUERY_TYPE_TIMESTAMP;
   ci.queryCount = q.count_;
-  check(vkCreateQueryPool(ctx_->device, &ci, nullptr, &q.pool_), "vkCreateQueryPool");
-  ++ctx_->live.query_pools;
+  VkQueryPool pool = VK_NULL_HANDLE;
+  check(vkCreateQueryPool(ctx_->device, &ci, nullptr, &pool), "vkCreateQueryPool");
+  q.pool_ = detail::UniqueHandle<detail::QueryPoolTraits>::adopt(ctx_, pool);
   return q;
 }
 

@@ -8,12 +8,14 @@
 //   norm (persistent values after several Adam steps): ||a - e||_2 / ||e||_2 <= rel. Adam divides each gradient
 //     by its own running RMS, so a weight whose gradient is a near-cancelling sum (f32 on the GPU, f64 in the
 //     reference) can differ by a visible fraction of the learning rate while the tensor as a whole agrees.
-// NaN must meet NaN and an infinity the same infinity under both metrics.
+// NaN must meet NaN and an infinity the same infinity under both metrics. A persistent value may have its own
+// tolerance (checks.tolerance.persistent_by_name.NAME), e.g. metric abs: max |a_i - e_i| <= abs (a value whose
+// gradient is zero in exact arithmetic, which Adam moves by rounding noise: the learning rate bounds it).
 
 /**
  * @param {ArrayLike<number>} actual
  * @param {ArrayLike<number>} expected
- * @param {{metric?: 'elementwise'|'norm', rel: number, floor?: number}} tol
+ * @param {{metric?: 'elementwise'|'norm'|'abs', rel?: number, floor?: number, abs?: number}} tol
  * @returns {{n: number, max_abs: number, max_rel: number, norm_rel: number, scale: number, worst: number,
  *            worst_actual: number, worst_expected: number, metric: string, ok: boolean}}
  *   max_rel: the largest elementwise error_i; norm_rel: ||a - e|| / ||e||; scale: max |e|; worst: index of max_rel
@@ -45,7 +47,7 @@ export function compare(actual, expected, tol) {
   const normRel = special ? Infinity : e2 > 0 ? Math.sqrt(d2 / e2) : Math.sqrt(d2);
   return { n: expected.length, max_abs: maxAbs, max_rel: maxRel, norm_rel: normRel, scale, worst,
            worst_actual: worst >= 0 ? actual[worst] : NaN, worst_expected: worst >= 0 ? expected[worst] : NaN, metric,
-           ok: (metric === 'norm' ? normRel : maxRel) <= tol.rel };
+           ok: metric === 'abs' ? !special && maxAbs <= tol.abs : (metric === 'norm' ? normRel : maxRel) <= tol.rel };
 }
 
 const small = (a) => (a.length <= 16 ? Array.from(a) : undefined);
@@ -80,7 +82,8 @@ export async function runChecks(runtime, options = {}) {
     report.runs.push({ program: r.program, outputs });
   }
   for (const [name, ref] of Object.entries(c.persistent_after)) {
-    report.persistent[name] = compare(await runtime.read(name), bundle.data(ref), tolerance.persistent);
+    const tol = c.tolerance?.persistent_by_name?.[name] ?? tolerance.persistent;
+    report.persistent[name] = compare(await runtime.read(name), bundle.data(ref), tol);
     report.ok = report.ok && report.persistent[name].ok;
   }
   return report;

@@ -12,7 +12,8 @@ const fmtShape = (s) => `[${s.join(',')}]`;
  * Throws FeedError (details: program, input, index, value) when input `input` of program `program` holds a value
  * that is not a class index; `data` is the feed as the executor uploads it.
  * @param {string} program
- * @param {{name: string, classes?: number}} input one entry of the program's `inputs`
+ * @param {{name: string, classes?: number, index_of?: string}} input one entry of the program's `inputs`
+ *   (`index_of`: the gather whose index it is, e.g. "gather at model.cpp:42")
  * @param {ArrayLike<number>} data
  */
 export function checkClassIndices(program, input, data) {
@@ -22,6 +23,11 @@ export function checkClassIndices(program, input, data) {
     const v = data[e];
     if (Number.isInteger(v) && v >= 0 && v < n) continue;
     const details = { program, input: input.name, index: e, value: v, classes: n };
+    if (input.index_of)  // the index of a gather (take, Embedding): "gather at model.cpp:42"
+      throw new FeedError(`run('${program}'): input '${input.name}' element ${e} is ${v}, ` +
+                          `${Number.isInteger(v) ? 'outside' : 'not an integer index in'} [0, ${n}) ` +
+                          `(${input.index_of} picks along an axis of ${n}; torch raises for it too); indices must ` +
+                          `be integers 0..${n - 1}`, { ...details, index_of: input.index_of });
     if (!Number.isInteger(v))
       throw new FeedError(`run('${program}'): input '${input.name}' element ${e} is ${v}, not an integer class index ` +
                           `in [0, ${n}) (one_hot/cross_entropy with ${n} classes)`, details);

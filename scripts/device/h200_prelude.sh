@@ -8,6 +8,7 @@ mkdir -p /opt/sg && tar -C /opt/sg -xJf .stage/sg.tar.xz
 mkdir -p /usr/share/datasets /usr/lib/python3/dist-packages/sklearn/datasets/data
 cp -r /opt/sg/pkg/data/fashion-mnist /usr/share/datasets/
 cp /opt/sg/pkg/data/digits.csv.gz /usr/lib/python3/dist-packages/sklearn/datasets/data/
+if [ -f /opt/sg/pkg/data/words ]; then mkdir -p /usr/share/dict && cp /opt/sg/pkg/data/words /usr/share/dict/words; fi
 export PATH=/opt/sg/pkg/bin:$PATH LD_LIBRARY_PATH=/opt/sg/pkg/lib SG_SOURCE_DIR=$PWD
 # NVIDIA's Vulkan ICD, wherever the image put it (the tests pin lavapipe unless VK_DRIVER_FILES is set)
 for icd in /usr/share/vulkan/icd.d/nvidia_icd.json /etc/vulkan/icd.d/nvidia_icd.json \

@@ -26,5 +26,6 @@ for t in "${present[@]}"; do strip -o ".stage/pkg/bin/$t" "build-dev/bin/$t"; do
 for l in libfmt.so.9 libtinfo.so.6 libpng16.so.16 libcpp-httplib.so.0.11 libbrotlidec.so.1 libbrotlienc.so.1 libbrotlicommon.so.1; do cp -L "/usr/lib/x86_64-linux-gnu/$l" .stage/pkg/lib/; done
 cp -r /usr/share/datasets/fashion-mnist .stage/pkg/data/
 cp /usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz .stage/pkg/data/
+cp -L /usr/share/dict/words .stage/pkg/data/words  # wamerican: the charlm/lstm word list
 tar -C .stage -cJf .stage/sg.tar.xz pkg && rm -rf .stage/pkg
 ls -la .stage/sg.tar.xz

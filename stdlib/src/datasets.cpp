@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <set>
 #include <limits>
 #include <random>
 #include <string_view>
@@ -355,6 +357,117 @@ bool BatchIterator::next(Batch& out) {
   }
   pos_ += b;
   return true;
+}
+
+// ---- words (the character language models' data) ----
+
+uint64_t fnv1a64(const std::string& s) {
+  uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+bool word_is_validation(const std::string& word) { return fnv1a64(word) % 10 == 0; }
+
+Words load_words(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) {
+    const int e = errno;
+    throw IOError(fmt::format("cannot open '{}': {}.{}", path, e ? std::strerror(e) : "unreadable",
+                              path == kWordsPath ? " The English word list is shipped by the Debian package 'wamerican' "
+                                                   "(sudo apt-get install wamerican, or run scripts/setup.sh)."
+                                                 : ""));
+  }
+  std::set<std::string> words;
+  std::string line;
+  while (std::getline(f, line)) {
+    bool ok = !line.empty();
+    for (char& c : line) {
+      if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+      ok = ok && c >= 'a' && c <= 'z';
+    }
+    if (ok) words.insert(line);
+  }
+  if (f.bad()) throw IOError(fmt::format("'{}': read error", path));
+  if (words.empty())
+    throw IOError(fmt::format("'{}': no word made only of the letters a-z (after lower-casing) in the file: the words "
+                              "dataset wants one word per line",
+                              path));
+  Words w;
+  for (const std::string& s : words) (word_is_validation(s) ? w.validation : w.train).push_back(s);
+  return w;
+}
+
+int32_t char_token(char c) {
+  if (c == kBoundaryChar) return 0;
+  if (c >= 'a' && c <= 'z') return c - 'a' + 1;
+  return -1;
+}
+
+char token_char(int32_t token) {
+  if (token == 0) return kBoundaryChar;
+  if (token >= 1 && token <= 26) return static_cast<char>('a' + token - 1);
+  throw ValueError(fmt::format("token_char: token {} is not in the character vocabulary (0 = '.', 1..26 = a..z)", token));
+}
+
+int64_t WordRows::targets() const {
+  double s = 0;
+  for (float m : mask) s += m;
+  return static_cast<int64_t>(s);
+}
+
+WordRows make_word_rows(const std::vector<std::string>& words, int64_t context) {
+  if (context < 2) throw ValueError(fmt::format("make_word_rows: context must be >= 2, got {}", context));
+  WordRows r;
+  r.n = static_cast<int64_t>(words.size());
+  r.context = context;
+  const size_t T = static_cast<size_t>(context);
+  r.x.assign(words.size() * T, 0.f);
+  r.y.assign(words.size() * T, 0.f);
+  r.mask.assign(words.size() * T, 0.f);
+  std::vector<int32_t> s;
+  for (size_t i = 0; i < words.size(); ++i) {
+    const std::string& w = words[i];
+    s.assign(1, 0);
+    for (size_t k = 0; k < w.size(); ++k) {
+      const int32_t t = char_token(w[k]);
+      if (t <= 0)
+        throw ValueError(fmt::format("make_word_rows: word {} '{}' has '{}' at position {}: words hold a-z only", i, w,
+                                     w[k], k + 1));
+      s.push_back(t);
+    }
+    s.push_back(0);
+    const size_t n = std::min(T, s.size() - 1);
+    for (size_t t = 0; t < n; ++t) {
+      r.x[i * T + t] = static_cast<float>(s[t]);
+      r.y[i * T + t] = static_cast<float>(s[t + 1]);
+      r.mask[i * T + t] = 1.f;
+    }
+  }
+  return r;
+}
+
+WordRows take_rows(const WordRows& rows, llvm::ArrayRef<int64_t> indices) {
+  WordRows r;
+  r.n = static_cast<int64_t>(indices.size());
+  r.context = rows.context;
+  const size_t T = static_cast<size_t>(rows.context);
+  r.x.resize(indices.size() * T);
+  r.y.resize(indices.size() * T);
+  r.mask.resize(indices.size() * T);
+  for (size_t k = 0; k < indices.size(); ++k) {
+    const int64_t i = indices[k];
+    if (i < 0 || i >= rows.n)
+      throw ValueError(fmt::format("take_rows: index {} is outside the {} rows", i, rows.n));
+    const size_t o = static_cast<size_t>(i) * T;
+    std::copy_n(rows.x.begin() + static_cast<ptrdiff_t>(o), T, r.x.begin() + static_cast<ptrdiff_t>(k * T));
+    std::copy_n(rows.y.begin() + static_cast<ptrdiff_t>(o), T, r.y.begin() + static_cast<ptrdiff_t>(k * T));
+    std::copy_n(rows.mask.begin() + static_cast<ptrdiff_t>(o), T, r.mask.begin() + static_cast<ptrdiff_t>(k * T));
+  }
+  return r;
 }
 
 }  // namespace sg::data

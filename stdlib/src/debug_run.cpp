@@ -47,7 +47,8 @@ RunResult run_debug(const RunConfig& cfg, std::istream& in, std::ostream& out) {
   // The teaching run's model and loss: every forward node (and its backward nodes) names this line.
   train::BatchLoss bl = train::batch_loss(*model, cfg.batch, train.c, train.h, train.w);
   TrainStep ts = make_train_step(bl.loss, model->named_parameters(), opt);
-  for (size_t i = 0; i < bl.layer_outputs.size(); ++i) ts.layers.emplace_back(model->layer_name(i), bl.layer_outputs[i]);
+  if (auto* seq = dynamic_cast<nn::Sequential*>(model.get()))  // layer labels: a Sequential's layers
+    for (size_t i = 0; i < bl.layer_outputs.size(); ++i) ts.layers.emplace_back(seq->layer_name(i), bl.layer_outputs[i]);
   std::unique_ptr<Executable> exe = be.compile(ts.program);
 
   Options so;

@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <cmath>
@@ -19,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sg/compress.h"
+#include "sg/lm.h"
 #include "sg/safetensors.h"
 
 namespace sg::train {
@@ -28,32 +30,72 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-std::unique_ptr<Optimizer> make_optimizer(const Config& c) {
-  if (c.optimizer == "adam") return make_adam({.lr = c.lr});
-  if (c.optimizer == "sgd") return make_sgd({.lr = c.lr});
-  if (c.optimizer == "momentum") return make_sgd({.lr = c.lr, .momentum = 0.9});
-  throw ValueError(fmt::format("unknown optimizer '{}' (choose sgd, momentum or adam)", c.optimizer));
+}  // namespace
+
+void check_names(const Config& c) {
+  if (c.optimizer != "adam" && c.optimizer != "adamw" && c.optimizer != "sgd" && c.optimizer != "momentum")
+    throw ValueError(fmt::format("unknown optimizer '{}' (choose sgd, momentum, adam or adamw)", c.optimizer));
+  if (c.lr_schedule != "constant" && c.lr_schedule != "step" && c.lr_schedule != "warmup-cosine")
+    throw ValueError(fmt::format("unknown --lr-schedule '{}' (choose constant, step or warmup-cosine)", c.lr_schedule));
+  if (!(c.clip_grad_norm >= 0) || !std::isfinite(c.clip_grad_norm))
+    throw ValueError(fmt::format("--clip-grad-norm must be >= 0 and finite (0: no clipping; got {})", c.clip_grad_norm));
 }
+
+/// cfg's schedule for a run of `steps_per_epoch` optimizer steps per epoch.
+LRSchedule schedule_of(const Config& c, int64_t steps_per_epoch) {
+  if (c.lr_schedule == "step") {
+    const int64_t size = c.lr_step_size > 0 ? c.lr_step_size : steps_per_epoch;
+    if (c.lr_step_size < 0) throw ValueError(fmt::format("--lr-step-size must be >= 1 (got {})", c.lr_step_size));
+    return LRSchedule::step(size, c.lr_gamma);
+  }
+  if (c.lr_schedule == "warmup-cosine") {
+    const int64_t total = c.epochs * steps_per_epoch;
+    if (c.warmup_steps > total)
+      throw ValueError(fmt::format("--warmup-steps {} exceeds the run's {} steps ({} epochs of {})", c.warmup_steps,
+                                   total, c.epochs, steps_per_epoch));
+    return LRSchedule::warmup_cosine(c.warmup_steps, total, c.min_lr);
+  }
+  return LRSchedule::constant();
+}
+
+std::unique_ptr<Optimizer> make_optimizer(const Config& c, const LRSchedule& s) {
+  if (c.optimizer == "adam") return make_adam({.lr = c.lr, .schedule = s});
+  if (c.optimizer == "adamw") return make_adamw({.lr = c.lr, .schedule = s});
+  if (c.optimizer == "sgd") return make_sgd({.lr = c.lr, .schedule = s});
+  return make_sgd({.lr = c.lr, .momentum = 0.9, .schedule = s});
+}
+
+namespace {
 
 /// Compiled programs per batch size (the last partial batch gets its own).
 struct Programs {
-  nn::Sequential& model;
+  nn::Module& model;
   Backend& backend;
   Optimizer* opt;
   int64_t c, h, w;
+  double clip = 0;        ///< Config::clip_grad_norm: output "grad_norm" after the loss
+  bool output_lr = false;  ///< a schedule: output "lr" last
   std::map<int64_t, std::unique_ptr<Executable>> train, eval;
 
   Executable& train_step(int64_t b) {
     auto& e = train[b];
     if (!e) {
       BatchLoss bl = batch_loss(model, b, c, h, w);
-      e = backend.compile(make_train_step(bl.loss, model.parameters(), *opt));
+      e = backend.compile(make_train_step(bl.loss, model.parameters(), *opt,
+                                          TrainStepOptions{.clip_grad_norm = clip, .output_grad_norm = clip > 0,
+                                                           .output_lr = output_lr}));
     }
     return *e;
   }
   Executable& eval_step(int64_t b) {
     auto& e = eval[b];
     if (!e) {
+      struct EvalMode {  // the eval program reads BatchNorm's running statistics and drops nothing
+        nn::Module& m;
+        bool was;
+        ~EvalMode() { m.train(was); }
+      } mode{model, model.training()};
+      model.eval();
       Tensor x = input("x", {b, c, h, w});
       Tensor y = input("labels", {b}, DType::i32);
       Tensor logits = model(x);
@@ -108,7 +150,7 @@ class Progress {
 }  // namespace
 
 std::string default_dataset(const std::string& model) {
-  return model == "mlp" ? "fashion-mnist" : model == "cnn5" ? "shapes" : "digits";
+  return model == "mlp" || model == "resnet" ? "fashion-mnist" : model == "cnn5" ? "shapes" : "digits";
 }
 
 std::pair<data::Dataset, data::Dataset> load_split(const std::string& dataset, const std::string& split) {
@@ -129,22 +171,33 @@ std::pair<data::Dataset, data::Dataset> load_split(const std::string& dataset, c
 
 nlohmann::json Result::to_json() const {
   nlohmann::json h = nlohmann::json::array();
-  for (auto& e : history)
+  for (auto& e : history) {
     h.push_back({{"epoch", e.epoch}, {"train_loss", e.train_loss}, {"test_accuracy", e.test_accuracy},
-                 {"seconds", e.seconds}});
-  return {{"model", model}, {"dataset", dataset}, {"split", split}, {"backend", backend}, {"renderer", renderer},
+                 {"seconds", e.seconds}, {"lr", e.lr}});
+    if (e.grad_norm >= 0) h.back()["grad_norm"] = e.grad_norm;
+    if (e.validation_loss >= 0) {  // a language model: no accuracy
+      h.back()["validation_loss"] = e.validation_loss;
+      h.back().erase("test_accuracy");
+    }
+  }
+  nlohmann::json j = {{"model", model}, {"dataset", dataset}, {"split", split}, {"backend", backend}, {"renderer", renderer},
           {"optimizer", optimizer}, {"epochs", epochs}, {"steps", steps}, {"parameters", parameters},
           {"train_samples", train_samples}, {"test_samples", test_samples},
           {"final_train_loss", final_train_loss}, {"test_accuracy", test_accuracy},
           {"steps_per_second", steps_per_second}, {"kernels_per_step", kernels_per_step}, {"seconds", seconds},
           {"fallback_note", fallback_note}, {"history", h}};
+  if (validation_loss >= 0) {
+    j["validation_loss"] = validation_loss;
+    j.erase("test_accuracy");
+  }
+  return j;
 }
 
 Setup make_setup(const Config& cfg) {
   if (cfg.batch < 1) throw ValueError(fmt::format("--batch must be >= 1 (got {})", cfg.batch));
   if (!(cfg.lr > 0)) throw ValueError(fmt::format("--lr must be > 0 (got {})", cfg.lr));
   Setup s;
-  auto opt = make_optimizer(cfg);  // an unknown optimizer fails before the dataset is read
+  check_names(cfg);  // an unknown optimizer or schedule fails before the dataset is read
   std::tie(s.train, s.test) = load_split(cfg.dataset, cfg.split);
   auto take = [](const data::Dataset& d, int64_t n) {
     if (n <= 0 || n >= d.n) return d;
@@ -164,23 +217,53 @@ Setup make_setup(const Config& cfg) {
   s.backend = make_backend(bo);
 
   nn::Rng rng(cfg.seed);
-  s.model = nn::make_model(cfg.model, s.train.c, s.train.h, s.train.w, s.train.num_classes);
+  s.model = nn::make_module(cfg.model, s.train.c, s.train.h, s.train.w, s.train.num_classes);
   s.model->build(rng);
-  s.optimizer = std::move(opt);
+  const int64_t steps_per_epoch = (std::min(cfg.batch, s.train.n) > 0)
+                                      ? (s.train.n + std::min(cfg.batch, s.train.n) - 1) / std::min(cfg.batch, s.train.n)
+                                      : 1;
+  s.schedule = schedule_of(cfg, std::max<int64_t>(steps_per_epoch, 1));
+  s.optimizer = make_optimizer(cfg, s.schedule);
   return s;
 }
 
-BatchLoss batch_loss(nn::Sequential& model, int64_t batch, int64_t c, int64_t h, int64_t w, loc_t loc) {
+BatchLoss batch_loss(nn::Module& model, int64_t batch, int64_t c, int64_t h, int64_t w, loc_t loc) {
   SourceLoc l(loc);
   LocationOverride at_caller(l);
   BatchLoss r;
   r.x = input("x", {batch, c, h, w});
   r.labels = input("labels", {batch}, DType::i32);
-  r.loss = cross_entropy(model.forward_layers(r.x, r.layer_outputs), r.labels);
+  auto* seq = dynamic_cast<nn::Sequential*>(&model);
+  r.loss = cross_entropy(seq ? seq->forward_layers(r.x, r.layer_outputs) : model.forward(r.x), r.labels);
   return r;
 }
 
+void print_profile(Executable& exe, std::ostream& log) {
+  auto ts = exe.last_timings();
+  double total = 0;
+  for (auto& t : ts) total += t.ms;
+  log << fmt::format("per-kernel time of the last train step ({}):\n", ts.empty()      ? "not available on this backend"
+                                                                   : ts[0].gpu_timer ? "GPU timer queries"
+                                                                                     : "glFinish-bounded CPU time");
+  const Plan* plan = exe.plan();
+  const auto* cks = exe.compute_kernels();
+  for (size_t i = 0; i < ts.size(); ++i) {
+    const auto& t = ts[i];
+    size_t outs = plan && i < plan->kernels.size() ? plan->kernels[i].outputs.size() : 1;
+    std::string how;  // compute backends: the strategy, a tiled kernel's config, the gap before it (Vulkan)
+    if (cks && i < cks->size()) {
+      const ComputeKernel& ck = (*cks)[i];
+      how = "  " + ck.strategy + (ck.tiles ? " " + ck.tiles->str() + (ck.tuning.empty() ? "" : " (autotuned)") : "");
+    }
+    if (i > 0 && t.start_ms >= 0) how += fmt::format("  gap {:.4f} ms", t.start_ms - ts[i - 1].start_ms - ts[i - 1].ms);
+    log << fmt::format("  {:<44} {:9.3f} ms {:5.1f}%{}{}\n", t.kernel, t.ms, total > 0 ? 100 * t.ms / total : 0.0,
+                       outs > 1 ? fmt::format("  ({} outputs)", outs) : std::string(), how);
+  }
+  if (!ts.empty()) log << fmt::format("  {:<44} {:9.3f} ms\n", "total", total);
+}
+
 Result run(const Config& cfg, std::ostream& log) {
+  if (lm::is_lm_model(cfg.model)) return run_lm(cfg, log);
   if (cfg.epochs < 1) throw ValueError(fmt::format("--epochs must be >= 1 (got {})", cfg.epochs));
   auto t_start = Clock::now();
   // fail before training, not after it, when an output cannot be written
@@ -194,7 +277,8 @@ Result run(const Config& cfg, std::ostream& log) {
   if (!choice.note.empty()) log << choice.note << "\n";
   auto& model = setup.model;
   auto& opt = setup.optimizer;
-  Programs progs{*model, be, opt.get(), train_ds.c, train_ds.h, train_ds.w, {}, {}};
+  const bool scheduled = setup.schedule.kind != LRSchedule::Kind::Constant;
+  Programs progs{*model, be, opt.get(), train_ds.c, train_ds.h, train_ds.w, cfg.clip_grad_norm, scheduled, {}, {}};
 
   Result r;
   r.model = cfg.model;
@@ -233,11 +317,14 @@ Result run(const Config& cfg, std::ostream& log) {
     it.reset(epoch - 1);
     data::Batch b;
     int64_t steps = it.batches_per_epoch(), step = 0;
-    double loss_sum = 0;
+    double loss_sum = 0, norm_sum = 0, lr = cfg.lr;
     while (it.next(b)) {
       Executable& exe = progs.train_step(b.size);
       r.kernels_per_step = std::max<int64_t>(r.kernels_per_step, exe.kernels_per_step());
-      double loss = exe.run({{"x", &b.images}, {"labels", &b.labels}})[0][0];
+      const auto out = exe.run({{"x", &b.images}, {"labels", &b.labels}});
+      double loss = out[0][0];
+      if (cfg.clip_grad_norm > 0) norm_sum += out[1][0];
+      if (scheduled) lr = out.back()[0];
       if (!std::isfinite(loss))
         throw Error(fmt::format("training diverged: loss is {} at epoch {} step {} (try a smaller --lr)", loss, epoch,
                                 step + 1));
@@ -249,40 +336,22 @@ Result run(const Config& cfg, std::ostream& log) {
     progress.end_line();
     double secs = since(t0);
     train_seconds += secs;
-    EpochStats es{epoch, loss_sum / std::max<int64_t>(step, 1), evaluate(progs, test_ds, 1000), secs};
+    EpochStats es{epoch, loss_sum / std::max<int64_t>(step, 1), lr,
+                  cfg.clip_grad_norm > 0 ? norm_sum / std::max<int64_t>(step, 1) : -1.0,
+                  evaluate(progs, test_ds, 1000), secs};
     r.history.push_back(es);
-    log << fmt::format("epoch {}/{}: train loss {:.4f}, test accuracy {:.4f} ({:.1f}s)\n", epoch, cfg.epochs,
-                       es.train_loss, es.test_accuracy, es.seconds);
+    std::string extra;  // the schedule's lr of the epoch's last step, the mean gradient norm before clipping
+    if (scheduled) extra += fmt::format(", lr {:.4g}", es.lr);
+    if (es.grad_norm >= 0) extra += fmt::format(", grad norm {:.4g}", es.grad_norm);
+    log << fmt::format("epoch {}/{}: train loss {:.4f}{}, test accuracy {:.4f} ({:.1f}s)\n", epoch, cfg.epochs,
+                       es.train_loss, extra, es.test_accuracy, es.seconds);
   }
   r.epochs = cfg.epochs;
   r.final_train_loss = r.history.back().train_loss;
   r.test_accuracy = r.history.back().test_accuracy;
   r.steps_per_second = train_seconds > 0 ? r.steps / train_seconds : 0;
   r.seconds = since(t_start);
-  if (cfg.profile) {
-    Executable& exe = progs.train_step(cfg.batch < train_ds.n ? cfg.batch : train_ds.n);
-    auto ts = exe.last_timings();
-    double total = 0;
-    for (auto& t : ts) total += t.ms;
-    log << fmt::format("per-kernel time of the last train step ({}):\n", ts.empty()      ? "not available on this backend"
-                                                                     : ts[0].gpu_timer ? "GPU timer queries"
-                                                                                       : "glFinish-bounded CPU time");
-    const Plan* plan = exe.plan();
-    const auto* cks = exe.compute_kernels();
-    for (size_t i = 0; i < ts.size(); ++i) {
-      const auto& t = ts[i];
-      size_t outs = plan && i < plan->kernels.size() ? plan->kernels[i].outputs.size() : 1;
-      std::string how;  // compute backends: the strategy, a tiled kernel's config, the gap before it (Vulkan)
-      if (cks && i < cks->size()) {
-        const ComputeKernel& ck = (*cks)[i];
-        how = "  " + ck.strategy + (ck.tiles ? " " + ck.tiles->str() + (ck.tuning.empty() ? "" : " (autotuned)") : "");
-      }
-      if (i > 0 && t.start_ms >= 0) how += fmt::format("  gap {:.4f} ms", t.start_ms - ts[i - 1].start_ms - ts[i - 1].ms);
-      log << fmt::format("  {:<44} {:9.3f} ms {:5.1f}%{}{}\n", t.kernel, t.ms, total > 0 ? 100 * t.ms / total : 0.0,
-                         outs > 1 ? fmt::format("  ({} outputs)", outs) : std::string(), how);
-    }
-    if (!ts.empty()) log << fmt::format("  {:<44} {:9.3f} ms\n", "total", total);
-  }
+  if (cfg.profile) print_profile(progs.train_step(cfg.batch < train_ds.n ? cfg.batch : train_ds.n), log);
   if (!cfg.save.empty()) {
     save_checkpoint(cfg.save, *model, be, cfg.model,
                     {{"dataset", cfg.dataset}, {"split", cfg.split}, {"test_accuracy", fmt::format("{:.4f}", r.test_accuracy)}});
@@ -297,15 +366,19 @@ Result run(const Config& cfg, std::ostream& log) {
 }
 
 std::string Result::summary() const {
+  if (validation_loss >= 0)
+    return fmt::format("validation loss {:.4f} nats per character after {} epoch{}, {} step{}, {:.1f} steps/s, {} "
+                       "kernels per step", validation_loss, epochs, epochs == 1 ? "" : "s", steps, steps == 1 ? "" : "s",
+                       steps_per_second, kernels_per_step);
   return fmt::format("test accuracy {:.4f} after {} epoch{}, {} step{}, {:.1f} steps/s, {} kernels per step",
                      test_accuracy, epochs, epochs == 1 ? "" : "s", steps, steps == 1 ? "" : "s", steps_per_second,
                      kernels_per_step);
 }
 
-void save_checkpoint(const std::string& path, const nn::Sequential& model, Backend& backend,
+void save_checkpoint(const std::string& path, const nn::Module& model, Backend& backend,
                      const std::string& model_name, const std::vector<std::pair<std::string, std::string>>& extra) {
   std::vector<io::NamedTensor> ts;
-  for (auto& [name, t] : model.named_parameters())
+  for (auto& [name, t] : model.state_dict())
     ts.push_back({name, std::vector<int64_t>(t.shape().begin(), t.shape().end()), backend.read(t)});
   std::map<std::string, std::string> meta = {{"format", kCheckpointFormat},
                                              {"model", model_name},
@@ -314,27 +387,14 @@ void save_checkpoint(const std::string& path, const nn::Sequential& model, Backe
   io::save_safetensors(path, ts, meta);
 }
 
-std::vector<std::pair<std::string, std::string>> load_checkpoint(const std::string& path, const nn::Sequential& model,
-                                                                 Backend& backend) {
-  io::SafetensorsFile f = io::load_safetensors(path);
-  auto meta = [&](const std::string& k) {
-    auto it = f.metadata.find(k);
-    return it == f.metadata.end() ? std::string() : it->second;
-  };
-  if (meta("format") == compress::kModelFormat || meta("format") == compress::kInt8Format)
-    throw IOError(fmt::format("{}: a `shadergrad compress` output ({}), not a training checkpoint ({}): {}", path,
-                              meta("format"), kCheckpointFormat,
-                              meta("format") == compress::kInt8Format
-                                  ? "`shadergrad compress int8-eval` evaluates it"
-                                  : "`shadergrad predict` and the compress commands read it"));
-  if (meta("format") != kCheckpointFormat)
-    throw IOError(fmt::format("{}: not a shadergrad checkpoint (metadata format is '{}', expected '{}')", path,
-                              meta("format"), kCheckpointFormat));
-  if (meta("structure_hash") != model.structure_hash())
-    throw IOError(fmt::format("{}: checkpoint is for a different model structure (model '{}', structure hash {}; "
-                              "this model's is {})", path, meta("model"), meta("structure_hash"),
-                              model.structure_hash()));
-  auto params = model.named_parameters();
+namespace {
+/// Each state_dict tensor of `model` paired with its tensor in `f`, checked first: every name present with the
+/// model's shape and finite values, and no tensor left over (torch's load_state_dict(strict=True)). IOError naming
+/// the file, the tensor and what differs.
+std::vector<std::pair<Tensor, const io::NamedTensor*>> checked_tensors(const std::string& path,
+                                                                       const io::SafetensorsFile& f,
+                                                                       const nn::Module& model) {
+  auto params = model.state_dict();
   std::vector<std::pair<Tensor, const io::NamedTensor*>> plan;
   for (auto& [name, t] : params) {
     const io::NamedTensor* nt = f.find(name);
@@ -348,11 +408,54 @@ std::vector<std::pair<std::string, std::string>> load_checkpoint(const std::stri
                                   "(was it saved after training diverged?)", path, name, nt->data[i], i));
     plan.emplace_back(t, nt);
   }
-  if (f.tensors.size() != params.size())
-    throw IOError(fmt::format("{}: checkpoint has {} tensors, the model has {} parameters", path, f.tensors.size(),
-                              params.size()));
-  for (auto& [t, nt] : plan) backend.write(t, nt->data);
+  if (f.tensors.size() != params.size()) {
+    for (const io::NamedTensor& nt : f.tensors)
+      if (std::none_of(params.begin(), params.end(), [&](const auto& p) { return p.first == nt.name; }))
+        throw IOError(fmt::format("{}: tensor '{}' is not a parameter or buffer of the model ({} tensors in the file, "
+                                  "{} in the model's state_dict)", path, nt.name, f.tensors.size(), params.size()));
+    throw IOError(fmt::format("{}: checkpoint has {} tensors, the model has {} parameters and buffers", path,
+                              f.tensors.size(), params.size()));
+  }
+  return plan;
+}
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> load_checkpoint(const std::string& path, const nn::Module& model,
+                                                                 Backend& backend) {
+  io::SafetensorsFile f = io::load_safetensors(path);
+  auto meta = [&](const std::string& k) {
+    auto it = f.metadata.find(k);
+    return it == f.metadata.end() ? std::string() : it->second;
+  };
+  if (meta("format") == compress::kModelFormat || meta("format") == compress::kInt8Format)
+    throw IOError(fmt::format("{}: a `shadergrad compress` output ({}), not a training checkpoint ({}): {}", path,
+                              meta("format"), kCheckpointFormat,
+                              meta("format") == compress::kInt8Format
+                                  ? "`shadergrad compress int8-eval` evaluates it"
+                                  : "`shadergrad predict` and the compress commands read it"));
+  if (meta("format") != kCheckpointFormat)
+    throw IOError(fmt::format("{}: not a shadergrad checkpoint (metadata format is '{}', expected '{}'; a torch "
+                              "state_dict loads with sg::train::load_state_dict)", path, meta("format"),
+                              kCheckpointFormat));
+  if (meta("structure_hash") != model.structure_hash()) {
+    try {
+      checked_tensors(path, f, model);  // names the first tensor that differs, when one does
+    } catch (const IOError& e) {
+      throw IOError(fmt::format("{} (a different model structure: checkpoint of model '{}', structure hash {}; this "
+                                "model's is {})", e.what(), meta("model"), meta("structure_hash"),
+                                model.structure_hash()));
+    }
+    throw IOError(fmt::format("{}: checkpoint is for a different model structure (model '{}', structure hash {}; "
+                              "this model's is {}: the same tensor names and shapes, another architecture)",
+                              path, meta("model"), meta("structure_hash"), model.structure_hash()));
+  }
+  for (auto& [t, nt] : checked_tensors(path, f, model)) backend.write(t, nt->data);
   return {f.metadata.begin(), f.metadata.end()};
+}
+
+void load_state_dict(const std::string& path, const nn::Module& model, Backend& backend) {
+  io::SafetensorsFile f = io::load_safetensors(path);
+  for (auto& [t, nt] : checked_tensors(path, f, model)) backend.write(t, nt->data);
 }
 
 }  // namespace sg::train

@@ -493,6 +493,12 @@ json write_checks(const BundleSpec& spec, Backend& cpu, const std::vector<std::s
   // docs/BUNDLE.md "checks": outputs element by element, persistent values (after Adam steps) as whole tensors
   c["tolerance"] = {{"outputs", {{"metric", "elementwise"}, {"rel", 1e-4}, {"floor", 1e-3}}},
                     {"persistent", {{"metric", "norm"}, {"rel", 1e-4}}}};
+  for (auto& [name, t] : spec.persistent_tolerance) {
+    if (!reg.count(name) || !(t.abs > 0))
+      throw ValueError(fmt::format("export: persistent_tolerance for '{}': {}", name,
+                                   reg.count(name) ? "abs must be > 0" : "no persistent value has that name"));
+    c["tolerance"]["persistent_by_name"][name] = {{"metric", "abs"}, {"abs", t.abs}, {"why", t.why}};
+  }
   return c;
 }
 
@@ -503,6 +509,7 @@ void hash_node_attrs(const Node& n, std::string& s) {
                    shape_str(a.starts), shape_str(a.steps), shape_str(a.pads_before), shape_str(a.pads_after),
                    a.value, a.num_classes, a.stride[0], a.stride[1], a.padding[0], a.padding[1], a.dilation[0],
                    a.dilation[1], a.kernel[0], a.kernel[1]);
+  if (a.groups != 1) s += fmt::format(" g{}", a.groups);  // only grouped convolutions: other hashes stay as they were
 }
 
 /// The train step of `model` that also outputs every layer's activation and gradient and every parameter's

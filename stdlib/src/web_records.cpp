@@ -52,6 +52,7 @@ json program_interface(const Plan& plan) {
       inputs.push_back({{"name", v.node->name}, {"value", v.id}, {"shape", shape_json(*v.node)},
                         {"dtype", dtype_name(v.node->dtype)}});
       if (int64_t c = checker.classes_of(*v.node); c > 0) inputs.back()["classes"] = c;  // runtime/web/feeds.js
+      if (std::string by = checker.bound_by(*v.node); !by.empty()) inputs.back()["index_of"] = by;  // "gather at f:l"
     }
   json outputs = json::array();
   for (size_t i = 0; i < plan.output_values.size(); ++i) {

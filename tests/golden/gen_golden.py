@@ -6,8 +6,10 @@ HOW TO REGENERATE (deterministic: same torch/numpy give byte-identical files; co
     /usr/bin/python3 tests/golden/gen_golden.py          # from the repository root
 
 Needs Debian's python3-torch (1.13, CPU) and python3-numpy (use /usr/bin/python3, not a pyenv python).
-Writes tests/golden/{elementwise,reduce,movement,nn,fake_quant,math,mlp,cnn}.json, read by tests/golden_util.h, and
-numerics.json (IEEE edge cases and Adam steps; read by tests/test_numerics.cpp).
+Writes tests/golden/{elementwise,reduce,movement,nn,fake_quant,math,gather,batch_norm,rnn,conv_transpose,conv_groups,masks,
+layers,mlp,cnn}.json, read by tests/golden_util.h; numerics.json (IEEE edge cases and Adam steps; read by
+tests/test_numerics.cpp), random.json (Philox values and torch's dropout; read by tests/test_random.cpp) and
+optim.json (AdamW, gradient clipping, learning-rate schedules; read by tests/test_optim.cpp).
 
 Conventions
 -----------
@@ -497,6 +499,501 @@ def gen_fake_quant():
 # models
 # ------------------------------------------------------------------------------------------------
 
+# ------------------------------------------------------------------------------------------------
+# gather, take, Embedding (gather.json)
+# ------------------------------------------------------------------------------------------------
+
+def gen_gather():
+    """gather.json: torch.gather / index_select / F.embedding cases (op cases as above) and an nn.Embedding train
+    step (Adam, 3 steps), in float64. Indices repeat (the gradient sums them) and miss some rows (zero gradient)."""
+    rng = Rng(7007)
+    cases = []
+
+    def add(nm, op, attrs, ins, fn, **kw):
+        cases.append(make_case(nm, op, attrs, ins, fn, rng, **kw))
+
+    # torch.gather(input, dim, index): index has input's rank, any size along dim, <= input's size elsewhere
+    add("gather_3x5_dim1", "gather", {"axis": 1},
+        [("x", rng.normal((3, 5)), "f32"), ("index", np.array([[0, 4, 4, 1], [2, 2, 2, 2], [3, 0, 1, 0]]), "i32")],
+        lambda x, i: torch.gather(x, 1, i))
+    add("gather_4x3x2_dim0_smaller_index", "gather", {"axis": 0},
+        [("x", rng.normal((4, 3, 2)), "f32"), ("index", rng.ints((5, 2, 2), 0, 4), "i32")],
+        lambda x, i: torch.gather(x, 0, i))
+    add("gather_2x3x6_dim_neg1", "gather", {"axis": -1},
+        [("x", rng.normal((2, 3, 6)), "f32"), ("index", rng.ints((2, 3, 7), 0, 6), "i32")],
+        lambda x, i: torch.gather(x, -1, i))
+    # take(x, indices, axis) = torch.index_select for 1-D indices; x[..., indices, ...] for N-D (numpy.take)
+    add("take_10x4_axis0_3x5", "take", {"axis": 0},
+        [("x", rng.normal((10, 4)), "f32"), ("index", rng.ints((3, 5), 0, 10), "i32")],
+        lambda x, i: F.embedding(i, x))
+    add("take_3x6x2_axis1_index_select", "take", {"axis": 1},
+        [("x", rng.normal((3, 6, 2)), "f32"), ("index", np.array([5, 0, 5, 2]), "i32")],
+        lambda x, i: torch.index_select(x, 1, i))
+    add("take_2x7x3_axis1_2x2", "take", {"axis": 1},
+        [("x", rng.normal((2, 7, 3)), "f32"), ("index", np.array([[6, 1], [1, 3]]), "i32")],
+        lambda x, i: x[:, i])
+    add("take_5x3_axis_neg1_4", "take", {"axis": -1},
+        [("x", rng.normal((5, 3)), "f32"), ("index", np.array([2, 2, 0, 1]), "i32")],
+        lambda x, i: torch.index_select(x, -1, i))
+    add("embedding_padding_idx2", "embedding", {"padding_idx": 2},
+        [("x", rng.normal((6, 3)), "f32"), ("index", np.array([[2, 0, 5], [2, 2, 1]]), "i32")],
+        lambda w, i: F.embedding(i, w, padding_idx=2), fd_off=("x",))  # the padding row's zero gradient is not d/dx
+
+    # nn.Embedding(10, 4, padding_idx=1) as logits of a 4-class cross_entropy, Adam(lr=0.1), 3 steps
+    emb = torch.nn.Embedding(10, 4, padding_idx=1).double()
+    w0 = rng.normal((10, 4))
+    w0[1] = 0.0  # torch zeroes the padding row at init
+    with torch.no_grad():
+        emb.weight.copy_(torch.tensor(w0, dtype=torch.float64))
+    idx = np.array([[3, 1, 7, 3, 0, 9], [1, 3, 3, 5, 8, 2]], np.int64)
+    labels = rng.ints((12,), 0, 4)
+    opt = torch.optim.Adam(emb.parameters(), lr=0.1)
+    steps = []
+    for _ in range(3):
+        opt.zero_grad()
+        loss = F.cross_entropy(emb(torch.tensor(idx)).reshape(12, 4), torch.tensor(labels))
+        loss.backward()
+        g = emb.weight.grad.detach().clone()
+        opt.step()
+        steps.append({"loss": f32s([loss.item()])[0], "grad": dense(g), "weight": dense(emb.weight)})
+    train = {"model": "nn.Embedding(10, 4, padding_idx=1); logits = emb(idx).reshape(12, 4); "
+                      "cross_entropy (mean); Adam(lr=0.1)",
+             "num_embeddings": 10, "embedding_dim": 4, "padding_idx": 1, "lr": 0.1, "weight": dense(w0),
+             "indices": ints(idx), "labels": ints(labels), "steps": steps}
+    return {"file": "gather.json", "embedding_train": train, "cases": cases}
+
+
+def gen_conv_transpose():
+    """conv_transpose2d (stride, padding, output_padding, dilation, bias) and nearest upsampling by whole factors."""
+    rng = Rng(9339)
+    cases = []
+
+    def add(nm, op, attrs, ins, fn, **kw):
+        cases.append(make_case(nm, op, attrs, ins, fn, rng, **kw))
+
+    convt = [  # x shape, w shape (C_in, C_out, KH, KW), bias, stride, padding, output_padding, dilation
+        ((1, 3, 4, 4), (3, 2, 3, 3), True, (2, 2), (1, 1), (1, 1), (1, 1)),
+        ((2, 2, 5, 3), (2, 3, 2, 3), False, (1, 2), (0, 1), (0, 1), (1, 1)),
+        ((1, 2, 3, 4), (2, 2, 3, 2), True, (3, 1), (1, 0), (2, 0), (2, 2)),
+        ((1, 4, 2, 2), (4, 1, 4, 4), True, (2, 2), (1, 1), (0, 0), (1, 1)),
+    ]
+    for xs, ws, bias, st, pd, op, dl in convt:
+        ins = [("x", rng.normal(xs), "f32"), ("w", rng.normal(ws, 0.5), "f32")]
+        if bias:
+            ins.append(("bias", rng.normal((ws[1],)), "f32"))
+        nm = (f"conv_transpose2d_{'x'.join(map(str, xs))}_{'x'.join(map(str, ws))}_s{st[0]}{st[1]}_p{pd[0]}{pd[1]}"
+              f"_op{op[0]}{op[1]}_d{dl[0]}{dl[1]}")
+        add(nm, "conv_transpose2d",
+            {"stride": list(st), "padding": list(pd), "output_padding": list(op), "dilation": list(dl)}, ins,
+            lambda x, w, b=None, st=st, pd=pd, op=op, dl=dl:
+            F.conv_transpose2d(x, w, b, stride=st, padding=pd, output_padding=op, dilation=dl))
+    for xs, sc in [((1, 2, 3, 4), (2, 2)), ((2, 1, 2, 3), (3, 1))]:
+        add(f"upsample_nearest2d_{'x'.join(map(str, xs))}_x{sc[0]}{sc[1]}", "upsample_nearest2d",
+            {"scale": list(sc)}, [("x", rng.normal(xs), "f32")],
+            lambda x, sc=sc: F.interpolate(x, scale_factor=sc, mode="nearest"))
+    return {"file": "conv_transpose.json", "cases": cases}
+
+
+def gen_conv_groups():
+    """Grouped and depthwise conv2d / conv_transpose2d (groups, with stride, padding, dilation, bias or not) and bilinear
+    interpolation (align_corners True/False, size or scale_factor, up and down, non-integer factors; computed in f32
+    as a user's f32 tensor is, then widened: torch's f32 source indices and weights)."""
+    rng = Rng(4242)
+    cases = []
+
+    def add(nm, op, attrs, ins, fn, **kw):
+        cases.append(make_case(nm, op, attrs, ins, fn, rng, **kw))
+
+    def dims(s):
+        return 'x'.join(map(str, s))
+
+    convs = [  # x shape, w shape (O, C/groups, KH, KW), groups, bias, stride, padding, dilation
+        ((2, 4, 5, 5), (6, 2, 3, 3), 2, True, (1, 1), (1, 1), (1, 1)),
+        ((1, 3, 6, 5), (3, 1, 3, 3), 3, False, (2, 2), (1, 1), (1, 1)),   # depthwise
+        ((1, 2, 5, 6), (4, 1, 2, 3), 2, True, (1, 2), (1, 0), (2, 1)),    # depthwise, channel multiplier 2
+        ((1, 4, 4, 4), (2, 2, 3, 3), 2, False, (1, 1), (2, 2), (2, 2)),   # one output channel per group
+    ]
+    for xs, ws, g, bias, st, pd, dl in convs:
+        ins = [("x", rng.normal(xs), "f32"), ("w", rng.normal(ws, 0.5), "f32")]
+        if bias:
+            ins.append(("bias", rng.normal((ws[0],)), "f32"))
+        add(f"conv2d_{dims(xs)}_{dims(ws)}_g{g}_s{st[0]}{st[1]}_p{pd[0]}{pd[1]}_d{dl[0]}{dl[1]}", "conv2d",
+            {"stride": list(st), "padding": list(pd), "dilation": list(dl), "groups": g}, ins,
+            lambda x, w, b=None, st=st, pd=pd, dl=dl, g=g: F.conv2d(x, w, b, stride=st, padding=pd, dilation=dl,
+                                                                     groups=g))
+    convt = [  # x shape, w shape (C_in, C_out/groups, KH, KW), groups, bias, stride, padding, output_padding
+        ((1, 4, 3, 3), (4, 3, 3, 3), 2, True, (2, 2), (1, 1), (1, 1)),
+        ((2, 3, 3, 4), (3, 1, 2, 2), 3, False, (2, 1), (0, 1), (1, 0)),
+    ]
+    for xs, ws, g, bias, st, pd, op in convt:
+        ins = [("x", rng.normal(xs), "f32"), ("w", rng.normal(ws, 0.5), "f32")]
+        if bias:
+            ins.append(("bias", rng.normal((ws[1] * g,)), "f32"))
+        add(f"conv_transpose2d_{dims(xs)}_{dims(ws)}_g{g}_s{st[0]}{st[1]}_p{pd[0]}{pd[1]}_op{op[0]}{op[1]}",
+            "conv_transpose2d",
+            {"stride": list(st), "padding": list(pd), "output_padding": list(op), "dilation": [1, 1], "groups": g},
+            ins, lambda x, w, b=None, st=st, pd=pd, op=op, g=g:
+            F.conv_transpose2d(x, w, b, stride=st, padding=pd, output_padding=op, groups=g))
+    bilinear = [  # x shape, size or None, scale_factor or None, align_corners
+        ((1, 2, 3, 4), (5, 7), None, False),
+        ((1, 2, 3, 4), (5, 7), None, True),
+        ((2, 1, 4, 5), None, (2.0, 2.0), False),
+        ((1, 1, 4, 5), None, (2.5, 1.5), False),   # non-integer factors: the given scale, not in/out
+        ((1, 1, 4, 5), None, (2.5, 1.5), True),
+        ((1, 2, 6, 7), (4, 3), None, True),        # down
+        ((1, 2, 6, 7), None, (0.5, 0.6), False),   # down by factors
+        ((1, 1, 7, 3), (3, 1), None, True),        # one output column (ratio 0)
+        ((1, 1, 2, 3), (2, 3), None, False),       # same size: the identity with zero-weight taps
+    ]
+    for xs, size, sf, ac in bilinear:
+        tag = f"size{size[0]}x{size[1]}" if size else f"scale{sf[0]}x{sf[1]}"
+        attrs = {"align_corners": ac}
+        if size:
+            attrs["size"] = list(size)
+        else:
+            attrs["scale_factor"] = list(sf)
+        add(f"upsample_bilinear2d_{dims(xs)}_{tag}_ac{int(ac)}", "upsample_bilinear2d", attrs,
+            [("x", rng.normal(xs), "f32")],
+            lambda x, size=size, sf=sf, ac=ac:
+            F.interpolate(x.float(), size=size, scale_factor=sf, mode="bilinear", align_corners=ac).double())
+    return {"file": "conv_groups.json", "cases": cases}
+
+
+def gen_batch_norm():
+    """nn.BatchNorm1d/2d in train mode inside small models, 10 SGD steps (one fresh batch per step), then eval.
+
+    Records per step the loss; after the steps every parameter, the running statistics (momentum 0.1 and None, the
+    cumulative average) and num_batches_tracked, and the eval-mode output for a test batch. f64 throughout.
+    """
+    rng = Rng(7117)
+
+    def run(model, x_shape, classes, lr, steps=10):
+        inits = {k: rng.normal(tuple(v.shape), 0.5) for k, v in model.named_parameters()}
+        with torch.no_grad():
+            for k, v in model.named_parameters():
+                v.copy_(torch.tensor(inits[k], dtype=torch.float64))
+        opt = torch.optim.SGD(model.parameters(), lr=lr)
+        batches, labels, losses = [], [], []
+        model.train()
+        for _ in range(steps):
+            x = rng.normal(x_shape)
+            y = rng.ints((x_shape[0],), 0, classes)
+            opt.zero_grad()
+            loss = F.cross_entropy(model(T(x, False)), torch.tensor(y, dtype=torch.int64))
+            loss.backward()
+            opt.step()
+            batches.append(dense(x))
+            labels.append(ints(y))
+            losses.append(f32s([loss.item()])[0])
+        x_test = rng.normal(x_shape)
+        model.eval()
+        with torch.no_grad():
+            y_eval = model(T(x_test, False))
+        return {"init": {k: dense(v) for k, v in inits.items()}, "lr": lr, "batches": batches, "labels": labels,
+                "losses": losses, "state_dict": {k: dense(v.double()) for k, v in model.state_dict().items()},
+                "x_test": dense(x_test), "eval_out": dense(y_eval)}
+
+    torch.manual_seed(0)
+    m2 = torch.nn.Sequential(torch.nn.Conv2d(2, 3, 3, padding=1), torch.nn.BatchNorm2d(3), torch.nn.ReLU(),
+                             torch.nn.Flatten(), torch.nn.Linear(48, 4)).double()
+    bn2d = run(m2, (4, 2, 4, 4), 4, 0.1)
+    bn2d["model"] = "Conv2d(2, 3, 3, padding=1), BatchNorm2d(3), ReLU, Flatten, Linear(48, 4); SGD(lr=0.1)"
+    m1 = torch.nn.Sequential(torch.nn.Linear(5, 6), torch.nn.BatchNorm1d(6, momentum=None), torch.nn.Tanh(),
+                             torch.nn.Linear(6, 3)).double()
+    bn1d = run(m1, (8, 5), 3, 0.2)
+    bn1d["model"] = "Linear(5, 6), BatchNorm1d(6, momentum=None), Tanh, Linear(6, 3); SGD(lr=0.2)"
+    # (N, C, L) without affine parameters: one train-mode forward and the input's gradient of sum(y * w)
+    bn = torch.nn.BatchNorm1d(3, affine=False).double()
+    x = T(rng.normal((4, 3, 5)))
+    w = rng.normal((4, 3, 5))
+    y = bn(x)
+    (y * T(w, False)).sum().backward()
+    ncl = {"x": dense(x), "w": dense(w), "y": dense(y), "dx": dense(x.grad),
+           "running_mean": dense(bn.running_mean), "running_var": dense(bn.running_var)}
+    return {"file": "batch_norm.json", "bn2d_train": bn2d, "bn1d_train": bn1d, "bn1d_ncl": ncl}
+
+
+def gen_rnn():
+    """torch.nn.LSTM and nn.GRU with torch's own initialisation (seeded), forward and backward.
+
+    Each case: the state_dict, the input x (and h0/c0 where given), output, h_n (c_n), and the gradients of
+    L = sum(output * R) + sum(h_n * Rh) (+ sum(c_n * Rc)) with respect to x, h0, c0 and every parameter. f64.
+    """
+    rng = Rng(8228)
+    cases = []
+
+    def case(name, layer, x_shape, with_state):
+        layer = layer.double()
+        x = T(rng.normal(x_shape))
+        nl, hs = layer.num_layers, layer.hidden_size
+        n = x_shape[0] if layer.batch_first else x_shape[1]
+        lstm = isinstance(layer, torch.nn.LSTM)
+        h0 = T(rng.normal((nl, n, hs), 0.5)) if with_state else None
+        c0 = T(rng.normal((nl, n, hs), 0.5)) if with_state and lstm else None
+        if lstm:
+            out, (hn, cn) = layer(x, (h0, c0)) if with_state else layer(x)
+        else:
+            out, hn = layer(x, h0) if with_state else layer(x)
+            cn = None
+        R, Rh = rng.normal(tuple(out.shape)), rng.normal(tuple(hn.shape))
+        loss = (out * T(R, False)).sum() + (hn * T(Rh, False)).sum()
+        Rc = None
+        if lstm:
+            Rc = rng.normal(tuple(cn.shape))
+            loss = loss + (cn * T(Rc, False)).sum()
+        loss.backward()
+        c = {"name": name, "layer": "LSTM" if lstm else "GRU", "input_size": layer.input_size, "hidden_size": hs,
+             "num_layers": nl, "bias": layer.bias, "batch_first": layer.batch_first,
+             "state_dict": {k: dense(v) for k, v in layer.state_dict().items()},
+             "grads": {k: dense(v.grad) for k, v in layer.named_parameters()},
+             "x": dense(x), "dx": dense(x.grad), "output": dense(out), "h_n": dense(hn), "R": dense(R),
+             "Rh": dense(Rh)}
+        if with_state:
+            c.update({"h0": dense(h0), "dh0": dense(h0.grad)})
+        if lstm:
+            c.update({"c_n": dense(cn), "Rc": dense(Rc)})
+            if with_state:
+                c.update({"c0": dense(c0), "dc0": dense(c0.grad)})
+        cases.append(c)
+
+    torch.manual_seed(36)
+    case("lstm_2layers_batch_first", torch.nn.LSTM(3, 4, num_layers=2, batch_first=True), (2, 5, 3), False)
+    case("lstm_h0_c0_time_major", torch.nn.LSTM(2, 3), (4, 3, 2), True)
+    case("gru_2layers_h0", torch.nn.GRU(3, 5, num_layers=2), (6, 2, 3), True)
+    case("gru_no_bias_batch_first", torch.nn.GRU(4, 3, bias=False, batch_first=True), (3, 4, 4), False)
+    return {"file": "rnn.json", "cases": cases}
+
+
+# ------------------------------------------------------------------------------------------------
+# index masks and flip (masks.json, issue 36): iota/arange, tril/triu, flip
+# ------------------------------------------------------------------------------------------------
+
+def gen_masks():
+    """masks.json: torch.arange viewed along an axis (sg::iota), torch.arange, torch.tril/triu over the last two
+    dimensions (batch dimensions, diagonals above, on and below the main one, past the edges) and torch.flip, as op
+    cases in float64 (the gradients of tril/triu are the same triangle of R, of flip R flipped back)."""
+    rng = Rng(8008)
+    cases = []
+
+    def add(nm, op, attrs, ins, fn, **kw):
+        cases.append(make_case(nm, op, attrs, ins, fn, rng, **kw))
+
+    def iota(shape, axis):
+        n = shape[axis]
+        view = [1] * len(shape)
+        view[axis] = n
+        return lambda: torch.arange(n, dtype=torch.float64).reshape(view).expand(*shape).contiguous()
+
+    add("iota_3x4_axis0", "iota", {"shape": [3, 4], "axis": 0}, [], iota((3, 4), 0))
+    add("iota_2x3x5_axis1", "iota", {"shape": [2, 3, 5], "axis": 1}, [], iota((2, 3, 5), 1))
+    add("iota_2x3x5_axis_neg1", "iota", {"shape": [2, 3, 5], "axis": -1}, [], iota((2, 3, 5), 2))
+    add("arange_7", "arange", {"n": 7}, [], lambda: torch.arange(7, dtype=torch.float64))
+    # an i32 iota as gather's index: x[:, :4] picked by torch.arange(4) broadcast over the rows
+    add("gather_by_iota_3x5", "gather_iota", {"axis": 1, "index_shape": [3, 4]}, [("x", rng.normal((3, 5)), "f32")],
+        lambda x: torch.gather(x, 1, torch.arange(4).expand(3, 4)))
+    for shape, diag in [((4, 5), 0), ((5, 4), 0), ((4, 5), 1), ((4, 5), -1), ((4, 4), 3), ((4, 4), 7), ((4, 4), -5),
+                        ((2, 3, 5, 4), 0), ((3, 1, 6), -2), ((1, 6), 2)]:
+        tag = f"{'x'.join(map(str, shape))}_diag{diag}".replace("-", "neg")
+        for op, fn in [("tril", torch.tril), ("triu", torch.triu)]:
+            add(f"{op}_{tag}", op, {"diagonal": diag}, [("x", rng.normal(shape), "f32")],
+                lambda x, fn=fn, d=diag: fn(x, d))
+    for shape, dims in [((7,), [0]), ((3, 5), [1]), ((3, 5), [0, 1]), ((2, 3, 4), [0, 2]), ((2, 3, 4), [-1]),
+                        ((2, 1, 3, 4), [1, 3]), ((4, 3), [])]:
+        tag = f"{'x'.join(map(str, shape))}_dims{''.join(map(str, dims)).replace('-', 'neg') or 'none'}"
+        add(f"flip_{tag}", "flip", {"dims": dims}, [("x", rng.normal(shape), "f32")],
+            lambda x, d=dims: torch.flip(x, d))
+    return {"file": "masks.json", "cases": cases}
+
+
+# ------------------------------------------------------------------------------------------------
+# layers (layers.json, issue 36): LayerNorm, RMSNorm, MultiheadAttention, TransformerEncoderLayer
+# ------------------------------------------------------------------------------------------------
+
+F32_EPS = float(np.finfo(np.float32).eps)  # torch.finfo(torch.float32).eps: nn.RMSNorm's eps=None on f32 inputs
+
+
+def rms_norm(x, normalized_shape, weight=None, eps=None):
+    """torch 2.4's F.rms_norm (torch 1.13 here lacks it): x * rsqrt(mean(x^2) + eps) * weight over the trailing
+    dims, eps None = the f32 machine epsilon (the inputs are f32 tensors in the tested code), in float64."""
+    dims = tuple(range(-len(normalized_shape), 0))
+    y = x * torch.rsqrt(x.pow(2).mean(dims, keepdim=True) + (F32_EPS if eps is None else eps))
+    return y if weight is None else y * weight
+
+
+def gen_layers():
+    """layers.json: F.layer_norm and F.rms_norm op cases (affine or not, one or two normalized dims, a large mean
+    offset), F.multi_head_attention_forward cases (nn.MultiheadAttention's computation), nn.TransformerEncoderLayer
+    (post- and pre-norm) in float64, and a Linear -> LayerNorm -> ReLU -> Linear -> RMSNorm model trained 3 Adam steps
+    (state_dict names as torch's)."""
+    rng = Rng(9009)
+    cases = []
+
+    def add(nm, op, attrs, ins, fn, **kw):
+        cases.append(make_case(nm, op, attrs, ins, fn, rng, **kw))
+
+    for nm, shape, ns, affine, eps, offset in [
+            ("layer_norm_4x8", (4, 8), [8], "both", 1e-5, 0.0),
+            ("layer_norm_2x3x5_last2", (2, 3, 5), [3, 5], "both", 1e-5, 0.0),
+            ("layer_norm_3x6_no_affine", (3, 6), [6], "none", 1e-5, 0.0),
+            ("layer_norm_2x4x16_weight_only", (2, 4, 16), [16], "weight", 1e-5, 0.0),
+            ("layer_norm_5x7_eps1e-3_offset50", (5, 7), [7], "both", 1e-3, 50.0)]:
+        ins = [("x", rng.normal(shape) + np.float32(offset), "f32")]
+        if affine in ("both", "weight"):
+            ins.append(("weight", (1.0 + 0.3 * rng.normal(tuple(ns))).astype(np.float32), "f32"))
+        if affine == "both":
+            ins.append(("bias", rng.normal(tuple(ns), 0.5), "f32"))
+        add(nm, "layer_norm", {"normalized_shape": ns, "eps": eps, "weight": affine != "none", "bias": affine == "both"},
+            ins, lambda x, *wb, ns=ns, eps=eps: F.layer_norm(x, ns, *wb, eps=eps))
+    for nm, shape, ns, weight, eps in [
+            ("rms_norm_4x8", (4, 8), [8], True, None),
+            ("rms_norm_2x3x5_last2_eps1e-6", (2, 3, 5), [3, 5], True, 1e-6),
+            ("rms_norm_3x6_no_weight", (3, 6), [6], False, None),
+            ("rms_norm_2x5x12_small_values", (2, 5, 12), [12], True, None)]:
+        x = rng.normal(shape) * (np.float32(1e-3) if "small" in nm else np.float32(1.0))
+        ins = [("x", x, "f32")]
+        if weight:
+            ins.append(("weight", (1.0 + 0.3 * rng.normal(tuple(ns))).astype(np.float32), "f32"))
+        add(nm, "rms_norm", {"normalized_shape": ns, "eps": eps, "weight": weight}, ins,
+            lambda x, *w, ns=ns, eps=eps: rms_norm(x, ns, *w, eps=eps))
+
+    # nn.MultiheadAttention through F.multi_head_attention_forward (the module's computation, with the weights as
+    # inputs so that their gradients are golden too): self- and cross-attention, batch_first or not, unbatched,
+    # causal (torch.triu(ones(L, S), 1) as the bool attn_mask), key padding (bool), bool and float attn_mask,
+    # the averaged and per-head attention weights, bias=False
+    def mha(nm, n, tgt, src, e, h, self_attn=False, bias=True, kpm=False, mask=None, causal=False, weights=None,
+            batch_first=True, unbatched=False):
+        def seq(length):
+            shape = (length, e) if unbatched else ((n, length, e) if batch_first else (length, n, e))
+            return rng.normal(shape)
+        ins = [("x", seq(tgt), "f32")] if self_attn else [("query", seq(tgt), "f32"), ("key", seq(src), "f32"),
+                                                          ("value", seq(src), "f32")]
+        ins.append(("in_proj_weight", rng.normal((3 * e, e), 0.4), "f32"))
+        if bias:
+            ins.append(("in_proj_bias", rng.normal((3 * e,), 0.2), "f32"))
+        ins.append(("out_proj_weight", rng.normal((e, e), 0.4), "f32"))
+        if bias:
+            ins.append(("out_proj_bias", rng.normal((e,), 0.2), "f32"))
+        bsz = 1 if unbatched else n
+        pad = None
+        if kpm:  # padding at the end of some sequences (never a whole row)
+            pad = np.zeros((bsz, src), np.int64)
+            for b in range(bsz):
+                pad[b, src - 1 - b % 2:] = 1
+            ins.append(("key_padding_mask", pad.reshape(src) if unbatched else pad, "i32"))
+        no_grad = ()
+        if mask == "bool":
+            m = (rng.uniform((tgt, src), 0, 1) < 0.3).astype(np.int64)
+            m[:, 0] = 0  # every query keeps key 0
+            ins.append(("attn_mask", m, "i32"))
+        elif mask == "bool3d":
+            m = (rng.uniform((bsz * h, tgt, src), 0, 1) < 0.3).astype(np.int64)
+            m[:, :, 0] = 0
+            ins.append(("attn_mask", m, "i32"))
+        elif mask == "float":
+            ins.append(("attn_mask", rng.normal((tgt, src)), "f32"))
+            no_grad = ("attn_mask",)
+        names = [i[0] for i in ins]
+
+        def fn(*ts):
+            t = dict(zip(names, ts))
+            q, k, v = (t["x"],) * 3 if self_attn else (t["query"], t["key"], t["value"])
+            if batch_first and not unbatched:
+                q, k, v = (x.transpose(0, 1) for x in (q, k, v))
+            am = t.get("attn_mask")
+            if am is not None and am.dtype == torch.int64:
+                am = am.bool()
+            if causal:
+                c = torch.triu(torch.ones(tgt, src, dtype=torch.bool), 1)
+                am = c if am is None else am.logical_or(c)
+            kp = t.get("key_padding_mask")
+            out, w = F.multi_head_attention_forward(
+                q, k, v, e, h, t["in_proj_weight"], t.get("in_proj_bias"), None, None, False, 0.0,
+                t["out_proj_weight"], t.get("out_proj_bias"), training=True,
+                key_padding_mask=None if kp is None else kp.bool(), need_weights=weights is not None, attn_mask=am,
+                average_attn_weights=weights == "avg")
+            if weights is not None:
+                return w
+            return out.transpose(0, 1) if batch_first and not unbatched else out
+        attrs = {"num_heads": h, "self": self_attn, "bias": bias, "key_padding_mask": kpm, "attn_mask": mask or "none",
+                 "is_causal": causal, "weights": weights or "none", "batch_first": batch_first}
+        add(nm, "multi_head_attention", attrs, ins, fn, no_grad_inputs=no_grad)
+
+    mha("attention_self_2x5x8_h2", 2, 5, 5, 8, 2, self_attn=True)
+    mha("attention_cross_2x4_2x6_e8_h4", 2, 4, 6, 8, 4)
+    mha("attention_self_causal_2x6x8_h2", 2, 6, 6, 8, 2, self_attn=True, causal=True)
+    mha("attention_key_padding_2x3_2x5_e6_h3", 2, 3, 5, 6, 3, kpm=True)
+    mha("attention_self_causal_key_padding_h1", 2, 5, 5, 4, 1, self_attn=True, causal=True, kpm=True)
+    mha("attention_bool_mask_h2", 2, 4, 5, 8, 2, mask="bool")
+    mha("attention_bool_mask_per_head_h2", 2, 4, 5, 8, 2, mask="bool3d", kpm=True)
+    mha("attention_float_mask_h2", 2, 4, 5, 8, 2, mask="float")
+    mha("attention_weights_averaged", 2, 4, 5, 8, 2, kpm=True, weights="avg")
+    mha("attention_weights_per_head_causal", 2, 5, 5, 8, 2, self_attn=True, causal=True, weights="per_head")
+    mha("attention_no_bias_h2", 2, 4, 4, 8, 2, bias=False)
+    mha("attention_seq_first_3x2_e8_h2", 2, 3, 4, 8, 2, batch_first=False)
+    mha("attention_unbatched_causal_5x8_h4", 1, 5, 5, 8, 4, self_attn=True, causal=True, unbatched=True)
+
+    # nn.TransformerEncoderLayer(d_model, nhead, dim_feedforward, dropout=0, activation, batch_first=True,
+    # norm_first): the module run by torch.nn.utils.stateless.functional_call with every parameter an input (so
+    # their gradients are golden), in state_dict order; post-norm with relu and a causal src_mask, pre-norm with gelu
+    # and a key padding mask
+    def encoder(nm, n, length, d, h, ff, activation, norm_first, causal=False, kpm=False):
+        layer = torch.nn.TransformerEncoderLayer(d, h, ff, dropout=0.0, activation=activation, batch_first=True,
+                                                 norm_first=norm_first).double()
+        names = [k for k, _ in layer.named_parameters()]
+        ins = [("src", rng.normal((n, length, d)), "f32")]
+        for k, p in layer.named_parameters():
+            if k.startswith("norm"):
+                v = (1.0 + 0.2 * rng.normal(tuple(p.shape))).astype(np.float32) if k.endswith("weight") else \
+                    rng.normal(tuple(p.shape), 0.2)
+            else:
+                v = rng.normal(tuple(p.shape), 0.3)
+            ins.append((k, v, "f32"))
+        if kpm:
+            pad = np.zeros((n, length), np.int64)
+            pad[1, length - 2:] = 1
+            ins.append(("src_key_padding_mask", pad, "i32"))
+
+        def fn(src, *rest):
+            params = dict(zip(names, rest[:len(names)]))
+            mask = torch.triu(torch.ones(length, length, dtype=torch.bool), 1) if causal else None
+            kp = rest[len(names)].bool() if kpm else None
+            return torch.nn.utils.stateless.functional_call(layer, params, (src,),
+                                                            {"src_mask": mask, "src_key_padding_mask": kp})
+        attrs = {"d_model": d, "nhead": h, "dim_feedforward": ff, "activation": activation, "norm_first": norm_first,
+                 "is_causal": causal, "key_padding_mask": kpm, "parameters": names}
+        add(nm, "transformer_encoder_layer", attrs, ins, fn)
+
+    encoder("transformer_encoder_layer_post_norm_relu_causal", 2, 5, 8, 2, 16, "relu", False, causal=True)
+    encoder("transformer_encoder_layer_pre_norm_gelu_key_padding", 2, 6, 8, 4, 12, "gelu", True, kpm=True)
+
+    # nn.Sequential(Linear(6, 8), LayerNorm(8), ReLU(), Linear(8, 4), RMSNorm(4)): mse_loss to a target, Adam(lr 0.05)
+    lin1, ln, lin2 = torch.nn.Linear(6, 8).double(), torch.nn.LayerNorm(8).double(), torch.nn.Linear(8, 4).double()
+    rms_w = torch.nn.Parameter(torch.ones(4, dtype=torch.float64))  # nn.RMSNorm(4).weight (torch 2.4), ones at init
+    params = {"0.weight": lin1.weight, "0.bias": lin1.bias, "1.weight": ln.weight, "1.bias": ln.bias,
+              "3.weight": lin2.weight, "3.bias": lin2.bias, "4.weight": rms_w}
+    with torch.no_grad():
+        for k, p in params.items():
+            if k.startswith("0.") or k.startswith("3."):
+                p.copy_(torch.tensor(rng.normal(tuple(p.shape), 0.4), dtype=torch.float64))
+    init = {k: dense(p) for k, p in params.items()}
+    x = rng.normal((5, 6))
+    target = rng.normal((5, 4))
+    opt = torch.optim.Adam(list(params.values()), lr=0.05)
+    steps = []
+    for _ in range(3):
+        opt.zero_grad()
+        h = torch.relu(ln(lin1(torch.tensor(x, dtype=torch.float64))))
+        y = rms_norm(lin2(h), [4], rms_w)
+        loss = F.mse_loss(y, torch.tensor(target, dtype=torch.float64))
+        loss.backward()
+        grads = {k: dense(p.grad) for k, p in params.items()}
+        opt.step()
+        steps.append({"loss": f32s([loss.item()])[0], "grads": grads, "params": {k: dense(p) for k, p in params.items()}})
+    train = {"model": "Sequential(Linear(6, 8), LayerNorm(8), ReLU(), Linear(8, 4), RMSNorm(4)); mse_loss; Adam(lr=0.05)",
+             "lr": 0.05, "init": init, "x": dense(x), "target": dense(target), "steps": steps}
+    return {"file": "layers.json", "norm_train": train, "cases": cases}
+
+
 def params_of(model):
     return {k: v for k, v in model.state_dict().items()}
 
@@ -594,6 +1091,87 @@ def gen_cnn():
             "params": inits,
             "x": dense(x), "labels": ints(labels), "loss": f32s([loss.item()])[0],
             "grads": {k: dense(v.grad) for k, v in model.named_parameters()}}
+
+
+def gen_resnet():
+    """resnet.json: a small ResNet of torchvision's BasicBlocks (sg::nn::ResNet(1, 3, widths {4, 8}, blocks {1, 1},
+    dropout 0): stem conv3x3 + BatchNorm2d + ReLU, layer1 = one identity-shortcut block, layer2 = one stride-2 block with
+    the 1x1-conv projection shortcut, global average pool, Linear) on a (4, 1, 8, 8) batch, weights given (normal,
+    BatchNorm affine parameters away from 1 and 0, running statistics away from 0 and 1). Records the train-mode forward
+    (logits, cross-entropy loss), every parameter's gradient, the state_dict after that forward (running statistics
+    updated with momentum 0.1, num_batches_tracked 1), and the eval-mode logits of the same batch (the updated running
+    statistics). float64 throughout; names are torchvision's (layer2.0.downsample.1.running_var)."""
+    torch.manual_seed(0)
+    rng = Rng(8118)
+    nn = torch.nn
+
+    class BasicBlock(nn.Module):  # torchvision.models.resnet.BasicBlock
+        def __init__(self, inplanes, planes, stride=1):
+            super().__init__()
+            self.conv1 = nn.Conv2d(inplanes, planes, 3, stride, 1, bias=False)
+            self.bn1 = nn.BatchNorm2d(planes)
+            self.relu = nn.ReLU()
+            self.conv2 = nn.Conv2d(planes, planes, 3, 1, 1, bias=False)
+            self.bn2 = nn.BatchNorm2d(planes)
+            self.downsample = None
+            if stride != 1 or inplanes != planes:
+                self.downsample = nn.Sequential(nn.Conv2d(inplanes, planes, 1, stride, bias=False),
+                                                nn.BatchNorm2d(planes))
+
+        def forward(self, x):
+            out = self.relu(self.bn1(self.conv1(x)))
+            out = self.bn2(self.conv2(out))
+            return self.relu(out + (x if self.downsample is None else self.downsample(x)))
+
+    class ResNet(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv1 = nn.Conv2d(1, 4, 3, 1, 1, bias=False)
+            self.bn1 = nn.BatchNorm2d(4)
+            self.relu = nn.ReLU()
+            self.layer1 = nn.Sequential(BasicBlock(4, 4))
+            self.layer2 = nn.Sequential(BasicBlock(4, 8, 2))
+            self.dropout = nn.Dropout(0.0)
+            self.fc = nn.Linear(8, 3)
+
+        def forward(self, x):
+            h = self.layer2(self.layer1(self.relu(self.bn1(self.conv1(x)))))
+            return self.fc(self.dropout(torch.flatten(F.adaptive_avg_pool2d(h, 1), 1)))
+
+    model = ResNet().double()
+    init = {}
+    for k, v in model.state_dict().items():
+        if k.endswith("num_batches_tracked"):
+            continue
+        if k.endswith("running_var"):
+            a = rng.uniform(tuple(v.shape), 0.5, 1.5)
+        elif k.endswith("running_mean"):
+            a = rng.normal(tuple(v.shape), 0.2)
+        elif ".bn" in k or k.startswith("bn") or "downsample.1" in k:
+            a = (1.0 + rng.normal(tuple(v.shape), 0.2)).astype(np.float32) if k.endswith("weight") else \
+                rng.normal(tuple(v.shape), 0.2)
+        else:
+            a = rng.normal(tuple(v.shape), 0.5)
+        init[k] = a
+        with torch.no_grad():
+            v.copy_(torch.tensor(a, dtype=torch.float64))
+    x = rng.normal((4, 1, 8, 8))
+    labels = rng.ints((4,), 0, 3)
+    model.train()
+    model.zero_grad()
+    logits = model(T(x, False))
+    loss = F.cross_entropy(logits, torch.tensor(labels))
+    loss.backward()
+    grads = {k: dense(v.grad) for k, v in model.named_parameters()}
+    state = {k: dense(v.double()) for k, v in model.state_dict().items()}
+    model.eval()
+    with torch.no_grad():
+        eval_logits = model(T(x, False))
+    return {"model": "ResNet(1, 3, widths [4, 8], blocks [1, 1], dropout 0) of torchvision BasicBlocks; cross_entropy",
+            "note": "float64 PyTorch; init: the state_dict before the step (parameters and running statistics)",
+            "init": {k: dense(v) for k, v in init.items()}, "x": dense(x), "labels": ints(labels),
+            "logits": dense(logits), "loss": f32s([loss.item()])[0], "grads": grads, "state_dict": state,
+            "eval_logits": dense(eval_logits)}
 
 
 def nf(a):
@@ -715,18 +1293,239 @@ def gen_math():
     return {"file": "math.json", "cases": cases}
 
 
+# ------------------------------------------------------------------------------------------------
+# random numbers (issue 36): Philox-4x32-10 written here from the paper, independently of sg/philox.h; torch's dropout
+# ------------------------------------------------------------------------------------------------
+
+PHILOX_KAT = [  # Random123 tests/kat_vectors, the three "philox4x32 10" lines: counter, key, result
+    ([0x00000000, 0x00000000, 0x00000000, 0x00000000], [0x00000000, 0x00000000],
+     [0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8]),
+    ([0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff], [0xffffffff, 0xffffffff],
+     [0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd]),
+    ([0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344], [0xa4093822, 0x299f31d0],
+     [0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1]),
+]
+
+
+def philox4x32_10(ctr, key):
+    """Salmon et al. (SC 2011), Philox-4x32 with 10 rounds, in Python integers (no 32-bit tricks to share bugs with)."""
+    m0, m1, w0, w1, mask = 0xD2511F53, 0xCD9E8D57, 0x9E3779B9, 0xBB67AE85, 0xFFFFFFFF
+    c, k = list(ctr), list(key)
+    for r in range(10):
+        if r > 0:
+            k = [(k[0] + w0) & mask, (k[1] + w1) & mask]
+        p0, p1 = m0 * c[0], m1 * c[2]
+        c = [(p1 >> 32) ^ c[1] ^ k[0], p1 & mask, (p0 >> 32) ^ c[3] ^ k[1], p0 & mask]
+    return c
+
+
+def random_uniform(shape, seed, step, stream):
+    """sg::random_uniform's layout (sg/philox.h): key (seed low, seed high), counter (index, 0, step, stream), the top 24
+    bits of word 0 times 2^-24."""
+    key = [seed & 0xFFFFFFFF, seed >> 32]
+    n = int(np.prod(shape))
+    return np.array([(philox4x32_10([j, 0, step, stream], key)[0] >> 8) / 2.0 ** 24 for j in range(n)],
+                    np.float64).reshape(shape)
+
+
+def gen_random():
+    """random.json: sg::random_uniform values from this file's Philox (checked against Random123's vectors first), and
+    torch's dropout: the survivors' scale 1 / (1 - p) as torch rounds it, and what torch makes of NaN, +-inf and signed
+    zeros, dropped and kept (with the mask of dropout(ones) under the same torch seed)."""
+    for ctr, key, want in PHILOX_KAT:
+        assert philox4x32_10(ctr, key) == want, (ctr, key)
+    uniform = []
+    for shape, seed, step, stream in [((4, 5), 0, 0, 0), ((37,), 0x123456789ABCDEF0, 7, 3), ((3,), 42, 1 << 24, 1),
+                                      ((2, 3, 4), 0xFFFFFFFFFFFFFFFF, 123456, 0xFFFFFFFF)]:
+        uniform.append({"shape": list(shape), "seed": str(seed), "step": step, "stream": stream,
+                        "values": f32s(random_uniform(shape, seed, step, stream))})
+    scales = []
+    for p in [0.1, 0.25, 1.0 / 3.0, 0.5, 0.7, 0.9, 0.99, 0.123456789]:
+        torch.manual_seed(0)
+        y = F.dropout(torch.ones(4096), p, True)
+        assert len(set(y.tolist()) - {0.0}) == 1
+        scales.append({"p": p, "scale": f32s([y.max().item()])[0]})
+    nan, inf = float("nan"), float("inf")
+    x = torch.tensor([nan, inf, -inf, -2.5, -0.0, 0.0, 3.0] * 64)
+    torch.manual_seed(5)
+    mask = F.dropout(torch.ones_like(x), 0.5, True) != 0
+    torch.manual_seed(5)
+    y = F.dropout(x, 0.5, True)
+    special = {"x": nf(x[:7]), "kept": [], "dropped": []}
+    for i in range(7):
+        kept = {repr(v) for v in y[i::7][mask[i::7]].tolist()}
+        dropped = {repr(v) for v in y[i::7][~mask[i::7]].tolist()}
+        assert len(kept) == 1 and len(dropped) == 1, (i, kept, dropped)
+        special["kept"] += nf([float(kept.pop())])
+        special["dropped"] += nf([float(dropped.pop())])
+    special["signbit_dropped"] = [bool(np.signbit(v)) for v in [y[i::7][~mask[i::7]][0].item() for i in range(7)]]
+    special["p1"] = nf(F.dropout(x[:7], 1.0, True))
+    special["signbit_p1"] = [bool(np.signbit(v)) for v in F.dropout(x[:7], 1.0, True).tolist()]
+    raises = {}
+    for p in [-0.1, 1.5]:
+        try:
+            F.dropout(x, p, True)
+            raises[str(p)] = False
+        except ValueError:
+            raises[str(p)] = True
+    return {"file": "random.json", "kat": [{"counter": c, "key": k, "result": r} for c, k, r in PHILOX_KAT],
+            "uniform": uniform, "dropout_scale": scales, "dropout_special": special, "dropout_raises": raises}
+
+
+# ------------------------------------------------------------------------------------------------
+# optimizers (issue 36): AdamW, global-norm gradient clipping, learning-rate schedules (optim.json)
+# ------------------------------------------------------------------------------------------------
+
+def lr_schedule_torch(opt, sched):
+    """The torch scheduler a shadergrad LRSchedule equals (autodiff.h's LRSchedule docstring), or None."""
+    kind = sched["kind"]
+    if kind == "constant":
+        return None
+    if kind == "step":
+        return torch.optim.lr_scheduler.StepLR(opt, step_size=sched["step_size"], gamma=sched["gamma"])
+    if kind == "cosine_annealing":  # warmup_cosine with warmup 0, as torch's own class
+        return torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=sched["total_steps"], eta_min=sched["min_lr"])
+    assert kind == "warmup_cosine"
+    W, T, floor = sched["warmup_steps"], sched["total_steps"], sched["min_lr"]
+    base = opt.param_groups[0]["lr"]
+
+    def factor(t):
+        if t < W:
+            return (t + 1) / W
+        if T == W:
+            return floor / base
+        progress = min(t - W, T - W) / (T - W)
+        return (floor + (base - floor) * (1 + np.cos(np.pi * progress)) / 2) / base
+    return torch.optim.lr_scheduler.LambdaLR(opt, factor)
+
+
+def gen_optim():
+    """optim.json: 10 train steps of a small MLP (Linear(6,8), Tanh, Linear(8,5), cross_entropy, batch 12) per
+    optimizer setting, in float64: AdamW; AdamW with global-norm clipping active in some steps only; AdamW with
+    linear warmup + cosine (LambdaLR); SGD with momentum and StepLR; Adam with CosineAnnealingLR (torch's class: the
+    warmup_cosine schedule with no warmup); SGD with max-norm (norm_type inf) clipping; AdamW + clipping + warmup
+    cosine together. Per step: the loss before it, the lr it used (scheduler.get_last_lr() before
+    scheduler.step()), clip_grad_norm_'s total norm; the parameters after the 10 steps.
+    Also clip_grad_norm_ of given float32 gradients with zeros, inf and NaN (error_if_nonfinite=False), values as
+    strings "nan"/"inf"/"-inf" where non-finite, "-0" marking a negative zero."""
+    rng = Rng(9009)
+    torch.manual_seed(0)
+    x = rng.normal((12, 6))
+    labels = rng.ints((12,), 0, 5)
+    init = {"0.weight": rng.normal((8, 6), 0.5), "0.bias": rng.normal((8,), 0.2),
+            "2.weight": rng.normal((5, 8), 0.5), "2.bias": rng.normal((5,), 0.2)}
+    xt, lt = torch.tensor(x, dtype=torch.float64), torch.tensor(labels)
+    model_desc = "Sequential(Linear(6, 8), Tanh, Linear(8, 5)); cross_entropy (mean); batch 12"
+    runs = []
+
+    def run(name, optimizer, options, sched, clip, steps=10):
+        model = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Linear(8, 5)).double()
+        with torch.no_grad():
+            for k, v in model.named_parameters():
+                v.copy_(torch.tensor(init[k], dtype=torch.float64))
+        if optimizer == "adamw":
+            opt = torch.optim.AdamW(model.parameters(), lr=options["lr"], betas=tuple(options["betas"]),
+                                    eps=options["eps"], weight_decay=options["weight_decay"])
+        elif optimizer == "adam":
+            opt = torch.optim.Adam(model.parameters(), lr=options["lr"], betas=tuple(options["betas"]),
+                                   eps=options["eps"], weight_decay=options["weight_decay"])
+        else:
+            opt = torch.optim.SGD(model.parameters(), lr=options["lr"], momentum=options["momentum"],
+                                  weight_decay=options["weight_decay"])
+        scheduler = lr_schedule_torch(opt, sched)
+        out = []
+        for _ in range(steps):
+            opt.zero_grad()
+            loss = F.cross_entropy(model(xt), lt)
+            loss.backward()
+            step = {"loss": f32s([loss.item()])[0], "lr": float(opt.param_groups[0]["lr"])}
+            if clip:
+                norm = torch.nn.utils.clip_grad_norm_(model.parameters(), clip["max_norm"],
+                                                      norm_type=clip["norm_type"])
+                step["grad_norm"] = f32s([norm.item()])[0]
+            opt.step()
+            if scheduler:
+                scheduler.step()
+            out.append(step)
+        if clip:  # the case must clip in some steps and not in others
+            above = [s["grad_norm"] > clip["max_norm"] for s in out]
+            assert any(above) and not all(above), (name, [s["grad_norm"] for s in out])
+        enc_clip = None if not clip else {"max_norm": clip["max_norm"],
+                                          "norm_type": "inf" if clip["norm_type"] == float("inf") else clip["norm_type"]}
+        runs.append({"name": name, "optimizer": optimizer, "options": options, "schedule": sched, "clip": enc_clip,
+                     "steps": out, "params_after": {k: dense(v) for k, v in model.named_parameters()}})
+
+    adamw = {"lr": 0.02, "betas": [0.9, 0.999], "eps": 1e-8, "weight_decay": 0.1}
+    run("adamw", "adamw", adamw, {"kind": "constant"}, None)
+    run("adamw_clip", "adamw", {**adamw, "weight_decay": 0.01}, {"kind": "constant"},
+        {"max_norm": 0.5, "norm_type": 2.0})
+    run("adamw_lr_schedule_warmup_cosine", "adamw", {**adamw, "lr": 0.05},
+        {"kind": "warmup_cosine", "warmup_steps": 3, "total_steps": 8, "min_lr": 0.005}, None)
+    run("sgd_lr_schedule_step", "sgd", {"lr": 0.5, "momentum": 0.9, "weight_decay": 0.001},
+        {"kind": "step", "step_size": 3, "gamma": 0.5}, None)
+    run("adam_lr_schedule_cosine_annealing", "adam", {"lr": 0.03, "betas": [0.9, 0.999], "eps": 1e-8,
+                                                     "weight_decay": 0.0},
+        {"kind": "cosine_annealing", "total_steps": 10, "min_lr": 0.002}, None)
+    run("sgd_clip_inf", "sgd", {"lr": 0.3, "momentum": 0.0, "weight_decay": 0.0}, {"kind": "constant"},
+        {"max_norm": 0.25, "norm_type": float("inf")})
+    run("adamw_clip_lr_schedule", "adamw", {**adamw, "lr": 0.05},
+        {"kind": "warmup_cosine", "warmup_steps": 2, "total_steps": 10, "min_lr": 0.0},
+        {"max_norm": 0.5, "norm_type": 2.0})
+
+    def nfz(a):  # nf, with negative zeros as "-0"
+        return ["-0" if (v == 0 and np.signbit(v)) else e for v, e in zip(np.asarray(a, np.float64).ravel(), nf(a))]
+
+    nan, inf = float("nan"), float("inf")
+    clip_cases = []
+    for name, grads, max_norm, norm_type in [
+            ("zero gradients stay zero", [[0.0, 0.0, 0.0], [0.0, 0.0]], 1.0, 2.0),
+            ("an inf element: total inf, finite elements 0 (-0), the inf NaN", [[1.0, -2.0, inf], [3.0, -0.5]], 1.0,
+             2.0),
+            ("a -inf element", [[-inf, 1.0, -1.0], [0.0, 2.0]], 1.0, 2.0),
+            ("a NaN element: every gradient NaN", [[1.0, nan, 2.0], [3.0, 4.0]], 1.0, 2.0),
+            ("below max_norm: unchanged", [[0.1, -0.2, 0.05], [0.0, 0.1]], 1.0, 2.0),
+            ("above max_norm: scaled", [[3.0, -4.0, 12.0], [0.0, 1.0]], 2.0, 2.0),
+            ("max norm (inf) above max_norm", [[1.0, -5.0, 2.0], [3.0, 0.5]], 2.0, inf),
+            ("max norm (inf) with an inf", [[1.0, -5.0, 2.0], [-inf, 0.5]], 2.0, inf),
+            ("max norm (inf) with a NaN", [[1.0, nan, 2.0], [3.0, 0.5]], 2.0, inf),
+            ("1-norm above max_norm", [[1.0, -5.0, 2.0], [3.0, 0.5]], 2.0, 1.0)]:
+        ps = [torch.zeros(len(g), dtype=torch.float32, requires_grad=True) for g in grads]
+        for p, g in zip(ps, grads):
+            p.grad = torch.tensor(g, dtype=torch.float32)
+        total = torch.nn.utils.clip_grad_norm_(ps, max_norm, norm_type=norm_type)
+        clip_cases.append({"name": name, "max_norm": max_norm, "norm_type": "inf" if norm_type == inf else norm_type,
+                           "grads": [nfz(g) for g in grads], "total_norm": nfz([total.item()])[0],
+                           "clipped": [nfz(p.grad.numpy()) for p in ps]})
+    return {"file": "optim.json", "model": model_desc,
+            "note": "float64 PyTorch; steps[i].lr is the lr step i used; params_after: after all steps. "
+                    "clip_grad_norm: torch.nn.utils.clip_grad_norm_ in float32, error_if_nonfinite=False",
+            "x": dense(x), "labels": ints(labels), "init": {k: dense(v) for k, v in init.items()},
+            "runs": runs, "clip_grad_norm": clip_cases}
+
+
 def main():
     obj = {"generator": "tests/golden/gen_golden.py", "torch": torch.__version__, **gen_numerics()}
     path = os.path.join(OUT_DIR, obj.pop("file"))
     with open(path, "w") as f:
         f.write(json.dumps(obj, indent=1) + "\n")
     print(f"wrote {path} ({os.path.getsize(path)} bytes)")
-    for gen in [gen_elementwise, gen_reduce, gen_movement, gen_nn, gen_fake_quant, gen_math]:
+    for gen in [gen_elementwise, gen_reduce, gen_movement, gen_nn, gen_fake_quant, gen_math, gen_gather,
+                gen_batch_norm, gen_rnn, gen_conv_transpose, gen_masks, gen_layers, gen_conv_groups]:
         obj = gen()
         fname = obj.pop("file")
         obj = {"generator": "tests/golden/gen_golden.py", "torch": torch.__version__, **obj}
         write(fname, obj)
-    for fname, gen in [("mlp.json", gen_mlp), ("cnn.json", gen_cnn)]:
+    obj = {"generator": "tests/golden/gen_golden.py", "torch": torch.__version__, **gen_random()}
+    path = os.path.join(OUT_DIR, obj.pop("file"))
+    with open(path, "w") as f:
+        f.write(json.dumps(obj, indent=1) + "\n")
+    print(f"wrote {path} ({os.path.getsize(path)} bytes)")
+    obj = {"generator": "tests/golden/gen_golden.py", "torch": torch.__version__, **gen_optim()}
+    path = os.path.join(OUT_DIR, obj.pop("file"))
+    with open(path, "w") as f:
+        f.write(json.dumps(obj, indent=1) + "\n")
+    print(f"wrote {path} ({os.path.getsize(path)} bytes)")
+    for fname, gen in [("mlp.json", gen_mlp), ("cnn.json", gen_cnn), ("resnet.json", gen_resnet)]:
         obj = {"generator": "tests/golden/gen_golden.py", "torch": torch.__version__, **gen()}
         path = os.path.join(OUT_DIR, fname)
         with open(path, "w") as f:

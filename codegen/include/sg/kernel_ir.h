@@ -34,6 +34,8 @@ enum class KOp : uint8_t {
   ISelect,     ///< a (Int cond) != 0 ? b : c   (float or int branches)
   Load,        ///< float = input[input] at flat element index a (Int)
   Reduce,      ///< loop over loop_vars x extents; fold body `a` with `reduce` (ArgMax: linear iteration index)
+  RandomUniform,  ///< float = philox_uniform(seed, stream, step b (Int), element index a (Int)) (sg/philox.h),
+                  ///< printed as a call of the math helper sg_philox_uniform (codegen/shaders/math/philox.glsl)
 };
 
 struct KExpr;
@@ -50,6 +52,8 @@ struct KExpr {
   ReduceKind reduce = ReduceKind::Sum;  ///< Reduce
   std::vector<std::string> loop_vars;   ///< Reduce
   std::vector<int64_t> extents;         ///< Reduce
+  uint64_t seed = 0;                    ///< RandomUniform: the Philox key
+  uint32_t stream = 0;                  ///< RandomUniform: word 3 of the Philox counter
   KExprPtr a, b, c;
 };
 
@@ -64,6 +68,8 @@ KExprPtr kto_int(KExprPtr a);
 KExprPtr kselect(KExprPtr cond, KExprPtr a, KExprPtr b);
 KExprPtr kload(int input, KExprPtr flat_index);
 KExprPtr kreduce(ReduceKind kind, std::vector<std::string> vars, std::vector<int64_t> extents, KExprPtr body);
+/// The uniform random value of element `index` (Int) at step `step` (Int) of a random_uniform(seed, stream) node.
+KExprPtr krandom_uniform(uint64_t seed, uint32_t stream, KExprPtr index, KExprPtr step);
 
 bool kis_int(const KExprPtr& e, int64_t v);
 // The queries below (kcost, kcode_size, kcontains_reduce, kloop_iterations, kunrollable_sum, khas_unrollable_sum, kequal) and
@@ -81,7 +87,7 @@ bool kunrollable_sum(const KExprPtr& r);
 /// True when `e` has such a sum outside any other reduction (the emitter's tile mode applies).
 bool khas_unrollable_sum(const KExprPtr& e);
 /// Weight of a float op the emitters print as a call of a math helper (exp, log, log1p, pow, sin, cos, tanh,
-/// sigmoid, erf, erfc: codegen/shaders/math/) in kcode_size: drivers inline the helper at every call.
+/// sigmoid, erf, erfc, random_uniform: codegen/shaders/math/) in kcode_size: drivers inline the helper at every call.
 inline constexpr double kHelperCallSize = 16;
 /// The size of the code an emitter prints for `roots`: their distinct nodes (by pointer: a shared subtree is
 /// printed once), a math-helper call counting kHelperCallSize. Drivers' compile time grows with it.

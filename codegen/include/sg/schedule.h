@@ -153,6 +153,10 @@ struct ScheduleOptions {
   int64_t max_texture_width = 16384;
   int64_t max_texture_height = 0;  ///< 0 = max_texture_width
   double inline_cost_limit = 24;   ///< max scalar ops of an elementwise producer recomputed in several places
+  /// Max scalar ops of an elementwise producer inlined into a convolution (Conv2d and its two gradient ops), which
+  /// reads each input element from Cout/groups x KH x KW windows and so recomputes the producer that often; a
+  /// costlier one is stored once (a BatchNorm's normalisation + ReLU before the next conv: docs/perf-log/20.md).
+  double conv_prologue_cost_limit = 8;
   /// Max scalar ops of a chain of elementwise ops inlined into one kernel: a node whose inlined producers cost more
   /// is materialised, so a kernel's expression stays bounded however long the chain (GPU compilers' time grows
   /// faster than the shader's size; issue 19: 256 chained maps did not compile on llvmpipe within minutes).

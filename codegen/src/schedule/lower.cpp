@@ -196,12 +196,25 @@ class Lowerer {
     return kreduce(ReduceKind::Sum, {kv}, {as.back()}, kmath(SOp::Mul, a, b));
   }
 
+  // Grouped convolutions (attrs.groups = G > 1; O output and C input channels, OG = O/G and CG = C/G per group):
+  // output channel o reads input channels (o / OG) * CG + c for c < CG. groups == 1 lowers exactly as before (the
+  // channel is the loop variable); a loop of one channel (depthwise: CG == 1, or OG == 1 in the input gradient) is
+  // no loop.
+
+  /// The input channel of group member `c` (a loop variable, or nullptr when CG == 1) for output channel `o`.
+  static KExprPtr group_channel(const KExprPtr& o, const KExprPtr& c, int64_t og, int64_t cg) {
+    KExprPtr base = og == 1 ? o : kibin(KOp::IDiv, o, kint(og));
+    if (cg != 1) base = kibin(KOp::IMul, base, kint(cg));
+    return c ? (cg == 1 ? base : kibin(KOp::IAdd, base, c)) : base;
+  }
+
   KExprPtr lower_conv2d(const Node& n, const std::vector<KExprPtr>& idx) {
     const Attrs& a = n.attrs;
     auto in = [&](size_t i) { return n.inputs[i]; };
     auto ishape = [&](size_t i) -> ShapeRef { return n.inputs[i]->shape; };
     ShapeRef xs = ishape(0), ws = ishape(1);
-    std::string c = fresh(), kh = fresh(), kw = fresh();
+    const bool grouped = a.groups != 1, channel_loop = !grouped || ws[1] != 1;
+    std::string c = channel_loop ? fresh() : std::string(), kh = fresh(), kw = fresh();
     KExprPtr ih = kibin(KOp::IAdd, kibin(KOp::ISub, kibin(KOp::IMul, idx[2], kint(a.stride[0])), kint(a.padding[0])),
                         kibin(KOp::IMul, kvar(kh), kint(a.dilation[0])));
     KExprPtr iw = kibin(KOp::IAdd, kibin(KOp::ISub, kibin(KOp::IMul, idx[3], kint(a.stride[1])), kint(a.padding[1])),
@@ -209,8 +222,11 @@ class Lowerer {
     KExprPtr valid = kint(1);
     if (a.padding[0]) valid = band(valid, in_range(ih, xs[2]));
     if (a.padding[1]) valid = band(valid, in_range(iw, xs[3]));
-    KExprPtr xv = kselect(valid, read(in(0), {idx[0], kvar(c), ih, iw}), kfloat(0));
-    KExprPtr wv = read(in(1), {idx[1], kvar(c), kvar(kh), kvar(kw)});
+    KExprPtr cv = channel_loop ? kvar(c) : nullptr;
+    KExprPtr xc = grouped ? group_channel(idx[1], cv, ws[0] / a.groups, ws[1]) : cv;
+    KExprPtr xv = kselect(valid, read(in(0), {idx[0], xc, ih, iw}), kfloat(0));
+    KExprPtr wv = read(in(1), {idx[1], channel_loop ? cv : kint(0), kvar(kh), kvar(kw)});
+    if (!channel_loop) return kreduce(ReduceKind::Sum, {kh, kw}, {ws[2], ws[3]}, kmath(SOp::Mul, xv, wv));
     return kreduce(ReduceKind::Sum, {c, kh, kw}, {ws[1], ws[2], ws[3]}, kmath(SOp::Mul, xv, wv));
   }
 
@@ -218,9 +234,13 @@ class Lowerer {
     const Attrs& a = n.attrs;
     auto in = [&](size_t i) { return n.inputs[i]; };
     auto ishape = [&](size_t i) -> ShapeRef { return n.inputs[i]->shape; };
-    // dx[b,c,h,w] = sum_{o,kh,kw} dy[b,o,(h+p-kh*d)/s,(w+p-kw*d)/s] * w[o,c,kh,kw] where divisible, in range
+    // dx[b,c,h,w] = sum_{o,kh,kw} dy[b,o,(h+p-kh*d)/s,(w+p-kw*d)/s] * w[o,c,kh,kw] where divisible, in range;
+    // grouped: input channel ci = g*CG + c sums over the OG output channels o = g*OG + o' of its group g = ci / CG
     ShapeRef ys = ishape(0), ws = ishape(1);
-    std::string o = fresh(), kh = fresh(), kw = fresh();
+    const bool grouped = a.groups != 1;
+    const int64_t og = ys[1] / a.groups, cg = ws[1];
+    const bool channel_loop = !grouped || og != 1;
+    std::string o = channel_loop ? fresh() : std::string(), kh = fresh(), kw = fresh();
     KExprPtr valid = kint(1);
     KExprPtr pos[2];
     std::string kvars[2] = {kh, kw};
@@ -233,16 +253,26 @@ class Lowerer {
       valid = band(valid, kibin(KOp::ILt, q, kint(ys[2 + d])));
       pos[d] = q;
     }
-    KExprPtr w = read(in(1), {kvar(o), idx[1], kvar(kh), kvar(kw)});  // sequenced, w first: as in lower_matmul
-    KExprPtr prod = kmath(SOp::Mul, read(in(0), {idx[0], kvar(o), pos[0], pos[1]}), w);
-    return kreduce(ReduceKind::Sum, {o, kh, kw}, {ys[1], ws[2], ws[3]}, kselect(valid, prod, kfloat(0)));
+    KExprPtr oc = channel_loop ? kvar(o) : nullptr, wc = idx[1];
+    if (grouped) {
+      // the group's first output channel (ci / CG) * OG, plus the loop variable o' when OG > 1
+      KExprPtr first = group_channel(idx[1], nullptr, cg, og);
+      oc = channel_loop ? kibin(KOp::IAdd, first, oc) : first;
+      if (cg != 1) wc = kibin(KOp::IMod, idx[1], kint(cg));
+      else wc = kint(0);
+    }
+    KExprPtr w = read(in(1), {oc, wc, kvar(kh), kvar(kw)});  // sequenced, w first: as in lower_matmul
+    KExprPtr prod = kmath(SOp::Mul, read(in(0), {idx[0], oc, pos[0], pos[1]}), w);
+    if (!channel_loop) return kreduce(ReduceKind::Sum, {kh, kw}, {ws[2], ws[3]}, kselect(valid, prod, kfloat(0)));
+    return kreduce(ReduceKind::Sum, {o, kh, kw}, {grouped ? og : ys[1], ws[2], ws[3]}, kselect(valid, prod, kfloat(0)));
   }
 
   KExprPtr lower_conv2d_grad_weight(const Node& n, const std::vector<KExprPtr>& idx) {
     const Attrs& a = n.attrs;
     auto in = [&](size_t i) { return n.inputs[i]; };
     auto ishape = [&](size_t i) -> ShapeRef { return n.inputs[i]->shape; };
-    // dw[o,c,kh,kw] = sum_{b,oh,ow} dy[b,o,oh,ow] * x[b,c,oh*s-p+kh*d,ow*s-p+kw*d]
+    // dw[o,c,kh,kw] = sum_{b,oh,ow} dy[b,o,oh,ow] * x[b,c,oh*s-p+kh*d,ow*s-p+kw*d]; grouped: x's channel
+    // (o / OG) * CG + c
     ShapeRef ys = ishape(0), xs = ishape(1);
     std::string b = fresh(), oh = fresh(), ow = fresh();
     KExprPtr ih = kibin(KOp::IAdd, kibin(KOp::ISub, kibin(KOp::IMul, kvar(oh), kint(a.stride[0])), kint(a.padding[0])),
@@ -252,7 +282,8 @@ class Lowerer {
     KExprPtr valid = kint(1);
     if (a.padding[0]) valid = band(valid, in_range(ih, xs[2]));
     if (a.padding[1]) valid = band(valid, in_range(iw, xs[3]));
-    KExprPtr xv = kselect(valid, read(in(1), {kvar(b), idx[1], ih, iw}), kfloat(0));
+    KExprPtr xc = a.groups == 1 ? idx[1] : group_channel(idx[0], idx[1], ys[1] / a.groups, n.shape[1]);
+    KExprPtr xv = kselect(valid, read(in(1), {kvar(b), xc, ih, iw}), kfloat(0));
     KExprPtr dy = read(in(0), {kvar(b), idx[0], kvar(oh), kvar(ow)});
     return kreduce(ReduceKind::Sum, {b, oh, ow}, {ys[0], ys[2], ys[3]}, kmath(SOp::Mul, dy, xv));
   }
@@ -393,6 +424,25 @@ class Lowerer {
         std::vector<KExprPtr> j(idx.begin(), idx.end() - 1);
         return kmath(SOp::Eq, read(in(0), j), kto_float(idx.back()));
       }
+      case Op::Gather: {
+        // x at idx with coordinate `axis` read from the index; clamped into [0, V): fed indices are checked on the
+        // host (sg/feeds.h), a computed one outside the axis (or NaN) must still never read outside x
+        const int ax = a.axes[0];
+        const int64_t extent = ishape(0)[ax];
+        KExprPtr at = kto_int(read(in(1), idx));
+        at = kibin(KOp::IMin, kibin(KOp::IMax, at, kint(0)), kint(extent - 1));
+        std::vector<KExprPtr> j(idx);
+        j[ax] = at;
+        return read(in(0), j);
+      }
+      case Op::RandomUniform: {
+        // a pure function of the element's flat index and the step (one element, stored as an exact float): computed
+        // where it is read, never loaded
+        std::vector<KExprPtr> at(ishape(0).size(), kint(0));
+        return krandom_uniform(a.seed, a.stream, linearize(idx, n.shape), kto_int(read(in(0), at)));
+      }
+      // the element's own coordinate along the axis (no load: nothing is stored)
+      case Op::Iota: return kto_float(idx[a.axes[0]]);
       case Op::Reduce: return lower_reduce(n, idx);
       case Op::MatMul: return lower_matmul(n, idx);
       case Op::Conv2d: return lower_conv2d(n, idx);

@@ -32,16 +32,26 @@ enum class Op : uint8_t {
   Reshape,  ///< same elements, new shape (a view when the input is contiguous)
   Permute,  ///< out axis i = in axis attrs.perm[i]
   Expand,   ///< broadcast_to attrs.shape (size-1 axes stretch, new leading axes)
-  Slice,    ///< out[i] = in[attrs.starts + i*attrs.steps] per axis, out extent = shape
+  Slice,    ///< out[i] = in[attrs.starts + i*attrs.steps] per axis, out extent = shape; a negative step walks
+            ///< backwards (flip: starts = extent - 1, steps = -1)
   Pad,      ///< zero (attrs.value) padding: attrs.pads_before/pads_after per axis
   OneHot,   ///< integer labels (N) -> (N, attrs.num_classes) f32 of 0/1; out-of-range labels give all zeros
-  Conv2d,   ///< x (N,C,H,W), w (O,C,KH,KW) -> (N,O,OH,OW); attrs.stride/padding/dilation (2 each)
-  Conv2dGradInput,   ///< inputs (dy, w); output shape = attrs.shape (x's shape)
-  Conv2dGradWeight,  ///< inputs (dy, x); output shape = attrs.shape (w's shape)
+  Conv2d,   ///< x (N,C,H,W), w (O,C/G,KH,KW) -> (N,O,OH,OW); attrs.stride/padding/dilation (2 each), attrs.groups
+            ///< G: output channel o reads input channels [g*C/G, (g+1)*C/G) with g = o / (O/G) (torch's groups)
+  Conv2dGradInput,   ///< inputs (dy, w); output shape = attrs.shape (x's shape); attrs.groups as Conv2d
+  Conv2dGradWeight,  ///< inputs (dy, x); output shape = attrs.shape (w's shape); attrs.groups as Conv2d
   MaxPool2d,         ///< x (N,C,H,W) -> (N,C,OH,OW); attrs.kernel/stride/padding; -inf padding
   MaxPool2dGrad,     ///< inputs (dy, x) -> dx; ties: first maximum in row-major window order (PyTorch)
   AvgPool2d,         ///< count_include_pad=True (PyTorch default)
   AvgPool2dGrad,     ///< inputs (dy) -> dx, output shape attrs.shape
+  Gather,   ///< inputs (x, index i32): out[j] = x[j with axis attrs.axes[0] replaced by index[j]]; out shape =
+            ///< index's (torch.gather). Indices are checked on the host when fed (sg/feeds.h); a kernel clamps a
+            ///< computed out-of-range index into [0, x.shape[axis]) so it never reads outside x
+  RandomUniform,  ///< inputs (step: one element, an integer in [0, 2^24]) -> uniform [0, 1) values of `shape`:
+                  ///< element j = philox_uniform(attrs.seed, attrs.stream, step, j) (sg/philox.h). An elementwise
+                  ///< leaf: recomputed inside every kernel that reads it, never stored (unless unfused)
+  Iota,     ///< no inputs: out[j] = j[attrs.axes[0]], the element's coordinate along one axis (f32 or i32, exact
+            ///< below 2^24); kernels compute it from their own coordinates (no stored data)
 };
 
 const char* op_name(Op op);
@@ -52,7 +62,7 @@ const char* reduce_name(ReduceKind k);
 /// Op attributes; each op reads only the fields its documentation names.
 struct Attrs {
   ReduceKind reduce = ReduceKind::Sum;
-  llvm::SmallVector<int, 4> axes;   ///< Reduce: sorted, normalised axes
+  llvm::SmallVector<int, 4> axes;   ///< Reduce: sorted, normalised axes; Gather, Iota: {axis}
   bool keepdims = false;            ///< Reduce
   llvm::SmallVector<int, 4> perm;   ///< Permute
   Shape shape;                      ///< Expand target / grad ops' output shape
@@ -63,7 +73,10 @@ struct Attrs {
   int64_t stride[2] = {1, 1};       ///< Conv2d / pools
   int64_t padding[2] = {0, 0};      ///< Conv2d / pools
   int64_t dilation[2] = {1, 1};     ///< Conv2d
+  int64_t groups = 1;               ///< Conv2d and its gradients: channel groups (1: a dense convolution)
   int64_t kernel[2] = {1, 1};       ///< pools
+  uint64_t seed = 0;                ///< RandomUniform: the Philox key (sg/philox.h)
+  uint32_t stream = 0;              ///< RandomUniform: word 3 of the Philox counter (one per random_uniform call)
 };
 
 struct Node;
@@ -86,6 +99,10 @@ struct Node {
   SourceLoc loc;                               ///< where the user created it
   uint64_t id = 0;                             ///< creation order (process-wide, unique)
   std::shared_ptr<const CustomVJP> custom_vjp; ///< overrides the VJP table when set
+  /// State updates that evaluating this node implies, as (State leaf, its value after the step) pairs: a BatchNorm
+  /// layer's running statistics, a Dropout layer's step counter (sg::with_state_updates). A Program collects the
+  /// effects of every node it evaluates into Program::updates (sg/program.h).
+  std::vector<std::pair<NodePtr, NodePtr>> effects;
 
   int64_t numel() const { return sg::numel(shape); }
   bool is_leaf() const { return op == Op::Input || op == Op::Param || op == Op::State || op == Op::Const; }

@@ -24,10 +24,13 @@ struct Program {
   std::vector<NodePtr> outputs;
   std::vector<Update> updates;
 
-  void add_output(const std::string& name, const Tensor& t) {
-    output_names.push_back(name);
-    outputs.push_back(t.node());
-  }
+  /// Appends output `name` = t, and the State updates (Node::effects) of every node t's value depends on that are
+  /// not yet in `updates` (BatchNorm's running statistics in a train-mode forward). Throws ValueError when one State
+  /// would get two different next values in one program (a train-mode BatchNorm layer called twice), naming both nodes.
+  void add_output(const std::string& name, const Tensor& t);
+  /// Adds the effects of every node that `root`'s value depends on to `updates`, as add_output does (for programs
+  /// whose outputs or updates are set by hand); repeated calls add nothing twice. Throws as add_output.
+  void add_effects_of(const NodePtr& root);
   /// Roots of the graph: outputs, then update values.
   std::vector<NodePtr> roots() const;
   /// Every node the program evaluates, in deterministic topological order.

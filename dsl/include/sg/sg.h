@@ -2,6 +2,7 @@
 #pragma once
 #include "sg/error.h"
 #include "sg/graph.h"
+#include "sg/philox.h"
 #include "sg/program.h"
 #include "sg/scalar_expr.h"
 #include "sg/shape.h"

@@ -15,6 +15,7 @@
 
 #include <array>
 #include <concepts>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -290,6 +291,26 @@ Tensor var(const Tensor& x, Axes axes = {}, bool unbiased = true, bool keepdims 
 /// Standard deviation, sqrt(var(x, axes, unbiased, keepdims)) (torch.std); its gradient is 0 where the deviation is 0
 /// (torch's std_backward), not NaN. Throws as var.
 Tensor std(const Tensor& x, Axes axes = {}, bool unbiased = true, bool keepdims = false, loc_t loc = loc_t::current());
+/// Layer normalisation over the trailing dimensions (Ba et al. 2016, "Layer Normalization"; the torch equivalent is
+/// torch.nn.functional.layer_norm(x, normalized_shape, weight, bias, eps)):
+///   y = (x - E[x]) / sqrt(Var[x] + eps) * weight + bias
+/// with E and Var over the last normalized_shape.size() dimensions, Var biased (divided by N, as torch). x (..., *
+/// normalized_shape), f32; weight and bias (optional: an empty Tensor skips them) of shape normalized_shape; the
+/// result has x's shape. Two passes (the mean, then the squared deviations; no E[x^2] - E[x]^2 cancellation). Fusion:
+/// the mean and the variance are one kernel (two outputs per row), the normalisation an elementwise kernel that fuses
+/// into its consumer (a matmul's prologue). Gradients by autodiff of the same expression (torch's formula). Errors:
+/// ShapeError when normalized_shape is empty, longer than x's rank, or differs from x's trailing dimensions, or when
+/// weight/bias do not have shape normalized_shape; ValueError for eps < 0 or NaN.
+Tensor layer_norm(const Tensor& x, ShapeRef normalized_shape, const Tensor& weight = Tensor(),
+                  const Tensor& bias = Tensor(), double eps = 1e-5, loc_t loc = loc_t::current());
+/// Root-mean-square normalisation over the trailing dimensions (Zhang & Sennrich 2019; torch >= 2.4's
+/// torch.nn.functional.rms_norm(x, normalized_shape, weight, eps)):
+///   y = x * rsqrt(mean(x^2) + eps) * weight
+/// with the mean over the last normalized_shape.size() dimensions. eps: nullopt means torch's default, the machine
+/// epsilon of f32 (torch.finfo(torch.float32).eps = 2^-23 = 1.1920929e-07). weight optional (of shape normalized_shape).
+/// Fusion: the mean square is one reduction kernel, the scaling an elementwise kernel. Errors as layer_norm.
+Tensor rms_norm(const Tensor& x, ShapeRef normalized_shape, const Tensor& weight = Tensor(),
+                std::optional<double> eps = std::nullopt, loc_t loc = loc_t::current());
 /// Index of the first maximum along `axis` (i32, stored as exact floats). Not differentiable.
 Tensor argmax(const Tensor& x, int axis = -1, bool keepdims = false, loc_t loc = loc_t::current());
 /// Sums `x` over broadcast axes so the result has `shape` (the adjoint of broadcasting).
@@ -319,6 +340,107 @@ Tensor pad(const Tensor& x, ShapeRef before, ShapeRef after, double value = 0.0,
 Tensor concat(const std::vector<Tensor>& xs, int axis = 0, loc_t loc = loc_t::current());
 /// Integer labels (N) -> (N, num_classes) of 0/1 floats.
 Tensor one_hot(const Tensor& labels, int64_t num_classes, loc_t loc = loc_t::current());
+/// Values of `x` picked along `axis` by integer indices (torch.gather(x, axis, index); numpy.take_along_axis):
+///   out[j0, .., jr] = x[j0, .., index[j0, .., jr], .., jr]   (index replaces coordinate `axis`)
+/// Shapes: index has x's rank; index.shape[d] <= x.shape[d] for d != axis; any size along `axis`; the result has
+/// index's shape and x's dtype. index must be i32 (an i32 input, argmax, or movement ops of them).
+/// Gradient: d/dx is a scatter-add of the output's adjoint into x's shape (positions picked twice add up, rows never
+/// picked get 0), computed deterministically as a reduction over the index (no atomics), as torch.gather's backward.
+/// Errors: ShapeError for a rank mismatch, an axis out of range, or an index larger than x outside `axis`;
+/// ValueError for a non-i32 index or an empty `axis` of x. Out-of-range index values: run() refuses a fed index
+/// outside [0, x.shape[axis]) with a ValueError naming the input, the element, the value, this op and the line that
+/// called it (sg/feeds.h); an index computed in the graph is clamped into range on every backend (never an
+/// out-of-bounds read), and the CPU reference throws for it.
+Tensor gather(const Tensor& x, int axis, const Tensor& index, loc_t loc = loc_t::current());
+/// Rows (slices) of `x` picked along `axis` by integer indices of any shape (numpy.take(x, indices, axis);
+/// torch.index_select(x, axis, indices) for 1-D indices; torch.nn.functional.embedding(indices, x) for axis 0):
+///   out shape = x.shape[:axis] + indices.shape + x.shape[axis+1:],
+///   out[a.., i.., c..] = x[a.., indices[i..], c..]
+/// The embedding lookup: take(weight (V, D), tokens (B, T)) -> (B, T, D). Built from gather (one fused read, no
+/// one_hot matmul); its gradient is gather's deterministic scatter-add (repeated indices add up). indices must be
+/// i32; out-of-range values are refused when fed, as for gather. Errors: ShapeError for an axis out of range or a
+/// 0-D x; ValueError for non-i32 indices or an empty `axis` of x.
+Tensor take(const Tensor& x, const Tensor& indices, int axis = 0, loc_t loc = loc_t::current());
+
+// ------------------------------------------------------------------------------------------------
+// Random numbers inside kernels (counter-based: Philox-4x32-10, sg/philox.h)
+// ------------------------------------------------------------------------------------------------
+
+/// Uniform random values in [0, 1) of `shape` (the distribution of torch.rand(shape); the bits are shadergrad's own,
+/// not torch's stream), from the counter-based generator Philox-4x32-10 (Salmon et al. 2011, sg/philox.h): element j
+/// (row-major) is (word 0 of philox4x32_10(counter (j, 0, step, stream), key (seed low, seed high)) >> 8) * 2^-24, a
+/// multiple of 2^-24 in [0, 1 - 2^-24], exact in f32. The same bits on the CPU reference and on every backend (GLES,
+/// GLES compute, Vulkan, WebGPU, WebGL2): no generator state lives anywhere, a value is a pure function of (seed,
+/// stream, step, element index).
+///  - `seed`: the key, fixed when the graph is built (a literal in the shaders);
+///  - `step`: a one-element tensor (f32 or i32: a State step counter the program updates, or a fed input) holding an
+///    integer in [0, 2^24]: each step draws a fresh stream without a host round trip or a recompilation. The CPU
+///    reference throws ValueError for any other step value (negative, fractional, NaN, above 2^24); GPU kernels
+///    convert it with int() and compute some stream for it;
+///  - `stream`: word 3 of the counter. Without it, each call takes the next stream of `seed` (0 for the first call
+///    with that seed in this process, then 1, 2, ...: torch's generator likewise advances per call), so two
+///    random_uniform (or bernoulli, dropout) calls of one seed draw independent values; pass `stream` to pin it.
+/// The node is an elementwise leaf (Op::RandomUniform): it is recomputed inside every kernel that reads it and never
+/// stored, so a dropout mask costs no memory and its gradient regenerates it. dtype f32, no gradient.
+/// Errors: ValueError for a negative size, more than 2^31 - 1 elements, or a step that is empty or has more than
+/// one element; the message names the op and the caller's line.
+Tensor random_uniform(ShapeRef shape, uint64_t seed, const Tensor& step, loc_t loc = loc_t::current());
+Tensor random_uniform(ShapeRef shape, uint64_t seed, const Tensor& step, uint32_t stream,
+                      loc_t loc = loc_t::current());
+/// The stream the next random_uniform / bernoulli / dropout call with `seed` and no explicit stream will take (the
+/// number of such calls made so far in this process), without taking it.
+uint32_t peek_random_stream(uint64_t seed);
+/// 1.0 with probability p, else 0.0, elementwise (torch.bernoulli(p)): out = (u < p) with u =
+/// random_uniform(p.shape, seed, step) (the next stream of `seed`), so P(1) = ceil(p * 2^24) / 2^24 for p in [0, 1]:
+/// p = 0 gives 0 and p = 1 gives 1 everywhere. p: any shape, f32; the result has p's shape, dtype f32, and no
+/// gradient (torch: zeros). torch raises for p outside [0, 1]; here such a p (computed in the graph) gives 0 below 0
+/// (and for NaN) and 1 above 1. Errors: those of random_uniform.
+Tensor bernoulli(const Tensor& p, uint64_t seed, const Tensor& step, loc_t loc = loc_t::current());
+/// Dropout (torch.nn.functional.dropout(x, p, training); Srivastava et al. 2014): in training, each element is zeroed
+/// with probability p and the survivors are scaled by 1 / (1 - p), computed as torch does:
+///   y = x * m,  m = (u < 1 - p) ? 1.0f / float(1 - p) : 0,  u = random_uniform(x.shape, seed, step)
+/// (the next stream of `seed`; P(keep) = ceil((1 - p) * 2^24) / 2^24). A dropped NaN or infinity gives NaN and a
+/// dropped -x gives -0, as torch's x * 0. p = 0 or training = false: x itself (identity, as torch); p = 1: x * 0
+/// (zeros, NaN where x is NaN or infinite, as torch). x: any shape, f32; the result has x's shape.
+/// Gradient: the adjoint times the same m (torch: grad * mask / (1 - p)); the mask is never stored: the random
+/// values are regenerated inside the kernels of the forward and of the backward (one Map node over x and the
+/// random leaf, fused into its producer's and consumers' kernels). Errors: ValueError for p outside [0, 1] or NaN
+/// (torch: ValueError "dropout probability has to be between 0 and 1"), and those of random_uniform.
+Tensor dropout(const Tensor& x, double p, uint64_t seed, const Tensor& step, bool training = true,
+               loc_t loc = loc_t::current());
+
+// ------------------------------------------------------------------------------------------------
+// Index masks and flip (issue 36): coordinates computed in the kernels, never host constants
+// ------------------------------------------------------------------------------------------------
+
+/// The coordinate along `axis` of every element of a tensor of `shape`: out[j0, .., jr] = j_axis (torch:
+/// torch.arange(shape[axis]) viewed along `axis` and broadcast to `shape`; jax.lax.broadcasted_iota). No inputs and no
+/// stored data: a kernel reading it computes it from its own coordinates, so a mask built from it (tril, triu, causal
+/// attention) costs no upload and no memory. dtype f32 (default; the coordinate as an exact float, for masks and
+/// arithmetic) or i32 (an index: gather, take, one_hot accept it; stored as exact floats like every i32). No gradient
+/// flows into it (it has no inputs). Errors: ShapeError for an axis out of range or a 0-D shape; ValueError for a
+/// negative size or an axis longer than 2^24 (its coordinates would not be exact in f32).
+Tensor iota(ShapeRef shape, int axis, DType dtype = DType::f32, loc_t loc = loc_t::current());
+/// 0, 1, .., n - 1 as a 1-D tensor of n elements (torch.arange(n); f32 by default, i32 for indices): iota({n}, 0).
+/// Errors as iota (ValueError for n < 0 or n > 2^24).
+Tensor arange(int64_t n, DType dtype = DType::f32, loc_t loc = loc_t::current());
+/// The lower triangle of the last two dimensions (torch.tril(x, diagonal)): x (..., M, N), any batch dimensions;
+///   out[.., i, j] = x[.., i, j] where j - i <= diagonal, else 0
+/// (diagonal 0: the main diagonal and below; > 0 also that many diagonals above; < 0 excludes as many below). The
+/// mask is computed from iota in the kernel (one Map, fused into its producer and consumers). A select, not a
+/// product: NaN or inf outside the triangle give 0, as torch. Gradient: tril of the adjoint (NaN/inf adjoints outside
+/// the triangle reach nothing). Same dtype as x. Errors: ShapeError when x has fewer than 2 dimensions.
+Tensor tril(const Tensor& x, int64_t diagonal = 0, loc_t loc = loc_t::current());
+/// The upper triangle of the last two dimensions (torch.triu(x, diagonal)): x (..., M, N);
+///   out[.., i, j] = x[.., i, j] where j - i >= diagonal, else 0
+/// triu(ones(L, L), 1) is the causal attention mask's "not allowed" set. As tril otherwise (gradient: triu of the
+/// adjoint; ShapeError for fewer than 2 dimensions).
+Tensor triu(const Tensor& x, int64_t diagonal = 0, loc_t loc = loc_t::current());
+/// x with the order of elements reversed along each axis of `dims` (torch.flip(x, dims); numpy.flip): for
+/// dims = {d}, out[.., i, ..] = x[.., n - 1 - i, ..] with n = x.shape[d]. Any rank and dtype; negative axes count from
+/// the end. A Slice with step -1 (read through by its consumers, no copy); its gradient flips the adjoint back.
+/// Errors: ShapeError for an axis out of range or given twice (torch: "dim ... appears multiple times").
+Tensor flip(const Tensor& x, Axes dims, loc_t loc = loc_t::current());
 
 // ------------------------------------------------------------------------------------------------
 // Convolution and pooling (NCHW)
@@ -328,11 +450,64 @@ struct Conv2dOptions {
   std::array<int64_t, 2> stride{1, 1};
   std::array<int64_t, 2> padding{0, 0};
   std::array<int64_t, 2> dilation{1, 1};
+  int64_t groups = 1;  ///< channel groups (torch's groups): 1 dense, C depthwise
 };
-/// x (N,C,H,W), w (O,C,KH,KW), optional bias (O) -> (N,O,OH,OW) with
-/// OH = (H + 2*pad - dil*(KH-1) - 1)/stride + 1 (torch.nn.functional.conv2d, groups = 1).
+/// 2-D convolution (torch.nn.functional.conv2d(x, w, bias, stride, padding, dilation, groups)): x (N,C,H,W),
+/// w (O,C/groups,KH,KW), optional bias (O) -> (N,O,OH,OW) with OH = (H + 2*pad - dil*(KH-1) - 1)/stride + 1 (likewise
+/// OW). With groups G the channels split into G groups: output channel o sees only the C/G input channels of its
+/// group g = o / (O/G), y[n,o] = sum_{c < C/G} x[n, g*C/G + c] (*) w[o, c]; groups = C (with O = k*C) is the depthwise
+/// convolution with channel multiplier k. f32. Gradients: the input gradient (conv_transpose2d of the adjoint with the
+/// same groups) and the weight gradient, both per group. Throws ShapeError for other ranks, a channel mismatch
+/// (C != w's dimension 1 * groups), a bias not (O) or a kernel larger than the padded input; ValueError for stride or
+/// dilation < 1, negative padding, groups < 1, or C or O not divisible by groups (torch: "in_channels must be
+/// divisible by groups").
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias = Tensor(), Conv2dOptions opt = {},
               loc_t loc = loc_t::current());
+
+struct ConvTranspose2dOptions {
+  std::array<int64_t, 2> stride{1, 1};
+  std::array<int64_t, 2> padding{0, 0};
+  std::array<int64_t, 2> output_padding{0, 0};  ///< extra output rows/columns at the end; < stride
+  std::array<int64_t, 2> dilation{1, 1};
+  int64_t groups = 1;  ///< channel groups (torch's groups)
+};
+/// Transposed convolution (torch.nn.functional.conv_transpose2d(x, w, bias, stride, padding, output_padding, groups,
+/// dilation)): the adjoint of conv2d with the same stride, padding, dilation and groups with respect to its input.
+/// x (N, C_in, H, W), w (C_in, C_out/groups, KH, KW) (torch's layout), optional bias (C_out) -> (N, C_out, OH, OW)
+/// with C_out = w's dimension 1 * groups and
+/// OH = (H - 1) * stride - 2 * padding + dilation * (KH - 1) + output_padding + 1 (likewise OW).
+/// f32. Gradients: conv2d of the adjoint (x), conv2d's weight gradient (w). Throws ShapeError for other ranks, a
+/// channel mismatch, a bias not (C_out) or an output smaller than 1; ValueError for stride or dilation < 1, negative
+/// padding, groups < 1 or C_in not divisible by groups, or output_padding outside [0, stride) (torch allows up to
+/// max(stride, dilation) - 1; here the output must be one whose conv2d has x's size).
+Tensor conv_transpose2d(const Tensor& x, const Tensor& w, const Tensor& bias = Tensor(), ConvTranspose2dOptions opt = {},
+                        loc_t loc = loc_t::current());
+/// Nearest-neighbour upsampling of (N, C, H, W) by whole factors (torch.nn.functional.interpolate(x,
+/// scale_factor=(sh, sw), mode='nearest') for integer factors): out[n, c, i, j] = x[n, c, i / sh, j / sw], an exact
+/// copy (NaN and inf stay where they were) made by broadcasting, no kernel of its own. Gradient: the adjoint summed
+/// over each sh x sw block. Throws ShapeError for another rank, ValueError for a factor < 1.
+Tensor upsample_nearest2d(const Tensor& x, int64_t scale_h, int64_t scale_w, loc_t loc = loc_t::current());
+
+struct UpsampleBilinearOptions {
+  std::optional<std::array<int64_t, 2>> size;          ///< output (OH, OW); exactly one of size and scale_factor
+  std::optional<std::array<double, 2>> scale_factor;   ///< (sh, sw) > 0: OH = floor(H * sh), OW = floor(W * sw)
+  bool align_corners = false;
+};
+/// Bilinear interpolation of (N, C, H, W) to (N, C, OH, OW) (torch.nn.functional.interpolate(x, size=... or
+/// scale_factor=..., mode='bilinear', align_corners=...) with recompute_scale_factor unset, as torch 1.13's CPU
+/// kernel computes it). Along each axis (in size I, out size O) output index o reads source position
+///   align_corners = true:  s = (I - 1) / (O - 1) * o (0 when O = 1)
+///   align_corners = false: s = max(r * (o + 0.5) - 0.5, 0), r = 1 / scale_factor when scale_factor was given
+///                          (torch uses the given scale, not I / O), else r = I / O
+/// (the ratios in f32, as torch), i0 = min(floor(s), I - 1), i1 = min(i0 + 1, I - 1), l1 = s - i0, l0 = 1 - l1;
+/// out = l0h * (l0w * x[i0h, i0w] + l1w * x[i0h, i1w]) + l1h * (l0w * x[i1h, i0w] + l1w * x[i1h, i1w]): all four taps
+/// always, so a NaN or infinity reaches the outputs whose taps include it even at weight 0 (as in torch). Computed as
+/// two linear interpolations (along W, then H), each two gathers of x at constant sorted indices and a weighted sum
+/// (no kernel of its own). Gradient: per axis the transposed interpolation as a gather-style sum, d x[i] = sum over
+/// the outputs o with i0(o) = i of l0(o) * dy[o] plus those with i1(o) = i of l1(o) * dy[o], a fixed-length sum per
+/// element (no atomics, deterministic). f32. Throws ShapeError for another rank; ValueError unless exactly one of
+/// size and scale_factor is given, for sizes < 1, scale factors <= 0 (or not finite), or an output size < 1.
+Tensor upsample_bilinear2d(const Tensor& x, const UpsampleBilinearOptions& opt, loc_t loc = loc_t::current());
 
 struct Pool2dOptions {
   std::array<int64_t, 2> kernel{2, 2};
@@ -346,6 +521,13 @@ Tensor avg_pool2d(const Tensor& x, Pool2dOptions opt = {}, loc_t loc = loc_t::cu
 
 /// Same value as x; autodiff passes no gradient through it (torch's detach()).
 Tensor stop_gradient(const Tensor& x, loc_t loc = loc_t::current());
+/// Same value as y (gradient passes through unchanged), carrying State updates: a Program that evaluates the result
+/// (Program::add_output, sg::make_train_step) also commits each (state, next_value) pair at the end of the step, as it
+/// commits optimizer updates (reads during the step see the old value). How layers update buffers in a forward pass
+/// (BatchNorm's running statistics, a Dropout layer's step counter). `state` must be a State leaf (sg::state) and
+/// next_value a tensor of its shape. Throws ValueError otherwise, naming the state and the caller's line.
+Tensor with_state_updates(const Tensor& y, const std::vector<std::pair<Tensor, Tensor>>& updates,
+                          loc_t loc = loc_t::current());
 
 // ------------------------------------------------------------------------------------------------
 // Softmax and losses

@@ -101,7 +101,8 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string name() const = 0;    ///< "gles", "vulkan" or "cpu"
-  virtual std::string device() const = 0;  ///< GL_RENDERER, the Vulkan device name, or "CPU reference (f64 accumulate)"
+  /// GL_RENDERER, the Vulkan device name, or "CPU reference (f32 storage, f64 accumulation)"
+  virtual std::string device() const = 0;
   /// Schedules and compiles a program. Throws CompileError (a codegen bug) or BackendError.
   virtual std::unique_ptr<Executable> compile(const Program& program) = 0;
   /// Current value of a Param/State leaf (its initial data until a run updates it).

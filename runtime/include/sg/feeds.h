@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "sg/backend.h"
@@ -24,7 +25,12 @@ namespace sg {
 ///  - an input read as class indices — consumed by one_hot (also inside cross_entropy), directly or through
 ///    reshape/permute/expand/slice — holds values in [0, num_classes) (torch.nn.functional.one_hot and
 ///    cross_entropy raise for the same labels). Labels computed inside the graph are not checked: one_hot of an
-///    out-of-range computed value is a row of zeros (graph.h, Op::OneHot).
+///    out-of-range computed value is a row of zeros (graph.h, Op::OneHot);
+///  - an input read as the index of gather (sg::gather, sg::take, nn::Embedding), directly or through
+///    reshape/permute/expand, holds integers in [0, n) with n the size of the axis it picks along; the message names
+///    the input, the element, the value, and the gather with the user's source line, e.g. "run: input 'tokens'
+///    element 3 is 12, outside [0, 10) (gather at model.cpp:42 picks along an axis of 10; ...)". An index computed
+///    in the graph is clamped into range by GPU kernels (never an out-of-bounds read); the CPU reference throws.
 /// Messages name the input, the flat element index and the value, e.g.
 /// "run: input 'labels' element 3 is 5, outside [0, 3) (one_hot/cross_entropy with 3 classes)".
 class FeedChecker {
@@ -36,12 +42,16 @@ class FeedChecker {
   /// read as class indices or not of this program. The web export records it per input (docs/BUNDLE.md,
   /// "classes"), so the JavaScript runtime refuses the same labels.
   int64_t classes_of(const Node& input) const;
+  /// "gather at model.cpp:42" when the bound of classes_of(input) comes from a gather's index (the web export
+  /// records it as "index_of", so the JavaScript runtime names the op too); "" otherwise.
+  std::string bound_by(const Node& input) const;
   /// Validates `feeds` (ValueError as above); returns each input's data, in inputs() order.
   std::vector<const std::vector<float>*> check(const std::vector<Feed>& feeds) const;
 
  private:
   std::vector<NodePtr> inputs_;
-  std::vector<int64_t> classes_;  ///< per input: smallest one_hot num_classes reading it, 0 when none
+  std::vector<int64_t> classes_;  ///< per input: smallest one_hot num_classes or gather extent reading it, 0 when none
+  std::vector<const Node*> gathers_;  ///< per input: the gather whose extent is classes_, or nullptr
 };
 
 }  // namespace sg

@@ -41,11 +41,34 @@
 
 #include "sg/shader_compiler.h"  // ShaderInterface
 #include "sg/texture_layout.h"
+#include "sg/unique_handle.h"
 
 namespace sg::gles {
 
 namespace detail {
-struct Context;  // EGL display/context + GL function pointers + live-object counters (gles_device.cpp)
+using sg::detail::UniqueHandle;
+struct Context;  // EGL display/context + GL function pointers + live-object counters (runtime/src/gles_context.h)
+
+/// The kinds of GL objects the handles own: how each is created (glGen* / glCreateProgram), deleted and counted in
+/// LiveObjects (runtime/src/gles_context.cpp).
+enum class GlKind : uint8_t { Framebuffer, Texture, Program, Buffer };
+/// UniqueHandle's traits for a GL name of kind K: count() counts one more in the context's LiveObjects, destroy()
+/// deletes it (with the context made current when it can be; a texture's multiple-render-target framebuffers first)
+/// and counts it off either way.
+template <GlKind K>
+struct GlTraits {
+  using Context = detail::Context;
+  using Handle = unsigned;
+  static void count(Context& ctx);
+  static void destroy(Context& ctx, unsigned id) noexcept;
+};
+/// The owner of a GL object name every GL handle (Framebuffer, Texture, Program, Buffer, ComputeProgram) holds.
+template <GlKind K>
+using GlName = UniqueHandle<GlTraits<K>>;
+/// A new name of kind K in `ctx` (made current), owned and counted. Throws BackendError naming `where` when GL
+/// returns 0.
+template <GlKind K>
+GlName<K> create_gl_name(const std::shared_ptr<Context>& ctx, std::string_view where);
 }
 
 /// Options for Device::create.
@@ -112,22 +135,20 @@ class Device;
 class Framebuffer {
  public:
   Framebuffer() = default;
-  Framebuffer(Framebuffer&& o) noexcept;
-  Framebuffer& operator=(Framebuffer&& o) noexcept;
+  Framebuffer(Framebuffer&& o) noexcept = default;
+  Framebuffer& operator=(Framebuffer&& o) noexcept = default;
   Framebuffer(const Framebuffer&) = delete;
   Framebuffer& operator=(const Framebuffer&) = delete;
-  ~Framebuffer();
+  ~Framebuffer() = default;
 
-  bool valid() const { return id_ != 0; }
-  unsigned id() const { return id_; }  ///< GL framebuffer name
+  bool valid() const { return gl_.get() != 0; }
+  unsigned id() const { return gl_.get(); }  ///< GL framebuffer name
   int64_t width() const { return width_; }
   int64_t height() const { return height_; }
 
  private:
   friend class Device;
-  void reset();
-  std::shared_ptr<detail::Context> ctx_;
-  unsigned id_ = 0;
+  detail::GlName<detail::GlKind::Framebuffer> gl_;
   int64_t width_ = 0, height_ = 0;
 };
 
@@ -137,14 +158,14 @@ class Framebuffer {
 class Texture {
  public:
   Texture() = default;
-  Texture(Texture&& o) noexcept;
-  Texture& operator=(Texture&& o) noexcept;
+  Texture(Texture&& o) noexcept = default;
+  Texture& operator=(Texture&& o) noexcept = default;
   Texture(const Texture&) = delete;
   Texture& operator=(const Texture&) = delete;
-  ~Texture();
+  ~Texture() = default;
 
-  bool valid() const { return id_ != 0; }
-  unsigned id() const { return id_; }  ///< GL texture name
+  bool valid() const { return gl_.get() != 0; }
+  unsigned id() const { return gl_.get(); }  ///< GL texture name
   const TextureLayout& layout() const { return layout_; }
   int64_t width() const { return layout_.width; }    ///< texels of the layout (addressing)
   int64_t height() const { return layout_.height; }  ///< texels of the layout (addressing)
@@ -158,9 +179,7 @@ class Texture {
 
  private:
   friend class Device;
-  void reset();
-  std::shared_ptr<detail::Context> ctx_;
-  unsigned id_ = 0;
+  detail::GlName<detail::GlKind::Texture> gl_;
   TextureLayout layout_;
   int64_t alloc_width_ = 0, alloc_height_ = 0;
   std::string name_;
@@ -172,14 +191,14 @@ class Texture {
 class Program {
  public:
   Program() = default;
-  Program(Program&& o) noexcept;
-  Program& operator=(Program&& o) noexcept;
+  Program(Program&& o) noexcept = default;
+  Program& operator=(Program&& o) noexcept = default;
   Program(const Program&) = delete;
   Program& operator=(const Program&) = delete;
-  ~Program();
+  ~Program() = default;
 
-  bool valid() const { return id_ != 0; }
-  unsigned id() const { return id_; }                ///< GL program name
+  bool valid() const { return gl_.get() != 0; }
+  unsigned id() const { return gl_.get(); }                ///< GL program name
   const std::string& name() const { return name_; }  ///< kernel name
   /// Active sampler uniforms (name, location) as the linker reports them.
   const std::vector<std::pair<std::string, int>>& samplers() const { return samplers_; }
@@ -192,9 +211,7 @@ class Program {
 
  private:
   friend class Device;
-  void reset();
-  std::shared_ptr<detail::Context> ctx_;
-  unsigned id_ = 0;
+  detail::GlName<detail::GlKind::Program> gl_;
   std::string name_;
   std::vector<std::pair<std::string, int>> samplers_;
   std::vector<std::string> declared_samplers_;
@@ -207,23 +224,21 @@ class Program {
 class Buffer {
  public:
   Buffer() = default;
-  Buffer(Buffer&& o) noexcept;
-  Buffer& operator=(Buffer&& o) noexcept;
+  Buffer(Buffer&& o) noexcept = default;
+  Buffer& operator=(Buffer&& o) noexcept = default;
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
-  ~Buffer();
+  ~Buffer() = default;
 
-  bool valid() const { return id_ != 0; }
-  unsigned id() const { return id_; }                ///< GL buffer name
+  bool valid() const { return gl_.get() != 0; }
+  unsigned id() const { return gl_.get(); }                ///< GL buffer name
   int64_t numel() const { return numel_; }           ///< floats it was sized for
   int64_t bytes() const { return bytes_; }           ///< allocated bytes (numel rounded up to 4 floats, x 4)
   const std::string& name() const { return name_; }  ///< debug name given at creation
 
  private:
   friend class Device;
-  void reset();
-  std::shared_ptr<detail::Context> ctx_;
-  unsigned id_ = 0;
+  detail::GlName<detail::GlKind::Buffer> gl_;
   int64_t numel_ = 0, bytes_ = 0;
   std::string name_;
 };
@@ -232,23 +247,21 @@ class Buffer {
 class ComputeProgram {
  public:
   ComputeProgram() = default;
-  ComputeProgram(ComputeProgram&& o) noexcept;
-  ComputeProgram& operator=(ComputeProgram&& o) noexcept;
+  ComputeProgram(ComputeProgram&& o) noexcept = default;
+  ComputeProgram& operator=(ComputeProgram&& o) noexcept = default;
   ComputeProgram(const ComputeProgram&) = delete;
   ComputeProgram& operator=(const ComputeProgram&) = delete;
-  ~ComputeProgram();
+  ~ComputeProgram() = default;
 
-  bool valid() const { return id_ != 0; }
-  unsigned id() const { return id_; }
+  bool valid() const { return gl_.get() != 0; }
+  unsigned id() const { return gl_.get(); }
   const std::string& name() const { return name_; }
   /// GL_COMPUTE_WORK_GROUP_SIZE as the linker reports it.
   const std::array<int64_t, 3>& local_size() const { return local_size_; }
 
  private:
   friend class Device;
-  void reset();
-  std::shared_ptr<detail::Context> ctx_;
-  unsigned id_ = 0;
+  detail::GlName<detail::GlKind::Program> gl_;
   std::string name_;
   std::array<int64_t, 3> local_size_{};
 };

@@ -46,17 +46,40 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "sg/compute_kernel.h"
+#include "sg/unique_handle.h"
 
 namespace sg::vk {
 
 namespace detail {
+using sg::detail::UniqueHandle;
 struct Context;  // instance, device, queue, allocator, pipeline cache, counters (vulkan_device.cpp)
 struct Block;    // one VkDeviceMemory of the allocator
 /// A sub-allocation: bytes [offset, offset + size) of a block.
 struct Allocation {
   Block* block = nullptr;
   VkDeviceSize offset = 0, size = 0;
+  bool operator==(const Allocation&) const = default;
 };
+
+/// UniqueHandle's traits for the Vulkan objects the handles own (runtime/src/vulkan_device.cpp): count() counts one
+/// more in the context's LiveObjects (the uncounted kinds: nothing), destroy() destroys or frees it and counts it off.
+#define SG_VK_TRAITS(NAME, HANDLE)                       \
+  struct NAME {                                          \
+    using Context = detail::Context;                     \
+    using Handle = HANDLE;                               \
+    static void count(Context& ctx);                     \
+    static void destroy(Context& ctx, HANDLE h) noexcept; \
+  }
+SG_VK_TRAITS(BufferTraits, VkBuffer);                    // LiveObjects::buffers
+SG_VK_TRAITS(AllocationTraits, Allocation);              // the allocator's sub-allocation, released to it
+SG_VK_TRAITS(PipelineTraits, VkPipeline);                // LiveObjects::pipelines
+SG_VK_TRAITS(PipelineLayoutTraits, VkPipelineLayout);
+SG_VK_TRAITS(SetLayoutTraits, VkDescriptorSetLayout);
+SG_VK_TRAITS(DescriptorPoolTraits, VkDescriptorPool);    // LiveObjects::descriptor_pools
+SG_VK_TRAITS(QueryPoolTraits, VkQueryPool);              // LiveObjects::query_pools
+SG_VK_TRAITS(CommandBufferTraits, VkCommandBuffer);      // LiveObjects::command_buffers (freed to the pool)
+SG_VK_TRAITS(FenceTraits, VkFence);
+#undef SG_VK_TRAITS
 }  // namespace detail
 
 /// Where buffers are placed in VkDeviceMemory (runtime/src/vulkan_memory.h has the details).
@@ -151,11 +174,11 @@ class Device;
 class Buffer {
  public:
   Buffer() = default;
-  Buffer(Buffer&&) noexcept;
-  Buffer& operator=(Buffer&&) noexcept;
-  ~Buffer();
-  bool valid() const { return buf_ != VK_NULL_HANDLE; }
-  VkBuffer handle() const { return buf_; }
+  Buffer(Buffer&&) noexcept = default;
+  Buffer& operator=(Buffer&&) noexcept = default;
+  ~Buffer() = default;
+  bool valid() const { return buf_.get() != VK_NULL_HANDLE; }
+  VkBuffer handle() const { return buf_.get(); }
   int64_t bytes() const { return bytes_; }         ///< requested size
   int64_t alloc_bytes() const { return alloc_; }   ///< allocated size (a multiple of 16)
   void* mapped() const { return mapped_; }         ///< host pointer (direct map or staging), else nullptr
@@ -172,10 +195,9 @@ class Buffer {
 
  private:
   friend class Device;
-  void reset();
-  std::shared_ptr<detail::Context> ctx_;
-  VkBuffer buf_ = VK_NULL_HANDLE;
-  detail::Allocation mem_;
+  // members go in reverse order: the buffer is destroyed before its memory is released
+  detail::UniqueHandle<detail::AllocationTraits> mem_;
+  detail::UniqueHandle<detail::BufferTraits> buf_;
   int64_t bytes_ = 0, alloc_ = 0;
   void* mapped_ = nullptr;
   std::string name_;
@@ -186,22 +208,21 @@ class Buffer {
 class Pipeline {
  public:
   Pipeline() = default;
-  Pipeline(Pipeline&&) noexcept;
-  Pipeline& operator=(Pipeline&&) noexcept;
-  ~Pipeline();
-  VkPipeline handle() const { return pipe_; }
-  VkPipelineLayout layout() const { return layout_; }
-  VkDescriptorSetLayout set_layout() const { return set_layout_; }
+  Pipeline(Pipeline&&) noexcept = default;
+  Pipeline& operator=(Pipeline&&) noexcept = default;
+  ~Pipeline() = default;
+  VkPipeline handle() const { return pipe_.get(); }
+  VkPipelineLayout layout() const { return layout_.get(); }
+  VkDescriptorSetLayout set_layout() const { return set_layout_.get(); }
   int bindings() const { return bindings_; }
   const std::string& name() const { return name_; }
 
  private:
   friend class Device;
-  void reset();
-  std::shared_ptr<detail::Context> ctx_;
-  VkPipeline pipe_ = VK_NULL_HANDLE;
-  VkPipelineLayout layout_ = VK_NULL_HANDLE;
-  VkDescriptorSetLayout set_layout_ = VK_NULL_HANDLE;
+  // destroyed in reverse order: the pipeline, its layout, the set layout
+  detail::UniqueHandle<detail::SetLayoutTraits> set_layout_;
+  detail::UniqueHandle<detail::PipelineLayoutTraits> layout_;
+  detail::UniqueHandle<detail::PipelineTraits> pipe_;
   int bindings_ = 0;
   std::string name_;
 };
@@ -210,33 +231,29 @@ class Pipeline {
 class DescriptorPool {
  public:
   DescriptorPool() = default;
-  DescriptorPool(DescriptorPool&&) noexcept;
-  DescriptorPool& operator=(DescriptorPool&&) noexcept;
-  ~DescriptorPool();
-  VkDescriptorPool handle() const { return pool_; }
+  DescriptorPool(DescriptorPool&&) noexcept = default;
+  DescriptorPool& operator=(DescriptorPool&&) noexcept = default;
+  ~DescriptorPool() = default;
+  VkDescriptorPool handle() const { return pool_.get(); }
 
  private:
   friend class Device;
-  void reset();
-  std::shared_ptr<detail::Context> ctx_;
-  VkDescriptorPool pool_ = VK_NULL_HANDLE;
+  detail::UniqueHandle<detail::DescriptorPoolTraits> pool_;
 };
 
 /// A timestamp query pool. Move-only.
 class QueryPool {
  public:
   QueryPool() = default;
-  QueryPool(QueryPool&&) noexcept;
-  QueryPool& operator=(QueryPool&&) noexcept;
-  ~QueryPool();
-  VkQueryPool handle() const { return pool_; }
+  QueryPool(QueryPool&&) noexcept = default;
+  QueryPool& operator=(QueryPool&&) noexcept = default;
+  ~QueryPool() = default;
+  VkQueryPool handle() const { return pool_.get(); }
   uint32_t count() const { return count_; }
 
  private:
   friend class Device;
-  void reset();
-  std::shared_ptr<detail::Context> ctx_;
-  VkQueryPool pool_ = VK_NULL_HANDLE;
+  detail::UniqueHandle<detail::QueryPoolTraits> pool_;
   uint32_t count_ = 0;
 };
 
@@ -246,10 +263,10 @@ class QueryPool {
 class CommandBuffer {
  public:
   CommandBuffer() = default;
-  CommandBuffer(CommandBuffer&&) noexcept;
-  CommandBuffer& operator=(CommandBuffer&&) noexcept;
-  ~CommandBuffer();
-  VkCommandBuffer handle() const { return cmd_; }
+  CommandBuffer(CommandBuffer&&) noexcept = default;
+  CommandBuffer& operator=(CommandBuffer&&) noexcept = default;
+  ~CommandBuffer() = default;
+  VkCommandBuffer handle() const { return cmd_.get(); }
   bool recorded() const { return recorded_; }
 
   void begin();
@@ -270,10 +287,9 @@ class CommandBuffer {
 
  private:
   friend class Device;
-  void reset();
-  std::shared_ptr<detail::Context> ctx_;
-  VkCommandBuffer cmd_ = VK_NULL_HANDLE;
-  VkFence fence_ = VK_NULL_HANDLE;
+  // destroyed in reverse order: the command buffer, then its fence
+  detail::UniqueHandle<detail::FenceTraits> fence_;
+  detail::UniqueHandle<detail::CommandBufferTraits> cmd_;
   bool recorded_ = false;
 };
 

@@ -92,6 +92,61 @@ DigitsSplit digits_split_seed002();
 /// Throws sg::ValueError naming the choices for other names.
 DigitsSplit digits_split_named(const std::string& name);
 
+/// Default location of the English word list (Debian package `wamerican`: SCOWL's "american-english", one word per
+/// line, UTF-8).
+inline constexpr const char* kWordsPath = "/usr/share/dict/words";
+
+/// The "words" dataset of the character language models (`shadergrad train --model charlm|lstm`), makemore-style.
+/// Rule (load_words): every line of the file is lower-cased (ASCII A-Z -> a-z only; bytes >= 0x80 are left as they
+/// are), a line is kept iff it is non-empty and every byte is then in a-z (this drops possessives such as "aaron's",
+/// accented words such as "éclair" and anything with a digit, hyphen or space), and duplicates are removed ("Bill"
+/// and "bill" are one word); the words are sorted (byte order). Split BY WORD, deterministic and independent of the
+/// file's order: a word is a validation word iff fnv1a64(word) % 10 == 0 (word_is_validation; ~10 %), else a
+/// training word. On Debian 12's wamerican (2020.12.07-2) this gives 73,445 words, 66,112 training and 7,333
+/// validation (66,577 validation characters, the end boundaries included), 1 to 22 letters.
+struct Words {
+  std::vector<std::string> train, validation;  ///< each sorted
+  std::string name = "words";
+};
+
+/// FNV-1a 64-bit (offset basis 14695981039346656037, prime 1099511628211) of the word's bytes.
+uint64_t fnv1a64(const std::string& s);
+/// The split rule above: fnv1a64(word) % 10 == 0.
+bool word_is_validation(const std::string& word);
+
+/// Reads the word list at `path` with the rule above. Throws sg::IOError: a missing or unreadable file (names the
+/// file and the Debian package `wamerican`), or a file without any word the rule keeps.
+Words load_words(const std::string& path = kWordsPath);
+
+/// The character vocabulary of the words models: token 0 is the word boundary '.', used both as the start and the
+/// end of a word (makemore's convention), tokens 1..26 are 'a'..'z'. No padding token: padded positions hold the
+/// boundary token and are masked out of the loss (WordRows).
+inline constexpr int64_t kCharVocab = 27;
+inline constexpr char kBoundaryChar = '.';
+/// 'a'..'z' -> 1..26, '.' -> 0, anything else -> -1.
+int32_t char_token(char c);
+/// The inverse of char_token for 0..26; ValueError for other tokens.
+char token_char(int32_t token);
+
+/// Words as fixed-length training rows, one word per row (nats per character are then the makemore measure: each
+/// word is predicted from its start alone). Word w = c_1..c_L becomes the token sequence
+///   s = [0, tok(c_1), ..., tok(c_L), 0]       (boundary, letters, boundary; L + 2 tokens)
+/// and with context T the row's inputs are x[t] = s[t] and targets y[t] = s[t + 1] for t < min(T, L + 1), mask 1;
+/// positions t >= L + 1 are padding: x[t] = y[t] = 0, mask 0. A word longer than T - 1 letters is cut: its row holds
+/// its first T targets (the end boundary is then not predicted). The loss is the mean of -log p(y[t] | x[0..t]) over
+/// the positions with mask 1: nats per character, the end-of-word boundary counting as one character.
+///   x, y: n x T floats holding exact token ids (i32 inputs); mask: n x T floats 0/1; n = words.size().
+struct WordRows {
+  std::vector<float> x, y, mask;
+  int64_t n = 0, context = 0;
+  /// Sum of the mask: the number of predicted characters.
+  int64_t targets() const;
+};
+/// Throws sg::ValueError for context < 2 or a word with a character outside a-z.
+WordRows make_word_rows(const std::vector<std::string>& words, int64_t context);
+/// Rows `indices` of `rows` (in that order) as one batch; ValueError for an index outside [0, n).
+WordRows take_rows(const WordRows& rows, llvm::ArrayRef<int64_t> indices);
+
 /// One mini-batch. images: size*c*h*w floats (B x C x H x W); labels: size floats holding exact integer class
 /// indices (floats so they can be uploaded to a float tensor directly); indices: the dataset rows used.
 struct Batch {

@@ -144,11 +144,24 @@ struct CheckRun {
   bool nodes = false;
 };
 
+/// A checks tolerance of one persistent value that replaces the bundle's `persistent` one (bundle.json
+/// checks.tolerance.persistent_by_name.NAME; docs/BUNDLE.md "Checks"): metric "abs" judges max |a_i - e_i| <= abs.
+/// For a value whose gradient is zero in exact arithmetic (a key projection's bias: softmax ignores a shift of a query's
+/// scores), where Adam turns each backend's rounding noise into steps of up to about lr each: its own scale says
+/// nothing, the learning rate bounds the difference. `why` says so in bundle.json.
+struct PersistentTolerance {
+  double abs = 0;
+  std::string why{};
+};
+
 struct BundleSpec {
   std::string model{};                              ///< for bundle.json's `model` (free text)
   std::vector<BundleProgram> programs{};
   std::vector<CheckRun> checks{};                   ///< may be empty (no expected.safetensors then)
   std::map<std::string, std::string> metadata{};    ///< extra strings for bundle.json's `metadata`
+  /// Per persistent value (by name): its own checks tolerance (PersistentTolerance); may be empty. write_bundle throws
+  /// ValueError for a name that is no persistent value, or abs <= 0.
+  std::map<std::string, PersistentTolerance> persistent_tolerance{};
   /// Called on the CPU backend before the initial persistent values are read (e.g. loading a checkpoint);
   /// may be empty.
   std::function<void(Backend&)> prepare;
