@@ -2,7 +2,6 @@
 // epochs, validation loss in nats per character, checkpoints with the model's LmSpec, metrics.
 #include <chrono>
 #include <cmath>
-#include <map>
 #include <ostream>
 
 #include <fmt/format.h>
@@ -11,6 +10,8 @@
 #include "sg/atomic_file.h"
 #include "sg/lm.h"
 #include "sg/train.h"
+
+#include "executable_cache.h"
 
 namespace sg::train {
 
@@ -40,27 +41,23 @@ struct LmPrograms {
   Optimizer& opt;
   double clip = 0;
   bool output_lr = false;
-  std::map<int64_t, std::unique_ptr<Executable>> train, eval;
+  detail::ExecutableCache train, eval;
 
   Executable& train_step(int64_t b) {
-    auto& e = train[b];
-    if (!e) {
+    return train.get(backend, b, [&] {
       lm::LmLoss l = lm::lm_loss(model, spec, b);
-      e = backend.compile(make_train_step(l.loss, model.parameters(), opt,
-                                          TrainStepOptions{.clip_grad_norm = clip, .output_grad_norm = clip > 0,
-                                                           .output_lr = output_lr}));
-    }
-    return *e;
+      return make_train_step(l.loss, model.parameters(), opt,
+                             TrainStepOptions{.clip_grad_norm = clip, .output_grad_norm = clip > 0,
+                                              .output_lr = output_lr});
+    });
   }
   Executable& eval_step(int64_t b) {
-    auto& e = eval[b];
-    if (!e) {
+    return eval.get(backend, b, [&] {
       lm::LmLoss l = lm::lm_loss(model, spec, b);
       Program p;
       p.add_output("nll_sum", l.loss_sum);
-      e = backend.compile(p);
-    }
-    return *e;
+      return p;
+    });
   }
 };
 

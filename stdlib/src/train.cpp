@@ -23,6 +23,8 @@
 #include "sg/lm.h"
 #include "sg/safetensors.h"
 
+#include "executable_cache.h"
+
 namespace sg::train {
 
 namespace {
@@ -75,21 +77,18 @@ struct Programs {
   int64_t c, h, w;
   double clip = 0;        ///< Config::clip_grad_norm: output "grad_norm" after the loss
   bool output_lr = false;  ///< a schedule: output "lr" last
-  std::map<int64_t, std::unique_ptr<Executable>> train, eval;
+  detail::ExecutableCache train, eval;
 
   Executable& train_step(int64_t b) {
-    auto& e = train[b];
-    if (!e) {
+    return train.get(backend, b, [&] {
       BatchLoss bl = batch_loss(model, b, c, h, w);
-      e = backend.compile(make_train_step(bl.loss, model.parameters(), *opt,
-                                          TrainStepOptions{.clip_grad_norm = clip, .output_grad_norm = clip > 0,
-                                                           .output_lr = output_lr}));
-    }
-    return *e;
+      return make_train_step(bl.loss, model.parameters(), *opt,
+                             TrainStepOptions{.clip_grad_norm = clip, .output_grad_norm = clip > 0,
+                                              .output_lr = output_lr});
+    });
   }
   Executable& eval_step(int64_t b) {
-    auto& e = eval[b];
-    if (!e) {
+    return eval.get(backend, b, [&] {
       struct EvalMode {  // the eval program reads BatchNorm's running statistics and drops nothing
         nn::Module& m;
         bool was;
@@ -101,9 +100,8 @@ struct Programs {
       Tensor logits = model(x);
       Program p;
       p.add_output("correct", sum(eq(argmax(logits, 1), y)));
-      e = backend.compile(p);
-    }
-    return *e;
+      return p;
+    });
   }
 };
 
