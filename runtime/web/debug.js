@@ -37,6 +37,51 @@ export function tensorStats(data) {
            nan, pos_inf: posInf, neg_inf: negInf, first_non_finite: first };
 }
 
+/**
+ * The infinities a value's op writes on purpose: a literal `-inf` (or `inf`) in its expression, as a causal mask's
+ * `where((a0 > a1), -inf, a2)` writes -Inf above the diagonal of attention scores for the softmax to turn into 0.
+ * Elements of that sign are expected there and are not a numerics failure (a NaN always is).
+ * @param {string} [op] the value's op label (plan values[].op)
+ * @returns {{neg: boolean, pos: boolean}}
+ */
+export function intendedInfinities(op) {
+  const s = String(op ?? '');
+  return { neg: /(^|[^\w.])-inf\b/.test(s), pos: /(^|[^\w.+-])\+?inf\b/.test(s) };
+}
+
+/** The index of the first element of `data` that is NaN or an infinity `intended` does not allow, -1: none. */
+function firstUnexpected(data, intended) {
+  for (let i = 0; i < data.length; ++i) {
+    const v = data[i];
+    if (Number.isFinite(v)) continue;
+    if (Number.isNaN(v) || !(v > 0 ? intended.pos : intended.neg)) return i;
+  }
+  return -1;
+}
+
+/**
+ * The names of a bundle's attention outputs: metadata `attention` (a JSON array as a string, e.g. '["attn/0",
+ * "attn/1"]', or an array); [] when there is none or it does not parse.
+ * @param {Record<string, unknown>} [metadata] bundle.json metadata
+ * @returns {string[]}
+ */
+export function attentionNames(metadata) {
+  let a = metadata?.attention;
+  if (typeof a === 'string') {
+    try { a = JSON.parse(a); } catch { return []; }
+  }
+  return Array.isArray(a) ? a.map(String) : [];
+}
+
+/**
+ * Whether a value (debugKernels output or input) is an attention map: named in `names` (attentionNames: the program
+ * output it is, or its plan name) and of rank 4 [batch, heads, T, T].
+ */
+export function isAttention(v, names) {
+  const s = v.shape ?? [];
+  return s.length === 4 && s[2] === s[3] && (names.includes(v.output) || names.includes(v.name));
+}
+
 /** "file:line" of every node, once each, in order. */
 function linesOf(nodes) {
   return [...new Set(nodes.map((n) => n.source).filter(Boolean))];
@@ -44,17 +89,20 @@ function linesOf(nodes) {
 
 /**
  * The kernels of a plan as the debugger shows them: name, shader file and language, graph nodes, user source lines,
- * the values each writes (plan `values` entries: id, name, node, op, shape, source) and the values it reads, each with
+ * the values each writes (plan `values` entries: id, name, node, op, shape, source; `output`: the program output it
+ * is, if it is one) and the values it reads, each with
  * `producer`: the index of the kernel of this step that wrote it last before, or null (an input, a parameter or
  * state, a constant) — the program's data flow between kernels.
  * @param {object} plan Runtime.plan(program): the webgl2 plan or a webgpu plan
  */
 export function debugKernels(plan) {
+  const outputOf = new Map((plan.outputs ?? []).map((o) => [o.value, o.name]));  // value id -> program output name
   const describe = (id) => {
     const v = plan.values[id];
     return { value: id, name: v.name, kind: v.kind, node: v.node, op: v.op, shape: v.shape, source: v.source,
              ...(v.update_of !== undefined ? { update_of: v.update_of } : {}),
-             ...(v.tensor !== undefined ? { tensor: v.tensor } : {}) };
+             ...(v.tensor !== undefined ? { tensor: v.tensor } : {}),
+             ...(outputOf.has(id) ? { output: outputOf.get(id) } : {}) };
   };
   const writer = new Map();  // value id -> the last kernel so far that wrote it
   return plan.kernels.map((k, index) => {
@@ -116,7 +164,8 @@ export class DebugSession {
 
   /**
    * Runs the next kernel; resolves to its DebugStep: the kernel (debugKernels entry), its outputs with their
-   * row-major data and statistics, and `nonFinite` (any NaN/Inf in what it wrote).
+   * row-major data and statistics, and `nonFinite` (any NaN/Inf in what it wrote, but for the infinities its op
+   * writes on purpose: intendedInfinities; each output's `nonFinite` and `first_unexpected` say which).
    */
   async step() {
     this._open('step()');
@@ -125,10 +174,13 @@ export class DebugSession {
     const read = await this._driver.kernel(this.next);
     const outputs = k.outputs.map((o) => {
       const r = read.find((x) => x.value === o.value);
-      const data = r ? r.data : new Float32Array(0);
-      return { ...o, data, stats: tensorStats(data) };
+      const data = r ? r.data : new Float32Array(0), stats = tensorStats(data);
+      const intended = intendedInfinities(o.op);
+      const first = stats.first_non_finite < 0 ? -1 : firstUnexpected(data, intended);
+      return { ...o, data, stats, nonFinite: first >= 0, first_unexpected: first,
+               ...(intended.neg || intended.pos ? { intended } : {}) };
     });
-    const nonFinite = outputs.some((o) => o.stats.first_non_finite >= 0);
+    const nonFinite = outputs.some((o) => o.nonFinite);
     const s = { ...k, outputs, nonFinite, source: this.sources[k.index] };
     this.steps.push(s);
     if (nonFinite && !this.firstNonFinite) this.firstNonFinite = s;
@@ -180,13 +232,13 @@ export class DebugSession {
 
 /** The report of a non-finite step (checkNumerics): where, how many, and the nodes and user lines of the kernel. */
 export function numericsReport(session, s) {
-  const o = s.outputs.find((x) => x.stats.first_non_finite >= 0);
-  const st = o.stats;
+  const o = s.outputs.find((x) => x.nonFinite) ?? s.outputs.find((x) => x.stats.first_non_finite >= 0);
+  const st = o.stats, first = o.first_unexpected >= 0 ? o.first_unexpected : st.first_non_finite;
   const node = (n) => `n${n.node} ${n.op} (${Array.isArray(n.shape) ? n.shape.join('x') : n.shape}) at ${n.source}`;
   const message = [
     `check_numerics: program '${session.program}' (${session.backend}), kernel ${s.index} '${s.name}' (${s.file}) ` +
     `produced ${st.nan} NaN, ${st.pos_inf} +Inf, ${st.neg_inf} -Inf of ${st.count} values (first at element ` +
-    `${st.first_non_finite}) in value '${o.name}' = ${node(o)}.`,
+    `${first}) in value '${o.name}' = ${node(o)}.`,
     '  graph nodes it computes:', ...s.nodes.map((n) => `    ${node(n)}`),
     `  user source lines: ${s.lines.join(', ')}`,
     s.index === 0 ? '  it is the first kernel of the step' : '  every earlier kernel of this step wrote finite values',

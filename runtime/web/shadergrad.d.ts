@@ -200,6 +200,8 @@ export interface KernelNode { node: number; op: string; shape: string; source: s
 export interface DebugValue {
   value: number; name: string; kind: string; node: number; op: string; shape: number[]; source: string;
   update_of?: string; tensor?: string;
+  /** The program output this value is (bundle.json programs[].outputs[].name), if it is one. */
+  output?: string;
 }
 /** Statistics as the native debugger computes them: over the finite elements (NaN when none); `first_non_finite`
  * is the index of the first NaN/Inf, -1 for none. */
@@ -218,7 +220,10 @@ export interface DebugKernel {
 }
 /** One kernel run by DebugSession.step(): what it wrote (row-major, with statistics) and its shader source. */
 export interface DebugStep extends DebugKernel {
-  outputs: (DebugValue & { data: Float32Array; stats: TensorStats })[];
+  /** `nonFinite`: a NaN, or an infinity its op does not write on purpose (intendedInfinities: a mask's literal
+   * -inf); `first_unexpected`: the index of the first such element, -1 for none. */
+  outputs: (DebugValue & { data: Float32Array; stats: TensorStats; nonFinite: boolean; first_unexpected: number;
+                           intended?: { neg: boolean; pos: boolean } })[];
   nonFinite: boolean;
   source: string;
 }
@@ -255,6 +260,12 @@ export function tensorStats(data: ArrayLike<number>): TensorStats;
 export function debugKernels(plan: any): DebugKernel[];
 export function numericsReport(session: DebugSession, step: DebugStep): Exclude<NumericsResult, { ok: true }>;
 export function checkNumerics(rt: Runtime | WorkerRuntime, program: string, feeds: Feeds): Promise<NumericsResult>;
+/** The infinities an op label writes on purpose: a literal `-inf` / `inf` (a causal mask's where(a0 > a1, -inf, a2)). */
+export function intendedInfinities(op: string | undefined): { neg: boolean; pos: boolean };
+/** A bundle's attention outputs: metadata `attention` (a JSON array, as a string or an array); [] when none. */
+export function attentionNames(metadata: Record<string, unknown> | undefined): string[];
+/** Whether a value is an attention map: named in `names` (its program output or plan name), shape [B, H, T, T]. */
+export function isAttention(v: { name: string; output?: string; shape: number[] }, names: string[]): boolean;
 
 /** A bundle on a backend, its persistent values on the GPU. */
 export class Runtime {

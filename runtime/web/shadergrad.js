@@ -17,7 +17,8 @@ export { chooseWebGPUPlan } from './webgpu.js';
 export { Runtime, createRuntime } from './runtime.js';
 export { BACKENDS, selectBackend } from './select.js';
 export { compare, runChecks } from './checks.js';
-export { checkNumerics, debugKernels, DebugSession, numericsReport, tensorStats } from './debug.js';
+export { attentionNames, checkNumerics, debugKernels, DebugSession, intendedInfinities, isAttention, numericsReport,
+         tensorStats } from './debug.js';
 export { createWorkerRuntime, WorkerRuntime } from './worker_client.js';
 export { checkpointBytes, checkpointWeights, DB_NAME, forgetWeights, loadWeights, saveWeights, structureHash,
          weightsKey, withWeights } from './persist.js';
