@@ -136,7 +136,9 @@ TEST_CASE("cli: bad options fail with a clear message and a non-zero exit code",
     std::string args, expect;
   };
   for (const Case& c : std::vector<Case>{{"train --model vgg", "--model"},
-                                         {"export --model resnet --out x", "--model"},  // not exported yet
+                                         {"export --model vgg --out x", "--model"},
+                                         // resnet is not a Sequential: no per-layer train_debug program
+                                         {"export --model resnet --debug-program --out x", "--debug-program"},
                                          {"train --dataset cifar", "--dataset"},
                                          {"train --epochs 0", "--epochs"},
                                          {"train --epochs -3", "--epochs"},

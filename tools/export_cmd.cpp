@@ -28,8 +28,9 @@ ExportCommand add_export_command(CLI::App& app) {
                 "browser");
   auto export_models = std::make_shared<std::vector<std::string>>(sg::cli::kExportModels);
   export_models->insert(export_models->end(), lm::kLmModels.begin(), lm::kLmModels.end());
-  e->add_option("--model", mo->model, choices(*export_models) + " (charlm, lstm: the word models of sg/lm.h; their "
-                                      "bundle's infer outputs logits and charlm's attention maps attn/L)")
+  e->add_option("--model", mo->model, choices(*export_models) + " (resnet: program infer in eval mode, BatchNorm's "
+                                      "running statistics; train updates them; charlm, lstm: the word models of "
+                                      "sg/lm.h; their bundle's infer outputs logits and charlm's attention maps attn/L)")
       ->check(CLI::IsMember(*export_models));
   auto lmo = std::make_shared<lm::LmExportOptions>();
   e->add_option("--context", lmo->spec.context, "charlm, lstm without --load: positions per row (default 32)")
@@ -44,7 +45,7 @@ ExportCommand add_export_command(CLI::App& app) {
                                                         "(default 1, as train; 0 = none)")
       ->check(CLI::NonNegativeNumber);
   e->add_option("--dataset", mo->dataset, "input geometry: fashion-mnist (28x28) | digits (8x8) | shapes "
-                                          "(128x128); default: fashion-mnist for mlp, shapes for cnn5, digits otherwise")
+                                          "(128x128); default: fashion-mnist for mlp and resnet, shapes for cnn5, digits otherwise")
       ->check(CLI::IsMember(kDatasets));
   e->add_option("--load", mo->load, "initial parameters from a checkpoint (shadergrad train --save)");
   e->add_option("--targets", *target_list, "comma-separated targets the bundle carries: webgpu (WGSL compute "
@@ -75,7 +76,8 @@ ExportCommand add_export_command(CLI::App& app) {
       ->check(CLI::Range(0, 100));
   e->add_flag("--debug-program", mo->debug_program,
               "also export program train_debug: the train step that outputs every layer's activation (act/I) and "
-              "gradient (grad/I) and every parameter's gradient (gradp/NAME), for a page's gradient-flow view");
+              "gradient (grad/I) and every parameter's gradient (gradp/NAME), for a page's gradient-flow view (Sequential "
+              "models: mlp, cnn, cnn-large, cnn5; refused for resnet)");
   e->add_flag("--check-nodes", mo->check_nodes,
               "the first infer and train check runs also record every graph node's value on the CPU reference "
               "(bundle.json checks.runs[].nodes; the page debugger's per-kernel comparison)");

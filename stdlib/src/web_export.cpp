@@ -8,17 +8,13 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <random>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "sg/datasets.h"
 #include "sg/dump.h"
 #include "sg/kernel_cache.h"
-#include "sg/nn.h"
 #include "sg/safetensors.h"
-#include "sg/train.h"
 #include "sg/web_export.h"
 
 namespace sg::web {
@@ -512,26 +508,6 @@ void hash_node_attrs(const Node& n, std::string& s) {
   if (a.groups != 1) s += fmt::format(" g{}", a.groups);  // only grouped convolutions: other hashes stay as they were
 }
 
-/// The train step of `model` that also outputs every layer's activation and gradient and every parameter's
-/// gradient (ModelExportOptions::debug_program).
-Program debug_train_step(nn::Sequential& model, Optimizer& adam, int64_t batch, int64_t c, int64_t h, int64_t w) {
-  Tensor x = input("x", {batch, c, h, w});
-  Tensor labels = input("labels", {batch}, DType::i32);
-  std::vector<Tensor> acts;
-  Tensor loss = cross_entropy(model.forward_layers(x, acts), labels);
-  TrainStepGradients inspect;
-  inspect.also = acts;
-  std::vector<std::pair<std::string, Tensor>> extra;
-  for (size_t i = 0; i < acts.size(); ++i) extra.emplace_back(fmt::format("act/{}", i), acts[i]);
-  const auto params = model.named_parameters();
-  std::vector<Tensor> ps;
-  for (auto& [n, t] : params) ps.push_back(t);
-  Program p = make_train_step(loss, ps, adam, extra, inspect);
-  for (size_t i = 0; i < params.size(); ++i) p.add_output("gradp/" + params[i].first, inspect.grads[i]);
-  for (size_t i = 0; i < acts.size(); ++i) p.add_output(fmt::format("grad/{}", i), inspect.grads[params.size() + i]);
-  return p;
-}
-
 }  // namespace
 
 std::string structure_hash(const BundleSpec& spec) {
@@ -621,80 +597,6 @@ ExportSummary write_bundle(const BundleSpec& spec, const BundleTargets& targets,
   write_file_atomic(dir + "/bundle.json", bundle.dump(1) + "\n");
   sum.files.push_back("bundle.json");
   return sum;
-}
-
-BundleSpec model_bundle_spec(const ModelExportOptions& opt) {
-  const std::string dataset = !opt.dataset.empty() ? opt.dataset : train::default_dataset(opt.model);
-  int64_t c = 1, h = 0, w = 0;
-  if (dataset == "fashion-mnist") h = w = 28;
-  else if (dataset == "digits") h = w = 8;
-  else if (dataset == "shapes") h = w = 128;
-  else throw ValueError(fmt::format("export: unknown dataset '{}' (choose fashion-mnist, digits or shapes)", dataset));
-  if (opt.batch < 0 || opt.infer_batch < 0 || opt.check_steps < 0 || opt.lr < 0)
-    throw ValueError("export: batch, infer batch, check steps and learning rate must not be negative");
-  const int64_t batch = opt.batch > 0 ? opt.batch : opt.model == "mlp" ? 128 : 64;
-  const int64_t ibatch = opt.infer_batch > 0 ? opt.infer_batch : batch;
-  const double lr = opt.lr > 0 ? opt.lr : opt.model == "mlp" ? 1e-3 : 2e-3;
-  // the outputs shadergrad train gives the model: the dataset's classes (so its checkpoints load)
-  const int64_t kClasses = dataset == "shapes" ? data::kShapeClasses : 10;
-
-  std::shared_ptr<nn::Sequential> model = nn::make_model(opt.model, c, h, w, kClasses);
-  nn::Rng rng(opt.seed);
-  model->build(rng);
-  BundleSpec spec;
-  spec.model = opt.model;
-  {
-    Tensor x = input("x", {ibatch, c, h, w});
-    Program infer;
-    infer.add_output("probs", softmax((*model)(x), 1));
-    spec.programs.push_back({"infer", std::move(infer)});
-  }
-  std::shared_ptr<Optimizer> adam = make_adam({.lr = lr});  // one Adam: train and train_debug share its state
-  if (!opt.infer_only) {
-    Tensor x = input("x", {batch, c, h, w});
-    Tensor labels = input("labels", {batch}, DType::i32);
-    Tensor loss = cross_entropy((*model)(x), labels);
-    spec.programs.push_back({"train", make_train_step(loss, model->parameters(), *adam)});
-  }
-  if (opt.debug_program && !opt.infer_only)
-    spec.programs.push_back({"train_debug", debug_train_step(*model, *adam, batch, c, h, w)});
-  json layers = json::array();
-  for (size_t i = 0; i < model->size(); ++i) layers.push_back(model->layer_name(i));
-  spec.metadata = {{"dataset", dataset},
-                   {"layers", layers.dump()},
-                   {"checkpoint_model", opt.model},
-                   {"checkpoint_structure_hash", model->structure_hash()},
-                   {"batch", std::to_string(batch)},
-                   {"infer_batch", std::to_string(ibatch)},
-                   {"optimizer", fmt::format("adam(lr={})", lr)},
-                   {"seed", std::to_string(opt.seed)},
-                   {"initial_parameters", opt.load.empty() ? "fresh init (seed)" : opt.load}};
-  if (!opt.load.empty()) {
-    const std::string path = opt.load;
-    // what the checkpoint says of its training (shadergrad train --save records the test accuracy), for pages to show
-    const io::SafetensorsFile ck = io::load_safetensors(path);
-    for (const char* key : {"test_accuracy", "dataset"})
-      if (auto it = ck.metadata.find(key); it != ck.metadata.end()) spec.metadata[std::string("checkpoint_") + key] = it->second;
-    spec.prepare = [model, path](Backend& be) { train::load_checkpoint(path, *model, be); };
-  }
-  // fixed check inputs: bit-exact everywhere (mt19937 is specified; the distributions of <random> are not)
-  std::mt19937 gen(static_cast<uint32_t>(opt.seed ^ (opt.seed >> 32)));
-  auto uniform = [&](int64_t n) {
-    std::vector<float> v(static_cast<size_t>(n));
-    for (float& f : v) f = static_cast<float>(gen() >> 8) * (1.0f / 16777216.0f);
-    return v;
-  };
-  std::vector<float> xi = uniform(ibatch * c * h * w);
-  std::vector<float> xt = ibatch == batch ? xi : uniform(batch * c * h * w);
-  std::vector<float> yt(static_cast<size_t>(batch));
-  for (float& y : yt) y = static_cast<float>(gen() % kClasses);
-  spec.checks.push_back({"infer", {{"x", xi}}, opt.check_nodes});
-  if (opt.infer_only) return spec;
-  for (int s = 0; s < opt.check_steps; ++s)
-    spec.checks.push_back({"train", {{"x", xt}, {"labels", yt}}, opt.check_nodes && s == 0});
-  if (opt.debug_program) spec.checks.push_back({"train_debug", {{"x", xt}, {"labels", yt}}});
-  spec.checks.push_back({"infer", {{"x", xi}}});
-  return spec;
 }
 
 }  // namespace sg::web

@@ -218,8 +218,9 @@ nlohmann::json describe_webgpu_program(const Plan& plan, const std::vector<Compu
 
 /// Options of `shadergrad export` for the built-in models.
 struct ModelExportOptions {
-  std::string model = "mlp";     ///< mlp | cnn | cnn-large (sg::nn::make_model)
-  std::string dataset{};         ///< geometry: fashion-mnist (1x28x28) | digits (1x8x8); "" = mlp: fashion-mnist, else digits
+  std::string model = "mlp";     ///< mlp | cnn | cnn-large | cnn5 | resnet (sg::nn::make_module)
+  /// geometry: fashion-mnist (1x28x28) | digits (1x8x8) | shapes (1x128x128); "" = train::default_dataset(model)
+  std::string dataset{};
   int64_t batch = 0;             ///< train step batch; 0 = 128 for mlp, 64 otherwise
   int64_t infer_batch = 0;       ///< inference batch; 0 = the train batch
   double lr = 0;                 ///< Adam learning rate; 0 = 1e-3 for mlp, 2e-3 otherwise (PEERS.md's models)
@@ -229,6 +230,7 @@ struct ModelExportOptions {
   /// Adds program "train_debug": the train step (same inputs, same Adam state and updates) that also outputs
   /// every layer's activation ("act/I", the output of layer I of the Sequential) and its gradient ("grad/I",
   /// d loss / d act/I), and each parameter's gradient ("gradp/NAME"), for the gradient-flow view of a page.
+  /// Sequential models only (mlp, cnn, cnn-large, cnn5): model_bundle_spec throws ValueError for resnet.
   bool debug_program = false;
   /// Only program "infer" (no train step; checks: one inference), e.g. for a Worker that only classifies.
   bool infer_only = false;
@@ -237,12 +239,17 @@ struct ModelExportOptions {
   bool check_nodes = false;
 };
 
-/// The bundle of a built-in model: programs "infer" (output "probs" = softmax of the logits, [infer_batch, 10])
-/// and "train" (output "loss", one Adam step), with debug_program also "train_debug"; checks: infer, check_steps
-/// train steps on one fixed batch, infer (and one train_debug step before the last infer when present).
-/// metadata: dataset, batch, infer_batch, optimizer, seed, initial_parameters, layers (JSON array of the layer
-/// names, "0: Flatten()"...), checkpoint_model and checkpoint_structure_hash (what a checkpoint of this model
-/// records, sg::nn::Sequential::structure_hash, so a page can write weights `shadergrad predict --load` reads).
+/// The bundle of a built-in model (sg::nn::make_module): programs "infer" (output "probs" = softmax of the logits,
+/// [infer_batch, classes]; built in eval mode: BatchNorm reads its running statistics, dropout is the identity) and
+/// "train" (output "loss", one Adam step; built in training mode: batch statistics, and the step also commits the
+/// BatchNorm running statistics, num_batches_tracked and the dropout step counters), with debug_program also
+/// "train_debug"; checks: infer, check_steps train steps on one fixed batch, infer (and one train_debug step before
+/// the last infer when present). metadata: dataset, batch, infer_batch, optimizer, seed, initial_parameters, layers
+/// (JSON array: a Sequential's layer names "0: Flatten()"..., resnet's children "conv1: Conv2d(...)", "layer1:
+/// Sequential"...), checkpoint_model, checkpoint_structure_hash (what a checkpoint of this model records,
+/// sg::nn::Module::structure_hash) and checkpoint_buffers (JSON array of the state_dict's buffers, e.g.
+/// "bn1.running_mean": a checkpoint holds them besides the parameters), so a page can write weights
+/// `shadergrad predict --load` reads. With `load`, the checkpoint's parameters and buffers are the initial values.
 /// The fixed inputs are uniform in [0, 1) (labels uniform in 0..9) from a 32-bit Mersenne twister seeded with
 /// `seed` (bit-exact on every platform). Throws ValueError for unknown models/datasets, IOError for a bad
 /// checkpoint (naming the file).
