@@ -8,7 +8,11 @@
 //  - torchvision's state_dict names, torch's repr, the parameter count of make_resnet, argument and shape errors;
 //  - the training driver: `train --model resnet` (digits, 3 steps with a partial batch) on every native backend gives
 //    the CPU reference's losses; the saved checkpoint holds the running statistics, refuses to load into another
-//    model, and `shadergrad predict` with it equals an in-process eval-mode evaluation.
+//    model, and `shadergrad predict` with it equals an in-process eval-mode evaluation;
+//  - `shadergrad export --model resnet --load` (sg::web::model_bundle_spec): the bundle starts from the checkpoint's
+//    parameters and running statistics, its infer program (eval mode) gives predict's probabilities, its train checks
+//    update the running statistics as a train step built here on gles does (the bundle in Chromium:
+//    tests/test_web_runtime.cpp, "export --model resnet").
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -28,6 +32,7 @@
 #include "sg/nn.h"
 #include "sg/safetensors.h"
 #include "sg/train.h"
+#include "sg/web_export.h"
 #include "test_util.h"
 #include "vulkan_test_util.h"
 
@@ -342,4 +347,101 @@ TEST_CASE("resnet: the checkpoint holds the running statistics, refuses another 
   double diff = 0;
   for (int i = 0; i < 10; ++i) diff = std::max(diff, std::fabs(double(train_mode[i]) - want[i]));
   CHECK(diff > 1e-3);
+}
+
+namespace {
+
+const io::NamedTensor& named(const io::SafetensorsFile& f, const std::string& name) {
+  const io::NamedTensor* t = f.find(name);
+  if (!t) FAIL("no tensor " << name);
+  return *t;
+}
+
+/// The probabilities `shadergrad predict --backend cpu` prints for a PGM.
+std::vector<double> predict_probs(const std::string& ckpt, const std::string& pgm) {
+  Proc p = cli(fmt::format("predict --load {} --input {} --backend cpu", ckpt, pgm));
+  INFO(p.out);
+  REQUIRE(p.rc == 0);
+  std::vector<double> probs;
+  std::istringstream in(p.out);
+  std::smatch mt;
+  for (std::string line; std::getline(in, line);)
+    if (std::regex_match(line, mt, std::regex(R"(^\s+(\d+)\s+([0-9.]+)\s*$)"))) probs.push_back(std::stod(mt[2]));
+  return probs;
+}
+
+}  // namespace
+
+TEST_CASE("resnet: export --model resnet --load: the infer program (eval mode) gives predict's probabilities, the "
+          "bundle holds the checkpoint's running statistics and its train checks update them as a native train step",
+          "[web][resnet][cli]") {
+  sg::testing::TempDir dir("sg_resnet_export");
+  const std::string ckpt = (dir.path / "resnet.safetensors").string(), out = (dir.path / "bundle").string();
+  Proc t = cli(fmt::format("train --model resnet --dataset digits --backend cpu --epochs 1 --batch 32 --train-limit 64 "
+                           "--test-limit 64 --save {} --quiet", ckpt));
+  INFO(t.out);
+  REQUIRE(t.rc == 0);
+  Proc e = cli(fmt::format("export --model resnet --dataset digits --load {} --batch 4 --infer-batch 1 --check-steps 2 "
+                           "--targets webgl2 --out {}", ckpt, out));
+  INFO(e.out);
+  REQUIRE(e.rc == 0);
+  const io::SafetensorsFile ck = io::load_safetensors(ckpt);
+  const nlohmann::json b = nlohmann::json::parse(sg::testing::read_file(out + "/bundle.json"));
+  const nlohmann::json& meta = b.at("metadata");
+  auto model = nn::make_module("resnet", 1, 8, 8);
+  nn::Rng rng(9);
+  model->build(rng);
+  CHECK(meta.at("checkpoint_model") == "resnet");
+  CHECK(meta.at("checkpoint_structure_hash") == ck.metadata.at("structure_hash"));
+  CHECK(meta.at("checkpoint_structure_hash") == model->structure_hash());
+  CHECK(nlohmann::json::parse(meta.at("layers").get<std::string>()).at(3) == "layer1: Sequential");
+  CHECK(nlohmann::json::parse(meta.at("checkpoint_buffers").get<std::string>()).size() == model->named_buffers().size());
+  // the initial values are the checkpoint's parameters and buffers
+  const io::SafetensorsFile w = io::load_safetensors(out + "/weights.safetensors");
+  for (auto& [name, tensor] : model->state_dict()) {
+    INFO(name);
+    CHECK(named(w, name).data == named(ck, name).data);
+  }
+
+  // the checks: 2 Adam steps in training mode moved the running statistics, counted the batches and the dropout
+  // masks; a train step built here (gles backend, the check's batch) leaves the same running statistics. It is built
+  // before model_bundle_spec below: a process's first dropout graph of a layer takes its random stream 0 (sg::dropout),
+  // as the export's train program did in its process
+  const io::SafetensorsFile x = io::load_safetensors(out + "/expected.safetensors");
+  const nlohmann::json& after = b.at("checks").at("persistent_after");
+  auto final_of = [&](const std::string& n) { return named(x, after.at(n).at("tensor")).data; };
+  CHECK(final_of("bn1.num_batches_tracked")[0] == named(ck, "bn1.num_batches_tracked").data[0] + 2);
+  CHECK(final_of("dropout.dropout_step") == std::vector<float>{2.0f});
+  CHECK(final_of("layer3.0.bn2.running_var") != named(ck, "layer3.0.bn2.running_var").data);
+  const nlohmann::json& run1 = b.at("checks").at("runs").at(1);
+  REQUIRE(run1.at("program") == "train");
+  const std::vector<float> xt = named(x, run1.at("feeds").at("x").at("tensor")).data;
+  const std::vector<float> yt = named(x, run1.at("feeds").at("labels").at("tensor")).data;
+  auto gles = native_backend("gles");
+  train::load_checkpoint(ckpt, *model, *gles);
+  Tensor xi = input("x", {4, 1, 8, 8}), yi = input("labels", {4}, DType::i32);
+  auto adam = make_adam({.lr = 2e-3});
+  auto step = gles->compile(make_train_step(cross_entropy((*model)(xi), yi), model->parameters(), *adam));
+  for (int s = 0; s < 2; ++s) step->run({{"x", &xt}, {"labels", &yt}});
+  for (auto& [name, tensor] : model->named_buffers())
+    sg::testing::expect_close(gles->read(tensor), final_of(name), 1e-3, 1e-4, name);
+
+  // the infer program, on predict's input: predict's probabilities (eval mode: running statistics, no dropout)
+  auto test = train::load_split("digits").second;
+  const float* px = test.sample(5);
+  std::string pgm = "P5\n8 8\n16\n";
+  for (int i = 0; i < 64; ++i) pgm += static_cast<char>(std::lround(px[i] * 16));
+  std::ofstream(dir.path / "digit.pgm", std::ios::binary) << pgm;
+  std::vector<float> pixels(px, px + 64);
+  for (float& v : pixels) v = static_cast<float>(std::lround(v * 16)) / 16.f;
+  const std::vector<double> want = predict_probs(ckpt, (dir.path / "digit.pgm").string());
+  REQUIRE(want.size() == 10);
+  web::ModelExportOptions mo;
+  mo.model = "resnet", mo.dataset = "digits", mo.load = ckpt, mo.batch = 4, mo.infer_batch = 1, mo.check_steps = 2;
+  web::BundleSpec spec = web::model_bundle_spec(mo);
+  REQUIRE(spec.programs.at(0).name == "infer");
+  auto cpu = make_cpu_backend();
+  spec.prepare(*cpu);
+  const std::vector<float> probs = cpu->compile(spec.programs[0].program)->run({{"x", &pixels}})[0];
+  for (int i = 0; i < 10; ++i) CHECK(probs[i] == Approx(want[i]).margin(1e-4));
 }
