@@ -12,6 +12,15 @@
 //     same step natively with check_numerics; Continue in the debugger must stop at the first kernel writing a
 //     NaN (every earlier kernel finite), name the native check's first non-finite node and its C++ line, and leave
 //     the weights as they were.
+//   node tests/page_debugger_check.mjs attention SHADERGRAD_CLI
+//     exports a small charlm (2 blocks of 2 heads, context 8, batch 2); on WebGL2 and WebGPU the debugger steps its
+//     infer program with Step: the kernel writing attn/L shows that block's maps, one image per head, and once every
+//     kernel ran the section shows blocks x heads images; for each batch row every map's pixels are the native
+//     viridis over [0, 1] of its weights, hovering a cell shows its weight, and the weights equal the bundle's CPU
+//     reference check outputs (checks.runs[] of infer, the bundle's tolerance); each row sums to 1 and is causal
+//     (0 above the diagonal); the axes carry the input's characters. Then the train program runs with Continue (the
+//     causal mask's -Inf is no NaN/Inf stop): on WebGPU to the end, and Finish gives the expected loss; on WebGL2 to
+//     a breakpoint past the first block's softmax (its whole step takes 10-25 s on SwiftShader).
 // Exit 0 = every assertion held, 1 = one failed, 2 = chromium or playwright-core missing.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -24,8 +33,8 @@ import { guard, launchChromium, loadChromium, serveStatic, watchConsole } from '
 import { ensureNpmPackage } from './npm_deps.mjs';
 
 const [mode, exe] = process.argv.slice(2);
-if (!['values', 'numerics'].includes(mode) || !exe || !fs.existsSync(exe)) {
-  console.error('usage: node page_debugger_check.mjs values SHADERGRAD_CLI | numerics PAGE_DEBUGGER_LOG_MODEL');
+if (!['values', 'numerics', 'attention'].includes(mode) || !exe || !fs.existsSync(exe)) {
+  console.error('usage: node page_debugger_check.mjs values|attention SHADERGRAD_CLI | numerics PAGE_DEBUGGER_LOG_MODEL');
   process.exit(2);
 }
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -42,17 +51,18 @@ function treeRuntime(bundleDir) {
 const CONFIGS = [{ backend: 'webgl2', worker: false }, { backend: 'webgpu', worker: false },
                  { backend: mode === 'values' ? 'webgpu' : 'webgl2', worker: true }];
 
-/** Opens the debugger of `bundleDir` (relative to root) for each configuration; `fn(page, config)` checks it. */
-async function eachConfig(bundleDir, fn) {
+/** Opens the debugger of `bundleDir` (relative to root) for each configuration; `fn(page, config)` checks it.
+ * `query`: more URL parameters ('&program=infer'). */
+async function eachConfig(bundleDir, fn, { configs = CONFIGS, query = '' } = {}) {
   const server = await serveStatic([{ prefix: '/', dir: root }]);
   const browser = await launchChromium(chromium);
   try {
-    for (const c of CONFIGS) {
+    for (const c of configs) {
       const page = await browser.newPage();
       const log = [];
       watchConsole(page, log);
       page.setDefaultTimeout(300000);
-      const q = `backend=${c.backend}${c.worker ? '&mode=worker' : ''}`;
+      const q = `backend=${c.backend}${c.worker ? '&mode=worker' : ''}${query}`;
       await page.goto(`${server.origin}/${bundleDir}/runtime/debugger.html?${q}`);
       await guard(page.waitForFunction(() => window.sgDebugger?.ready === true), `debugger ${q} ready`, 240);
       const what = (s) => `${q}: ${s}\nconsole:\n${log.join('\n')}`;
@@ -70,8 +80,9 @@ async function eachConfig(bundleDir, fn) {
 }
 
 /** At 1024x768 and 1366x768 the debugger's main controls and panes are inside the window's width and do not
- * overlap (element boxes do not intersect); a screenshot of each is kept in the working directory. */
-async function checkLayout(page, what) {
+ * overlap (element boxes do not intersect); a screenshot of each is kept in the working directory
+ * (page_debugger_TAGWxH.png). */
+async function checkLayout(page, what, tag = '') {
   const ids = ['program', 'step', 'continue', 'breakAt', 'stopNaN', 'finish', 'restart', 'zoom', 'kernels', 'detail',
                'backendLine'];
   for (const [w, h] of [[1024, 768], [1366, 768]]) {
@@ -81,7 +92,7 @@ async function checkLayout(page, what) {
       const r = document.getElementById(id).getBoundingClientRect();
       return { id, x: r.left, y: r.top, w: r.width, h: r.height };
     }), ids);
-    await page.screenshot({ path: `page_debugger_${w}x${h}.png` });
+    await page.screenshot({ path: `page_debugger_${tag}${w}x${h}.png` });
     for (const b of boxes) {
       assert.ok(b.w > 0 && b.h > 0, what(`${w}x${h}: #${b.id} is not shown ${JSON.stringify(b)}`));
       assert.ok(b.x >= 0 && b.x + b.w <= w + 0.5, what(`${w}x${h}: #${b.id} leaves the window ${JSON.stringify(b)}`));
@@ -237,6 +248,183 @@ try {
       console.log(`page debugger values ${model} ${c.backend}${c.worker ? ' (worker)' : ''}: ${n} kernels, ${r.rows.length} ` +
                   `values, worst |gpu - cpu| / scale ${Math.max(...r.rows.map((x) => x.worst / (x.scale || 1))).toExponential(2)}`);
     });
+  } else if (mode === 'attention') {
+    const [L, H, B, T] = [2, 2, 2, 8];
+    const dir = path.join(root, 'charlm');
+    execFileSync(exe, ['export', '--model', 'charlm', '--context', String(T), '--d-model', '16', '--layers', String(L),
+                       '--heads', String(H), '--batch', '2', '--infer-batch', String(B), '--check-steps', '1',
+                       '--webgpu-plans', 'cpu', '--out', dir], { stdio: ['ignore', 'ignore', 'inherit'] });
+    treeRuntime(dir);
+    const configs = [{ backend: 'webgl2', worker: false }, { backend: 'webgpu', worker: false }];
+    await eachConfig('charlm', async (page, c, what) => {
+      const names = await page.evaluate(() => window.sgDebugger.attention);
+      assert.deepEqual(names, Array.from({ length: L }, (_, l) => `attn/${l}`), what('metadata attention'));
+      // Step through infer with the Step button; the kernel writing attn/L shows that block's H maps
+      const n = await page.evaluate(() => window.sgDebugger.session.kernels.length);
+      const writers = [];
+      for (let i = 0; i < n; ++i) {
+        await page.click('#step');
+        await guard(page.waitForFunction((k) => window.sgDebugger.session.next === k + 1 &&
+                                                !document.querySelector('#restart').disabled, i), `step ${i}`, 120);
+        const shown = await page.evaluate((k) => {
+          const st = window.sgDebugger.session.steps[k];
+          return { wrote: st.outputs.map((o) => o.output).filter((x) => x?.startsWith('attn/')), last: k === window.sgDebugger.session.kernels.length - 1,
+                   maps: [...document.querySelectorAll('#attention canvas.attn')].map((e) => `${e.dataset.value}#${e.dataset.head}`) };
+        }, i);
+        if (shown.wrote.length) writers.push(i);
+        if (!shown.last)
+          assert.deepEqual(shown.maps, shown.wrote.flatMap((v) => Array.from({ length: H }, (_, h) => `${v}#${h}`)),
+                           what(`kernel ${i}: its attention maps ${JSON.stringify(shown)}`));
+      }
+      assert.equal(writers.length, L, what(`kernels writing attention: ${writers}`));
+      // every kernel ran: one image per head of every block, for each batch row equal to the CPU reference
+      const worst = { value: 0, pixel: 0, hover: 0, rowsum: 0, upper: 0 };
+      for (let row = 0; row < B; ++row) {
+        if (row > 0) {
+          await page.selectOption('#attnRow', String(row));
+          await guard(page.waitForFunction((r) => document.querySelector('#attention canvas.attn')?.dataset.row === String(r), row), 'row', 30);
+        }
+        const r = await page.evaluate(async ({ row, H, T }) => {
+          const { mapValue } = await import('./colormap.js');
+          const { compare } = await import('./checks.js');
+          const d = window.sgDebugger, b = d.bundle;
+          const run = b.json.checks.runs.find((x) => x.program === 'infer');
+          const tol = b.json.checks.tolerance.outputs;
+          const x = b.data(run.feeds.x), vocab = Array.from(b.json.metadata.vocab);
+          const written = new Map();
+          for (const st of d.session.steps) for (const o of st.outputs) if (o.output) written.set(o.output, o.data);
+          const maps = [...document.querySelectorAll('#attention canvas.attn')];
+          const out = { images: maps.length, keys: maps.map((e) => `${e.dataset.value}#${e.dataset.head}`), bad: [],
+                        worst: { value: 0, pixel: 0, hover: 0, rowsum: 0, upper: 0 }, compare: {} };
+          const bad = (s) => { if (out.bad.length < 20) out.bad.push(s); };
+          for (const [name, data] of written) {
+            const c = compare(data, b.data(run.outputs[name]), tol);
+            out.compare[name] = { ok: c.ok, max_rel: c.max_rel, max_abs: c.max_abs };
+          }
+          for (const cv of maps) {
+            const name = cv.dataset.value, h = +cv.dataset.head, data = written.get(name), ref = b.data(run.outputs[name]);
+            if (+cv.dataset.row !== row || cv.width !== T || cv.height !== T) bad(`${name}#${h}: ${cv.dataset.row} ${cv.width}x${cv.height}`);
+            const px = cv.getContext('2d').getImageData(0, 0, T, T).data, box = cv.getBoundingClientRect();
+            let scale = 0;
+            for (const v of ref) scale = Math.max(scale, Math.abs(v));
+            const hover = cv.closest('#attention').querySelector('#attnHover');
+            for (let i = 0; i < T; ++i) {
+              let sum = 0;
+              for (let j = 0; j < T; ++j) {
+                const e = ((row * H + h) * T + i) * T + j, v = data[e], want = ref[e];
+                sum += v;
+                const err = Math.abs(v - want) / Math.max(Math.abs(want), tol.floor * scale);
+                out.worst.value = Math.max(out.worst.value, err);
+                if (!(err <= tol.rel)) bad(`${name}#${h} (${i}, ${j}): ${v} vs ${want}`);
+                if (j > i) { out.worst.upper = Math.max(out.worst.upper, Math.abs(v)); if (v !== 0) bad(`${name}#${h} (${i}, ${j}) above the diagonal: ${v}`); }
+                // the pixel: the native viridis over [0, 1] of the page's weight, within a step of the reference's
+                const p = 4 * (i * T + j), mine = mapValue(v, 'viridis', 0, 1), theirs = mapValue(want, 'viridis', 0, 1);
+                for (let ch = 0; ch < 3; ++ch) {
+                  if (px[p + ch] !== mine[ch]) bad(`${name}#${h} (${i}, ${j}) pixel ${px.slice(p, p + 3)} != ${mine}`);
+                  out.worst.pixel = Math.max(out.worst.pixel, Math.abs(px[p + ch] - theirs[ch]));
+                }
+                // hovering the cell's centre names its query and key positions, their characters, and the weight
+                cv.dispatchEvent(new MouseEvent('mousemove', { bubbles: true, clientX: box.left + (j + 0.5) * box.width / T,
+                                                               clientY: box.top + (i + 0.5) * box.height / T }));
+                const m = hover.textContent.match(/^(\S+) head (\d+) row (\d+): query (\d+) '(.)' → key (\d+) '(.)' = (\S+)$/);
+                if (!m || m[1] !== name || +m[2] !== h || +m[3] !== row || +m[4] !== i || +m[6] !== j ||
+                    m[5] !== vocab[x[row * T + i]] || m[7] !== vocab[x[row * T + j]]) { bad(`hover (${i}, ${j}): ${hover.textContent}`); continue; }
+                const hv = Number(m[8]);
+                out.worst.hover = Math.max(out.worst.hover, Math.abs(hv - want) / Math.max(Math.abs(want), tol.floor * scale));
+                if (hv !== v) bad(`hover (${i}, ${j}) ${hv} != ${v}`);
+              }
+              out.worst.rowsum = Math.max(out.worst.rowsum, Math.abs(sum - 1));
+            }
+            // the query axis names the row's characters
+            const ticks = cv.parentElement.querySelector('.ticks.y').textContent;
+            for (let t = 0; t < T; ++t) if (!ticks.includes(vocab[x[row * T + t]])) bad(`${name}#${h}: query axis '${ticks}' lacks token ${t}`);
+          }
+          out.scale = document.querySelector('#attention .scale')?.textContent;
+          return out;
+        }, { row, H, T });
+        const where = what(`row ${row}: ${JSON.stringify(r).slice(0, 3000)}`);
+        assert.equal(r.images, L * H, where);
+        assert.deepEqual(r.keys, Array.from({ length: L * H }, (_, k) => `attn/${Math.floor(k / H)}#${k % H}`), where);
+        assert.deepEqual(r.bad, [], where);
+        for (const cmp of Object.values(r.compare)) assert.ok(cmp.ok, where);
+        assert.ok(r.worst.rowsum <= 1e-5, where);
+        assert.ok(r.worst.pixel <= 2, where);
+        assert.ok(r.scale?.includes('viridis') && r.scale.startsWith('0'), where);
+        for (const k of Object.keys(worst)) worst[k] = Math.max(worst[k], r.worst[k]);
+      }
+      // the maps stay in the detail pane at 1024x768 (and the main controls do not overlap)
+      if (c.backend === 'webgl2') {
+        await checkLayout(page, what, 'charlm_');
+        for (const w of [1024, 1366]) {
+          await page.setViewportSize({ width: w, height: 768 });
+          const out = await page.evaluate(() => {
+            const pane = document.querySelector('#detail').getBoundingClientRect();
+            const figs = [...document.querySelectorAll('#attention figure.head')].map((f) => f.getBoundingClientRect());
+            return { n: figs.length, outside: figs.filter((b) => b.left < pane.left || b.right > pane.right - 10).length };
+          });
+          assert.deepEqual(out, { n: L * H, outside: 0 }, what(`attention figures in the detail pane at ${w}x768`));
+        }
+      }
+      // Finish: the outputs equal the maps stepped; the maps stay shown
+      const fin = await page.evaluate(async () => {
+        document.querySelector('#finish').click();
+        const d = window.sgDebugger;
+        while (d.session.state === 'open' || document.querySelector('#restart').disabled) await new Promise((res) => setTimeout(res, 20));
+        const same = Object.keys(d.outputs).filter((k) => k.startsWith('attn/')).every((k) => {
+          const st = d.session.steps.flatMap((s) => s.outputs).findLast((o) => o.output === k);
+          return st && st.data.every((v, i) => v === d.outputs[k][i]);
+        });
+        return { state: d.session.state, same, images: document.querySelectorAll('#attention canvas.attn').length };
+      });
+      assert.deepEqual(fin, { state: 'finished', same: true, images: L * H }, what('finish infer'));
+      // the train step: Continue runs to the end (the causal mask's -Inf is written on purpose: no NaN/Inf stop),
+      // Finish commits it with the expected loss. On WebGL2 (SwiftShader compiles every draw's routines at its first
+      // draw: the whole step takes 10-25 s there) only up to a breakpoint past the first block's mask and softmax.
+      await page.selectOption('#program', 'train');
+      await guard(page.waitForFunction(() => window.sgDebugger.session?.program === 'train' &&
+                                             window.sgDebugger.session.state === 'open' &&
+                                             !document.querySelector('#continue').disabled), 'train session', 120);
+      const full = c.backend === 'webgpu';
+      const breakAt = full ? null : await page.evaluate(() => {
+        const ks = window.sgDebugger.session.kernels;
+        return ks.findIndex((k, i) => i > 0 && ks[i - 1].outputs.some((o) => /-inf/.test(o.op))) + 3;
+      });
+      if (!full) await page.selectOption('#breakAt', String(breakAt));
+      await page.click('#continue');
+      await guard(page.waitForFunction(() => !document.querySelector('#restart').disabled &&
+                                             !document.querySelector('#finish').disabled), 'continue train', 240);
+      const tr = await page.evaluate(async (full) => {
+        const d = window.sgDebugger, s = d.session;
+        const masked = s.steps.flatMap((st) => st.outputs).filter((o) => o.stats.neg_inf > 0);
+        const r = { atEnd: s.atEnd, steps: s.steps.length, kernels: s.kernels.length, report: d.report, error: d.error,
+                    bad: document.querySelectorAll('.kgroup.bad').length, masked: masked.length,
+                    maskedFlagged: masked.filter((o) => o.nonFinite).length,
+                    numerics: getComputedStyle(document.querySelector('#numerics')).display };
+        if (!full) return r;
+        document.querySelector('#finish').click();
+        while (s.state === 'open' || document.querySelector('#restart').disabled) await new Promise((res) => setTimeout(res, 20));
+        const run = d.bundle.json.checks.runs.find((x) => x.program === 'train');
+        return { ...r, state: s.state, loss: d.outputs?.loss?.[0], expected: d.bundle.data(run.outputs.loss)[0], error: d.error };
+      }, full);
+      const where = what(`train: ${JSON.stringify(tr)}`);
+      assert.ok(tr.report === null && tr.error === null, where);
+      assert.equal(tr.bad, 0, where);
+      assert.equal(tr.numerics, 'none', where);
+      // each block's masked scores: -Inf, not flagged
+      assert.ok(tr.masked >= (full ? L : 1) && tr.maskedFlagged === 0, where);
+      if (full) {
+        assert.ok(tr.atEnd && tr.steps === tr.kernels, where);
+        assert.equal(tr.state, 'finished', where);
+        assert.ok(Math.abs(tr.loss - tr.expected) <= 1e-4 * Math.abs(tr.expected), where);
+      } else {
+        assert.ok(breakAt > 3 && tr.steps === breakAt, where);
+      }
+      console.log(`page debugger attention ${c.backend}: infer ${n} kernels (attention written by ${writers.join(', ')}), ` +
+                  `${L * H} head maps x ${B} rows; worst relative |page - cpu| ${worst.value.toExponential(2)}, ` +
+                  `|row sum - 1| ${worst.rowsum.toExponential(2)}, pixel ${worst.pixel}; train ` +
+                  (full ? `${tr.kernels} kernels, loss ${tr.loss} (expected ${tr.expected})`
+                        : `kernels 0..${breakAt - 1} of ${tr.kernels} (break), the mask's -Inf not a stop`));
+    }, { configs, query: '&program=infer' });
   } else {
     execFileSync(exe, [root], { stdio: ['ignore', 'ignore', 'inherit'] });
     const native = JSON.parse(fs.readFileSync(path.join(root, 'native.json'), 'utf8'));
