@@ -6,7 +6,9 @@
 // Browser: bundles exported by the CLI run in real headless Chromium on WebGL2 (SwiftShader) with the runtime copy
 // inside each bundle, on the main thread and in a Worker, and equal the native CPU backend (rel 1e-4: program
 // outputs element by element, persistent values after the Adam steps as whole tensors; the losses are also checked
-// here against expected.safetensors); broken bundles are refused with errors naming the file and kernel.
+// here against expected.safetensors); broken bundles are refused with errors naming the file and kernel. The resnet
+// bundle (BatchNorm, dropout) from a trained checkpoint: its train checks update the running statistics in the page
+// as the CPU reference does, and the page's checkpoint (parameters and running statistics) loads natively.
 // The browser test needs Debian's `chromium` and npm `playwright-core` (tests/package.json; `npm ci` in tests/ is
 // run when tests/node_modules is missing). No timing is asserted.
 #include <sys/wait.h>
@@ -1030,4 +1032,79 @@ TEST_CASE("layers in the page: batch_norm, dropout, lstm and gru models train in
     CHECK(rep["persistent"].contains("lstm.weight_hh_l1"));
     CHECK(rep["persistent"].contains("gru.bias_hh_l0"));
   }
+}
+
+TEST_CASE("export --model resnet: a trained checkpoint's bundle runs in headless Chromium on WebGPU and WebGL2 like the "
+          "CPU reference (the page's train steps update the running statistics), and the page's checkpoint loads "
+          "natively", "[web][browser][resnet]") {
+  const std::string tests = sg::testing::browser_tests_dir();
+  TempDir root("sg_web_resnet");
+  const std::string ckpt = (root.path / "trained.safetensors").string();
+  std::string out;
+  // 2 steps on digits (8x8: the stages see 8x8, 4x4, 2x2), then the bundle from that checkpoint: running statistics
+  // and num_batches_tracked that are not the initial ones, batch 4, 3 Adam steps in the checks. lr 1e-4: Adam's first
+  // step moves every weight by about lr whatever its gradient's size; with lr 2e-3 one element of
+  // layer3.0.conv2.weight whose gradient is rounding noise (2.1e-9 in the f64-accumulated reference, below Adam's
+  // eps 1e-8) moved by up to 1.6e-3 differently on f32 backends (native vulkan and gles-compute as in Chromium), and
+  // the next steps carried that into every tensor: 1.4e-4 .. 2.6e-4 in norm after 3 steps, natively and in the page
+  // alike. With lr 1e-4 the page's largest difference was 1.2e-5 (WebGPU on SwiftShader)
+  int rc = shell(fmt::format("'{0}' train --model resnet --dataset digits --backend cpu --epochs 1 --batch 32 "
+                             "--train-limit 64 --test-limit 64 --save '{1}' --quiet && '{0}' export --model resnet "
+                             "--dataset digits --load '{1}' --batch 4 --check-steps 3 --lr 1e-4 --out '{2}'",
+                             SG_CLI, ckpt, (root.path / "resnet").string()),
+                 out);
+  INFO(out);
+  REQUIRE(rc == 0);
+  rc = shell(fmt::format("node '{}/web_runtime_check.mjs' '{}' check:resnet:main:webgpu check:resnet:worker:webgl2 "
+                         "checkpoint:resnet:main:webgl2", tests, root.path.string()),
+             out);
+  const size_t at = out.rfind("{\"results\"");
+  INFO(out.substr(0, 4000));
+  REQUIRE(at != std::string::npos);
+  const json res = json::parse(out.substr(at), nullptr, false);
+  REQUIRE(!res.is_discarded());
+  REQUIRE(rc == 0);
+  const json& r = res["results"];
+  // infer (eval mode: the checkpoint's running statistics), 3 train steps (batch statistics; the steps commit the
+  // running statistics, num_batches_tracked and the dropout step counter), infer: outputs and every persistent value
+  // equal the CPU reference's
+  for (auto [task, backend] : {std::pair{"check:resnet:main:webgpu", "webgpu"}, {"check:resnet:worker:webgl2", "webgl2"}}) {
+    const json rep = check_bundle_report(root.path, r, "resnet", task, backend);
+    REQUIRE(rep["runs"].size() == 5);
+    CHECK(rep["persistent"].contains("layer3.0.downsample.1.running_var"));
+    CHECK(rep["persistent"].contains("bn1.num_batches_tracked"));
+    CHECK(rep["persistent"].contains("dropout.dropout_step"));
+  }
+  // the page's checkpoint after those steps: parameters and running statistics, read back into a second runtime with
+  // the same outputs; natively it loads into make_module("resnet") and equals the CPU reference's state after the
+  // steps, and an eval-mode forward of it gives the page's probabilities
+  const json& c = r["checkpoint:resnet:main:webgl2"];
+  INFO(c.dump().substr(0, 2000));
+  REQUIRE(c["ok"] == true);
+  CHECK(c["checks_ok"] == true);
+  CHECK(c["infer_same"] == true);
+  auto model = sg::nn::make_module("resnet", 1, 8, 8);
+  sg::nn::Rng rng(1);
+  model->build(rng);
+  CHECK(c["tensors"].size() == model->state_dict().size());
+  auto cpu = sg::make_cpu_backend();
+  sg::train::load_checkpoint(c["file"].get<std::string>(), *model, *cpu);
+  const sg::io::SafetensorsFile e = sg::io::load_safetensors((root.path / "resnet/expected.safetensors").string());
+  const json b = read_json(root / "resnet/bundle.json");
+  for (auto& [name, t] : model->state_dict()) {
+    INFO(name);
+    const std::vector<float> got = cpu->read(t);
+    const std::vector<float>& want = tensor(e, b["checks"]["persistent_after"][name]["tensor"]).data;
+    double d = 0, n = 0;
+    for (size_t i = 0; i < want.size(); ++i) d += std::pow(got[i] - want[i], 2), n += std::pow(want[i], 2);
+    CHECK(std::sqrt(d) <= 1e-4 * std::sqrt(n));
+  }
+  model->eval();
+  sg::Tensor x = sg::input("x", {4, 1, 8, 8});
+  sg::Program infer;
+  infer.add_output("probs", sg::softmax((*model)(x), 1));
+  const std::vector<float> xs = tensor(e, b["checks"]["runs"][0]["feeds"]["x"]["tensor"]).data;
+  const std::vector<float> probs = cpu->compile(infer)->run({{"x", &xs}})[0];
+  REQUIRE(c["infer"]["probs"].size() == probs.size());
+  for (size_t i = 0; i < probs.size(); ++i) CHECK(c["infer"]["probs"][i].get<double>() == Approx(probs[i]).margin(1e-5));
 }

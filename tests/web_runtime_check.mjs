@@ -16,6 +16,10 @@
 //                                         names, '+'-separated): what was compiled at creation, after the first
 //                                         infer run (its outputs judged) and after prepare(), or the error
 //             demo:NAME:MODE    opens NAME/runtime/demo.html (the bundle's self-check page): its sgDemoResult
+//             checkpoint:NAME:MODE:BACKEND  the bundle's checks, then the page's checkpoint (persist.js
+//                                         checkpointBytes) read back into a second runtime: both infer outputs, the
+//                                         tensors it holds; its bytes are written to ROOT/NAME/page.safetensors
+//                                         (MODE main; tests/web/check_page.js sgCheckpoint)
 //             workerapi:NAME:BACKEND      a WorkerRuntime against a Runtime of the same bundle on BACKEND (webgl2 |
 //                                         webgpu): API, bundle arguments, write(), plan(), errors (tests/web/
 //                                         check_page.js sgWorkerApi; asserted by tests/web_worker_api_check.mjs)
@@ -53,7 +57,7 @@ try {
       }
       const fn = { check: 'sgCheck', lost: 'sgLostContext', webgpu: 'sgSelectWebGPU', profile: 'sgProfile',
                    labels: 'sgBadLabels', compile: 'sgCompile', lanes: 'sgSubgroupLanes',
-                   workerapi: 'sgWorkerApi' }[kind];
+                   workerapi: 'sgWorkerApi', checkpoint: 'sgCheckpoint' }[kind];
       if (!fn) throw new Error(`unknown task '${task}'`);
       // a hang guard, not a timing check: no task here takes more than a minute even on a busy 2-core machine
       const served = requests.length;
@@ -62,6 +66,11 @@ try {
                                   `task ${task}`, 300);
       // the files the task fetched (shaders fetched lazily: only the plan and programs compiled)
       if (kind === 'compile') results[task].fetched = requests.slice(served).map((q) => q.path);
+      if (kind === 'checkpoint' && results[task].bytes) {  // the file, not a JSON array of its bytes
+        results[task].file = `${root}/${name}/page.safetensors`;
+        fs.writeFileSync(results[task].file, Uint8Array.from(results[task].bytes));
+        delete results[task].bytes;
+      }
     }
   });
 } catch (e) {

@@ -164,8 +164,25 @@ async function sha256Hex(bytes) {
 }
 
 /**
- * The parameters of a runtime (persistent values of kind "param") as a checkpoint file (safetensors bytes) in the
- * format of `shadergrad train --save`: `shadergrad predict --load FILE` reads it.
+ * The persistent values a checkpoint holds: the parameters (kind "param") and the buffers that
+ * metadata.checkpoint_buffers names (a JSON array, e.g. BatchNorm's running statistics of `--model resnet`), in the
+ * bundle's order. `need`: every named buffer must be a persistent value of the bundle (BundleError otherwise: an
+ * --infer-only bundle reads no num_batches_tracked).
+ */
+function checkpointTensors(bundle, need) {
+  const buffers = new Set(JSON.parse(bundle.json.metadata?.checkpoint_buffers || '[]'));
+  const have = new Set(bundle.persistent.map((p) => p.name));
+  for (const b of buffers)
+    if (need && !have.has(b))
+      throw new BundleError(`the model's buffer '${b}' is not a persistent value of this bundle (an --infer-only ` +
+                            'export?): export the bundle with its train program to save checkpoints', { tensor: b });
+  return bundle.persistent.filter((p) => p.kind === 'param' || buffers.has(p.name));
+}
+
+/**
+ * The parameters of a runtime (persistent values of kind "param") and the buffers metadata.checkpoint_buffers
+ * names (BatchNorm's running statistics) as a checkpoint file (safetensors bytes) in the format of
+ * `shadergrad train --save`: `shadergrad predict --load FILE` reads it.
  * Needs the bundle's metadata.checkpoint_model / checkpoint_structure_hash / dataset (shadergrad export writes them).
  * @returns {Promise<Uint8Array>}
  */
@@ -173,7 +190,7 @@ export async function checkpointBytes(rt, { extra = {} } = {}) {
   const m = rt.bundle.json.metadata || {};
   for (const k of ['checkpoint_model', 'checkpoint_structure_hash', 'dataset'])
     if (!m[k]) throw new BundleError(`bundle.json metadata has no '${k}': export the bundle again to save checkpoints`, {});
-  const params = rt.bundle.persistent.filter((p) => p.kind === 'param');
+  const params = checkpointTensors(rt.bundle, true);
   const datas = [];
   for (const p of params) datas.push(await rt.read(p.name));
   const total = datas.reduce((a, d) => a + d.byteLength, 0);
@@ -199,7 +216,8 @@ export async function checkpointBytes(rt, { extra = {} } = {}) {
 }
 
 /**
- * The parameters in a checkpoint (`shadergrad train --save`, or checkpointBytes) as a Map for withWeights(), after
+ * The parameters (and the buffers metadata.checkpoint_buffers names that the bundle has) in a checkpoint
+ * (`shadergrad train --save`, or checkpointBytes) as a Map for withWeights(), after
  * checking it belongs to this bundle's model: format, structure hash, every parameter present with its shape,
  * the SHA-256 of the data when recorded. BundleError naming what differs otherwise.
  * @param {ArrayBuffer|Uint8Array} bytes
@@ -223,9 +241,10 @@ export async function checkpointWeights(bundle, bytes, file = 'checkpoint') {
                             'file is corrupt', { file });
   }
   const weights = new Map();
-  for (const p of bundle.persistent.filter((q) => q.kind === 'param')) {
+  for (const p of checkpointTensors(bundle, false)) {
     const e = st.tensors.get(p.name);
-    if (!e) throw new BundleError(`${file}: parameter '${p.name}' is missing`, { file, tensor: p.name });
+    if (!e) throw new BundleError(`${file}: ${p.kind === 'param' ? 'parameter' : 'buffer'} '${p.name}' is missing`,
+                                  { file, tensor: p.name });
     if (e.dtype !== 'F32' || JSON.stringify(e.shape) !== JSON.stringify(p.shape))
       throw new BundleError(`${file}: '${p.name}' is ${e.dtype} ${JSON.stringify(e.shape)}, the bundle needs F32 ` +
                             `${JSON.stringify(p.shape)}`, { file, tensor: p.name });

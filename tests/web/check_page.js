@@ -334,4 +334,34 @@ window.sgWorkerApi = async (name, backend) => {
     await wr2?.dispose().catch(() => {});
   }
 };
+
+/** The page's checkpoint of bundle `name` (issue 37: resnet's BatchNorm running statistics): on a fresh runtime
+ * (main thread, `backend`) the bundle's checks (its train steps), then persist.checkpointBytes — the parameters and
+ * the buffers metadata.checkpoint_buffers names — read back with checkpointWeights into a second runtime: the
+ * tensors the file holds, both runtimes' outputs of the first infer check (they must be equal), and the bytes (the
+ * harness writes them to NAME/page.safetensors for the native side to load). */
+window.sgCheckpoint = async (name, mode, backend = 'auto') => {
+  const mod = await import(`/${name}/runtime/shadergrad.js`);
+  const persist = await import(`/${name}/runtime/persist.js`);
+  const b = await mod.loadBundle(`/${name}/bundle.json`);
+  let rt, rt2;
+  try {
+    rt = await mod.createRuntime(b, { backend });
+    const report = await rt.runChecks();
+    const bytes = await persist.checkpointBytes(rt);
+    const weights = await persist.checkpointWeights(b, bytes, 'page.safetensors');
+    rt2 = await mod.createRuntime(persist.withWeights(b, weights), { backend });
+    const run = (await b.loadChecks()).runs.find((r) => r.program === 'infer');
+    const feeds = Object.fromEntries(Object.entries(run.feeds).map(([k, ref]) => [k, b.data(ref)]));
+    const [a, c] = [await rt.run('infer', feeds), await rt2.run('infer', feeds)];
+    const same = Object.keys(a).every((k) => a[k].length === c[k].length && a[k].every((x, i) => Object.is(x, c[k][i])));
+    return { ok: true, checks_ok: report.ok, backend: rt.backend, tensors: [...weights.keys()], infer_same: same,
+             infer: Object.fromEntries(Object.entries(a).map(([k, v]) => [k, Array.from(v)])), bytes: Array.from(bytes) };
+  } catch (e) {
+    return { ok: false, error: plainError(e) };
+  } finally {
+    await rt?.dispose();
+    await rt2?.dispose();
+  }
+};
 window.sgReady = true;
