@@ -1,7 +1,9 @@
 // Target-neutral fusion, the loop-budget and split-K rules: how one kernel's reductions are split when its loops are
 // too long for one invocation or leave the device idle.
 //
-// append_kernel appends a kernel to the plan; a single-output kernel is first split while (at most 8 times)
+// append_kernel appends a kernel to the plan; a single-output kernel is first split while (at most kMaxSplitRounds
+// times: one round per top-level reduction moved out, so a kernel adding up many reductions, such as global-norm
+// clipping's one sum of squares per parameter, fits however many parameters the model has)
 //  - loop budget: its loops run more than ScheduleOptions::max_loop_iterations per invocation (4 elements each);
 //    llvmpipe silently stops a loop after 65535 iterations, a GPU watchdog kills long ones, or
 //  - split-K (first round only): it is latency-bound (fewer than min_parallel_texels output texels, loops of
@@ -34,6 +36,10 @@
 namespace sg::sched {
 
 namespace {
+
+/// Split rounds of one kernel at most: enough for a sum of 256 reductions (the rounds after the first only split a
+/// kernel over the loop budget, which would otherwise be refused).
+constexpr int kMaxSplitRounds = 256;
 
 std::string kernel_name(int index, const std::vector<NodePtr>& nodes) {
   std::vector<std::string> parts;
@@ -217,7 +223,7 @@ void append_kernel(ScheduleState& st, Kernel&& k, const std::vector<NodePtr>& na
   const ScheduleOptions& opt = st.opt;
   const NodePtr out_node = st.plan.values[k.output()].node;
   const int64_t n = numel(st.plan.values[k.output()].stored_shape());
-  for (int guard = 0; guard < 8 && k.exprs.size() == 1; ++guard) {
+  for (int guard = 0; guard < kMaxSplitRounds && k.exprs.size() == 1; ++guard) {
     const bool over_budget = 4 * (1 + kloop_iterations(k.exprs[0])) > opt.max_loop_iterations;
     const bool too_serial = guard == 0 && latency_bound(n, kloop_iterations(k.exprs[0]), opt);
     // the tree first: its partial kernels are split again when over the budget
