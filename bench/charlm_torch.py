@@ -118,8 +118,8 @@ class CharTransformer(nn.Module):
 
     def forward(self, x):
         t = x.shape[1]
-        h = self.tok_emb(x) + self.pos_emb(torch.arange(t))
-        causal = torch.triu(torch.ones(t, t, dtype=torch.bool), 1)  # True = may not attend
+        h = self.tok_emb(x) + self.pos_emb(torch.arange(t, device=x.device))
+        causal = torch.triu(torch.ones(t, t, dtype=torch.bool, device=x.device), 1)  # True = may not attend
         for b in self.blocks:
             h = b(h, src_mask=causal)
         return self.head(self.ln_f(h))

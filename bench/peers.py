@@ -14,13 +14,20 @@ Cases (torch eager, fp32; on CUDA TF32 is switched off for matmul and cuDNN):
     mlp_step_bB      Flatten, Linear(784,128), ReLU, Linear(128,10); cross entropy; Adam(lr 1e-3); B = 32, 128.
     cnn_step_b64     seed 002's CNN: Conv2d(1,8,3,p1) ReLU MaxPool2d(2) Conv2d(8,16,3,p1) ReLU MaxPool2d(2) Flatten
                      Linear(64,32) ReLU Linear(32,10) on 1x8x8 inputs; Adam; batch 64.
+    charlm_step_b32  bench/charlm_torch.py's CharTransformer (d_model 64, 2 pre-LN blocks, 4 heads, context 64) on the
+                     first 32 training words of /usr/share/dict/words; AdamW (lr 3e-3, weight decay 0.01),
+                     clip_grad_norm_(1.0) (issue 37's bench; bench_ops' make_lm_step).
+    lstm_step_b32    its CharLSTM (embedding 64, hidden 128, 2 layers) likewise, AdamW lr 1e-2.
+    resnet_step_b64  `shadergrad train --model resnet`'s ResNet-8 (BatchNorm, dropout 0.2) on 1x28x28, Adam.
+                     Its check uses the eager step's dropout mask in the f64 copy.
     mlp_forward_b128 the MLP's logits, batch 128, under torch.no_grad().
     On CUDA each train step is also measured as the fastest forms a PyTorch or JAX user has (the peers of
     issue 15): "torch-cuda-graph" -- the whole step (forward, backward, Adam with capturable=True) captured once
     into a CUDA graph over static input tensors and replayed, plus loss.item(); "jax-cuda" -- the same model,
     loss and Adam (torch.optim.Adam's formulas, written with jax.numpy) as one jax.jit-compiled function with the
     parameters and Adam state donated, plus float(loss). Both start from the torch model's initial weights and
-    are checked like the eager step (first loss against f64). --variants picks them.
+    are checked like the eager step (first loss against f64). --variants picks them. jax.jit rows exist for the MLP
+    and CNN only (the word models and the ResNet are not written in jax here).
     A train step is zero_grad, forward, loss, backward, optimizer.step() and loss.item() -- the item() reads the
     loss back, as bench_ops' run() does, so each timed step is synchronised. Train-step check: the first step's
     loss against an f64 copy of the model's forward pass (<= 1e-4 (1 + |ref|)).
@@ -136,55 +143,148 @@ def bench_sgemm(torch, dev, n, args):
             "%s (rel %.1e on 4096)" % ("ok" if ok else "FAIL", err), n=n, inner=inner)
 
 
+def resnet(torch):
+    """sg::nn::make_resnet(1, 28, 28, 10): torchvision BasicBlocks, widths 16-32-64, one block per stage, no max pool,
+    dropout 0.2 before the classifier (stdlib/include/sg/nn.h; tests/golden/gen_golden.py's smaller copy)."""
+    nn = torch.nn
+
+    class BasicBlock(nn.Module):
+        def __init__(self, inplanes, planes, stride=1):
+            super().__init__()
+            self.conv1 = nn.Conv2d(inplanes, planes, 3, stride, 1, bias=False)
+            self.bn1 = nn.BatchNorm2d(planes)
+            self.conv2 = nn.Conv2d(planes, planes, 3, 1, 1, bias=False)
+            self.bn2 = nn.BatchNorm2d(planes)
+            self.downsample = None
+            if stride != 1 or inplanes != planes:
+                self.downsample = nn.Sequential(nn.Conv2d(inplanes, planes, 1, stride, bias=False),
+                                                nn.BatchNorm2d(planes))
+
+        def forward(self, x):
+            out = self.bn2(self.conv2(torch.relu(self.bn1(self.conv1(x)))))
+            return torch.relu(out + (x if self.downsample is None else self.downsample(x)))
+
+    class ResNet(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv1 = nn.Conv2d(1, 16, 3, 1, 1, bias=False)
+            self.bn1 = nn.BatchNorm2d(16)
+            self.layer1 = nn.Sequential(BasicBlock(16, 16))
+            self.layer2 = nn.Sequential(BasicBlock(16, 32, 2))
+            self.layer3 = nn.Sequential(BasicBlock(32, 64, 2))
+            self.dropout = nn.Dropout(0.2)
+            self.fc = nn.Linear(64, 10)
+
+        def forward(self, x):
+            h = self.layer3(self.layer2(self.layer1(torch.relu(self.bn1(self.conv1(x))))))
+            return self.fc(self.dropout(h.mean(dim=(2, 3))))
+
+    return ResNet()
+
+
+LM_CONTEXT = 64  # bench_ops' make_lm_step
+
+
+class StepCase:
+    """One train step case, as bench_ops' make_step: the model (seed 0) on `dev`, a fixed batch, the loss, the
+    optimizer and the clipping. mlp/cnn/resnet: Adam(lr 1e-3) on a seeded random batch; charlm/lstm: the word models
+    of bench/charlm_torch.py at context 64 on the first `batch` training words, AdamW (lr 3e-3 / 1e-2, weight decay
+    0.01), clip_grad_norm_(1.0), cross entropy with ignore_index over the padded positions."""
+
+    def __init__(self, torch, dev, model_name, batch):
+        self.torch, self.name, self.batch = torch, model_name, batch
+        F = torch.nn.functional
+        torch.manual_seed(0)
+        self.lm = model_name in ("charlm", "lstm")
+        if self.lm:
+            import charlm_torch as cl
+            train, _ = cl.load_words()
+            x, y = cl.word_rows(train[:batch], LM_CONTEXT)
+            self.model = (cl.CharTransformer(27, LM_CONTEXT, 64, 2, 4, 256) if model_name == "charlm"
+                          else cl.CharLSTM(27, 64, 128, 2)).to(dev)
+            self.x, self.y = x.to(dev), y.to(dev)
+            self.lossf = lambda logits, yb: F.cross_entropy(logits.reshape(-1, 27), yb.reshape(-1), ignore_index=-100)
+            self.clip = 1.0
+            self.label = ("%s train step (AdamW, clip) b=%d T=%d" % (
+                "charlm(d_model=64, layers=2, heads=4, dim_feedforward=256, context=64)" if model_name == "charlm"
+                else "lstm(embedding=64, hidden=128, layers=2, context=64)", batch, LM_CONTEXT))
+        else:
+            build = {"mlp": mlp, "cnn": cnn, "resnet": resnet}[model_name]
+            self.model = build(torch).to(dev)
+            hw = 8 if model_name == "cnn" else 28
+            g = torch.Generator().manual_seed(42 + batch)
+            self.x = torch.rand(batch, 1, hw, hw, generator=g).to(dev)
+            self.y = torch.randint(0, 10, (batch,), generator=g).to(dev)
+            self.lossf = F.cross_entropy
+            self.clip = 0.0
+            self.label = "%s train step (Adam) b=%d" % ({"mlp": "MLP 784-128-10", "cnn": "CNN 8-16-32",
+                                                         "resnet": "ResNet-8 16-32-64 (BatchNorm, dropout) 28x28"}
+                                                        [model_name], batch)
+        self.key = "%s_step_b%d" % (model_name, batch)
+        import copy
+        self.initial = copy.deepcopy(self.model)
+
+    def optimizer(self, capturable=False):
+        opt = self.torch.optim
+        if self.lm:
+            return opt.AdamW(self.model.parameters(), lr=1e-2 if self.name == "lstm" else 3e-3, weight_decay=0.01,
+                             capturable=capturable)
+        return opt.Adam(self.model.parameters(), lr=1e-3, capturable=capturable)
+
+    def forward_backward(self, opt):
+        """zero_grad, loss, backward, clipping, step; returns the loss tensor."""
+        opt.zero_grad(set_to_none=False)
+        loss = self.lossf(self.model(self.x), self.y)
+        loss.backward()
+        if self.clip > 0:
+            self.torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.clip)
+        opt.step()
+        return loss
+
+    def first_step_checked(self, opt):
+        """The first step (from the initial weights), its loss checked against an f64 copy of the model with the
+        same dropout mask (captured from the step): returns (ok, error)."""
+        torch = self.torch
+        masks = []
+        hooks = [m.register_forward_hook(lambda mod, i, o: masks.append(o != 0))
+                 for m in self.model.modules() if isinstance(m, torch.nn.Dropout) and m.p > 0]
+        first = float(self.forward_backward(opt).item())
+        for h in hooks:
+            h.remove()
+        ref_model = self.initial.double()
+        dropouts = [m for m in ref_model.modules() if isinstance(m, torch.nn.Dropout) and m.p > 0]
+        for m, mask in zip(dropouts, masks):
+            m.forward = (lambda p, mk: (lambda h: h * mk.double() / (1 - p)))(m.p, mask)
+        with torch.no_grad():
+            ref = float(self.lossf(ref_model(self.x.double() if not self.lm else self.x), self.y))
+        err = abs(first - ref)
+        return math.isfinite(first) and err <= 1e-4 * (1 + abs(ref)), err
+
+
 def bench_step(torch, dev, model_name, batch, args):
-    torch.manual_seed(0)
-    model = (mlp(torch) if model_name == "mlp" else cnn(torch)).to(dev)
-    hw = 28 if model_name == "mlp" else 8
-    g = torch.Generator().manual_seed(42 + batch)
-    x = torch.rand(batch, 1, hw, hw, generator=g).to(dev)
-    y = torch.randint(0, 10, (batch,), generator=g).to(dev)
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    lossf = torch.nn.functional.cross_entropy
-    # check: the first step's loss against an f64 copy of the same model
-    import copy
-    ref_model = copy.deepcopy(model).double()
-    with torch.no_grad():
-        ref = float(lossf(ref_model(x.double()), y))
+    case = StepCase(torch, dev, model_name, batch)
+    opt = case.optimizer()
+    ok, err = case.first_step_checked(opt)
     last = [0.0]
 
     def step():
-        opt.zero_grad(set_to_none=True)
-        loss = lossf(model(x), y)
-        loss.backward()
-        opt.step()
-        last[0] = loss.item()
+        last[0] = case.forward_backward(opt).item()
 
-    step()
-    first = last[0]
-    err = abs(first - ref)
-    ok = math.isfinite(first) and err <= 1e-4 * (1 + abs(ref))
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     st = measure(step, args, sync)
-    if not math.isfinite(last[0]):
-        ok = False
-    label = "%s train step (Adam) b=%d" % ("MLP 784-128-10" if model_name == "mlp" else "CNN 8-16-32", batch)
-    add_row("%s_step_b%d" % (model_name, batch), label, "torch-" + dev.type, st, 1000.0 / st["median"], "steps/s", ok,
+    ok = ok and math.isfinite(last[0])
+    add_row(case.key, case.label, "torch-" + dev.type, st, 1000.0 / st["median"], "steps/s", ok,
             "%s (loss vs f64 %.1e)" % ("ok" if ok else "FAIL", err), batch=batch, model=model_name,
             last_loss=last[0])
 
 
 def step_data(torch, dev, model_name, batch):
     """The model (seed 0), a fixed batch and the f64 loss of its first step (the eager step's inputs)."""
-    torch.manual_seed(0)
-    model = (mlp(torch) if model_name == "mlp" else cnn(torch)).to(dev)
-    hw = 28 if model_name == "mlp" else 8
-    g = torch.Generator().manual_seed(42 + batch)
-    x = torch.rand(batch, 1, hw, hw, generator=g).to(dev)
-    y = torch.randint(0, 10, (batch,), generator=g).to(dev)
+    case = StepCase(torch, dev, model_name, batch)
     import copy
     with torch.no_grad():
-        ref = float(torch.nn.functional.cross_entropy(copy.deepcopy(model).double()(x.double()), y))
-    return model, x, y, ref
+        ref = float(case.lossf(copy.deepcopy(case.model).double()(case.x.double()), case.y))
+    return case.model, case.x, case.y, ref
 
 
 def step_label(model_name, batch):
@@ -192,10 +292,10 @@ def step_label(model_name, batch):
 
 
 def bench_step_graph(torch, dev, model_name, batch, args):
-    """The train step captured once as a CUDA graph (static inputs, Adam with capturable=True) and replayed."""
-    model, x, y, ref = step_data(torch, dev, model_name, batch)
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3, capturable=True)
-    lossf = torch.nn.functional.cross_entropy
+    """The train step captured once as a CUDA graph (static inputs, Adam/AdamW with capturable=True, the clipping
+    inside the graph) and replayed."""
+    case = StepCase(torch, dev, model_name, batch)
+    opt = case.optimizer(capturable=True)
     # first step eagerly (the check) and the warm-up, both on a side stream as torch.cuda.graphs requires, then
     # capture. Every eager step's autograd graph is dropped before the capture: a graph kept alive (by `loss`) keeps
     # its AccumulateGrad nodes bound to the stream they were made on, and the capture then syncs across streams and
@@ -203,38 +303,26 @@ def bench_step_graph(torch, dev, model_name, batch, args):
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
-        opt.zero_grad(set_to_none=False)
-        loss = lossf(model(x), y)
-        loss.backward()
-        opt.step()
-        first = float(loss.item())
-        del loss
+        ok, err = case.first_step_checked(opt)
         for _ in range(3):
-            opt.zero_grad(set_to_none=False)
-            lossf(model(x), y).backward()
-            opt.step()
+            case.forward_backward(opt)
     torch.cuda.current_stream().wait_stream(s)
     graph = torch.cuda.CUDAGraph()
-    opt.zero_grad(set_to_none=False)
     # capture on the warmed-up stream: a fresh capture stream would create its cuBLAS workspace during the capture
     # (the process's first capture then fails with cudaErrorStreamCaptureInvalidated)
     with torch.cuda.graph(graph, stream=s):
-        static_loss = lossf(model(x), y)
-        static_loss.backward()
-        opt.step()
+        static_loss = case.forward_backward(opt)
     last = [0.0]
 
     def step():
         graph.replay()
         last[0] = static_loss.item()
 
-    err = abs(first - ref)
-    ok = math.isfinite(first) and err <= 1e-4 * (1 + abs(ref))
     st = measure(step, args, torch.cuda.synchronize)
     ok = ok and math.isfinite(last[0])
-    add_row("%s_step_b%d" % (model_name, batch), step_label(model_name, batch), "torch-cuda-graph", st,
-            1000.0 / st["median"], "steps/s", ok, "%s (loss vs f64 %.1e)" % ("ok" if ok else "FAIL", err),
-            batch=batch, model=model_name, last_loss=last[0])
+    add_row(case.key, case.label, "torch-cuda-graph", st, 1000.0 / st["median"], "steps/s", ok,
+            "%s (loss vs f64 %.1e)" % ("ok" if ok else "FAIL", err), batch=batch, model=model_name,
+            last_loss=last[0])
 
 
 def jax_model(jnp, lax, model_name):
@@ -407,15 +495,17 @@ def run_measure(args):
     print_header()
     for d in devices:
         dev = torch.device(d)
-        for n in sizes:
+        for n in sizes if not args.only or "sgemm" in args.only else []:
             bench_sgemm(torch, dev, n, args)
-        steps = [("mlp", 32), ("mlp", 128), ("cnn", 64)]
+        steps = [("mlp", 32), ("mlp", 128), ("cnn", 64), ("charlm", 32), ("lstm", 32), ("resnet", 64)]
         for model_name, b in steps:
-            if "eager" in args.variants:
-                bench_step(torch, dev, model_name, b, args)
-            for variant, fn in (("graph", lambda: bench_step_graph(torch, dev, model_name, b, args)),
+            if args.only and model_name not in args.only:
+                continue
+            for variant, fn in (("eager", lambda: bench_step(torch, dev, model_name, b, args)),
+                                ("graph", lambda: bench_step_graph(torch, dev, model_name, b, args)),
                                 ("jax", lambda: bench_step_jax(torch, model_name, b, args))):
-                if d != "cuda" or variant not in args.variants:
+                if variant not in args.variants or (variant != "eager" and d != "cuda") or (
+                        variant == "jax" and model_name not in ("mlp", "cnn")):  # jax: the image models only
                     continue
                 try:  # a peer variant that breaks must not take the other rows with it
                     fn()
@@ -423,7 +513,8 @@ def run_measure(args):
                     FAILED[0] = True
                     print("peers.py: %s step %s b=%d failed: %s: %s" % (variant, model_name, b,
                                                                       type(e).__name__, e), file=sys.stderr)
-        bench_forward(torch, dev, args)
+        if not args.only or "forward" in args.only:
+            bench_forward(torch, dev, args)
     meta["loadavg_end"] = loadavg()
     print("\nload average at end: %s" % meta["loadavg_end"])
     if args.json:
@@ -491,11 +582,17 @@ def main():
     ap.add_argument("--variants", default="eager,graph,jax",
                     help="train-step peers, comma-separated: eager, graph (CUDA graph), jax (jax.jit); "
                          "graph and jax run on CUDA only")
+    ap.add_argument("--only", default="",
+                    help="cases, comma-separated: sgemm, mlp, cnn, charlm, lstm, resnet, forward (default all)")
     ap.add_argument("--join", nargs=2, metavar=("OURS", "PEERS"), help="print ratios from two JSON files")
     args = ap.parse_args()
     if args.repeats < 1:
         ap.error("--repeats must be >= 1")
     args.variants = set(v for v in args.variants.split(",") if v)
+    args.only = set(c for c in args.only.split(",") if c)
+    unknown = args.only - {"sgemm", "mlp", "cnn", "charlm", "lstm", "resnet", "forward"}
+    if unknown:
+        ap.error("--only: unknown %s" % ",".join(sorted(unknown)))
     bad = args.variants - {"eager", "graph", "jax"}
     if bad:
         ap.error("--variants: unknown %s (eager, graph, jax)" % ",".join(sorted(bad)))

@@ -7,7 +7,8 @@
 #   --bin DIR      where bench_ops is (default: build-bench/bin under the repo root)
 #   --out DIR      where ours.json, peers.json and the logs go (default: a new directory under /tmp)
 #   --python PY    the Python with torch (default: /usr/bin/python3 when it imports torch, else python3)
-#   --backend X    bench_ops only;  --device X  peers.py only;  --only CASES  bench_ops only
+#   --backend X    bench_ops only;  --device X  peers.py only
+#   --only CASES   bench_ops' cases; peers.py gets those it has (sgemm, mlp, cnn, charlm, lstm, resnet), none: all
 #   --repeats / --warmup / --max-seconds / --large / --sgemm  go to both
 # Exit status: bench_ops' status (1 when one of its correctness checks failed), else peers.py's.
 set -uo pipefail
@@ -24,11 +25,16 @@ while [[ $# -gt 0 ]]; do
     --bin) bin="$2"; shift 2 ;;
     --out) out="$2"; shift 2 ;;
     --python) py="$2"; shift 2 ;;
-    --backend|--only|--probe-side|--probe-sgemm) ours_args+=("$1" "$2"); shift 2 ;;
+    --backend|--probe-side|--probe-sgemm) ours_args+=("$1" "$2"); shift 2 ;;
+    --only)
+      ours_args+=("$1" "$2")
+      peer_only=$(tr ',' '\n' <<<"$2" | grep -xE 'sgemm|mlp|cnn|charlm|lstm|resnet' | paste -sd, -)
+      [[ -n "$peer_only" ]] && peer_args+=(--only "$peer_only")
+      shift 2 ;;
     --device|--threads) peer_args+=("$1" "$2"); shift 2 ;;
     --repeats|--warmup|--max-seconds|--sgemm) both_args+=("$1" "$2"); shift 2 ;;
     --large) both_args+=("$1"); shift ;;
-    -h|--help) sed -n '2,14p' "${BASH_SOURCE[0]}"; exit 0 ;;
+    -h|--help) sed -n '2,15p' "${BASH_SOURCE[0]}"; exit 0 ;;
     *) echo "run_all.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
