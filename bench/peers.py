@@ -26,8 +26,9 @@ Cases (torch eager, fp32; on CUDA TF32 is switched off for matmul and cuDNN):
     into a CUDA graph over static input tensors and replayed, plus loss.item(); "jax-cuda" -- the same model,
     loss and Adam (torch.optim.Adam's formulas, written with jax.numpy) as one jax.jit-compiled function with the
     parameters and Adam state donated, plus float(loss). Both start from the torch model's initial weights and
-    are checked like the eager step (first loss against f64). --variants picks them. jax.jit rows exist for the MLP
-    and CNN only (the word models and the ResNet are not written in jax here).
+    are checked like the eager step (first loss against f64). --variants picks them. jax.jit rows exist for the MLP,
+    the CNN and charlm (jax_charlm: the same transformer over the torch state_dict); the LSTM and the ResNet are not
+    written in jax here.
     A train step is zero_grad, forward, loss, backward, optimizer.step() and loss.item() -- the item() reads the
     loss back, as bench_ops' run() does, so each timed step is synchronised. Train-step check: the first step's
     loss against an f64 copy of the model's forward pass (<= 1e-4 (1 + |ref|)).
@@ -401,6 +402,94 @@ def bench_step_jax(torch, model_name, batch, args):
             batch=batch, model=model_name, last_loss=last[0], jax=jax.__version__)
 
 
+def jax_charlm(jax, jnp, layers=2, heads=4):
+    """charlm_torch.CharTransformer's forward and loss in jax over its torch state_dict names (pre-LN blocks of
+    nn.TransformerEncoderLayer: in_proj q|k|v, exact-erf GELU, LayerNorm eps 1e-5; the loss over y >= 0)."""
+    def ln(h, p, k):
+        mu = h.mean(-1, keepdims=True)
+        var = ((h - mu) ** 2).mean(-1, keepdims=True)
+        return (h - mu) / jnp.sqrt(var + 1e-5) * p[k + ".weight"] + p[k + ".bias"]
+
+    def dense(h, p, k):
+        return h @ p[k + ".weight"].T + p[k + ".bias"]
+
+    def forward(p, x):
+        b, t = x.shape
+        h = p["tok_emb.weight"][x] + p["pos_emb.weight"][:t]
+        d = h.shape[-1]
+        dh = d // heads
+        causal = jnp.tril(jnp.ones((t, t), dtype=bool))
+        for l in range(layers):
+            k = "blocks.%d." % l
+            a = ln(h, p, k + "norm1")
+            qkv = a @ p[k + "self_attn.in_proj_weight"].T + p[k + "self_attn.in_proj_bias"]
+            q, kk, v = [z.reshape(b, t, heads, dh).transpose(0, 2, 1, 3) for z in jnp.split(qkv, 3, axis=-1)]
+            sc = jnp.where(causal, q @ kk.transpose(0, 1, 3, 2) / math.sqrt(dh), -jnp.inf)
+            o = (jax.nn.softmax(sc, axis=-1) @ v).transpose(0, 2, 1, 3).reshape(b, t, d)
+            h = h + dense(o, p, k + "self_attn.out_proj")
+            h = h + dense(jax.nn.gelu(dense(ln(h, p, k + "norm2"), p, k + "linear1"), approximate=False), p,
+                          k + "linear2")
+        return dense(ln(h, p, "ln_f"), p, "head")
+
+    def loss(p, x, y):
+        logp = jax.nn.log_softmax(forward(p, x), axis=-1)
+        m = y >= 0
+        nll = -jnp.take_along_axis(logp, jnp.where(m, y, 0)[..., None], axis=-1)[..., 0]
+        return jnp.sum(nll * m) / jnp.sum(m)
+    return loss
+
+
+def bench_step_jax_charlm(torch, batch, args):
+    """charlm's train step as one jax.jit function: torch.optim.AdamW's formulas (lr 3e-3, weight decay 0.01) after
+    clip_grad_norm_(1.0), parameters and state donated; starts from the torch model's initial weights."""
+    try:
+        import jax
+        import jax.numpy as jnp
+    except ImportError as e:
+        print("peers.py: jax not importable (%s): no jax-cuda rows" % e, file=sys.stderr)
+        return
+    if not any(d.platform == "gpu" for d in jax.devices()):
+        print("peers.py: jax sees no GPU: no jax-cuda rows", file=sys.stderr)
+        return
+    case = StepCase(torch, torch.device("cpu"), "charlm", batch)
+    with torch.no_grad():
+        ref = float(case.lossf(case.initial.double()(case.x), case.y))
+    params = {k: jnp.asarray(v.detach().numpy()) for k, v in case.model.state_dict().items()}
+    loss_fn = jax_charlm(jax, jnp)
+    xj, yj = jnp.asarray(case.x.numpy().astype("int32")), jnp.asarray(case.y.numpy().astype("int32"))
+    lr, wd, b1, b2, eps, clip = 3e-3, 0.01, 0.9, 0.999, 1e-8, 1.0
+    tmap = jax.tree_util.tree_map
+
+    def step(p, m, v, t, xb, yb):
+        loss, g = jax.value_and_grad(loss_fn)(p, xb, yb)
+        norm = jnp.sqrt(sum(jnp.sum(g_ * g_) for g_ in jax.tree_util.tree_leaves(g)))
+        g = tmap(lambda g_: g_ * jnp.minimum(clip / (norm + 1e-6), 1.0), g)
+        t = t + 1
+        m = tmap(lambda m_, g_: b1 * m_ + (1 - b1) * g_, m, g)
+        v = tmap(lambda v_, g_: b2 * v_ + (1 - b2) * g_ * g_, v, g)
+        c1, c2 = 1 - b1 ** t, 1 - b2 ** t
+        p = tmap(lambda p_, m_, v_: p_ * (1 - lr * wd) - (lr / c1) * m_ / (jnp.sqrt(v_) / jnp.sqrt(c2) + eps), p, m, v)
+        return p, m, v, t, loss
+
+    jstep = jax.jit(step, donate_argnums=(0, 1, 2, 3))
+    state = [params, tmap(jnp.zeros_like, params), tmap(jnp.zeros_like, params), jnp.asarray(0.0, jnp.float32)]
+    last = [0.0]
+
+    def run():
+        p, m, v, t, loss = jstep(state[0], state[1], state[2], state[3], xj, yj)
+        state[:] = [p, m, v, t]
+        last[0] = float(loss)
+
+    run()
+    err = abs(last[0] - ref)
+    ok = math.isfinite(last[0]) and err <= 1e-4 * (1 + abs(ref))
+    st = measure(run, args)
+    ok = ok and math.isfinite(last[0])
+    add_row(case.key, case.label, "jax-cuda", st, 1000.0 / st["median"], "steps/s", ok,
+            "%s (loss vs f64 %.1e)" % ("ok" if ok else "FAIL", err), batch=batch, model="charlm",
+            last_loss=last[0], jax=jax.__version__)
+
+
 def bench_forward(torch, dev, args):
     torch.manual_seed(0)
     model = mlp(torch).to(dev)
@@ -503,9 +592,10 @@ def run_measure(args):
                 continue
             for variant, fn in (("eager", lambda: bench_step(torch, dev, model_name, b, args)),
                                 ("graph", lambda: bench_step_graph(torch, dev, model_name, b, args)),
-                                ("jax", lambda: bench_step_jax(torch, model_name, b, args))):
+                                ("jax", lambda: bench_step_jax_charlm(torch, b, args) if model_name == "charlm"
+                                 else bench_step_jax(torch, model_name, b, args))):
                 if variant not in args.variants or (variant != "eager" and d != "cuda") or (
-                        variant == "jax" and model_name not in ("mlp", "cnn")):  # jax: the image models only
+                        variant == "jax" and model_name not in ("mlp", "cnn", "charlm")):
                     continue
                 try:  # a peer variant that breaks must not take the other rows with it
                     fn()
