@@ -26,6 +26,12 @@
 // where its shaders differ from the default's. The ratio is the default export's (the plan the runtime picks);
 // the other variants are listed beside it. --api limits the rows to one API; --profile adds per-kernel timings of
 // one train step (the picked webgpu plan).
+//
+// charlm_b32 (issue 37; kind 'lm', only with --only charlm_b32: minutes on SwiftShader): `shadergrad export --model charlm
+// --batch 32 --context 64`'s train program (one AdamW step, lr 1e-3, weight decay 0.01, global-norm clip 1) against
+// the same CharTransformer, loss, AdamW and clipping written in jax-js (bench_models.js jaxCharlmLoss) on webgpu and
+// webgl; both train on the same 32 rows of /usr/share/dict/words (charlmRows, make_word_rows' rule); 3 warm-up + 10
+// timed steps; no TF.js row. The step-1 losses are printed under the table (a sanity check: near ln 27 = 3.30).
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
@@ -33,7 +39,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-import { BENCH_CASES } from './web/bench_models.js';
+import { BENCH_CASES, charlmRows } from './web/bench_models.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const arg = (name, dflt) => { const i = process.argv.indexOf(name); return i > 0 ? process.argv[i + 1] : dflt; };
@@ -53,7 +59,7 @@ try {
 
 const allCases = BENCH_CASES;
 const only = arg('--only');
-const cases = only ? allCases.filter((c) => only.split(',').includes(c.name)) : allCases;
+const cases = only ? allCases.filter((c) => only.split(',').includes(c.name)) : allCases.filter((c) => c.kind !== 'lm');
 const root = fs.mkdtempSync(path.join(os.tmpdir(), 'sg_web_bench_'));
 // variants of ours: the default export (webgpu gpu and cpu plans, webgl2); its webgl2 plan with 8 draw buffers
 const variants = [['', ['--max-draw-buffers', '4'], ['--max-draw-buffers', '4']],
@@ -67,9 +73,9 @@ for (const c of cases)
   for (const [build, bcli, bexporter] of builds)
     for (const [suffix, exportArgs, sgemmArgs] of (build ? variants.slice(0, 1) : variants)) {
       const out = path.join(root, c.name + build + suffix);
-      if (c.kind === 'train')
+      if (c.kind === 'train' || c.kind === 'lm')
         execFileSync(bcli, ['export', '--model', c.model, '--batch', String(c.size), '--check-steps', '0', ...exportArgs,
-                            '--out', out], { stdio: 'ignore' });
+                            ...(c.context ? ['--context', String(c.context)] : []), '--out', out], { stdio: 'ignore' });
       else execFileSync(bexporter, ['sgemm', String(c.size), out, ...sgemmArgs], { stdio: 'ignore' });
     }
 
@@ -85,6 +91,12 @@ const db8Same = new Set(variants.length > 1
   ? cases.filter((c) => fragShaders(path.join(root, c.name)) === fragShaders(path.join(root, c.name + '_db8'))).map((c) => c.name)
   : []);
 for (const name of db8Same) console.log(`${name}: the 8-draw-buffer export has the default export's fragment shaders; not measured twice`);
+
+// the lm cases' feeds (the same word rows for ours and jax-js) and step counts
+const lmRows = new Map(cases.filter((c) => c.kind === 'lm')
+  .map((c) => [c.name, charlmRows(fs.readFileSync('/usr/share/dict/words', 'utf8'), c.size, c.context)]));
+const given = (c) => (c.kind === 'lm' ? { feeds: lmRows.get(c.name), counts: c.counts } : null);
+for (const [name, r] of lmRows) console.log(`${name}: rows of the words ${r.words.join(' ')}`);
 
 const types = { '.html': 'text/html', '.js': 'text/javascript', '.json': 'application/json' };
 const server = http.createServer((req, res) => {
@@ -134,21 +146,27 @@ const record = (c, api, who, r) => {
               (r.webgpu_plan ? ` [${r.webgpu_plan} plan: ${r.webgpu_plan_reason}]` : ''));
 };
 for (round = 0; round < rounds; ++round) for (const c of cases) {
-  const program = c.kind === 'sgemm' ? 'sgemm' : 'train';
+  const program = c.kind === 'sgemm' ? 'sgemm' : 'train', g = given(c);
   if (on('webgpu')) {
-    record(c, 'webgpu', 'shadergrad (picked plan)', await measure('benchOurs', [c.name, program, 'webgpu', false, 'auto']));
+    record(c, 'webgpu', 'shadergrad (picked plan)', await measure('benchOurs', [c.name, program, 'webgpu', false, 'auto', g]));
     if (baseCli)
-      record(c, 'webgpu', 'base (picked plan)', await measure('benchOurs', [`${c.name}_base`, program, 'webgpu', false, 'auto']));
+      record(c, 'webgpu', 'base (picked plan)', await measure('benchOurs', [`${c.name}_base`, program, 'webgpu', false, 'auto', g]));
     if (!flag('--no-gpu-plan'))
-      record(c, 'webgpu', 'shadergrad (gpu plan)', await measure('benchOurs', [c.name, program, 'webgpu', false, 'gpu']));
+      record(c, 'webgpu', 'shadergrad (gpu plan)', await measure('benchOurs', [c.name, program, 'webgpu', false, 'gpu', g]));
   }
   if (on('webgl2')) {
-    record(c, 'webgl2', 'shadergrad', await measure('benchOurs', [c.name, program, 'webgl2', false]));
+    record(c, 'webgl2', 'shadergrad', await measure('benchOurs', [c.name, program, 'webgl2', false, 'auto', g]));
     if (!db8Same.has(c.name))
-      record(c, 'webgl2', 'shadergrad (8 draw buffers)', await measure('benchOurs', [`${c.name}_db8`, program, 'webgl2', false]));
-    if (baseCli) record(c, 'webgl2', 'base', await measure('benchOurs', [`${c.name}_base`, program, 'webgl2', false]));
+      record(c, 'webgl2', 'shadergrad (8 draw buffers)', await measure('benchOurs', [`${c.name}_db8`, program, 'webgl2', false, 'auto', g]));
+    if (baseCli) record(c, 'webgl2', 'base', await measure('benchOurs', [`${c.name}_base`, program, 'webgl2', false, 'auto', g]));
   }
   if (flag('--no-peers')) continue;
+  if (c.kind === 'lm') {  // jax-js only (the same CharTransformer written in jax-js); TF.js is the legacy peer
+    if (!peers.includes('jax')) continue;
+    if (on('webgpu')) record(c, 'webgpu', 'jax-js 0.1.25 webgpu', await measure('benchJaxCharlm', [c, lmRows.get(c.name), 'webgpu']));
+    if (on('webgl2')) record(c, 'webgl2', 'jax-js 0.1.25 webgl', await measure('benchJaxCharlm', [c, lmRows.get(c.name), 'webgl']));
+    continue;
+  }
   const tfjs = peers.includes('tfjs'), jax = peers.includes('jax');
   if (on('webgl2') && tfjs) record(c, 'webgl2', 'tfjs 4.22 webgl', await measure('benchTfjs', [c.kind, c.model, c.size, 'webgl']));
   if (on('webgpu') && tfjs) record(c, 'webgpu', 'tfjs 4.22 webgpu', await measure('benchTfjs', [c.kind, c.model, c.size, 'webgpu']));
@@ -156,9 +174,9 @@ for (round = 0; round < rounds; ++round) for (const c of cases) {
   if (on('webgl2') && jax) record(c, 'webgl2', 'jax-js 0.1.25 webgl', await measure('benchJax', [c.kind, c.model, c.size, 'webgl']));
 }
 if (flag('--profile'))
-  for (const c of cases.filter((x) => x.kind === 'train'))
+  for (const c of cases.filter((x) => x.kind === 'train' || x.kind === 'lm'))
     for (const backend of ['webgpu', 'webgl2'].filter(on)) {
-      const r = await measure('benchOurs', [c.name, 'train', backend, true, 'auto']);
+      const r = await measure('benchOurs', [c.name, 'train', backend, true, 'auto', given(c)]);
       if (r.error) { console.log(`profile ${c.name} ${backend}: ${r.error}`); continue; }
       console.log(`\nper-kernel times, ${c.name} on ${backend}${r.webgpu_plan ? ` (${r.webgpu_plan} plan)` : ''} (${r.timings[0]?.gpu_timer ? 'GPU timer' : 'host time'}):`);
       for (const t of r.timings) console.log(`  ${t.kernel.padEnd(36)} ${t.ms.toFixed(3)} ms`);
@@ -208,6 +226,9 @@ console.log(`\n| case | API | ours ms (default export) | our other variants ms |
             `TF.js ms | jax-js ms | best peer ms | best peer / ours | first step s (ours / best peer) |`);
 console.log(`|---|---|---|---|${baseCli ? '---|---|' : ''}---|---|---|---|---|`);
 for (const r of rows) console.log(r);
+for (const c of cases.filter((x) => x.kind === 'lm'))  // the sanity check: both start near ln(vocab 27) = 3.30
+  console.log(`\n${c.name} loss at step 1 (first round; ln 27 = 3.30): ` + results.filter((r) => r.case === c.name && ok(r) && r.round === 0)
+    .map((r) => `${r.api} ${r.who} ${r.values[0].toFixed(4)}`).join(', ') + ` (${c.counts[0]} warm-up + ${c.counts[1]} timed steps)`);
 const renderer = results.find((r) => r.renderer)?.renderer;
 const loads = results.map((r) => r.load1);
 console.log(`\n${rounds} round(s); 1-minute load average before each measurement ${Math.min(...loads).toFixed(1)}–` +

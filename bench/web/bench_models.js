@@ -27,6 +27,10 @@ export const BENCH_CASES = [
   { name: 'sgemm_256', kind: 'sgemm', size: 256 },
   { name: 'sgemm_512', kind: 'sgemm', size: 512 },
   { name: 'sgemm_1024', kind: 'sgemm', size: 1024 },
+  // the character transformer of issue 37 (sg::lm::CharTransformer: d_model 64, 2 blocks, 4 heads, MLP 256, vocab 27)
+  // at context 64, one AdamW step (lr 1e-3, weight decay 0.01, global-norm clip 1) on 32 rows of words; kind 'lm':
+  // only bench/web_bench.mjs runs it (feeds from charlmRows); 3 warm-up + 10 timed steps (SwiftShader: slow)
+  { name: 'charlm_b32', kind: 'lm', model: 'charlm', size: 32, context: 64, counts: [3, 10] },
 ];
 
 export const median = (a) => { const s = [...a].sort((x, y) => x - y); return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2; };
@@ -63,7 +67,7 @@ export async function timeSteps(kind, t0, step, counts_ = counts(kind)) {
 
 /** Our bundle's `program` ('train' or 'sgemm') with fixed random feeds; runtimeOptions go to createRuntime
  * (backend, webgpuPlan, and in Node gpu, fetch, featureLevel). */
-export async function timeOurs(mod, bundleUrl, program, runtimeOptions, profile = false) {
+export async function timeOurs(mod, bundleUrl, program, runtimeOptions, profile = false, given = null) {
   const t0 = performance.now();
   const rt = await mod.createRuntime(bundleUrl, { profile: !!profile, ...runtimeOptions });
   const p = rt.bundle.program(program);
@@ -71,10 +75,12 @@ export async function timeOurs(mod, bundleUrl, program, runtimeOptions, profile 
   const feeds = {};
   for (const i of p.inputs) {
     const n = i.shape.reduce((a, b) => a * b, 1);
-    feeds[i.name] = Float32Array.from({ length: n }, () => (i.dtype === 'i32' ? Math.floor(rnd() * 10) : rnd()));
+    feeds[i.name] = given?.feeds?.[i.name] ? Float32Array.from(given.feeds[i.name])
+      : Float32Array.from({ length: n }, () => (i.dtype === 'i32' ? Math.floor(rnd() * 10) : rnd()));
   }
   const out = p.outputs[0].name;
-  const r = await timeSteps(program === 'sgemm' ? 'sgemm' : 'train', t0, async () => (await rt.run(program, feeds))[out][0]);
+  const r = await timeSteps(program === 'sgemm' ? 'sgemm' : 'train', t0, async () => (await rt.run(program, feeds))[out][0],
+                            given?.counts);
   r.kernels = rt.plan(program).kernels.length;
   r.webgpu_plan = rt.webgpuPlan?.name;
   r.webgpu_plan_reason = rt.webgpuPlan?.reason;
@@ -328,4 +334,142 @@ export async function timeDigitsJax(jax, sub, B, lr, device) {
   });
   trainer.dispose();
   return { ...r, batch: B, backend: device, version: '0.1.25', loss_first: losses[0], loss_last: losses.at(-1) };
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The character transformer (issue 37, case charlm_b32): sg::lm::CharTransformer / bench/charlm_torch.py's
+// CharTransformer written in jax-js, and the word rows both sides train on
+// ---------------------------------------------------------------------------------------------------------------
+
+/** `batch` rows of words as sg::data::make_word_rows makes them (stdlib/include/sg/datasets.h): the words of `text`
+ * (/usr/share/dict/words) lower-cased in ASCII, kept iff all a-z, deduplicated, sorted by bytes; rows of the words
+ * at indices floor(i * n / batch), i < batch (a fixed spread of lengths). Tokens 0 = boundary, 1..26 = a..z; row of
+ * word w: s = [0, w..., 0], x[t] = s[t], y[t] = s[t + 1], mask 1 for t < min(context, len + 1), padding 0. Returns
+ * plain arrays {x, y, mask, words} (batch * context each) that cross page.evaluate. */
+export function charlmRows(text, batch, context) {
+  const words = [...new Set(text.split('\n').map((l) => l.replace(/[A-Z]/g, (c) => c.toLowerCase())).filter((w) => /^[a-z]+$/.test(w)))].sort();
+  const x = new Array(batch * context).fill(0), y = x.slice(), mask = x.slice(), picked = [];
+  for (let i = 0; i < batch; ++i) {
+    const w = words[Math.floor((i * words.length) / batch)];
+    picked.push(w);
+    const s = [0, ...[...w].map((c) => c.charCodeAt(0) - 96), 0];
+    for (let t = 0; t < Math.min(context, s.length - 1); ++t) {
+      x[i * context + t] = s[t];
+      y[i * context + t] = s[t + 1];
+      mask[i * context + t] = 1;
+    }
+  }
+  return { x, y, mask, words: picked };
+}
+
+/** The parameters of CharTransformer(vocab, context, d_model, layers, heads, ff) with ours' (torch's) initial-value
+ * distributions, drawn from lcg(2): embeddings N(0, 1) (Box-Muller); in_proj xavier-uniform, in_proj and out_proj
+ * biases 0, out_proj weight U(+-1/sqrt(d)); Linear weights and biases U(+-1/sqrt(fan_in)); LayerNorms 1 and 0.
+ * Weights are stored [in, out] (x @ W: no transposes in the step; the same distribution). */
+function jaxCharlmParams(np, s) {
+  const rnd = lcg(2);
+  const arr = (shape, f) => np.array(Float32Array.from({ length: shape.reduce((a, b) => a * b, 1) }, f)).reshape(shape);
+  const normal = () => Math.sqrt(-2 * Math.log(1 - rnd())) * Math.cos(2 * Math.PI * rnd());
+  const uni = (shape, bound) => arr(shape, () => (rnd() * 2 - 1) * bound);
+  const fill = (shape, v) => arr(shape, () => v);
+  const d = s.d_model, ff = s.ff;
+  const p = { tok_emb: arr([s.vocab, d], normal), pos_emb: arr([s.context, d], normal) };
+  for (let l = 0; l < s.layers; ++l) {
+    Object.assign(p, {
+      [`b${l}_ln1_w`]: fill([d], 1), [`b${l}_ln1_b`]: fill([d], 0),
+      [`b${l}_in_w`]: uni([d, 3 * d], Math.sqrt(6 / (4 * d))), [`b${l}_in_b`]: fill([3 * d], 0),
+      [`b${l}_out_w`]: uni([d, d], 1 / Math.sqrt(d)), [`b${l}_out_b`]: fill([d], 0),
+      [`b${l}_ln2_w`]: fill([d], 1), [`b${l}_ln2_b`]: fill([d], 0),
+      [`b${l}_l1_w`]: uni([d, ff], 1 / Math.sqrt(d)), [`b${l}_l1_b`]: uni([ff], 1 / Math.sqrt(d)),
+      [`b${l}_l2_w`]: uni([ff, d], 1 / Math.sqrt(ff)), [`b${l}_l2_b`]: uni([d], 1 / Math.sqrt(ff)),
+    });
+  }
+  Object.assign(p, { ln_f_w: fill([d], 1), ln_f_b: fill([d], 0),
+                     head_w: uni([d, s.vocab], 1 / Math.sqrt(d)), head_b: uni([s.vocab], 1 / Math.sqrt(d)) });
+  return p;
+}
+
+/** The mean cross-entropy of CharTransformer over the unmasked positions (lm::lm_loss), as a jax-js user writes
+ * it: embeddings by np.take (a gather), pre-LN blocks with nn.dotProductAttention(isCausal) on [B, T, heads, hd]
+ * (einsum, where(tri), softmax inside), exact-erf GELU (nn.gelu approximate: false, as torch's "gelu"), LayerNorm
+ * eps 1e-5. x: (B, T) int32; yOneHot: (B, T, vocab) f32; mask: (B, T) f32; returns a scalar. */
+function jaxCharlmLoss(jax, s, B, p, x, yOneHot, mask) {
+  const { numpy: np, nn } = jax;
+  const T = s.context, d = s.d_model, H = s.heads;
+  const layerNorm = (a, w, b) => {
+    const c = a.ref.sub(a.mean(-1, { keepdims: true }));
+    const r = np.sqrt(c.ref.mul(c.ref).mean(-1, { keepdims: true }).add(1e-5));
+    return c.div(r).mul(w).add(b);
+  };
+  let h = np.take(p.tok_emb, x, 0).add(p.pos_emb);  // (B, T, d) + (T, d)
+  for (let l = 0; l < s.layers; ++l) {
+    const q = (k) => p[`b${l}_${k}`];
+    const a = layerNorm(h.ref, q('ln1_w'), q('ln1_b'));
+    const qkv = np.matmul(a, q('in_w')).add(q('in_b')).reshape([B, T, 3, H, d / H]);
+    const [qq, kk, vv] = [0, 1, 2].map((i) => qkv.ref.slice([], [], i));
+    qkv.dispose();
+    const att = nn.dotProductAttention(qq, kk, vv, { isCausal: true }).reshape([B, T, d]);
+    h = h.add(np.matmul(att, q('out_w')).add(q('out_b')));
+    const m = nn.gelu(np.matmul(layerNorm(h.ref, q('ln2_w'), q('ln2_b')), q('l1_w')).add(q('l1_b')), { approximate: false });
+    h = h.add(np.matmul(m, q('l2_w')).add(q('l2_b')));
+  }
+  const logits = np.matmul(layerNorm(h, p.ln_f_w, p.ln_f_b), p.head_w).add(p.head_b);
+  const nll = nn.logSoftmax(logits, -1).mul(yOneHot).sum(-1).mul(-1);  // (B, T)
+  return nll.mul(mask.ref).sum().div(mask.sum());
+}
+
+/** The jitted train step: loss and gradients, torch.nn.utils.clip_grad_norm_ (global L2 norm; coefficient
+ * min(1, clip / (norm + 1e-6))), torch.optim.AdamW (betas 0.9, 0.999, eps 1e-8, decoupled weight decay). */
+function jaxCharlmTrainer(jax, s, B, lr, wd, clip) {
+  const { numpy: np } = jax;
+  const b1 = 0.9, b2 = 0.999, eps = 1e-8;
+  let p = jaxCharlmParams(np, s);
+  const zeros = (q) => Object.fromEntries(Object.entries(q).map(([k, a]) => [k, np.zeros(a.shape)]));
+  let m = zeros(p), v = zeros(p);
+  const lossFn = (q, x, y, mask) => jaxCharlmLoss(jax, s, B, q, x, y, mask);
+  const jitted = jax.jit((q, mq, vq, lrt, bc2, x, y, mask) => {
+    const [loss, g] = jax.valueAndGrad(lossFn)(jax.tree.ref(q), x, y, mask);
+    const keys = Object.keys(q);
+    const norm = np.sqrt(keys.map((k) => g[k].ref.mul(g[k].ref).sum()).reduce((a, b) => a.add(b)));
+    const coef = np.minimum(np.reciprocal(norm.add(1e-6)).mul(clip), 1);
+    const nq = {}, nm = {}, nv = {};
+    for (const k of keys) {
+      const gk = g[k].mul(coef.ref);
+      nm[k] = mq[k].mul(b1).add(gk.ref.mul(1 - b1));
+      nv[k] = vq[k].mul(b2).add(gk.ref.mul(gk).mul(1 - b2));
+      // p <- p (1 - lr wd) - (lr / bc1) m / (sqrt(v) / sqrt(bc2) + eps)   (torch's AdamW, bias corrections bc1, bc2)
+      nq[k] = q[k].mul(1 - lr * wd).sub(nm[k].ref.mul(lrt.ref).div(np.sqrt(nv[k].ref).mul(bc2.ref).add(eps)));
+    }
+    coef.dispose(); lrt.dispose(); bc2.dispose();
+    return [loss, nq, nm, nv];
+  });
+  let t = 0;
+  return {
+    step(x, y, mask) {
+      ++t;
+      const lrt = np.array([lr / (1 - b1 ** t)]).reshape([]), bc2 = np.array([1 / Math.sqrt(1 - b2 ** t)]).reshape([]);
+      const [loss, nq, nm, nv] = jitted(p, m, v, lrt, bc2, x, y, mask);
+      [p, m, v] = [nq, nm, nv];
+      return loss;
+    },
+    dispose() { for (const tr of [p, m, v]) for (const a of Object.values(tr)) a.dispose(); },
+  };
+}
+
+/** jax-js: the charlm case's step on `rows` (charlmRows), inputs resident on the device (uploaded once, as the other
+ * peer cases); `counts` = [warm-up, timed]. */
+export async function timeJaxCharlm(jax, c, rows, device, t0 = performance.now()) {
+  await jaxDevice(jax, device);
+  const np = jax.numpy;
+  const s = { vocab: 27, context: c.context, d_model: 64, layers: 2, heads: 4, ff: 256 };
+  const B = c.size, T = c.context;
+  const x = np.array(Int32Array.from(rows.x), { dtype: np.int32 }).reshape([B, T]);
+  const y = np.array(Float32Array.from({ length: B * T * s.vocab }, (_, i) => (rows.y[Math.floor(i / s.vocab)] === i % s.vocab ? 1 : 0)))
+    .reshape([B, T, s.vocab]);
+  const mask = np.array(Float32Array.from(rows.mask)).reshape([B, T]);
+  const trainer = jaxCharlmTrainer(jax, s, B, 1e-3, 0.01, 1.0);
+  const r = await timeSteps('train', t0, async () => (await trainer.step(x.ref, y.ref, mask.ref).data())[0], c.counts);
+  trainer.dispose();
+  x.dispose(); y.dispose(); mask.dispose();
+  return { ...r, version: '0.1.25', backend: device, uploads: false };
 }

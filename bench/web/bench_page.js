@@ -8,10 +8,12 @@
 //   benchJax(kind, model, size, device)           jax-js 0.1.25 on 'webgpu' or 'webgl', the whole step under jit
 // kind: 'train' (model 'mlp' | 'cnn', size = batch) or 'sgemm' (size = N).
 // The models, inputs and timing loop are those of bench_models.js (shared with ../web_node_bench.mjs: Node + Dawn).
-import { timeJax, timeOurs, timeTfjs } from './bench_models.js';
+//   benchJaxCharlm(c, rows, device)               the charlm case (bench_models.js timeJaxCharlm) in jax-js
+// benchOurs' `given` ({feeds, counts}, optional): the charlm case's word rows and its [warm-up, timed] counts.
+import { timeJax, timeJaxCharlm, timeOurs, timeTfjs } from './bench_models.js';
 
-window.benchOurs = async (name, program, backend, profile, webgpuPlan = 'auto') =>
-  timeOurs(await import(`/${name}/runtime/shadergrad.js`), `/${name}/bundle.json`, program, { backend, webgpuPlan }, profile);
+window.benchOurs = async (name, program, backend, profile, webgpuPlan = 'auto', given = null) =>
+  timeOurs(await import(`/${name}/runtime/shadergrad.js`), `/${name}/bundle.json`, program, { backend, webgpuPlan }, profile, given);
 
 window.benchTfjs = (kind, model, size, backend) => timeTfjs(window.tf, kind, model, size, backend);
 
@@ -20,5 +22,10 @@ window.benchJax = async (kind, model, size, device) => {
   const t0 = performance.now();  // the first case's first step includes the module's import
   if (!jaxMod) jaxMod = await import('/_npm/@jax-js/jax/dist/index.js');
   return timeJax(jaxMod, kind, model, size, device, t0);
+};
+window.benchJaxCharlm = async (c, rows, device) => {
+  const t0 = performance.now();
+  if (!jaxMod) jaxMod = await import('/_npm/@jax-js/jax/dist/index.js');
+  return timeJaxCharlm(jaxMod, c, rows, device, t0);
 };
 window.benchReady = true;
