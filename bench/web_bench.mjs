@@ -228,7 +228,8 @@ console.log(`|---|---|---|---|${baseCli ? '---|---|' : ''}---|---|---|---|---|`)
 for (const r of rows) console.log(r);
 for (const c of cases.filter((x) => x.kind === 'lm'))  // the sanity check: both start near ln(vocab 27) = 3.30
   console.log(`\n${c.name} loss at step 1 (first round; ln 27 = 3.30): ` + results.filter((r) => r.case === c.name && ok(r) && r.round === 0)
-    .map((r) => `${r.api} ${r.who} ${r.values[0].toFixed(4)}`).join(', ') + ` (${c.counts[0]} warm-up + ${c.counts[1]} timed steps)`);
+    .map((r) => `${r.api} ${r.who} ${r.values[0].toFixed(4)} (${r.steps} timed steps)`).join(', ') +
+    ` (${c.counts[0]} warm-up + ${c.counts[1]} timed; 1 + 3 where a step took over 1 s)`);
 const renderer = results.find((r) => r.renderer)?.renderer;
 const loads = results.map((r) => r.load1);
 console.log(`\n${rounds} round(s); 1-minute load average before each measurement ${Math.min(...loads).toFixed(1)}–` +
