@@ -164,7 +164,8 @@ for (round = 0; round < rounds; ++round) for (const c of cases) {
   if (c.kind === 'lm') {  // jax-js only (the same CharTransformer written in jax-js); TF.js is the legacy peer
     if (!peers.includes('jax')) continue;
     if (on('webgpu')) record(c, 'webgpu', 'jax-js 0.1.25 webgpu', await measure('benchJaxCharlm', [c, lmRows.get(c.name), 'webgpu']));
-    if (on('webgl2')) record(c, 'webgl2', 'jax-js 0.1.25 webgl', await measure('benchJaxCharlm', [c, lmRows.get(c.name), 'webgl']));
+    if (on('webgl2'))  // its webgl backend has no Scatter (np.take's gradient): the embedding is a one-hot product there
+      record(c, 'webgl2', 'jax-js 0.1.25 webgl (one-hot emb.)', await measure('benchJaxCharlm', [c, lmRows.get(c.name), 'webgl']));
     continue;
   }
   const tfjs = peers.includes('tfjs'), jax = peers.includes('jax');

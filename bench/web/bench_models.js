@@ -390,7 +390,8 @@ function jaxCharlmParams(np, s) {
 }
 
 /** The mean cross-entropy of CharTransformer over the unmasked positions (lm::lm_loss), as a jax-js user writes
- * it: embeddings by np.take (a gather), pre-LN blocks with nn.dotProductAttention(isCausal) on [B, T, heads, hd]
+ * it: embeddings by np.take (a gather; with s.oneHotEmb, nn.oneHot(x) @ tok_emb instead: jax-js 0.1.25's webgl
+ * backend has no Scatter, the gather's gradient), pre-LN blocks with nn.dotProductAttention(isCausal) on [B, T, heads, hd]
  * (einsum, where(tri), softmax inside), exact-erf GELU (nn.gelu approximate: false, as torch's "gelu"), LayerNorm
  * eps 1e-5. x: (B, T) int32; yOneHot: (B, T, vocab) f32; mask: (B, T) f32; returns a scalar. */
 function jaxCharlmLoss(jax, s, B, p, x, yOneHot, mask) {
@@ -401,7 +402,8 @@ function jaxCharlmLoss(jax, s, B, p, x, yOneHot, mask) {
     const r = np.sqrt(c.ref.mul(c.ref).mean(-1, { keepdims: true }).add(1e-5));
     return c.div(r).mul(w).add(b);
   };
-  let h = np.take(p.tok_emb, x, 0).add(p.pos_emb);  // (B, T, d) + (T, d)
+  const emb = s.oneHotEmb ? np.matmul(nn.oneHot(x, s.vocab), p.tok_emb) : np.take(p.tok_emb, x, 0);
+  let h = emb.add(p.pos_emb);  // (B, T, d) + (T, d)
   for (let l = 0; l < s.layers; ++l) {
     const q = (k) => p[`b${l}_${k}`];
     const a = layerNorm(h.ref, q('ln1_w'), q('ln1_b'));
@@ -457,11 +459,11 @@ function jaxCharlmTrainer(jax, s, B, lr, wd, clip) {
 }
 
 /** jax-js: the charlm case's step on `rows` (charlmRows), inputs resident on the device (uploaded once, as the other
- * peer cases); `counts` = [warm-up, timed]. */
+ * peer cases); `counts` = [warm-up, timed]. On 'webgl' the token embedding is a one-hot product (no Scatter there). */
 export async function timeJaxCharlm(jax, c, rows, device, t0 = performance.now()) {
   await jaxDevice(jax, device);
   const np = jax.numpy;
-  const s = { vocab: 27, context: c.context, d_model: 64, layers: 2, heads: 4, ff: 256 };
+  const s = { vocab: 27, context: c.context, d_model: 64, layers: 2, heads: 4, ff: 256, oneHotEmb: device === 'webgl' };
   const B = c.size, T = c.context;
   const x = np.array(Int32Array.from(rows.x), { dtype: np.int32 }).reshape([B, T]);
   const y = np.array(Float32Array.from({ length: B * T * s.vocab }, (_, i) => (rows.y[Math.floor(i / s.vocab)] === i % s.vocab ? 1 : 0)))
@@ -471,5 +473,5 @@ export async function timeJaxCharlm(jax, c, rows, device, t0 = performance.now()
   const r = await timeSteps('train', t0, async () => (await trainer.step(x.ref, y.ref, mask.ref).data())[0], c.counts);
   trainer.dispose();
   x.dispose(); y.dispose(); mask.dispose();
-  return { ...r, version: '0.1.25', backend: device, uploads: false };
+  return { ...r, version: '0.1.25', backend: device, uploads: false, embedding: s.oneHotEmb ? 'one-hot matmul' : 'np.take' };
 }
