@@ -12,6 +12,7 @@
 #include "sg/train.h"
 
 #include "executable_cache.h"
+#include "step_tally.h"
 
 namespace sg::train {
 
@@ -161,28 +162,20 @@ Result run_lm(const Config& cfg, std::ostream& log) {
   for (int64_t epoch = 1; epoch <= cfg.epochs; ++epoch) {
     const auto t0 = Clock::now();
     const std::vector<int64_t> order = data::seeded_permutation(train_rows.n, cfg.seed + static_cast<uint64_t>(epoch - 1));
-    double loss_sum = 0, norm_sum = 0, lr = cfg.lr;
-    int64_t step = 0;
+    detail::StepTally tally{.clipped = cfg.clip_grad_norm > 0, .scheduled = scheduled, .lr = cfg.lr};
     for (int64_t start = 0; start < train_rows.n; start += batch) {
       const int64_t b = std::min(batch, train_rows.n - start);
       const data::WordRows rows =
           data::take_rows(train_rows, llvm::ArrayRef<int64_t>(order.data() + start, static_cast<size_t>(b)));
       Executable& exe = progs.train_step(b);
       r.kernels_per_step = std::max<int64_t>(r.kernels_per_step, exe.kernels_per_step());
-      const auto out = exe.run({{"x", &rows.x}, {"y", &rows.y}, {"mask", &rows.mask}});
-      const double loss = out[0][0];
-      if (cfg.clip_grad_norm > 0) norm_sum += out[1][0];
-      if (scheduled) lr = out.back()[0];
-      if (!std::isfinite(loss))
-        throw Error(fmt::format("training diverged: loss is {} at epoch {} step {} (try a smaller --lr)", loss, epoch,
-                                step + 1));
-      loss_sum += loss;
-      ++step;
+      tally.add(exe.run({{"x", &rows.x}, {"y", &rows.y}, {"mask", &rows.mask}}), epoch);
+      const int64_t step = tally.steps;
       ++r.steps;
       if (cfg.progress && (step == steps_per_epoch || step * 10 / steps_per_epoch != (step - 1) * 10 / steps_per_epoch)) {
         const double el = seconds_since(t0);
         log << fmt::format("epoch {}/{} step {}/{} loss {:.4f} {:.1f} steps/s\n", epoch, cfg.epochs, step,
-                           steps_per_epoch, loss_sum / step, el > 0 ? step / el : 0.0)
+                           steps_per_epoch, tally.mean_loss(), el > 0 ? step / el : 0.0)
             << std::flush;
       }
     }
@@ -190,9 +183,9 @@ Result run_lm(const Config& cfg, std::ostream& log) {
     train_seconds += secs;
     EpochStats es;
     es.epoch = epoch;
-    es.train_loss = loss_sum / std::max<int64_t>(step, 1);
-    es.lr = lr;
-    es.grad_norm = cfg.clip_grad_norm > 0 ? norm_sum / std::max<int64_t>(step, 1) : -1.0;
+    es.train_loss = tally.mean_loss();
+    es.lr = tally.lr;
+    es.grad_norm = tally.mean_grad_norm();
     es.validation_loss = validation_loss(progs, val_rows, eval_batch);
     es.seconds = secs;
     r.history.push_back(es);

@@ -24,6 +24,7 @@
 #include "sg/safetensors.h"
 
 #include "executable_cache.h"
+#include "step_tally.h"
 
 namespace sg::train {
 
@@ -314,29 +315,19 @@ Result run(const Config& cfg, std::ostream& log) {
     auto t0 = Clock::now();
     it.reset(epoch - 1);
     data::Batch b;
-    int64_t steps = it.batches_per_epoch(), step = 0;
-    double loss_sum = 0, norm_sum = 0, lr = cfg.lr;
+    const int64_t steps = it.batches_per_epoch();
+    detail::StepTally tally{.clipped = cfg.clip_grad_norm > 0, .scheduled = scheduled, .lr = cfg.lr};
     while (it.next(b)) {
       Executable& exe = progs.train_step(b.size);
       r.kernels_per_step = std::max<int64_t>(r.kernels_per_step, exe.kernels_per_step());
-      const auto out = exe.run({{"x", &b.images}, {"labels", &b.labels}});
-      double loss = out[0][0];
-      if (cfg.clip_grad_norm > 0) norm_sum += out[1][0];
-      if (scheduled) lr = out.back()[0];
-      if (!std::isfinite(loss))
-        throw Error(fmt::format("training diverged: loss is {} at epoch {} step {} (try a smaller --lr)", loss, epoch,
-                                step + 1));
-      loss_sum += loss;
-      ++step;
+      tally.add(exe.run({{"x", &b.images}, {"labels", &b.labels}}), epoch);
       ++r.steps;
-      progress.update(epoch, cfg.epochs, step, steps, loss_sum / step, since(t0));
+      progress.update(epoch, cfg.epochs, tally.steps, steps, tally.mean_loss(), since(t0));
     }
     progress.end_line();
     double secs = since(t0);
     train_seconds += secs;
-    EpochStats es{epoch, loss_sum / std::max<int64_t>(step, 1), lr,
-                  cfg.clip_grad_norm > 0 ? norm_sum / std::max<int64_t>(step, 1) : -1.0,
-                  evaluate(progs, test_ds, 1000), secs};
+    EpochStats es{epoch, tally.mean_loss(), tally.lr, tally.mean_grad_norm(), evaluate(progs, test_ds, 1000), secs};
     r.history.push_back(es);
     std::string extra;  // the schedule's lr of the epoch's last step, the mean gradient norm before clipping
     if (scheduled) extra += fmt::format(", lr {:.4g}", es.lr);
