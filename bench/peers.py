@@ -279,17 +279,12 @@ def bench_step(torch, dev, model_name, batch, args):
             last_loss=last[0])
 
 
-def step_data(torch, dev, model_name, batch):
-    """The model (seed 0), a fixed batch and the f64 loss of its first step (the eager step's inputs)."""
-    case = StepCase(torch, dev, model_name, batch)
+def reference_loss(torch, case):
+    """The f64 loss of `case`'s model at its initial weights (no dropout masks: the MLP and CNN have none)."""
     import copy
     with torch.no_grad():
-        ref = float(case.lossf(copy.deepcopy(case.model).double()(case.x.double()), case.y))
-    return case.model, case.x, case.y, ref
-
-
-def step_label(model_name, batch):
-    return "%s train step (Adam) b=%d" % ("MLP 784-128-10" if model_name == "mlp" else "CNN 8-16-32", batch)
+        x = case.x if case.lm else case.x.double()
+        return float(case.lossf(copy.deepcopy(case.initial).double()(x), case.y))
 
 
 def bench_step_graph(torch, dev, model_name, batch, args):
@@ -362,7 +357,8 @@ def bench_step_jax(torch, model_name, batch, args):
     if not any(d.platform == "gpu" for d in jax.devices()):
         print("peers.py: jax sees no GPU: no jax-cuda rows", file=sys.stderr)
         return
-    model, x, y, ref = step_data(torch, torch.device("cpu"), model_name, batch)
+    case = StepCase(torch, torch.device("cpu"), model_name, batch)
+    model, x, y, ref = case.model, case.x, case.y, reference_loss(torch, case)
     params = {k: jnp.asarray(v.detach().numpy()) for k, v in model.state_dict().items()}
     forward = jax_model(jnp, lax, model_name)
     xj, yj = jnp.asarray(x.numpy()), jnp.asarray(y.numpy())
@@ -397,7 +393,7 @@ def bench_step_jax(torch, model_name, batch, args):
     ok = math.isfinite(first) and err <= 1e-4 * (1 + abs(ref))
     st = measure(run, args)
     ok = ok and math.isfinite(last[0])
-    add_row("%s_step_b%d" % (model_name, batch), step_label(model_name, batch), "jax-cuda", st,
+    add_row(case.key, case.label, "jax-cuda", st,
             1000.0 / st["median"], "steps/s", ok, "%s (loss vs f64 %.1e)" % ("ok" if ok else "FAIL", err),
             batch=batch, model=model_name, last_loss=last[0], jax=jax.__version__)
 
@@ -452,8 +448,7 @@ def bench_step_jax_charlm(torch, batch, args):
         print("peers.py: jax sees no GPU: no jax-cuda rows", file=sys.stderr)
         return
     case = StepCase(torch, torch.device("cpu"), "charlm", batch)
-    with torch.no_grad():
-        ref = float(case.lossf(case.initial.double()(case.x), case.y))
+    ref = reference_loss(torch, case)
     params = {k: jnp.asarray(v.detach().numpy()) for k, v in case.model.state_dict().items()}
     loss_fn = jax_charlm(jax, jnp)
     xj, yj = jnp.asarray(case.x.numpy().astype("int32")), jnp.asarray(case.y.numpy().astype("int32"))
