@@ -84,6 +84,23 @@ void expect_same_steps(const StepRun& gles, const StepRun& cpu) {
 
 }  // namespace
 
+TEST_CASE("CPU devices: one rule tells a CPU implementation by its GL, Vulkan or WebGPU description",
+          "[target][backend]") {
+  for (const char* cpu : {"llvmpipe (LLVM 15.0.6, 256 bits)", "softpipe", "Google SwiftShader",
+                          "ANGLE (Google, Vulkan 1.3.0 (SwiftShader Device (Subzero) (0x0000C0DE)), SwiftShader driver)",
+                          "LAVAPIPE", "Microsoft Basic Render Driver", "google swiftshader", "acme cpu"}) {
+    INFO(cpu);
+    CHECK(is_cpu_renderer(cpu));
+  }
+  for (const char* gpu : {"NVIDIA H100 80GB HBM3/PCIe/SSE2", "Mesa Intel(R) UHD Graphics 620 (KBL GT2)",
+                          "AMD Radeon Graphics (radeonsi, renoir)", "cpus-of-warpspeed", ""}) {
+    INFO(gpu);
+    CHECK_FALSE(is_cpu_renderer(gpu));
+  }
+  for (std::string_view n : cpu_renderer_names())  // lower case: is_cpu_renderer lowers only the description
+    CHECK(std::none_of(n.begin(), n.end(), [](char c) { return c >= 'A' && c <= 'Z'; }));
+}
+
 TEST_CASE("GLES Adam train steps of an odd-sized MLP equal the CPU backend", "[gles][backend]") {
   const int64_t B = 7, I = 37, H = 13, O = 5;
   auto run_steps = [&](const std::string& kind, int64_t max_width) {

@@ -1,12 +1,22 @@
 // The web runtime's choice of a bundle's webgpu plan (runtime/web/webgpu.js chooseWebGPUPlan) for adapters
 // described by hand: a GPU, SwiftShader with and without subgroups of 4, another CPU implementation with subgroups
-// of 8, adapters short of a plan's limits, forced plans and bundles that lack a plan. Pure logic, no device: run by ctest (webgpu_plan_choice) in Node.
+// of 8, adapters short of a plan's limits, forced plans and bundles that lack a plan. The choice is the bundle's
+// data: the plans' kinds and preferences and the CPU-adapter rule come from a bundle.json that `shadergrad export`
+// wrote (the first argument; ctest webgpu_plan_choice exports one), so the rule tested is the one C++ writes
+// (sg::cpu_renderer_names). Pure logic, no device: run by ctest in Node.
 // Exit status 0 = every assertion held; an AssertionError names the case otherwise.
 import assert from 'node:assert/strict';
-import { chooseWebGPUPlan } from '../runtime/web/webgpu.js';
+import { readFileSync } from 'node:fs';
+import { chooseWebGPUPlan as choose } from '../runtime/web/webgpu.js';
 
-const plan = (name, requires = {}) => ({ name, program_key: name === 'gpu' ? 'webgpu' : `webgpu_${name.replace('-', '_')}`,
-                                        requires: { limits: {}, features: [], ...requires } });
+const bundle = JSON.parse(readFileSync(process.argv[2] ?? assert.fail('usage: webgpu_plan_choice_check.mjs BUNDLE.json'), 'utf8'));
+const rule = bundle.webgpu.cpu_adapter;
+assert.ok(rule?.names?.length, 'bundle.json has webgpu.cpu_adapter.names');
+const exported = Object.fromEntries(bundle.webgpu.plans.map((p) => [p.name, p]));
+assert.deepEqual(Object.keys(exported).sort(), ['cpu', 'cpu-subgroups', 'gpu']);
+// the exported plans with hand-set requirements (each case below says what the adapter lacks)
+const plan = (name, requires = {}) => ({ ...exported[name], requires: { limits: {}, features: [], ...requires } });
+const chooseWebGPUPlan = (adapter, plans, want = 'auto') => choose(adapter, plans, want, rule);
 const all = [plan('gpu'), plan('cpu'), plan('cpu-subgroups', { features: ['subgroups'], subgroup_size: 4 })];
 const adapter = (info, features = [], fallback = false) => ({ info, features: new Set(features), isFallbackAdapter: fallback });
 const swiftshader = adapter({ vendor: 'google', architecture: 'swiftshader', subgroupMinSize: 4, subgroupMaxSize: 4 },
@@ -16,8 +26,23 @@ const noSubgroups = adapter({ vendor: 'google', architecture: 'swiftshader', sub
 const lanes8 = adapter({ vendor: 'mesa', architecture: 'llvmpipe', subgroupMinSize: 8, subgroupMaxSize: 8 }, ['subgroups']);
 const gpu = adapter({ vendor: 'nvidia', architecture: 'hopper', subgroupMinSize: 32, subgroupMaxSize: 32 }, ['subgroups']);
 
+// the rule's names as whole words, ignoring case, and a fallback adapter: CPU; a name inside a word: not
+for (const [info, fallback, cpu] of [[{ vendor: 'Microsoft', description: 'Microsoft Basic Render Driver' }, false, true],
+                                     [{ vendor: 'mesa', device: 'LLVMPIPE (LLVM 15.0.6, 256 bits)' }, false, true],
+                                     [{ vendor: 'acme', architecture: 'cpu' }, false, true],
+                                     [{ vendor: 'acme' }, true, true],
+                                     [{ vendor: 'acme', architecture: 'cpus-of-warpspeed' }, false, false],
+                                     [{ vendor: 'nvidia', architecture: 'hopper' }, false, false]])
+  assert.equal(chooseWebGPUPlan(adapter(info, [], fallback), [plan('gpu'), plan('cpu')]).plan.name, cpu ? 'cpu' : 'gpu',
+               JSON.stringify(info));
+// a bundle exported before bundle.json carried the rule: its first usable plan, saying why
+let c = choose(swiftshader, all, 'auto', undefined);
+assert.equal(c.plan.name, 'gpu');
+assert.match(c.reason, /no webgpu.cpu_adapter rule.*re-export/);
+assert.match(choose(gpu, [], 'auto', rule).reason, /the bundle has no webgpu plan/);
+
 // SwiftShader with subgroups of 4: cpu-subgroups, with the cpu plan to fall back to after the lane probe
-let c = chooseWebGPUPlan(swiftshader, all);
+c = chooseWebGPUPlan(swiftshader, all);
 assert.equal(c.plan.name, 'cpu-subgroups');
 assert.equal(c.fallback.name, 'cpu');
 assert.match(c.reason, /CPU implementation of WebGPU.*subgroups of 4 invocations/);

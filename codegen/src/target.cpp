@@ -85,9 +85,38 @@ TargetName parse_target_name(std::string_view s) {
   throw ValueError(fmt::format("unknown target '{}' (glsl-es-fragment, glsl-es-compute, spirv-vulkan, wgsl or cpu)", s));
 }
 
+std::span<const std::string_view> cpu_renderer_names() {
+  // Mesa's CPU rasterisers (GL) and lavapipe (Vulkan, also Dawn over it), Google's SwiftShader (Chromium's WebGPU
+  // fallback adapter and ANGLE's software GL), Microsoft's WARP ("Microsoft Basic Render Driver"), and adapters
+  // whose description calls them a CPU (a WebGPU adapter's architecture "cpu").
+  static constexpr std::array<std::string_view, 8> kNames{
+      "llvmpipe", "lavapipe", "softpipe", "swiftshader", "software rasterizer", "basic render driver", "warp", "cpu"};
+  return kNames;
+}
+
+namespace {
+
+char lower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
+bool word_char(char c) { return (c >= '0' && c <= '9') || (lower(c) >= 'a' && lower(c) <= 'z') || c == '_'; }
+
+/// Whether `text` contains `word` (lower case) as a whole word, ignoring case (JavaScript's /\bword\b/i).
+bool contains_word(std::string_view text, std::string_view word) {
+  for (size_t i = 0; i + word.size() <= text.size(); ++i) {
+    size_t j = 0;
+    while (j < word.size() && lower(text[i + j]) == word[j]) ++j;
+    if (j < word.size()) continue;
+    const bool starts = i == 0 || !word_char(text[i - 1]);
+    const bool ends = i + word.size() == text.size() || !word_char(text[i + word.size()]);
+    if (starts && ends) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 bool is_cpu_renderer(std::string_view r) {
-  return r.find("llvmpipe") != std::string_view::npos || r.find("softpipe") != std::string_view::npos ||
-         r.find("SwiftShader") != std::string_view::npos;
+  return std::any_of(cpu_renderer_names().begin(), cpu_renderer_names().end(),
+                     [&](std::string_view name) { return contains_word(r, name); });
 }
 
 DeviceCaps preset_caps(std::string_view preset) {

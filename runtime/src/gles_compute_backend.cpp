@@ -96,9 +96,7 @@ class GlesComputeContext final : public std::enable_shared_from_this<GlesCompute
     l.max_workgroup_count = *std::min_element(c.max_compute_workgroup_count.begin(), c.max_compute_workgroup_count.end());
     l.max_buffer_bytes = c.max_storage_block_bytes;
     l.subgroup_size = 0;
-    const std::string& r = c.renderer;
-    l.cpu_device = r.find("llvmpipe") != std::string::npos || r.find("softpipe") != std::string::npos ||
-                   r.find("SwiftShader") != std::string::npos;
+    l.cpu_device = is_cpu_renderer(c.renderer);
     return l;
   }
 

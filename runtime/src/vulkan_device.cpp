@@ -17,6 +17,7 @@
 
 #include "sg/dump.h"
 #include "sg/error.h"
+#include "sg/target.h"
 #include "env_flag.h"
 #include "vulkan_memory.h"
 
@@ -409,7 +410,7 @@ void probe(VkPhysicalDevice pd, Caps& caps) {
   constexpr VkSubgroupFeatureFlags kArith =
       VK_SUBGROUP_FEATURE_BASIC_BIT | VK_SUBGROUP_FEATURE_VOTE_BIT | VK_SUBGROUP_FEATURE_ARITHMETIC_BIT;
   c.subgroup_arithmetic = c.subgroup_size > 0 && (sub.supportedOperations & kArith) == kArith;
-  c.cpu_device = p.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+  c.cpu_device = p.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU || is_cpu_renderer(p.deviceName);
   c.compute_units = has_sm ? static_cast<int>(sm.shaderSMCount) : 0;
   caps.max_workgroup_size = {l.maxComputeWorkGroupSize[0], l.maxComputeWorkGroupSize[1], l.maxComputeWorkGroupSize[2]};
   caps.timestamp_period_ns = l.timestampPeriod;

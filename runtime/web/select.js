@@ -38,7 +38,7 @@ export async function selectBackend(bundle, options = {}) {
   for (const backend of order) {
     const no = bundleReason(bundle, backend);
     if (no) { attempts.push({ backend, ok: false, reason: no }); continue; }
-    const r = backend === 'webgpu' ? await probeWebGPU(bundle.webgpuPlans, options)
+    const r = backend === 'webgpu' ? await probeWebGPU(bundle.webgpuPlans, options, bundle.webgpu?.cpu_adapter)
                                    : probeWebGL2(bundle.requires, options);
     if (r.device) {
       const ok = backend === 'webgpu'

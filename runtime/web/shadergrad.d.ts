@@ -25,18 +25,25 @@ export type WebGPUPlanName = 'gpu' | 'cpu' | 'cpu-subgroups';
 /** One webgpu plan of a bundle (bundle.json webgpu.plans[]): its programs live at programs.NAME[program_key]. */
 export interface WebGPUPlanInfo {
   name: WebGPUPlanName; program_key: string; target: Record<string, unknown>;
+  /** among the plans for its kind of adapter (target.cpu_device): 0 = tried first */
+  preference?: number;
   /** subgroup_size: the plan's kernels need subgroups of exactly this many consecutive invocations. */
   requires: { limits: Record<string, number>; features: string[]; subgroup_size?: number };
 }
 /** The webgpu plan a runtime runs and why, in words. */
 export interface ChosenWebGPUPlan { name: WebGPUPlanName; program_key: string; reason: string; }
 
-/** The plan for `adapter`: on a fallback adapter or one whose info names a CPU implementation (SwiftShader,
- * llvmpipe, lavapipe, WARP, CPU) 'cpu-subgroups' where the adapter has 'subgroups' of exactly 4 invocations (with
- * 'cpu' as `fallback`), else 'cpu'; 'gpu' otherwise; `want` forces one. A plan that cannot run gives only a reason. */
+/** bundle.json `webgpu.cpu_adapter`: how a CPU implementation of WebGPU is told (a fallback adapter; adapter info
+ * naming one of `names` as a whole word, ignoring case). */
+export interface CpuAdapterRule { fallback_adapter?: boolean; names?: string[]; }
+
+/** The plan for `adapter` by the bundle's data: `cpuAdapter` classifies the adapter (CPU implementation or GPU), the
+ * plans of that kind (`target.cpu_device`) are tried by `preference`; the next usable one is `fallback`. Without
+ * `cpuAdapter` (older bundles) the first usable plan; `want` forces one. A plan that cannot run gives only a reason. */
 export function chooseWebGPUPlan(adapter: { isFallbackAdapter?: boolean; info?: Record<string, unknown>;
                                             features?: ReadonlySet<string>; limits?: Record<string, number> },
-                                 plans: WebGPUPlanInfo[], want?: 'auto' | WebGPUPlanName):
+                                 plans: WebGPUPlanInfo[], want?: 'auto' | WebGPUPlanName,
+                                 cpuAdapter?: CpuAdapterRule):
   { plan: WebGPUPlanInfo; reason: string; fallback?: WebGPUPlanInfo } | { reason: string };
 
 /** A reference to f32 data in a bundle file: absolute byte offset and length. */

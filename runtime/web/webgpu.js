@@ -26,11 +26,6 @@ export const REQUIRED_LIMITS = {
 
 const fail = (reason) => ({ reason });
 
-/** What the adapter info of a CPU implementation of WebGPU names (vendor, architecture, device, description):
- * SwiftShader (Chromium's fallback adapter), Mesa's llvmpipe / lavapipe / softpipe (Dawn over GLES or Vulkan),
- * Microsoft's WARP ("Microsoft Basic Render Driver"), or a CPU device type. */
-const CPU_ADAPTER = /swiftshader|llvmpipe|lavapipe|softpipe|software rasterizer|basic render driver|\bwarp\b|\bcpu\b/i;
-
 /** Lanes per subgroup that the cpu-subgroups plan's kernels assume (bundle.json plans[].requires.subgroup_size). */
 const SUBGROUP_LANES = 4;
 
@@ -56,19 +51,47 @@ function limitsShort(adapter, p) {
 }
 
 /**
- * Which webgpu plan of the bundle runs on `adapter`: on a CPU implementation of WebGPU — a fallback adapter, or
- * adapter info naming SwiftShader, llvmpipe, lavapipe, WARP or a CPU — the `cpu-subgroups` plan where the adapter has
- * the 'subgroups' feature with subgroups of exactly 4 invocations (then `fallback` is the `cpu` plan, for when the
- * device's lanes turn out not to be 4 consecutive invocations), else the `cpu` plan; the `gpu` plan otherwise; a
- * plan whose limits the adapter does not have is passed over (the next one in that order, else the first usable
- * one); `want` ('gpu' | 'cpu' | 'cpu-subgroups') forces one. Never throws.
+ * Whether `adapter` is a CPU implementation of WebGPU by the bundle's rule (bundle.json `webgpu.cpu_adapter`,
+ * written by shadergrad from its one list, sg::cpu_renderer_names): a fallback adapter when `fallback_adapter`, or
+ * adapter info (vendor, architecture, device, description) naming one of `names` as a whole word, ignoring case.
+ * @returns {{cpu: boolean, why: string}}
+ */
+function classifyAdapter(adapter, rule) {
+  const info = adapter.info ?? {};
+  const text = [info.vendor, info.architecture, info.device, info.description].filter(Boolean).join(' ');
+  const fallback = rule.fallback_adapter && !!(adapter.isFallbackAdapter ?? info.isFallbackAdapter);
+  const escape = (n) => n.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+  const named = rule.names?.length ? text.match(new RegExp(`\\b(${rule.names.map(escape).join('|')})\\b`, 'i'))?.[0]
+                                   : undefined;
+  const cpu = fallback || !!named;
+  const about = `the adapter${text ? ` (${text})` : ''}`;
+  return {
+    cpu,
+    why: cpu ? `${about} is a CPU implementation of WebGPU (${[fallback ? 'a fallback adapter' : '',
+                                                                named ? `its info names ${named}` : ''].filter(Boolean).join(', ')})`
+             : `${about} is a GPU (not a fallback adapter; its info names no CPU implementation)`,
+  };
+}
+
+/**
+ * Which webgpu plan of the bundle runs on `adapter`, by the bundle's data: `cpuAdapter` (bundle.json
+ * `webgpu.cpu_adapter`) says whether the adapter is a CPU implementation of WebGPU; the plans made for that kind
+ * (`target.cpu_device`) are tried by their `preference` (0 first): the first one whose limits, features and
+ * subgroups the adapter has runs, and the next such one is its `fallback` (the runtime takes it when a device probe
+ * disagrees: the cpu-subgroups plan's lanes). A plan the adapter cannot run is passed over, saying why; with none of
+ * the adapter's kind usable, the first usable plan of the bundle. A bundle without `cpu_adapter` (exported before
+ * the choice was written into bundle.json) gets its first usable plan. `want` ('gpu' | 'cpu' | 'cpu-subgroups')
+ * forces one. Never throws.
  * @param {{isFallbackAdapter?: boolean, info?: object, features?: Set<string>, limits?: object}} adapter
- * @param {{name: string}[]} plans the bundle's webgpu plans
+ * @param {{name: string, target?: {cpu_device?: boolean}, preference?: number, requires?: object}[]} plans the
+ *   bundle's webgpu plans
  * @param {'auto'|'gpu'|'cpu'|'cpu-subgroups'} [want]
+ * @param {{fallback_adapter?: boolean, names?: string[]}} [cpuAdapter] bundle.json `webgpu.cpu_adapter`
  * @returns {{plan: object, reason: string, fallback?: object} | {reason: string}} the plan and why, in words; or
  *   why none can run
  */
-export function chooseWebGPUPlan(adapter, plans, want = 'auto') {
+export function chooseWebGPUPlan(adapter, plans, want = 'auto', cpuAdapter = undefined) {
+  if (!plans.length) return fail('the bundle has no webgpu plan (export it with --targets webgpu)');
   const names = plans.map((p) => p.name);
   const has = (n) => plans.find((p) => p.name === n);
   const unusable = (p) => limitsShort(adapter, p) ??
@@ -83,40 +106,34 @@ export function chooseWebGPUPlan(adapter, plans, want = 'auto') {
     if (no) return fail(`the ${want} plan, forced (webgpuPlan: '${want}'), cannot run here: ${no}`);
     return { plan: has(want), reason: `the ${want} plan, forced (webgpuPlan: '${want}')` };
   }
-  const info = adapter.info ?? {};
-  const text = [info.vendor, info.architecture, info.device, info.description].filter(Boolean).join(' ');
-  const fallback = adapter.isFallbackAdapter ?? info.isFallbackAdapter;
-  const named = text.match(CPU_ADAPTER)?.[0];
-  const cpu = !!fallback || !!named;
-  const why = cpu
-    ? `the adapter${text ? ` (${text})` : ''} is a CPU implementation of WebGPU (${[
-      fallback ? 'a fallback adapter' : '', named ? `its info names ${named}` : ''].filter(Boolean).join(', ')})`
-    : `the adapter${text ? ` (${text})` : ''} is a GPU (not a fallback adapter; its info names no CPU implementation)`;
-  const passed = [];  // the preferred plans that cannot run here, and why
-  const pick = (name, reason, extra = {}) => {
-    const p = has(name), no = p && unusable(p);
-    if (p && !no) return { plan: p, reason: `${reason}${passed.length ? ` (${passed.join('; ')})` : ''}`, ...extra };
-    if (p) passed.push(`not ${name}: ${no}`);
-    return null;
-  };
-  const chosen = cpu
-    ? pick('cpu-subgroups', `the cpu-subgroups plan: ${why}, with subgroups of ` +
-                            `${has('cpu-subgroups')?.requires?.subgroup_size} invocations`,
-           { fallback: has('cpu') && !unusable(has('cpu')) ? has('cpu') : undefined }) ??
-      pick('cpu', `the cpu plan: ${why}`)
-    : pick('gpu', `the gpu plan: ${why}`);
-  if (chosen) return chosen;
-  const kind = cpu ? 'cpu' : 'gpu';
   const other = plans.find((p) => !unusable(p));
-  if (!other)
-    return fail(plans.length > 1
-      ? `none of the bundle's plans (${names.join(', ')}) can run here: ` +
-        plans.map((p) => `${p.name}: ${unusable(p)}`).join('; ')
-      : `the bundle's only plan (${names.join(', ')}) cannot run here: ${unusable(plans[0])}`);
-  const why_other = passed.length ? passed.join('; ')
-                                  : `the bundle has no ${kind} plan (export it with --webgpu-plans gpu,cpu,cpu-subgroups)`;
+  const none = () => fail(plans.length > 1
+    ? `none of the bundle's plans (${names.join(', ')}) can run here: ` +
+      plans.map((p) => `${p.name}: ${unusable(p)}`).join('; ')
+    : `the bundle's only plan (${names.join(', ')}) cannot run here: ${unusable(plans[0])}`);
+  if (!cpuAdapter) {
+    if (!other) return none();
+    return { plan: other, reason: `the ${other.name} plan, the first usable one of the bundle: its bundle.json has ` +
+                                  'no webgpu.cpu_adapter rule to choose by the adapter (re-export it with this shadergrad)' };
+  }
+  const { cpu, why } = classifyAdapter(adapter, cpuAdapter);
+  const kind = cpu ? 'cpu' : 'gpu';
+  const mine = plans.filter((p) => !!p.target?.cpu_device === cpu)
+    .sort((a, b) => (a.preference ?? 0) - (b.preference ?? 0));
+  const passed = mine.filter((p) => unusable(p)).map((p) => `not ${p.name}: ${unusable(p)}`);
+  const usable = mine.filter((p) => !unusable(p));
+  if (usable.length) {
+    const p = usable[0];
+    const passedBefore = passed.slice(0, mine.indexOf(p));
+    const lanes = p.requires?.subgroup_size ? `, with subgroups of ${p.requires.subgroup_size} invocations` : '';
+    return { plan: p, reason: `the ${p.name} plan: ${why}${lanes}${passedBefore.length ? ` (${passedBefore.join('; ')})` : ''}`,
+             ...(usable[1] ? { fallback: usable[1] } : {}) };
+  }
+  if (!other) return none();
+  const whyOther = passed.length ? passed.join('; ')
+                                 : `the bundle has no ${kind} plan (export it with --webgpu-plans gpu,cpu,cpu-subgroups)`;
   return { plan: other, reason: `the ${other.name} plan, the only ${plans.length > 1 ? 'usable ' : ''}one of the ` +
-                                `bundle: ${why}, but ${why_other}` };
+                                `bundle: ${why}, but ${whyOther}` };
 }
 
 /**
@@ -173,9 +190,10 @@ fn main(@builtin(local_invocation_index) i: u32, @builtin(workgroup_id) wg: vec3
  * @param {{name: string, program_key: string, requires: {limits?: Record<string, number>}}[]} plans
  * @param {{gpu?: GPU, profile?: boolean, featureLevel?: string, powerPreference?: string,
  *          webgpuPlan?: 'auto'|'gpu'|'cpu'|'cpu-subgroups'}} [options]
+ * @param {{fallback_adapter?: boolean, names?: string[]}} [cpuAdapter] bundle.json `webgpu.cpu_adapter`
  * @returns {Promise<{device: WebGPUDevice, plan: object, planReason: string} | {reason: string}>}
  */
-export async function probeWebGPU(plans, options = {}) {
+export async function probeWebGPU(plans, options = {}, cpuAdapter = undefined) {
   const gpu = options.gpu ?? globalThis.navigator?.gpu;
   if (!gpu)
     return fail('navigator.gpu is missing: this browser or context has no WebGPU (it needs a secure context; ' +
@@ -198,7 +216,7 @@ export async function probeWebGPU(plans, options = {}) {
   const info = adapter.info ?? {};
   const name = [info.vendor, info.architecture, info.device, info.description].filter(Boolean).join(' ') ||
                'unknown adapter';
-  const chosen = chooseWebGPUPlan(adapter, plans, options.webgpuPlan ?? 'auto');
+  const chosen = chooseWebGPUPlan(adapter, plans, options.webgpuPlan ?? 'auto', cpuAdapter);
   if (!chosen.plan) return fail(`adapter ${name}: ${chosen.reason}`);
   // the limits of the plan and of its fallback (the device runs the fallback when the subgroup probe disagrees)
   const wanted = { ...(chosen.fallback?.requires?.limits ?? {}) };

@@ -273,8 +273,8 @@ TargetPlans schedule_webgpu(const BundleSpec& spec, const WebGPUTarget& target, 
   t.key = first ? "webgpu" : "webgpu_" + plan_name;
   std::replace(t.key.begin(), t.key.end(), '-', '_');  // webgpu_cpu_subgroups
   t.target = target;
-  t.target.cpu_device = plan_name == "cpu" || plan_name == "cpu-subgroups";
-  t.target.subgroup_broadcast = plan_name == "cpu-subgroups";
+  t.target.cpu_device = webgpu_plan_kind(plan_name).cpu_device;
+  t.target.subgroup_broadcast = webgpu_plan_kind(plan_name).subgroup_broadcast;
   const ScheduleOptions so = t.target.schedule_options();
   const ComputeLimits limits = t.target.limits();
   ExportSummary::WebGPUPlanSummary ps{plan_name, {}, 0};
@@ -329,8 +329,7 @@ void check_webgpu_plans(const BundleTargets& targets) {
     throw ValueError("export: the webgpu target needs at least one webgpu plan (gpu, cpu, cpu-subgroups)");
   for (size_t i = 0; i < targets.webgpu_plans.size(); ++i) {
     const std::string& n = targets.webgpu_plans[i];
-    if (std::find(std::begin(kWebGPUPlanNames), std::end(kWebGPUPlanNames), n) == std::end(kWebGPUPlanNames))
-      throw ValueError(fmt::format("export: unknown webgpu plan '{}' (choose gpu, cpu, cpu-subgroups)", n));
+    webgpu_plan_kind(n);  // ValueError for an unknown name
     if (std::find(targets.webgpu_plans.begin(), targets.webgpu_plans.begin() + static_cast<std::ptrdiff_t>(i), n) !=
         targets.webgpu_plans.begin() + static_cast<std::ptrdiff_t>(i))
       throw ValueError(fmt::format("export: webgpu plan '{}' is listed twice", n));
@@ -588,8 +587,9 @@ ExportSummary write_bundle(const BundleSpec& spec, const BundleTargets& targets,
     json plans = json::array();
     for (const TargetPlans& g : gpus)
       plans.push_back({{"name", g.name}, {"program_key", g.key}, {"target", g.target.to_json()},
-                       {"requires", webgpu_requires(g, reg)}});
-    bundle["webgpu"] = {{"target", plans[0]["target"]}, {"requires", plans[0]["requires"]}, {"plans", plans}};
+                       {"requires", webgpu_requires(g, reg)}, {"preference", webgpu_plan_kind(g.name).preference}});
+    bundle["webgpu"] = {{"target", plans[0]["target"]}, {"requires", plans[0]["requires"]}, {"plans", plans},
+                        {"cpu_adapter", cpu_adapter_rule()}};
   }
   bundle["persistent"] = persistent;
   bundle["programs"] = programs;

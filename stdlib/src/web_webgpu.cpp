@@ -79,6 +79,20 @@ DeviceCaps webgpu_caps(const WebGPUTarget& t) {
 
 }  // namespace
 
+const WebGPUPlanKind& webgpu_plan_kind(const std::string& name) {
+  for (const WebGPUPlanKind& k : kWebGPUPlans)
+    if (name == k.name) return k;
+  std::string names;
+  for (const WebGPUPlanKind& k : kWebGPUPlans) names += std::string(names.empty() ? "" : ", ") + k.name;
+  throw ValueError(fmt::format("export: unknown webgpu plan '{}' (choose {})", name, names));
+}
+
+json cpu_adapter_rule() {
+  json names = json::array();
+  for (std::string_view n : cpu_renderer_names()) names.push_back(n);
+  return {{"fallback_adapter", true}, {"names", names}};
+}
+
 ComputeLimits WebGPUTarget::limits() const { return webgpu_caps(*this).compute; }
 
 ScheduleOptions WebGPUTarget::schedule_options() const {

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -49,7 +50,15 @@ struct DeviceCaps {
   ComputeLimits compute;           ///< compute and buffer limits (compute targets)
 };
 
-/// True when a GL_RENDERER string names a CPU rasteriser (llvmpipe, softpipe, SwiftShader).
+/// The names by which a device's description (GL_RENDERER, a Vulkan device name, a WebGPU adapter's info) reveals a
+/// CPU implementation of the API: llvmpipe, lavapipe, softpipe, swiftshader, software rasterizer, basic render
+/// driver (Microsoft WARP), warp, cpu. Lower case; matched as whole words, ignoring case. The one list behind
+/// is_cpu_renderer and the web runtime's choice of a webgpu plan (bundle.json `webgpu.cpu_adapter`, docs/BUNDLE.md).
+std::span<const std::string_view> cpu_renderer_names();
+
+/// True when `renderer` (GL_RENDERER, a Vulkan device name, a WebGPU adapter description) contains one of
+/// cpu_renderer_names() as a whole word, ignoring case ("llvmpipe (LLVM 15.0.6, 256 bits)", "ANGLE (Google, Vulkan
+/// 1.3.0 (SwiftShader Device (Subzero) ...))").
 bool is_cpu_renderer(std::string_view renderer);
 
 /// DeviceCaps of a device shadergrad dumps for without opening it: "llvmpipe" (Mesa llvmpipe: a CPU rasteriser,

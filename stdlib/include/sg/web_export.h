@@ -104,18 +104,31 @@ struct WebGPUTarget {
   nlohmann::json to_json() const;
 };
 
-/// The names of the webgpu plans a bundle may carry: "gpu" (kernels for hardware GPUs), "cpu" (for CPU
-/// implementations of WebGPU: WebGPUTarget::cpu_device) and "cpu-subgroups" (the cpu plan whose contractions share
-/// loads across subgroups: WebGPUTarget::subgroup_broadcast; the runtime prefers it to "cpu" where the adapter's
-/// subgroups are 4 consecutive invocations). The runtime picks one by the adapter (docs/BUNDLE.md).
-inline constexpr const char* kWebGPUPlanNames[] = {"gpu", "cpu", "cpu-subgroups"};
+/// A webgpu plan a bundle may carry: its name, the WebGPUTarget flags it is scheduled with, and its preference among
+/// the plans for its kind of adapter (0 first). Written into bundle.json (`webgpu.plans[].target.cpu_device`,
+/// `preference`), from which the runtime picks one by the adapter (docs/BUNDLE.md "Choosing a webgpu plan").
+struct WebGPUPlanKind {
+  const char* name;
+  bool cpu_device;          ///< for CPU implementations of WebGPU (WebGPUTarget::cpu_device)
+  bool subgroup_broadcast;  ///< register tiles sharing loads across subgroups (WebGPUTarget::subgroup_broadcast)
+  int preference;           ///< among the plans of its adapter kind: 0 = tried first
+};
+
+/// The webgpu plans: "gpu" (kernels for hardware GPUs), "cpu" (for CPU implementations of WebGPU) and
+/// "cpu-subgroups" (the cpu plan whose contractions share loads across subgroups; preferred to "cpu" where the
+/// adapter's subgroups are 4 consecutive invocations, with "cpu" as the fallback when they are not).
+inline constexpr WebGPUPlanKind kWebGPUPlans[] = {
+    {"gpu", false, false, 0}, {"cpu", true, false, 1}, {"cpu-subgroups", true, true, 0}};
+
+/// The plan of kWebGPUPlans named `name`; ValueError listing the names otherwise.
+const WebGPUPlanKind& webgpu_plan_kind(const std::string& name);
 
 /// The targets a bundle carries; at least one. Converts from a WebGL2Target (both targets, that webgl2 schedule).
 struct BundleTargets {
   bool webgpu = true;
   bool webgl2 = true;
   /// The webgpu plans, in bundle.json order (`webgpu.plans`; the first one is `programs.NAME.webgpu`, another one
-  /// `programs.NAME.webgpu_PLAN`): a non-empty list of distinct kWebGPUPlanNames. Default all three, GPU first.
+  /// `programs.NAME.webgpu_PLAN`): a non-empty list of distinct kWebGPUPlans names. Default all three, GPU first.
   std::vector<std::string> webgpu_plans = {"gpu", "cpu", "cpu-subgroups"};
   /// The preset of every webgpu plan. Its cpu_device must stay false (write_bundle throws ValueError otherwise):
   /// choose the CPU implementation's kernels with webgpu_plans = {"cpu"}.
@@ -215,6 +228,10 @@ nlohmann::json describe_program(const Plan& plan, const std::string& shader_dir)
 /// of plan.kernels[i]. Exposed for tests.
 nlohmann::json describe_webgpu_program(const Plan& plan, const std::vector<ComputeKernel>& kernels,
                                        const std::string& shader_dir);
+
+/// How the runtime tells a CPU implementation of WebGPU (bundle.json `webgpu.cpu_adapter`): {"fallback_adapter": true,
+/// "names": sg::cpu_renderer_names()}: a fallback adapter, or adapter info naming one of `names` as a whole word.
+nlohmann::json cpu_adapter_rule();
 
 /// Options of `shadergrad export` for the built-in models.
 struct ModelExportOptions {
