@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "sg/backend.h"
+#include "sg/target.h"
 #include "sg/web_export.h"
 #include "web_records.h"
 
@@ -19,21 +21,24 @@ ScheduleOptions WebGL2Target::schedule_options() const {
   };
   range("max_texture_size", max_texture_size, 64, 65536);
   range("max_draw_buffers", max_draw_buffers, 1, 8);
-  range("max_texture_units", max_texture_units, 1, 32);
+  range("max_texture_units", max_texture_units, 1, 16);  // the fragment target's sampler budget (sg::make_target)
   range("row_planes", row_planes, 1, 8);
   range("col_planes", col_planes, 1, 2);
   range("min_parallel_texels", min_parallel_texels, 0, int64_t{1} << 30);
-  ScheduleOptions so;
-  so.max_texture_width = max_texture_size;
-  so.max_texture_height = max_texture_size;
-  so.max_outputs = max_draw_buffers;
-  so.max_inputs = max_texture_units;
-  so.row_planes = std::min(row_planes, max_draw_buffers);
-  so.col_planes = col_planes;
-  so.union_domains = union_domains;
-  so.row_aligned_layout = row_aligned_layout;
-  so.min_parallel_texels = min_parallel_texels;
-  so.max_guarded_reads = kWebGL2MaxGuardedReads;
+  // the fragment target of a device with these limits, through the one schedule policy (sg::schedule_options)
+  DeviceCaps caps;
+  caps.renderer = "a WebGL2 device (bundle)";
+  caps.max_texture_size = max_texture_size;
+  caps.max_draw_buffers = max_draw_buffers;
+  caps.max_texture_units = max_texture_units;
+  BackendOptions opt;
+  opt.row_planes = row_planes;
+  opt.col_planes = col_planes;
+  opt.union_domains = union_domains;
+  opt.row_layout = row_aligned_layout;
+  opt.min_parallel_texels = min_parallel_texels;
+  ScheduleOptions so = sg::schedule_options(make_target(TargetName::GlslEsFragment, caps), opt);
+  so.max_guarded_reads = kWebGL2MaxGuardedReads;  // what Chromium's SwiftShader WebGL2 survives (web_export.h)
   return so;
 }
 

@@ -60,7 +60,7 @@ inline constexpr int kWebGL2MaxGuardedReads = 16;
 struct WebGL2Target {
   int64_t max_texture_size = 4096;  ///< texels per texture side (layouts wrap rows at this width)
   int max_draw_buffers = 4;         ///< render targets per kernel (ScheduleOptions::max_outputs)
-  int max_texture_units = 16;       ///< samplers per kernel (ScheduleOptions::max_inputs)
+  int max_texture_units = 16;       ///< samplers per kernel (ScheduleOptions::max_inputs; 1..16)
   int row_planes = 4;               ///< ScheduleOptions::row_planes (1 = off)
   int col_planes = 1;               ///< ScheduleOptions::col_planes (1 = off, 2 = on; needs 8 draw buffers with 4 row planes)
   bool union_domains = false;       ///< ScheduleOptions::union_domains (off: CPU rasterisers run every block masked)
