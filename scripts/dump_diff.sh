@@ -21,6 +21,10 @@ dump_all() {  # BIN DIR
       "$bin" dump --model "$model" $gpu --out "$d/all" >"$d.stdout"
       "$bin" dump --model "$model" $gpu --target glsl-es-compute --out "$d/compute" >>"$d.stdout"
     done
+    # the C kernels of the cpu-simd backend (one schedule whatever --gpu says); a reference binary older than the
+    # target dumps none (the diff then lists the new files)
+    "$bin" dump --model "$model" --target cpu-simd --out "$dir/$model/cpu-simd" >>"$dir/$model.stdout" 2>/dev/null ||
+      rm -rf "$dir/$model/cpu-simd"
   done
   "$bin" dump --model mlp --unfused --out "$dir/mlp-unfused/all" >"$dir/mlp-unfused.stdout"
   "$bin" dump --model cnn --gpu --no-union --max-outputs 4 --out "$dir/cnn-gpu-nounion-4/all" >"$dir/cnn-gpu-nounion-4.stdout"

@@ -128,25 +128,33 @@ void write_run_dir(const sg::Plan& plan, const sg::ComputeLimits& limits, const 
 
 TEST_CASE("the helpers' shader files of codegen/shaders are embedded verbatim, each one helper's source",
           "[wgsl][codegen]") {
-  // every helper's pair of files (ArgBetter's forms are in glsl_argmax.cpp)
-  std::set<std::string> helper_sources;
+  // every helper's three files (GLSL, WGSL, C; ArgBetter's forms are in glsl_argmax.cpp); the C one is printed inside
+  // its include guard
+  std::set<std::string> helper_sources, c_sources;
   for (int h = 0; h < static_cast<int>(sg::MathHelper::kCount); ++h)
-    if (static_cast<sg::MathHelper>(h) != sg::MathHelper::ArgBetter)
+    if (static_cast<sg::MathHelper>(h) != sg::MathHelper::ArgBetter) {
       for (bool wgsl : {false, true}) helper_sources.insert(sg::math_helper_source(static_cast<sg::MathHelper>(h), wgsl));
+      c_sources.insert(sg::math_helper_source(static_cast<sg::MathHelper>(h), sg::ComputeLanguage::C));
+    }
   CHECK(helper_sources.size() == 2 * (static_cast<size_t>(sg::MathHelper::kCount) - 1));
+  CHECK(c_sources.size() == static_cast<size_t>(sg::MathHelper::kCount) - 1);
   const auto& files = sg::shaders::shader_files();
-  CHECK(files.size() == helper_sources.size());  // no file that no helper prints
+  CHECK(files.size() == helper_sources.size() + c_sources.size());  // no file that no helper prints
   for (const auto& f : files) {
     INFO(f.path);
     const std::string on_disk = sg::testing::read_file(sg::golden::source_dir() + "/codegen/shaders/" + std::string(f.path));
     CHECK(!on_disk.empty());
     CHECK(std::string(f.bytes) == on_disk);  // byte for byte
-    CHECK(helper_sources.count(on_disk) == 1);
+    if (std::string_view(f.path).ends_with(".c"))
+      CHECK(std::count_if(c_sources.begin(), c_sources.end(),
+                          [&](const std::string& c) { return c.find("\n" + on_disk + "#endif\n") != std::string::npos; }) == 1);
+    else
+      CHECK(helper_sources.count(on_disk) == 1);
   }
   CHECK_THROWS_AS(sg::shaders::shader_file("math/no_such_helper.glsl"), sg::CompileError);
 }
 
-TEST_CASE("every float op and every math helper has a GLSL and a WGSL formula", "[wgsl][codegen]") {
+TEST_CASE("every float op and every math helper has a GLSL, a WGSL and a C formula", "[wgsl][codegen]") {
   for (int i = static_cast<int>(sg::SOp::Neg); i <= static_cast<int>(sg::SOp::Select); ++i) {
     const auto op = static_cast<sg::SOp>(i);
     INFO("SOp " << i);
@@ -155,6 +163,13 @@ TEST_CASE("every float op and every math helper has a GLSL and a WGSL formula", 
     CHECK(g.find("0x7fc00000u") == std::string::npos);  // the fallback for an op without a formula is NaN
     CHECK(w.find("0x7fc00000u") == std::string::npos);
     CHECK(w.find('a') != std::string::npos);  // reads its first operand
+    // C (cpu-simd): its own formula, the same helpers, defined as static inline functions; no GLSL spelling
+    sg::MathHelpers ch;
+    const std::string c = sg::float_math(sg::ComputeLanguage::C, op, "a", "b", "c", ch);
+    CHECK(c.find("0x7fc00000u") == std::string::npos);
+    CHECK(ch.c_source().empty() == wh.wgsl_source().empty());
+    for (const char* glsl_only : {"uintBitsToFloat", "floatBitsToUint", "roundEven", "inversesqrt", "abs(", "floor("})
+      CHECK(c.find(glsl_only) == std::string::npos);
     // the same helpers in both languages, each defined in WGSL
     CHECK(gh.source(false).empty() == wh.wgsl_source().empty());
     if (!wh.empty()) CHECK(wh.wgsl_source().find("fn ") != std::string::npos);
@@ -173,6 +188,14 @@ TEST_CASE("every float op and every math helper has a GLSL and a WGSL formula", 
     // NaN/Inf are runtime values in WGSL (a constant expression evaluating to NaN is a shader-creation error)
     CHECK(w.find("bitcast<f32>(0x") == std::string::npos);
     CHECK_FALSE(std::regex_search(w, std::regex(R"(\b(float|bool|int)\s+\w+\s*[(=])")));  // no GLSL declarations
+    // C: include-guarded static inline functions over the C prelude's bit casts, float literals only (a double
+    // literal would make an expression double)
+    const std::string c = sg::math_helper_source(static_cast<sg::MathHelper>(h), sg::ComputeLanguage::C);
+    CHECK(c.rfind("#ifndef SG_MATH_", 0) == 0);
+    CHECK(c.find("static inline ") != std::string::npos);
+    CHECK(c.find("uintBitsToFloat") == std::string::npos);
+    CHECK(c.find("floatBitsToUint") == std::string::npos);
+    CHECK_FALSE(std::regex_search(c, std::regex(R"([^\w.][0-9]+\.[0-9]+(e-?[0-9]+)?[^0-9ef])")));
   }
 }
 

@@ -10,7 +10,7 @@ namespace sg::cli {
 inline const std::vector<std::string> kModels = {"mlp", "cnn", "cnn-large", "cnn5", "resnet"};  ///< sg::nn::make_module
 /// The image models `export` bundles (sg::web::model_bundle_spec; `export` adds the word models of sg/lm.h).
 inline const std::vector<std::string> kExportModels = {"mlp", "cnn", "cnn-large", "cnn5", "resnet"};
-inline const std::vector<std::string> kBackends = {"auto", "gles", "gles-compute", "vulkan", "cpu"};  ///< make_backend
+inline const std::vector<std::string> kBackends = {"auto", "gles", "gles-compute", "vulkan", "cpu-simd", "cpu"};  ///< make_backend
 inline const std::vector<std::string> kDatasets = {"fashion-mnist", "digits", "shapes"};  ///< sg::train::load_split
 /// sg::train::Config::optimizer: make_sgd, make_sgd with momentum 0.9, make_adam, make_adamw
 inline const std::vector<std::string> kOptimizers = {"sgd", "momentum", "adam", "adamw"};

@@ -151,15 +151,17 @@ int cmd_dump(const std::string& model_name, const std::string& target, const std
   // llvmpipe/lavapipe, or a hardware GPU (split-K, row-aligned layouts and union-domain kernels besides row and
   // column planes for the fragment target; GPU tile sizes for the compute targets)
   const bool wgsl = target == "wgsl" || target == "wgsl-compat";
-  const bool compute = target == "glsl-es-compute" || target == "spirv-vulkan" || wgsl;
+  const bool csimd = target == "cpu-simd";  // the C kernels of the cpu-simd backend
+  const bool compute = target == "glsl-es-compute" || target == "spirv-vulkan" || wgsl || csimd;
   if (!compute && target != "all" && target != "glsl450" && target != "spirv" && target != "glsl-es")
-    throw sg::ValueError(fmt::format(
-        "unknown --target '{}' (all, glsl450, spirv, glsl-es, glsl-es-compute, spirv-vulkan, wgsl or wgsl-compat)",
-        target));
+    throw sg::ValueError(fmt::format("unknown --target '{}' (all, glsl450, spirv, glsl-es, glsl-es-compute, "
+                                     "spirv-vulkan, wgsl, wgsl-compat or cpu-simd)",
+                                     target));
   // WGSL: the WebGPU default limits (or compatibility mode's); --gpu does not apply (a WebGPU device is any device)
   const sg::DeviceCaps caps =
-      sg::preset_caps(wgsl ? (target == "wgsl" ? "webgpu" : "webgpu-compat") : gpu ? "gpu" : "llvmpipe");
+      sg::preset_caps(wgsl ? (target == "wgsl" ? "webgpu" : "webgpu-compat") : csimd ? "cpu-simd" : gpu ? "gpu" : "llvmpipe");
   const sg::Target tgt = sg::make_target(wgsl      ? sg::TargetName::Wgsl
+                                         : csimd   ? sg::TargetName::CpuSimd
                                          : compute ? (target == "spirv-vulkan" ? sg::TargetName::SpirvVulkan
                                                                                : sg::TargetName::GlslEsCompute)
                                                    : sg::TargetName::GlslEsFragment,
@@ -181,6 +183,7 @@ int cmd_dump(const std::string& model_name, const std::string& target, const std
     d.spirv = target == "spirv" || target == "spirv-vulkan";
     d.gles = target == "glsl-es" || target == "glsl-es-compute";
     d.wgsl = wgsl;
+    d.c = csimd;
   }
   sg::KernelCache cache;
   sg::dump_plan(plan, out, cache, d);
@@ -189,6 +192,7 @@ int cmd_dump(const std::string& model_name, const std::string& target, const std
   if (d.spirv) files += ", *.spv, *.spvasm";
   if (d.gles) files += d.compute ? ", *.comp" : ", *.frag";
   if (d.wgsl) files += ", *.wgsl";
+  if (d.c) files += ", *.c";
   std::cout << fmt::format("wrote {} kernels of the {} train step (batch {}) to {}/ ({}); peak memory "
                            "{:.2f} MiB\nschedule: target {} on {}: {} outputs per kernel, row planes "
                            "{}, column planes {}, split-K {}, row-aligned layouts {}, union-domain kernels {}{}\n",
@@ -421,7 +425,8 @@ int main(int argc, char** argv) {
   dump->add_option("--target", target,
                    "all (default: .glsl, .spv, .spvasm, .frag) | glsl450 | spirv | glsl-es | glsl-es-compute (.comp) | "
                    "spirv-vulkan (.glsl, .spv, .spvasm of the compute kernels) | wgsl (.wgsl compute kernels for WebGPU's "
-                   "default limits) | wgsl-compat (the same for WebGPU compatibility mode)");
+                   "default limits) | wgsl-compat (the same for WebGPU compatibility mode) | cpu-simd (.c kernels of the "
+                   "cpu-simd backend)");
   dump->add_option("--out", out, "output directory")->required();
   dump->add_option("--batch", dbatch, "batch size (0 = default: 128 mlp, 64 cnn)")->check(kNonNegative);
   dump->add_flag("--unfused", dunfused, "one kernel per graph node");

@@ -95,11 +95,11 @@ std::string KPrinter::raw(const KExprPtr& e) {
     }
     case KOp::Load: {
       loaded_.insert(e->input);
-      return fmt::format("load_{}({})", plan_.values[k_.inputs[e->input]].name, print(e->a));
+      return lang_.call("load_" + plan_.values[k_.inputs[e->input]].name, print(e->a));
     }
     case KOp::FMath: {
       std::string a = print(e->a), b = e->b ? print(e->b) : std::string(), c = e->c ? print(e->c) : std::string();
-      return float_math(lang_.wgsl(), e->sop, a, b, c, helpers_);
+      return float_math(lang_.language(), e->sop, a, b, c, helpers_);
     }
     case KOp::Reduce: return reduce(e);
     case KOp::RandomUniform: {
@@ -175,7 +175,7 @@ std::string KPrinter::reduce(const KExprPtr& e) {
     case ReduceKind::Sum: line(fmt::format("{} += {};", acc, x)); break;
     case ReduceKind::Max:
     case ReduceKind::Min:
-      line(fmt::format("{} = {};", acc, reduce_step(lang_.wgsl(), kind == ReduceKind::Max, acc, x, helpers_)));
+      line(fmt::format("{} = {};", acc, reduce_step(lang_.language(), kind == ReduceKind::Max, acc, x, helpers_)));
       break;
     case ReduceKind::ArgMax:
       line(lang_.let(LType::Float, fmt::format("{}x{}", prefix_, id), x));

@@ -1,4 +1,4 @@
-// Private to codegen: the two languages the compute emitter prints (GLSL 4.50 and WGSL), as one small layer.
+// Private to codegen: the three languages the compute emitter prints (GLSL 4.50, WGSL and C11), as one small layer.
 //
 // The compute emitter (emit_compute.cpp, emit_tiled.cpp, compute_glsl.cpp) writes every kernel once and asks a
 // Lang for each construct whose spelling differs: declarations (`int x = e;` / `let x: i32 = e;`), loops, casts,
@@ -12,8 +12,20 @@
 // constant expression); builtins are entry-point parameters, copied into module-scope `var<private>` variables so
 // that helper functions read them as GLSL's gl_* globals; WGSL has no write-only storage buffers (outputs are
 // `read_write`); `if` bodies need braces.
+//
+// C notes (the cpu-simd target; ComputeLanguage::C in sg/compute_kernel.h has the entry point's contract): C has no
+// builtins, bindings or shared memory, so an invocation's state is one `const sg_inv* sg` (its bindings `sg->buf[b]`
+// and its builtins `sg->wg[axis]`, `sg->lid[axis]`, `sg->gid[axis]`), passed as the first parameter of every function
+// the kernel defines (function_open) and call (call); no globals, so threads may run workgroups of one dispatch at
+// once. Many kernels share a translation unit: their functions are `static` and carry the kernel's prefix
+// (`k03_matmul_load_x`), the prelude (version_line: <math.h>, <stdint.h>, <stdbool.h>, sg_inv, GLSL's integer
+// min/max/clamp, the float bit casts) and each math helper are include-guarded. Float literals carry `f` (a double
+// literal would make the expression double: another rounding than f32 arithmetic's); loads are always clamped
+// (an index past a buffer would read other memory, not some element or 0); shared arrays, barriers and subgroups throw
+// UnsupportedError (the cpu plan, ComputeLimits::register_tiles, uses none).
 #pragma once
 
+#include <array>
 #include <string>
 #include <utility>
 #include <vector>
@@ -35,10 +47,18 @@ class Lang {
   /// mask (div_const / mod_const). For CPU implementations (ComputeLimits::register_tiles): SwiftShader's Subzero
   /// JIT divides a vector lane by lane and does not strength-reduce a constant divisor (docs/perf-log/W5.md,
   /// W8.md); GPU compilers do that themselves, so other plans print the division and stay byte-identical.
-  explicit Lang(ComputeLanguage language, bool shift_divisions = false)
-      : language_(language), shift_divisions_(shift_divisions) {}
+  /// `prefix` (C only): the start of the name of every function the kernel defines (unique per kernel of a
+  /// translation unit, an identifier).
+  explicit Lang(ComputeLanguage language, bool shift_divisions = false, std::string prefix = {})
+      : language_(language), shift_divisions_(shift_divisions), prefix_(std::move(prefix)) {}
   ComputeLanguage language() const { return language_; }
   bool wgsl() const { return language_ == ComputeLanguage::Wgsl; }
+  bool c() const { return language_ == ComputeLanguage::C; }
+  /// The name a kernel-defined function `name` has in the source: `name`, or in C the prefixed one.
+  std::string fn(const std::string& name) const { return c() ? prefix_ + name : name; }
+  /// A call of the kernel-defined function `name` with the comma-separated `args`: `name(args)`, in C
+  /// `PREFIXname(sg, args)`.
+  std::string call(const std::string& name, const std::string& args) const;
   bool shift_divisions() const { return shift_divisions_; }
   /// `(x / d)`, or `(x >> log2 d)` with shift_divisions and d a power of two; `x` must be non-negative (d > 0).
   std::string div_const(const std::string& x, int64_t d) const;
@@ -84,7 +104,8 @@ class Lang {
   /// A float literal: the shortest round-tripping f32 spelling, always with '.' or 'e'; NaN/Inf as float_bits.
   std::string float_literal(double v) const;
 
-  /// `float name(int idx, int k) {` / `fn name(idx: i32, k: i32) -> f32 {`.
+  /// `float name(int idx, int k) {` / `fn name(idx: i32, k: i32) -> f32 {` / C: `static inline float
+  /// PREFIXname(const sg_inv* sg, int idx, int k) {`.
   std::string function_open(LType ret, const std::string& name,
                             const std::vector<std::pair<LType, std::string>>& params) const;
   /// `shared float name[n];` / `var<workgroup> name: array<f32, n>;` (with a trailing comment when not empty);
@@ -112,8 +133,13 @@ class Lang {
   /// `print_y`); WGSL: nothing.
   std::string workgroup_size_layout(uint32_t x, uint32_t y, bool print_y = false) const;
   /// The entry point's first line(s): `\nvoid main() {\n` / `@compute @workgroup_size(X[, Y])` fn main with the
-  /// builtins `body` reads as parameters, copied into their private variables.
+  /// builtins `body` reads as parameters, copied into their private variables / C: the static function of one
+  /// invocation, `static void PREFIXinvocation(const sg_inv* sg) {` (c_entry runs it).
   std::string entry_open(uint32_t x, uint32_t y, const std::string& body) const;
+  /// C: the exported entry point `entry` running workgroups [begin, end) of a grid of `workgroups`, each workgroup's
+  /// `local` invocations in order (x fastest); empty in the other languages.
+  std::string c_entry(const std::string& entry, const std::array<uint32_t, 3>& local,
+                      const std::array<uint32_t, 3>& workgroups) const;
   /// Subgroup operations (WGSL only: the `subgroups` extension; GLSL throws UnsupportedError, no GLSL plan uses them).
   /// The directive a kernel using them starts with: `enable subgroups;\n`.
   std::string subgroups_enable() const;
@@ -129,6 +155,11 @@ class Lang {
  private:
   ComputeLanguage language_;
   bool shift_divisions_ = false;
+  std::string prefix_;
 };
+
+/// C: the identifier made of `name` (characters other than letters, digits and '_' as '_'; a leading digit
+/// prefixed with '_').
+std::string c_identifier(const std::string& name);
 
 }  // namespace sg::compute

@@ -36,7 +36,7 @@ void dump_plan(const Plan& plan, const std::string& dir, KernelCache& cache, con
     std::string f = e.path().filename().string(), ext = e.path().extension().string();
     bool kernel_file = f.size() > 4 && f[0] == 'k' && std::isdigit(static_cast<unsigned char>(f[1])) &&
                        (ext == ".glsl" || ext == ".spv" || ext == ".spvasm" || ext == ".frag" || ext == ".comp" ||
-                        ext == ".wgsl");
+                        ext == ".wgsl" || ext == ".c");
     if (kernel_file) std::filesystem::remove(e.path(), ec);
   }
   auto dump_stage = [&](const Kernel& k, ShaderStage stage, const std::string& base) {
@@ -58,6 +58,8 @@ void dump_plan(const Plan& plan, const std::string& dir, KernelCache& cache, con
     if (opt.compute && opt.wgsl)
       write_file_atomic(dir + "/" + k.name + ".wgsl",
                         emit_compute_kernel(plan, k, opt.compute_limits, ComputeLanguage::Wgsl).source);
+    if (opt.compute && opt.c)
+      write_file_atomic(dir + "/" + k.name + ".c", emit_compute_kernel(plan, k, opt.compute_limits, ComputeLanguage::C).source);
   }
   write_file_atomic(dir + "/plan.json", plan.to_json().dump(2) + "\n");
 }

@@ -1,5 +1,7 @@
-// Buffer-storage compute emitter: kernel IR -> compute kernels in GLSL 4.50 (Vulkan flavour, std430 storage buffers)
-// or WGSL (WebGPU storage buffers), written once over the language layer of compute_lang.h.
+// Buffer-storage compute emitter: kernel IR -> compute kernels in GLSL 4.50 (Vulkan flavour, std430 storage buffers),
+// WGSL (WebGPU storage buffers) or C11 (the cpu-simd target: the cpu plan only, each kernel a set of static functions
+// and an exported entry point running a range of workgroups, Lang::c_entry), written once over the language layer of
+// compute_lang.h.
 //
 // Strategies, first match wins (ComputeKernel::strategy):
 //  - "tree-reduction" (emit_tiled.cpp): few outputs (<= 1024), each a long reduction (>= 128 iterations and at least
@@ -49,6 +51,7 @@ std::string kernel_header(const Plan& plan, const Kernel& k, const std::string& 
 std::string buffer_declarations(const Plan& plan, const Kernel& k, const std::set<int>& loaded, const Lang& lang,
                                 bool clamped) {
   std::string s = lang.wgsl() ? "// bindings (group 0): the kernel's inputs, then its outputs; f32 storage buffers, row-major\n"
+                  : lang.c()  ? "// bindings (sg->buf[b]): the kernel's inputs, then its outputs; float arrays, row-major\n"
                               : "// bindings (set 0): the kernel's inputs, then its outputs; std430 float buffers, row-major\n";
   int binding = 0;
   for (size_t i = 0; i < k.inputs.size(); ++i) {
@@ -172,7 +175,7 @@ ComputeKernel emit_per_element(const Plan& plan, const Kernel& k, const ComputeL
 }  // namespace compute
 
 const char* compute_language_name(ComputeLanguage language) {
-  return language == ComputeLanguage::Wgsl ? "wgsl" : "glsl450";
+  return language == ComputeLanguage::Wgsl ? "wgsl" : language == ComputeLanguage::C ? "c" : "glsl450";
 }
 
 ComputeKernel emit_compute_kernel(const Plan& plan, const Kernel& k, const ComputeLimits& limits, ComputeLanguage language,
@@ -200,7 +203,9 @@ ComputeKernel emit_compute_kernel(const Plan& plan, const Kernel& k, const Compu
     throw UnsupportedError(fmt::format("kernel {}: tile config {} runs {} invocations per workgroup, more than the "
                                        "device's max_workgroup_invocations {}",
                                        k.name, tiles->str(), tiles->threads(), limits.max_workgroup_invocations));
-  const compute::Lang lang(language, limits.register_tiles);  // the cpu plan: shifts for power-of-two divisions
+  // the cpu plan: shifts for power-of-two divisions; C: the kernel's functions prefixed with its name
+  const compute::Lang lang(language, limits.register_tiles,
+                           language == ComputeLanguage::C ? compute::c_identifier(k.name) + "_" : std::string());
   ComputeKernel ck;
   std::string not_tiled;
   if (k.blocks() > 1) {  // a union-domain kernel: the workgroups partitioned among its blocks
@@ -216,6 +221,10 @@ ComputeKernel emit_compute_kernel(const Plan& plan, const Kernel& k, const Compu
     ck = compute::emit_per_element(plan, k, limits, lang, not_tiled);
   }
   ck.language = language;
+  if (lang.c()) {  // the exported entry point running a range of workgroups
+    ck.entry = "sg_" + compute::c_identifier(k.name);
+    ck.source += lang.c_entry(ck.entry, ck.local_size, ck.workgroups);
+  }
   for (int v : k.inputs) ck.bindings.push_back(v);
   for (int v : k.outputs) ck.bindings.push_back(v);
   for (int d = 0; d < 3; ++d)

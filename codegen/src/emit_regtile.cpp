@@ -217,13 +217,22 @@ std::string reduction_loop(const Contraction& c, const TileSides& t, const Lang&
   auto stepped = [&](const std::string& name, int u) { return U > 1 ? fmt::format("{}_{}", name, u) : name; };
   auto call = [&](const char* fn, const std::string& coords, int u) {
     std::string args = U > 1 ? ", " + stepped(loop_vars[0], u) : loop_args;
-    return fmt::format("{}({}{})", fn, coords, coords.empty() ? args.substr(2) : args);
+    return lang.call(fn, coords + (coords.empty() ? args.substr(2) : args));
   };
   // a factor's values of step u for registers 0..regs-1: loaded, or (the shared side) each lane loads one of every 4
   // and the others come from its subgroup
+  // C: the values in arrays a[step][register], b[step][register] and the sums' updates as one loop nest over the tile,
+  // which C compilers vectorise along n (gcc 12 -O2: dW1 of the MLP b=128 3.2 ms, 14x faster than the 64 scalar
+  // updates, whose SLP vectorisation shuffled every clamped load's index, and compiled 10x faster); the same
+  // products in the same order
+  const bool arrays = lang.c();
   auto factor_values = [&](const char* reg, const char* fn, const std::vector<std::string>& args, int regs, bool shared,
                            int u) {
     std::string s;
+    if (arrays) {
+      for (int i = 0; i < regs; ++i) s += in + fmt::format("{}[{}][{}] = {};", reg, u, i, call(fn, args[i], u)) + "\n";
+      return s;
+    }
     if (!shared) {
       for (int i = 0; i < regs; ++i)
         s += in + lang.let(LType::Float, stepped(fmt::format("{}{}", reg, i), u), call(fn, args[i], u)) + "\n";
@@ -236,6 +245,7 @@ std::string reduction_loop(const Contraction& c, const TileSides& t, const Lang&
                          lang.subgroup_broadcast(stepped(fmt::format("{}_lane{}", reg, i / kLanes), u), i % kLanes)) + "\n";
     return s;
   };
+  if (arrays) loop += in + fmt::format("float a[{}][{}], b[{}][{}];", U, t.tm, U, t.tn) + "\n";
   for (int u = 0; u < U; ++u) {
     if (U > 1) loop += in + lang.let(LType::Int, stepped(loop_vars[0], u), fmt::format("kk * {} + {}", U, u)) + "\n";
     loop += factor_values("a", "factor_a", t.row_args, t.tm, t.a_shared, u);
@@ -244,7 +254,9 @@ std::string reduction_loop(const Contraction& c, const TileSides& t, const Lang&
   // the U products of a sum added pairwise ((p0 + p1) + (p2 + p3)), then to the sum
   auto products = [&](int i, int j) {
     std::vector<std::string> terms;
-    for (int u = 0; u < U; ++u) terms.push_back(fmt::format("{} * {}", stepped(fmt::format("a{}", i), u), stepped(fmt::format("b{}", j), u)));
+    for (int u = 0; u < U; ++u)
+      terms.push_back(arrays ? fmt::format("a[{}][ti] * b[{}][tj]", u, u)
+                             : fmt::format("{} * {}", stepped(fmt::format("a{}", i), u), stepped(fmt::format("b{}", j), u)));
     while (terms.size() > 1) {
       std::vector<std::string> next;
       for (size_t x = 0; x + 1 < terms.size(); x += 2) next.push_back(fmt::format("({} + {})", terms[x], terms[x + 1]));
@@ -253,7 +265,10 @@ std::string reduction_loop(const Contraction& c, const TileSides& t, const Lang&
     }
     return U > 1 ? terms[0].substr(1, terms[0].size() - 2) : terms[0];
   };
-  for (int i = 0; i < t.tm; ++i) {
+  if (arrays)
+    loop += in + fmt::format("for (int ti = 0; ti < {0}; ++ti) for (int tj = 0; tj < {1}; ++tj) acc[ti * {1} + tj] += {2};",
+                             t.tm, t.tn, products(0, 0)) + "\n";
+  for (int i = 0; i < t.tm && !arrays; ++i) {
     loop += in.substr(1);
     for (int j = 0; j < t.tn; ++j) loop += fmt::format(" acc[{}] += {};", i * t.tn + j, products(i, j));
     loop += "\n";
@@ -353,8 +368,8 @@ std::optional<ComputeKernel> emit_register_tiled(const Plan& plan, const Kernel&
   body += reduction_loop(c, TileSides{tm, tn, rows_shared, sg && !rows_shared, row_args, col_args}, lang, U);
   // one epilogue loop (acc read at a run-time index: 64 gathers per invocation, against the K loop's 16 per k)
   const std::string epilogue = lang.for_stmt("e", "0", std::to_string(tm * tn), 1,
-                                             fmt::format("store_tile(m0 + {}, n0 + {}, acc[e]);", lang.div_const("e", tn),
-                                                         paren(lang.mod_const("e", tn))));
+                                             lang.call("store_tile", fmt::format("m0 + {}, n0 + {}, acc[e]", lang.div_const("e", tn),
+                                                                                 paren(lang.mod_const("e", tn)))) + ";");
   body += "  " + (spare ? lang.if_then(fmt::format("{} < {}", gid, tiles), epilogue) : epilogue) + "\n";
   body += "}\n";
 

@@ -79,7 +79,24 @@ constexpr const char* kWgsl =
     "  return sg_order_key(x) > sg_order_key(best);\n"
     "}\n";
 
+// C has the chosen form only too (intkey, mirrored; C compilers without -ffast-math keep NaN compares, but one form
+// everywhere is one thing to test)
+constexpr const char* kC =
+    "// the float order as an unsigned order (non-NaN x): negative values reversed below positive ones, -0 as +0\n"
+    "static inline uint32_t sg_order_key(float x) {\n"
+    "  uint32_t u = sg_f32_u(x);\n"
+    "  if ((u & 0x7fffffffu) == 0u) u = 0u;\n"
+    "  return u >= 0x80000000u ? ~u : u | 0x80000000u;\n"
+    "}\n"
+    "static inline bool sg_argmax_better(float x, float best) {  // integer operations only\n"
+    "  if ((sg_f32_u(best) & 0x7fffffffu) > 0x7f800000u) return false;  // best is NaN: the first NaN stays\n"
+    "  if ((sg_f32_u(x) & 0x7fffffffu) > 0x7f800000u) return true;      // the first NaN\n"
+    "  return sg_order_key(x) > sg_order_key(best);\n"
+    "}\n";
+
 }  // namespace
+
+std::string argmax_helper_c_source() { return std::string(kComment) + kC; }
 
 const char* argmax_form_name(ArgmaxForm f) { return form_def(f).name; }
 

@@ -58,6 +58,17 @@ std::string_view helper_text(const HelperDef& d, bool wgsl) {
   return shaders::shader_file(fmt::format("math/{}.{}", d.file, wgsl ? "wgsl" : "glsl"));
 }
 
+/// The C definitions of helper `h` (math/FILE.c; ArgBetter: glsl_argmax.cpp) behind their include guard.
+std::string c_helper_text(MathHelper h) {
+  const HelperDef& d = helper_def(h);
+  const std::string name = d.file ? d.file : "argmax";
+  std::string guard = "SG_MATH_";
+  for (char ch : name) guard += static_cast<char>(ch >= 'a' && ch <= 'z' ? ch - 'a' + 'A' : ch);
+  const std::string body = h == MathHelper::ArgBetter ? argmax_helper_c_source()
+                                                      : std::string(shaders::shader_file(fmt::format("math/{}.c", name)));
+  return fmt::format("#ifndef {0}\n#define {0}\n{1}#endif\n", guard, body);
+}
+
 /// The helpers `h` calls (besides itself).
 MathHelpers dependencies(MathHelper h) {
   MathHelpers d;
@@ -103,7 +114,7 @@ constexpr const char* kPhiloxVec4 =
     "sg_philox_uniform(i.z, s.z, stream, k0, k1), sg_philox_uniform(i.w, s.w, stream, k0, k1)); }\n";
 
 /// +1 / -1 when `s` is the literal +0.0 / -0.0 (as both printers write zero constants), else 0.
-int zero_literal(const std::string& s) { return s == "0.0" ? 1 : s == "-0.0" ? -1 : 0; }
+int zero_literal(const std::string& s) { return s == "0.0" || s == "0.0f" ? 1 : s == "-0.0" || s == "-0.0f" ? -1 : 0; }
 
 }  // namespace
 
@@ -142,6 +153,19 @@ std::string MathHelpers::wgsl_source() const {
   return src;
 }
 
+std::string MathHelpers::c_source() const {
+  const MathHelpers all = closure();
+  std::string src;
+  for (unsigned i = 0; i < static_cast<unsigned>(MathHelper::kCount); ++i)
+    if (all.uses(static_cast<MathHelper>(i))) src += c_helper_text(static_cast<MathHelper>(i));
+  return src;
+}
+
+std::string math_helper_source(MathHelper h, ComputeLanguage language) {
+  if (language == ComputeLanguage::C) return c_helper_text(h);
+  return math_helper_source(h, language == ComputeLanguage::Wgsl);
+}
+
 std::string math_helper_source(MathHelper h, bool wgsl) {
   if (h == MathHelper::ArgBetter) return argmax_helper_source(argmax_form(), wgsl);
   return std::string(helper_text(helper_def(h), wgsl));
@@ -150,6 +174,30 @@ std::string math_helper_source(MathHelper h, bool wgsl) {
 
 std::string float_math(bool wgsl, SOp op, const std::string& a, const std::string& b, const std::string& c,
                        MathHelpers& used) {
+  return float_math(wgsl ? ComputeLanguage::Wgsl : ComputeLanguage::Glsl450, op, a, b, c, used);
+}
+
+std::string float_math(ComputeLanguage language, SOp op, const std::string& a, const std::string& b,
+                       const std::string& c, MathHelpers& used) {
+  const bool wgsl = language == ComputeLanguage::Wgsl;
+  if (language == ComputeLanguage::C) {  // C's own spellings; the helpers are the same calls
+    switch (op) {
+      case SOp::Abs: return fmt::format("fabsf({})", a);
+      case SOp::Floor: return fmt::format("floorf({})", a);
+      case SOp::Round: return fmt::format("rintf({})", a);  // the default rounding mode: halfway cases to even
+      case SOp::Recip: return fmt::format("(1.0f / {})", a);
+      case SOp::Lt: return fmt::format("((float)({} < {}))", a, b);
+      case SOp::Le: return fmt::format("((float)({} <= {}))", a, b);
+      case SOp::Gt: return fmt::format("((float)({} > {}))", a, b);
+      case SOp::Ge: return fmt::format("((float)({} >= {}))", a, b);
+      case SOp::Eq: return fmt::format("((float)({} == {}))", a, b);
+      case SOp::Ne: return fmt::format("((float)({} != {}))", a, b);
+      case SOp::Select: return fmt::format("({} != 0.0f ? {} : {})", a, b, c);
+      case SOp::Const:
+      case SOp::Arg: return "sg_f32_bits(0x7fc00000u)";
+      default: break;
+    }
+  }
   auto call = [&](MathHelper h, const char* fn, int arity) {
     used.use(h);
     return arity == 1 ? fmt::format("{}({})", fn, a) : fmt::format("{}({}, {})", fn, a, b);
@@ -217,6 +265,11 @@ std::string glsl_math(SOp op, const std::string& a, const std::string& b, const 
 
 std::string reduce_step(bool wgsl, bool max, const std::string& acc, const std::string& x, MathHelpers& used) {
   return float_math(wgsl, max ? SOp::Max : SOp::Min, acc, x, "", used);
+}
+
+std::string reduce_step(ComputeLanguage language, bool max, const std::string& acc, const std::string& x,
+                        MathHelpers& used) {
+  return float_math(language, max ? SOp::Max : SOp::Min, acc, x, "", used);
 }
 
 std::string glsl_reduce_step(bool max, const std::string& acc, const std::string& x, MathHelpers& used) {

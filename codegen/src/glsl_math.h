@@ -1,4 +1,4 @@
-// Private to codegen: what each float op (SOp) of the kernel IR is in GLSL and in WGSL — one table for the fragment
+// Private to codegen: what each float op (SOp) of the kernel IR is in GLSL, in WGSL and in C — one table for the fragment
 // emitter (glsl_expr.h, which adds its vec4 forms of comparisons and select) and the compute emitter
 // (compute_glsl.cpp, which prints GLSL 4.50 or WGSL). Every formula and every helper function is written for both
 // languages side by side (glsl_math.cpp), the WGSL one mirroring the GLSL one: same algorithm, same constants; NaN
@@ -21,11 +21,17 @@
 //   (scripts/fit_erf.py), erfc relative to its value out to its underflow (GELU's negative side).
 // - erf/erfc follow C99 (torch): erf(+-inf) = +-1, erfc(-inf) = 2, erfc(inf) = 0, erf(-0) = -0, NaN propagates.
 // Each formula is a helper function (sg_*) emitted once per shader, only when the shader calls it.
+// C (the cpu-simd target, compiled without -ffast-math and with -ffp-contract=off): C99 Annex F's <math.h> functions
+// have IEEE's and C99's values at every special case (torch's, the CPU reference's), so the C helpers
+// (codegen/shaders/math/NAME.c) call them (expf, logf, log1pf, powf, sinf, erff, ...) where the GLSL and WGSL ones
+// work around their languages' loose builtins; NaN tests stay bit tests, max/min/relu/argmax keep the GLSL forms'
+// order of operands, and float literals carry `f` (an expression with a double literal is double in C).
 #pragma once
 
 #include <cstdint>
 #include <string>
 
+#include "sg/compute_kernel.h"
 #include "sg/scalar_expr.h"
 
 namespace sg {
@@ -52,6 +58,9 @@ class MathHelpers {
   std::string source(bool vec4) const;
   /// The same helpers in WGSL (scalar f32 functions; they call sg_f32_bits, which compute_lang.h defines).
   std::string wgsl_source() const;
+  /// The same helpers in C (static inline functions, each behind an include guard `SG_MATH_<NAME>`: the kernels
+  /// of a translation unit define each once; they call the C prelude's sg_f32_u / sg_f32_bits).
+  std::string c_source() const;
   /// These helpers and every helper they call.
   MathHelpers closure() const;
 
@@ -69,14 +78,21 @@ ArgmaxForm argmax_form();
 const char* argmax_form_name(ArgmaxForm f);
 /// The definitions of sg_argmax_better in form `f` (GLSL: scalar and bvec4; WGSL: scalar, always IntKey).
 std::string argmax_helper_source(ArgmaxForm f, bool wgsl);
+/// sg_argmax_better in C (the intkey form).
+std::string argmax_helper_c_source();
 
 /// One helper's definitions in GLSL (`wgsl` false) or WGSL (tests check that both exist for every helper).
 std::string math_helper_source(MathHelper h, bool wgsl);
+/// One helper's definitions in `language` (GLSL 4.50, WGSL or C).
+std::string math_helper_source(MathHelper h, ComputeLanguage language);
 
 /// The expression of float op `op` in GLSL (`wgsl` false) or WGSL over scalar operand expressions a, b, c; records
 /// the helpers it calls.
 std::string float_math(bool wgsl, SOp op, const std::string& a, const std::string& b, const std::string& c,
                        MathHelpers& used);
+/// float_math in `language` (GLSL 4.50, WGSL or C).
+std::string float_math(ComputeLanguage language, SOp op, const std::string& a, const std::string& b,
+                       const std::string& c, MathHelpers& used);
 
 /// The GLSL expression of float op `op` over operand expressions a, b, c (scalars; or vec4s of matching types
 /// for the fragment emitter, whose helpers then need MathHelpers::source(true)). Records the helpers it calls.
@@ -90,6 +106,8 @@ std::string random_uniform_call(uint64_t seed, uint32_t stream, const std::strin
 
 /// The accumulation step of a max/min reduction, `acc = <this>;` (NaN-propagating, torch's max/min), in GLSL or WGSL.
 std::string reduce_step(bool wgsl, bool max, const std::string& acc, const std::string& x, MathHelpers& used);
+std::string reduce_step(ComputeLanguage language, bool max, const std::string& acc, const std::string& x,
+                        MathHelpers& used);
 /// reduce_step in GLSL.
 std::string glsl_reduce_step(bool max, const std::string& acc, const std::string& x, MathHelpers& used);
 

@@ -15,7 +15,7 @@ struct EmbeddedFile {
   std::string_view bytes;
 };
 
-/// Every file of codegen/shaders/ (*.glsl, *.wgsl), sorted by path (generated: shader_files_data.cpp in the build dir).
+/// Every file of codegen/shaders/ (*.glsl, *.wgsl, *.c), sorted by path (generated: shader_files_data.cpp in the build dir).
 const std::vector<EmbeddedFile>& shader_files();
 
 /// The bytes of the embedded file `path` (relative to codegen/shaders/). Throws CompileError (a bug in shadergrad) when no such file

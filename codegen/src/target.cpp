@@ -12,11 +12,12 @@ namespace sg {
 
 namespace {
 
-constexpr std::array<std::pair<TargetName, std::string_view>, 5> kNames{{
+constexpr std::array<std::pair<TargetName, std::string_view>, 6> kNames{{
     {TargetName::GlslEsFragment, "glsl-es-fragment"},
     {TargetName::GlslEsCompute, "glsl-es-compute"},
     {TargetName::SpirvVulkan, "spirv-vulkan"},
     {TargetName::Wgsl, "wgsl"},
+    {TargetName::CpuSimd, "cpu-simd"},
     {TargetName::Cpu, "cpu"},
 }};
 
@@ -82,7 +83,8 @@ std::string_view target_name(TargetName name) {
 TargetName parse_target_name(std::string_view s) {
   for (auto& [n, str] : kNames)
     if (str == s) return n;
-  throw ValueError(fmt::format("unknown target '{}' (glsl-es-fragment, glsl-es-compute, spirv-vulkan, wgsl or cpu)", s));
+  throw ValueError(
+      fmt::format("unknown target '{}' (glsl-es-fragment, glsl-es-compute, spirv-vulkan, wgsl, cpu-simd or cpu)", s));
 }
 
 std::span<const std::string_view> cpu_renderer_names() {
@@ -149,8 +151,19 @@ DeviceCaps preset_caps(std::string_view preset) {
     c.compute.max_shared_bytes = 16384;                                // maxComputeWorkgroupStorageSize
     c.compute.max_workgroup_count = 65535;                             // maxComputeWorkgroupsPerDimension
     c.compute.max_buffer_bytes = int64_t{128} << 20;                   // maxStorageBufferBindingSize
+  } else if (preset == "cpu-simd") {
+    // C kernels run by the host's threads: the cpu plan (register tiles read straight from memory, no workgroup
+    // memory or barriers: a workgroup's invocations run in turn on one thread), limits only as wide as the int
+    // indices of the kernels and the schedule's fusion budget need
+    c.renderer = "the host CPU (C kernels)";
+    c.cpu_device = true;
+    c.compute.cpu_device = true;
+    c.compute.register_tiles = true;
+    c.compute.max_shared_bytes = 0;
+    c.compute.max_workgroup_count = int64_t{1} << 30;
+    c.compute.max_buffer_bytes = int64_t{1} << 40;
   } else {
-    throw ValueError(fmt::format("unknown device preset '{}' (llvmpipe, gpu, webgpu or webgpu-compat)", preset));
+    throw ValueError(fmt::format("unknown device preset '{}' (llvmpipe, gpu, webgpu, webgpu-compat or cpu-simd)", preset));
   }
   return c;
 }
@@ -161,7 +174,8 @@ Target make_target(TargetName name, const DeviceCaps& caps) {
     case TargetName::GlslEsFragment: t = fragment_target(caps); break;
     case TargetName::GlslEsCompute:
     case TargetName::SpirvVulkan:
-    case TargetName::Wgsl: t = buffer_target(caps); break;
+    case TargetName::Wgsl:
+    case TargetName::CpuSimd: t = buffer_target(caps); break;
     case TargetName::Cpu:
       t.stage = TargetStage::Host;
       t.storage = StorageModel::Host;

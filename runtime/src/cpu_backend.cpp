@@ -103,8 +103,10 @@ BackendChoice make_backend(const BackendOptions& opt) {
   if (opt.kind == "gles") return {make_gles_backend(opt), ""};
   if (opt.kind == "gles-compute") return {make_gles_compute_backend(opt), ""};
   if (opt.kind == "vulkan") return {make_vulkan_backend(opt), ""};
+  if (opt.kind == "cpu-simd") return {make_cpu_simd_backend(opt), ""};
   if (opt.kind != "auto")
-    throw ValueError(fmt::format("unknown backend '{}' (choose auto, gles, gles-compute, vulkan or cpu)", opt.kind));
+    throw ValueError(
+        fmt::format("unknown backend '{}' (choose auto, gles, gles-compute, vulkan, cpu-simd or cpu)", opt.kind));
   return make_auto_backend(opt);
 }
 

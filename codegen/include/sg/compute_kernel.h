@@ -63,9 +63,16 @@ struct ComputeLimits {
 enum class ComputeLanguage {
   Glsl450,  ///< GLSL 4.50, Vulkan flavour: glslang -> SPIR-V (Vulkan) -> SPIRV-Cross GLSL ES 3.10 (GLES compute)
   Wgsl,     ///< WGSL (W3C WebGPU Shading Language), entry point `main`; f32 only
+  /// C11 for the cpu-simd target (the cpu plan only: ComputeLimits::register_tiles; no workgroup memory, barriers or
+  /// subgroups, UnsupportedError otherwise): every kernel a set of static functions prefixed with its name and one
+  /// exported entry point `void ENTRY(float* const* buf, int64_t begin, int64_t end)` (ComputeKernel::entry) that
+  /// runs workgroups [begin, end) of the grid (flat index x + gx (y + gy z)), each workgroup's invocations in turn,
+  /// over the kernel's buffers in binding order (inputs, then outputs). Many kernels concatenate into one
+  /// translation unit (the prelude and the math helpers are include-guarded); freestanding but for <math.h>.
+  C,
 };
 
-/// "glsl450" or "wgsl".
+/// "glsl450", "wgsl" or "c".
 const char* compute_language_name(ComputeLanguage language);
 
 /// How a tiled contraction maps onto a workgroup (codegen/src/emit_tiled.cpp's file comment has the kernel's
@@ -123,6 +130,8 @@ struct ComputeKernel {
   /// Wall time the backend spent picking the configuration (timing candidates, or reading the cache record), ms;
   /// 0 for the heuristic.
   double tuning_ms = 0;
+  /// ComputeLanguage::C: the exported function running a range of workgroups ("sg_" + the kernel's name); else empty.
+  std::string entry;
   /// The subgroup size the kernel's subgroup operations assume (ComputeLimits::broadcast_lanes; WGSL `enable
   /// subgroups;`), 0 = it uses none.
   int subgroup_size = 0;

@@ -27,6 +27,7 @@ struct DumpOptions {
   bool spirv = true;     ///< write NAME.spv and NAME.spvasm
   bool gles = true;      ///< write NAME.frag / NAME.comp (GLSL ES, what the GPU runs)
   bool wgsl = false;     ///< compute: write NAME.wgsl (emit_compute_kernel(.., ComputeLanguage::Wgsl))
+  bool c = false;        ///< compute: write NAME.c (emit_compute_kernel(.., ComputeLanguage::C), the cpu-simd kernels)
 };
 
 /// Compiles (through `cache`) and writes every kernel of `plan` into `dir` (created if missing).

@@ -11,6 +11,7 @@
 //   glsl-es-compute   compute   buffers   emit_compute_kernel (sg/compute_kernel.h) -> ES 3.10
 //   spirv-vulkan      compute   buffers   emit_compute_kernel -> SPIR-V          Vulkan
 //   wgsl              compute   buffers   emit_compute_kernel(.., Wgsl) -> WGSL    WebGPU (runtime/web, bundles)
+//   cpu-simd          compute   buffers   emit_compute_kernel(.., C) -> C11 -> cc   cpu-simd (runtime/src/cpu_simd_*)
 //   cpu               host      host      none: the f64 reference runs the graph
 // docs/ARCHITECTURE.md ("Adding a target") lists what a new target needs.
 #pragma once
@@ -25,9 +26,9 @@
 
 namespace sg {
 
-enum class TargetName { GlslEsFragment, GlslEsCompute, SpirvVulkan, Wgsl, Cpu };
+enum class TargetName { GlslEsFragment, GlslEsCompute, SpirvVulkan, Wgsl, CpuSimd, Cpu };
 
-/// "glsl-es-fragment", "glsl-es-compute", "spirv-vulkan", "wgsl", "cpu".
+/// "glsl-es-fragment", "glsl-es-compute", "spirv-vulkan", "wgsl", "cpu-simd", "cpu".
 std::string_view target_name(TargetName name);
 /// The TargetName spelled `s` (as target_name writes it); ValueError listing the names otherwise.
 TargetName parse_target_name(std::string_view s);
@@ -68,7 +69,10 @@ bool is_cpu_renderer(std::string_view renderer);
 /// limits every device has: 8 storage buffers per stage, 256 invocations per workgroup, 16 KiB workgroup storage,
 /// 65535 workgroups per dimension, 128 MiB storage bindings; f32 only) and "webgpu-compat" (WebGPU compatibility
 /// mode's defaults: the same but 128 invocations per workgroup; gpuweb proposals/compatibility-mode.md keeps 8
-/// storage buffers for compute). ValueError for other names.
+/// storage buffers for compute) and "cpu-simd" (this machine's CPU as the cpu-simd backend runs it: the cpu plan's
+/// register tiles and window blocks (ComputeLimits::register_tiles), 16 storage buffers per kernel, no workgroup
+/// memory, workgroups of up to 1024 invocations, 2^30 workgroups per dimension, 1 TiB buffers). ValueError for other
+/// names.
 DeviceCaps preset_caps(std::string_view preset);
 
 /// The limits a kernel of a target must respect.

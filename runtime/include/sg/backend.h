@@ -143,11 +143,24 @@ struct VulkanOptions {
   int repeat_dispatches = 1;
 };
 
+/// Options of the cpu-simd backend (BackendOptions::cpu_simd; runtime/src/cpu_simd_backend.cpp).
+struct CpuSimdOptions {
+  /// The C compiler, a program name or path: "" = env SG_CC, else "cc" (gcc or clang; scripts/setup.sh installs gcc).
+  std::string compiler{};
+  /// The directory of compiled kernel libraries: "" = $SG_KERNEL_CACHE/cpu-simd when SG_KERNEL_CACHE is set, else
+  /// $XDG_CACHE_HOME/shadergrad/cpu-simd, else ~/.cache/shadergrad/cpu-simd (created when missing).
+  std::string cache_dir{};
+  /// Threads running a kernel's workgroups: 0 = env SG_THREADS, else std::thread::hardware_concurrency(); 1 = the
+  /// calling thread only. Kernels of little work always run on the calling thread.
+  int threads = 0;
+};
+
 /// How a backend is made and what it may choose. Every std::optional left empty means "auto": the backend
 /// decides from its device through sg::schedule_options (below), the one place where the auto policy lives.
 struct BackendOptions {
   /// "auto" | "gles" (fragment shaders) | "gles-compute" (GLES 3.1 compute shaders over storage buffers) |
-  /// "vulkan" (SPIR-V compute) | "cpu". The texture options below — max_texture_width, row_layout, row/col
+  /// "vulkan" (SPIR-V compute) | "cpu-simd" (C kernels compiled by the system C compiler, run on the host's threads) |
+  /// "cpu". The texture options below — max_texture_width, row_layout, row/col
   /// planes, flush_draws — apply to "gles" only (union_domains to all three GPU kinds).
   std::string kind = "auto";
   std::optional<int64_t> max_texture_width{};  ///< texels; empty = device limit; smaller forces row wrapping (tests)
@@ -196,6 +209,7 @@ struct BackendOptions {
   bool profile = false;            ///< per-kernel timings (timer queries or glFinish-bounded)
   std::string dump_dir{};          ///< dump every compiled plan here ("" = env SG_DUMP or none)
   VulkanOptions vulkan{};          ///< kind "vulkan" only
+  CpuSimdOptions cpu_simd{};       ///< kind "cpu-simd" only
 };
 
 /// The one schedule policy: the ScheduleOptions a backend of `target` uses under `opt` (the GLES backend,
@@ -235,6 +249,24 @@ std::unique_ptr<Backend> make_gles_backend(const BackendOptions& opt);
 /// ES 3.1 or later can be made (the message names the version the device gave) or the device allows fewer than
 /// 2 storage buffers per compute shader.
 std::unique_ptr<Backend> make_gles_compute_backend(const BackendOptions& opt);
+
+/// The cpu-simd backend (runtime/src/cpu_simd_backend.cpp): every kernel of a compiled program printed in C
+/// (emit_compute_kernel(.., ComputeLanguage::C), the cpu plan of the cpu-simd preset), one translation unit per
+/// program compiled once by the system C compiler into a shared library in the kernel cache, loaded with dlopen.
+/// Throws BackendError when the compiler cannot be run (at compile(): the message names it and how to choose
+/// another).
+std::unique_ptr<Backend> make_cpu_simd_backend(const BackendOptions& opt);
+
+/// How the last compile() of a cpu-simd backend got its kernels.
+struct CpuSimdBuild {
+  std::string source;    ///< the translation unit's path (HASH.c in the cache directory)
+  std::string library;   ///< the shared library's path (HASH.so)
+  bool cache_hit = false;  ///< the library was in the cache: the compiler did not run
+  double compile_ms = 0;   ///< wall time of the compiler (0 on a hit)
+  int kernels = 0;         ///< kernels in the translation unit
+};
+/// The last build of cpu-simd backend `backend`. Throws ValueError when it is not one, or compiled nothing yet.
+CpuSimdBuild cpu_simd_last_build(Backend& backend);
 
 /// Throws BackendError when no Vulkan loader, driver (ICD) or device with a compute queue exists (the reason
 /// names what is missing), or when the validation layer is asked for and not installed.

@@ -1,0 +1,367 @@
+// The cpu-simd backend: executes Plans as C kernels compiled by the system C compiler, on the host's threads.
+//
+// Per compile: the cpu-simd target (preset_caps("cpu-simd"): the cpu plan's register tiles and window blocks,
+// ComputeLimits::register_tiles) -> schedule_options -> schedule -> one emit_compute_kernel(.., ComputeLanguage::C)
+// per kernel -> the kernels concatenated into one translation unit -> one compiler run (cpu_simd_compiler.h: the
+// kernel cache keyed by source, flags, compiler version and CPU) -> dlopen, one entry point per kernel. Per run: the
+// fed inputs copied into their buffers, each kernel's workgroups run in Plan::kernels order (split over a small
+// thread pool when the kernel has enough work, else on the calling thread), the program outputs copied out, then the
+// front/back buffers of every updated persistent value swapped (update kernels write the back buffer: no kernel
+// reads what it writes) — the executor of the GLES compute backend (gles_compute_backend.cpp) over host memory.
+// Buffers are 64-byte aligned float arrays rounded up to whole vec4s (sg/compute_kernel.h's contract).
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "cpu_simd_compiler.h"
+#include "sg/backend.h"
+#include "sg/compute_kernel.h"
+#include "sg/dump.h"
+#include "sg/error.h"
+#include "sg/feeds.h"
+#include "sg/kernel_cache.h"
+#include "sg/kernel_ir.h"
+#include "shared_context_backend.h"
+
+namespace sg {
+
+namespace {
+
+/// A kernel's exported entry point: workgroups [begin, end) over its buffers in binding order.
+using EntryFn = void (*)(float* const* buf, int64_t begin, int64_t end);
+
+/// A float array, 64-byte aligned, at least numel floats rounded up to a whole vec4 (zero-filled).
+class HostBuffer {
+ public:
+  HostBuffer() = default;
+  explicit HostBuffer(int64_t numel) : n_(numel) {
+    const size_t bytes = (static_cast<size_t>(std::max<int64_t>(numel, 1)) * 4 + 63) / 64 * 64;
+    p_.reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
+    if (!p_) throw BackendError(fmt::format("cpu-simd: cannot allocate a buffer of {} bytes", bytes));
+    std::memset(p_.get(), 0, bytes);
+  }
+  float* data() const { return p_.get(); }
+  int64_t numel() const { return n_; }
+
+ private:
+  struct Free {
+    void operator()(float* p) const { std::free(p); }
+  };
+  std::unique_ptr<float, Free> p_;
+  int64_t n_ = 0;
+};
+
+/// A persistent value's two buffers; `front` holds the current value.
+struct PersistentBuffers {
+  HostBuffer front, back;
+};
+
+/// Worker threads that run the workgroups of one kernel at a time together with the calling thread: the range is cut
+/// into chunks taken in turn from an atomic counter (contiguous workgroups per chunk: neighbouring tiles share rows).
+class ThreadPool {
+ public:
+  explicit ThreadPool(int threads) {
+    for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { work(); });
+  }
+  ~ThreadPool() {
+    {
+      std::lock_guard<std::mutex> l(m_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : workers_) t.join();
+  }
+  int threads() const { return static_cast<int>(workers_.size()) + 1; }
+  /// Runs f(buf, begin, end) over [0, total) in chunks on every thread; returns when all are done.
+  void run(EntryFn f, float* const* buf, int64_t total) {
+    const int64_t chunks = std::min<int64_t>(total, int64_t{threads()} * 4);
+    {
+      std::lock_guard<std::mutex> l(m_);
+      job_ = {f, buf, total, chunks};
+      next_.store(0);
+      left_ = chunks;
+      ++generation_;
+    }
+    cv_.notify_all();
+    take_chunks();
+    std::unique_lock<std::mutex> l(m_);
+    done_cv_.wait(l, [&] { return left_ == 0; });
+  }
+
+ private:
+  struct Job {
+    EntryFn f = nullptr;
+    float* const* buf = nullptr;
+    int64_t total = 0, chunks = 0;
+  };
+  void take_chunks() {
+    const Job job = job_;
+    int finished = 0;
+    for (int64_t c; (c = next_.fetch_add(1)) < job.chunks; ++finished)
+      job.f(job.buf, job.total * c / job.chunks, job.total * (c + 1) / job.chunks);
+    if (finished == 0) return;
+    std::lock_guard<std::mutex> l(m_);
+    left_ -= finished;
+    if (left_ == 0) done_cv_.notify_all();
+  }
+  void work() {
+    uint64_t seen = 0;
+    for (;;) {
+      {
+        std::unique_lock<std::mutex> l(m_);
+        cv_.wait(l, [&] { return stop_ || generation_ != seen; });
+        if (stop_) return;
+        seen = generation_;
+      }
+      take_chunks();
+    }
+  }
+  std::vector<std::thread> workers_;
+  std::mutex m_;
+  std::condition_variable cv_, done_cv_;
+  Job job_;
+  std::atomic<int64_t> next_{0};
+  int64_t left_ = 0;
+  uint64_t generation_ = 0;
+  bool stop_ = false;
+};
+
+/// Work below which a kernel runs on the calling thread (output elements x (1 + loop iterations per element)): waking
+/// the pool costs some microseconds, what an elementwise kernel of ~10^4 elements takes.
+constexpr double kParallelWork = 32768;
+
+class CpuSimdContext;
+
+class CpuSimdExecutable final : public Executable {
+ public:
+  CpuSimdExecutable(std::shared_ptr<CpuSimdContext> be, Plan plan, std::vector<ComputeKernel> kernels,
+                    std::shared_ptr<cpu_simd::Library> lib);
+  std::vector<std::vector<float>> run(const std::vector<Feed>& feeds) override;
+  int kernels_per_step() const override { return static_cast<int>(plan_.kernels.size()); }
+  const Plan* plan() const override { return &plan_; }
+  std::vector<KernelTiming> last_timings() const override { return timings_; }
+  std::vector<std::pair<std::string, double>> last_phases() const override { return phases_; }
+  const std::vector<ComputeKernel>* compute_kernels() const override { return &kernels_; }
+
+ private:
+  std::shared_ptr<CpuSimdContext> be_;
+  Plan plan_;
+  FeedChecker feeds_{plan_.program};
+  std::unordered_map<const Node*, int> plan_values_;  ///< Input leaf -> its value id in plan_
+  std::vector<ComputeKernel> kernels_;
+  std::shared_ptr<cpu_simd::Library> lib_;  ///< keeps the entry points loaded
+  std::vector<EntryFn> entries_;
+  std::vector<int64_t> workgroups_;  ///< per kernel: workgroups of its grid
+  std::vector<bool> parallel_;       ///< per kernel: enough work for the pool
+  std::vector<HostBuffer> pool_;
+  std::unordered_map<int, HostBuffer> own_;  ///< inputs and constants, by value id
+  std::vector<KernelTiming> timings_;
+  std::vector<std::pair<std::string, double>> phases_;
+  HostBuffer& buffer_of(int value_id);
+  std::vector<float> read_value(int value_id);
+};
+
+/// The compiler, thread pool and persistent values of the backend, shared by the backend and every executable it
+/// compiled (an executable may outlive its backend: sg::Backend's contract).
+class CpuSimdContext final : public std::enable_shared_from_this<CpuSimdContext> {
+ public:
+  explicit CpuSimdContext(const BackendOptions& opt)
+      : opt_(opt), compiler_(opt.cpu_simd.compiler, opt.cpu_simd.cache_dir), pool_(thread_count(opt)) {
+    caps_ = preset_caps("cpu-simd");
+    dump_dir_ = opt.dump_dir;
+    if (dump_dir_.empty())
+      if (const char* e = std::getenv("SG_DUMP")) dump_dir_ = e;
+  }
+
+  static int thread_count(const BackendOptions& opt) {
+    int n = opt.cpu_simd.threads;
+    if (n <= 0)
+      if (const char* e = std::getenv("SG_THREADS"); e && *e) n = std::atoi(e);
+    if (n <= 0) n = static_cast<int>(std::thread::hardware_concurrency());
+    return std::clamp(n, 1, 256);
+  }
+
+  std::string name() const { return "cpu-simd"; }
+  std::string device() const {
+    return fmt::format("host CPU, {} thread{} (C kernels compiled by {})", pool_.threads(), pool_.threads() > 1 ? "s" : "",
+                       compiler_.compiler());
+  }
+  Target target() const { return make_target(TargetName::CpuSimd, caps_); }
+  const ComputeLimits& limits() const { return caps_.compute; }
+
+  std::unique_ptr<Executable> compile(const Program& p) {
+    Plan plan = schedule(p, schedule_options(target(), opt_));
+    std::vector<ComputeKernel> kernels;
+    std::string tu = "// shadergrad cpu-simd: the kernels of one program, one translation unit\n";
+    for (const Kernel& k : plan.kernels) {
+      kernels.push_back(emit_compute_kernel(plan, k, limits(), ComputeLanguage::C));
+      tu += kernels.back().source + "\n";
+    }
+    const std::string what =
+        plan.kernels.empty() ? std::string("an empty program") : fmt::format("{} kernels ({}...)", plan.kernels.size(), plan.kernels.front().name);
+    cpu_simd::Build b = compiler_.build(tu, what);
+    {
+      std::lock_guard<std::mutex> l(m_);
+      last_ = {b.source_path, b.library_path, b.cache_hit, b.compile_ms, static_cast<int>(kernels.size())};
+      has_last_ = true;
+    }
+    auto exe = std::make_unique<CpuSimdExecutable>(shared_from_this(), std::move(plan), std::move(kernels), b.library);
+    if (!dump_dir_.empty()) {
+      KernelCache unused(std::filesystem::path{});
+      dump_plan(*exe->plan(), fmt::format("{}/program{:02}", dump_dir_, dumps_++), unused,
+                {.fragment = false, .compute = true, .compute_limits = limits(), .glsl450 = false, .spirv = false,
+                 .gles = false, .wgsl = false, .c = true});
+    }
+    return exe;
+  }
+
+  std::vector<float> read(const Tensor& leaf) {
+    PersistentBuffers& p = persistent(leaf.node());
+    return std::vector<float>(p.front.data(), p.front.data() + leaf.numel());
+  }
+  void write(const Tensor& leaf, const std::vector<float>& data) {
+    if (static_cast<int64_t>(data.size()) != leaf.numel())
+      throw ValueError(fmt::format("write: {} expects {} values, got {}", leaf.node()->describe(), leaf.numel(),
+                                   data.size()));
+    std::copy(data.begin(), data.end(), persistent(leaf.node()).front.data());
+  }
+
+  /// The front/back buffers of a Param/State leaf, created (with its initial data) on first use.
+  PersistentBuffers& persistent(const NodePtr& n) {
+    auto it = state_.find(n.get());
+    if (it != state_.end()) return it->second;
+    if (!n->data) throw ValueError("cpu-simd: " + n->describe() + " is not a parameter or state");
+    PersistentBuffers p{HostBuffer(n->numel()), HostBuffer(n->numel())};
+    std::copy(n->data->begin(), n->data->begin() + n->numel(), p.front.data());
+    keep_.push_back(n);
+    return state_.emplace(n.get(), std::move(p)).first->second;
+  }
+
+  ThreadPool& pool() { return pool_; }
+  bool profile() const { return opt_.profile; }
+  CpuSimdBuild last_build() {
+    std::lock_guard<std::mutex> l(m_);
+    if (!has_last_) throw ValueError("cpu_simd_last_build: the backend has compiled nothing yet");
+    return last_;
+  }
+
+ private:
+  BackendOptions opt_;
+  DeviceCaps caps_;
+  cpu_simd::Compiler compiler_;
+  ThreadPool pool_;
+  std::unordered_map<const Node*, PersistentBuffers> state_;
+  std::vector<NodePtr> keep_;  // keeps persistent nodes alive while their buffers exist
+  std::string dump_dir_;
+  int dumps_ = 0;
+  std::mutex m_;
+  CpuSimdBuild last_;
+  bool has_last_ = false;
+};
+
+CpuSimdExecutable::CpuSimdExecutable(std::shared_ptr<CpuSimdContext> be, Plan plan, std::vector<ComputeKernel> kernels,
+                                     std::shared_ptr<cpu_simd::Library> lib)
+    : be_(std::move(be)), plan_(std::move(plan)), kernels_(std::move(kernels)), lib_(std::move(lib)) {
+  for (auto& b : plan_.buffers) pool_.emplace_back(b.numel);
+  for (auto& v : plan_.values) {
+    if (v.kind == ValueKind::Input) {
+      own_.emplace(v.id, HostBuffer(v.node->numel()));
+      plan_values_.emplace(v.node.get(), v.id);
+    }
+    if (v.kind == ValueKind::Constant) {
+      HostBuffer b(v.node->numel());
+      std::copy(v.node->data->begin(), v.node->data->begin() + v.node->numel(), b.data());
+      own_.emplace(v.id, std::move(b));
+    }
+    if (v.kind == ValueKind::Persistent) be_->persistent(v.node);
+  }
+  for (size_t i = 0; i < plan_.kernels.size(); ++i) {
+    const ComputeKernel& ck = kernels_[i];
+    entries_.push_back(reinterpret_cast<EntryFn>(lib_->symbol(ck.entry)));
+    workgroups_.push_back(int64_t{ck.workgroups[0]} * ck.workgroups[1] * ck.workgroups[2]);
+    const Kernel& k = plan_.kernels[i];
+    double elements = 0;
+    for (int o : k.outputs) elements += static_cast<double>(plan_.values[o].node->numel());
+    const double work = elements * (1 + kloop_iterations(k.exprs));
+    parallel_.push_back(be_->pool().threads() > 1 && workgroups_.back() > 1 && work >= kParallelWork);
+  }
+}
+
+HostBuffer& CpuSimdExecutable::buffer_of(int id) {
+  const Value& v = plan_.values[id];
+  switch (v.kind) {
+    case ValueKind::Input:
+    case ValueKind::Constant: return own_.at(id);
+    case ValueKind::Persistent: return be_->persistent(v.node).front;
+    case ValueKind::Temp:
+      if (v.update_of >= 0) return be_->persistent(plan_.values[v.update_of].node).back;
+      return pool_.at(v.buffer);
+  }
+  throw BackendError("cpu-simd: unknown value kind");
+}
+
+std::vector<float> CpuSimdExecutable::read_value(int id) {
+  const float* p = buffer_of(id).data();
+  return std::vector<float>(p, p + plan_.values[id].node->numel());
+}
+
+std::vector<std::vector<float>> CpuSimdExecutable::run(const std::vector<Feed>& feeds) {
+  using Clock = std::chrono::steady_clock;
+  auto ms_since = [](Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); };
+  phases_.clear();
+  Clock::time_point t0 = Clock::now();
+  const std::vector<const std::vector<float>*> data = feeds_.check(feeds);  // ValueError before any copy
+  for (size_t i = 0; i < feeds_.inputs().size(); ++i) {
+    const Node* n = feeds_.inputs()[i].get();
+    if (auto it = plan_values_.find(n); it != plan_values_.end())
+      std::copy(data[i]->begin(), data[i]->begin() + n->numel(), own_.at(it->second).data());
+  }
+  phases_.emplace_back("upload", ms_since(t0));
+  t0 = Clock::now();
+  timings_.clear();
+  std::vector<float*> bind;
+  for (size_t k = 0; k < plan_.kernels.size(); ++k) {
+    const Kernel& kern = plan_.kernels[k];
+    bind.clear();
+    for (int v : kernels_[k].bindings) bind.push_back(buffer_of(v).data());
+    const Clock::time_point tk = Clock::now();
+    if (parallel_[k]) be_->pool().run(entries_[k], bind.data(), workgroups_[k]);
+    else entries_[k](bind.data(), 0, workgroups_[k]);
+    if (be_->profile()) timings_.push_back({kern.name, ms_since(tk), false});
+    notify_hook(static_cast<int>(k), kern, plan_, [this](int v) { return read_value(v); });
+  }
+  phases_.emplace_back("submit", ms_since(t0));
+  t0 = Clock::now();
+  std::vector<std::vector<float>> out;
+  for (int id : plan_.output_values) out.push_back(read_value(id));
+  phases_.emplace_back("readback", ms_since(t0));
+  for (auto& [target, value] : plan_.updates) {
+    PersistentBuffers& p = be_->persistent(plan_.values[target].node);
+    std::swap(p.front, p.back);
+  }
+  return out;
+}
+
+using CpuSimdBackend = SharedContextBackend<CpuSimdContext>;
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_simd_backend(const BackendOptions& opt) { return std::make_unique<CpuSimdBackend>(opt); }
+
+CpuSimdBuild cpu_simd_last_build(Backend& backend) {
+  auto* b = dynamic_cast<CpuSimdBackend*>(&backend);
+  if (!b) throw ValueError(fmt::format("cpu_simd_last_build: '{}' is not a cpu-simd backend", backend.name()));
+  return b->context().last_build();
+}
+
+}  // namespace sg

@@ -1,0 +1,198 @@
+// The cpu-simd backend's C compiler driver and kernel cache (see cpu_simd_compiler.h).
+#include "cpu_simd_compiler.h"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "sg/atomic_file.h"
+#include "sg/error.h"
+#include "sg/kernel_cache.h"
+
+extern char** environ;
+
+namespace sg::cpu_simd {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr int kFormatVersion = 1;
+
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? std::string(v) : std::string();
+}
+
+fs::path default_cache_dir() {
+  if (std::string d = env("SG_KERNEL_CACHE"); !d.empty()) return fs::path(d) / "cpu-simd";
+  if (std::string d = env("XDG_CACHE_HOME"); !d.empty()) return fs::path(d) / "shadergrad" / "cpu-simd";
+  if (std::string d = env("HOME"); !d.empty()) return fs::path(d) / ".cache" / "shadergrad" / "cpu-simd";
+  return fs::temp_directory_path() / fmt::format("shadergrad-cpu-simd-{}", getuid());
+}
+
+std::string read_text(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+/// This CPU's model name and feature flags (the first processor's lines of /proc/cpuinfo): -march=native code runs
+/// only where these features are.
+const std::string& cpu_signature() {
+  static const std::string sig = [] {
+    std::ifstream in("/proc/cpuinfo");
+    std::string line, model, flags;
+    while (std::getline(in, line) && (model.empty() || flags.empty())) {
+      if (model.empty() && line.rfind("model name", 0) == 0) model = line;
+      if (flags.empty() && (line.rfind("flags", 0) == 0 || line.rfind("Features", 0) == 0)) flags = line;
+    }
+    return model + "|" + flags;
+  }();
+  return sig;
+}
+
+/// Runs `argv` with stdout and stderr into `log` (a file); returns the exit status, or -errno when it could not be
+/// started (ENOENT: no such program).
+int run(const std::vector<std::string>& argv, const fs::path& log) {
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  pid_t pid = 0;
+  const int err = posix_spawnp(&pid, args[0], &fa, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (err != 0) return -err;
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) return -errno;
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
+std::string how_to_choose() {
+  return "install a C compiler (scripts/setup.sh installs gcc) or choose one with SG_CC=<program> "
+         "(BackendOptions::cpu_simd.compiler), or use another --backend";
+}
+
+}  // namespace
+
+Library::~Library() {
+  if (handle_) dlclose(handle_);
+}
+
+void* Library::symbol(const std::string& name) const {
+  void* f = dlsym(handle_, name.c_str());
+  if (!f) throw BackendError(fmt::format("cpu-simd: {} has no kernel entry point {}", path_, name));
+  return f;
+}
+
+Compiler::Compiler(std::string compiler, std::string cache_dir)
+    : compiler_(compiler.empty() ? env("SG_CC") : std::move(compiler)),
+      dir_(cache_dir.empty() ? default_cache_dir() : fs::path(cache_dir)) {
+  if (compiler_.empty()) compiler_ = "cc";
+}
+
+const std::vector<std::string>& Compiler::flags() {
+  static const std::vector<std::string> f = {"-std=c11", "-O2", "-march=native", "-ffp-contract=off", "-fno-math-errno",
+                                             "-fPIC", "-shared", "-fvisibility=hidden", "-w"};
+  return f;
+}
+
+const std::string& Compiler::version() {
+  if (!version_.empty()) return version_;
+  std::error_code ec;
+  fs::create_directories(dir_, ec);
+  const fs::path log = dir_ / fmt::format("version.{}.log", getpid());
+  const int rc = run({compiler_, "--version"}, log);
+  const std::string out = read_text(log);
+  fs::remove(log, ec);
+  if (rc == -ENOENT)
+    throw BackendError(fmt::format("cpu-simd: the C compiler '{}' was not found; {}", compiler_, how_to_choose()));
+  if (rc < 0)
+    throw BackendError(fmt::format("cpu-simd: cannot run the C compiler '{}': {}; {}", compiler_, std::strerror(-rc),
+                                   how_to_choose()));
+  // a compiler that does not answer --version still gets its chance to compile (and to explain itself then)
+  version_ = rc == 0 ? out.substr(0, out.find('\n')) : fmt::format("(--version: exit status {})", rc);
+  return version_;
+}
+
+Build Compiler::build(const std::string& source, const std::string& what) {
+  const std::string& ver = version();
+  std::string tag = fmt::format("sg-cpu-simd v{}|{}|{}|", kFormatVersion, compiler_, ver);
+  for (const std::string& f : flags()) tag += f + " ";
+  tag += "|" + cpu_signature();
+  const std::string key = hash_hex(fnv1a64(source, fnv1a64(tag)));
+  std::error_code ec;
+  fs::create_directories(dir_, ec);
+  if (ec)
+    throw BackendError(fmt::format("cpu-simd: cannot create the kernel cache directory {}: {} (set SG_KERNEL_CACHE or "
+                                   "BackendOptions::cpu_simd.cache_dir)",
+                                   dir_.string(), ec.message()));
+  Build b;
+  b.source_path = (dir_ / (key + ".c")).string();
+  b.library_path = (dir_ / (key + ".so")).string();
+  auto load = [&]() -> void* { return dlopen(b.library_path.c_str(), RTLD_NOW | RTLD_LOCAL); };
+  if (fs::exists(b.library_path, ec)) {
+    if (void* h = load()) {
+      b.cache_hit = true;
+      b.library = std::make_shared<Library>(h, b.library_path);
+      return b;
+    }
+    fs::remove(b.library_path, ec);  // unloadable (truncated, another machine's): rebuild it
+  }
+  try {
+    write_file_atomic(b.source_path, source);
+  } catch (const IOError& e) {
+    throw BackendError(fmt::format("cpu-simd: cannot write {}: {}", b.source_path, e.what()));
+  }
+  const std::string tmp = fmt::format("{}.tmp.{}", b.library_path, getpid());
+  const fs::path log = dir_ / (key + ".log");
+  std::vector<std::string> argv = {compiler_};
+  for (const std::string& f : flags()) argv.push_back(f);
+  argv.insert(argv.end(), {"-o", tmp, b.source_path, "-lm"});
+  const auto t0 = std::chrono::steady_clock::now();
+  const int rc = run(argv, log);
+  b.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (rc == -ENOENT)
+    throw BackendError(fmt::format("cpu-simd: the C compiler '{}' was not found; {}", compiler_, how_to_choose()));
+  if (rc != 0) {
+    fs::remove(tmp, ec);
+    std::string msg = read_text(log);
+    if (msg.size() > 4000) msg = msg.substr(0, 4000) + "\n...";
+    throw BackendError(fmt::format("cpu-simd: the C compiler '{}' failed (exit status {}) on the kernels of {}: {} "
+                                   "(compiler output in {}):\n{}\n{}",
+                                   compiler_, rc, what, b.source_path, log.string(), msg.empty() ? "(no output)" : msg,
+                                   how_to_choose()));
+  }
+  fs::remove(log, ec);
+  fs::rename(tmp, b.library_path, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    throw BackendError(fmt::format("cpu-simd: cannot move the compiled library into {}: {}", b.library_path, ec.message()));
+  }
+  void* h = load();
+  if (!h)
+    throw BackendError(fmt::format("cpu-simd: cannot load {} (compiled from {}): {}", b.library_path, b.source_path,
+                                   dlerror()));
+  b.library = std::make_shared<Library>(h, b.library_path);
+  return b;
+}
+
+}  // namespace sg::cpu_simd
