@@ -632,7 +632,7 @@ TEST_CASE("cli: --version, defaults in --help, one set of models and backends in
     CHECK_THAT(h.out, Contains(want));
   for (const char* sub : {"train", "predict", "debug", "compress prune"}) {
     INFO(sub);
-    CHECK_THAT(cli(fmt::format("{} --help", sub)).out, Contains("auto | gles | gles-compute | vulkan | cpu"));
+    CHECK_THAT(cli(fmt::format("{} --help", sub)).out, Contains("auto | gles | gles-compute | vulkan | cpu-simd | cpu"));
   }
   for (const char* sub : {"train", "dump", "debug", "export"}) {
     INFO(sub);
