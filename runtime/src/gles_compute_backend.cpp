@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "buffer_plan.h"
 #include "gles_backends.h"
 #include "sg/backend.h"
 #include "sg/compute_kernel.h"
@@ -31,10 +32,7 @@ namespace sg {
 
 namespace {
 
-/// A persistent value's two buffers; `front` holds the current value.
-struct PersistentBuffers {
-  gles::Buffer front, back;
-};
+using Persistent = detail::PersistentValues<gles::Device, gles::Buffer>;
 
 class GlesComputeContext;
 
@@ -52,15 +50,11 @@ class GlesComputeExecutable final : public Executable {
   std::shared_ptr<GlesComputeContext> be_;  ///< first: destroyed last, after every device object below
   Plan plan_;
   FeedChecker feeds_{plan_.program};  ///< run()'s feed validation, shared by every backend (sg/feeds.h)
-  std::unordered_map<const Node*, int> plan_values_;  ///< Input leaf -> its value id in plan_
+  detail::PlanBuffers<gles::Device, gles::Buffer> buffers_;
   std::vector<ComputeKernel> kernels_;
   std::vector<const gles::ComputeProgram*> programs_;
-  std::vector<gles::Buffer> pool_;                  // pooled temporaries
-  std::unordered_map<int, gles::Buffer> own_;       // inputs and constants, by value id
   std::vector<KernelTiming> timings_;
   std::vector<std::pair<std::string, double>> phases_;
-  gles::Buffer& buffer_of(int value_id);
-  std::vector<float> read_value(int value_id);
 };
 
 /// The device, programs and persistent values of the backend, shared by the backend and every executable it
@@ -116,31 +110,9 @@ class GlesComputeContext final : public std::enable_shared_from_this<GlesCompute
     if (!dump_dir_.empty()) dump(*exe, fmt::format("{}/program{:02}", dump_dir_, dumps_++));
     return exe;
   }
-  std::vector<float> read(const Tensor& leaf) {
-    PersistentBuffers& p = persistent(leaf.node());
-    std::vector<float> out(leaf.numel());
-    dev_->download(p.front, out.data(), leaf.numel());
-    return out;
-  }
-  void write(const Tensor& leaf, const std::vector<float>& data) {
-    if (static_cast<int64_t>(data.size()) != leaf.numel())
-      throw ValueError(fmt::format("write: {} expects {} values, got {}", leaf.node()->describe(), leaf.numel(),
-                                   data.size()));
-    dev_->upload(persistent(leaf.node()).front, data.data(), leaf.numel());
-  }
-
-  /// The front/back buffers of a Param/State leaf, created (with its initial data) on first use.
-  PersistentBuffers& persistent(const NodePtr& n) {
-    auto it = state_.find(n.get());
-    if (it != state_.end()) return it->second;
-    if (!n->data) throw ValueError("gles-compute: " + n->describe() + " is not a parameter or state");
-    PersistentBuffers p;
-    p.front = dev_->create_buffer(n->numel(), n->name);
-    p.back = dev_->create_buffer(n->numel(), n->name + ".back");
-    dev_->upload(p.front, n->data->data(), n->numel());
-    keep_.push_back(n);
-    return state_.emplace(n.get(), std::move(p)).first->second;
-  }
+  std::vector<float> read(const Tensor& leaf) { return persistent_.read(*dev_, leaf); }
+  void write(const Tensor& leaf, const std::vector<float>& data) { persistent_.write(*dev_, leaf, data); }
+  Persistent& persistent() { return persistent_; }
 
   /// The linked program of a compute kernel (compiled once per distinct GLSL ES source).
   /// Kernels equal up to the names of their values (`code_key`, kernel_code_key) share the program of the first one:
@@ -183,28 +155,13 @@ class GlesComputeContext final : public std::enable_shared_from_this<GlesCompute
   KernelCache cache_;
   std::unordered_map<std::string, gles::ComputeProgram> programs_;
   std::unordered_map<std::string, const gles::ComputeProgram*> by_code_;  // kernel_code_key -> program (in programs_)
-  std::unordered_map<const Node*, PersistentBuffers> state_;
-  std::vector<NodePtr> keep_;  // keeps persistent nodes alive while their buffers exist
+  Persistent persistent_{"gles-compute"};  // after dev_: its buffers go before the device
   std::string dump_dir_;
   int dumps_ = 0;
 };
 
 GlesComputeExecutable::GlesComputeExecutable(std::shared_ptr<GlesComputeContext> be, Plan plan)
-    : be_(std::move(be)), plan_(std::move(plan)) {
-  gles::Device& dev = be_->dev();
-  for (auto& b : plan_.buffers) pool_.push_back(dev.create_buffer(b.numel, "pool"));
-  for (auto& v : plan_.values) {
-    if (v.kind == ValueKind::Input) {
-      own_.emplace(v.id, dev.create_buffer(v.node->numel(), v.name));
-      plan_values_.emplace(v.node.get(), v.id);
-    }
-    if (v.kind == ValueKind::Constant) {
-      gles::Buffer b = dev.create_buffer(v.node->numel(), v.name);
-      dev.upload(b, v.node->data->data(), v.node->numel());
-      own_.emplace(v.id, std::move(b));
-    }
-    if (v.kind == ValueKind::Persistent) be_->persistent(v.node);
-  }
+    : be_(std::move(be)), plan_(std::move(plan)), buffers_(be_->dev(), be_->persistent(), plan_) {
   for (auto& k : plan_.kernels) {
     kernels_.push_back(emit_compute_kernel(plan_, k, be_->emit_limits()));
     const std::string key =
@@ -213,36 +170,13 @@ GlesComputeExecutable::GlesComputeExecutable(std::shared_ptr<GlesComputeContext>
   }
 }
 
-gles::Buffer& GlesComputeExecutable::buffer_of(int id) {
-  const Value& v = plan_.values[id];
-  switch (v.kind) {
-    case ValueKind::Input:
-    case ValueKind::Constant: return own_.at(id);
-    case ValueKind::Persistent: return be_->persistent(v.node).front;
-    case ValueKind::Temp:
-      if (v.update_of >= 0) return be_->persistent(plan_.values[v.update_of].node).back;
-      return pool_.at(v.buffer);
-  }
-  throw BackendError("gles-compute: unknown value kind");
-}
-
-std::vector<float> GlesComputeExecutable::read_value(int id) {
-  std::vector<float> v(plan_.values[id].node->numel());
-  be_->dev().download(buffer_of(id), v.data(), static_cast<int64_t>(v.size()));
-  return v;
-}
-
 std::vector<std::vector<float>> GlesComputeExecutable::run(const std::vector<Feed>& feeds) {
   gles::Device& dev = be_->dev();
   using Clock = std::chrono::steady_clock;
   auto ms_since = [](Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); };
   phases_.clear();
   Clock::time_point t0 = Clock::now();
-  const std::vector<const std::vector<float>*> data = feeds_.check(feeds);  // ValueError before any upload
-  for (size_t i = 0; i < feeds_.inputs().size(); ++i) {
-    const Node* n = feeds_.inputs()[i].get();
-    if (auto it = plan_values_.find(n); it != plan_values_.end()) dev.upload(own_.at(it->second), data[i]->data(), n->numel());
-  }
+  buffers_.upload_feeds(feeds_, feeds);
   phases_.emplace_back("upload", ms_since(t0));
   t0 = Clock::now();
   timings_.clear();
@@ -251,20 +185,16 @@ std::vector<std::vector<float>> GlesComputeExecutable::run(const std::vector<Fee
     const Kernel& kern = plan_.kernels[k];
     const ComputeKernel& ck = kernels_[k];
     bind.clear();
-    for (int v : ck.bindings) bind.push_back(&buffer_of(v));
+    for (int v : ck.bindings) bind.push_back(&buffers_.of(v));
     dev.dispatch(*programs_[k], bind, ck.workgroups, kern.name);
     if (be_->profile()) timings_.push_back({kern.name, dev.last_draw_ms(), dev.timer_queries_available()});
-    notify_hook(static_cast<int>(k), kern, plan_, [this](int v) { return read_value(v); });
+    notify_hook(static_cast<int>(k), kern, plan_, [this](int v) { return buffers_.read(v); });
   }
   phases_.emplace_back("submit", ms_since(t0));
   t0 = Clock::now();
-  std::vector<std::vector<float>> out;
-  for (int id : plan_.output_values) out.push_back(read_value(id));
+  std::vector<std::vector<float>> out = buffers_.read_outputs();
   phases_.emplace_back("readback", ms_since(t0));
-  for (auto& [target, value] : plan_.updates) {
-    PersistentBuffers& p = be_->persistent(plan_.values[target].node);
-    std::swap(p.front, p.back);
-  }
+  buffers_.commit_updates();
   return out;
 }
 
