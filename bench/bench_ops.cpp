@@ -4,7 +4,7 @@
 //                  [--large] [--sgemm N,N,...] [--only CASE,CASE,...] [--max-seconds S] [--probe-side N]
 //
 //   --backend      which backends run the timed cases (default gles; "both" = gles then cpu; "all" = gles,
-//                  gles-compute, vulkan, cpu; or a comma-separated list such as gles,vulkan). gles-compute rows run
+//                  gles-compute, vulkan, cpu; or a comma-separated list such as gles,vulkan,cpu-simd). gles-compute rows run
 //                  the GLES 3.1 compute kernels (tiled matmul/conv) in the same EGL context, --compute-tiles picks
 //                  their tile sizes; Vulkan steps are recorded once per parity and replayed (env SG_VULKAN_DEVICE
 //                  picks the device)
@@ -168,7 +168,7 @@ struct Options {
 
 [[noreturn]] void usage(const std::string& why) {
   fmt::print(stderr,
-             "bench_ops: {}\nusage: bench_ops [--backend gles|gles-compute|vulkan|cpu|both|all|LIST] [--json FILE] [--repeats N] [--warmup N]\n"
+             "bench_ops: {}\nusage: bench_ops [--backend gles|gles-compute|vulkan|cpu-simd|cpu|both|all|LIST] [--json FILE] [--repeats N] [--warmup N]\n"
              "                 [--large] [--sgemm N,N,..] [--only sgemm,mlp,cnn,charlm,lstm,resnet,fusion,compile,cpuref,profile,probe]\n"
              "                 [--max-seconds S] [--probe-side N] [--probe-sgemm N] [--max-outputs N] [--min-parallel N]\n"
              "                 [--row-layout 0|1] [--row-planes N] [--col-planes 1|2] [--union-domains 0|1] [--reduce-tree 0|1] [--flush-draws 0|1]\n"
@@ -220,8 +220,9 @@ Options parse(int argc, char** argv) {
       else {
         o.backends = split(b);  // one backend or a comma-separated list ("gles,vulkan")
         for (auto& x : o.backends)
-          if (x != "gles" && x != "gles-compute" && x != "vulkan" && x != "cpu")
-            usage("--backend must be gles, gles-compute, vulkan, cpu, a comma-separated list of them, both (gles,cpu) or all, got '" + b + "'");
+          if (x != "gles" && x != "gles-compute" && x != "vulkan" && x != "cpu-simd" && x != "cpu")
+            usage("--backend must be gles, gles-compute, vulkan, cpu-simd, cpu, a comma-separated list of them, both "
+                  "(gles,cpu) or all, got '" + b + "'");
       }
     } else if (a == "--json") {
       o.json_path = value();
@@ -404,6 +405,7 @@ std::string human_bytes(int64_t b) {
 struct Backends {
   std::unique_ptr<sg::Backend> gles, gles_profiled, compute, compute_profiled, cpu;
   std::unique_ptr<sg::Backend> vulkan, vulkan_profiled;  // --backend vulkan: steps recorded once, replayed
+  std::unique_ptr<sg::Backend> cpu_simd, cpu_simd_profiled;  // --backend cpu-simd: C kernels on the host's threads
   std::string renderer, vulkan_device;
 };
 
@@ -416,6 +418,7 @@ sg::Backend& backend_named(Backends& b, const std::string& name) {
     return *b.cpu;
   }
   if (name == "vulkan") return *b.vulkan;
+  if (name == "cpu-simd") return *b.cpu_simd;
   return name == "gles-compute" ? *b.compute : *b.gles;
 }
 
@@ -559,6 +562,7 @@ void bench_sgemm(Backends& bk, const std::string& backend, int64_t n, const Opti
   sg::Backend* profiled = backend == "gles"           ? bk.gles_profiled.get()
                           : backend == "gles-compute" ? bk.compute_profiled.get()
                           : backend == "vulkan"       ? bk.vulkan_profiled.get()
+                          : backend == "cpu-simd"     ? bk.cpu_simd_profiled.get()
                                                       : nullptr;
   if (profiled && first_ms <= 5000) {
     auto pexe = profiled->compile(p);
@@ -639,7 +643,10 @@ void bench_reduce(Backends& bk, const std::string& backend, const std::string& o
     for (auto& k : *ck) strategies.push_back(k.strategy);
     r.extra["strategies"] = strategies;
   }
-  sg::Backend* profiled = backend == "vulkan" ? bk.vulkan_profiled.get() : backend == "gles-compute" ? bk.compute_profiled.get() : nullptr;
+  sg::Backend* profiled = backend == "vulkan"         ? bk.vulkan_profiled.get()
+                          : backend == "gles-compute" ? bk.compute_profiled.get()
+                          : backend == "cpu-simd"     ? bk.cpu_simd_profiled.get()
+                                                      : nullptr;
   if (profiled && first_ms <= 5000) {
     auto pexe = profiled->compile(p);
     std::vector<double> kms;
@@ -1532,6 +1539,20 @@ bool make_backends(Backends& bk, const Options& o, json& meta) {
       if (bk.renderer.empty()) bk.renderer = bk.compute->device();
     } catch (const sg::Error& e) {
       fmt::print(stderr, "bench_ops: GLES compute backend unavailable: {}\n", e.what());
+      return false;
+    }
+  }
+  if (wants_backend(o, "cpu-simd")) {
+    try {
+      sg::BackendOptions bo;
+      bo.kind = "cpu-simd";
+      bo.max_outputs = o.gles.max_outputs;
+      bo.union_domains = o.gles.union_domains;
+      bk.cpu_simd = sg::make_backend(bo).backend;
+      bo.profile = true;
+      bk.cpu_simd_profiled = sg::make_backend(bo).backend;
+    } catch (const sg::Error& e) {
+      fmt::print(stderr, "bench_ops: cpu-simd backend unavailable: {}\n", e.what());
       return false;
     }
   }

@@ -7,8 +7,8 @@
 // fed inputs copied into their buffers, each kernel's workgroups run in Plan::kernels order (split over a small
 // thread pool when the kernel has enough work, else on the calling thread), the program outputs copied out, then the
 // front/back buffers of every updated persistent value swapped (update kernels write the back buffer: no kernel
-// reads what it writes) — the executor of the GLES compute backend (gles_compute_backend.cpp) over host memory.
-// Buffers are 64-byte aligned float arrays rounded up to whole vec4s (sg/compute_kernel.h's contract).
+// reads what it writes) — the buffer backends' execution model (buffer_plan.h) over host memory. Buffers are 64-byte
+// aligned float arrays rounded up to whole vec4s (sg/compute_kernel.h's contract).
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -23,6 +23,7 @@
 
 #include <fmt/format.h>
 
+#include "buffer_plan.h"
 #include "cpu_simd_compiler.h"
 #include "sg/backend.h"
 #include "sg/compute_kernel.h"
@@ -61,10 +62,13 @@ class HostBuffer {
   int64_t n_ = 0;
 };
 
-/// A persistent value's two buffers; `front` holds the current value.
-struct PersistentBuffers {
-  HostBuffer front, back;
+/// buffer_plan.h's Device over host memory: allocations and copies.
+struct HostDevice {
+  HostBuffer create_buffer(int64_t numel, std::string_view) { return HostBuffer(numel); }
+  void upload(HostBuffer& b, const float* data, int64_t numel) { std::copy(data, data + numel, b.data()); }
+  void download(const HostBuffer& b, float* data, int64_t numel) { std::copy(b.data(), b.data() + numel, data); }
 };
+using Persistent = detail::PersistentValues<HostDevice, HostBuffer>;
 
 /// Worker threads that run the workgroups of one kernel at a time together with the calling thread: the range is cut
 /// into chunks taken in turn from an atomic counter (contiguous workgroups per chunk: neighbouring tiles share rows).
@@ -154,21 +158,17 @@ class CpuSimdExecutable final : public Executable {
   const std::vector<ComputeKernel>* compute_kernels() const override { return &kernels_; }
 
  private:
-  std::shared_ptr<CpuSimdContext> be_;
+  std::shared_ptr<CpuSimdContext> be_;  ///< first: destroyed last
   Plan plan_;
   FeedChecker feeds_{plan_.program};
-  std::unordered_map<const Node*, int> plan_values_;  ///< Input leaf -> its value id in plan_
   std::vector<ComputeKernel> kernels_;
   std::shared_ptr<cpu_simd::Library> lib_;  ///< keeps the entry points loaded
   std::vector<EntryFn> entries_;
   std::vector<int64_t> workgroups_;  ///< per kernel: workgroups of its grid
   std::vector<bool> parallel_;       ///< per kernel: enough work for the pool
-  std::vector<HostBuffer> pool_;
-  std::unordered_map<int, HostBuffer> own_;  ///< inputs and constants, by value id
+  std::unique_ptr<detail::PlanBuffers<HostDevice, HostBuffer>> buffers_;
   std::vector<KernelTiming> timings_;
   std::vector<std::pair<std::string, double>> phases_;
-  HostBuffer& buffer_of(int value_id);
-  std::vector<float> read_value(int value_id);
 };
 
 /// The compiler, thread pool and persistent values of the backend, shared by the backend and every executable it
@@ -225,27 +225,10 @@ class CpuSimdContext final : public std::enable_shared_from_this<CpuSimdContext>
     return exe;
   }
 
-  std::vector<float> read(const Tensor& leaf) {
-    PersistentBuffers& p = persistent(leaf.node());
-    return std::vector<float>(p.front.data(), p.front.data() + leaf.numel());
-  }
-  void write(const Tensor& leaf, const std::vector<float>& data) {
-    if (static_cast<int64_t>(data.size()) != leaf.numel())
-      throw ValueError(fmt::format("write: {} expects {} values, got {}", leaf.node()->describe(), leaf.numel(),
-                                   data.size()));
-    std::copy(data.begin(), data.end(), persistent(leaf.node()).front.data());
-  }
-
-  /// The front/back buffers of a Param/State leaf, created (with its initial data) on first use.
-  PersistentBuffers& persistent(const NodePtr& n) {
-    auto it = state_.find(n.get());
-    if (it != state_.end()) return it->second;
-    if (!n->data) throw ValueError("cpu-simd: " + n->describe() + " is not a parameter or state");
-    PersistentBuffers p{HostBuffer(n->numel()), HostBuffer(n->numel())};
-    std::copy(n->data->begin(), n->data->begin() + n->numel(), p.front.data());
-    keep_.push_back(n);
-    return state_.emplace(n.get(), std::move(p)).first->second;
-  }
+  std::vector<float> read(const Tensor& leaf) { return persistent_.read(dev_, leaf); }
+  void write(const Tensor& leaf, const std::vector<float>& data) { persistent_.write(dev_, leaf, data); }
+  HostDevice& dev() { return dev_; }
+  Persistent& persistent() { return persistent_; }
 
   ThreadPool& pool() { return pool_; }
   bool profile() const { return opt_.profile; }
@@ -260,8 +243,8 @@ class CpuSimdContext final : public std::enable_shared_from_this<CpuSimdContext>
   DeviceCaps caps_;
   cpu_simd::Compiler compiler_;
   ThreadPool pool_;
-  std::unordered_map<const Node*, PersistentBuffers> state_;
-  std::vector<NodePtr> keep_;  // keeps persistent nodes alive while their buffers exist
+  HostDevice dev_;
+  Persistent persistent_{"cpu-simd"};
   std::string dump_dir_;
   int dumps_ = 0;
   std::mutex m_;
@@ -272,19 +255,7 @@ class CpuSimdContext final : public std::enable_shared_from_this<CpuSimdContext>
 CpuSimdExecutable::CpuSimdExecutable(std::shared_ptr<CpuSimdContext> be, Plan plan, std::vector<ComputeKernel> kernels,
                                      std::shared_ptr<cpu_simd::Library> lib)
     : be_(std::move(be)), plan_(std::move(plan)), kernels_(std::move(kernels)), lib_(std::move(lib)) {
-  for (auto& b : plan_.buffers) pool_.emplace_back(b.numel);
-  for (auto& v : plan_.values) {
-    if (v.kind == ValueKind::Input) {
-      own_.emplace(v.id, HostBuffer(v.node->numel()));
-      plan_values_.emplace(v.node.get(), v.id);
-    }
-    if (v.kind == ValueKind::Constant) {
-      HostBuffer b(v.node->numel());
-      std::copy(v.node->data->begin(), v.node->data->begin() + v.node->numel(), b.data());
-      own_.emplace(v.id, std::move(b));
-    }
-    if (v.kind == ValueKind::Persistent) be_->persistent(v.node);
-  }
+  buffers_ = std::make_unique<detail::PlanBuffers<HostDevice, HostBuffer>>(be_->dev(), be_->persistent(), plan_);
   for (size_t i = 0; i < plan_.kernels.size(); ++i) {
     const ComputeKernel& ck = kernels_[i];
     entries_.push_back(reinterpret_cast<EntryFn>(lib_->symbol(ck.entry)));
@@ -297,35 +268,12 @@ CpuSimdExecutable::CpuSimdExecutable(std::shared_ptr<CpuSimdContext> be, Plan pl
   }
 }
 
-HostBuffer& CpuSimdExecutable::buffer_of(int id) {
-  const Value& v = plan_.values[id];
-  switch (v.kind) {
-    case ValueKind::Input:
-    case ValueKind::Constant: return own_.at(id);
-    case ValueKind::Persistent: return be_->persistent(v.node).front;
-    case ValueKind::Temp:
-      if (v.update_of >= 0) return be_->persistent(plan_.values[v.update_of].node).back;
-      return pool_.at(v.buffer);
-  }
-  throw BackendError("cpu-simd: unknown value kind");
-}
-
-std::vector<float> CpuSimdExecutable::read_value(int id) {
-  const float* p = buffer_of(id).data();
-  return std::vector<float>(p, p + plan_.values[id].node->numel());
-}
-
 std::vector<std::vector<float>> CpuSimdExecutable::run(const std::vector<Feed>& feeds) {
   using Clock = std::chrono::steady_clock;
   auto ms_since = [](Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); };
   phases_.clear();
   Clock::time_point t0 = Clock::now();
-  const std::vector<const std::vector<float>*> data = feeds_.check(feeds);  // ValueError before any copy
-  for (size_t i = 0; i < feeds_.inputs().size(); ++i) {
-    const Node* n = feeds_.inputs()[i].get();
-    if (auto it = plan_values_.find(n); it != plan_values_.end())
-      std::copy(data[i]->begin(), data[i]->begin() + n->numel(), own_.at(it->second).data());
-  }
+  buffers_->upload_feeds(feeds_, feeds);  // ValueError before any copy
   phases_.emplace_back("upload", ms_since(t0));
   t0 = Clock::now();
   timings_.clear();
@@ -333,22 +281,18 @@ std::vector<std::vector<float>> CpuSimdExecutable::run(const std::vector<Feed>& 
   for (size_t k = 0; k < plan_.kernels.size(); ++k) {
     const Kernel& kern = plan_.kernels[k];
     bind.clear();
-    for (int v : kernels_[k].bindings) bind.push_back(buffer_of(v).data());
+    for (int v : kernels_[k].bindings) bind.push_back(buffers_->of(v).data());
     const Clock::time_point tk = Clock::now();
     if (parallel_[k]) be_->pool().run(entries_[k], bind.data(), workgroups_[k]);
     else entries_[k](bind.data(), 0, workgroups_[k]);
     if (be_->profile()) timings_.push_back({kern.name, ms_since(tk), false});
-    notify_hook(static_cast<int>(k), kern, plan_, [this](int v) { return read_value(v); });
+    notify_hook(static_cast<int>(k), kern, plan_, [this](int v) { return buffers_->read(v); });
   }
   phases_.emplace_back("submit", ms_since(t0));
   t0 = Clock::now();
-  std::vector<std::vector<float>> out;
-  for (int id : plan_.output_values) out.push_back(read_value(id));
+  std::vector<std::vector<float>> out = buffers_->read_outputs();
   phases_.emplace_back("readback", ms_since(t0));
-  for (auto& [target, value] : plan_.updates) {
-    PersistentBuffers& p = be_->persistent(plan_.values[target].node);
-    std::swap(p.front, p.back);
-  }
+  buffers_->commit_updates();
   return out;
 }
 
