@@ -23,10 +23,12 @@
 #include "sg/compute_kernel.h"
 #include "sg/dump.h"
 #include "sg/emit.h"
+#include "sg/lm_export.h"
 #include "sg/nn.h"
 #include "sg/schedule.h"
 #include "sg/sg.h"
 #include "sg/target.h"
+#include "sg/web_export.h"
 
 using namespace sg;
 
@@ -1576,6 +1578,73 @@ TEST_CASE("schedule rule guarded-reads: a kernel branches on at most max_guarded
     const Plan plan = schedule(p, {.max_guarded_reads = limit});
     CHECK(plan.kernels.size() > unbounded.kernels.size());
     for (const Kernel& k : plan.kernels) CHECK(count_guarded(k) <= limit);
+  }
+}
+
+namespace {
+
+/// Guarded reads as the emitter writes them: each one inside a sum's loop body loop_body_copies times (spread over
+/// the kernel's row planes, each of which has its own copy of the sum in the kernel IR), the others once.
+int emitted_guarded(const Plan& plan, const Kernel& k, const ScheduleOptions& so) {
+  const int planes = plan.values[k.output()].planes;
+  std::map<const KExpr*, bool> memo;
+  std::set<std::pair<const KExpr*, bool>> seen;
+  std::function<bool(const KExprPtr&)> loads = [&](const KExprPtr& e) -> bool {
+    if (!e) return false;
+    if (auto it = memo.find(e.get()); it != memo.end()) return it->second;
+    return memo[e.get()] = e->op == KOp::Load || loads(e->a) || loads(e->b) || loads(e->c);
+  };
+  int once = 0, in_loops = 0;
+  std::function<void(const KExprPtr&, bool)> walk = [&](const KExprPtr& e, bool in_loop) {
+    if (!e || !seen.insert({e.get(), in_loop}).second) return;
+    if (e->op == KOp::ISelect && (loads(e->b) || loads(e->c))) ++(in_loop ? in_loops : once);
+    in_loop = in_loop || e->op == KOp::Reduce;
+    walk(e->a, in_loop), walk(e->b, in_loop), walk(e->c, in_loop);
+  };
+  for (const KExprPtr& e : k.exprs) walk(e, false);
+  return once + in_loops * std::max(1, so.loop_body_copies / planes);
+}
+
+}  // namespace
+
+TEST_CASE("schedule rule guarded-reads-unrolled: a contraction's prologue counts its guarded reads as emitted "
+          "(loop_body_copies), so the charlm's q/k/v gradient concat is stored, not recomputed in the in_proj "
+          "gradients' loops", "[schedule][rule][charlm]") {
+  // issue 37: the transformer's in_proj gradients (dx = dqkv W, dW = x^T dqkv, db = sum dqkv) read the concat of the
+  // q, k and v gradients (3 zero-padded reads) in their loops; the WebGL2 tile mode wrote them 4 (unrolled) x 4 (row
+  // planes) = 48 times (SwiftShader: 215 s, 13 GB for the draw), the WebGPU cpu plan's register tiles 4 x 4 times
+  sg::lm::LmExportOptions o;
+  o.spec.context = 8;
+  o.spec.d_model = 16;
+  o.spec.heads = 2;
+  o.spec.layers = 1;
+  o.batch = 4;
+  o.infer_batch = 2;
+  const web::BundleSpec spec = sg::lm::lm_bundle_spec(o);
+  const Program& train = spec.programs.at(1).program;
+  web::WebGPUTarget cpu_plan;
+  cpu_plan.cpu_device = true;
+  for (const auto& [name, so] : std::vector<std::pair<std::string, ScheduleOptions>>{
+           {"webgl2", web::WebGL2Target{}.schedule_options()}, {"webgpu cpu plan", cpu_plan.schedule_options()}}) {
+    INFO(name);
+    REQUIRE(so.max_guarded_reads == web::kWebGL2MaxGuardedReads);
+    REQUIRE(so.loop_body_copies == 16);
+    const Plan plan = schedule(train, so);
+    int most = 0;
+    for (const Kernel& k : plan.kernels) most = std::max(most, emitted_guarded(plan, k, so));
+    CHECK(most <= so.max_guarded_reads);
+    // the concat is one kernel of its own (it reads the 3 gradients, zero-padded), the contractions load it
+    int concats = 0;
+    for (const Kernel& k : plan.kernels) concats += count_guarded(k) == 3 && k.name.find("pad_add") != std::string::npos;
+    CHECK(concats == 1);
+    // counted once per body (the rule off), the concat stays in the in_proj gradients' loops: 48 guarded reads or more
+    ScheduleOptions once = so;
+    once.loop_body_copies = 1;
+    const Plan unbounded = schedule(train, once);
+    int most_unbounded = 0;
+    for (const Kernel& k : unbounded.kernels) most_unbounded = std::max(most_unbounded, emitted_guarded(unbounded, k, so));
+    CHECK(most_unbounded >= 48);
+    CHECK(unbounded.kernels.size() + 1 == plan.kernels.size());
   }
 }
 

@@ -53,6 +53,8 @@ ScheduleOptions compute_schedule_options(const ComputeLimits& limits) {
   // shaders included (a silent wrong result: a 4x70000 min came back as a partial min): such devices keep the
   // fragment target's budget, so that long reductions are split into partial and final kernels.
   o.max_loop_iterations = limits.cpu_device ? 32768 : 1 << 24;
+  // register tiles evaluate each factor of a contraction for 4 steps of k and 4 rows or columns of the tile
+  o.loop_body_copies = limits.register_tiles ? 16 : 1;
   return o;
 }
 

@@ -38,6 +38,7 @@ ScheduleOptions texture_policy(const Target& t, const BackendOptions& opt) {
   so.union_domains = opt.union_domains.value_or(!t.cpu_device);
   so.row_planes = std::min(opt.row_planes.value_or(4), so.max_outputs);
   so.col_planes = opt.col_planes.value_or(2);
+  so.loop_body_copies = 4 * so.row_planes;  // the tile mode unrolls a sum by 4, for each of its row planes
   return so;
 }
 

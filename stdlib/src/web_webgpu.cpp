@@ -96,7 +96,11 @@ json cpu_adapter_rule() {
 ComputeLimits WebGPUTarget::limits() const { return webgpu_caps(*this).compute; }
 
 ScheduleOptions WebGPUTarget::schedule_options() const {
-  return sg::schedule_options(make_target(TargetName::Wgsl, webgpu_caps(*this)), BackendOptions{});
+  ScheduleOptions so = sg::schedule_options(make_target(TargetName::Wgsl, webgpu_caps(*this)), BackendOptions{});
+  // CPU implementations of WebGPU are SwiftShader's as well: its compiler took over 4 minutes for the pipeline of a
+  // register-tiled contraction reading a concat (3 guarded reads, 48 as emitted; issue 37), so the WebGL2 limit holds
+  if (cpu_device) so.max_guarded_reads = kWebGL2MaxGuardedReads;
+  return so;
 }
 
 json WebGPUTarget::to_json() const {

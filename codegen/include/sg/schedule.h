@@ -185,6 +185,14 @@ struct ScheduleOptions {
   /// A node reading more has its inlined producers with the most guarded reads materialised (a Map of more zero-padded
   /// operands is split first, as for the binding budget); multi-output groups and sunk reductions keep within it.
   int max_guarded_reads = 0;
+  /// Copies of a heavy op's loop body (its inlined prologue included) the target's emitter writes per loop iteration,
+  /// with which the guarded reads of that prologue count against max_guarded_reads: the fragment emitter's tile mode
+  /// unrolls a sum by 4 and, with row planes, computes row_planes rows (WebGL2 bundles: 4 x row_planes = 16); WGSL
+  /// register tiles of CPU devices evaluate each factor for 4 steps of k x 4 rows or columns (16). A concat read by a
+  /// contraction (the q/k/v gradients' concatenation before the in_proj gradients: 3 guarded reads, 48 as emitted) is
+  /// then stored once instead of recomputed in its readers' loops (issue 37: SwiftShader took 215 s and 13 GB to
+  /// compile the WebGL2 kernel with those 48 branches, over 4 minutes for the WebGPU one).
+  int loop_body_copies = 1;
   /// Max outputs (render targets) of one kernel; 1 disables multi-output fusion. GLES 3.0 guarantees 4
   /// (GL_MAX_DRAW_BUFFERS); the GLES backend passes the device's value (at most 8).
   int max_outputs = 4;

@@ -27,6 +27,11 @@
 //    more direct inputs than that); so every kernel of one output fits its target, and a sum of T per-step
 //    gradient terms becomes several kernels instead of one the device refuses; likewise, where
 //    ScheduleOptions::max_guarded_reads is set, for the zero-padding reads (Pad nodes) an expression branches on;
+//  - guarded reads as emitted: the emitter writes a heavy op's loop body ScheduleOptions::loop_body_copies times (the
+//    fragment tile mode: 4 unrolled steps x row planes; WGSL register tiles: 4 steps x 4 rows or columns), so the
+//    guarded reads of its inlined prologue count that often against max_guarded_reads; over it, the inlined input
+//    with the most is materialised (through reshapes, permutes and expands to the value they re-index: the
+//    transformer's concat of the q/k/v gradients is stored once, and all three in_proj gradients load it; issue 37);
 //  - scalar hoisting: a single-element node without a reduction inside whose inputs are all single-element values
 //    (its inlined producers included) is materialised when a consumer has more elements and recomputing it costs
 //    at least ScheduleOptions::hoist_scalar_min_cost scalar ops: it is computed once per step instead of once per
@@ -38,6 +43,7 @@
 #include "schedule/state.h"
 
 #include <algorithm>
+#include <functional>
 #include <limits>
 
 namespace sg::sched {
@@ -99,6 +105,19 @@ void decide_materialisation(ScheduleState& st) {
       if (!st.mat.count(i.get())) g += guards[i.get()];
     return g;
   };
+  // the guarded reads of x's expression with its inlined producers, counted afresh (`guards` keeps what a node's
+  // producers had when it was visited; a later materialisation may have stored some of them since)
+  auto inlined_guards = [&](const Node* x) {
+    std::unordered_map<const Node*, int> memo;
+    std::function<int(const Node*)> go = [&](const Node* y) -> int {
+      if (auto it = memo.find(y); it != memo.end()) return it->second;
+      int b = pads(*y) ? 1 : 0;
+      for (auto& i : y->inputs)
+        if (!st.mat.count(i.get())) b += go(i.get());
+      return memo[y] = b;
+    };
+    return go(x);
+  };
   const size_t budget = static_cast<size_t>(input_budget(opt));
   const int max_guarded = opt.max_guarded_reads > 0 ? opt.max_guarded_reads : std::numeric_limits<int>::max();
   for (auto& np : st.plan.order) {
@@ -121,6 +140,30 @@ void decide_materialisation(ScheduleState& st) {
       if (!most) break;  // only direct ones left: split_wide_maps keeps them within the budget
       st.mat.insert(most);
       g = guards_of(n);
+    }
+    if (is_heavy(n->op) && opt.loop_body_copies > 1 && max_guarded < std::numeric_limits<int>::max()) {
+      // the emitter writes a heavy op's loop body loop_body_copies times: its prologue's guarded reads count that often
+      auto body_guards = [&] {
+        int b = 0;
+        for (auto& i : n->inputs)
+          if (!st.mat.count(i.get())) b += inlined_guards(i.get());
+        return b;
+      };
+      while (body_guards() * opt.loop_body_copies > max_guarded) {
+        const Node* most = nullptr;
+        int most_guards = 0;
+        for (auto& i : n->inputs)
+          if (!st.mat.count(i.get()))
+            if (const int b = inlined_guards(i.get()); b > most_guards) most = i.get(), most_guards = b;
+        if (!most) break;
+        // a reshape/permute/expand only re-indexes its input: store that input (the concat itself), so that every
+        // other reader of it loads it too instead of recomputing it
+        while (!pads(*most) && (most->op == Op::Reshape || most->op == Op::Permute || most->op == Op::Expand) &&
+               !st.mat.count(most->inputs[0].get()))
+          most = most->inputs[0].get();
+        st.mat.insert(most);
+      }
+      g = (pads(*n) ? 1 : 0) + body_guards();
     }
     guards[n] = g;
     double c = 1;

@@ -54,7 +54,10 @@ inline constexpr const char* kBundleFormat = "shadergrad-bundle/3";
 /// Guarded reads (zero-padding reads: one branch each in a fragment shader's loop over a texel's elements) per WebGL2
 /// kernel (ScheduleOptions::max_guarded_reads). SwiftShader (Chromium 156's WebGL2 without a GPU) lost the GPU
 /// process for the 31 branches of a concat of 15 slices with its gradient in one kernel and rendered zeros for 33
-/// (a concat of 32 slices); 29 ran. Half of that leaves room for the lane loop's own branches.
+/// (a concat of 32 slices); 29 ran. Half of that leaves room for the lane loop's own branches. A contraction's prologue
+/// counts its guarded reads as emitted (ScheduleOptions::loop_body_copies). The WebGPU cpu plans (SwiftShader as well)
+/// keep the same limit: a register-tiled contraction reading a concat (48 guarded reads as emitted) lost the device
+/// after 230 s of pipeline creation (issue 37).
 inline constexpr int kWebGL2MaxGuardedReads = 16;
 
 struct WebGL2Target {
