@@ -3,7 +3,8 @@
 #   OUT/index.html                 links to the demos
 #   OUT/digits/                    draw-a-digit page (examples/web/digits/): bundle/ (shadergrad export of the
 #                                  digits MLP 64-128-10 with train_debug, fresh init), pretrained.safetensors
-#                                  (shadergrad train --dataset digits --save), digits_subset.bin (the first N rows of
+#                                  (the shipped examples/web/digits/pretrained.safetensors: build/bin/digits_pretrain;
+#                                  DIGITS_EPOCHS=N: shadergrad train --dataset digits --save), digits_subset.bin (the first N rows of
 #                                  sklearn's digits.csv.gz: 64 counts 0..16 and the label, one byte each)
 #   OUT/shapes/                    Worker CNN page (examples/web/shapes/): bundle/ of the 128x128 five-conv CNN
 #                                  (infer only) with the shipped checkpoint examples/web/shapes/cnn5.safetensors
@@ -13,7 +14,8 @@
 #                                  the shipped checkpoint: `shadergrad train --model charlm`, examples/web/README.md),
 #                                  pretrained.safetensors (that checkpoint)
 # Usage: scripts/build_web_demo.sh OUT [path/to/shadergrad]   (default build/bin/shadergrad)
-# Env: DIGITS_EPOCHS (default 30), SUBSET (default 400 samples), SHAPES_EPOCHS=N to train the CNN here instead of
+# Env: DIGITS_EPOCHS=N to train the digits MLP here (shadergrad train, digits only) instead of shipping the
+#      checkpoint, SUBSET (default 400 samples), SHAPES_EPOCHS=N to train the CNN here instead of
 #      shipping the checkpoint, SKIP_SHAPES=1 to build only the digits page, SHAPES_UNTRAINED=1 to export the CNN's
 #      fresh init, SHAPES_EXPORT_ARGS: more `export` flags for the CNN's bundle (e.g. --webgpu-cpu), SKIP_DIGITS=1 /
 #      SKIP_WORDS=1 to leave those pages out, WORDS_BATCH: the words bundle's train batch (default 16), WORDS_EXPORT_ARGS: more
@@ -46,9 +48,14 @@ if [ "${SKIP_DIGITS:-0}" != 1 ]; then
 mkdir -p "$out/digits"
 cp "$here"/examples/web/digits/*.html "$here"/examples/web/digits/*.js "$here"/examples/web/digits/*.css "$out/digits/"
 
-# the pretrained digits MLP (native), then the bundle with the same structure and a fresh init
-"$sg" train --model mlp --dataset digits --epochs "${DIGITS_EPOCHS:-30}" --batch 32 --backend cpu --quiet \
-  --save "$out/digits/pretrained.safetensors"
+# the pretrained digits MLP: the shipped checkpoint (examples/digits_pretrain.cpp, examples/web/README.md), or with
+# DIGITS_EPOCHS=N one trained here on the digits alone; then the bundle with the same structure and a fresh init
+if [ -n "${DIGITS_EPOCHS:-}" ] || [ ! -f "$here/examples/web/digits/pretrained.safetensors" ]; then
+  "$sg" train --model mlp --dataset digits --epochs "${DIGITS_EPOCHS:-30}" --batch 32 --backend cpu --quiet \
+    --save "$out/digits/pretrained.safetensors"
+else
+  cp "$here/examples/web/digits/pretrained.safetensors" "$out/digits/"
+fi
 "$sg" export --model mlp --dataset digits --batch 16 --infer-batch 1 --lr 0.003 --debug-program --check-steps 1 \
   --out "$out/digits/bundle" > /dev/null
 # the shipped subset: 64 counts and the label per sample, one byte each
