@@ -174,8 +174,11 @@ Target make_target(TargetName name, const DeviceCaps& caps) {
     case TargetName::GlslEsFragment: t = fragment_target(caps); break;
     case TargetName::GlslEsCompute:
     case TargetName::SpirvVulkan:
-    case TargetName::Wgsl:
-    case TargetName::CpuSimd: t = buffer_target(caps); break;
+    case TargetName::Wgsl: t = buffer_target(caps); break;
+    case TargetName::CpuSimd:
+      t = buffer_target(caps);
+      t.limits.max_loop_iterations = 1 << 24;  // C loops have no iteration limit (schedule_options: the same)
+      break;
     case TargetName::Cpu:
       t.stage = TargetStage::Host;
       t.storage = StorageModel::Host;

@@ -50,6 +50,10 @@ ScheduleOptions schedule_options(const Target& target, const BackendOptions& opt
     case StorageModel::Textures: return texture_policy(target, opt);
     case StorageModel::Buffers: {
       ScheduleOptions so = compute_schedule_options(target.compute);
+      // cpu-simd: C loops have no iteration limit (the 32768 of CPU devices is Mesa gallivm's), and a split long
+      // reduction's partials are per-element kernels where the whole one is a register-tiled contraction (the CNN
+      // b=128's conv weight gradients: 20.6 + 5.5 ms as partials)
+      if (target.name == TargetName::CpuSimd) so.max_loop_iterations = 1 << 24;
       so.unfused = opt.unfused;
       if (opt.min_parallel_texels) so.min_parallel_texels = *opt.min_parallel_texels;  // split-K forced on / off
       if (opt.max_outputs) so.max_outputs = std::min(so.max_outputs, *opt.max_outputs);
