@@ -2,10 +2,12 @@
 //
 // Native side: the bundle's structure hash (changes with the model, not with the target or the weights), the
 // train_debug program, the 128x128 five-conv CNN's fused conv+bias+relu kernels and its init (logits that depend
-// on the input), the shapes task, the shipped cnn5 checkpoint's accuracy on a generated set, colormap.js against
+// on the input), the shapes task, the shipped cnn5 checkpoint's accuracy on a generated set, the shipped digits
+// checkpoint's structure and test split accuracy (examples/web/README.md), colormap.js against
 // sg::image::map_value, `shadergrad serve` (MIME types, no traversal, a taken port).
 // Browser (headless Chromium, WebGL2 and WebGPU on SwiftShader, pages served by `shadergrad serve`): the digits page draws a
 // scripted stroke and predicts what an f64 forward pass of the pretrained checkpoint predicts for the page's 8x8;
+// the shipped checkpoint predicts ten cleanly drawn mouse digits 0-9 right, each with probability > 0.9;
 // fine-tuning raises the probability of the taught label on the taught samples; IndexedDB round trip (the same
 // weights after a reload); a changed model refuses the saved weights; a wrong checkpoint is refused; the page's
 // checkpoint gives `shadergrad predict --load` the page's probabilities (native -> browser -> native); a lost
@@ -296,6 +298,40 @@ TEST_CASE("the shipped cnn5 checkpoint classifies another generated shapes set a
   CHECK(correct >= 96);  // a useful classifier: at least 3 of 4 right (chance is 1 of 4)
 }
 
+TEST_CASE("the shipped digits checkpoint is the page's mlp and scores the test split as examples/web/README.md says",
+          "[web]") {
+  // examples/web/digits/pretrained.safetensors (examples/digits_pretrain.cpp): loads into `shadergrad train --model
+  // mlp --dataset digits`'s model (its structure hash), carries its recipe, and an f64 forward pass on the 797 test
+  // digits of digits_split(0) (never trained on) gives the accuracy its metadata and the README record.
+  const std::string dir = sg::golden::source_dir() + "/examples/web";
+  const std::string ck = dir + "/digits/pretrained.safetensors";
+  if (!fs::exists(ck)) FAIL(ck + " is missing (examples/web/README.md: build/bin/digits_pretrain writes it)");
+  auto model = sg::nn::make_model("mlp", 1, 8, 8);
+  sg::nn::Rng rng(0);
+  model->build(rng);
+  auto cpu = sg::make_cpu_backend();
+  std::string recorded, recipe;
+  for (auto& [k, v] : sg::train::load_checkpoint(ck, *model, *cpu)) {
+    if (k == "test_accuracy") recorded = v;
+    if (k == "recipe") recipe = v;
+  }
+  CHECK_THAT(recipe, Contains("digits_pretrain"));
+  REQUIRE(!recorded.empty());
+  CHECK_THAT(read_file(dir + "/README.md"), Contains("| **" + recorded + "** |"));
+  const auto file = sg::io::load_safetensors(ck);
+  const sg::data::Dataset all = sg::data::load_digits();
+  const sg::data::Dataset test = all.subset(sg::data::digits_split(0).test);
+  int correct = 0;
+  for (int64_t i = 0; i < test.n; ++i) {
+    const auto p = mlp_probs(file, std::vector<double>(test.sample(i), test.sample(i) + 64));
+    correct += std::max_element(p.begin(), p.end()) - p.begin() == test.labels[i];
+  }
+  INFO("correct " << correct << "/" << test.n << ", recorded " << recorded);
+  CHECK(test.n == 797);
+  CHECK(fmt::format("{:.4f}", double(correct) / double(test.n)) == recorded);
+  CHECK(correct >= 0.97 * 797);
+}
+
 TEST_CASE("colormap.js gives the colours of sg::image::map_value", "[web]") {
   json cases = json::array();
   std::vector<std::tuple<float, sg::image::Colormap, float, float>> native;
@@ -428,7 +464,7 @@ TEST_CASE("the digits page and the shapes Worker in headless Chromium (WebGL2, W
   sg::testing::browser_tests_dir();
   TempDir root("sg_webapp_site"), shots("sg_webapp_shots");
   std::string out;
-  int rc = shell(fmt::format("DIGITS_EPOCHS=20 bash '{}/scripts/build_web_demo.sh' '{}' '{}'",
+  int rc = shell(fmt::format("bash '{}/scripts/build_web_demo.sh' '{}' '{}'",
                              sg::golden::source_dir(), root.path.string(), SG_CLI), out);
   INFO(out);
   REQUIRE(rc == 0);
@@ -479,6 +515,33 @@ TEST_CASE("the digits page and the shapes Worker in headless Chromium (WebGL2, W
   for (size_t i = 0; i < 64; ++i) CHECK(drawn["x"][i].get<double>() == drawn["counts"][i].get<double>() / 16);
   const auto want = probs_of(pre, drawn["x"]);
   for (int k = 0; k < 10; ++k) CHECK(drawn["probs"][k].get<double>() == Approx(want[k]).margin(2e-5));
+
+  // the pretrained checkpoint on ten cleanly drawn digits 0-9 (tests/web_app_check.mjs CLEAN_DIGITS, mouse strokes
+  // never trained on): every one predicted right with probability > 0.9, as the page shows it, and equal to an f64
+  // forward pass of the checkpoint on the page's 8x8
+  if (backend == "webgl2") {  // drawn on the first backend only (web_app_check.mjs)
+  const json& clean = d["clean"];
+  REQUIRE(clean.size() == 10);
+  int confident = 0;
+  std::string seen;
+  for (int digit = 0; digit < 10; ++digit) {
+    INFO("drawn " << digit);
+    const json& c = clean[digit];
+    const auto f64 = probs_of(pre, c["x"]);
+    int best = 0;
+    for (int k = 0; k < 10; ++k) {
+      CHECK(c["probs"][k].get<double>() == Approx(f64[k]).margin(2e-5));
+      if (c["probs"][k].get<double>() > c["probs"][best].get<double>()) best = k;
+    }
+    const double p = c["probs"][best];
+    CHECK(c["shown"]["digit"] == best);  // the highlighted bar and its number
+    CHECK(c["shown"]["p"].get<double>() == Approx(p).margin(5e-4));
+    confident += best == digit && p > 0.9;
+    seen += fmt::format(" {}->{} ({:.3f})", digit, best, p);
+  }
+  INFO("drawn -> predicted (probability):" << seen);
+  CHECK(confident == 10);
+  }
 
   // fine-tuning raises the taught label's probability on every taught sample
   const int label = d["label"];

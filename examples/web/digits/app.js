@@ -2,7 +2,8 @@
 // and fine-tune in the page; train from scratch on shipped digits; save/load weights (IndexedDB, .safetensors);
 // watch the gradient flow. Everything runs through the shadergrad web runtime on the backend it picks (WebGPU,
 // else WebGL2). Layout of the served folder (scripts/build_web_demo.sh): bundle/ (shadergrad export, with its
-// runtime/), pretrained.safetensors (examples/digits_pretrain.cpp; DIGITS_EPOCHS=N: shadergrad train --save), digits_subset.bin (N x (64 counts, label) bytes).
+// runtime/), pretrained.safetensors (examples/digits_pretrain.cpp; DIGITS_EPOCHS=N: shadergrad train --save),
+// digits_subset.bin (N x (64 counts, label) bytes).
 // URL parameters: backend=auto|webgpu|webgl2, bundle=PATH/bundle.json, db=IndexedDB name.
 // window.sgApp is the page's API for tests (tests/web_app_check.mjs).
 import { createRuntime, loadBundle } from './bundle/runtime/shadergrad.js';
