@@ -19,6 +19,9 @@ PKGS=(
   curl
   # fuzzing (tests/fuzz, scripts/fuzz.sh) and the sanitizer build: clang with libFuzzer
   clang-14 libfuzzer-14-dev
+  # the wasm plan of web bundles (issue 39): clang-14 --target=wasm32-wasi compiles the C kernels against WASI's libc
+  # and libm (<math.h>: C99 Annex F special cases, as natively), compiler-rt's wasm32 builtins, lld-14's wasm-ld
+  lld-14 wasi-libc libclang-rt-14-dev-wasm32
   # shader toolchain
   glslang-dev glslang-tools spirv-cross libspirv-cross-c-shared-dev spirv-tools
   # headless GL / Vulkan (Mesa llvmpipe / lavapipe)
