@@ -1,11 +1,13 @@
 // The cpu-simd backend (C kernels of the cpu plan, compiled by the system C compiler, run on the host's threads)
 // against the CPU reference: every op case forward and backward and the NaN/Inf edge list (tests/op_cases.h), MLP,
 // CNN and Adam train steps, the kernel cache (a second compile loads the library without running the compiler), the
-// errors of a missing or failing compiler, and the C emitter's refusals.
+// errors of a missing or failing compiler, the C emitter's refusals, and the same kernels compiled by clang-14 (run
+// natively, and compiled for wasm32-wasi with SIMD128: the C is freestanding but for <math.h>).
 #include "op_cases.h"
 #include "test_models.h"
 #include "test_util.h"
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -219,4 +221,54 @@ TEST_CASE("cpu-simd: C kernels are byte-stable, refuse workgroup memory, and the
     }
   }
   CHECK(refused);
+}
+
+namespace {
+
+/// Whether `program` runs (found on PATH, exit status 0 for `--version`).
+bool have_program(const std::string& program) {
+  return std::system((program + " --version > /dev/null 2>&1").c_str()) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("cpu-simd compiled by clang-14: the edge list and MLP train steps equal the CPU reference", "[cpu-simd][clang]") {
+  if (!have_program("clang-14")) {
+    WARN("clang-14 is not installed (scripts/setup.sh installs it): nothing checked");
+    return;
+  }
+  sg::testing::TempDir dir("sg_cpu_simd_clang");
+  BackendOptions bo{.kind = "cpu-simd"};
+  bo.cpu_simd.compiler = "clang-14";  // clang's default -ffp-contract=on is overridden by the backend's flags
+  bo.cpu_simd.cache_dir = dir.path.string();
+  sg::op_cases::check_edge_cases({bo});
+  expect_same_steps(train_steps("mlp", 37, bo, 5), train_steps("mlp", 37, {.kind = "cpu"}, 5));
+}
+
+TEST_CASE("cpu-simd: a program's C compiles for wasm32-wasi with SIMD128 (freestanding but for <math.h>)",
+          "[cpu-simd][clang]") {
+  if (!have_program("clang-14") || !std::filesystem::exists("/usr/include/wasm32-wasi/math.h")) {
+    WARN("clang-14 or wasi-libc is not installed (scripts/setup.sh installs both): nothing checked");
+    return;
+  }
+  sg::testing::TempDir dir("sg_cpu_simd_wasm");
+  // the CNN's train step: register tiles, window blocks (the max-pool gradients), union blocks, per-element kernels
+  nn::Rng rng(3);
+  auto net = nn::make_model("cnn", 1, 8, 8);
+  net->build(rng);
+  Tensor x = input("x", {4, 1, 8, 8});
+  Tensor y = input("labels", {4}, DType::i32);
+  auto opt = make_adam({});
+  const Program p = make_train_step(cross_entropy((*net)(x), y), net->parameters(), *opt);
+  BackendOptions bo{.kind = "cpu-simd"};
+  bo.cpu_simd.cache_dir = dir.path.string();
+  auto be = make_backend(bo).backend;
+  be->compile(p);
+  const std::string src = cpu_simd_last_build(*be).source;
+  const std::string obj = (dir.path / "kernels.o").string(), log = (dir.path / "wasm.log").string();
+  const int rc = std::system(("clang-14 --target=wasm32-wasi -msimd128 -std=c11 -O2 -ffp-contract=off -c " + src + " -o " +
+                              obj + " > " + log + " 2>&1").c_str());
+  INFO(sg::testing::read_file(log));
+  CHECK(rc == 0);
+  CHECK(std::filesystem::exists(obj));
 }
