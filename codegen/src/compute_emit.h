@@ -19,8 +19,9 @@ struct Contraction;  // contraction.h
 std::string kernel_header(const Plan& plan, const Kernel& k, const std::string& strategy, const Lang& lang);
 /// The storage-buffer declarations (binding order: inputs, then outputs) and load_<value>(i) for the inputs in
 /// `loaded` (kernel input slots), each index clamped into its buffer.
+/// C: `unclamped` (when given) are the inputs also read through loadu_<value> (Lang::load_function).
 std::string buffer_declarations(const Plan& plan, const Kernel& k, const std::set<int>& loaded, const Lang& lang,
-                                bool clamped = true);
+                                bool clamped = true, const std::set<int>* unclamped = nullptr);
 /// `int iD = ...;` lines decomposing the row-major flat index `flat` of `shape` into coordinates i0.. .
 std::string coordinates(const Shape& shape, const std::string& flat, int indent, const Lang& lang);
 /// A grid of `groups` workgroups as x (<= max_workgroup_count) by y; UnsupportedError when it does not fit.
@@ -50,11 +51,12 @@ std::string split_loop(const KExprPtr& r, const std::string& flat, int indent, c
 /// [0, extent) x [0, K); else the callers keep idx and k inside); batch coordinates come from the workgroup id's z.
 /// `coord_args` (unguarded only): `float NAME(int i<d>..., int <loop var>...)` instead, the coordinates of `dims`
 /// and the reduction's loop variables split by the caller (once per register row, and by nested loops).
-/// Records the inputs it loads and the helpers it needs.
+/// Records the inputs it loads and the helpers it needs. `unclamped` (C only, when given): a factor whose indices
+/// are in range by construction loads unclamped (loadu_<value>), its inputs recorded there.
 std::string factor_function(const Plan& plan, const Kernel& k, const Contraction& c, const Shape& shape,
                             const KExprPtr& factor, const std::vector<int>& dims, int64_t extent, const char* name,
                             std::set<int>& loaded, MathHelpers& helpers, const Lang& lang, bool guarded = true,
-                            bool coord_args = false);
+                            bool coord_args = false, std::set<int>* unclamped = nullptr);
 /// emit_tiled.cpp: `signature` + `guard_and_coords` + the epilogue of every output of `k` at one element, with `acc`
 /// standing for reduction r, each output stored at the element's flat index.
 std::string epilogue_function(const Plan& plan, const Kernel& k, const KExprPtr& r, const std::string& signature,
@@ -66,7 +68,7 @@ std::string epilogue_function(const Plan& plan, const Kernel& k, const KExprPtr&
 /// `coord_args`: the factors take split coordinates and loop variables (factor_function).
 std::string tile_functions(const Plan& plan, const Kernel& k, const Contraction& c, const Shape& shape,
                            std::set<int>& loaded, MathHelpers& helpers, const Lang& lang, bool guarded,
-                           bool coord_args = false);
+                           bool coord_args = false, std::set<int>* unclamped = nullptr);
 /// Shared memory a tiled kernel of configuration `t` declares for contraction `c`, bytes (emit_tiled.cpp: the
 /// tiles' padding depends on how each factor is staged).
 int64_t tile_shared_bytes(const TileConfig& t, const Contraction& c);

@@ -64,6 +64,29 @@ std::string KPrinter::cond(const KExprPtr& e) {
   return is_bool_op(e->op) ? s : fmt::format("({} != 0)", s);
 }
 
+bool in_range_by_construction(const KExprPtr& root) {
+  std::unordered_set<const KExpr*> seen;
+  std::function<bool(const KExprPtr&, bool)> ok = [&](const KExprPtr& e, bool in_index) -> bool {
+    if (!e) return true;
+    switch (e->op) {
+      case KOp::ISelect:
+      case KOp::FToInt:
+      case KOp::ISub: return false;
+      case KOp::IntConst: return e->ivalue >= 0;
+      case KOp::FMath:
+        if (e->sop == SOp::Select) return false;
+        break;
+      case KOp::Load:
+        if (in_index) return false;  // an index read from data
+        return ok(e->a, true);
+      default: break;
+    }
+    if (!in_index && !seen.insert(e.get()).second) return true;
+    return ok(e->a, in_index) && ok(e->b, in_index) && ok(e->c, in_index);
+  };
+  return ok(root, false);
+}
+
 namespace {
 
 /// Whether an integer expression is non-negative by its form: constants >= 0 and variables (output coordinates and
@@ -94,8 +117,8 @@ std::string KPrinter::raw(const KExprPtr& e) {
       return it != subst_.end() ? it->second : e->name;
     }
     case KOp::Load: {
-      loaded_.insert(e->input);
-      return lang_.call("load_" + plan_.values[k_.inputs[e->input]].name, print(e->a));
+      (unclamped_loads ? unclamped_ : loaded_).insert(e->input);
+      return lang_.call((unclamped_loads ? "loadu_" : "load_") + plan_.values[k_.inputs[e->input]].name, print(e->a));
     }
     case KOp::FMath: {
       std::string a = print(e->a), b = e->b ? print(e->b) : std::string(), c = e->c ? print(e->c) : std::string();

@@ -47,6 +47,10 @@ class KPrinter {
   const MathHelpers& helpers() const { return helpers_; }
   /// Inputs (kernel input slots) read through load_<value>.
   const std::set<int>& loaded_inputs() const { return loaded_; }
+  /// C: loads print as `loadu_<value>` (no clamp; the caller knows every index is in range: in_range_by_construction)
+  /// and their inputs are recorded in unclamped_inputs() instead of loaded_inputs().
+  bool unclamped_loads = false;
+  const std::set<int>& unclamped_inputs() const { return unclamped_; }
 
  private:
   std::string raw(const KExprPtr& e);
@@ -63,6 +67,7 @@ class KPrinter {
   int temp_ = 0;
   MathHelpers helpers_;
   std::set<int> loaded_;
+  std::set<int> unclamped_;
   std::map<std::string, std::string> subst_;
   std::unordered_map<const KExpr*, int> refs_;
   std::unordered_map<const KExpr*, std::string> bound_;
@@ -72,6 +77,12 @@ class KPrinter {
 
 /// True for comparison / logical KOps (printed as bool).
 bool is_bool_op(KOp op);
+
+/// Whether every load index of `e` is in its buffer whenever its coordinates and loop variables are in their ranges:
+/// no mask that could hide an index out of range (ISelect, a float select), no index read from data (FToInt, a load
+/// inside an index) and no subtraction or negative constant (a padded window's offset). The register-tiled C kernels
+/// load such factors without a clamp (their coordinates are in range by construction).
+bool in_range_by_construction(const KExprPtr& e);
 
 
 }  // namespace sg::compute

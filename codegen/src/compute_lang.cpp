@@ -234,7 +234,10 @@ std::string Lang::store(const std::string& name, const std::string& idx, const s
 }
 
 std::string Lang::load_function(const std::string& name, int64_t last, bool clamped) const {
-  if (c())  // always clamped: an index past the buffer would read other memory
+  if (c() && !clamped)  // loadu_: for indices in range by construction (in_range_by_construction)
+    return fmt::format("static inline float {}(const sg_inv* sg, int i) {{ return {}(sg)[i]; }}  // i in [0, {}] by "
+                       "construction\n", fn("loadu_" + name), fn("in_" + name), last);
+  if (c())  // clamped: an index past the buffer would read other memory
     return fmt::format("static inline float {}(const sg_inv* sg, int i) {{ return {}(sg)[clamp(i, 0, {})]; }}\n",
                        fn("load_" + name), fn("in_" + name), last);
   if (wgsl() && !clamped)

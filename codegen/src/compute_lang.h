@@ -127,6 +127,8 @@ class Lang {
   /// `float load_<name>(int i) { return in_<name>.data[clamp(i, 0, last)]; }` and its WGSL form; in WGSL with
   /// `clamped` false the plain `in_<name>[i]` (for callers whose indices are in range or masked: WGSL itself bounds
   /// every storage access, so an index past the end reads some element of the buffer or 0, never undefined memory).
+  /// C: `load_<name>` always clamps; `clamped` false defines `loadu_<name>` instead, unclamped, for the loads of
+  /// KPrinter::unclamped_loads (indices in range by construction, in_range_by_construction).
   std::string load_function(const std::string& name, int64_t last, bool clamped = true) const;
 
   /// GLSL: `layout(local_size_x = X[, local_size_y = Y]) in;\n` (before the bindings; local_size_y also when 1 with

@@ -49,7 +49,7 @@ std::string kernel_header(const Plan& plan, const Kernel& k, const std::string& 
 }
 
 std::string buffer_declarations(const Plan& plan, const Kernel& k, const std::set<int>& loaded, const Lang& lang,
-                                bool clamped) {
+                                bool clamped, const std::set<int>* unclamped) {
   std::string s = lang.wgsl() ? "// bindings (group 0): the kernel's inputs, then its outputs; f32 storage buffers, row-major\n"
                   : lang.c()  ? "// bindings (sg->buf[b]): the kernel's inputs, then its outputs; float arrays, row-major\n"
                               : "// bindings (set 0): the kernel's inputs, then its outputs; std430 float buffers, row-major\n";
@@ -67,6 +67,11 @@ std::string buffer_declarations(const Plan& plan, const Kernel& k, const std::se
     const Value& v = plan.values[k.inputs[i]];
     s += lang.load_function(v.name, std::max<int64_t>(v.node->numel() - 1, 0), clamped);
   }
+  if (unclamped && lang.c())
+    for (int i : *unclamped) {
+      const Value& v = plan.values[k.inputs[static_cast<size_t>(i)]];
+      s += lang.load_function(v.name, std::max<int64_t>(v.node->numel() - 1, 0), false);
+    }
   return s;
 }
 

@@ -86,7 +86,7 @@ std::string dims_str(const Shape& shape, const std::vector<int>& dims) {
 std::string factor_function(const Plan& plan, const Kernel& k, const Contraction& c, const Shape& shape,
                             const KExprPtr& factor, const std::vector<int>& dims, int64_t extent, const char* name,
                             std::set<int>& loaded, MathHelpers& helpers, const Lang& lang, bool guarded,
-                            bool coord_args) {
+                            bool coord_args, std::set<int>* unclamped) {
   // the factor's formula in the comment when short (kexpr_str prints the tree view: only for a small one)
   const std::string what = kcost(factor) <= 40 ? kexpr_str(factor) : std::string(101, ' ');
   const std::string formula = what.size() > 100 ? "the factor (prologue inlined)" : what;
@@ -112,9 +112,11 @@ std::string factor_function(const Plan& plan, const Kernel& k, const Contraction
   if (!c.batch_dims.empty()) s += split_dims(shape, c.batch_dims, lang.builtin(Builtin::WorkgroupId, 2), "i", 1, lang);
   if (!coord_args) s += split_loop(c.reduce, "k", 1, lang);
   KPrinter p(plan, k, {factor}, "", lang);
+  p.unclamped_loads = unclamped && lang.c() && !guarded && in_range_by_construction(factor);
   const std::string v = p.print(factor);
   s += p.take_code() + fmt::format("  return {};\n}}\n", v);
   loaded.insert(p.loaded_inputs().begin(), p.loaded_inputs().end());
+  if (unclamped) unclamped->insert(p.unclamped_inputs().begin(), p.unclamped_inputs().end());
   helpers |= p.helpers();
   return s;
 }
@@ -137,11 +139,11 @@ std::string epilogue_function(const Plan& plan, const Kernel& k, const KExprPtr&
 
 std::string tile_functions(const Plan& plan, const Kernel& k, const Contraction& c, const Shape& shape,
                            std::set<int>& loaded, MathHelpers& helpers, const Lang& lang, bool guarded,
-                           bool coord_args) {
+                           bool coord_args, std::set<int>* unclamped) {
   std::string fns = factor_function(plan, k, c, shape, c.factor_a, c.m_dims, c.M, "factor_a", loaded, helpers, lang,
-                                    guarded, coord_args);
+                                    guarded, coord_args, unclamped);
   fns += factor_function(plan, k, c, shape, c.factor_b, c.n_dims, c.N, "factor_b", loaded, helpers, lang, guarded,
-                         coord_args);
+                         coord_args, unclamped);
   std::string coords = "  " + lang.if_then(fmt::format("m >= {} || n >= {}", c.M, c.N), "return;") + "\n" +
                        split_dims(shape, c.m_dims, "m", "i", 1, lang) + split_dims(shape, c.n_dims, "n", "i", 1, lang);
   if (!c.batch_dims.empty()) coords += split_dims(shape, c.batch_dims, lang.builtin(Builtin::WorkgroupId, 2), "i", 1, lang);
