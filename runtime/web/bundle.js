@@ -30,8 +30,9 @@ export function webgpuPlans(json) {
 }
 
 /** Targets a bundle may carry (bundle.json `targets`): per program a `webgpu` plan (WGSL compute kernels over
- * storage buffers) and the `webgl2` plan (GLSL ES 3.00 fragment kernels over RGBA32F textures). */
-export const TARGETS = ['webgpu', 'webgl2'];
+ * storage buffers), the `webgl2` plan (GLSL ES 3.00 fragment kernels over RGBA32F textures) and the `wasm` plan (C
+ * kernels compiled to one WebAssembly SIMD128 module, over arrays in its linear memory). */
+export const TARGETS = ['webgpu', 'webgl2', 'wasm'];
 
 /** Storage features (bundle.json `features`) this runtime knows how to run. */
 export const KNOWN_FEATURES = ['transposed', 'row_planes', 'col_planes', 'union_domains', 'allocated_extents'];
@@ -180,6 +181,16 @@ export class Bundle {
     return new Float32Array(bytes.slice(ref.offset, ref.offset + ref.bytes));
   }
 
+  /** The bytes of a binary file of the bundle (the wasm module, bundle.json `wasm.module`), fetched once; a missing
+   * file is a BundleError naming it. */
+  async binary(path, where = {}) {
+    if (!this.files.has(path)) {
+      const res = await fetchFile(new URL(path, this.url), this._fetch, path, where, 'wasm module');
+      this.files.set(path, await res.arrayBuffer());
+    }
+    return this.files.get(path);
+  }
+
   /** Fetches (once) and checks the checks' file (expected.safetensors); resolves to the `checks` description. */
   async loadChecks() {
     const c = this.json.checks;
@@ -309,6 +320,8 @@ function validate(json, file) {
   checkBundleTypes(json, file);
   if (!Array.isArray(json.targets) || !json.targets.length || json.targets.some((t) => !TARGETS.includes(t)))
     fail(`\`targets\` is ${JSON.stringify(json.targets)}; expected a non-empty list of ${TARGETS.join(', ')}`);
+  if (json.targets.includes('wasm') && typeof json.wasm?.module !== 'string')
+    fail('lists the wasm target but has no `wasm.module`');
   if (json.targets.includes('webgpu') && !json.webgpu?.requires)
     fail('lists the webgpu target but has no `webgpu.requires`');
   const plans = json.targets.includes('webgpu') ? webgpuPlans(json) : [];
@@ -331,7 +344,7 @@ function validate(json, file) {
   for (const p of persistent.values())
     if (!p.data || p.data.bytes !== 4 * numel(p.shape) ||
         (json.targets.includes('webgl2') && p.layout?.numel !== numel(p.shape)) ||
-        (json.targets.includes('webgpu') && !(p.buffer_bytes >= 4 * numel(p.shape))))
+        ((json.targets.includes('webgpu') || json.targets.includes('wasm')) && !(p.buffer_bytes >= 4 * numel(p.shape))))
       fail(`persistent value '${p.name}' ${JSON.stringify(p.shape)} has ${p.data?.bytes} bytes of initial data, ` +
            `layout numel ${p.layout?.numel} and buffer_bytes ${p.buffer_bytes}; expected ${4 * numel(p.shape)} ` +
            'bytes (and the layout or buffer of every target in `targets`)', { tensor: p.name });
@@ -358,6 +371,12 @@ function validate(json, file) {
              'lists it', { program: name });
       validateWebGPUProgram(name, w, persistent, fail, pl.name);
       validateWebGPUStorage(name, p, w, fail, pl.name);
+    }
+    if (json.targets.includes('wasm')) {
+      if (!p.wasm || typeof p.wasm !== 'object')
+        fail(`program '${name}' has no wasm plan (\`wasm\`) although \`targets\` lists wasm`, { program: name });
+      validateWebGPUProgram(name, p.wasm, persistent, fail, 'wasm', true);
+      validateWebGPUStorage(name, p, p.wasm, fail, 'wasm', true);
     }
   }
   validateCheckShapes(json, fail);
@@ -416,14 +435,14 @@ function validateStorage(program, p, fail) {
  * The declared shapes of a program's inputs and outputs against a webgpu plan: the plan's own input/output entry
  * and the storage buffer of its value (`bytes` = 4 * numel rounded up to 16, 16 for an empty tensor).
  */
-function validateWebGPUStorage(program, p, w, fail, plan) {
-  const target = `webgpu ${plan}`;
+function validateWebGPUStorage(program, p, w, fail, plan, wasm = false) {
+  const target = wasm ? 'wasm' : `webgpu ${plan}`;
   for (const [key, what] of [['inputs', 'input'], ['outputs', 'output']]) {
     for (const io of p[key]) {
       const wi = w[key].find((x) => x?.name === io.name);
       if (!wi) {
         if (key === 'outputs')
-          fail(`program '${program}': output '${io.name}' is not an output of the webgpu ${plan} plan`,
+          fail(`program '${program}': output '${io.name}' is not an output of the ${target} plan`,
                { program, output: io.name, target });
         continue;  // an input no kernel of this plan reads has no buffer
       }
@@ -431,7 +450,7 @@ function validateWebGPUStorage(program, p, w, fail, plan) {
       const exact = 16 * Math.ceil(Math.max(n, 1) / 4);  // vec4-rounded, one vec4 for an empty tensor (web_webgpu.cpp)
       if (!Array.isArray(wi.shape) || numel(wi.shape) !== n || numel(v.shape) !== n || v.bytes !== exact)
         fail(`program '${program}': ${what} '${io.name}' is declared ${fmtShape(io.shape)} (${count(n)}, ${exact} ` +
-             `bytes) but the webgpu ${plan} plan stores ${fmtShape(v.shape)} for it in a buffer of ${v.bytes} bytes ` +
+             `bytes) but the ${target} plan stores ${fmtShape(v.shape)} for it in a buffer of ${v.bytes} bytes ` +
              `(${count(Math.floor(v.bytes / 4))} at most)${Array.isArray(wi.shape) && numel(wi.shape) !== n
                ? ` and declares it ${fmtShape(wi.shape)}` : ''}; ${RESHAPE_HINT}`,
              { program, [what]: io.name, shape: io.shape, stored: v.shape, bytes: v.bytes, target });
@@ -461,8 +480,8 @@ function validateCheckShapes(json, fail) {
 }
 
 /** Checks a program's webgpu plan: value ids, buffers, persistent names, kernel bindings and dispatch sizes. */
-function validateWebGPUProgram(program, p, persistent, fail, plan = 'gpu') {
-  const where = { program, target: `webgpu ${plan}` };
+function validateWebGPUProgram(program, p, persistent, fail, plan = 'gpu', wasm = false) {
+  const where = { program, target: wasm ? 'wasm' : `webgpu ${plan}` };
   for (const key of ['values', 'kernels', 'inputs', 'outputs', 'updates', 'buffers'])
     if (!Array.isArray(p[key])) fail(`program '${program}': the webgpu plan has no '${key}' array`, where);
   const value = (id, what, w) => {
@@ -486,8 +505,8 @@ function validateWebGPUProgram(program, p, persistent, fail, plan = 'gpu') {
   });
   for (const k of p.kernels) {
     const w = { ...where, kernel: k.name };
-    if (!k.name || typeof k.wgsl !== 'string')
-      fail(`program '${program}' (webgpu): kernel '${k.name}' names no WGSL file`, w);
+    if (!k.name || (wasm ? typeof k.entry !== 'string' : typeof k.wgsl !== 'string'))
+      fail(`program '${program}' (${where.target}): kernel '${k.name}' names no ${wasm ? 'entry' : 'WGSL file'}`, w);
     if (!Array.isArray(k.bindings) || !k.bindings.length)
       fail(`program '${program}' (webgpu): kernel '${k.name}' has no bindings`, w);
     k.bindings.forEach((b, i) => {
@@ -496,8 +515,10 @@ function validateWebGPUProgram(program, p, persistent, fail, plan = 'gpu') {
         fail(`kernel '${k.name}': binding ${i} has access '${b.access}' (read or read_write)`, w);
       value(b.value, `kernel '${k.name}' binding ${i}`, w);
     });
-    if (!Array.isArray(k.workgroups) || k.workgroups.length !== 3 || !k.workgroups.every((n) => Number.isInteger(n) && n >= 1))
-      fail(`kernel '${k.name}': workgroups ${JSON.stringify(k.workgroups)} is not three positive integers`, w);
+    if (wasm ? !(Number.isSafeInteger(k.workgroups) && k.workgroups >= 1)
+             : !Array.isArray(k.workgroups) || k.workgroups.length !== 3 || !k.workgroups.every((n) => Number.isInteger(n) && n >= 1))
+      fail(`kernel '${k.name}': workgroups ${JSON.stringify(k.workgroups)} is not ${wasm ? 'a positive integer'
+                                                                                    : 'three positive integers'}`, w);
   }
   for (const io of [...p.inputs, ...p.outputs]) value(io.value, `input/output '${io.name}'`, where);
   for (const u of p.updates) {
@@ -596,7 +617,8 @@ export async function loadBundle(url, options = {}) {
   const plans = json.targets.includes('webgpu') ? webgpuPlans(json) : [];
   const refs = [...json.persistent.map((p) => p.data),
                 ...Object.values(json.programs).flatMap((p) => [...(p.values || []),
-                                                                ...plans.flatMap((pl) => p[pl.program_key].values)]
+                                                                ...plans.flatMap((pl) => p[pl.program_key].values),
+                                                                ...(json.targets.includes('wasm') ? p.wasm.values : [])]
                   .filter((v) => v.data).map((v) => v.data))];
   const files = await fetchDataFiles(base, refs, fetchImpl, 'weights file');
   clock.lap('fetch_weights');

@@ -75,6 +75,10 @@ export function checkBundleTypes(json, file) {
     c.ref(p.data, `persistent[${i}].data`);
     c.optional(p.layout, `persistent[${i}].layout`, c.object);
   });
+  if (json.wasm !== undefined) {
+    c.object(json.wasm, 'wasm');
+    c.string(json.wasm.module, 'wasm.module');
+  }
   if (json.webgpu !== undefined) {
     c.object(json.webgpu, 'webgpu');
     c.optional(json.webgpu.plans, 'webgpu.plans', c.objects);
@@ -88,6 +92,7 @@ export function checkBundleTypes(json, file) {
     if (json.targets.includes('webgpu'))
       for (const key of planKeys)
         if (typeof key === 'string' && p[key] !== undefined) checkPlan(c, p[key], `programs.${name}.${key}`, 'wgsl');
+    if (json.targets.includes('wasm') && p.wasm !== undefined) checkPlan(c, p.wasm, `programs.${name}.wasm`, 'entry');
   }
   if (json.checks !== undefined && json.checks !== null) {
     c.object(json.checks, 'checks');

@@ -10,6 +10,7 @@ import { checkNumerics, DebugSession } from './debug.js';
 import { selectBackend } from './select.js';
 import { WebGL2Executor } from './webgl2_executor.js';
 import { WebGPUExecutor } from './webgpu_executor.js';
+import { WasmExecutor } from './wasm_executor.js';
 import { emptyStats, now, PhaseClock } from './setup_stats.js';
 
 /** A bundle loaded on a backend. Create with createRuntime(). */
@@ -17,7 +18,7 @@ export class Runtime {
   constructor(bundle, selection, executor, stats) {
     /** @type {import('./bundle.js').Bundle} */
     this.bundle = bundle;
-    /** @type {string} 'webgpu' or 'webgl2' */
+    /** @type {string} 'webgpu', 'webgl2' or 'wasm' */
     this.backend = selection.backend;
     /** @type {{backend: string, ok: boolean, reason: string}[]} every backend tried, with the reason in words */
     this.attempts = selection.attempts;
@@ -43,6 +44,7 @@ export class Runtime {
    * webgpu plan its `webgpu` / `webgpu_cpu` field): its kernels, values, buffers. */
   plan(program) {
     const p = this.bundle.program(program);
+    if (this.backend === 'wasm') return p.wasm;
     return this.webgpuPlan ? p[this.webgpuPlan.program_key] : p;
   }
 
@@ -132,7 +134,8 @@ export class Runtime {
       return await this._serial(async () => {
         const run = await this._exec.debugBegin(program, feeds);
         const plan = this.plan(program);
-        const sources = plan.kernels.map((k) => this.bundle.source(k.wgsl ?? k.glsl_es));
+        const sources = plan.kernels.map((k) => (this.backend === 'wasm'  // C kernels in one file per program
+          ? `// ${k.c}: entry ${k.entry} (the C source of every kernel of the program)` : this.bundle.source(k.wgsl ?? k.glsl_es)));
         const driver = {
           kernel: (i) => this._serial(() => run.debugKernel(i)),
           finish: () => this._serial(() => run.debugFinish()),
@@ -236,7 +239,8 @@ export async function createRuntime(bundle, options = {}) {
   try {
     exec = selection.backend === 'webgpu'
       ? new WebGPUExecutor(b, selection.device, options, selection.webgpuPlan)
-      : new WebGL2Executor(b, selection.device, options);
+      : selection.backend === 'webgl2' ? new WebGL2Executor(b, selection.device, options)
+        : new WasmExecutor(b, selection.device, options);
     clock.lap('buffers');
     await exec.link(clock, stats, eager);
   } catch (e) {

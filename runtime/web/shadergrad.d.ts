@@ -9,15 +9,15 @@ export const BUNDLE_FORMAT: string;
 export const BUNDLE_FORMATS: readonly string[];
 /** The webgpu plans a bundle may carry: ['gpu', 'cpu', 'cpu-subgroups']. */
 export const WEBGPU_PLANS: readonly WebGPUPlanName[];
-/** The targets a bundle may carry: ['webgpu', 'webgl2']. */
+/** The targets a bundle may carry: ['webgpu', 'webgl2', 'wasm']. */
 export const TARGETS: readonly BackendName[];
 /** Storage features (bundle.json `features`) this runtime can run. */
 export const KNOWN_FEATURES: readonly string[];
-/** Backends in the order `backend: 'auto'` tries them: ['webgpu', 'webgl2']. */
+/** Backends in the order `backend: 'auto'` tries them: ['webgpu', 'webgl2', 'wasm']. */
 export const BACKENDS: readonly BackendName[];
 export const VERSION: string;
 
-export type BackendName = 'webgpu' | 'webgl2';
+export type BackendName = 'webgpu' | 'webgl2' | 'wasm';
 /** 'gpu': WGSL kernels made for GPUs; 'cpu': made for CPU implementations of WebGPU (SwiftShader, llvmpipe);
  * 'cpu-subgroups': the cpu plan with contractions that share loads across subgroups of 4 (needs 'subgroups'). */
 export type WebGPUPlanName = 'gpu' | 'cpu' | 'cpu-subgroups';
@@ -58,7 +58,7 @@ export class Bundle {
   readonly json: any;
   readonly format: string;
   readonly model: string;
-  /** The plans every program carries: 'webgpu' (WGSL compute), 'webgl2' (GLSL ES fragment). */
+  /** The plans every program carries: 'webgpu' (WGSL compute), 'webgl2' (GLSL ES fragment), 'wasm' (WebAssembly). */
   readonly targets: BackendName[];
   /** The webgpu section: the first plan's target and the WebGPU limits (GPUSupportedLimits names) it requires,
    * and every plan (format 3). */
@@ -148,7 +148,12 @@ export interface WebGPUCaps {
   max_storage_buffer_binding_size: number;
 }
 
-export type DeviceCaps = WebGL2Caps | WebGPUCaps;
+/** The wasm backend: the bundle's WebAssembly SIMD128 module on the calling thread. */
+export interface WasmCaps {
+  renderer: string; threads: 1; simd128: true; module: string;
+}
+
+export type DeviceCaps = WebGL2Caps | WebGPUCaps | WasmCaps;
 
 export type Feeds = Record<string, ArrayLike<number>>;
 export type Outputs = Record<string, Float32Array | Int32Array>;
