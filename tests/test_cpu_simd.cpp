@@ -272,3 +272,26 @@ TEST_CASE("cpu-simd: a program's C compiles for wasm32-wasi with SIMD128 (freest
   CHECK(rc == 0);
   CHECK(std::filesystem::exists(obj));
 }
+
+TEST_CASE("cpu-simd: 4 threads on 2 cores run 300 dispatches of split kernels with the same bits every time",
+          "[cpu-simd][threads]") {
+  // a register-tiled matmul of 5 workgroups and an elementwise kernel of 1024, both above the pool's work threshold,
+  // run back to back: a worker that wakes late for a finished kernel must take nothing of the next one
+  Tensor a = input("a", {96, 96});
+  Tensor w = param("w", {96, 96}, randn(96 * 96, 21, 0.2f));
+  Tensor big = input("big", {256, 256});
+  Program p;
+  p.add_output("h", relu(matmul(a, w)));
+  p.add_output("e", tanh(big) * 0.5 + big);
+  std::vector<float> as = randn(96 * 96, 22), bs = randn(256 * 256, 23);
+  BackendOptions bo{.kind = "cpu-simd"};
+  bo.cpu_simd.threads = 4;
+  auto be = make_backend(bo).backend;
+  auto exe = be->compile(p);
+  const auto first = exe->run({{"a", &as}, {"big", &bs}});
+  const auto cpu = make_cpu_backend()->compile(p)->run({{"a", &as}, {"big", &bs}});
+  for (size_t i = 0; i < cpu.size(); ++i) expect_close(first[i], cpu[i], 1e-4, 1e-5, "output");
+  int same = 0;
+  for (int r = 0; r < 300; ++r) same += exe->run({{"a", &as}, {"big", &bs}}) == first;
+  CHECK(same == 300);
+}

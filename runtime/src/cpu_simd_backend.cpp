@@ -71,7 +71,8 @@ struct HostDevice {
 using Persistent = detail::PersistentValues<HostDevice, HostBuffer>;
 
 /// Worker threads that run the workgroups of one kernel at a time together with the calling thread: the range is cut
-/// into chunks taken in turn from an atomic counter (contiguous workgroups per chunk: neighbouring tiles share rows).
+/// into chunks taken in turn (contiguous workgroups per chunk: neighbouring tiles share rows). The chunk counter
+/// carries the job's generation, so a worker that wakes late for a finished job takes nothing of the next one.
 class ThreadPool {
  public:
   explicit ThreadPool(int threads) {
@@ -88,16 +89,17 @@ class ThreadPool {
   int threads() const { return static_cast<int>(workers_.size()) + 1; }
   /// Runs f(buf, begin, end) over [0, total) in chunks on every thread; returns when all are done.
   void run(EntryFn f, float* const* buf, int64_t total) {
-    const int64_t chunks = std::min<int64_t>(total, int64_t{threads()} * 4);
+    const Job job{f, buf, total, std::min<int64_t>(total, int64_t{threads()} * 4)};
+    uint32_t gen = 0;
     {
       std::lock_guard<std::mutex> l(m_);
-      job_ = {f, buf, total, chunks};
-      next_.store(0);
-      left_ = chunks;
-      ++generation_;
+      job_ = job;
+      gen = ++generation_;
+      next_.store(uint64_t{gen} << 32);
+      left_ = job.chunks;
     }
     cv_.notify_all();
-    take_chunks();
+    take_chunks(job, gen);
     std::unique_lock<std::mutex> l(m_);
     done_cv_.wait(l, [&] { return left_ == 0; });
   }
@@ -108,35 +110,46 @@ class ThreadPool {
     float* const* buf = nullptr;
     int64_t total = 0, chunks = 0;
   };
-  void take_chunks() {
-    const Job job = job_;
-    int finished = 0;
-    for (int64_t c; (c = next_.fetch_add(1)) < job.chunks; ++finished)
+  /// Runs chunks of job `gen` until none is left (or another job has started).
+  void take_chunks(const Job& job, uint32_t gen) {
+    int64_t finished = 0;
+    for (;;) {
+      uint64_t v = next_.load();
+      int64_t c = 0;
+      do {
+        c = static_cast<int64_t>(v & 0xffffffffu);
+        if (static_cast<uint32_t>(v >> 32) != gen || c >= job.chunks) c = -1;
+      } while (c >= 0 && !next_.compare_exchange_weak(v, v + 1));
+      if (c < 0) break;
       job.f(job.buf, job.total * c / job.chunks, job.total * (c + 1) / job.chunks);
+      ++finished;
+    }
     if (finished == 0) return;
     std::lock_guard<std::mutex> l(m_);
     left_ -= finished;
     if (left_ == 0) done_cv_.notify_all();
   }
   void work() {
-    uint64_t seen = 0;
+    uint32_t seen = 0;
     for (;;) {
+      Job job;
       {
         std::unique_lock<std::mutex> l(m_);
         cv_.wait(l, [&] { return stop_ || generation_ != seen; });
         if (stop_) return;
         seen = generation_;
+        job = job_;
       }
-      take_chunks();
+      take_chunks(job, seen);
     }
   }
   std::vector<std::thread> workers_;
   std::mutex m_;
   std::condition_variable cv_, done_cv_;
-  Job job_;
-  std::atomic<int64_t> next_{0};
-  int64_t left_ = 0;
-  uint64_t generation_ = 0;
+  Job job_;                          ///< the current job (under m_)
+  std::atomic<uint64_t> next_{0};    ///< the current job's generation (high 32 bits) and next chunk (low 32 bits)
+  int64_t left_ = 0;                 ///< chunks of the current job not yet finished (under m_)
+  uint32_t generation_ = 0;          ///< jobs started (under m_)
   bool stop_ = false;
 };
 
