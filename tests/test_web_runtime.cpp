@@ -661,7 +661,7 @@ TEST_CASE("web bundles run in headless Chromium on WebGPU and WebGL2 like the na
     REQUIRE(rc == 0);
     CHECK_THAT(out, Contains("kernels per run: infer"));
   }
-  CHECK(read_json(root.path / "mlp/bundle.json")["targets"] == json::array({"webgpu", "webgl2"}));
+  CHECK(read_json(root.path / "mlp/bundle.json")["targets"] == json::array({"webgpu", "webgl2", "wasm"}));
   CHECK(read_json(root.path / "mlp8/bundle.json")["targets"] == json::array({"webgl2"}));
   CHECK(read_json(root.path / "db1/bundle.json")["target"]["max_draw_buffers"] == 1);
   std::string pb_features;

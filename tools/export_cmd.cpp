@@ -20,7 +20,7 @@ ExportCommand add_export_command(CLI::App& app) {
   auto mo = std::make_shared<web::ModelExportOptions>();
   auto targets = std::make_shared<web::BundleTargets>();
   web::WebGL2Target* target = &targets->webgl2_target;
-  auto target_list = std::make_shared<std::vector<std::string>>(std::vector<std::string>{"webgpu", "webgl2"});
+  auto target_list = std::make_shared<std::vector<std::string>>(std::vector<std::string>{"webgpu", "webgl2", "wasm"});
   auto out = std::make_shared<std::string>();
   CLI::App* e = app.add_subcommand(
       "export", "write a model's inference program and Adam train step as a web bundle (bundle.json, WGSL and GLSL "
@@ -49,9 +49,10 @@ ExportCommand add_export_command(CLI::App& app) {
       ->check(CLI::IsMember(kDatasets));
   e->add_option("--load", mo->load, "initial parameters from a checkpoint (shadergrad train --save)");
   e->add_option("--targets", *target_list, "comma-separated targets the bundle carries: webgpu (WGSL compute "
-                                          "kernels), webgl2 (GLSL ES fragment shaders); default webgpu,webgl2")
+                                          "kernels), webgl2 (GLSL ES fragment shaders), wasm (C kernels compiled to WebAssembly SIMD128 by "
+                                          "clang-14 and wasm-ld); default webgpu,webgl2,wasm")
       ->delimiter(',')
-      ->check(CLI::IsMember({"webgpu", "webgl2"}));
+      ->check(CLI::IsMember({"webgpu", "webgl2", "wasm"}));
   e->add_option("--webgpu-preset", targets->webgpu_target.preset,
                 "WebGPU limits the webgpu kernels are made for: webgpu (core defaults, the default) | webgpu-compat "
                 "(compatibility mode, e.g. WebGPU on OpenGL ES)")
@@ -113,6 +114,7 @@ ExportCommand add_export_command(CLI::App& app) {
     auto has = [&](const char* t) { return std::find(target_list->begin(), target_list->end(), t) != target_list->end(); };
     targets->webgpu = has("webgpu");
     targets->webgl2 = has("webgl2");
+    targets->wasm = has("wasm");
     web::BundleSpec spec;
     if (lm::is_lm_model(mo->model)) {
       if (mo->debug_program || mo->check_nodes || mo->infer_only || !mo->dataset.empty())
@@ -149,6 +151,9 @@ ExportCommand add_export_command(CLI::App& app) {
                                list(s.kernels), target->max_draw_buffers, target->max_texture_units,
                                target->max_texture_size, target->row_planes, target->col_planes,
                                target->union_domains ? "on" : "off", *linear ? "linear" : "row-aligned 2-D");
+    if (targets->wasm)
+      std::cout << fmt::format("target wasm: kernels per run: {}; wasm/kernels.wasm {:.1f} KiB, compiled in {:.0f} ms\n",
+                               list(s.wasm_kernels), s.wasm_bytes / 1024.0, s.wasm_compile_ms);
     std::cout << "serve the directory over http(s) and load bundle.json with runtime/shadergrad.js (docs/BUNDLE.md); "
                  "runtime/debugger.html steps through its programs kernel by kernel (docs/DEBUGGING.md)\n";
     return 0;

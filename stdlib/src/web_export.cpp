@@ -16,6 +16,7 @@
 #include "sg/kernel_cache.h"
 #include "sg/safetensors.h"
 #include "sg/web_export.h"
+#include "web_wasm.h"
 
 namespace sg::web {
 
@@ -380,7 +381,8 @@ json webgpu_requires(const TargetPlans& t, const std::map<std::string, Persisten
 std::vector<io::NamedTensor> initial_tensors(const BundleSpec& spec, Backend& cpu,
                                              const std::vector<std::string>& order,
                                              const std::map<std::string, PersistentEntry>& reg,
-                                             const TargetPlans& gl, const std::vector<TargetPlans>& gpus) {
+                                             const TargetPlans& gl, const std::vector<TargetPlans>& gpus,
+                                             const wasm::Plans& wp) {
   std::vector<io::NamedTensor> weights;
   for (const std::string& name : order) {
     const PersistentEntry& e = reg.at(name);
@@ -401,6 +403,11 @@ std::vector<io::NamedTensor> initial_tensors(const BundleSpec& spec, Backend& cp
   };
   constants(gl, "", false);
   for (size_t g = 0; g < gpus.size(); ++g) constants(gpus[g], gpus[g].key + "/", g > 0);
+  for (size_t i = 0; i < wp.plans.size(); ++i)  // the wasm plan's: wasm/PROGRAM/NAME
+    for (const Value& v : wp.plans[i].values)
+      if (v.kind == ValueKind::Constant)
+        weights.push_back({fmt::format("wasm/{}/{}", spec.programs[i].name, v.name),
+                           std::vector<int64_t>(v.node->shape.begin(), v.node->shape.end()), *v.node->data});
   return weights;
 }
 
@@ -422,7 +429,7 @@ json persistent_json(const std::vector<std::string>& order, const std::map<std::
                      {"height", e.layout.height}};
       j["allocated"] = {e.alloc.width, e.alloc.height};
     }
-    if (targets.webgpu) j["buffer_bytes"] = (std::max<int64_t>(e.node->numel(), 1) * 4 + 15) / 16 * 16;
+    if (targets.webgpu || targets.wasm) j["buffer_bytes"] = (std::max<int64_t>(e.node->numel(), 1) * 4 + 15) / 16 * 16;
     j["data"] = data_ref("weights.safetensors", name, wranges);
     persistent.push_back(std::move(j));
   }
@@ -432,7 +439,7 @@ json persistent_json(const std::vector<std::string>& order, const std::map<std::
 /// bundle.json `programs`: per program its inputs/outputs, the webgl2 plan's fields and each webgpu plan (under
 /// `webgpu` for the first, `webgpu_PLAN` for another).
 json programs_json(const BundleSpec& spec, const TargetPlans& gl, const std::vector<TargetPlans>& gpus,
-                   const std::map<std::string, std::pair<int64_t, int64_t>>& wranges) {
+                   const wasm::Plans& wp, const std::map<std::string, std::pair<int64_t, int64_t>>& wranges) {
   json programs = json::object();
   for (size_t i = 0; i < spec.programs.size(); ++i) {
     const std::string& name = spec.programs[i].name;
@@ -460,6 +467,19 @@ json programs_json(const BundleSpec& spec, const TargetPlans& gl, const std::vec
         for (json& io : d["outputs"]) io.erase("value");
       }
       d[gpu.key] = std::move(w);
+    }
+    if (!wp.plans.empty()) {
+      json w = wasm::describe_program(wp.plans[i], wp.kernels[i], wp.entries[i], fmt::format("wasm/{}.c", name));
+      for (json& v : w["values"])
+        if (v["kind"] == "constant")
+          v["data"] = data_ref("weights.safetensors", fmt::format("wasm/{}/{}", name, v["name"].get<std::string>()), wranges);
+      if (!d.contains("inputs")) {  // the program's interface without a webgl2 or webgpu plan
+        d["inputs"] = w["inputs"];
+        d["outputs"] = w["outputs"];
+        for (json& io : d["inputs"]) io.erase("value");
+        for (json& io : d["outputs"]) io.erase("value");
+      }
+      d["wasm"] = std::move(w);
     }
     programs[name] = std::move(d);
   }
@@ -534,8 +554,9 @@ std::string structure_hash(const BundleSpec& spec) {
 }
 
 ExportSummary write_bundle(const BundleSpec& spec, const BundleTargets& targets, const std::string& dir) {
-  if (!targets.webgl2 && !targets.webgpu)
-    throw ValueError("export: no target chosen (a bundle carries webgpu, webgl2 or both: --targets webgpu,webgl2)");
+  if (!targets.webgl2 && !targets.webgpu && !targets.wasm)
+    throw ValueError("export: no target chosen (a bundle carries webgpu, webgl2, wasm or several: --targets "
+                     "webgpu,webgl2,wasm)");
   check_program_names(spec);
   check_webgpu_plans(targets);
   std::error_code ec;
@@ -555,15 +576,25 @@ ExportSummary write_bundle(const BundleSpec& spec, const BundleTargets& targets,
   for (size_t i = 0; targets.webgpu && i < targets.webgpu_plans.size(); ++i)
     gpus.push_back(schedule_webgpu(spec, targets.webgpu_target, targets.webgpu_plans[i], i == 0, dir, sum, order, reg,
                                    written));
+  wasm::Plans wp;
+  if (targets.wasm) {
+    wp = wasm::schedule_and_compile(spec, dir, sum.files);
+    for (size_t i = 0; i < wp.plans.size(); ++i) {
+      collect_persistent(wp.plans[i], spec.programs[i].name, order, reg, false);
+      sum.wasm_kernels.emplace_back(spec.programs[i].name, static_cast<int>(wp.plans[i].kernels.size()));
+    }
+    sum.wasm_compile_ms = wp.compile_ms;
+    sum.wasm_bytes = static_cast<int64_t>(fs::file_size(fs::path(dir) / wasm::kModulePath));
+  }
 
   const std::string wpath = dir + "/weights.safetensors";
-  io::save_safetensors(wpath, initial_tensors(spec, *cpu, order, reg, gl, gpus),
+  io::save_safetensors(wpath, initial_tensors(spec, *cpu, order, reg, gl, gpus, wp),
                        {{"format", "shadergrad-bundle-weights/1"}, {"model", spec.model}});
   sum.files.push_back("weights.safetensors");
   sum.weight_bytes = static_cast<int64_t>(fs::file_size(wpath));
   sum.persistent_values = static_cast<int64_t>(order.size());
   const auto wranges = tensor_ranges(wpath);
-  json programs = programs_json(spec, gl, gpus, wranges);
+  json programs = programs_json(spec, gl, gpus, wp, wranges);
   json persistent = persistent_json(order, reg, targets, wranges);
   json checks = write_checks(spec, *cpu, order, reg, dir, sum);
 
@@ -574,6 +605,7 @@ ExportSummary write_bundle(const BundleSpec& spec, const BundleTargets& targets,
   json target_list = json::array();
   if (targets.webgpu) target_list.push_back("webgpu");
   if (targets.webgl2) target_list.push_back("webgl2");
+  if (targets.wasm) target_list.push_back("wasm");
   json bundle = {{"format", kBundleFormat}, {"generator", "shadergrad export"}, {"model", spec.model},
                  {"metadata", meta},        {"targets", target_list}};
   if (targets.webgl2) {
@@ -591,6 +623,7 @@ ExportSummary write_bundle(const BundleSpec& spec, const BundleTargets& targets,
     bundle["webgpu"] = {{"target", plans[0]["target"]}, {"requires", plans[0]["requires"]}, {"plans", plans},
                         {"cpu_adapter", cpu_adapter_rule()}};
   }
+  if (targets.wasm) bundle["wasm"] = wasm::section(wp);
   bundle["persistent"] = persistent;
   bundle["programs"] = programs;
   bundle["checks"] = checks;

@@ -133,6 +133,12 @@ struct BundleTargets {
   /// The webgpu plans, in bundle.json order (`webgpu.plans`; the first one is `programs.NAME.webgpu`, another one
   /// `programs.NAME.webgpu_PLAN`): a non-empty list of distinct kWebGPUPlans names. Default all three, GPU first.
   std::vector<std::string> webgpu_plans = {"gpu", "cpu", "cpu-subgroups"};
+  /// The wasm plan (bundle.json `wasm`, `programs.NAME.wasm`): every program scheduled like the native cpu-simd
+  /// backend, its C11 kernels compiled at export time into one WebAssembly SIMD128 module (wasm/kernels.wasm) by
+  /// clang-14 --target=wasm32-wasi and wasm-ld ($SG_WASM_CC for another clang), run by the JavaScript runtime when
+  /// neither WebGPU nor WebGL2 can. Off here (a BundleTargets made in code carries webgpu and webgl2);
+  /// `shadergrad export` turns it on by default (--targets webgpu,webgl2,wasm).
+  bool wasm = false;
   /// The preset of every webgpu plan. Its cpu_device must stay false (write_bundle throws ValueError otherwise):
   /// choose the CPU implementation's kernels with webgpu_plans = {"cpu"}.
   WebGPUTarget webgpu_target;
@@ -195,18 +201,22 @@ struct ExportSummary {
     int shared_shaders = 0;
   };
   std::vector<WebGPUPlanSummary> webgpu_plans;
+  std::vector<std::pair<std::string, int>> wasm_kernels;  ///< per program: kernels per run (wasm plan)
+  double wasm_compile_ms = 0;                        ///< clang + wasm-ld time of the wasm module
+  int64_t wasm_bytes = 0;                            ///< size of wasm/kernels.wasm
   int64_t weight_bytes = 0;                          ///< size of weights.safetensors
   int64_t persistent_values = 0;
   std::vector<std::string> files;                    ///< every file written, relative to the bundle directory
 };
 
 /// Schedules every program for each target of `targets` — webgl2: kernels compiled to GLSL ES 3.00 fragment
-/// shaders; webgpu: WGSL compute kernels — and writes the bundle into `dir` (created if missing; an earlier
+/// shaders; webgpu: WGSL compute kernels; wasm: C11 kernels compiled to one WebAssembly module — and writes the bundle into `dir` (created if missing; an earlier
 /// bundle's shaders and runtime files there are replaced). Throws ValueError when no target is chosen, when the
 /// webgpu plans are empty, repeated or unknown (or webgpu_target.cpu_device is set), when two persistent values
 /// share a node name or a name is empty, when a persistent value gets different texture layouts in two programs, or
 /// when a check names an unknown program or input; CompileError for a kernel that does not compile; UnsupportedError (naming the kernel and limit) for a kernel that does not fit the WebGPU preset;
-/// IOError naming the path when a file cannot be written.
+/// IOError naming the path when a file cannot be written; CompileError naming the packages when the wasm target's
+/// compiler (clang-14, wasm-ld, wasi-libc) is missing.
 ExportSummary write_bundle(const BundleSpec& spec, const BundleTargets& targets, const std::string& dir);
 
 /// The structure hash of a bundle (bundle.json `metadata.structure_hash`, 16 hex digits, FNV-1a 64): every

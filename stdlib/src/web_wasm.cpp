@@ -1,0 +1,207 @@
+// The wasm plan of a bundle program (bundle.json `programs.NAME.wasm`, docs/BUNDLE.md): the kernels of the native
+// cpu-simd backend (runtime/src/cpu_simd_backend.cpp: the cpu plan's schedule, emit_compute_kernel in C11) compiled
+// to WebAssembly SIMD128 at export time, for the JavaScript runtime's wasm backend (runtime/web/wasm_executor.js).
+// The memory contract is the compute one (sg/compute_kernel.h): one f32 array per value, row-major, bindings = the
+// kernel's inputs then its outputs; the runtime places every array in the module's linear memory and calls each
+// kernel's entry `void ENTRY(float* const* buf, int64_t begin, int64_t end)` for workgroups [0, workgroups).
+//
+// One module for every program (not one per program): the persistent values (parameters, Adam moments) are shared by
+// the programs and must live once in one linear memory, and two modules importing one memory would place their own
+// data (WASI libm's tables for expf, erff...) at the same addresses. Entries are renamed sg_pI_KERNEL (program I) so
+// that the kernels of two programs never share a name; each program stays its own C file (static helpers per file).
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "sg/atomic_file.h"
+#include "sg/backend.h"
+#include "sg/target.h"
+#include "web_wasm.h"
+
+extern char** environ;
+
+namespace sg::web::wasm {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+/// The C compiler for wasm32: $SG_WASM_CC, else clang-14 (Debian's; scripts/setup.sh installs it with lld-14's
+/// wasm-ld, wasi-libc and libclang-rt-14-dev-wasm32).
+std::string compiler() {
+  if (const char* e = std::getenv("SG_WASM_CC"); e && *e) return e;
+  return "clang-14";
+}
+
+/// Flags (why each): WASI's sysroot for <math.h> and libm (expf, erff, tanhf as C99 Annex F defines them, the CPU
+/// reference's special cases); SIMD128 for the auto-vectorised loops of the register tiles; the cpu-simd backend's
+/// IEEE flags (no contraction into fma, no -ffast-math: NaN, infinities, signed zeros and the kernel's summation
+/// order as the reference has them); a library module: no entry point, no start files, the SG_EXPORT functions and
+/// __heap_base exported (the runtime places its arrays above it and grows the memory), everything else hidden.
+const std::vector<std::string>& flags() {
+  static const std::vector<std::string> f = {
+      "--target=wasm32-wasi", "-O2", "-msimd128", "-std=c11", "-ffp-contract=off", "-fno-math-errno",
+      "-fvisibility=hidden", "-nostartfiles", "-Wl,--no-entry", "-Wl,--export-dynamic", "-Wl,--export=__heap_base",
+      "-Wl,--strip-debug"};
+  return f;
+}
+
+std::string read_text(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+/// Runs `argv` with stdout and stderr into `log`; the exit status, or -errno when it could not be started.
+int run(const std::vector<std::string>& argv, const fs::path& log) {
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  pid_t pid = 0;
+  const int err = posix_spawnp(&pid, args[0], &fa, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (err != 0) return -err;
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) return -errno;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
+constexpr const char* kPackages =
+    "install clang-14, lld-14 (wasm-ld), wasi-libc and libclang-rt-14-dev-wasm32 (Debian packages; scripts/setup.sh), "
+    "set SG_WASM_CC to another clang with a wasm32-wasi sysroot, or export without the wasm target (--targets "
+    "webgpu,webgl2)";
+
+}  // namespace
+
+ScheduleOptions schedule_options() {
+  return sg::schedule_options(make_target(TargetName::CpuSimd, preset_caps("cpu-simd")), BackendOptions{});
+}
+
+Plans schedule_and_compile(const BundleSpec& spec, const std::string& dir, std::vector<std::string>& files) {
+  const ScheduleOptions so = schedule_options();
+  const ComputeLimits limits = preset_caps("cpu-simd").compute;
+  const fs::path wdir = fs::path(dir) / "wasm";
+  std::error_code ec;
+  fs::remove_all(wdir, ec);  // an earlier export's
+  fs::create_directories(wdir, ec);
+  if (ec) throw IOError(fmt::format("cannot create {}: {}", wdir.string(), ec.message()));
+  Plans out;
+  std::vector<std::string> argv = {compiler()};
+  for (const std::string& f : flags()) argv.push_back(f);
+  argv.push_back("-o");
+  argv.push_back((wdir / "kernels.wasm").string());
+  for (size_t i = 0; i < spec.programs.size(); ++i) {
+    const BundleProgram& p = spec.programs[i];
+    Plan plan = schedule(p.program, so);
+    std::vector<ComputeKernel> ks;
+    std::vector<std::string> entries;
+    std::string tu = fmt::format("// shadergrad wasm plan: the kernels of program '{}' (C11 for clang --target=wasm32 "
+                                 "-msimd128; the entries sg_p{}_KERNEL run workgroups [begin, end))\n", p.name, i);
+    for (const Kernel& k : plan.kernels) {
+      ComputeKernel ck = emit_compute_kernel(plan, k, limits, ComputeLanguage::C);
+      const std::string entry = fmt::format("sg_p{}_{}", i, k.name);
+      const std::string from = "SG_EXPORT void " + ck.entry + "(", to = "SG_EXPORT void " + entry + "(";
+      const size_t at = ck.source.find(from);
+      if (at == std::string::npos)
+        throw CompileError(fmt::format("export (wasm): kernel {} of program '{}' has no entry '{}' in its C source",
+                                       k.name, p.name, ck.entry));
+      ck.source.replace(at, from.size(), to);
+      ck.entry = entry;
+      tu += ck.source + "\n";
+      entries.push_back(entry);
+      ks.push_back(std::move(ck));
+    }
+    const std::string rel = fmt::format("wasm/{}.c", p.name);
+    write_file_atomic((fs::path(dir) / rel).string(), tu);
+    files.push_back(rel);
+    argv.push_back((fs::path(dir) / rel).string());
+    out.plans.push_back(std::move(plan));
+    out.kernels.push_back(std::move(ks));
+    out.entries.push_back(std::move(entries));
+  }
+  argv.push_back("-lm");
+  const fs::path log = wdir / ".build.log";
+  const auto t0 = std::chrono::steady_clock::now();
+  const int rc = run(argv, log);
+  out.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  std::string text = read_text(log);
+  fs::remove(log, ec);
+  if (rc == -ENOENT)
+    throw CompileError(fmt::format("export (wasm): the C compiler '{}' was not found: {}", argv[0], kPackages));
+  if (rc != 0) {
+    if (text.size() > 6000) text = text.substr(0, 6000) + "\n...";
+    std::string hint = kPackages;
+    if (text.find("wasm-ld") != std::string::npos) hint = "wasm-ld is missing: install lld-14 (" + hint + ")";
+    else if (text.find("file not found") != std::string::npos || text.find("unable to find library") != std::string::npos)
+      hint = "the wasm32-wasi sysroot (<math.h>, libm) is missing: install wasi-libc (" + hint + ")";
+    throw CompileError(fmt::format("export (wasm): {} failed (exit status {}) compiling {} into {}:\n{}\n{}", argv[0],
+                                   rc, (wdir / "*.c").string(), (wdir / "kernels.wasm").string(), text, hint));
+  }
+  files.push_back(kModulePath);
+  std::string cmd;
+  for (size_t a = 0; a < argv.size(); ++a)
+    if (argv[a] != "-o" && (a == 0 || argv[a - 1] != "-o") && argv[a].find(dir) != 0) cmd += (cmd.empty() ? "" : " ") + argv[a];
+  out.compiler = cmd;
+  return out;
+}
+
+json describe_program(const Plan& plan, const std::vector<ComputeKernel>& kernels,
+                      const std::vector<std::string>& entries, const std::string& c_file) {
+  json j = describe_webgpu_program(plan, kernels, "");
+  json ks = json::array();
+  for (size_t i = 0; i < plan.kernels.size(); ++i) {
+    const ComputeKernel& ck = kernels[i];
+    json k = j["kernels"][i];
+    json out = {{"name", k["name"]},
+                {"entry", entries[i]},
+                {"c", c_file},
+                {"strategy", ck.strategy},
+                {"workgroup_size", ck.local_size},
+                {"grid", ck.workgroups},
+                {"workgroups", int64_t{ck.workgroups[0]} * ck.workgroups[1] * ck.workgroups[2]},
+                {"bindings", k["bindings"]},
+                {"nodes", k["nodes"]}};
+    ks.push_back(std::move(out));
+  }
+  j["kernels"] = ks;
+  j["module"] = kModulePath;
+  j["source"] = c_file;
+  return j;
+}
+
+json section(const Plans& p) {
+  const ComputeLimits l = preset_caps("cpu-simd").compute;
+  return {{"target", {{"name", "wasm"},
+                      {"preset", "cpu-simd"},
+                      {"stage", "compute"},
+                      {"language", "c11"},
+                      {"storage", "linear-memory"},
+                      {"register_tiles", l.register_tiles},
+                      {"max_storage_buffers", l.max_storage_buffers},
+                      {"max_workgroup_invocations", l.max_workgroup_invocations}}},
+          {"module", kModulePath},
+          {"requires", {{"features", {"simd128"}}}},
+          {"compiler", p.compiler}};
+}
+
+}  // namespace sg::web::wasm
