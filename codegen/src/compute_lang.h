@@ -20,8 +20,9 @@
 // once. Many kernels share a translation unit: their functions are `static` and carry the kernel's prefix
 // (`k03_matmul_load_x`), the prelude (version_line: <math.h>, <stdint.h>, <stdbool.h>, sg_inv, GLSL's integer
 // min/max/clamp, the float bit casts) and each math helper are include-guarded. Float literals carry `f` (a double
-// literal would make the expression double: another rounding than f32 arithmetic's); loads are always clamped
-// (an index past a buffer would read other memory, not some element or 0); shared arrays, barriers and subgroups throw
+// literal would make the expression double: another rounding than f32 arithmetic's); loads are clamped (an index
+// past a buffer would read other memory, not some element or 0) but for the register tiles' factors whose indices are
+// in range by construction (loadu_, in_range_by_construction); shared arrays, barriers and subgroups throw
 // UnsupportedError (the cpu plan, ComputeLimits::register_tiles, uses none).
 #pragma once
 
