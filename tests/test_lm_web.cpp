@@ -160,6 +160,11 @@ TEST_CASE("export --model charlm and lstm: infer gives the model's logits and ch
       CHECK(infer.output_names.size() == 1);
       CHECK(spec.persistent_tolerance.empty());
     }
+    // the outputs' tolerance: floor 1e-2 with its why (f32 rounding of logits near zero, docs/BUNDLE.md "Checks")
+    REQUIRE(spec.outputs_tolerance.has_value());
+    CHECK(spec.outputs_tolerance->rel == 1e-4);
+    CHECK(spec.outputs_tolerance->floor == 1e-2);
+    CHECK_THAT(spec.outputs_tolerance->why, Contains("rounding units"));
     CHECK(spec.metadata.at("checkpoint_model") == model);
     CHECK(spec.metadata.at("checkpoint_structure_hash") == model_ref->structure_hash());
     CHECK(spec.metadata.at("vocab") == ".abcdefghijklmnopqrstuvwxyz");
@@ -190,7 +195,18 @@ TEST_CASE("export --model charlm and lstm: infer gives the model's logits and ch
     REQUIRE(c.find(pname) != nullptr);
     REQUIRE(w.find(pname) != nullptr);
     CHECK(w.find(pname)->data == c.find(pname)->data);
-    CHECK(read_json(d.path / "b/bundle.json")["metadata"]["initial_parameters"] == ckpt);
+    const json bj = read_json(d.path / "b/bundle.json");
+    CHECK(bj["metadata"]["initial_parameters"] == ckpt);
+    const json& otol = bj["checks"]["tolerance"]["outputs"];
+    CHECK(otol["metric"] == "elementwise");
+    CHECK(otol["rel"] == 1e-4);
+    CHECK(otol["floor"] == 1e-2);
+    CHECK_THAT(otol["why"].get<std::string>(), Contains("f32 rounding units"));
+    if (model == "charlm") {  // a tolerance without a why (or rel <= 0) is refused
+      sg::web::BundleSpec nowhy = sg::lm::lm_bundle_spec(lo);
+      nowhy.outputs_tolerance->why.clear();
+      CHECK_THROWS_WITH(sg::web::write_bundle(nowhy, {}, (d.path / "b2").string()), Contains("outputs_tolerance"));
+    }
     lo.spec.model = model == "charlm" ? "lstm" : "charlm";
     CHECK_THROWS_WITH(sg::lm::lm_bundle_spec(lo), Contains("is a " + model + " checkpoint"));
   }

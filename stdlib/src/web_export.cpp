@@ -514,6 +514,12 @@ json write_checks(const BundleSpec& spec, Backend& cpu, const std::vector<std::s
                                    reg.count(name) ? "abs must be > 0" : "no persistent value has that name"));
     c["tolerance"]["persistent_by_name"][name] = {{"metric", "abs"}, {"abs", t.abs}, {"why", t.why}};
   }
+  if (const auto& t = spec.outputs_tolerance) {
+    if (!(t->rel > 0) || !(t->floor >= 0) || t->why.empty())
+      throw ValueError(fmt::format("export: outputs_tolerance rel {} floor {}: needs rel > 0, floor >= 0 and a why",
+                                   t->rel, t->floor));
+    c["tolerance"]["outputs"] = {{"metric", "elementwise"}, {"rel", t->rel}, {"floor", t->floor}, {"why", t->why}};
+  }
   return c;
 }
 

@@ -40,7 +40,9 @@ struct LmExportOptions {
 /// The bundle of a language model: programs "infer" and "train" above; checks: infer, check_steps train steps on
 /// one fixed batch, infer, with the CPU reference's outputs (charlm: every block's self_attn.in_proj_bias judged with
 /// an absolute tolerance of 2 lr check_steps, web::PersistentTolerance: its key third's gradient is zero in exact
-/// arithmetic). The check rows are words of random letters (2 to
+/// arithmetic; and the outputs judged with floor 1e-2, web::OutputTolerance: a logit near zero misses the f64
+/// reference by a few f32 rounding units of the logits' scale on every f32 backend, docs/BUNDLE.md "Checks"). The
+/// check rows are words of random letters (2 to
 /// min(8, context - 1) letters, uniform, from a 32-bit Mersenne twister seeded with `seed`: bit-exact everywhere) as
 /// data::make_word_rows makes them. metadata (strings): dataset "words", vocab (the token characters in order,
 /// ".abcdefghijklmnopqrstuvwxyz"), context, batch, infer_batch, lm_model, describe (LmSpec::describe), attention (a

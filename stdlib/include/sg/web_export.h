@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -176,6 +177,19 @@ struct PersistentTolerance {
   std::string why{};
 };
 
+/// The checks tolerance of the program outputs (bundle.json checks.tolerance.outputs; docs/BUNDLE.md "Checks"), metric
+/// elementwise: |a_i - e_i| / max(|e_i|, floor * max_j |e_j|) <= rel for every element. Elements smaller than
+/// floor * max|e| are judged by an absolute error of rel * floor * max|e|: the default (rel 1e-4, floor 1e-3) allows
+/// 1e-7 of the output's scale there, about 1.7 f32 rounding units (2^-24) of it. An output that is a near-cancelling
+/// result of a deep f32 computation (a language model's logit near zero after LayerNorms, attention and GELU MLPs)
+/// misses that by a few rounding units of its scale on every f32 backend: such a model sets its own, measured, with
+/// `why` (written to bundle.json).
+struct OutputTolerance {
+  double rel = 1e-4;
+  double floor = 1e-3;
+  std::string why{};
+};
+
 struct BundleSpec {
   std::string model{};                              ///< for bundle.json's `model` (free text)
   std::vector<BundleProgram> programs{};
@@ -184,6 +198,9 @@ struct BundleSpec {
   /// Per persistent value (by name): its own checks tolerance (PersistentTolerance); may be empty. write_bundle throws
   /// ValueError for a name that is no persistent value, or abs <= 0.
   std::map<std::string, PersistentTolerance> persistent_tolerance{};
+  /// The program outputs' checks tolerance (OutputTolerance); empty = rel 1e-4, floor 1e-3 (no `why` in bundle.json).
+  /// write_bundle throws ValueError for rel <= 0, floor < 0 or an empty why.
+  std::optional<OutputTolerance> outputs_tolerance{};
   /// Called on the CPU backend before the initial persistent values are read (e.g. loading a checkpoint);
   /// may be empty.
   std::function<void(Backend&)> prepare;
