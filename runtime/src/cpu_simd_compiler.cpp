@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -86,6 +87,12 @@ int run(const std::vector<std::string>& argv, const fs::path& log) {
   return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 }
 
+/// A name part no other run of any process uses at the same time: the process id and a counter.
+std::string unique_id() {
+  static std::atomic<uint64_t> n{0};
+  return fmt::format("{}-{}", getpid(), n++);
+}
+
 std::string how_to_choose() {
   return "install a C compiler (scripts/setup.sh installs gcc) or choose one with SG_CC=<program> "
          "(BackendOptions::cpu_simd.compiler), or use another --backend";
@@ -116,10 +123,11 @@ const std::vector<std::string>& Compiler::flags() {
 }
 
 const std::string& Compiler::version() {
+  std::lock_guard<std::mutex> l(version_mutex_);
   if (!version_.empty()) return version_;
   std::error_code ec;
   fs::create_directories(dir_, ec);
-  const fs::path log = dir_ / fmt::format("version.{}.log", getpid());
+  const fs::path log = dir_ / fmt::format("version.{}.log", unique_id());
   const int rc = run({compiler_, "--version"}, log);
   const std::string out = read_text(log);
   fs::remove(log, ec);
@@ -162,8 +170,9 @@ Build Compiler::build(const std::string& source, const std::string& what) {
   } catch (const IOError& e) {
     throw BackendError(fmt::format("cpu-simd: cannot write {}: {}", b.source_path, e.what()));
   }
-  const std::string tmp = fmt::format("{}.tmp.{}", b.library_path, getpid());
-  const fs::path log = dir_ / (key + ".log");
+  const std::string run_id = unique_id();  // threads of one process may build one key at once
+  const std::string tmp = fmt::format("{}.tmp.{}", b.library_path, run_id);
+  const fs::path log = dir_ / fmt::format("{}.{}.log", key, run_id);
   std::vector<std::string> argv = {compiler_};
   for (const std::string& f : flags()) argv.push_back(f);
   argv.insert(argv.end(), {"-o", tmp, b.source_path, "-lm"});

@@ -6,7 +6,7 @@
 //   DIR/KEY.c    the translation unit (kept: a compiler error names it, and a reader can look at what ran)
 //   DIR/KEY.so   the library, written by the compiler to a temporary name and renamed into place (atomic: a
 //                concurrent process sees a whole library or none)
-//   DIR/KEY.log  the compiler's output when it failed
+//   DIR/KEY.PID-N.log  the compiler's output when it failed (a name per build: concurrent builds of one key)
 // A library that exists is a hit: the compiler does not run. A library that dlopen refuses (truncated, another
 // architecture) is rebuilt once.
 //
@@ -21,6 +21,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -57,7 +58,8 @@ class Compiler {
   Compiler(std::string compiler, std::string cache_dir);
   /// The library of translation unit `source` (`what` names it in messages): from the cache directory, else
   /// compiled. Throws BackendError when the compiler is missing or fails (its message, the source's path, and how
-  /// to choose another compiler).
+  /// to choose another compiler). Thread-safe; concurrent builds of one source (threads or processes) each compile and
+  /// rename their library into place, one of them is kept.
   Build build(const std::string& source, const std::string& what);
   const std::string& compiler() const { return compiler_; }
   const std::filesystem::path& cache_dir() const { return dir_; }
@@ -69,6 +71,7 @@ class Compiler {
   const std::string& version();
   std::string compiler_;
   std::filesystem::path dir_;
+  std::mutex version_mutex_;
   std::string version_;
 };
 
