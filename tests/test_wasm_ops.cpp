@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "op_bundles.h"
+#include "sg/lm_export.h"
 #include "test_web_util.h"
 
 using Catch::Matchers::Contains;
@@ -40,6 +41,18 @@ sg::web::BundleTargets wasm_only() {
 }
 
 std::string tests_dir() { return sg::golden::source_dir() + "/tests"; }
+
+/// Runs the checks of the bundle in `dir` in Node (tests/wasm_ops_check.mjs --checks: backend auto, which is wasm
+/// there); the script's JSON line ({checks, backend, attempts, ms} or {error}), after INFO of its output.
+json node_checks(const fs::path& dir, int& rc) {
+  std::string out;
+  rc = shell(fmt::format("node '{}/wasm_ops_check.mjs' --checks '{}'", tests_dir(), dir.string()), out);
+  INFO(out.substr(0, 6000));
+  size_t at = out.rfind("{\"checks\"");
+  if (at == std::string::npos) at = out.rfind("{\"error\"");
+  REQUIRE(at != std::string::npos);
+  return json::parse(out.substr(at));
+}
 
 }  // namespace
 
@@ -99,14 +112,10 @@ TEST_CASE("wasm (node): an MLP bundle of every target falls through WebGPU and W
       CHECK_THAT(k["entry"].get<std::string>(), Contains("sg_p"));
       CHECK(k["workgroups"].get<int64_t>() >= 1);
     }
-  std::string out;
-  const int rc = shell(fmt::format("node '{}/wasm_ops_check.mjs' --checks '{}'", tests_dir(), root.path.string()), out);
-  INFO(out.substr(0, 6000));
+  int rc = 0;
+  const json r = node_checks(root.path, rc);
   CHECK(rc == 0);
-  size_t at = out.rfind("{\"checks\"");
-  if (at == std::string::npos) at = out.rfind("{\"error\"");
-  REQUIRE(at != std::string::npos);
-  const json r = json::parse(out.substr(at));
+  INFO(r.dump().substr(0, 6000));
   REQUIRE(!r.contains("error"));
   CHECK(r["backend"] == "wasm");
   CHECK(r["checks"]["ok"] == true);
@@ -146,4 +155,27 @@ TEST_CASE("wasm: export without the wasm compiler names the packages to install"
   CHECK_THAT(msg, Contains("/nonexistent/clang-14") && Contains("was not found") && Contains("lld-14") &&
                       Contains("wasi-libc") && Contains("--targets webgpu,webgl2"));
   CHECK(!fs::exists(root.path / "bundle.json"));
+}
+
+TEST_CASE("wasm (node): the CNN and charlm bundles' checks pass on the wasm plan", "[wasm]") {
+  // the built-in models with convolutions (register-tiled conv and its gradients, pools) and attention (softmax,
+  // LayerNorm, GELU's erf from WASI's libm, AdamW); each its checks: infer, 3 steps, infer, the weights after them
+  TempDir root("sg_wasm_models");
+  sg::web::ModelExportOptions mo;
+  mo.model = "cnn";
+  sg::web::write_bundle(sg::web::model_bundle_spec(mo), wasm_only(), (root.path / "cnn").string());
+  sg::lm::LmExportOptions lo;
+  lo.spec.model = "charlm";
+  sg::web::write_bundle(sg::lm::lm_bundle_spec(lo), wasm_only(), (root.path / "charlm").string());
+  for (const char* model : {"cnn", "charlm"}) {
+    INFO(model);
+    int rc = 0;
+    const json r = node_checks(root.path / model, rc);
+    INFO(r.dump().substr(0, 6000));
+    CHECK(rc == 0);
+    REQUIRE(!r.contains("error"));
+    CHECK(r["backend"] == "wasm");
+    CHECK(r["checks"]["ok"] == true);
+    CHECK(r["checks"]["runs"].size() >= 5u);
+  }
 }
