@@ -50,15 +50,15 @@ ScheduleOptions schedule_options(const Target& target, const BackendOptions& opt
     case StorageModel::Textures: return texture_policy(target, opt);
     case StorageModel::Buffers: {
       ScheduleOptions so = compute_schedule_options(target.compute);
-      // cpu-simd: C loops have no iteration limit (the 32768 of CPU devices is Mesa gallivm's), and a split long
-      // reduction's partials are per-element kernels where the whole one is a register-tiled contraction (the CNN
-      // b=128's conv weight gradients: 20.6 + 5.5 ms as partials)
+      // cpu-simd: C loops have no iteration limit (the 32768 of CPU devices is Mesa gallivm's): a reduction is split
+      // only for the threads. Split-K: a contraction of few outputs over a long loop (a conv weight gradient: 72
+      // outputs over 50176 products at b=64) is otherwise a handful of register tiles on one thread; its partial sums
+      // over slices of its longest loop (per-element kernels: the slices do not match as a contraction) plus their sum
+      // spread over the pool and ran faster even on one thread (the 28x28 CNN's two weight gradients 26.6 -> 19.7 ms
+      // on the VM). Kernels of 4096 outputs and more (the MLP's contractions) stay whole; no tree reductions here,
+      // so no lower bound on outputs.
       if (target.name == TargetName::CpuSimd) {
         so.max_loop_iterations = 1 << 24;
-        // split-K for the threads: a contraction of few outputs over a long loop (a conv weight gradient: 72 outputs
-        // over 50176 products at b=64) is a handful of register tiles on one thread; as partial sums over slices of
-        // its longest loop (a batched register-tiled contraction) plus their sum it spreads over the pool. Kernels
-        // of 4096 outputs and more (the MLP's contractions) stay whole; no tree reductions here, so no lower bound.
         so.min_parallel_texels = 1024;
         so.split_min_outputs = 0;
       }

@@ -170,7 +170,7 @@ struct BackendOptions {
   std::optional<int> max_outputs{};
   /// ScheduleOptions::min_parallel_texels (split-K for parallelism): empty = auto (gles: 16384 on GPUs; compute
   /// targets: 256 x the device's compute units (128 when unknown) on GPUs; 0 = off on CPU devices such as llvmpipe
-  /// and lavapipe), else the value (>= 0; tests force split-K on CPU devices with it).
+  /// and lavapipe; cpu-simd: 1024), else the value (>= 0; tests force split-K on CPU devices with it).
   std::optional<int64_t> min_parallel_texels{};
   /// ScheduleOptions::row_aligned_layout: empty = auto (on for GPUs, off for CPU rasterisers).
   std::optional<bool> row_layout{};
