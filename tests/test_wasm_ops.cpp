@@ -133,6 +133,13 @@ TEST_CASE("wasm (node): an MLP bundle of every target falls through WebGPU and W
   CHECK(a[2]["backend"] == "wasm");
   CHECK(a[2]["ok"] == true);
   CHECK_THAT(a[2]["reason"].get<std::string>(), Contains("WebAssembly SIMD128") && Contains("wasm/kernels.wasm"));
+  // debug mode on wasm (rt.debug): the train step kernel by kernel, each step showing its kernel's part of
+  // wasm/train.c, ends with the outputs run() gives
+  const json& d = r["debug"];
+  CHECK(d["program"] == "train");
+  CHECK(d["steps"] == d["kernels"]);
+  CHECK(d["sources"] == d["kernels"]);
+  CHECK(d["same"] == true);
 }
 
 TEST_CASE("wasm: export without the wasm compiler names the packages to install", "[wasm]") {

@@ -11,7 +11,9 @@
 //
 //   node tests/wasm_ops_check.mjs --checks DIR     runs the bundle's checks (bundle.json `checks`) on wasm with
 //                                                   backend 'auto' (no WebGPU or WebGL2 in Node: the chain falls
-//                                                   through to wasm) and prints {"checks": report, "attempts"}.
+//                                                   through to wasm) and prints {"checks": report, "attempts",
+//                                                   "debug"}: debug mode stepping the first train run (each step's
+//                                                   C source, the outputs equal to run()'s).
 import fs from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -28,7 +30,27 @@ if (args[0] === '--checks') {
     const rt = await mod.createRuntime(pathToFileURL(path.join(dir, 'bundle.json')).href, { fetch: fileFetch });
     const report = await rt.runChecks();
     const ms = performance.now() - t0;
-    console.log(JSON.stringify({ checks: report, backend: rt.backend, attempts: rt.attempts, ms }));
+    // debug mode on wasm: the first train check run stepped kernel by kernel on a fresh runtime gives what run() gives
+    // on another, and each step shows its kernel's C
+    let debug = null;
+    const c = await rt.bundle.loadChecks();
+    const run = c.runs.find((r) => r.program === 'train') ?? c.runs[0];
+    const feeds = {};
+    for (const [k, ref] of Object.entries(run.feeds)) feeds[k] = rt.bundle.data(ref);
+    const url = pathToFileURL(path.join(dir, 'bundle.json')).href;
+    const [a, b] = [await mod.createRuntime(url, { fetch: fileFetch }), await mod.createRuntime(url, { fetch: fileFetch })];
+    const want = await a.run(run.program, feeds);
+    const session = await b.debug(run.program, feeds);
+    let sources = 0, steps = 0;
+    while (!session.atEnd) {
+      const st = await session.step();
+      ++steps;
+      if (st.source.startsWith(`// shadergrad compute kernel ${st.name} `)) ++sources;
+    }
+    const got = await session.finish();
+    const same = Object.keys(want).every((k) => want[k].length === got[k].length && want[k].every((x, i) => Object.is(x, got[k][i])));
+    debug = { program: run.program, steps, sources, same, kernels: b.plan(run.program).kernels.length };
+    console.log(JSON.stringify({ checks: report, backend: rt.backend, attempts: rt.attempts, ms, debug }));
     process.exit(report.ok ? 0 : 1);
   } catch (e) {
     console.log(JSON.stringify({ error: { name: e.name, message: e.message } }));

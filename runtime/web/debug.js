@@ -116,7 +116,8 @@ export function debugKernels(plan) {
     const inputs = ins.map((id) => ({ ...describe(id), producer: writer.has(id) ? writer.get(id) : null }));
     for (const id of outs) writer.set(id, index);
     const nodes = k.nodes ?? [];
-    return { index, name: k.name, file: k.wgsl ?? k.glsl_es, language: k.wgsl ? 'wgsl' : 'glsl-es-3.00', nodes,
+    return { index, name: k.name, file: k.wgsl ?? k.glsl_es ?? k.c,
+             language: k.wgsl ? 'wgsl' : k.entry ? 'c11' : 'glsl-es-3.00', nodes,
              lines: linesOf(nodes), outputs: outs.map(describe), inputs };
   });
 }

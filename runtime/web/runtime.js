@@ -134,8 +134,9 @@ export class Runtime {
       return await this._serial(async () => {
         const run = await this._exec.debugBegin(program, feeds);
         const plan = this.plan(program);
-        const sources = plan.kernels.map((k) => (this.backend === 'wasm'  // C kernels in one file per program
-          ? `// ${k.c}: entry ${k.entry} (the C source of every kernel of the program)` : this.bundle.source(k.wgsl ?? k.glsl_es)));
+        const sources = this.backend === 'wasm'  // the program's C file, cut at each kernel's header comment
+          ? kernelSources(new TextDecoder().decode(await this.bundle.binary(plan.source, { program })), plan.kernels)
+          : plan.kernels.map((k) => this.bundle.source(k.wgsl ?? k.glsl_es));
         const driver = {
           kernel: (i) => this._serial(() => run.debugKernel(i)),
           finish: () => this._serial(() => run.debugFinish()),
@@ -193,6 +194,17 @@ export class Runtime {
     this._exec.dispose();
     this.device.dispose();
   }
+}
+
+/** Each kernel's part of a wasm plan's C file (wasm/PROGRAM.c): from its `// shadergrad compute kernel NAME` line to
+ * the next kernel's. */
+function kernelSources(text, kernels) {
+  const at = kernels.map((k) => text.indexOf(`// shadergrad compute kernel ${k.name} `));
+  return kernels.map((k, i) => {
+    if (at[i] < 0) return `// ${k.c}: no source found for kernel ${k.name} (entry ${k.entry})`;
+    const after = at.filter((x) => x > at[i]);
+    return text.slice(at[i], after.length ? Math.min(...after) : text.length);
+  });
 }
 
 /** The programs `compile` ('lazy' | 'all' | names) asks to compile at createRuntime. */

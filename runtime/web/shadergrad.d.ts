@@ -224,7 +224,7 @@ export interface TensorStats {
 /** A kernel as the debugger lists it: launch index, name, shader file and language, graph nodes, their distinct C++
  * lines, the values it writes. */
 export interface DebugKernel {
-  index: number; name: string; file: string; language: 'wgsl' | 'glsl-es-3.00'; nodes: KernelNode[];
+  index: number; name: string; file: string; language: 'wgsl' | 'glsl-es-3.00' | 'c11'; nodes: KernelNode[];
   lines: string[]; outputs: DebugValue[];
   /** The values it reads; `producer`: the kernel of the step that wrote it last before, null for an input, a
    * persistent value or a constant (`tensor`: the input's or persistent value's name). */
