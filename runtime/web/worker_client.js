@@ -64,10 +64,11 @@ export class WorkerRuntime {
     });
   }
 
-  /** The plan of `program` this runtime runs (as Runtime.plan: the webgl2 plan, or the program's
-   * webgpuPlan.program_key field). */
+  /** The plan of `program` this runtime runs (as Runtime.plan: the webgl2 plan, the program's
+   * webgpuPlan.program_key field, or its wasm plan). */
   plan(program) {
     const p = this.bundle.program(program);
+    if (this.backend === 'wasm') return p.wasm;
     return this.webgpuPlan ? p[this.webgpuPlan.program_key] : p;
   }
 
