@@ -24,8 +24,8 @@ ExportCommand add_export_command(CLI::App& app) {
   auto out = std::make_shared<std::string>();
   CLI::App* e = app.add_subcommand(
       "export", "write a model's inference program and Adam train step as a web bundle (bundle.json, WGSL and GLSL "
-                "ES shaders, weights.safetensors, expected outputs, the JavaScript runtime) for WebGPU and WebGL2 in a "
-                "browser");
+                "ES shaders, a WebAssembly module, weights.safetensors, expected outputs, the JavaScript runtime) for "
+                "WebGPU, WebGL2 and WebAssembly in a browser");
   auto export_models = std::make_shared<std::vector<std::string>>(sg::cli::kExportModels);
   export_models->insert(export_models->end(), lm::kLmModels.begin(), lm::kLmModels.end());
   e->add_option("--model", mo->model, choices(*export_models) + " (resnet: program infer in eval mode, BatchNorm's "

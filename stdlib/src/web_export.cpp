@@ -569,6 +569,7 @@ ExportSummary write_bundle(const BundleSpec& spec, const BundleTargets& targets,
   fs::create_directories(dir, ec);
   if (ec) throw IOError(fmt::format("cannot create the bundle directory {}: {}", dir, ec.message()));
   fs::remove_all(fs::path(dir) / "shaders", ec);  // an earlier export's shaders (maybe of other targets)
+  fs::remove_all(fs::path(dir) / "wasm", ec);     // and its wasm module and C
   std::unique_ptr<Backend> cpu = make_cpu_backend();
   if (spec.prepare) spec.prepare(*cpu);
 
