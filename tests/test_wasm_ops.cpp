@@ -8,9 +8,11 @@
 //  - an MLP bundle of every target: in Node (no WebGPU, no WebGL2) the backend chain falls through to wasm and says
 //    why for each, and the bundle's checks (bundle.json `checks`: infer, 3 Adam steps, infer, the weights after them)
 //    pass on it;
+//  - the edge list and the layers' math (erf, GELU) in headless Chromium's page too (tests/web_ops_check.mjs);
+//    the fallback chain in a page and a Worker with WebGPU and WebGL2 disabled is ctest web_wasm_fallback;
 //  - a missing compiler is an error naming the packages.
 // Needs node (>= 16.4: WebAssembly SIMD and BigInt entry arguments) and clang-14 with wasm-ld and wasi-libc
-// (scripts/setup.sh). No timing is asserted.
+// (scripts/setup.sh); the Chromium case chromium and npm playwright-core. No timing is asserted.
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -184,5 +186,37 @@ TEST_CASE("wasm (node): the CNN and charlm bundles' checks pass on the wasm plan
     CHECK(r["backend"] == "wasm");
     CHECK(r["checks"]["ok"] == true);
     CHECK(r["checks"]["runs"].size() >= 5u);
+  }
+}
+
+TEST_CASE("wasm (Chromium): the edge inputs and the layers' math from WebAssembly in a page equal the CPU backend",
+          "[wasm][ops][browser]") {
+  // the same bundles as in Node, run in headless Chromium's page by its WebAssembly engine (tests/web_ops_check.mjs,
+  // tasks NAME:wasm): NaN, infinities, signed zeros, pow's special cases; erf, erfc and GELU from WASI's libm
+  const std::string tests = sg::testing::browser_tests_dir();
+  TempDir root("sg_wasm_browser_ops");
+  std::vector<std::unique_ptr<sg::op_cases::Suite>> suites;
+  const std::vector<std::string> lists = {"edge", "math"};
+  for (const std::string& name : lists) {
+    suites.push_back(std::make_unique<sg::op_cases::Suite>());
+    ob::case_list(name).fill(*suites.back());
+    ob::export_list(ob::case_list(name), *suites.back(), root.path / name, wasm_only());
+  }
+  std::string out;
+  const int rc = shell(fmt::format("node '{}/web_ops_check.mjs' '{}' '{}' edge:wasm math:wasm", tests,
+                                   root.path.string(), (root.path / "out").string()),
+                       out);
+  INFO(out.substr(0, std::min<size_t>(out.rfind("{\"results\""), 6000)));
+  const json res = ob::last_results(out);
+  CHECK(rc == 0);
+  for (size_t i = 0; i < lists.size(); ++i) {
+    INFO("case list " << lists[i]);
+    const json& r = res["results"][lists[i]]["wasm"];
+    REQUIRE(r.is_object());
+    if (r.contains("error")) FAIL(r["error"].dump().substr(0, 3000));
+    CHECK(r["backend"] == "wasm");
+    CHECK(ob::expect_outputs(*suites[i], root.path / lists[i], root.path / "out" / (lists[i] + ".wasm.f32"),
+                             r["outputs"], "wasm (Chromium)", /*signed_zeros=*/lists[i] == "edge") ==
+          static_cast<int>(suites[i]->program().outputs.size()));
   }
 }
