@@ -651,6 +651,18 @@ TEST_CASE("cli: --version, defaults in --help, one set of models and backends in
   CHECK(debug.rc == 0);
   CHECK_THAT(debug.out, Contains("(gles-compute backend"));
   CHECK(fs::exists(d.path / "debug" / "report.html"));
+  // on cpu-simd the report's shaders/ holds the C that ran, each kernel's header naming its graph nodes and lines
+  Proc c = cli(fmt::format("debug --backend cpu-simd --steps 1 --out {}", d / "debug-c"));
+  INFO(c.out);
+  CHECK(c.rc == 0);
+  CHECK_THAT(c.out, Contains("(cpu-simd backend"));
+  int c_files = 0;
+  for (auto& e : fs::directory_iterator(d.path / "debug-c" / "shaders")) {
+    CHECK(e.path().extension() == ".c");
+    CHECK_THAT(sg::testing::read_file(e.path().string()), Contains("graph nodes computed here") && Contains(".cpp:"));
+    ++c_files;
+  }
+  CHECK(c_files > 0);
 }
 
 TEST_CASE("cli: train --quiet prints the result line only, counts are whole numbers, a batch over the data says so",

@@ -94,6 +94,7 @@ struct Session::Impl {
     std::string name;
     std::vector<int> nodes;
     std::string source;
+    std::string extension;  ///< of its file in the report's shaders/: "frag" (GLSL ES), "c" (cpu-simd's C)
   };
   std::vector<ShaderInfo> shader_info;
   std::vector<std::pair<std::string, std::string>> shaders;

@@ -89,15 +89,20 @@ void Session::Impl::ensure_shaders() {
     const auto* compute = exe ? exe->compute_kernels() : nullptr;
     const size_t ki = static_cast<size_t>(&k - plan->kernels.data());
     const ShaderStage stage = compute ? ShaderStage::Compute : ShaderStage::Fragment;
-    const std::string src = compute ? (*compute)[ki].source : emit_glsl450(*plan, k, stage);
-    const CompiledShader& c = cache.get_or_compile(k.name, src, stage);
-    // SPIRV-Cross drops comments: carry the GLSL 4.50 header (kernel, output, nodes with source lines) over,
-    // right after the #version line so the file stays valid GLSL ES.
-    const std::string gles = with_header_comment(c.gles, c.glsl450);
-    ShaderInfo si{k.name, {}, gles};
+    ShaderInfo si{k.name, {}, "", "frag"};
+    if (compute && (*compute)[ki].language == ComputeLanguage::C) {
+      si.source = (*compute)[ki].source;  // cpu-simd: the C that ran (its header names the nodes and lines)
+      si.extension = "c";
+    } else {
+      const std::string src = compute ? (*compute)[ki].source : emit_glsl450(*plan, k, stage);
+      const CompiledShader& c = cache.get_or_compile(k.name, src, stage);
+      // SPIRV-Cross drops comments: carry the GLSL 4.50 header (kernel, output, nodes with source lines) over,
+      // right after the #version line so the file stays valid GLSL ES.
+      si.source = with_header_comment(c.gles, c.glsl450);
+    }
     for (auto& n : k.nodes) si.nodes.push_back(num(n.get()));
     shader_info.push_back(si);
-    shaders.emplace_back(k.name, gles);
+    shaders.emplace_back(k.name, si.source);
   }
   shaders_done = true;
 }
@@ -227,7 +232,8 @@ std::string Session::Impl::write_report(const ReportInfo& info) {
   const fs::path dir(opt.out_dir);
   fs::create_directories(dir / "shaders");
   ensure_shaders();
-  for (auto& s : shader_info) io::write_file_atomic((dir / "shaders" / (s.name + ".frag")).string(), s.source);
+  for (auto& s : shader_info)
+    io::write_file_atomic((dir / "shaders" / (s.name + "." + s.extension)).string(), s.source);
   if (!param_grad.empty() && step >= 0) image::write_png((dir / "gradient_flow.png").string(), plot(760, 440));
   io::write_file_atomic((dir / "stats.json").string(), stats_json(info).dump(1) + "\n");
 
