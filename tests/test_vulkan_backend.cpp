@@ -463,16 +463,26 @@ TEST_CASE("vulkan: programs whose outputs are leaves (no kernel for them) read t
   expect_no_validation_messages(vulkan_device(*be));
 }
 
-TEST_CASE("auto takes vulkan on a GPU, and on CPU implementations gles, saying why it skipped the rest",
-          "[vulkan][auto]") {
+TEST_CASE("auto takes vulkan on a GPU, and on CPU implementations cpu-simd (gles without a C compiler), saying why "
+          "it skipped the rest", "[vulkan][auto]") {
   sg::testing::pin_lavapipe();  // CI: the Vulkan device is lavapipe and the GLES device llvmpipe (CPU implementations)
   const bool vulkan_on_cpu = vulkan_device(*make_backend({.kind = "vulkan"}).backend).caps().limits.cpu_device;
   BackendChoice c = make_backend({.kind = "auto"});
   INFO(c.note);
   if (vulkan_on_cpu) {
-    CHECK(c.backend->name() == "gles");
-    CHECK_THAT(c.note, Catch::Contains("vulkan: 'llvmpipe") && Catch::Contains("gles-compute: 'llvmpipe"));
+    CHECK(c.backend->name() == "cpu-simd");
+    CHECK_THAT(c.note, Catch::Contains("vulkan: 'llvmpipe") && Catch::Contains("gles-compute: 'llvmpipe") &&
+                           Catch::Contains("gles: 'llvmpipe"));
     CHECK_THAT(c.note, Catch::Contains("a CPU implementation"));
+    // a C compiler that fails: gles, the note saying why not cpu-simd (and not that gles was skipped)
+    BackendOptions broken;
+    broken.kind = "auto";
+    broken.cpu_simd.compiler = "/bin/false";
+    BackendChoice g = make_backend(broken);
+    INFO(g.note);
+    CHECK(g.backend->name() == "gles");
+    CHECK_THAT(g.note, Catch::Contains("cpu-simd: ") && Catch::Contains("/bin/false"));
+    CHECK_THAT(g.note, !Catch::Contains("gles: 'llvmpipe"));
   } else {  // a GPU (e.g. VK_DRIVER_FILES set to NVIDIA's ICD): the first backend of the order, nothing skipped
     CHECK(c.backend->name() == "vulkan");
     CHECK(c.note.empty());

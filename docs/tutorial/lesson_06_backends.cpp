@@ -8,10 +8,11 @@
 // Backends: "gles" (GLSL ES 3.00 fragment shaders on headless EGL: Mesa's llvmpipe on a machine without a
 // GPU, the vendor's driver where there is one — tensors live in RGBA32F textures, WebGL2-style), "gles-compute"
 // (GLES 3.1 compute shaders over storage buffers in the same EGL context), "vulkan" (the same compute kernels as
-// SPIR-V, one recorded command buffer per step) and "cpu" (the f64-accumulating reference executor, the ground
-// truth every GPU backend is tested against). "auto" tries them in their measured order of speed for the device
-// (on a GPU vulkan, gles-compute, gles; on a CPU implementation such as Mesa's, gles) and tells you in `note`
-// why it skipped each one before it.
+// SPIR-V, one recorded command buffer per step), "cpu-simd" (the same kernels printed as C and compiled for the
+// host CPU by the system C compiler) and "cpu" (the f64-accumulating reference executor, the ground truth every
+// other backend is tested against). "auto" tries them in their measured order of speed for the device (on a GPU
+// vulkan, gles-compute, gles; where the GPU APIs run on a CPU implementation such as Mesa's, cpu-simd, then gles)
+// and tells you in `note` why it skipped each one before it.
 //
 //   cmake --build build --target lesson_06_backends && build/bin/lesson_06_backends
 #include <cmath>
@@ -44,8 +45,8 @@ int main() {
   auto cpu = sg::make_backend({.kind = "cpu"}).backend;
   auto cpu_exe = cpu->compile(step);
 
-  // Then "auto": the GLES backend when an EGL/GLES 3 context with float render targets can be made.
-  sg::BackendChoice gpu = sg::make_backend({.kind = "auto"});
+  // Then "auto": Vulkan on a GPU; on a machine without one, the C kernels of cpu-simd.
+  sg::BackendChoice gpu = sg::make_backend({.kind = "auto"});  // "gpu": whatever runs the generated kernels
   std::printf("auto chose '%s' on %s%s%s\n", gpu.backend->name().c_str(), gpu.backend->device().c_str(),
               gpu.note.empty() ? "" : "; note: ", gpu.note.c_str());
   auto gpu_exe = gpu.backend->compile(step);

@@ -10,6 +10,7 @@
 #include "sg/cpu_reference.h"
 #include "sg/feeds.h"
 #include "sg/target.h"
+#include "sg/tensor.h"
 #include "sg/vulkan_device.h"
 
 namespace sg {
@@ -110,17 +111,38 @@ BackendChoice make_backend(const BackendOptions& opt) {
   return make_auto_backend(opt);
 }
 
+namespace {
+
+/// The cpu-simd backend when its C compiler builds and loads a one-kernel probe program (cached after the first
+/// time: a library load), else nullptr with the reason in `why`.
+std::unique_ptr<Backend> working_cpu_simd(const BackendOptions& opt, std::string& why) {
+  try {
+    std::unique_ptr<Backend> simd = make_cpu_simd_backend(opt);
+    Program probe;
+    probe.add_output("y", exp(input("x", {4})));
+    simd->compile(probe);
+    return simd;
+  } catch (const BackendError& e) {
+    why = e.what();
+    return nullptr;
+  }
+}
+
+}  // namespace
+
 /// kind "auto": the backends in their measured order of speed for the device class (docs/decisions.md). On a
-/// GPU: vulkan, gles-compute, gles; on a CPU implementation (Mesa's lavapipe and llvmpipe) the compute backends are
-/// skipped — there the fragment path measured faster (the main job on llvmpipe GLES against lavapipe Vulkan and
-/// llvmpipe GLES compute) — then the CPU reference. Each skipped backend's reason goes into `note` (seed 000's
-/// fallback chain). Only a missing or unusable device falls back; invalid options (ValueError) are thrown.
+/// GPU: vulkan, gles-compute, gles. On a machine whose GL and Vulkan devices are CPU implementations (Mesa's
+/// lavapipe and llvmpipe), or that has neither: cpu-simd (C kernels compiled for the host CPU; docs/perf-log/22.md:
+/// the MLP b=128 step 2.3 ms against llvmpipe GLES 27.5 ms and lavapipe Vulkan 45.5 ms), then gles (of the GPU-API
+/// paths the fragment path measured fastest on CPUs), then the CPU reference. Each skipped backend's reason goes
+/// into `note` (seed 000's fallback chain). Only a missing or unusable device falls back; invalid options
+/// (ValueError) are thrown.
 BackendChoice make_auto_backend(const BackendOptions& opt) {
   std::string note;
   auto skip = [&](const std::string& kind, const std::string& why) {
     note += fmt::format("{}{}: {}", note.empty() ? "" : "\n", kind, why);
   };
-  constexpr const char* kCpuDevice = "a CPU implementation; on CPUs the fragment path (gles) measured faster, skipped";
+  constexpr const char* kCpuDevice = "a CPU implementation; on CPUs cpu-simd's C kernels measured faster, skipped";
   try {
     std::unique_ptr<Backend> vk = make_vulkan_backend(opt);
     if (!vulkan_device(*vk).caps().limits.cpu_device) return {std::move(vk), note};
@@ -133,18 +155,28 @@ BackendChoice make_auto_backend(const BackendOptions& opt) {
     gles = make_gles_backend(opt);
   } catch (const BackendError& e) {
     skip("gles", e.what());
-    return {make_cpu_backend(), note + "\nusing the CPU reference backend"};
   }
-  if (!is_cpu_renderer(gles->device())) {
+  if (gles && !is_cpu_renderer(gles->device())) {
     try {
       return {make_gles_compute_backend(opt), note};
     } catch (const BackendError& e) {
       skip("gles-compute", e.what());
     }
-  } else {
-    skip("gles-compute", fmt::format("'{}' is {}", gles->device(), kCpuDevice));
+    return {std::move(gles), note};
   }
-  return {std::move(gles), note};
+  if (gles) {
+    skip("gles-compute", fmt::format("'{}' is {}", gles->device(), kCpuDevice));
+    skip("gles", fmt::format("'{}' is {}", gles->device(), kCpuDevice));
+  }
+  std::string why;
+  if (std::unique_ptr<Backend> simd = working_cpu_simd(opt, why)) return {std::move(simd), note};
+  if (gles) {
+    note.resize(note.rfind('\n') == std::string::npos ? 0 : note.rfind('\n'));  // gles runs after all
+    skip("cpu-simd", why);
+    return {std::move(gles), note};
+  }
+  skip("cpu-simd", why);
+  return {make_cpu_backend(), note + "\nusing the CPU reference backend"};
 }
 
 }  // namespace sg

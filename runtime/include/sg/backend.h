@@ -237,9 +237,9 @@ struct BackendChoice {
 BackendChoice make_backend(const BackendOptions& opt = {});
 
 /// kind "auto": tries the backends in their measured order of speed for the device class (docs/decisions.md):
-/// on a GPU vulkan, then gles-compute, then gles; on a CPU implementation (Mesa's lavapipe, llvmpipe) gles (the
-/// compute backends are skipped there: the fragment path measured faster on CPUs); then the CPU reference. `note`
-/// says, one line per backend, why each one before the chosen one was skipped.
+/// on a GPU vulkan, then gles-compute, then gles; where the GL and Vulkan devices are CPU implementations (Mesa's
+/// lavapipe, llvmpipe) or missing, cpu-simd (the C kernels; probed by compiling a one-kernel program, cached), then
+/// gles, then the CPU reference. `note` says, one line per backend, why each one before the chosen one was skipped.
 BackendChoice make_auto_backend(const BackendOptions& opt);
 
 std::unique_ptr<Backend> make_cpu_backend();
