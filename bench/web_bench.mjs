@@ -9,7 +9,7 @@
 //
 //   (cd bench/web && npm ci)                     # TF.js, jax-js, playwright-core, pinned in package-lock.json
 //   node bench/web_bench.mjs --cli build/bin/shadergrad --exporter build/bin/bench_web_export [--json FILE]
-//        [--no-peers] [--peers tfjs,jax] [--only mlp_b32,sgemm_256,...] [--api webgpu,webgl2] [--no-gpu-plan]
+//        [--no-peers] [--peers tfjs,jax] [--only mlp_b32,sgemm_256,...] [--api webgpu,webgl2,wasm] [--no-gpu-plan]
 //        [--profile] [--rounds R] [--base-cli OLD/shadergrad --base-exporter OLD/bench_web_export] [--no-jax]
 //
 // --no-jax: the same as --peers tfjs (jax-js takes seconds per SGEMM step on SwiftShader).
@@ -26,6 +26,10 @@
 // where its shaders differ from the default's. The ratio is the default export's (the plan the runtime picks);
 // the other variants are listed beside it. --api limits the rows to one API; --profile adds per-kernel timings of
 // one train step (the picked webgpu plan).
+//
+// --api wasm (not in the default list; issue 39): our wasm plan (the default export's WebAssembly SIMD128 kernels, one
+// thread; runtime backend forced to 'wasm') beside jax-js 0.1.25's wasm backend (its CPU path in the page; it may use
+// the page's threads: the page is crossOriginIsolated) on the same cases (train and lm; no TF.js row, no SGEMM).
 //
 // charlm_b32 (issue 37; kind 'lm', only with --only charlm_b32: minutes on SwiftShader): `shadergrad export --model charlm
 // --batch 32 --context 64`'s train program (one AdamW step, lr 1e-3, weight decay 0.01, global-norm clip 1) against
@@ -154,6 +158,8 @@ for (round = 0; round < rounds; ++round) for (const c of cases) {
     if (!flag('--no-gpu-plan'))
       record(c, 'webgpu', 'shadergrad (gpu plan)', await measure('benchOurs', [c.name, program, 'webgpu', false, 'gpu', g]));
   }
+  if (on('wasm') && c.kind !== 'sgemm')
+    record(c, 'wasm', 'shadergrad', await measure('benchOurs', [c.name, program, 'wasm', false, 'auto', g]));
   if (on('webgl2')) {
     record(c, 'webgl2', 'shadergrad', await measure('benchOurs', [c.name, program, 'webgl2', false, 'auto', g]));
     if (!db8Same.has(c.name))
@@ -166,6 +172,7 @@ for (round = 0; round < rounds; ++round) for (const c of cases) {
     if (on('webgpu')) record(c, 'webgpu', 'jax-js 0.1.25 webgpu', await measure('benchJaxCharlm', [c, lmRows.get(c.name), 'webgpu']));
     if (on('webgl2'))  // its webgl backend has no Scatter (np.take's gradient): the embedding is a one-hot product there
       record(c, 'webgl2', 'jax-js 0.1.25 webgl (one-hot emb.)', await measure('benchJaxCharlm', [c, lmRows.get(c.name), 'webgl']));
+    if (on('wasm')) record(c, 'wasm', 'jax-js 0.1.25 wasm', await measure('benchJaxCharlm', [c, lmRows.get(c.name), 'wasm']));
     continue;
   }
   const tfjs = peers.includes('tfjs'), jax = peers.includes('jax');
@@ -173,6 +180,8 @@ for (round = 0; round < rounds; ++round) for (const c of cases) {
   if (on('webgpu') && tfjs) record(c, 'webgpu', 'tfjs 4.22 webgpu', await measure('benchTfjs', [c.kind, c.model, c.size, 'webgpu']));
   if (on('webgpu') && jax) record(c, 'webgpu', 'jax-js 0.1.25 webgpu', await measure('benchJax', [c.kind, c.model, c.size, 'webgpu']));
   if (on('webgl2') && jax) record(c, 'webgl2', 'jax-js 0.1.25 webgl', await measure('benchJax', [c.kind, c.model, c.size, 'webgl']));
+  if (on('wasm') && jax && c.kind !== 'sgemm')
+    record(c, 'wasm', 'jax-js 0.1.25 wasm', await measure('benchJax', [c.kind, c.model, c.size, 'wasm']));
 }
 if (flag('--profile'))
   for (const c of cases.filter((x) => x.kind === 'train' || x.kind === 'lm'))
@@ -203,7 +212,7 @@ for (const m of merged)
 const rows = [];
 const isOurs = (r) => r.who.startsWith('shadergrad'), isBase = (r) => r.who.startsWith('base');
 for (const c of cases)
-  for (const api of ['webgpu', 'webgl2'].filter(on)) {
+  for (const api of ['webgpu', 'webgl2', 'wasm'].filter(on)) {
     const mine = merged.filter((r) => r.case === c.name && r.api === api && isOurs(r));
     const peers = merged.filter((r) => r.case === c.name && r.api === api && !isOurs(r) && !isBase(r));
     const base = merged.find((r) => r.case === c.name && r.api === api && isBase(r));

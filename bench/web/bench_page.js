@@ -5,7 +5,7 @@
 //   benchOurs(bundle, program, backend, profile, webgpuPlan)  a bundle's program with the runtime copy inside the
 //                                                  bundle (webgpuPlan: 'auto' = the runtime's pick, 'gpu', 'cpu')
 //   benchTfjs(kind, model, size, backend)         TF.js 4.22 on 'webgl' or 'webgpu'
-//   benchJax(kind, model, size, device)           jax-js 0.1.25 on 'webgpu' or 'webgl', the whole step under jit
+//   benchJax(kind, model, size, device)           jax-js 0.1.25 on 'webgpu', 'webgl' or 'wasm', the whole step under jit
 // kind: 'train' (model 'mlp' | 'cnn', size = batch) or 'sgemm' (size = N).
 // The models, inputs and timing loop are those of bench_models.js (shared with ../web_node_bench.mjs: Node + Dawn).
 //   benchJaxCharlm(c, rows, device)               the charlm case (bench_models.js timeJaxCharlm) in jax-js
