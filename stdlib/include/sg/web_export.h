@@ -298,8 +298,10 @@ struct ModelExportOptions {
 /// "bn1.running_mean": a checkpoint holds them besides the parameters), so a page can write weights
 /// `shadergrad predict --load` reads. With `load`, the checkpoint's parameters and buffers are the initial values.
 /// The fixed inputs are uniform in [0, 1) (labels uniform in 0..9) from a 32-bit Mersenne twister seeded with
-/// `seed` (bit-exact on every platform). Throws ValueError for unknown models/datasets, IOError for a bad
-/// checkpoint (naming the file).
+/// `seed` (bit-exact on every platform). resnet and cnn-large judge every parameter after the steps by abs
+/// 2 * lr * check_steps (BundleSpec::persistent_tolerance: Adam turns f32 noise in a near-zero gradient into a step
+/// of up to about lr), resnet's default export also its Adam moments by measured bounds (docs/BUNDLE.md "Checks").
+/// Throws ValueError for unknown models/datasets, IOError for a bad checkpoint (naming the file).
 BundleSpec model_bundle_spec(const ModelExportOptions& opt);
 
 /// One file of the JavaScript runtime embedded at build time (runtime/web/): its path relative to runtime/web
