@@ -2,9 +2,6 @@
 #include "cpu_simd_compiler.h"
 
 #include <dlfcn.h>
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -18,10 +15,10 @@
 #include <fmt/format.h>
 
 #include "sg/atomic_file.h"
+#include "sg/subprocess.h"
 #include "sg/error.h"
 #include "sg/kernel_cache.h"
 
-extern char** environ;
 
 namespace sg::cpu_simd {
 
@@ -65,28 +62,6 @@ const std::string& cpu_signature() {
   return sig;
 }
 
-/// Runs `argv` with stdout and stderr into `log` (a file); returns the exit status, or -errno when it could not be
-/// started (ENOENT: no such program).
-int run(const std::vector<std::string>& argv, const fs::path& log) {
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&fa, 1, 2);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  pid_t pid = 0;
-  const int err = posix_spawnp(&pid, args[0], &fa, nullptr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  if (err != 0) return -err;
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0)
-    if (errno != EINTR) return -errno;
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
-}
-
 /// A name part no other run of any process uses at the same time: the process id and a counter.
 std::string unique_id() {
   static std::atomic<uint64_t> n{0};
@@ -128,7 +103,7 @@ const std::string& Compiler::version() {
   std::error_code ec;
   fs::create_directories(dir_, ec);
   const fs::path log = dir_ / fmt::format("version.{}.log", unique_id());
-  const int rc = run({compiler_, "--version"}, log);
+  const int rc = run_logged({compiler_, "--version"}, log);
   const std::string out = read_text(log);
   fs::remove(log, ec);
   if (rc == -ENOENT)
@@ -177,7 +152,7 @@ Build Compiler::build(const std::string& source, const std::string& what) {
   for (const std::string& f : flags()) argv.push_back(f);
   argv.insert(argv.end(), {"-o", tmp, b.source_path, "-lm"});
   const auto t0 = std::chrono::steady_clock::now();
-  const int rc = run(argv, log);
+  const int rc = run_logged(argv, log);
   b.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (rc == -ENOENT)
     throw BackendError(fmt::format("cpu-simd: the C compiler '{}' was not found; {}", compiler_, how_to_choose()));

@@ -9,9 +9,6 @@
 // the programs and must live once in one linear memory, and two modules importing one memory would place their own
 // data (WASI libm's tables for expf, erff...) at the same addresses. Entries are renamed sg_pI_KERNEL (program I) so
 // that the kernels of two programs never share a name; each program stays its own C file (static helpers per file).
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -29,11 +26,11 @@
 #include <nlohmann/json.hpp>
 
 #include "sg/atomic_file.h"
+#include "sg/subprocess.h"
 #include "sg/backend.h"
 #include "sg/target.h"
 #include "web_wasm.h"
 
-extern char** environ;
 
 namespace sg::web::wasm {
 
@@ -75,26 +72,6 @@ std::string read_text(const fs::path& p) {
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();
-}
-
-/// Runs `argv` with stdout and stderr into `log`; the exit status, or -errno when it could not be started.
-int run(const std::vector<std::string>& argv, const fs::path& log) {
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&fa, 1, 2);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  pid_t pid = 0;
-  const int err = posix_spawnp(&pid, args[0], &fa, nullptr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  if (err != 0) return -err;
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0)
-    if (errno != EINTR) return -errno;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 }
 
 constexpr const char* kPackages =
@@ -174,7 +151,7 @@ Plans schedule_and_compile(const BundleSpec& spec, const std::string& dir, std::
   std::vector<int> rcs(jobs.size() + 1, 0);
   std::atomic<size_t> next{0};
   auto worker = [&] {
-    for (size_t j; (j = next++) < jobs.size();) rcs[j] = run(jobs[j], bdir / fmt::format("part{}.log", j));
+    for (size_t j; (j = next++) < jobs.size();) rcs[j] = run_logged(jobs[j], bdir / fmt::format("part{}.log", j));
   };
   const size_t threads = std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 16);
   std::vector<std::thread> pool;
@@ -184,7 +161,7 @@ Plans schedule_and_compile(const BundleSpec& spec, const std::string& dir, std::
   size_t failed = jobs.size();
   for (size_t j = 0; j < jobs.size() && failed == jobs.size(); ++j)
     if (rcs[j] != 0) failed = j;
-  if (failed == jobs.size()) rcs.back() = run(link, bdir / "link.log");
+  if (failed == jobs.size()) rcs.back() = run_logged(link, bdir / "link.log");
   out.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   const int rc = failed == jobs.size() ? rcs.back() : rcs[failed];
   std::string text = read_text(bdir / (failed == jobs.size() ? std::string("link.log") : fmt::format("part{}.log", failed)));
