@@ -72,148 +72,139 @@ Tensor make_like(Op op, const Node& proto, ShapeRef shape, std::vector<NodePtr> 
   return Tensor(make_node(std::move(n)));
 }
 
-/// The VJP table: adjoints of n's inputs given the adjoint g of n (empty Tensor: no gradient).
-std::vector<Tensor> vjp(const NodePtr& np, const Tensor& g) {
-  const Node& n = *np;
+/// The adjoints of a Map's inputs: d body / d arg_i times g, summed back to each input's shape.
+std::vector<Tensor> vjp_map(const Node& n, const Tensor& g) {
   const SourceLoc& loc = n.loc;
-  auto in = [&](size_t i) { return Tensor(n.inputs[i]); };
-  if (n.custom_vjp) {
-    std::vector<NodePtr> r = (*n.custom_vjp)(np, g.node());
-    std::vector<Tensor> out;
-    for (auto& x : r) out.emplace_back(x);
-    out.resize(n.inputs.size());
-    return out;
+  std::vector<Tensor> out;
+  std::vector<NodePtr> args = {g.node()};
+  args.insert(args.end(), n.inputs.begin(), n.inputs.end());
+  for (size_t i = 0; i < n.inputs.size(); ++i) {
+    SExprPtr d = diff(n.body, static_cast<int>(i));
+    if (is_const(d, 0)) {
+      out.emplace_back();
+      continue;
+    }
+    SExprPtr body = sbinary(SOp::Mul, sarg(0), shift_args(d, 1));
+    Tensor full = map_pruned(body, args, loc);
+    if (full.shape() != ShapeRef(n.shape)) full = broadcast_to(full, n.shape);
+    out.push_back(sum_to(full, n.inputs[i]->shape));
   }
+  return out;
+}
+
+/// The adjoint of a reduction's input: broadcast back (sum), or split among the tied extrema (max, min).
+std::vector<Tensor> vjp_reduce(const NodePtr& np, const Tensor& g) {
+  const Node& n = *np;
+  const Tensor x(n.inputs[0]);
+  switch (n.attrs.reduce) {
+    case ReduceKind::Sum: return {broadcast_to(keepdims_view(g, n), x.shape())};
+    case ReduceKind::Max:
+    case ReduceKind::Min: {
+      // torch.amax/amin convention: the gradient is split evenly among tied extrema.
+      Tensor yk = keepdims_view(Tensor(np), n);
+      Tensor mask = eq(x, yk);
+      Tensor cnt = sum(mask, n.attrs.axes, true);
+      return {keepdims_view(g, n) * mask / cnt};
+    }
+    case ReduceKind::ArgMax: return {Tensor()};
+  }
+  return {};
+}
+
+/// The adjoints of a matmul's two factors.
+std::vector<Tensor> vjp_matmul(const Node& n, const Tensor& g) {
+  Tensor a(n.inputs[0]), b(n.inputs[1]);
+  Tensor ga = matmul(g, transpose(b));
+  if (b.rank() == 2 && a.rank() > 2) {
+    // a weight shared by every batch (x (.., M, K) @ W (K, N), a Linear on a sequence): its gradient is one
+    // matmul over the folded batch, sum_b a_b^T g_b = fold(a)^T fold(g) with K' = B*M, not a batched matmul
+    // then a sum over the batch (one kernel fewer, and no (B, K, N) temporary)
+    const int64_t k = a.shape().back(), n_out = g.shape().back(), rows = a.numel() / k;
+    Tensor gb = matmul(transpose(reshape(a, {rows, k})), reshape(g, {rows, n_out}));
+    return {sum_to(ga, a.shape()), gb};
+  }
+  Tensor gb = matmul(transpose(a), g);
+  return {sum_to(ga, a.shape()), sum_to(gb, b.shape())};
+}
+
+/// The adjoint of a slice: g scattered back into the sliced tensor's shape with zeros elsewhere.
+std::vector<Tensor> vjp_slice(const Node& n, const Tensor& g) {
+  // Scatter g back into x's shape. An axis walked backwards (a negative step: flip) first reverses g along
+  // it (flip(g) there), which makes it the forward slice starting at the lowest index it read. A strided axis
+  // then interleaves zeros: (.., len, ..) -> (.., len, 1, ..) -> pad the new axis to `step` -> (.., len*step,
+  // ..), cropped to what fits in x.
+  const Shape& xs = n.inputs[0]->shape;
+  Shape starts = n.attrs.starts, steps = n.attrs.steps;
+  Tensor r = g;
+  llvm::SmallVector<int, 4> backwards;
+  for (size_t i = 0; i < xs.size(); ++i)
+    if (steps[i] < 0) {
+      if (n.shape[i] > 1) backwards.push_back(static_cast<int>(i));
+      starts[i] += (n.shape[i] - 1) * steps[i];
+      steps[i] = -steps[i];
+    }
+  if (!backwards.empty()) r = flip(r, backwards);
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const int64_t step = steps[i], len = n.shape[i];
+    if (step == 1 || len <= 1) continue;
+    Shape split(r.shape().begin(), r.shape().end());
+    split.insert(split.begin() + i + 1, 1);
+    Shape zero(split.size(), 0), after(split.size(), 0);
+    after[i + 1] = step - 1;
+    Shape merged(r.shape().begin(), r.shape().end());
+    merged[i] = len * step;
+    r = reshape(pad(reshape(r, split), zero, after, 0.0), merged);
+    r = slice(r, static_cast<int>(i), 0, std::min(len * step, xs[i] - starts[i]));
+  }
+  Shape before(xs.size()), after(xs.size());
+  for (size_t i = 0; i < xs.size(); ++i) {
+    before[i] = starts[i];
+    after[i] = xs[i] - starts[i] - r.shape()[i];
+  }
+  return {pad(r, before, after, 0.0)};
+}
+
+/// The adjoint of a zero padding: the slice of g where the input lies.
+std::vector<Tensor> vjp_pad(const Node& n, const Tensor& g) {
+  Tensor r = g;
+  for (size_t i = 0; i < n.shape.size(); ++i)
+    r = slice(r, static_cast<int>(i), n.attrs.pads_before[i], n.attrs.pads_before[i] + n.inputs[0]->shape[i]);
+  return {r};
+}
+
+/// The adjoint of a gather's source tensor (its index gets none).
+std::vector<Tensor> vjp_gather(const Node& n, const Tensor& g) {
+  // The scatter-add of g into x's shape, deterministic and without atomics (WebGL2 has none): per element of x,
+  // a sum over the index positions k along the axis whose index equals its coordinate v,
+  //   dx[.., v, ..] = sum_k (index[.., k, ..] == v) ? g[.., k, ..] : 0
+  // as a reduction of a select over a one_hot of the index (it fuses into one kernel; a select, not a product,
+  // so an infinite or NaN g reaches only the rows it was gathered from, as in torch). Where the index is smaller
+  // than x outside the axis, the rest of dx is zero padding.
+  const Shape& xs = n.inputs[0]->shape;
+  const Shape& is = n.inputs[1]->shape;
+  const int a = n.attrs.axes[0], r = static_cast<int>(xs.size());
+  const Tensor index(n.inputs[1]);
+  Shape hot(is.begin(), is.end());
+  hot.push_back(xs[a]);
+  Tensor mask = reshape(one_hot(reshape(index, Shape{numel(is)}), xs[a]), hot);  // (is.., V)
+  llvm::SmallVector<int, 4> perm;
+  for (int d = 0; d < a; ++d) perm.push_back(d);
+  perm.push_back(r);
+  for (int d = a; d < r; ++d) perm.push_back(d);
+  mask = permute(mask, perm);  // (is[:a].., V, is[a:]..)
+  Shape gs(is.begin(), is.end());
+  gs.insert(gs.begin() + a, 1);
+  Tensor picked = where(mask, reshape(g, gs), 0.0);
+  Tensor dx = sum(picked, {a + 1});  // (is[:a].., V, is[a+1:]..)
+  Shape before(r, 0), after(r, 0);
+  for (int d = 0; d < r; ++d) after[d] = xs[d] - dx.shape()[d];
+  return {pad(dx, before, after, 0.0), Tensor()};
+}
+
+/// The adjoints of a convolution-family or pooling node: the matching gradient ops.
+std::vector<Tensor> vjp_conv_pool(const Node& n, const Tensor& g) {
+  const SourceLoc& loc = n.loc;
   switch (n.op) {
-    case Op::Input:
-    case Op::Param:
-    case Op::State:
-    case Op::Const: return {};
-    case Op::Map: {
-      std::vector<Tensor> out;
-      std::vector<NodePtr> args = {g.node()};
-      args.insert(args.end(), n.inputs.begin(), n.inputs.end());
-      for (size_t i = 0; i < n.inputs.size(); ++i) {
-        SExprPtr d = diff(n.body, static_cast<int>(i));
-        if (is_const(d, 0)) {
-          out.emplace_back();
-          continue;
-        }
-        SExprPtr body = sbinary(SOp::Mul, sarg(0), shift_args(d, 1));
-        Tensor full = map_pruned(body, args, loc);
-        if (full.shape() != ShapeRef(n.shape)) full = broadcast_to(full, n.shape);
-        out.push_back(sum_to(full, n.inputs[i]->shape));
-      }
-      return out;
-    }
-    case Op::Reduce: {
-      const Tensor x = in(0);
-      switch (n.attrs.reduce) {
-        case ReduceKind::Sum: return {broadcast_to(keepdims_view(g, n), x.shape())};
-        case ReduceKind::Max:
-        case ReduceKind::Min: {
-          // torch.amax/amin convention: the gradient is split evenly among tied extrema.
-          Tensor yk = keepdims_view(Tensor(np), n);
-          Tensor mask = eq(x, yk);
-          Tensor cnt = sum(mask, n.attrs.axes, true);
-          return {keepdims_view(g, n) * mask / cnt};
-        }
-        case ReduceKind::ArgMax: return {Tensor()};
-      }
-      return {};
-    }
-    case Op::MatMul: {
-      Tensor a = in(0), b = in(1);
-      Tensor ga = matmul(g, transpose(b));
-      if (b.rank() == 2 && a.rank() > 2) {
-        // a weight shared by every batch (x (.., M, K) @ W (K, N), a Linear on a sequence): its gradient is one
-        // matmul over the folded batch, sum_b a_b^T g_b = fold(a)^T fold(g) with K' = B*M, not a batched matmul
-        // then a sum over the batch (one kernel fewer, and no (B, K, N) temporary)
-        const int64_t k = a.shape().back(), n_out = g.shape().back(), rows = a.numel() / k;
-        Tensor gb = matmul(transpose(reshape(a, {rows, k})), reshape(g, {rows, n_out}));
-        return {sum_to(ga, a.shape()), gb};
-      }
-      Tensor gb = matmul(transpose(a), g);
-      return {sum_to(ga, a.shape()), sum_to(gb, b.shape())};
-    }
-    case Op::Reshape: return {reshape(g, n.inputs[0]->shape)};
-    case Op::Permute: {
-      llvm::SmallVector<int, 4> inv(n.attrs.perm.size());
-      for (size_t i = 0; i < inv.size(); ++i) inv[n.attrs.perm[i]] = static_cast<int>(i);
-      return {permute(g, inv)};
-    }
-    case Op::Expand: return {sum_to(g, n.inputs[0]->shape)};
-    case Op::Slice: {
-      // Scatter g back into x's shape. An axis walked backwards (a negative step: flip) first reverses g along
-      // it (flip(g) there), which makes it the forward slice starting at the lowest index it read. A strided axis
-      // then interleaves zeros: (.., len, ..) -> (.., len, 1, ..) -> pad the new axis to `step` -> (.., len*step,
-      // ..), cropped to what fits in x.
-      const Shape& xs = n.inputs[0]->shape;
-      Shape starts = n.attrs.starts, steps = n.attrs.steps;
-      Tensor r = g;
-      llvm::SmallVector<int, 4> backwards;
-      for (size_t i = 0; i < xs.size(); ++i)
-        if (steps[i] < 0) {
-          if (n.shape[i] > 1) backwards.push_back(static_cast<int>(i));
-          starts[i] += (n.shape[i] - 1) * steps[i];
-          steps[i] = -steps[i];
-        }
-      if (!backwards.empty()) r = flip(r, backwards);
-      for (size_t i = 0; i < xs.size(); ++i) {
-        const int64_t step = steps[i], len = n.shape[i];
-        if (step == 1 || len <= 1) continue;
-        Shape split(r.shape().begin(), r.shape().end());
-        split.insert(split.begin() + i + 1, 1);
-        Shape zero(split.size(), 0), after(split.size(), 0);
-        after[i + 1] = step - 1;
-        Shape merged(r.shape().begin(), r.shape().end());
-        merged[i] = len * step;
-        r = reshape(pad(reshape(r, split), zero, after, 0.0), merged);
-        r = slice(r, static_cast<int>(i), 0, std::min(len * step, xs[i] - starts[i]));
-      }
-      Shape before(xs.size()), after(xs.size());
-      for (size_t i = 0; i < xs.size(); ++i) {
-        before[i] = starts[i];
-        after[i] = xs[i] - starts[i] - r.shape()[i];
-      }
-      return {pad(r, before, after, 0.0)};
-    }
-    case Op::Pad: {
-      Tensor r = g;
-      for (size_t i = 0; i < n.shape.size(); ++i)
-        r = slice(r, static_cast<int>(i), n.attrs.pads_before[i], n.attrs.pads_before[i] + n.inputs[0]->shape[i]);
-      return {r};
-    }
-    case Op::OneHot: return {Tensor()};
-    case Op::RandomUniform: return {Tensor()};  // random values have no gradient; the step counter gets none
-    case Op::Iota: return {};  // no inputs
-    case Op::Gather: {
-      // The scatter-add of g into x's shape, deterministic and without atomics (WebGL2 has none): per element of x,
-      // a sum over the index positions k along the axis whose index equals its coordinate v,
-      //   dx[.., v, ..] = sum_k (index[.., k, ..] == v) ? g[.., k, ..] : 0
-      // as a reduction of a select over a one_hot of the index (it fuses into one kernel; a select, not a product,
-      // so an infinite or NaN g reaches only the rows it was gathered from, as in torch). Where the index is smaller
-      // than x outside the axis, the rest of dx is zero padding.
-      const Shape& xs = n.inputs[0]->shape;
-      const Shape& is = n.inputs[1]->shape;
-      const int a = n.attrs.axes[0], r = static_cast<int>(xs.size());
-      const Tensor index(n.inputs[1]);
-      Shape hot(is.begin(), is.end());
-      hot.push_back(xs[a]);
-      Tensor mask = reshape(one_hot(reshape(index, Shape{numel(is)}), xs[a]), hot);  // (is.., V)
-      llvm::SmallVector<int, 4> perm;
-      for (int d = 0; d < a; ++d) perm.push_back(d);
-      perm.push_back(r);
-      for (int d = a; d < r; ++d) perm.push_back(d);
-      mask = permute(mask, perm);  // (is[:a].., V, is[a:]..)
-      Shape gs(is.begin(), is.end());
-      gs.insert(gs.begin() + a, 1);
-      Tensor picked = where(mask, reshape(g, gs), 0.0);
-      Tensor dx = sum(picked, {a + 1});  // (is[:a].., V, is[a+1:]..)
-      Shape before(r, 0), after(r, 0);
-      for (int d = 0; d < r; ++d) after[d] = xs[d] - dx.shape()[d];
-      return {pad(dx, before, after, 0.0), Tensor()};
-    }
     case Op::Conv2d: {
       Tensor gx = make_like(Op::Conv2dGradInput, n, n.inputs[0]->shape, {g.node(), n.inputs[1]}, loc);
       Tensor gw = make_like(Op::Conv2dGradWeight, n, n.inputs[1]->shape, {g.node(), n.inputs[0]}, loc);
@@ -230,6 +221,49 @@ std::vector<Tensor> vjp(const NodePtr& np, const Tensor& g) {
     case Op::Conv2dGradWeight:
     case Op::MaxPool2dGrad:
     case Op::AvgPool2dGrad: unsupported(n, "gradients of gradients are not supported");
+    default: break;
+  }
+  unsupported(n, "no VJP rule");
+}
+
+/// The VJP table: adjoints of n's inputs given the adjoint g of n (empty Tensor: no gradient).
+std::vector<Tensor> vjp(const NodePtr& np, const Tensor& g) {
+  const Node& n = *np;
+  if (n.custom_vjp) {
+    std::vector<NodePtr> r = (*n.custom_vjp)(np, g.node());
+    std::vector<Tensor> out;
+    for (auto& x : r) out.emplace_back(x);
+    out.resize(n.inputs.size());
+    return out;
+  }
+  switch (n.op) {
+    case Op::Input:
+    case Op::Param:
+    case Op::State:
+    case Op::Const: return {};
+    case Op::Map: return vjp_map(n, g);
+    case Op::Reduce: return vjp_reduce(np, g);
+    case Op::MatMul: return vjp_matmul(n, g);
+    case Op::Reshape: return {reshape(g, n.inputs[0]->shape)};
+    case Op::Permute: {
+      llvm::SmallVector<int, 4> inv(n.attrs.perm.size());
+      for (size_t i = 0; i < inv.size(); ++i) inv[n.attrs.perm[i]] = static_cast<int>(i);
+      return {permute(g, inv)};
+    }
+    case Op::Expand: return {sum_to(g, n.inputs[0]->shape)};
+    case Op::Slice: return vjp_slice(n, g);
+    case Op::Pad: return vjp_pad(n, g);
+    case Op::OneHot: return {Tensor()};
+    case Op::RandomUniform: return {Tensor()};  // random values have no gradient; the step counter gets none
+    case Op::Iota: return {};  // no inputs
+    case Op::Gather: return vjp_gather(n, g);
+    case Op::Conv2d:
+    case Op::MaxPool2d:
+    case Op::AvgPool2d:
+    case Op::Conv2dGradInput:
+    case Op::Conv2dGradWeight:
+    case Op::MaxPool2dGrad:
+    case Op::AvgPool2dGrad: return vjp_conv_pool(n, g);
   }
   unsupported(n, "no VJP rule");
 }
