@@ -7,7 +7,7 @@
 // fed inputs copied into their buffers, each kernel's workgroups run in Plan::kernels order (split over a small
 // thread pool when the kernel has enough work, else on the calling thread), the program outputs copied out, then the
 // front/back buffers of every updated persistent value swapped (update kernels write the back buffer: no kernel
-// reads what it writes) — the buffer backends' execution model (buffer_plan.h) over host memory. Buffers are 64-byte
+// reads what it writes) — the native backends' execution model (plan_executor.h) over host memory. Buffers are 64-byte
 // aligned float arrays rounded up to whole vec4s (sg/compute_kernel.h's contract).
 #include <algorithm>
 #include <atomic>
@@ -23,8 +23,8 @@
 
 #include <fmt/format.h>
 
-#include "buffer_plan.h"
 #include "cpu_simd_compiler.h"
+#include "plan_executor.h"
 #include "sg/backend.h"
 #include "sg/compute_kernel.h"
 #include "sg/dump.h"
@@ -62,13 +62,14 @@ class HostBuffer {
   int64_t n_ = 0;
 };
 
-/// buffer_plan.h's Device over host memory: allocations and copies.
+/// plan_executor.h's BufferStorage device over host memory: allocations and copies.
 struct HostDevice {
   HostBuffer create_buffer(int64_t numel, std::string_view) { return HostBuffer(numel); }
   void upload(HostBuffer& b, const float* data, int64_t numel) { std::copy(data, data + numel, b.data()); }
   void download(const HostBuffer& b, float* data, int64_t numel) { std::copy(b.data(), b.data() + numel, data); }
 };
-using Persistent = detail::PersistentValues<HostDevice, HostBuffer>;
+using Storage = detail::BufferStorage<HostDevice, HostBuffer>;
+using Persistent = detail::PersistentValues<Storage>;
 
 /// Worker threads that run the workgroups of one kernel at a time together with the calling thread: the range is cut
 /// into chunks taken in turn (contiguous workgroups per chunk: neighbouring tiles share rows). The chunk counter
@@ -179,7 +180,7 @@ class CpuSimdExecutable final : public Executable {
   std::vector<EntryFn> entries_;
   std::vector<int64_t> workgroups_;  ///< per kernel: workgroups of its grid
   std::vector<bool> parallel_;       ///< per kernel: enough work for the pool
-  std::unique_ptr<detail::PlanBuffers<HostDevice, HostBuffer>> buffers_;
+  std::unique_ptr<detail::PlanSlots<Storage>> slots_;
   std::vector<KernelTiming> timings_;
   std::vector<std::pair<std::string, double>> phases_;
 };
@@ -238,9 +239,9 @@ class CpuSimdContext final : public std::enable_shared_from_this<CpuSimdContext>
     return exe;
   }
 
-  std::vector<float> read(const Tensor& leaf) { return persistent_.read(dev_, leaf); }
-  void write(const Tensor& leaf, const std::vector<float>& data) { persistent_.write(dev_, leaf, data); }
-  HostDevice& dev() { return dev_; }
+  std::vector<float> read(const Tensor& leaf) { return persistent_.read(storage_, leaf); }
+  void write(const Tensor& leaf, const std::vector<float>& data) { persistent_.write(storage_, leaf, data); }
+  Storage& storage() { return storage_; }
   Persistent& persistent() { return persistent_; }
 
   ThreadPool& pool() { return pool_; }
@@ -257,6 +258,7 @@ class CpuSimdContext final : public std::enable_shared_from_this<CpuSimdContext>
   cpu_simd::Compiler compiler_;
   ThreadPool pool_;
   HostDevice dev_;
+  Storage storage_{&dev_};
   Persistent persistent_{"cpu-simd"};
   std::string dump_dir_;
   int dumps_ = 0;
@@ -268,7 +270,7 @@ class CpuSimdContext final : public std::enable_shared_from_this<CpuSimdContext>
 CpuSimdExecutable::CpuSimdExecutable(std::shared_ptr<CpuSimdContext> be, Plan plan, std::vector<ComputeKernel> kernels,
                                      std::shared_ptr<cpu_simd::Library> lib)
     : be_(std::move(be)), plan_(std::move(plan)), kernels_(std::move(kernels)), lib_(std::move(lib)) {
-  buffers_ = std::make_unique<detail::PlanBuffers<HostDevice, HostBuffer>>(be_->dev(), be_->persistent(), plan_);
+  slots_ = std::make_unique<detail::PlanSlots<Storage>>(be_->storage(), be_->persistent(), plan_);
   for (size_t i = 0; i < plan_.kernels.size(); ++i) {
     const ComputeKernel& ck = kernels_[i];
     entries_.push_back(reinterpret_cast<EntryFn>(lib_->symbol(ck.entry)));
@@ -283,30 +285,24 @@ CpuSimdExecutable::CpuSimdExecutable(std::shared_ptr<CpuSimdContext> be, Plan pl
 
 std::vector<std::vector<float>> CpuSimdExecutable::run(const std::vector<Feed>& feeds) {
   using Clock = std::chrono::steady_clock;
-  auto ms_since = [](Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); };
-  phases_.clear();
-  Clock::time_point t0 = Clock::now();
-  buffers_->upload_feeds(feeds_, feeds);  // ValueError before any copy
-  phases_.emplace_back("upload", ms_since(t0));
-  t0 = Clock::now();
-  timings_.clear();
   std::vector<float*> bind;
-  for (size_t k = 0; k < plan_.kernels.size(); ++k) {
-    const Kernel& kern = plan_.kernels[k];
-    bind.clear();
-    for (int v : kernels_[k].bindings) bind.push_back(buffers_->of(v).data());
-    const Clock::time_point tk = Clock::now();
-    if (parallel_[k]) be_->pool().run(entries_[k], bind.data(), workgroups_[k]);
-    else entries_[k](bind.data(), 0, workgroups_[k]);
-    if (be_->profile()) timings_.push_back({kern.name, ms_since(tk), false});
-    notify_hook(static_cast<int>(k), kern, plan_, [this](int v) { return buffers_->read(v); });
-  }
-  phases_.emplace_back("submit", ms_since(t0));
-  t0 = Clock::now();
-  std::vector<std::vector<float>> out = buffers_->read_outputs();
-  phases_.emplace_back("readback", ms_since(t0));
-  buffers_->commit_updates();
-  return out;
+  return slots_->run(
+      phases_, [&] { slots_->upload_feeds(feeds_, feeds); },  // ValueError before any copy
+      [&] {
+        timings_.clear();
+        slots_->launch_each(
+            [&](size_t k) {
+              bind.clear();
+              for (int v : kernels_[k].bindings) bind.push_back(slots_->of(v).data());
+              const Clock::time_point tk = Clock::now();
+              if (parallel_[k]) be_->pool().run(entries_[k], bind.data(), workgroups_[k]);
+              else entries_[k](bind.data(), 0, workgroups_[k]);
+              if (be_->profile())
+                timings_.push_back({plan_.kernels[k].name,
+                                    std::chrono::duration<double, std::milli>(Clock::now() - tk).count(), false});
+            },
+            [this](int k, const auto& read) { notify_hook(k, plan_.kernels[k], plan_, read); });
+      });
 }
 
 using CpuSimdBackend = SharedContextBackend<CpuSimdContext>;

@@ -5,9 +5,9 @@
 // emit_compute_kernel per kernel (GLSL 4.50) -> KernelCache (glslang -> SPIR-V -> SPIRV-Cross -> GLSL ES 3.10) ->
 // a linked compute program. Per run: upload the fed inputs, one glDispatchCompute per kernel (each followed by a
 // storage barrier), read back only the program outputs, then swap the front/back buffers of every persistent value
-// that was updated (update kernels write the back buffer: no kernel reads what it writes).
+// that was updated (update kernels write the back buffer: no kernel reads what it writes): plan_executor.h's run over
+// storage buffers.
 #include <algorithm>
-#include <chrono>
 #include <cstdlib>
 #include <memory>
 #include <filesystem>
@@ -16,8 +16,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "buffer_plan.h"
 #include "gles_backends.h"
+#include "plan_executor.h"
 #include "sg/backend.h"
 #include "sg/compute_kernel.h"
 #include "sg/dump.h"
@@ -32,7 +32,8 @@ namespace sg {
 
 namespace {
 
-using Persistent = detail::PersistentValues<gles::Device, gles::Buffer>;
+using Storage = detail::BufferStorage<gles::Device, gles::Buffer>;
+using Persistent = detail::PersistentValues<Storage>;
 
 class GlesComputeContext;
 
@@ -50,7 +51,7 @@ class GlesComputeExecutable final : public Executable {
   std::shared_ptr<GlesComputeContext> be_;  ///< first: destroyed last, after every device object below
   Plan plan_;
   FeedChecker feeds_{plan_.program};  ///< run()'s feed validation, shared by every backend (sg/feeds.h)
-  detail::PlanBuffers<gles::Device, gles::Buffer> buffers_;
+  detail::PlanSlots<Storage> slots_;
   std::vector<ComputeKernel> kernels_;
   std::vector<const gles::ComputeProgram*> programs_;
   std::vector<KernelTiming> timings_;
@@ -63,6 +64,7 @@ class GlesComputeContext final : public std::enable_shared_from_this<GlesCompute
  public:
   explicit GlesComputeContext(const BackendOptions& opt) : opt_(opt) {
     dev_ = gles::Device::create({});
+    storage_.dev = dev_.get();
     const gles::Caps& c = dev_->caps();
     if (!c.compute)
       throw BackendError(fmt::format("gles-compute: '{}' gave an OpenGL ES {}.{} context; compute shaders need ES 3.1 "
@@ -110,8 +112,9 @@ class GlesComputeContext final : public std::enable_shared_from_this<GlesCompute
     if (!dump_dir_.empty()) dump(*exe, fmt::format("{}/program{:02}", dump_dir_, dumps_++));
     return exe;
   }
-  std::vector<float> read(const Tensor& leaf) { return persistent_.read(*dev_, leaf); }
-  void write(const Tensor& leaf, const std::vector<float>& data) { persistent_.write(*dev_, leaf, data); }
+  std::vector<float> read(const Tensor& leaf) { return persistent_.read(storage_, leaf); }
+  void write(const Tensor& leaf, const std::vector<float>& data) { persistent_.write(storage_, leaf, data); }
+  Storage& storage() { return storage_; }
   Persistent& persistent() { return persistent_; }
 
   /// The linked program of a compute kernel (compiled once per distinct GLSL ES source).
@@ -150,6 +153,7 @@ class GlesComputeContext final : public std::enable_shared_from_this<GlesCompute
  private:
   BackendOptions opt_;
   std::unique_ptr<gles::Device> dev_;
+  Storage storage_{};  // plan_executor.h's storage: dev_'s buffers
   ComputeLimits limits_;       // the device's: the schedule's
   ComputeLimits emit_limits_;  // the emitter's
   KernelCache cache_;
@@ -161,7 +165,7 @@ class GlesComputeContext final : public std::enable_shared_from_this<GlesCompute
 };
 
 GlesComputeExecutable::GlesComputeExecutable(std::shared_ptr<GlesComputeContext> be, Plan plan)
-    : be_(std::move(be)), plan_(std::move(plan)), buffers_(be_->dev(), be_->persistent(), plan_) {
+    : be_(std::move(be)), plan_(std::move(plan)), slots_(be_->storage(), be_->persistent(), plan_) {
   for (auto& k : plan_.kernels) {
     kernels_.push_back(emit_compute_kernel(plan_, k, be_->emit_limits()));
     const std::string key =
@@ -172,30 +176,22 @@ GlesComputeExecutable::GlesComputeExecutable(std::shared_ptr<GlesComputeContext>
 
 std::vector<std::vector<float>> GlesComputeExecutable::run(const std::vector<Feed>& feeds) {
   gles::Device& dev = be_->dev();
-  using Clock = std::chrono::steady_clock;
-  auto ms_since = [](Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); };
-  phases_.clear();
-  Clock::time_point t0 = Clock::now();
-  buffers_.upload_feeds(feeds_, feeds);
-  phases_.emplace_back("upload", ms_since(t0));
-  t0 = Clock::now();
-  timings_.clear();
   std::vector<const gles::Buffer*> bind;
-  for (size_t k = 0; k < plan_.kernels.size(); ++k) {
-    const Kernel& kern = plan_.kernels[k];
-    const ComputeKernel& ck = kernels_[k];
-    bind.clear();
-    for (int v : ck.bindings) bind.push_back(&buffers_.of(v));
-    dev.dispatch(*programs_[k], bind, ck.workgroups, kern.name);
-    if (be_->profile()) timings_.push_back({kern.name, dev.last_draw_ms(), dev.timer_queries_available()});
-    notify_hook(static_cast<int>(k), kern, plan_, [this](int v) { return buffers_.read(v); });
-  }
-  phases_.emplace_back("submit", ms_since(t0));
-  t0 = Clock::now();
-  std::vector<std::vector<float>> out = buffers_.read_outputs();
-  phases_.emplace_back("readback", ms_since(t0));
-  buffers_.commit_updates();
-  return out;
+  return slots_.run(
+      phases_, [&] { slots_.upload_feeds(feeds_, feeds); },
+      [&] {
+        timings_.clear();
+        slots_.launch_each(
+            [&](size_t k) {
+              const Kernel& kern = plan_.kernels[k];
+              const ComputeKernel& ck = kernels_[k];
+              bind.clear();
+              for (int v : ck.bindings) bind.push_back(&slots_.of(v));
+              dev.dispatch(*programs_[k], bind, ck.workgroups, kern.name);
+              if (be_->profile()) timings_.push_back({kern.name, dev.last_draw_ms(), dev.timer_queries_available()});
+            },
+            [this](int k, const auto& read) { notify_hook(k, plan_.kernels[k], plan_, read); });
+      });
 }
 
 using GlesComputeBackend = SharedContextBackend<GlesComputeContext>;
