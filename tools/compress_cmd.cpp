@@ -161,7 +161,7 @@ struct Quant {
 
 }  // namespace
 
-CompressCommand add_compress_command(CLI::App& app) {
+Subcommand add_compress_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("compress", "seed 002's compression of make_cnn digits models: prune | distill | "
                                                  "qat | ptq | int8-eval | split");
   cmd->require_subcommand(1);
@@ -218,7 +218,7 @@ CompressCommand add_compress_command(CLI::App& app) {
   sp->add_option("--name", *split_name, "seed002 | ours")->check(CLI::IsMember({"seed002", "ours"}));
   sp->add_option("--out", *split_out, "write to a file instead of stdout");
 
-  CompressCommand r;
+  Subcommand r;
   r.sub = cmd;
   r.run = [=]() -> int {
     if (p->parsed()) return prune->run();

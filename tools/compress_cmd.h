@@ -6,18 +6,14 @@
 
 #include <CLI/CLI.hpp>
 
+#include "subcommand.h"
+
 namespace sg::cli {
 
 /// Adds `shadergrad compress ...` to `app`; the returned command runs the chosen subcommand:
 ///   auto compress_run = sg::cli::add_compress_command(app);
 ///   ...; if (compress_run) return compress_run();
 /// The run returns the process exit code (0); sg::Error propagates to the caller's handler.
-struct CompressCommand {
-  CLI::App* sub = nullptr;
-  std::function<int()> run;
-  int operator()() const { return run(); }
-  explicit operator bool() const { return sub && sub->parsed(); }
-};
-CompressCommand add_compress_command(CLI::App& app);
+Subcommand add_compress_command(CLI::App& app);
 
 }  // namespace sg::cli

@@ -30,7 +30,7 @@ const CLI::Validator kPositiveValue(
     "POSITIVE");
 }  // namespace
 
-DebugCommand add_debug_command(CLI::App& app) {
+Subcommand add_debug_command(CLI::App& app) {
   auto cfg = std::make_shared<debug::RunConfig>();
   CLI::App* d = app.add_subcommand(
       "debug", "run a few train steps writing every kernel's value/gradient as PNG + stats and DIR/report.html; "
@@ -59,7 +59,7 @@ DebugCommand add_debug_command(CLI::App& app) {
   d->add_flag("--step", cfg->step, "step-through debugger (commands from stdin or --commands)");
   d->add_option("--commands", cfg->commands, "read debugger commands from this file (implies --step)");
 
-  DebugCommand cmd;
+  Subcommand cmd;
   cmd.sub = d;
   cmd.run = [cfg]() -> int {
     if (!cfg->commands.empty()) cfg->step = true;

@@ -16,7 +16,7 @@
 
 namespace sg::cli {
 
-ExportCommand add_export_command(CLI::App& app) {
+Subcommand add_export_command(CLI::App& app) {
   auto mo = std::make_shared<web::ModelExportOptions>();
   auto targets = std::make_shared<web::BundleTargets>();
   web::WebGL2Target* target = &targets->webgl2_target;
@@ -101,7 +101,7 @@ ExportCommand add_export_command(CLI::App& app) {
                                          "instead of the default 2-D row-aligned layouts");
   e->add_option("--split-k", target->min_parallel_texels, "split-K below this many output texels (0 = off)")
       ->check(CLI::NonNegativeNumber);
-  ExportCommand cmd;
+  Subcommand cmd;
   cmd.sub = e;
   cmd.run = [mo, lmo, targets, target_list, out, linear, cpu_only]() {
     if (*cpu_only) targets->webgpu_plans = {"cpu", "cpu-subgroups"};

@@ -5,18 +5,14 @@
 
 #include <CLI/CLI.hpp>
 
+#include "subcommand.h"
+
 namespace sg::cli {
 
 /// Adds `shadergrad export` to `app`; the returned command runs it when the subcommand was given:
 ///   auto export_run = sg::cli::add_export_command(app);
 ///   ...; if (export_run) return export_run();
 /// The run returns the process exit code (0); sg::Error propagates to the caller's handler.
-struct ExportCommand {
-  CLI::App* sub = nullptr;
-  std::function<int()> run;
-  int operator()() const { return run(); }
-  explicit operator bool() const { return sub && sub->parsed(); }
-};
-ExportCommand add_export_command(CLI::App& app);
+Subcommand add_export_command(CLI::App& app);
 
 }  // namespace sg::cli

@@ -121,7 +121,7 @@ const char* content_type_for(const std::string& path) {
   return it == mime_table().end() ? "application/octet-stream" : it->second;
 }
 
-ServeCommand add_serve_command(CLI::App& app) {
+Subcommand add_serve_command(CLI::App& app) {
   auto dir = std::make_shared<std::string>();
   auto port = std::make_shared<int>(8000);
   CLI::App* s = app.add_subcommand("serve", "serve a directory (a web bundle, the example pages) over HTTP on "
@@ -129,7 +129,7 @@ ServeCommand add_serve_command(CLI::App& app) {
   s->add_option("dir", *dir, "directory to serve")->required();
   s->add_option("--port", *port, "TCP port on 127.0.0.1 (default 8000; 0 = any free port, printed)")
       ->check(CLI::Range(0, 65535));
-  ServeCommand cmd;
+  Subcommand cmd;
   cmd.sub = s;
   cmd.run = [dir, port]() { return serve(*dir, *port); };
   return cmd;

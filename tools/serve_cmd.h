@@ -6,18 +6,14 @@
 
 #include <CLI/CLI.hpp>
 
+#include "subcommand.h"
+
 namespace sg::cli {
 
 /// Adds `shadergrad serve DIR [--port N]` to `app`; the returned command runs it when the subcommand was given
 /// (it serves until the process is stopped; returns the exit code). Throws sg::IOError when DIR is not a
 /// directory or the port cannot be bound (the message names the port and how to pick another).
-struct ServeCommand {
-  CLI::App* sub = nullptr;
-  std::function<int()> run;
-  int operator()() const { return run(); }
-  explicit operator bool() const { return sub && sub->parsed(); }
-};
-ServeCommand add_serve_command(CLI::App& app);
+Subcommand add_serve_command(CLI::App& app);
 
 /// The Content-Type `shadergrad serve` sends for a file name ("bundle.json" -> "application/json"); unknown
 /// extensions get "application/octet-stream". Exposed for tests.

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <iostream>
+#include <memory>
 #include <sstream>
 
 #include <CLI/CLI.hpp>
@@ -27,6 +28,7 @@
 #include "export_cmd.h"
 #include "serve_cmd.h"
 #include "cli_choices.h"
+#include "subcommand.h"
 
 namespace {
 
@@ -322,17 +324,12 @@ int cmd_sample(const std::string& load, const sg::lm::SampleOptions& o, const st
   return 0;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  CLI::App app{"shadergrad: train neural networks through generated shaders (Vulkan, GLES compute, GLES fragment, "
-               "CPU; WebGPU and WebGL2 through `export`)"};
-  app.require_subcommand(0, 1);
-  app.set_version_flag("--version", fmt::format("shadergrad {} (web bundles {}, checkpoints {})", SG_VERSION,
-                                                sg::web::kBundleFormat, sg::train::kCheckpointFormat));
-  app.option_defaults()->always_capture_default();  // --help shows every option's default (subcommands inherit it)
-
-  sg::train::Config cfg;
+/// `train` (also what runs when the command line names no subcommand): sg::train::run with the options parsed.
+sg::cli::Subcommand add_train_command(CLI::App& app) {
+  auto cfg_state = std::make_shared<sg::train::Config>();
+  auto quiet_state = std::make_shared<bool>(false);
+  sg::train::Config& cfg = *cfg_state;
+  bool& quiet = *quiet_state;
   auto* train = app.add_subcommand("train", "train a model on a dataset (the default command)");
   std::vector<std::string> train_models = kModels, train_datasets = kDatasets;
   train_models.insert(train_models.end(), sg::lm::kLmModels.begin(), sg::lm::kLmModels.end());
@@ -382,7 +379,6 @@ int main(int argc, char** argv) {
   train->add_flag("--autotune", [&cfg](int64_t) { cfg.autotune = true; },
                   "vulkan: time the tile configurations of every tiled kernel on the device and run the fastest (kept "
                   "in SG_KERNEL_CACHE for later runs; default: env SG_AUTOTUNE)");
-  bool quiet = false;
   train->add_flag("--quiet", quiet, "no progress output");
   train->add_option("--context", cfg.context, "charlm, lstm: positions per row (words of up to N-1 letters fit whole)")
       ->check(count_up_to(4096));
@@ -391,70 +387,11 @@ int main(int argc, char** argv) {
   train->add_option("--heads", cfg.heads, "charlm: attention heads")->check(count_up_to(1024));
   train->add_option("--hidden", cfg.hidden, "lstm: hidden size")->check(count_up_to(65536));
 
-  std::string sload, sbackend = "auto";
-  sg::lm::SampleOptions sopt;
-  auto* sample = app.add_subcommand("sample", "generate words with a charlm or lstm checkpoint, one per line");
-  sample->add_option("--load", sload, "checkpoint written by train --model charlm|lstm --save")->required();
-  sample->add_option("--prefix", sopt.prefix, "every word starts with these letters (a-z; A-Z are lower-cased)");
-  sample->add_option("--count", sopt.count, "words to generate")->check(count_up_to(100000));
-  sample->add_option("--temperature", sopt.temperature,
-                     "softmax temperature of the sampler (0: always the most likely character)")
-      ->check(kNonNegative);
-  sample->add_option("--seed", sopt.seed, "seed of the sampler's generator (std::mt19937_64; 0 .. 2^64-1)")
-      ->check(kNonNegative);
-  sample->add_option("--backend", sbackend, choices(kBackends))->check(CLI::IsMember(kBackends));
-
-  std::string load, image, pbackend = "auto";
-  bool invert = false;
-  auto* predict = app.add_subcommand("predict", "classify an image (PNG or PGM) with a saved checkpoint");
-  predict->add_option("--load", load, "checkpoint written by train --save")->required();
-  predict->add_option("--input", image, "image file (PNG or binary PGM)")->required();
-  predict->add_option("--backend", pbackend, choices(kBackends))->check(CLI::IsMember(kBackends));
-  predict->add_flag("--invert", invert, "invert grey levels (dark strokes on white paper)");
-
-  bool json = false;
-  auto* info = app.add_subcommand("info", "probe the GLES and Vulkan devices (renderer, limits, fp32 round trip)");
-  info->add_flag("--json", json, "print JSON");
-
-  std::string dmodel = "mlp", target = "all", out;
-  int64_t dbatch = 0;
-  bool dunfused = false, dgpu = false, dno_union = false;
-  int dmax_outputs = 8;  // the GLES backend uses the device's GL_MAX_DRAW_BUFFERS (8 on llvmpipe and NVIDIA)
-  auto* dump = app.add_subcommand("dump", "write a model's generated kernels (GLSL, SPIR-V, GLSL ES) and plan.json");
-  dump->add_option("--model", dmodel, choices(kModels))->check(CLI::IsMember(kModels));
-  dump->add_option("--target", target,
-                   "all (default: .glsl, .spv, .spvasm, .frag) | glsl450 | spirv | glsl-es | glsl-es-compute (.comp) | "
-                   "spirv-vulkan (.glsl, .spv, .spvasm of the compute kernels) | wgsl (.wgsl compute kernels for WebGPU's "
-                   "default limits) | wgsl-compat (the same for WebGPU compatibility mode) | cpu-simd (.c kernels of the "
-                   "cpu-simd backend)");
-  dump->add_option("--out", out, "output directory")->required();
-  dump->add_option("--batch", dbatch, "batch size (0 = default: 128 mlp, 64 cnn)")->check(kNonNegative);
-  dump->add_flag("--unfused", dunfused, "one kernel per graph node");
-  dump->add_flag("--gpu", dgpu,
-                 "schedule as the GLES backend does on a hardware GPU (split-K, row-aligned layouts, union-domain "
-                 "kernels) instead of as on llvmpipe; SG_DUMP=DIR with `train` dumps the exact plans a run executes");
-  dump->add_option("--max-outputs", dmax_outputs,
-                   "render targets per kernel (default 8, what the GLES backend uses on llvmpipe and NVIDIA: the "
-                   "device's GL_MAX_DRAW_BUFFERS; GLES 3.0 guarantees 4)")
-      ->check(CLI::Range(1, 8));
-  dump->add_flag("--no-union", dno_union,
-                 "with --gpu: one iteration domain per kernel (no union-domain kernels drawing independent values of "
-                 "different shapes at once; llvmpipe's schedule has none)");
-
-  auto debug_run = sg::cli::add_debug_command(app);
-  auto export_run = sg::cli::add_export_command(app);
-  auto compress_run = sg::cli::add_compress_command(app);
-  auto serve_run = sg::cli::add_serve_command(app);
-  CLI11_PARSE(app, argc, argv);
-  try {
-    if (compress_run) return compress_run();
-    if (debug_run) return debug_run();
-    if (export_run) return export_run();
-    if (serve_run) return serve_run();
-    if (*predict) return cmd_predict(load, image, pbackend, invert);
-    if (*sample) return cmd_sample(sload, sopt, sbackend);
-    if (*info) return cmd_info(json);
-    if (*dump) return cmd_dump(dmodel, target, out, dbatch, dunfused, dgpu, dmax_outputs, dno_union);
+  sg::cli::Subcommand cmd;
+  cmd.sub = train;
+  cmd.run = [cfg_state, quiet_state, train] {
+    sg::train::Config& cfg = *cfg_state;
+    const bool quiet = *quiet_state;
     cfg.progress = !quiet;
     if (sg::lm::is_lm_model(cfg.model)) {  // the language models' defaults for what the command line leaves out
       const sg::train::Config d = sg::train::lm_defaults(cfg.model);
@@ -479,6 +416,111 @@ int main(int argc, char** argv) {
       sg::train::run(cfg, std::cout);
     }
     return 0;
+  };
+  return cmd;
+}
+
+/// `sample`: cmd_sample with the options parsed.
+sg::cli::Subcommand add_sample_command(CLI::App& app) {
+  struct State {
+    std::string load, backend = "auto";
+    sg::lm::SampleOptions opt;
+  };
+  auto st = std::make_shared<State>();
+  auto* sample = app.add_subcommand("sample", "generate words with a charlm or lstm checkpoint, one per line");
+  sample->add_option("--load", st->load, "checkpoint written by train --model charlm|lstm --save")->required();
+  sample->add_option("--prefix", st->opt.prefix, "every word starts with these letters (a-z; A-Z are lower-cased)");
+  sample->add_option("--count", st->opt.count, "words to generate")->check(count_up_to(100000));
+  sample->add_option("--temperature", st->opt.temperature,
+                     "softmax temperature of the sampler (0: always the most likely character)")
+      ->check(kNonNegative);
+  sample->add_option("--seed", st->opt.seed, "seed of the sampler's generator (std::mt19937_64; 0 .. 2^64-1)")
+      ->check(kNonNegative);
+  sample->add_option("--backend", st->backend, choices(kBackends))->check(CLI::IsMember(kBackends));
+
+  return {sample, [st] { return cmd_sample(st->load, st->opt, st->backend); }};
+}
+
+/// `predict`: cmd_predict with the options parsed.
+sg::cli::Subcommand add_predict_command(CLI::App& app) {
+  struct State {
+    std::string load, image, backend = "auto";
+    bool invert = false;
+  };
+  auto st = std::make_shared<State>();
+  auto* predict = app.add_subcommand("predict", "classify an image (PNG or PGM) with a saved checkpoint");
+  predict->add_option("--load", st->load, "checkpoint written by train --save")->required();
+  predict->add_option("--input", st->image, "image file (PNG or binary PGM)")->required();
+  predict->add_option("--backend", st->backend, choices(kBackends))->check(CLI::IsMember(kBackends));
+  predict->add_flag("--invert", st->invert, "invert grey levels (dark strokes on white paper)");
+
+  return {predict, [st] { return cmd_predict(st->load, st->image, st->backend, st->invert); }};
+}
+
+/// `info`: cmd_info with the options parsed.
+sg::cli::Subcommand add_info_command(CLI::App& app) {
+  auto json = std::make_shared<bool>(false);
+  auto* info = app.add_subcommand("info", "probe the GLES and Vulkan devices (renderer, limits, fp32 round trip)");
+  info->add_flag("--json", *json, "print JSON");
+
+  return {info, [json] { return cmd_info(*json); }};
+}
+
+/// `dump`: cmd_dump with the options parsed.
+sg::cli::Subcommand add_dump_command(CLI::App& app) {
+  struct State {
+    std::string model = "mlp", target = "all", out;
+    int64_t batch = 0;
+    bool unfused = false, gpu = false, no_union = false;
+    int max_outputs = 8;  // the GLES backend uses the device's GL_MAX_DRAW_BUFFERS (8 on llvmpipe and NVIDIA)
+  };
+  auto st = std::make_shared<State>();
+  auto* dump = app.add_subcommand("dump", "write a model's generated kernels (GLSL, SPIR-V, GLSL ES) and plan.json");
+  dump->add_option("--model", st->model, choices(kModels))->check(CLI::IsMember(kModels));
+  dump->add_option("--target", st->target,
+                   "all (default: .glsl, .spv, .spvasm, .frag) | glsl450 | spirv | glsl-es | glsl-es-compute (.comp) | "
+                   "spirv-vulkan (.glsl, .spv, .spvasm of the compute kernels) | wgsl (.wgsl compute kernels for WebGPU's "
+                   "default limits) | wgsl-compat (the same for WebGPU compatibility mode) | cpu-simd (.c kernels of the "
+                   "cpu-simd backend)");
+  dump->add_option("--out", st->out, "output directory")->required();
+  dump->add_option("--batch", st->batch, "batch size (0 = default: 128 mlp, 64 cnn)")->check(kNonNegative);
+  dump->add_flag("--unfused", st->unfused, "one kernel per graph node");
+  dump->add_flag("--gpu", st->gpu,
+                 "schedule as the GLES backend does on a hardware GPU (split-K, row-aligned layouts, union-domain "
+                 "kernels) instead of as on llvmpipe; SG_DUMP=DIR with `train` dumps the exact plans a run executes");
+  dump->add_option("--max-outputs", st->max_outputs,
+                   "render targets per kernel (default 8, what the GLES backend uses on llvmpipe and NVIDIA: the "
+                   "device's GL_MAX_DRAW_BUFFERS; GLES 3.0 guarantees 4)")
+      ->check(CLI::Range(1, 8));
+  dump->add_flag("--no-union", st->no_union,
+                 "with --gpu: one iteration domain per kernel (no union-domain kernels drawing independent values of "
+                 "different shapes at once; llvmpipe's schedule has none)");
+
+  return {dump, [st] {
+            return cmd_dump(st->model, st->target, st->out, st->batch, st->unfused, st->gpu, st->max_outputs,
+                            st->no_union);
+          }};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"shadergrad: train neural networks through generated shaders (Vulkan, GLES compute, GLES fragment, "
+               "CPU; WebGPU and WebGL2 through `export`)"};
+  app.require_subcommand(0, 1);
+  app.set_version_flag("--version", fmt::format("shadergrad {} (web bundles {}, checkpoints {})", SG_VERSION,
+                                                sg::web::kBundleFormat, sg::train::kCheckpointFormat));
+  app.option_defaults()->always_capture_default();  // --help shows every option's default (subcommands inherit it)
+  const sg::cli::Subcommand train = add_train_command(app);
+  const std::vector<sg::cli::Subcommand> others = {
+      add_sample_command(app),        add_predict_command(app),        add_info_command(app),
+      add_dump_command(app),          sg::cli::add_debug_command(app), sg::cli::add_export_command(app),
+      sg::cli::add_compress_command(app), sg::cli::add_serve_command(app)};
+  CLI11_PARSE(app, argc, argv);
+  try {
+    for (const sg::cli::Subcommand& c : others)
+      if (c) return c();
+    return train();  // `train`, or no subcommand at all
   } catch (const sg::Error& e) {
     std::cerr << "shadergrad: " << e.what() << "\n";
     return 1;
