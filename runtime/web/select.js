@@ -40,7 +40,7 @@ export async function selectBackend(bundle, options = {}) {
     const no = bundleReason(bundle, backend);
     if (no) { attempts.push({ backend, ok: false, reason: no }); continue; }
     const r = backend === 'webgpu' ? await probeWebGPU(bundle.webgpuPlans, options, bundle.webgpu?.cpu_adapter)
-      : backend === 'webgl2' ? probeWebGL2(bundle.requires, options) : await probeWasm(bundle);
+      : backend === 'webgl2' ? probeWebGL2(bundle.requires, options) : await probeWasm(bundle, options);
     if (r.device) {
       const ok = backend === 'webgpu'
         ? `${r.device.renderer}: ${r.planReason}; limits cover that plan${r.device.timestamps ? ', timestamp-query' : ''}`

@@ -5,7 +5,10 @@
 // swapped after each run; a program's pooled temporaries, inputs and constants its own, placed when the program is
 // first run or prepared. A kernel is one call of its exported entry `entry(buf, 0, workgroups)` (buf: the byte
 // offsets of its bindings' arrays, inputs then outputs, in a table of 32-bit pointers in the same memory), on the
-// calling thread; only the program outputs are copied out.
+// calling thread — or, where the device has a pool of Workers (wasm.js: a shared memory) and the kernel enough work
+// (its `work` at least bundle.json `wasm.threads.parallel_work`, more than one workgroup), split over the pool and the
+// calling thread in contiguous chunks of workgroups (wasm_pool.js), with the same results bit for bit; only the
+// program outputs are copied out.
 import { BundleError, ContextLostError } from './errors.js';
 import { numel } from './bundle.js';
 import { checkedFeeds, checkWriteValues } from './feeds.js';
@@ -70,8 +73,8 @@ class ProgramRun {
       }
     this.kernels = d.kernels.map((k) => {
       const where = { program: name, kernel: k.name };
-      return { desc: k, fn: dev.entry(k.entry, where), table: dev.alloc(4 * k.bindings.length, `the bindings of ${k.name}`),
-               workgroups: BigInt(k.workgroups) };
+      return { desc: k, fn: dev.entry(k.entry, where), id: dev.entryIndex(k.entry), split: dev.splits(k),
+               table: dev.alloc(4 * k.bindings.length, `the bindings of ${k.name}`), workgroups: k.workgroups };
     });
     if (stats) stats.prepared[name] = { fetch_ms: 0, compile_ms: now() - t0, kernels: d.kernels.length };
   }
@@ -99,13 +102,14 @@ class ProgramRun {
     }
   }
 
-  /** Runs kernel `i`: its binding table written (the values' current arrays), then its entry over every workgroup. */
+  /** Runs kernel `i`: its binding table written (the values' current arrays), then its entry over every workgroup
+   * (on the calling thread, or split over the device's pool). */
   kernel(i) {
     const k = this.kernels[i];
     const table = this.device.u32(k.table, k.desc.bindings.length);
     k.desc.bindings.forEach((b, j) => { table[j] = this.offset(b.value); });
     try {
-      k.fn(k.table, 0n, k.workgroups);
+      this.device.call(k.fn, k.id, k.table, k.workgroups, k.split);
     } catch (e) {
       throw new ContextLostError(`wasm: kernel '${k.desc.name}' of program '${this.name}' trapped (${e.message}); the ` +
                                  'module\'s memory may be inconsistent: create the runtime again',

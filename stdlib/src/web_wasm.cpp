@@ -3,7 +3,19 @@
 // to WebAssembly SIMD128 at export time, for the JavaScript runtime's wasm backend (runtime/web/wasm_executor.js).
 // The memory contract is the compute one (sg/compute_kernel.h): one f32 array per value, row-major, bindings = the
 // kernel's inputs then its outputs; the runtime places every array in the module's linear memory and calls each
-// kernel's entry `void ENTRY(float* const* buf, int64_t begin, int64_t end)` for workgroups [0, workgroups).
+// kernel's entry `void ENTRY(float* const* buf, int64_t begin, int64_t end)` for workgroups [0, workgroups), on one
+// thread or split into contiguous ranges over a pool of Workers (runtime/web/wasm_pool.js).
+//
+// One module for one thread and for several: it imports its memory (env.memory, declared shared, at most 4 GiB), so
+// that every Worker's instance runs on the same linear memory. Where the page is not cross-origin isolated (no
+// SharedArrayBuffer) the runtime clears the shared flag of that import in its copy of the bytes (one byte, the same
+// length) and gives it an ordinary memory; a module declaring a shared memory cannot take an ordinary one (checked in
+// V8: "mismatch in shared state of memory"), and a second module would double the bundle's wasm bytes. The data
+// segments are passive: the start function __wasm_init_memory (wasm-ld's, for --shared-memory) copies them once,
+// guarded by an atomic flag in memory, so a Worker's instance leaves the memory as it is. Every instance has its own
+// __stack_pointer (a wasm global, initialised to the module's one stack): the module exports it and each Worker's
+// instance is given its own stack region (the register tiles and libm spill to the shadow stack: the matmul entries
+// take 256 bytes of it).
 //
 // One module for every program (not one per program): the persistent values (parameters, Adam moments) are shared by
 // the programs and must live once in one linear memory, and two modules importing one memory would place their own
@@ -28,6 +40,7 @@
 #include "sg/atomic_file.h"
 #include "sg/subprocess.h"
 #include "sg/backend.h"
+#include "sg/cpu_simd_work.h"
 #include "sg/target.h"
 #include "web_wasm.h"
 
@@ -51,14 +64,24 @@ std::string compiler() {
 /// IEEE flags (no contraction into fma, no -ffast-math: NaN, infinities, signed zeros and the kernel's summation
 /// order as the reference has them); a library module: no entry point, no start files, the SG_EXPORT functions and
 /// __heap_base exported (the runtime places its arrays above it and grows the memory), everything else hidden.
+/// Threads: atomics and bulk memory (the memory may be shared: passive data segments, __wasm_init_memory), the memory
+/// imported and shared (at most kMaxPages), __stack_pointer exported (each Worker's instance gets its own stack),
+/// the stack size fixed (bundle.json `wasm.threads.stack_bytes`). --no-check-features: Debian's wasi-libc (libm) is
+/// built without the atomics feature; its functions touch no memory but their stack and errno (a plain global here;
+/// the kernels never read it), so its objects are safe in a shared memory.
+constexpr int64_t kStackBytes = 65536;
+constexpr int64_t kMaxPages = 65536;  // 4 GiB, all of wasm32
 const std::vector<std::string>& compile_flags() {
-  static const std::vector<std::string> f = {"--target=wasm32-wasi", "-O2", "-msimd128", "-std=c11", "-ffp-contract=off",
-                                             "-fno-math-errno", "-fvisibility=hidden"};
+  static const std::vector<std::string> f = {"--target=wasm32-wasi", "-O2", "-msimd128", "-matomics", "-mbulk-memory",
+                                             "-std=c11", "-ffp-contract=off", "-fno-math-errno", "-fvisibility=hidden"};
   return f;
 }
 const std::vector<std::string>& link_flags() {
-  static const std::vector<std::string> f = {"--target=wasm32-wasi", "-nostartfiles", "-Wl,--no-entry",
-                                             "-Wl,--export-dynamic", "-Wl,--export=__heap_base", "-Wl,--strip-debug"};
+  static const std::vector<std::string> f = {
+      "--target=wasm32-wasi", "-nostartfiles", "-Wl,--no-entry", "-Wl,--export-dynamic", "-Wl,--export=__heap_base",
+      "-Wl,--export=__stack_pointer", "-Wl,--import-memory", "-Wl,--shared-memory",
+      fmt::format("-Wl,--max-memory={}", kMaxPages * 65536), fmt::format("-Wl,-z,stack-size={}", kStackBytes),
+      "-Wl,--no-check-features", "-Wl,--strip-debug"};
   return f;
 }
 
@@ -203,6 +226,7 @@ json describe_program(const Plan& plan, const std::vector<ComputeKernel>& kernel
                 {"workgroup_size", ck.local_size},
                 {"grid", ck.workgroups},
                 {"workgroups", int64_t{ck.workgroups[0]} * ck.workgroups[1] * ck.workgroups[2]},
+                {"work", cpu_simd_kernel_work(plan, plan.kernels[i])},
                 {"bindings", k["bindings"]},
                 {"nodes", k["nodes"]}};
     ks.push_back(std::move(out));
@@ -224,7 +248,11 @@ json section(const Plans& p) {
                       {"max_storage_buffers", l.max_storage_buffers},
                       {"max_workgroup_invocations", l.max_workgroup_invocations}}},
           {"module", kModulePath},
-          {"requires", {{"features", {"simd128"}}}},
+          {"memory", {{"import", "env.memory"}, {"shared", true}, {"maximum_pages", kMaxPages}}},
+          {"threads", {{"parallel_work", kCpuSimdParallelWork},
+                       {"chunks_per_thread", kCpuSimdChunksPerThread},
+                       {"stack_bytes", kStackBytes}}},
+          {"requires", {{"features", {"simd128", "bulk-memory", "atomics"}}}},
           {"compiler", p.compiler}};
 }
 
