@@ -27,6 +27,7 @@
 #include "plan_executor.h"
 #include "sg/backend.h"
 #include "sg/compute_kernel.h"
+#include "sg/cpu_simd_work.h"
 #include "sg/dump.h"
 #include "sg/error.h"
 #include "sg/feeds.h"
@@ -90,7 +91,7 @@ class ThreadPool {
   int threads() const { return static_cast<int>(workers_.size()) + 1; }
   /// Runs f(buf, begin, end) over [0, total) in chunks on every thread; returns when all are done.
   void run(EntryFn f, float* const* buf, int64_t total) {
-    const Job job{f, buf, total, std::min<int64_t>(total, int64_t{threads()} * 4)};
+    const Job job{f, buf, total, std::min<int64_t>(total, int64_t{threads()} * kCpuSimdChunksPerThread)};
     uint32_t gen = 0;
     {
       std::lock_guard<std::mutex> l(m_);
@@ -153,10 +154,6 @@ class ThreadPool {
   uint32_t generation_ = 0;          ///< jobs started (under m_)
   bool stop_ = false;
 };
-
-/// Work below which a kernel runs on the calling thread (output elements x (1 + loop iterations per element)): waking
-/// the pool costs some microseconds, what an elementwise kernel of ~10^4 elements takes.
-constexpr double kParallelWork = 32768;
 
 class CpuSimdContext;
 
@@ -275,11 +272,8 @@ CpuSimdExecutable::CpuSimdExecutable(std::shared_ptr<CpuSimdContext> be, Plan pl
     const ComputeKernel& ck = kernels_[i];
     entries_.push_back(reinterpret_cast<EntryFn>(lib_->symbol(ck.entry)));
     workgroups_.push_back(int64_t{ck.workgroups[0]} * ck.workgroups[1] * ck.workgroups[2]);
-    const Kernel& k = plan_.kernels[i];
-    double elements = 0;
-    for (int o : k.outputs) elements += static_cast<double>(plan_.values[o].node->numel());
-    const double work = elements * (1 + kloop_iterations(k.exprs));
-    parallel_.push_back(be_->pool().threads() > 1 && workgroups_.back() > 1 && work >= kParallelWork);
+    const double work = cpu_simd_kernel_work(plan_, plan_.kernels[i]);  // sg/cpu_simd_work.h: the wasm plan's rule too
+    parallel_.push_back(be_->pool().threads() > 1 && workgroups_.back() > 1 && work >= kCpuSimdParallelWork);
   }
 }
 
