@@ -125,6 +125,9 @@ export interface RuntimeOptions extends LoadOptions {
    * diagnosis). */
   setupProfile?: boolean;
   contextAttributes?: WebGLContextAttributes;
+  /** wasm: threads in all, the calling thread included (1 = no Workers); default min(4, hardwareConcurrency). More
+   * than one only where the memory can be shared: a cross-origin isolated page or Worker (COOP/COEP), or Node. */
+  wasmThreads?: number;
 }
 
 export interface BackendAttempt { backend: BackendName; ok: boolean; reason: string; }
@@ -148,9 +151,12 @@ export interface WebGPUCaps {
   max_storage_buffer_binding_size: number;
 }
 
-/** The wasm backend: the bundle's WebAssembly SIMD128 module on the calling thread. */
+/** The wasm backend: the bundle's WebAssembly SIMD128 module on the calling thread, and on a pool of Workers sharing
+ * its memory where `threads` > 1 (`parallel_work`: the kernel work from which a kernel is split); `why_one_thread`
+ * says why not, in words. */
 export interface WasmCaps {
-  renderer: string; threads: 1; simd128: true; module: string;
+  renderer: string; threads: number; simd128: true; module: string; shared_memory: boolean;
+  parallel_work?: number; why_one_thread?: string;
 }
 
 export type DeviceCaps = WebGL2Caps | WebGPUCaps | WasmCaps;
