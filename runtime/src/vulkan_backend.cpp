@@ -6,7 +6,8 @@
 // buffer that an earlier dispatch since the last barrier wrote or read, then the readback of the program outputs.
 // One submit and one fence wait per step. With a kernel hook installed the kernels are submitted one at a time (the
 // hook reads values between them); with profiling on, timestamps surround every dispatch and every dispatch is
-// separated by a barrier (so a kernel's time is its own).
+// separated by a barrier (so a kernel's time is its own). Which buffer holds which value, the front/back commits, the
+// hook calls and the row-major readback are plan_executor.h's (VulkanStorage: device-local buffers).
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -25,6 +26,7 @@
 #include "sg/kernel_cache.h"
 #include "sg/vulkan_device.h"
 #include "env_flag.h"
+#include "plan_executor.h"
 #include "vulkan_autotune.h"
 #include "shared_context_backend.h"
 
@@ -32,11 +34,22 @@ namespace sg {
 
 namespace {
 
-/// A persistent value's two buffers; buf[front] holds the current value.
-struct Persistent {
-  vk::Buffer buf[2];
-  int front = 0;
+/// plan_executor.h's storage: a storage buffer per slot (sizes in floats there, in bytes here).
+struct VulkanStorage {
+  using Slot = vk::Buffer;
+  vk::Device* dev = nullptr;
+  Slot create_value(const Value& v) { return dev->create_buffer(v.node->numel() * 4, v.name); }
+  Slot create_pooled(const Plan& plan, int b) {
+    return dev->create_buffer(plan.buffers[b].numel * 4, fmt::format("pool{}", b));
+  }
+  Slot create_leaf(const Node& leaf, const std::string& name, Extent, const Slot*) {
+    return dev->create_buffer(leaf.numel() * 4, name);
+  }
+  bool covers(const Slot&, Extent) { return true; }
+  void upload(Slot& s, const float* data, int64_t numel) { dev->upload(s, data, numel * 4); }
+  void download(const Slot& s, float* data, int64_t numel) { dev->download(s, data, numel * 4); }
 };
+using Persistent = detail::PersistentValues<VulkanStorage>;
 
 /// The limits kernels are scheduled for: the device's, each clamped by VulkanOptions::max_limits when given.
 ComputeLimits clamp_limits(ComputeLimits d, const std::optional<ComputeLimits>& cap) {
@@ -70,27 +83,21 @@ class VulkanExecutable final : public Executable {
     vk::CommandBuffer cmd;              // recorded on first use (VulkanOptions::record_steps)
   };
   vk::Device& dev();
-  const vk::Buffer& buffer_of(int value_id);
-  std::vector<uint8_t> parity_key() const;
   Variant& variant();
   void write_inputs(const std::vector<Feed>& feeds);
   void record(vk::CommandBuffer& cmd, const Variant& var, size_t k0, size_t k1, bool timestamps);
   void submit_per_kernel(Variant& var, bool timestamps);
-  std::vector<float> read_value(int value_id, bool after_step);
   void collect_timestamps();
 
   std::shared_ptr<VulkanContext> be_;  ///< first: destroyed last, after every Vulkan object below
   Plan plan_;
   FeedChecker feeds_{plan_.program};                      ///< run()'s feed validation, shared by every backend
-  std::unordered_map<const Node*, int> input_values_;     ///< Input leaf -> its value id in plan_
   std::vector<ComputeKernel> kernels_;
   std::vector<const vk::Pipeline*> pipelines_;
-  std::vector<vk::Buffer> pool_;                      // pooled temporaries
-  std::unordered_map<int, vk::Buffer> own_;           // inputs and constants, by value id
+  detail::PlanSlots<VulkanStorage> slots_;            // the buffer of every value (plan_executor.h)
   std::unordered_map<int, vk::Buffer> in_staging_;    // staging path: fed inputs, by value id
   std::unordered_map<int, vk::Buffer> out_staging_;   // staging path: program outputs, by value id
-  std::vector<Persistent*> persistent_;               // every persistent value read or updated
-  std::map<std::vector<uint8_t>, Variant> variants_;  // by parity_key()
+  std::map<std::vector<uint8_t>, Variant> variants_;  // by slots_.fronts()
   vk::CommandBuffer scratch_;                         // unrecorded steps, per-kernel submits
   vk::QueryPool queries_;                             // 2 timestamps per kernel and repeat (profiling)
   int repeats_ = 1;                                   // VulkanOptions::repeat_dispatches
@@ -114,6 +121,7 @@ class VulkanContext final : public std::enable_shared_from_this<VulkanContext> {
       throw ValueError(fmt::format("vulkan: VulkanOptions::repeat_dispatches must be >= 1, got {}",
                                    opt.vulkan.repeat_dispatches));
     dev_ = vk::Device::create(d);
+    storage_.dev = dev_.get();
     limits_ = clamp_limits(dev_->caps().limits, opt.vulkan.max_limits);
     if (!opt.vulkan.subgroups.value_or(env_flag("SG_VULKAN_SUBGROUPS").value_or(true)))
       limits_.subgroup_arithmetic = false;
@@ -134,34 +142,13 @@ class VulkanContext final : public std::enable_shared_from_this<VulkanContext> {
   std::string name() const { return "vulkan"; }
   std::string device() const { return dev_->caps().name; }
   std::unique_ptr<Executable> compile(const Program& p);
-  std::vector<float> read(const Tensor& leaf) {
-    Persistent& p = persistent(leaf.node());
-    std::vector<float> out(static_cast<size_t>(leaf.numel()));
-    dev_->download(p.buf[p.front], out.data(), leaf.numel() * 4);
-    return out;
-  }
-  void write(const Tensor& leaf, const std::vector<float>& data) {
-    if (static_cast<int64_t>(data.size()) != leaf.numel())
-      throw ValueError(fmt::format("write: {} expects {} values, got {}", leaf.node()->describe(), leaf.numel(),
-                                   data.size()));
-    Persistent& p = persistent(leaf.node());
-    dev_->upload(p.buf[p.front], data.data(), leaf.numel() * 4);
-  }
-
-  /// The front/back buffers of a Param/State leaf, created (with its initial data) on first use.
-  Persistent& persistent(const NodePtr& n) {
-    auto it = state_.find(n.get());
-    if (it != state_.end()) return it->second;
-    if (!n->data) throw ValueError("vulkan: " + n->describe() + " is not a parameter or state");
-    Persistent p;
-    p.buf[0] = dev_->create_buffer(n->numel() * 4, n->name);
-    p.buf[1] = dev_->create_buffer(n->numel() * 4, n->name + ".back");
-    dev_->upload(p.buf[0], n->data->data(), n->numel() * 4);
-    keep_.push_back(n);
-    return state_.emplace(n.get(), std::move(p)).first->second;  // node-based map: the reference stays valid
-  }
+  std::vector<float> read(const Tensor& leaf) { return persistent_.read(storage_, leaf); }
+  void write(const Tensor& leaf, const std::vector<float>& data) { persistent_.write(storage_, leaf, data); }
 
   vk::Device& dev() { return *dev_; }
+  VulkanStorage& storage() { return storage_; }
+  /// The front/back buffers of the Param/State leaves (plan_executor.h).
+  Persistent& persistent() { return persistent_; }
   const BackendOptions& options() const { return opt_; }
 
  private:
@@ -177,8 +164,8 @@ class VulkanContext final : public std::enable_shared_from_this<VulkanContext> {
   ComputeLimits emit_limits_;  ///< limits_ with BackendOptions::gpu_tiles applied (what kernels are emitted for)
   std::unordered_map<const CompiledShader*, vk::Pipeline> pipelines_;  // never evicted (as GLES programs)
   std::unordered_map<std::string, const vk::Pipeline*> by_code_;      // kernel_code_key -> pipeline (in pipelines_)
-  std::unordered_map<const Node*, Persistent> state_;
-  std::vector<NodePtr> keep_;  // keeps persistent nodes alive while their buffers exist
+  VulkanStorage storage_;
+  Persistent persistent_{"vulkan"};  // after dev_: its buffers go before the device
   std::string dump_dir_;
   int dumps_ = 0;
   bool autotune_ = false;  ///< BackendOptions::autotune / SG_AUTOTUNE
@@ -283,28 +270,17 @@ std::unique_ptr<Executable> VulkanContext::compile(const Program& p) {
 
 VulkanExecutable::VulkanExecutable(std::shared_ptr<VulkanContext> be, Plan plan, std::vector<ComputeKernel> kernels,
                                    std::vector<const vk::Pipeline*> pipelines)
-    : be_(std::move(be)), plan_(std::move(plan)), kernels_(std::move(kernels)), pipelines_(std::move(pipelines)) {
+    : be_(std::move(be)),
+      plan_(std::move(plan)),
+      kernels_(std::move(kernels)),
+      pipelines_(std::move(pipelines)),
+      slots_(be_->storage(), be_->persistent(), plan_) {
   vk::Device& d = dev();
-  for (auto& v : plan_.values)
-    if (v.kind == ValueKind::Input) input_values_.emplace(v.node.get(), v.id);
   const bool staging = !d.caps().direct_map;
-  for (size_t b = 0; b < plan_.buffers.size(); ++b)
-    pool_.push_back(d.create_buffer(plan_.buffers[b].numel * 4, fmt::format("pool{}", b)));
-  std::set<Persistent*> seen;
-  for (auto& v : plan_.values) {
-    const int64_t bytes = v.node->numel() * 4;
-    if (v.kind == ValueKind::Input) {
-      own_.emplace(v.id, d.create_buffer(bytes, v.name));
-      if (staging) in_staging_.emplace(v.id, d.create_staging_buffer(bytes, v.name + ".staging", false));
-    }
-    if (v.kind == ValueKind::Constant) {
-      vk::Buffer b = d.create_buffer(bytes, v.name);
-      d.upload(b, v.node->data->data(), bytes);
-      own_.emplace(v.id, std::move(b));
-    }
-    if (v.kind == ValueKind::Persistent)
-      if (Persistent* p = &be_->persistent(v.node); seen.insert(p).second) persistent_.push_back(p);
-  }
+  if (staging)
+    for (auto& v : plan_.values)
+      if (v.kind == ValueKind::Input)
+        in_staging_.emplace(v.id, d.create_staging_buffer(v.node->numel() * 4, v.name + ".staging", false));
   if (staging)
     for (int id : plan_.output_values)
       if (!out_staging_.count(id))
@@ -318,33 +294,8 @@ VulkanExecutable::VulkanExecutable(std::shared_ptr<VulkanContext> be, Plan plan,
 
 vk::Device& VulkanExecutable::dev() { return be_->dev(); }
 
-const vk::Buffer& VulkanExecutable::buffer_of(int id) {
-  const Value& v = plan_.values[id];
-  switch (v.kind) {
-    case ValueKind::Input:
-    case ValueKind::Constant: return own_.at(id);
-    case ValueKind::Persistent: {
-      Persistent& p = be_->persistent(v.node);
-      return p.buf[p.front];
-    }
-    case ValueKind::Temp:
-      if (v.update_of >= 0) {  // the next value of a persistent value: its back buffer
-        Persistent& p = be_->persistent(plan_.values[v.update_of].node);
-        return p.buf[1 - p.front];
-      }
-      return pool_.at(v.buffer);
-  }
-  throw BackendError("vulkan: unknown value kind");
-}
-
-std::vector<uint8_t> VulkanExecutable::parity_key() const {
-  std::vector<uint8_t> key;
-  for (const Persistent* p : persistent_) key.push_back(static_cast<uint8_t>(p->front));
-  return key;
-}
-
 VulkanExecutable::Variant& VulkanExecutable::variant() {
-  auto key = parity_key();
+  auto key = slots_.fronts();
   auto it = variants_.find(key);
   if (it != variants_.end()) return it->second;
   Variant var;
@@ -353,7 +304,7 @@ VulkanExecutable::Variant& VulkanExecutable::variant() {
   var.pool = dev().create_descriptor_pool(static_cast<int>(kernels_.size()), descriptors);
   for (size_t k = 0; k < kernels_.size(); ++k) {
     std::vector<const vk::Buffer*> bufs;
-    for (int id : kernels_[k].bindings) bufs.push_back(&buffer_of(id));
+    for (int id : kernels_[k].bindings) bufs.push_back(&slots_.of(id));
     var.sets.push_back(dev().allocate_set(var.pool, *pipelines_[k], bufs));
   }
   return variants_.emplace(std::move(key), std::move(var)).first->second;
@@ -366,7 +317,7 @@ void VulkanExecutable::record(vk::CommandBuffer& cmd, const Variant& var, size_t
   cmd.begin();
   cmd.barrier();  // the previous step's (or transfer's) writes are visible
   if (k0 == 0 && !in_staging_.empty()) {
-    for (auto& [id, st] : in_staging_) cmd.copy(st, own_.at(id), plan_.values[id].node->numel() * 4);
+    for (auto& [id, st] : in_staging_) cmd.copy(st, slots_.of(id), plan_.values[id].node->numel() * 4);
     cmd.barrier();
   }
   // the whole step may be dispatched several times back to back (VulkanOptions::repeat_dispatches): the same kernels
@@ -387,7 +338,7 @@ void VulkanExecutable::record(vk::CommandBuffer& cmd, const Variant& var, size_t
     const size_t nin = plan_.kernels[k].inputs.size();
     bool hazard = timestamps;
     for (size_t b = 0; b < ck.bindings.size(); ++b) {
-      VkBuffer h = buffer_of(ck.bindings[b]).handle();
+      VkBuffer h = slots_.of(ck.bindings[b]).handle();
       hazard |= written.count(h) > 0 || (b >= nin && read.count(h) > 0);
     }
     if (hazard && !first) {
@@ -397,66 +348,41 @@ void VulkanExecutable::record(vk::CommandBuffer& cmd, const Variant& var, size_t
     }
     first = false;
     for (size_t b = 0; b < ck.bindings.size(); ++b)
-      (b < nin ? read : written).insert(buffer_of(ck.bindings[b]).handle());
+      (b < nin ? read : written).insert(slots_.of(ck.bindings[b]).handle());
     if (timestamps) cmd.timestamp(queries_, q);
     cmd.dispatch(*pipelines_[k], var.sets[k], ck.workgroups);
     if (timestamps) cmd.timestamp(queries_, q + 1);
   }
   if (k1 == kernels_.size() && !out_staging_.empty()) {
     cmd.barrier();
-    for (auto& [id, st] : out_staging_) cmd.copy(buffer_of(id), st, plan_.values[id].node->numel() * 4);
+    for (auto& [id, st] : out_staging_) cmd.copy(slots_.of(id), st, plan_.values[id].node->numel() * 4);
   }
   cmd.barrier_to_host();
   cmd.end();
 }
 
+/// The fed inputs written to their mapped buffers (staging path: the staging buffers the step copies from).
 void VulkanExecutable::write_inputs(const std::vector<Feed>& feeds) {
-  const std::vector<const std::vector<float>*> data = feeds_.check(feeds);  // ValueError before any write
-  for (size_t i = 0; i < feeds_.inputs().size(); ++i) {
-    const Node* n = feeds_.inputs()[i].get();
-    auto it = input_values_.find(n);
-    if (it == input_values_.end()) continue;  // an input the plan does not read
-    const int id = it->second;
+  slots_.for_each_feed(feeds_, feeds, [this](int id, const std::vector<float>& data) {  // ValueError before any write
     // the GPU is idle between steps (every submit is waited for), so host writes cannot race a dispatch
-    void* dst = in_staging_.count(id) ? in_staging_.at(id).mapped() : own_.at(id).mapped();
-    std::copy(data[i]->begin(), data[i]->end(), static_cast<float*>(dst));
-  }
+    void* dst = in_staging_.count(id) ? in_staging_.at(id).mapped() : slots_.of(id).mapped();
+    std::copy(data.begin(), data.end(), static_cast<float*>(dst));
+  });
 }
 
 /// Runs the step one kernel per submit, calling the hook after each (and timing each on the CPU without timestamps).
 void VulkanExecutable::submit_per_kernel(Variant& var, bool timestamps) {
   using Clock = std::chrono::steady_clock;
-  for (size_t k = 0; k < kernels_.size(); ++k) {
-    const Kernel& kern = plan_.kernels[k];
-    record(scratch_, var, k, k + 1, timestamps);
-    const auto t0 = Clock::now();
-    dev().submit_and_wait(scratch_);
-    if (be_->options().profile && !timestamps)
-      timings_.push_back({kern.name, std::chrono::duration<double, std::milli>(Clock::now() - t0).count(), false});
-    notify_hook(static_cast<int>(k), kern, plan_, [this](int v) { return read_value(v, false); });
-  }
-}
-
-/// A value's current content, row-major (a transposed temporary is transposed back). `after_step`: a program output
-/// right after a whole step, already copied to its readback buffer on the staging path.
-std::vector<float> VulkanExecutable::read_value(int id, bool after_step) {
-  const Value& val = plan_.values[id];
-  std::vector<float> v(static_cast<size_t>(val.node->numel()));
-  const int64_t bytes = val.node->numel() * 4;
-  if (after_step && out_staging_.count(id)) {
-    const float* src = static_cast<const float*>(out_staging_.at(id).mapped());
-    std::copy(src, src + v.size(), v.data());
-  } else {
-    dev().download(buffer_of(id), v.data(), bytes);
-  }
-  if (val.transposed) {  // the buffer holds the transpose (Value::transposed): back to row-major
-    const int64_t rows = val.node->shape[0], cols = val.node->shape[1];
-    std::vector<float> t(v.size());
-    for (int64_t i = 0; i < rows; ++i)
-      for (int64_t j = 0; j < cols; ++j) t[i * cols + j] = v[j * rows + i];
-    v.swap(t);
-  }
-  return v;
+  slots_.launch_each(
+      [&](size_t k) {
+        record(scratch_, var, k, k + 1, timestamps);
+        const auto t0 = Clock::now();
+        dev().submit_and_wait(scratch_);
+        if (be_->options().profile && !timestamps)
+          timings_.push_back(
+              {plan_.kernels[k].name, std::chrono::duration<double, std::milli>(Clock::now() - t0).count(), false});
+      },
+      [this](int k, const auto& read) { notify_hook(k, plan_.kernels[k], plan_, read); });
 }
 
 /// Per kernel: its time (the mean over the step's back-to-back repeats) and its start in the first repeat.
@@ -472,40 +398,35 @@ void VulkanExecutable::collect_timestamps() {
 }
 
 std::vector<std::vector<float>> VulkanExecutable::run(const std::vector<Feed>& feeds) {
-  using Clock = std::chrono::steady_clock;
-  auto ms_since = [](Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); };
-  phases_.clear();
   timings_.clear();
-  Clock::time_point t0 = Clock::now();
-  write_inputs(feeds);
-  phases_.emplace_back("upload", ms_since(t0));
-  t0 = Clock::now();
-  Variant& var = variant();
-  const bool profile = be_->options().profile;
-  const bool timestamps = profile && queries_.handle() != VK_NULL_HANDLE;
-  if ((hook_ || (profile && !timestamps)) && !kernels_.empty()) {
-    submit_per_kernel(var, timestamps);  // the last kernel's command buffer also copies the outputs back
-  } else if (be_->options().vulkan.record_steps) {
-    if (!var.cmd.recorded()) {  // recorded once per parity, replayed every step
-      var.cmd = dev().create_command_buffer();
-      record(var.cmd, var, 0, kernels_.size(), timestamps);
+  auto submit = [&] {
+    Variant& var = variant();
+    const bool profile = be_->options().profile;
+    const bool timestamps = profile && queries_.handle() != VK_NULL_HANDLE;
+    if ((hook_ || (profile && !timestamps)) && !kernels_.empty()) {
+      submit_per_kernel(var, timestamps);  // the last kernel's command buffer also copies the outputs back
+    } else if (be_->options().vulkan.record_steps) {
+      if (!var.cmd.recorded()) {  // recorded once per parity, replayed every step
+        var.cmd = dev().create_command_buffer();
+        record(var.cmd, var, 0, kernels_.size(), timestamps);
+      }
+      dev().submit_and_wait(var.cmd);
+    } else {
+      record(scratch_, var, 0, kernels_.size(), timestamps);
+      dev().submit_and_wait(scratch_);
     }
-    dev().submit_and_wait(var.cmd);
-  } else {
-    record(scratch_, var, 0, kernels_.size(), timestamps);
-    dev().submit_and_wait(scratch_);
-  }
-  if (timestamps) collect_timestamps();
-  phases_.emplace_back("submit", ms_since(t0));
-  t0 = Clock::now();
-  std::vector<std::vector<float>> out;
-  for (int id : plan_.output_values) out.push_back(read_value(id, true));
-  phases_.emplace_back("readback", ms_since(t0));
-  for (auto& [target, value] : plan_.updates) {
-    Persistent& p = be_->persistent(plan_.values[target].node);
-    p.front = 1 - p.front;
-  }
-  return out;
+    if (timestamps) collect_timestamps();
+  };
+  // a program output right after the step: on the staging path already copied to its readback buffer
+  auto download = [this](const vk::Buffer& b, int id, float* dst, int64_t numel) {
+    if (auto it = out_staging_.find(id); it != out_staging_.end()) {
+      const float* src = static_cast<const float*>(it->second.mapped());
+      std::copy(src, src + numel, dst);
+    } else {
+      dev().download(b, dst, numel * 4);
+    }
+  };
+  return slots_.run(phases_, [&] { write_inputs(feeds); }, submit, download);
 }
 
 using VulkanBackend = SharedContextBackend<VulkanContext>;
