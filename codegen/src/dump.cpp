@@ -1,4 +1,5 @@
-// Plan dumps: generated sources, SPIR-V and plan.json, written atomically (sg/atomic_file.h).
+// Plan dumps: generated sources (through the targets' emitters, sg/emitter.h), SPIR-V and plan.json, written
+// atomically (sg/atomic_file.h).
 #include "sg/dump.h"
 
 #include <cctype>
@@ -8,8 +9,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "sg/compute_kernel.h"
-#include "sg/emit.h"
+#include "sg/emitter.h"
+#include "sg/target.h"
 
 namespace sg {
 
@@ -39,10 +40,22 @@ void dump_plan(const Plan& plan, const std::string& dir, KernelCache& cache, con
                         ext == ".wgsl" || ext == ".c");
     if (kernel_file) std::filesystem::remove(e.path(), ec);
   }
-  auto dump_stage = [&](const Kernel& k, ShaderStage stage, const std::string& base) {
-    std::string src = stage == ShaderStage::Fragment ? emit_glsl450(plan, k, stage)
-                                                     : emit_compute_kernel(plan, k, opt.compute_limits).source;
-    const CompiledShader& c = cache.get_or_compile(k.name, src, stage);
+  // the emitters of the stages and languages asked for (sg/emitter.h): compute kernels for opt.compute_limits
+  DeviceCaps caps;
+  caps.compute = opt.compute_limits;
+  const EmitOptions eo{.limits = opt.compute_limits};
+  auto emitter = [&](bool on, TargetName name) -> std::unique_ptr<const Emitter> {
+    if (!on) return nullptr;
+    return make_emitter(make_target(name, caps), eo);
+  };
+  const bool glsl_files = opt.glsl450 || opt.spirv || opt.gles;
+  const auto fragment_e = emitter(opt.fragment && glsl_files, TargetName::GlslEsFragment);
+  const auto compute_e = emitter(opt.compute && glsl_files, TargetName::GlslEsCompute);
+  const auto wgsl_e = emitter(opt.compute && opt.wgsl, TargetName::Wgsl);
+  const auto c_e = emitter(opt.compute && opt.c, TargetName::CpuSimd);
+  auto dump_glsl = [&](const Emitter& e, const Kernel& k, const std::string& base) {
+    const ShaderStage stage = *e.shader_stage();
+    const CompiledShader& c = cache.get_or_compile(k.name, e.source(plan, k), stage);
     std::string p = dir + "/" + base;
     if (opt.glsl450) write_file_atomic(p + ".glsl", c.glsl450);
     if (opt.spirv) {
@@ -51,15 +64,14 @@ void dump_plan(const Plan& plan, const std::string& dir, KernelCache& cache, con
     }
     if (opt.gles) write_file_atomic(p + "." + stage_extension(stage), with_header_comment(c.gles, c.glsl450));
   };
-  const bool glsl_files = opt.glsl450 || opt.spirv || opt.gles;
+  auto dump_source = [&](const Emitter& e, const Kernel& k) {
+    write_file_atomic(fmt::format("{}/{}.{}", dir, k.name, e.extension()), e.source(plan, k));
+  };
   for (const Kernel& k : plan.kernels) {
-    if (opt.fragment && glsl_files) dump_stage(k, ShaderStage::Fragment, k.name);
-    if (opt.compute && glsl_files) dump_stage(k, ShaderStage::Compute, opt.fragment ? k.name + "_cs" : k.name);
-    if (opt.compute && opt.wgsl)
-      write_file_atomic(dir + "/" + k.name + ".wgsl",
-                        emit_compute_kernel(plan, k, opt.compute_limits, ComputeLanguage::Wgsl).source);
-    if (opt.compute && opt.c)
-      write_file_atomic(dir + "/" + k.name + ".c", emit_compute_kernel(plan, k, opt.compute_limits, ComputeLanguage::C).source);
+    if (fragment_e) dump_glsl(*fragment_e, k, k.name);
+    if (compute_e) dump_glsl(*compute_e, k, opt.fragment ? k.name + "_cs" : k.name);
+    if (wgsl_e) dump_source(*wgsl_e, k);
+    if (c_e) dump_source(*c_e, k);
   }
   write_file_atomic(dir + "/plan.json", plan.to_json().dump(2) + "\n");
 }

@@ -10,7 +10,7 @@
 #include "gles_backends.h"
 #include "sg/backend.h"
 #include "sg/dump.h"
-#include "sg/emit.h"
+#include "sg/emitter.h"
 #include "sg/feeds.h"
 #include "sg/gles_device.h"
 #include "sg/kernel_cache.h"
@@ -66,7 +66,9 @@ class GlesContext final : public std::enable_shared_from_this<GlesContext> {
     dev_ = gles::Device::create(d);
     dev_->set_profiling(opt.profile);
     target_ = make_target(TargetName::GlslEsFragment, device_caps());
-    so_ = schedule_options(target_, opt);  // the one policy (sg/backend.h); throws ValueError for bad options
+    const TargetPolicy policy = target_policy(target_, opt);  // the one policy (sg/backend.h); ValueError for bad options
+    so_ = policy.schedule;
+    emitter_ = make_emitter(target_, policy.emit);
     // GPU-only: CPU rasterisers run a few threads over the commands and gain nothing from early flushes
     flush_draws_ = opt.flush_draws.value_or(!target_.cpu_device);
     dump_dir_ = opt.dump_dir;
@@ -157,9 +159,9 @@ class GlesContext final : public std::enable_shared_from_this<GlesContext> {
   /// The program of kernel k: compiled once per kernel_code_key (kernels equal up to the names of their values
   /// share the program of the first one, whose sampler names the caller binds by position).
   const KernelProgram& program_for(Plan& plan, const Kernel& k) {
-    const std::string key = kernel_code_key(plan, k, [&] { return emit_glsl450(plan, k, ShaderStage::Fragment); });
+    const std::string key = emitter_->code_key(plan, k);
     if (auto hit = by_code_.find(key); hit != by_code_.end()) return hit->second;
-    std::string src = emit_glsl450(plan, k, ShaderStage::Fragment);
+    std::string src = emitter_->source(plan, k);
     try {
       const CompiledShader& c = cache_.get_or_compile(k.name, src, ShaderStage::Fragment);
       auto it = programs_.find(c.gles);
@@ -188,6 +190,7 @@ class GlesContext final : public std::enable_shared_from_this<GlesContext> {
   int dumps_ = 0;
   Target target_;
   ScheduleOptions so_;
+  std::unique_ptr<const Emitter> emitter_;  ///< the glsl-es-fragment emitter (make_emitter)
   bool flush_draws_ = false;
 };
 

@@ -1,12 +1,12 @@
 // The GLES compute backend ("gles-compute"): executes Plans as GLSL ES 3.10 compute dispatches over shader storage
 // buffers in the headless EGL context of the fragment backend (runtime/src/gles_backend.cpp is its model).
 //
-// Per compile: the device's compute limits -> ComputeLimits -> compute_schedule_options -> schedule -> one
-// emit_compute_kernel per kernel (GLSL 4.50) -> KernelCache (glslang -> SPIR-V -> SPIRV-Cross -> GLSL ES 3.10) ->
-// a linked compute program. Per run: upload the fed inputs, one glDispatchCompute per kernel (each followed by a
-// storage barrier), read back only the program outputs, then swap the front/back buffers of every persistent value
-// that was updated (update kernels write the back buffer: no kernel reads what it writes): plan_executor.h's run over
-// storage buffers.
+// Per compile: the device's compute limits -> ComputeLimits -> the glsl-es-compute Target -> target_policy (schedule
+// and emit options) -> schedule -> the target's emitter (make_emitter: GLSL 4.50) per kernel -> KernelCache
+// (glslang -> SPIR-V -> SPIRV-Cross -> GLSL ES 3.10) -> a linked compute program. Per run: upload the fed inputs,
+// one glDispatchCompute per kernel (each followed by a storage barrier), read back only the program outputs, then
+// swap the front/back buffers of every persistent value that was updated (update kernels write the back buffer: no
+// kernel reads what it writes): plan_executor.h's run over storage buffers.
 #include <algorithm>
 #include <cstdlib>
 #include <memory>
@@ -21,7 +21,7 @@
 #include "sg/backend.h"
 #include "sg/compute_kernel.h"
 #include "sg/dump.h"
-#include "sg/emit.h"
+#include "sg/emitter.h"
 #include "sg/error.h"
 #include "sg/feeds.h"
 #include "sg/gles_device.h"
@@ -71,8 +71,6 @@ class GlesComputeContext final : public std::enable_shared_from_this<GlesCompute
                                      "(use --backend gles for the fragment-shader backend)",
                                      c.renderer, c.context_major, c.context_minor));
     limits_ = limits_from_caps(c);
-    emit_limits_ = limits_;
-    if (opt.gpu_tiles) emit_limits_.cpu_device = !*opt.gpu_tiles;
     if (limits_.max_storage_buffers < 2)
       throw BackendError(fmt::format("gles-compute: GL_MAX_COMPUTE_SHADER_STORAGE_BLOCKS = {} on '{}'; a kernel needs "
                                      "at least 2 storage buffers",
@@ -107,7 +105,10 @@ class GlesComputeContext final : public std::enable_shared_from_this<GlesCompute
     return make_target(TargetName::GlslEsCompute, caps);
   }
   std::unique_ptr<Executable> compile(const Program& p) {
-    Plan plan = schedule(p, schedule_options(target(), opt_));
+    const Target t = target();
+    const TargetPolicy policy = target_policy(t, opt_);  // the one policy (sg/backend.h)
+    if (!emitter_) emitter_ = make_emitter(t, policy.emit);
+    Plan plan = schedule(p, policy.schedule);
     auto exe = std::make_unique<GlesComputeExecutable>(shared_from_this(), std::move(plan));
     if (!dump_dir_.empty()) dump(*exe, fmt::format("{}/program{:02}", dump_dir_, dumps_++));
     return exe;
@@ -142,12 +143,13 @@ class GlesComputeContext final : public std::enable_shared_from_this<GlesCompute
   /// SG_DUMP / BackendOptions::dump_dir: the compute kernels that run (sg/dump.h: NAME.glsl, .spv, .spvasm, .comp
   /// and plan.json), emitted for the limits the backend emits for.
   void dump(const Executable& exe, const std::string& dir) {
-    dump_plan(*exe.plan(), dir, cache_, {.fragment = false, .compute = true, .compute_limits = emit_limits_});
+    dump_plan(*exe.plan(), dir, cache_, {.fragment = false, .compute = true, .compute_limits = emitter_->options().limits});
   }
 
   gles::Device& dev() { return *dev_; }
-  /// The limits kernels are emitted for (the device's, with BackendOptions::gpu_tiles applied).
-  const ComputeLimits& emit_limits() const { return emit_limits_; }
+  /// The glsl-es-compute emitter (make_emitter under target_policy: the device's limits, BackendOptions::gpu_tiles
+  /// applied); made by the first compile.
+  const Emitter& emitter() const { return *emitter_; }
   bool profile() const { return opt_.profile; }
 
  private:
@@ -155,7 +157,7 @@ class GlesComputeContext final : public std::enable_shared_from_this<GlesCompute
   std::unique_ptr<gles::Device> dev_;
   Storage storage_{};  // plan_executor.h's storage: dev_'s buffers
   ComputeLimits limits_;       // the device's: the schedule's
-  ComputeLimits emit_limits_;  // the emitter's
+  std::unique_ptr<const Emitter> emitter_;  // the emitter's (limits_ with the policy's tile class)
   KernelCache cache_;
   std::unordered_map<std::string, gles::ComputeProgram> programs_;
   std::unordered_map<std::string, const gles::ComputeProgram*> by_code_;  // kernel_code_key -> program (in programs_)
@@ -167,9 +169,8 @@ class GlesComputeContext final : public std::enable_shared_from_this<GlesCompute
 GlesComputeExecutable::GlesComputeExecutable(std::shared_ptr<GlesComputeContext> be, Plan plan)
     : be_(std::move(be)), plan_(std::move(plan)), slots_(be_->storage(), be_->persistent(), plan_) {
   for (auto& k : plan_.kernels) {
-    kernels_.push_back(emit_compute_kernel(plan_, k, be_->emit_limits()));
-    const std::string key =
-        kernel_code_key(plan_, k, [&] { return emit_compute_kernel(plan_, k, be_->emit_limits()).source; });
+    kernels_.push_back(be_->emitter().compute_kernel(plan_, k));
+    const std::string key = be_->emitter().code_key(plan_, k);
     programs_.push_back(&be_->program_for(k, kernels_.back(), key));
   }
 }

@@ -1,4 +1,4 @@
-// The schedule policy: (Target, BackendOptions) -> ScheduleOptions (see sg/backend.h).
+// The target policy: (Target, BackendOptions) -> ScheduleOptions and EmitOptions (see sg/backend.h).
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -42,10 +42,8 @@ ScheduleOptions texture_policy(const Target& t, const BackendOptions& opt) {
   return so;
 }
 
-}  // namespace
-
-ScheduleOptions schedule_options(const Target& target, const BackendOptions& opt) {
-  validate(opt);
+/// The schedule half of target_policy.
+ScheduleOptions schedule_policy(const Target& target, const BackendOptions& opt) {
   switch (target.storage) {
     case StorageModel::Textures: return texture_policy(target, opt);
     case StorageModel::Buffers: {
@@ -74,6 +72,27 @@ ScheduleOptions schedule_options(const Target& target, const BackendOptions& opt
   ScheduleOptions so;
   so.unfused = opt.unfused;
   return so;
+}
+
+/// The emit half of target_policy: the limits the compute emitters see, the tile class and tiles `opt` forces.
+EmitOptions emit_policy(const Target& target, const BackendOptions& opt) {
+  EmitOptions eo = emit_options(target);
+  if (target.storage != StorageModel::Buffers) return eo;
+  // the schedule's loop budget follows the device; the tile sizes may be forced (tests run GPU tiles on llvmpipe)
+  if (opt.gpu_tiles && target.name != TargetName::CpuSimd) eo.limits.cpu_device = !*opt.gpu_tiles;
+  if (target.name == TargetName::SpirvVulkan) eo.tiles = opt.vulkan.tiles;
+  return eo;
+}
+
+}  // namespace
+
+TargetPolicy target_policy(const Target& target, const BackendOptions& opt) {
+  validate(opt);
+  return {schedule_policy(target, opt), emit_policy(target, opt)};
+}
+
+ScheduleOptions schedule_options(const Target& target, const BackendOptions& opt) {
+  return target_policy(target, opt).schedule;
 }
 
 }  // namespace sg

@@ -7,7 +7,7 @@
 #include "debug_internal.h"
 #include "sg/backend.h"
 #include "sg/dump.h"
-#include "sg/emit.h"
+#include "sg/emitter.h"
 #include "sg/safetensors.h"
 
 namespace sg::debug {
@@ -84,6 +84,8 @@ void Session::Impl::ensure_shaders() {
   }
   shader_info.clear();
   shaders.clear();
+  // kernels of a plan without a compute backend's are listed as the fragment target's emitter prints them
+  const auto fragment = make_emitter(make_target(TargetName::GlslEsFragment, {}));
   for (const Kernel& k : plan->kernels) {
     // a compute backend's kernels as it runs them, else the fragment kernels of the plan
     const auto* compute = exe ? exe->compute_kernels() : nullptr;
@@ -94,7 +96,7 @@ void Session::Impl::ensure_shaders() {
       si.source = (*compute)[ki].source;  // cpu-simd: the C that ran (its header names the nodes and lines)
       si.extension = "c";
     } else {
-      const std::string src = compute ? (*compute)[ki].source : emit_glsl450(*plan, k, stage);
+      const std::string src = compute ? (*compute)[ki].source : fragment->source(*plan, k);
       const CompiledShader& c = cache.get_or_compile(k.name, src, stage);
       // SPIRV-Cross drops comments: carry the GLSL 4.50 header (kernel, output, nodes with source lines) over,
       // right after the #version line so the file stays valid GLSL ES.

@@ -12,7 +12,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "sg/backend.h"
 #include "sg/dump.h"
+#include "sg/emitter.h"
 #include "sg/kernel_cache.h"
 #include "sg/safetensors.h"
 #include "sg/web_export.h"
@@ -277,7 +279,13 @@ TargetPlans schedule_webgpu(const BundleSpec& spec, const WebGPUTarget& target, 
   t.target.cpu_device = webgpu_plan_kind(plan_name).cpu_device;
   t.target.subgroup_broadcast = webgpu_plan_kind(plan_name).subgroup_broadcast;
   const ScheduleOptions so = t.target.schedule_options();
-  const ComputeLimits limits = t.target.limits();
+  // the wgsl target of the preset's limits, its emitter told what the one policy derives (sg::target_policy)
+  DeviceCaps caps;
+  caps.renderer = fmt::format("a WebGPU device (preset {}, {} plan)", target.preset, plan_name);
+  caps.cpu_device = t.target.cpu_device;
+  caps.compute = t.target.limits();
+  const Target wgsl = make_target(TargetName::Wgsl, caps);
+  const auto emitter = make_emitter(wgsl, target_policy(wgsl, BackendOptions{}).emit);
   ExportSummary::WebGPUPlanSummary ps{plan_name, {}, 0};
   for (const BundleProgram& p : spec.programs) {
     Plan plan = schedule(p.program, so);
@@ -290,7 +298,7 @@ TargetPlans schedule_webgpu(const BundleSpec& spec, const WebGPUTarget& target, 
     std::vector<std::string> files;
     for (const Kernel& k : plan.kernels) {
       try {
-        ks.push_back(emit_compute_kernel(plan, k, limits, ComputeLanguage::Wgsl));
+        ks.push_back(emitter->compute_kernel(plan, k));
       } catch (const UnsupportedError& e) {
         throw UnsupportedError(fmt::format("export (webgpu {} plan, preset {}): program '{}': {}", plan_name,
                                            target.preset, p.name, e.what()));

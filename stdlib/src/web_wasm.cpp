@@ -104,13 +104,20 @@ constexpr const char* kPackages =
 
 }  // namespace
 
-ScheduleOptions schedule_options() {
-  return sg::schedule_options(make_target(TargetName::CpuSimd, preset_caps("cpu-simd")), BackendOptions{});
-}
+namespace {
+
+/// The wasm plan's target: the cpu-simd preset, as the native cpu-simd backend schedules it.
+Target wasm_target() { return make_target(TargetName::CpuSimd, preset_caps("cpu-simd")); }
+
+}  // namespace
+
+ScheduleOptions schedule_options() { return sg::schedule_options(wasm_target(), BackendOptions{}); }
 
 Plans schedule_and_compile(const BundleSpec& spec, const std::string& dir, std::vector<std::string>& files) {
-  const ScheduleOptions so = schedule_options();
-  const ComputeLimits limits = preset_caps("cpu-simd").compute;
+  const Target target = wasm_target();
+  const TargetPolicy policy = target_policy(target, BackendOptions{});  // the one policy (sg/backend.h)
+  const ScheduleOptions& so = policy.schedule;
+  const auto emitter = make_emitter(target, policy.emit);  // C11 kernels (the cpu-simd target's emitter)
   const fs::path wdir = fs::path(dir) / "wasm";
   std::error_code ec;
   fs::remove_all(wdir, ec);  // an earlier export's
@@ -127,7 +134,7 @@ Plans schedule_and_compile(const BundleSpec& spec, const std::string& dir, std::
                                  "-msimd128; the entries sg_p{}_KERNEL run workgroups [begin, end))\n", p.name, i);
     std::string chunk;
     for (const Kernel& k : plan.kernels) {
-      ComputeKernel ck = emit_compute_kernel(plan, k, limits, ComputeLanguage::C);
+      ComputeKernel ck = emitter->compute_kernel(plan, k);
       const std::string entry = fmt::format("sg_p{}_{}", i, k.name);
       const std::string from = "SG_EXPORT void " + ck.entry + "(", to = "SG_EXPORT void " + entry + "(";
       const size_t at = ck.source.find(from);

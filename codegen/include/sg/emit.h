@@ -1,6 +1,8 @@
 // shadergrad — kernel IR -> Vulkan-flavoured GLSL 4.50 (the input of glslang) for the fragment stage
 // (codegen/src/emit_fragment.cpp, over the shared expression printer codegen/src/glsl_expr.h). The compute stage
-// has its own emitter over buffer storage: emit_compute_kernel in sg/compute_kernel.h.
+// has its own emitter over buffer storage: emit_compute_kernel in sg/compute_kernel.h. Callers do not choose
+// between them: make_emitter (sg/emitter.h) picks the one of a Target (the glsl-es-fragment target's emitter calls
+// emit_glsl450; Emitter::code_key calls kernel_code_key over its source).
 //
 // Fragment (for GLSL ES 3.00 / WebGL2): each fragment renders one RGBA32F texel = 4 consecutive output
 // elements; inputs are `uniform sampler2D in_<value>` read with texelFetch at integer coordinates

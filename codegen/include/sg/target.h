@@ -2,11 +2,13 @@
 //
 // A Target is built from a device's capabilities (DeviceCaps: what GL, Vulkan or WebGPU report) by make_target.
 // It names the code the emitter writes (TargetName), the pipeline stage, the storage model (textures or buffers)
-// and the limits every kernel must respect. Backends turn (Target, BackendOptions) into ScheduleOptions with the
-// one policy function sg::schedule_options (sg/backend.h); `shadergrad dump` uses the same function over the
+// and the limits every kernel must respect. The Target is the one thing that flows from the device probe (or a
+// preset) to the schedule and the emitter: backends turn (Target, BackendOptions) into ScheduleOptions and
+// EmitOptions with the one policy sg::target_policy (sg/backend.h), and make_emitter(Target, EmitOptions)
+// (sg/emitter.h) gives the target's emitter; `shadergrad dump` and the web export use the same functions over the
 // DeviceCaps presets below, so a dump shows what a backend runs.
 //
-//   target            stage     storage   emitter                               backend
+//   target            stage     storage   make_emitter's emitter over           backend
 //   glsl-es-fragment  fragment  textures  emit_glsl450(.., Fragment) -> ES 3.00  GLES (runtime/src/gles_*)
 //   glsl-es-compute   compute   buffers   emit_compute_kernel (sg/compute_kernel.h) -> ES 3.10
 //   spirv-vulkan      compute   buffers   emit_compute_kernel -> SPIR-V          Vulkan
@@ -96,7 +98,9 @@ struct Target {
   StorageModel storage = StorageModel::Textures;
   TargetLimits limits;
   bool cpu_device = false;  ///< runs on a CPU (the schedule policy skips GPU-only choices)
-  ComputeLimits compute;    ///< buffer targets: the limits compute_schedule_options and emit_compute_kernel see
+  /// Buffer targets: the limits compute_schedule_options sees, and the emitter unless the policy forces its tile class
+  /// (emit_options, sg::target_policy).
+  ComputeLimits compute;
   std::string renderer;     ///< the device, for messages
   /// One line: name, stage, storage and the main limits.
   std::string describe() const;

@@ -19,6 +19,7 @@
 
 #include "sg/autodiff.h"
 #include "sg/compute_kernel.h"
+#include "sg/emitter.h"
 #include "sg/schedule.h"
 #include "sg/target.h"
 
@@ -156,7 +157,7 @@ struct CpuSimdOptions {
 };
 
 /// How a backend is made and what it may choose. Every std::optional left empty means "auto": the backend
-/// decides from its device through sg::schedule_options (below), the one place where the auto policy lives.
+/// decides from its device through sg::target_policy (below), the one place where the auto policy lives.
 struct BackendOptions {
   /// "auto" | "gles" (fragment shaders) | "gles-compute" (GLES 3.1 compute shaders over storage buffers) |
   /// "vulkan" (SPIR-V compute) | "cpu-simd" (C kernels compiled by the system C compiler, run on the host's threads) |
@@ -212,8 +213,16 @@ struct BackendOptions {
   CpuSimdOptions cpu_simd{};       ///< kind "cpu-simd" only
 };
 
-/// The one schedule policy: the ScheduleOptions a backend of `target` uses under `opt` (the GLES backend,
-/// `shadergrad dump`, the benchmarks and the debug session all call it).
+/// What the one target policy derives from a Target and BackendOptions: how to schedule a program for it and what
+/// its emitter (sg::make_emitter, sg/emitter.h) is told.
+struct TargetPolicy {
+  ScheduleOptions schedule;
+  EmitOptions emit;
+};
+
+/// The one target policy: the ScheduleOptions and EmitOptions a backend of `target` uses under `opt` (the backends,
+/// `shadergrad dump`, the web export, the benchmarks and the debug session all call it, or schedule_options below).
+/// Schedule options:
 ///  - textures (glsl-es-fragment): the target's texture, render-target and sampler limits; row planes 4 and column
 ///    planes 2 on every device; split-K (16384 texels), row-aligned layouts and union-domain kernels on GPUs, off
 ///    on CPU devices; each overridable by `opt`;
@@ -222,8 +231,14 @@ struct BackendOptions {
 ///    reduce_tree (the two-stage tree) from `opt`; the texture-only options are ignored;
 ///  - host (cpu): ScheduleOptions defaults with `unfused` (the schedule the debug session shows for the CPU
 ///    reference, which itself runs node by node).
+/// Emit options (buffer targets; the fragment emitter takes none): the limits are target.compute, with the tile
+/// class `opt.gpu_tiles` forces (ComputeLimits::cpu_device = !gpu_tiles) on every buffer target but cpu-simd (whose C
+/// kernels are the cpu plan); spirv-vulkan's tiles are `opt.vulkan.tiles`.
 /// Throws ValueError naming the field for out-of-range values (max_outputs < 1, min_parallel_texels < 0,
 /// row_planes outside 1..8, col_planes other than 1 or 2).
+TargetPolicy target_policy(const Target& target, const BackendOptions& opt);
+
+/// target_policy(target, opt).schedule.
 ScheduleOptions schedule_options(const Target& target, const BackendOptions& opt);
 
 struct BackendChoice {
