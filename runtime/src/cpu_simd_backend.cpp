@@ -1,8 +1,8 @@
 // The cpu-simd backend: executes Plans as C kernels compiled by the system C compiler, on the host's threads.
 //
 // Per compile: the cpu-simd target (preset_caps("cpu-simd"): the cpu plan's register tiles and window blocks,
-// ComputeLimits::register_tiles) -> schedule_options -> schedule -> one emit_compute_kernel(.., ComputeLanguage::C)
-// per kernel -> the kernels concatenated into one translation unit -> one compiler run (cpu_simd_compiler.h: the
+// ComputeLimits::register_tiles) -> target_policy -> schedule -> the target's emitter (make_emitter: C11) per kernel
+// -> the kernels concatenated into one translation unit -> one compiler run (cpu_simd_compiler.h: the
 // kernel cache keyed by source, flags, compiler version and CPU) -> dlopen, one entry point per kernel. Per run: the
 // fed inputs copied into their buffers, each kernel's workgroups run in Plan::kernels order (split over a small
 // thread pool when the kernel has enough work, else on the calling thread), the program outputs copied out, then the
@@ -211,11 +211,14 @@ class CpuSimdContext final : public std::enable_shared_from_this<CpuSimdContext>
   const ComputeLimits& limits() const { return caps_.compute; }
 
   std::unique_ptr<Executable> compile(const Program& p) {
-    Plan plan = schedule(p, schedule_options(target(), opt_));
+    const Target t = target();
+    const TargetPolicy policy = target_policy(t, opt_);  // the one policy (sg/backend.h)
+    const auto emitter = make_emitter(t, policy.emit);    // C11 (the cpu-simd target's emitter)
+    Plan plan = schedule(p, policy.schedule);
     std::vector<ComputeKernel> kernels;
     std::string tu = "// shadergrad cpu-simd: the kernels of one program, one translation unit\n";
     for (const Kernel& k : plan.kernels) {
-      kernels.push_back(emit_compute_kernel(plan, k, limits(), ComputeLanguage::C));
+      kernels.push_back(emitter->compute_kernel(plan, k));
       tu += kernels.back().source + "\n";
     }
     const std::string what =
@@ -230,8 +233,8 @@ class CpuSimdContext final : public std::enable_shared_from_this<CpuSimdContext>
     if (!dump_dir_.empty()) {
       KernelCache unused(std::filesystem::path{});
       dump_plan(*exe->plan(), fmt::format("{}/program{:02}", dump_dir_, dumps_++), unused,
-                {.fragment = false, .compute = true, .compute_limits = limits(), .glsl450 = false, .spirv = false,
-                 .gles = false, .wgsl = false, .c = true});
+                {.fragment = false, .compute = true, .compute_limits = emitter->options().limits, .glsl450 = false,
+                 .spirv = false, .gles = false, .wgsl = false, .c = true});
     }
     return exe;
   }

@@ -83,10 +83,10 @@ struct Prepared {
   }
 };
 
-Prepared prepare(Device& dev, KernelCache& cache, const Plan& plan, const Kernel& k, const ComputeLimits& limits,
+Prepared prepare(Device& dev, KernelCache& cache, const Plan& plan, const Kernel& k, const Emitter& emitter,
                  const TileConfig& t, const std::vector<Buffer>& bufs) {
   Prepared p;
-  p.ck = emit_compute_kernel(plan, k, limits, t);
+  p.ck = emitter.compute_kernel(plan, k, t);
   p.tiles = *p.ck.tiles;
   const CompiledShader& sh = cache.get_or_compile(k.name, p.ck.source, ShaderStage::Compute);
   p.pipe = dev.create_pipeline(sh.spirv, static_cast<int>(p.ck.bindings.size()), p.ck.local_size, k.name + ".tune");
@@ -154,12 +154,12 @@ bool final_check(Device& dev, Prepared& h, Prepared& best, int warm, int rounds)
 }  // namespace
 
 ComputeKernel autotune_kernel(Device& dev, KernelCache& cache, const Plan& plan, const Kernel& k,
-                              const ComputeLimits& limits, ComputeKernel heuristic) {
+                              const Emitter& emitter, ComputeKernel heuristic) {
   if (heuristic.strategy != "tiled-contraction" || !dev.caps().timestamps) return heuristic;
   const auto t_start = Clock::now();
-  const uint64_t key = tune_key(dev, limits, heuristic.source);
+  const uint64_t key = tune_key(dev, emitter.options().limits, heuristic.source);
   auto finish = [&](const TileConfig& t, std::string how) {
-    ComputeKernel ck = emit_compute_kernel(plan, k, limits, t);
+    ComputeKernel ck = emitter.compute_kernel(plan, k, t);
     ck.tuning = std::move(how);
     ck.tuning_ms = ms_since(t_start);
     return ck;
@@ -168,13 +168,13 @@ ComputeKernel autotune_kernel(Device& dev, KernelCache& cache, const Plan& plan,
     const std::string first = rec->substr(0, rec->find('\n'));
     if (auto t = parse_tile_config(first)) return finish(*t, "autotune cache: " + first);
   }
-  const std::vector<TileConfig> cands = tile_candidates(plan, k, limits);
+  const std::vector<TileConfig> cands = emitter.tile_candidates(plan, k);
   if (cands.size() < 2) return heuristic;
   const std::vector<Buffer> bufs = scratch_buffers(dev, plan, heuristic);
 
   // the heuristic first: compiled, one dispatch for its cost, then the warm-up
   std::vector<Prepared> p;
-  p.push_back(prepare(dev, cache, plan, k, limits, cands[0], bufs));
+  p.push_back(prepare(dev, cache, plan, k, emitter, cands[0], bufs));
   (void)dispatch_batch(dev, p[0], 0, 1);
   double once = dispatch_batch(dev, p[0], 0, 1).front();
   const double warmup_ms = dev.caps().limits.cpu_device ? kCpuWarmupMs : kWarmupMs;
@@ -186,7 +186,7 @@ ComputeKernel autotune_kernel(Device& dev, KernelCache& cache, const Plan& plan,
   // as many candidates as the budget allows, estimated at the heuristic's time (all compiled before any timing)
   const double per_candidate = once * (reps + warm) * rounds + 1;
   const size_t fit = static_cast<size_t>(std::max(2.0, kKernelBudgetMs / per_candidate));
-  for (size_t i = 1; i < cands.size() && i < fit; ++i) p.push_back(prepare(dev, cache, plan, k, limits, cands[i], bufs));
+  for (size_t i = 1; i < cands.size() && i < fit; ++i) p.push_back(prepare(dev, cache, plan, k, emitter, cands[i], bufs));
   warm_up(dev, p[0], once, kRoundWarmMs * 10);  // the compiles above let the GPU idle
 
   // rounds after the first are skipped once the kernel's tuning has run past twice the budget (a slow or busy device)

@@ -21,7 +21,7 @@
 #include "sg/backend.h"
 #include "sg/compute_kernel.h"
 #include "sg/dump.h"
-#include "sg/emit.h"
+#include "sg/emitter.h"
 #include "sg/feeds.h"
 #include "sg/kernel_cache.h"
 #include "sg/vulkan_device.h"
@@ -125,13 +125,11 @@ class VulkanContext final : public std::enable_shared_from_this<VulkanContext> {
     limits_ = clamp_limits(dev_->caps().limits, opt.vulkan.max_limits);
     if (!opt.vulkan.subgroups.value_or(env_flag("SG_VULKAN_SUBGROUPS").value_or(true)))
       limits_.subgroup_arithmetic = false;
-    emit_limits_ = limits_;  // the schedule's loop budget follows the device; the tile sizes may be forced (tests)
-    if (opt.gpu_tiles) emit_limits_.cpu_device = !*opt.gpu_tiles;
     autotune_ = opt.autotune.value_or(env_flag("SG_AUTOTUNE").value_or(false));
-    forced_tiles_ = opt.vulkan.tiles;
-    if (const char* t = std::getenv("SG_TILE_CONFIG"); !forced_tiles_ && t && *t) {
-      forced_tiles_ = parse_tile_config(t);
-      if (!forced_tiles_)
+    // SG_TILE_CONFIG stands in for VulkanOptions::tiles, which target_policy hands the emitter
+    if (const char* t = std::getenv("SG_TILE_CONFIG"); !opt_.vulkan.tiles && t && *t) {
+      opt_.vulkan.tiles = parse_tile_config(t);
+      if (!opt_.vulkan.tiles)
         throw ValueError(fmt::format("vulkan: SG_TILE_CONFIG='{}' is not a tile configuration; write it as "
                                      "TXxTY.TMxTN.kBK.gG[.v4][.pf], e.g. 16x16.8x8.k8.g8.v4.pf", t));
     }
@@ -161,7 +159,9 @@ class VulkanContext final : public std::enable_shared_from_this<VulkanContext> {
   KernelCache cache_;  // env SG_KERNEL_CACHE: SPIR-V on disk, and the VkPipelineCache file beside it
   std::unique_ptr<vk::Device> dev_;
   ComputeLimits limits_;
-  ComputeLimits emit_limits_;  ///< limits_ with BackendOptions::gpu_tiles applied (what kernels are emitted for)
+  /// The spirv-vulkan emitter (make_emitter under target_policy: limits_ with BackendOptions::gpu_tiles applied,
+  /// VulkanOptions::tiles or SG_TILE_CONFIG); made by the first compile.
+  std::unique_ptr<const Emitter> emitter_;
   std::unordered_map<const CompiledShader*, vk::Pipeline> pipelines_;  // never evicted (as GLES programs)
   std::unordered_map<std::string, const vk::Pipeline*> by_code_;      // kernel_code_key -> pipeline (in pipelines_)
   VulkanStorage storage_;
@@ -169,7 +169,6 @@ class VulkanContext final : public std::enable_shared_from_this<VulkanContext> {
   std::string dump_dir_;
   int dumps_ = 0;
   bool autotune_ = false;  ///< BackendOptions::autotune / SG_AUTOTUNE
-  std::optional<TileConfig> forced_tiles_;  ///< VulkanOptions::tiles / SG_TILE_CONFIG
 };
 
 /// The Vulkan name of the limit a ComputeLimits field stands for, with the device's value (for error messages).
@@ -186,8 +185,8 @@ std::vector<ComputeKernel> VulkanContext::emit_kernels(const Plan& plan) {
   for (auto& k : plan.kernels) {
     ComputeKernel ck;
     try {
-      ck = emit_compute_kernel(plan, k, emit_limits_, forced_tiles_);
-      if (autotune_ && !forced_tiles_) ck = vk::autotune_kernel(*dev_, cache_, plan, k, emit_limits_, std::move(ck));
+      ck = emitter_->compute_kernel(plan, k);
+      if (autotune_ && !emitter_->options().tiles) ck = vk::autotune_kernel(*dev_, cache_, plan, k, *emitter_, std::move(ck));
     } catch (const UnsupportedError& e) {
       throw UnsupportedError(fmt::format("vulkan: {} ({})", e.what(), limits_note(dev_->caps(), limits_)));
     }
@@ -228,18 +227,22 @@ const vk::Pipeline& VulkanContext::pipeline_for(const Kernel& k, const ComputeKe
 std::unique_ptr<Executable> VulkanContext::compile(const Program& p) {
   ScheduleOptions so;
   try {
-    DeviceCaps caps;  // the spirv-vulkan target of this device; the one schedule policy turns it into options
+    DeviceCaps caps;  // the spirv-vulkan target of this device; the one policy turns it into schedule and emit options
     caps.renderer = dev_->caps().name;
     caps.cpu_device = limits_.cpu_device;
     caps.compute = limits_;
-    so = schedule_options(make_target(TargetName::SpirvVulkan, caps), opt_);
+    const Target target = make_target(TargetName::SpirvVulkan, caps);
+    const TargetPolicy policy = target_policy(target, opt_);
+    so = policy.schedule;
+    if (!emitter_) emitter_ = make_emitter(target, policy.emit);
   } catch (const ValueError& e) {
     throw UnsupportedError(fmt::format("vulkan: {} ({}): the device cannot run compute kernels", e.what(),
                                        limits_note(dev_->caps(), limits_)));
   }
   Plan plan = schedule(p, so);
   if (!dump_dir_.empty())
-    dump_plan(plan, fmt::format("{}/program{:02}", dump_dir_, dumps_++), cache_, {.fragment = false, .compute = true, .compute_limits = emit_limits_});
+    dump_plan(plan, fmt::format("{}/program{:02}", dump_dir_, dumps_++), cache_,
+              {.fragment = false, .compute = true, .compute_limits = emitter_->options().limits});
   // every buffer must fit one storage-buffer binding
   auto check_range = [&](int64_t floats, const std::string& what) {
     const int64_t bytes = (floats * 4 + 15) / 16 * 16;
@@ -260,7 +263,7 @@ std::unique_ptr<Executable> VulkanContext::compile(const Program& p) {
     // an autotuned kernel's tiles are its own: its key is its source
     const std::string key =
         kernels[k].tuning.empty()
-            ? kernel_code_key(plan, kern, [&] { return emit_compute_kernel(plan, kern, emit_limits_, forced_tiles_).source; })
+            ? emitter_->code_key(plan, kern)
             : "autotuned\n" + kernels[k].source;
     pipes.push_back(&pipeline_for(kern, kernels[k], key));
   }
