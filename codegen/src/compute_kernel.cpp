@@ -43,9 +43,12 @@ ScheduleOptions compute_schedule_options(const ComputeLimits& limits) {
   // one workgroup: ~13 GB/s on the H200) becomes about 8 workgroups per compute unit of partial sums, then one
   // workgroup per output. CPU devices already split such loops for the loop budget.
   o.reduce_tree_workgroups = limits.cpu_device ? 0 : reduce_tree_workgroups(limits);
-  // One long reduction per multi-output kernel on GPUs (the tree-reduction strategy parallelises one); CPU devices
-  // run the same total work either way.
-  o.one_long_reduction = !limits.cpu_device;
+  // One long reduction per multi-output kernel on GPUs (the tree-reduction strategy parallelises one) and in the cpu
+  // plan (register tiles: the strategy tiles one contraction and sums any other in its store, one output at a time,
+  // its inlined producers recomputed for every product; charlm's two blocks' GELU weight gradients side by side took
+  // 290 of a 704 ms cpu-simd step, docs/perf-log/P37.md). Other CPU devices (lavapipe, llvmpipe) run the same total
+  // work either way.
+  o.one_long_reduction = !limits.cpu_device || limits.register_tiles;
   // Buffers have no 2-D size limit; the layout only records numel. Keep the texel grid within int64 range.
   o.max_texture_width = int64_t{1} << 24;
   o.max_texture_height = int64_t{1} << 24;

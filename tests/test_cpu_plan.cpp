@@ -1,0 +1,137 @@
+// The cpu plan's schedule (the plan of the cpu-simd backend, the wasm plan and the WGSL plan for CPU implementations of
+// WebGPU: ComputeLimits::register_tiles) on the pattern of issue 37's charlm train step: two transformer MLP blocks
+// whose weight gradients have one shape. The register-tiled strategy (codegen/src/emit_regtile.cpp) tiles one
+// contraction of a kernel; any other reduction of the kernel is summed in its store, one output at a time, with its
+// inlined producers recomputed for every product. Two such gradients in one kernel (multi-output fusion of values of
+// one domain) made the second one a serial per-output loop: charlm's two GELU weight gradients side by side took
+// 290 ms of a 704 ms cpu-simd step (docs/perf-log/P37.md). Values are checked against the CPU reference backend.
+#include "test_util.h"
+
+#include <functional>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "sg/autodiff.h"
+#include "sg/backend.h"
+#include "sg/compute_kernel.h"
+#include "sg/schedule.h"
+#include "sg/sg.h"
+#include "sg/target.h"
+
+using namespace sg;
+
+namespace {
+
+using sg::testing::expect_close;
+using sg::testing::randn;
+
+constexpr int64_t kRows = 512, kModel = 32, kHidden = 128;  // K = 512 rows: a long reduction (>= 256 iterations)
+
+/// Two pre-activation MLP blocks with residuals, h + gelu(h W1) W2 (W1 kModel x kHidden, W2 kHidden x kModel), and a
+/// mean-square loss; SGD on the four weights.
+struct TwoBlocks {
+  Tensor x = input("x", {kRows, kModel});
+  std::vector<Tensor> w = {param("w1a", {kModel, kHidden}, randn(kModel * kHidden, 1, 0.15f)),
+                           param("w2a", {kHidden, kModel}, randn(kHidden * kModel, 2, 0.08f)),
+                           param("w1b", {kModel, kHidden}, randn(kModel * kHidden, 3, 0.15f)),
+                           param("w2b", {kHidden, kModel}, randn(kHidden * kModel, 4, 0.08f))};
+  Program step() const {
+    Tensor h = x + matmul(gelu(matmul(x, w[0])), w[1]);
+    Tensor h2 = h + matmul(gelu(matmul(h, w[2])), w[3]);
+    auto sgd = make_sgd({.lr = 0.05});
+    return make_train_step(mean(h2 * h2), w, *sgd);
+  }
+};
+
+/// The distinct top-level reductions of kernel k of 256 or more loop iterations per element.
+size_t long_reductions(const Kernel& k) {
+  std::vector<KExprPtr> found;
+  std::function<void(const KExprPtr&)> walk = [&](const KExprPtr& e) {
+    if (!e) return;
+    if (e->op == KOp::Reduce) {
+      if (kloop_iterations(e) >= 256 &&
+          std::none_of(found.begin(), found.end(), [&](const KExprPtr& f) { return kequal(f, e); }))
+        found.push_back(e);
+      return;
+    }
+    walk(e->a), walk(e->b), walk(e->c);
+  };
+  for (const KExprPtr& e : k.exprs) walk(e);
+  return found.size();
+}
+
+/// The longest loop the C source sums one output at a time ("// sum over r1<512" comments of the emitter), 0 if none.
+int64_t longest_serial_sum(const std::string& c) {
+  static const std::regex sum_over(R"(// (sum|max|min) over r\d+<(\d+))");
+  int64_t most = 0;
+  for (auto it = std::sregex_iterator(c.begin(), c.end(), sum_over); it != std::sregex_iterator(); ++it)
+    most = std::max<int64_t>(most, std::stoll((*it)[2].str()));
+  return most;
+}
+
+}  // namespace
+
+TEST_CASE("schedule rule one-long-reduction (cpu plan): two MLP blocks' weight gradients of one shape are separate "
+          "register-tiled kernels, none summed per output in another's store (issue 37)",
+          "[schedule][rule][cpu-simd]") {
+  TwoBlocks m;
+  const Program step = m.step();
+  const Target t = make_target(TargetName::CpuSimd, preset_caps("cpu-simd"));
+  REQUIRE(t.compute.register_tiles);
+  ScheduleOptions so = schedule_options(t, {});
+  CHECK(so.one_long_reduction);
+  for (bool rule : {true, false}) {
+    INFO("one_long_reduction " << rule);
+    so.one_long_reduction = rule;
+    const Plan plan = schedule(step, so);
+    size_t most = 0, tiled_gradients = 0;
+    int64_t serial_in_tiled = 0;
+    for (const Kernel& k : plan.kernels) {
+      most = std::max(most, long_reductions(k));
+      const ComputeKernel ck = emit_compute_kernel(plan, k, t.compute, ComputeLanguage::C);
+      if (ck.strategy == "register-tiled") {
+        serial_in_tiled = std::max(serial_in_tiled, longest_serial_sum(ck.source));
+        for (const NodePtr& n : k.nodes)
+          if (n->op == Op::MatMul && (n->shape == Shape{kModel, kHidden} || n->shape == Shape{kHidden, kModel}))
+            ++tiled_gradients;
+      }
+    }
+    if (rule) {
+      CHECK(most == 1);
+      CHECK(serial_in_tiled < 256);  // no long contraction summed one output at a time
+      CHECK(tiled_gradients == 4);   // dW1a, dW2a, dW1b, dW2b each in a register-tiled kernel
+    } else {
+      // without the rule the same-shape gradients share kernels, one of each pair summed serially in the store
+      CHECK(most == 2);
+      CHECK(serial_in_tiled >= kRows);
+    }
+  }
+}
+
+TEST_CASE("cpu plan: two MLP blocks' train steps on cpu-simd (one thread and two) equal the CPU reference",
+          "[cpu-simd][backend]") {
+  auto run_steps = [](const BackendOptions& bo) {
+    TwoBlocks m;
+    auto be = make_backend(bo).backend;
+    REQUIRE(be->name() == bo.kind);
+    auto exe = be->compile(m.step());
+    std::vector<float> losses;
+    for (int s = 0; s < 3; ++s) {
+      std::vector<float> xs = randn(kRows * kModel, 20 + s);
+      losses.push_back(exe->run({{"x", &xs}})[0][0]);
+    }
+    std::vector<std::vector<float>> params;
+    for (const Tensor& w : m.w) params.push_back(be->read(w));
+    return std::make_pair(losses, params);
+  };
+  const auto cpu = run_steps({.kind = "cpu"});
+  for (int threads : {1, 2}) {
+    INFO("threads " << threads);
+    BackendOptions bo{.kind = "cpu-simd"};
+    bo.cpu_simd.threads = threads;
+    const auto got = run_steps(bo);
+    expect_close(got.first, cpu.first, 1e-4, 1e-6, "losses");
+    for (size_t i = 0; i < cpu.second.size(); ++i) expect_close(got.second[i], cpu.second[i], 1e-4, 1e-6, "param");
+  }
+}
