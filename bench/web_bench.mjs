@@ -27,9 +27,11 @@
 // the other variants are listed beside it. --api limits the rows to one API; --profile adds per-kernel timings of
 // one train step (the picked webgpu plan).
 //
-// --api wasm (not in the default list; issue 39): our wasm plan (the default export's WebAssembly SIMD128 kernels, one
-// thread; runtime backend forced to 'wasm') beside jax-js 0.1.25's wasm backend (its CPU path in the page; it may use
-// the page's threads: the page is crossOriginIsolated) on the same cases (train and lm; no TF.js row, no SGEMM).
+// --api wasm (not in the default list; issue 39): our wasm plan (the default export's WebAssembly SIMD128 kernels;
+// runtime backend forced to 'wasm'; the page is crossOriginIsolated, so the runtime's default threads, min(4,
+// hardwareConcurrency) — one thread before Run W19) beside jax-js 0.1.25's wasm backend (its CPU path in the page; it
+// may use the page's threads too) on the same cases (train and lm; no TF.js row, no SGEMM).
+// bench/wasm_threads_bench.mjs times our wasm plan on 1 vs N threads alone.
 //
 // charlm_b32 (issue 37; kind 'lm', only with --only charlm_b32: minutes on SwiftShader): `shadergrad export --model charlm
 // --batch 32 --context 64`'s train program (one AdamW step, lr 1e-3, weight decay 0.01, global-norm clip 1) against
