@@ -7,7 +7,8 @@
 //     steps, infer) replayed in Node with wasmThreads 1, 2, 3 and 4 (4 twice): every output and every persistent
 //     value after the sequence has the same bits as with one thread; the runtime reports the thread count; the
 //     kernels the bundle marks as worth splitting (work >= wasm.threads.parallel_work, > 1 workgroup) are split and
-//     no others; runChecks() (the native CPU reference) passes on 1 and 4 threads.
+//     no others; runChecks() (the native CPU reference) passes on 1 and 4 threads; a bundle.json without
+//     `wasm.threads` runs one thread and says why; wasmThreads 0 is refused.
 //   node tests/wasm_threads_check.mjs chromium SHADERGRAD_CLI  (ctest: web_wasm_threads_chromium)
 //     headless Chromium: an MLP bundle on a cross-origin isolated page (COOP/COEP) runs the wasm plan with more than
 //     one thread in the page and in a Worker (caps and the attempt's reason say how many), its checks pass and its
@@ -96,6 +97,24 @@ async function nodeCheck() {
       } finally {
         rt.dispose();
       }
+    }
+    if (name === 'mlp') {
+      // a bundle.json without `wasm.threads` (hand-edited): one thread, saying why; a bad wasmThreads is refused
+      const edited = path.join(root, 'mlp_no_threads');
+      fs.cpSync(dir, edited, { recursive: true });
+      const j = JSON.parse(fs.readFileSync(path.join(edited, 'bundle.json'), 'utf8'));
+      delete j.wasm.threads;
+      fs.writeFileSync(path.join(edited, 'bundle.json'), JSON.stringify(j));
+      const rt = await mod.createRuntime(pathToFileURL(path.join(edited, 'bundle.json')).href,
+                                         { fetch: fileFetch, backend: 'wasm', wasmThreads: 2 });
+      assert.equal(rt.caps.threads, 1);
+      assert.match(rt.attempts.at(-1).reason, /one thread: the bundle's module or its `wasm.threads` is not made for threads/);
+      const rep = await rt.runChecks();
+      rt.dispose();
+      assert.ok(rep.ok, 'mlp without wasm.threads: the checks pass on one thread');
+      await assert.rejects(mod.createRuntime(url, { fetch: fileFetch, backend: 'wasm', wasmThreads: 0 }),
+                           /wasmThreads must be a positive integer/);
+      console.log('web_wasm_threads_node mlp: without wasm.threads one thread, saying why; wasmThreads 0 refused');
     }
     for (const threads of [1, 4]) {
       const rt = await mod.createRuntime(url, { fetch: fileFetch, backend: 'wasm', wasmThreads: threads });

@@ -271,10 +271,13 @@ export async function probeWasm(bundle, options = {}) {
   }
   if (`${mem.module}.${mem.name}` !== 'env.memory')
     return { reason: `${path} imports its memory as ${mem.module}.${mem.name}, not env.memory: export the bundle again` };
-  const desc = bundle.json.wasm.threads;
+  const t = bundle.json.wasm.threads;  // used only when every number is sane (else one thread, saying so)
+  const desc = t && typeof t === 'object' && t.parallel_work >= 0 && Number.isSafeInteger(t.stack_bytes) &&
+    t.stack_bytes >= 1024 && t.stack_bytes % 16 === 0 && Number.isInteger(t.chunks_per_thread ?? 4) &&
+    (t.chunks_per_thread ?? 4) >= 1 ? t : null;
   const want = await wantedThreads(options);
   let why = want.n === 1 ? (want.why === 'wasmThreads' ? 'the wasmThreads option is 1' : `this machine has one hardware thread`)
-    : !mem.shared || !desc ? 'the bundle\'s module is not built for threads (export the bundle again)'
+    : !mem.shared || !desc ? 'the bundle\'s module or its `wasm.threads` is not made for threads (export the bundle again)'
       : noThreadsReason();
   let memory = null;
   if (!why) {
