@@ -2,9 +2,10 @@
 //
 // A compute target stores every materialised value in a storage buffer of floats (std430, row-major, the
 // value's stored shape; a transposed temporary holds its transpose, as on the fragment target). A kernel is
-// one dispatch, printed in one of two languages from the same kernel IR (ComputeLanguage): GLSL 4.50 (Vulkan
-// flavour, glslang's input for the Vulkan and GLES 3.1 compute backends) or WGSL (WebGPU). Its source declares,
-// in `set = 0` (GLSL) / `@group(0)` (WGSL):
+// one dispatch, printed from the same kernel IR in the language of its target's emitter (ComputeLanguage;
+// make_emitter, sg/emitter.h): GLSL 4.50 (Vulkan flavour, glslang's input for the Vulkan and GLES 3.1 compute
+// backends), WGSL (WebGPU) or C (cpu-simd: buffers are its entry's arguments). Its source declares, in `set = 0`
+// (GLSL) / `@group(0)` (WGSL):
 //   binding b for b < kernel.inputs.size():   readonly buffer of value kernel.inputs[b] (WGSL: var<storage, read>)
 //   binding inputs.size() + j:                writeonly buffer of value kernel.outputs[j] (WGSL: read_write)
 // (ComputeKernel::bindings lists the value id of every binding in that order; a WGSL runtime must create explicit
@@ -160,14 +161,17 @@ int64_t reduce_tree_workgroups(const ComputeLimits& limits);
 /// use texture-plane storage (row/column planes, transposed temporaries). A kernel of several domain blocks (a
 /// union-domain kernel of union_invocation_blocks) has strategy "union-blocks": its workgroups partitioned among
 /// the blocks, one invocation per element of its block (codegen/src/emit_union.cpp).
-/// `language`: GLSL 4.50 or WGSL (the same kernel in either language).
+/// `language`: GLSL 4.50, WGSL or C (the same kernel in each; C for the cpu plan only).
 /// `tiles`: the tile configuration of a "tiled-contraction" kernel (ignored for the other strategies); empty = the
 /// heuristic (default_tile_config). UnsupportedError (max_workgroup_invocations, max_shared_bytes) when a given
 /// configuration does not fit the device.
+/// Backends, dumps and exports call it through their target's Emitter (make_emitter, sg/emitter.h: glsl-es-compute
+/// and spirv-vulkan print GLSL 4.50, wgsl WGSL, cpu-simd C), whose EmitOptions give `limits` and `tiles`.
 ComputeKernel emit_compute_kernel(const Plan& plan, const Kernel& k, const ComputeLimits& limits,
                                   ComputeLanguage language = ComputeLanguage::Glsl450,
                                   const std::optional<TileConfig>& tiles = std::nullopt);
-/// GLSL 4.50 with a given tile configuration (the autotuner's form).
+/// GLSL 4.50 with a given tile configuration (the autotuner's candidates come from Emitter::compute_kernel(plan, k,
+/// tiles), which calls the form above).
 inline ComputeKernel emit_compute_kernel(const Plan& plan, const Kernel& k, const ComputeLimits& limits,
                                          const std::optional<TileConfig>& tiles) {
   return emit_compute_kernel(plan, k, limits, ComputeLanguage::Glsl450, tiles);
