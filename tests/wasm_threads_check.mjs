@@ -8,7 +8,8 @@
 //     value after the sequence has the same bits as with one thread; the runtime reports the thread count; the
 //     kernels the bundle marks as worth splitting (work >= wasm.threads.parallel_work, > 1 workgroup) are split and
 //     no others; runChecks() (the native CPU reference) passes on 1 and 4 threads; a bundle.json without
-//     `wasm.threads` runs one thread and says why; wasmThreads 0 is refused.
+//     `wasm.threads` runs one thread and says why; wasmThreads 0 is refused; a trap on the pool's threads is thrown
+//     to the caller and the pool goes on.
 //   node tests/wasm_threads_check.mjs chromium SHADERGRAD_CLI  (ctest: web_wasm_threads_chromium)
 //     headless Chromium: an MLP bundle on a cross-origin isolated page (COOP/COEP) runs the wasm plan with more than
 //     one thread in the page and in a Worker (caps and the attempt's reason say how many), its checks pass and its
@@ -71,6 +72,14 @@ async function nodeCheck() {
         assert.equal(rt.caps.threads, threads, `${name}: caps.threads (${JSON.stringify(rt.caps)})`);
         assert.match(rt.attempts.at(-1).reason, threads === 1 ? /WebAssembly SIMD128, one thread: the wasmThreads option is 1/
                                                                : new RegExp(`WebAssembly SIMD128, ${threads} threads`));
+        if (threads === 4 && name === 'mlp') {
+          // a trap on the pool's threads (a binding table at the memory's end: every chunk's first load is out of
+          // bounds) reaches the caller as an error, and the pool goes on: the sequence below gives one thread's bits
+          await rt.prepare(['train']);
+          const dev = rt._exec.device, k = rt._exec.programs.get('train').kernels.find((x) => x.split);
+          assert.throws(() => dev.call(k.fn, k.id, dev.memory.buffer.byteLength, k.workgroups, true),
+                        /out of bounds|memory access/i, 'a trap on the pool');
+        }
         const runs = (await rt.bundle.loadChecks()).runs;
         const bits = {};
         for (const [i, r] of runs.entries()) {
