@@ -93,6 +93,7 @@ async function wantedThreads(options) {
 
 /** Why this context cannot share a memory with Workers (null when it can). */
 function noThreadsReason() {
+  if (isNode && typeof SharedArrayBuffer !== 'function') return 'this Node has no SharedArrayBuffer';
   if (typeof SharedArrayBuffer !== 'function' || (!isNode && globalThis.crossOriginIsolated !== true))
     return 'the page is not cross-origin isolated (SharedArrayBuffer needs it: serve the page with the headers ' +
            'Cross-Origin-Opener-Policy: same-origin and Cross-Origin-Embedder-Policy: require-corp)';
