@@ -163,6 +163,9 @@ struct Options {
   bool fresh_vulkan = false;      // --fresh-vulkan
   int vk_repeats = 1;             // --vk-repeats
   std::vector<int64_t> reduce_rows;  // --reduce-rows (empty = by device class)
+  /// --profile-steps: the train steps of the Vulkan per-kernel profile (MODEL:BATCH; default mlp:32,mlp:128,cnn:64)
+  std::vector<std::pair<std::string, int64_t>> profile_steps{{"mlp", 32}, {"mlp", 128}, {"cnn", 64}};
+  std::string plan_table;  // --plan-table MODEL:BATCH: print the GPU Vulkan plan's kernels and exit (no device)
   bool wants(const std::string& c) const { return only.empty() || only.count(c) != 0; }
 };
 
@@ -172,7 +175,8 @@ struct Options {
              "                 [--large] [--sgemm N,N,..] [--only sgemm,mlp,cnn,charlm,lstm,resnet,fusion,compile,cpuref,profile,probe]\n"
              "                 [--max-seconds S] [--probe-side N] [--probe-sgemm N] [--max-outputs N] [--min-parallel N]\n"
              "                 [--row-layout 0|1] [--row-planes N] [--col-planes 1|2] [--union-domains 0|1] [--reduce-tree 0|1] [--flush-draws 0|1]\n"
-             "                 [--compute-tiles -1|0|1] [--autotune 0|1] [--fresh-vulkan] [--vk-repeats R] [--reduce-rows R,R,..]\n",
+             "                 [--compute-tiles -1|0|1] [--autotune 0|1] [--fresh-vulkan] [--vk-repeats R] [--reduce-rows R,R,..]\n"
+             "                 [--profile-steps MODEL:B,..] [--plan-table MODEL:B]\n",
              why);
   std::exit(2);
 }
@@ -285,6 +289,17 @@ Options parse(int argc, char** argv) {
       const int64_t v = parse_int(value(), "--compute-tiles");
       if (v < -1 || v > 1) usage(fmt::format("--compute-tiles must be -1 (the device's class), 0 (CPU tiles) or 1 (GPU tiles), got {}", v));
       if (v >= 0) o.gpu_tiles = v == 1;
+    } else if (a == "--profile-steps") {
+      o.profile_steps.clear();
+      for (auto& item : split(value())) {
+        const size_t colon = item.find(':');
+        if (colon == std::string::npos) usage("--profile-steps expects MODEL:BATCH items, got '" + item + "'");
+        o.profile_steps.emplace_back(item.substr(0, colon),
+                                     std::max<int64_t>(1, parse_int(item.substr(colon + 1), "--profile-steps")));
+      }
+    } else if (a == "--plan-table") {
+      o.plan_table = value();
+      if (o.plan_table.find(':') == std::string::npos) usage("--plan-table expects MODEL:BATCH");
     } else if (a == "-h" || a == "--help") {
       usage("help");
     } else {
@@ -1448,7 +1463,7 @@ void bench_vulkan_roofline_and_profile(Backends& bk, const Options& o) {
   }
   if (o.wants("profile") && bk.vulkan_profiled) {
     json profiles = json::array();
-    for (auto [model, b] : {std::pair<const char*, int64_t>{"mlp", 32}, {"mlp", 128}, {"cnn", 64}}) {
+    for (const auto& [model, b] : o.profile_steps) {
       StepSetup s = make_step(model, b);
       const std::vector<sg::Feed> feeds = s.feeds();
       profiles.push_back(bench_vk::profile_step(*bk.vulkan_profiled, *bk.vulkan, s.step, feeds,
@@ -1672,10 +1687,66 @@ bool write_json(const Options& o, const json& meta) {
   return true;
 }
 
+// ------------------------------------------------------------------------------------------------
+// Plan table (no device)
+// ------------------------------------------------------------------------------------------------
+
+/// --plan-table MODEL:B: the train step scheduled and emitted as the Vulkan backend does on a large NVIDIA GPU
+/// (preset "gpu" with subgroup arithmetic, subgroups of 32, 132 multiprocessors and 2^20 storage buffers per kernel, as
+/// the H100/H200 report), one
+/// line per kernel: strategy, tiles, workgroups x invocations, outputs and the graph nodes of its comment. Lets the
+/// GPU plan be read (and changed) on a machine without such a GPU; with SG_PLAN_SOURCES=DIR the GLSL goes there too.
+int plan_table(const Options& o) {
+  const size_t colon = o.plan_table.find(':');
+  const std::string model = o.plan_table.substr(0, colon);
+  const int64_t b = parse_int(o.plan_table.substr(colon + 1), "--plan-table");
+  StepSetup s = make_step(model, b);
+  sg::DeviceCaps caps = sg::preset_caps("gpu");
+  caps.compute.subgroup_arithmetic = true;
+  caps.compute.subgroup_size = 32;
+  caps.compute.compute_units = 132;
+  caps.compute.max_workgroup_count = 2147483647;
+  caps.compute.max_buffer_bytes = int64_t{1} << 32;
+  caps.compute.max_storage_buffers = 1 << 20;  // NVIDIA's maxPerStageDescriptorStorageBuffers, as vulkan_device caps it
+  const sg::Target tgt = sg::make_target(sg::TargetName::SpirvVulkan, caps);
+  sg::BackendOptions bo;
+  bo.kind = "vulkan";
+  bo.reduce_tree = o.reduce_tree;
+  if (o.gles.min_parallel_texels) bo.min_parallel_texels = o.gles.min_parallel_texels;
+  const sg::Plan plan = sg::schedule(s.step, sg::schedule_options(tgt, bo));
+  const char* dir = std::getenv("SG_PLAN_SOURCES");
+  if (dir) std::filesystem::create_directories(dir);
+  fmt::print("{}: {} kernels on the GPU Vulkan plan\n", s.label, plan.kernels.size());
+  for (size_t i = 0; i < plan.kernels.size(); ++i) {
+    const sg::Kernel& k = plan.kernels[i];
+    const sg::ComputeKernel ck = sg::emit_compute_kernel(plan, k, tgt.compute);
+    std::string outs;
+    for (int v : k.outputs) {
+      const auto& val = plan.values[static_cast<size_t>(v)];
+      outs += fmt::format("{}{}{}", outs.empty() ? "" : " ", val.name, sg::shape_str(val.node->shape));
+    }
+    std::string nodes;
+    std::istringstream cs(k.comment);
+    for (std::string line; std::getline(cs, line);) {
+      if (line.rfind("//   n", 0) != 0) continue;
+      std::istringstream ls(line.substr(5));
+      std::string id, op;
+      ls >> id >> op;
+      nodes += (nodes.empty() ? "" : ",") + op;
+    }
+    fmt::print("{:3} {:<44} {:<24} {:<26} wg {}x{}x{} * {}  out {}  [{}]\n", i, k.name, ck.strategy,
+               ck.tiles ? ck.tiles->str() : "-", ck.workgroups[0], ck.workgroups[1], ck.workgroups[2],
+               ck.local_size[0] * ck.local_size[1] * ck.local_size[2], outs, nodes.substr(0, 160));
+    if (dir) std::ofstream(fmt::format("{}/{}.glsl", dir, k.name)) << ck.source;
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   Options o = parse(argc, argv);
+  if (!o.plan_table.empty()) return plan_table(o);
   json meta = run_meta(o, argc, argv);
   Backends bk;
   if (!make_backends(bk, o, meta)) return 1;
