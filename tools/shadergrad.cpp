@@ -149,7 +149,7 @@ int cmd_dump(const std::string& model_name, const std::string& target, const std
   sg::Tensor loss = sg::cross_entropy((*model)(x), y);
   auto opt = sg::make_adam({});
   sg::Program p = sg::make_train_step(loss, model->parameters(), *opt);
-  // the schedule a backend of the chosen target runs on the chosen device (the one policy, sg::schedule_options):
+  // the schedule a backend of the chosen target runs on the chosen device (the one policy, sg::target_policy):
   // llvmpipe/lavapipe, or a hardware GPU (split-K, row-aligned layouts and union-domain kernels besides row and
   // column planes for the fragment target; GPU tile sizes for the compute targets)
   const bool wgsl = target == "wgsl" || target == "wgsl-compat";
@@ -172,13 +172,14 @@ int cmd_dump(const std::string& model_name, const std::string& target, const std
   bo.unfused = unfused;
   bo.max_outputs = max_outputs;
   if (no_union) bo.union_domains = false;
-  const sg::ScheduleOptions so = sg::schedule_options(tgt, bo);
+  const sg::TargetPolicy policy = sg::target_policy(tgt, bo);  // schedule and emit options
+  const sg::ScheduleOptions& so = policy.schedule;
   sg::Plan plan = sg::schedule(p, so);
   sg::DumpOptions d;
   if (compute) {
     d.fragment = false;
     d.compute = true;
-    d.compute_limits = tgt.compute;
+    d.compute_limits = policy.emit.limits;
   }
   if (target != "all") {  // one format: the GLSL 4.50 input, the SPIR-V (+ disassembly), or the GLSL ES output
     d.glsl450 = target == "glsl450" || target == "spirv-vulkan";
