@@ -8,6 +8,7 @@
 #include "test_util.h"
 
 #include <functional>
+#include <iterator>
 #include <regex>
 #include <string>
 #include <vector>
@@ -70,7 +71,45 @@ int64_t longest_serial_sum(const std::string& c) {
   return most;
 }
 
+/// The math-library calls (sg_exp, sg_erfc, ...: "sg_NAME(" of the C math helpers other than the cheap ones) inside
+/// the register-tiled factors of a C kernel ("..._factor_a" / "..._factor_b" functions): evaluated once per tile.
+int calls_in_factors(const std::string& c) {
+  static const std::regex factor(R"(_factor_[ab]\(const sg_inv\* sg[^)]*\) \{[^]*?\n\})");
+  static const std::regex call(R"(sg_(exp|log|log1p|pow|sin|cos|tanh|sigmoid|erf|erfc)\()");
+  int calls = 0;
+  for (auto it = std::sregex_iterator(c.begin(), c.end(), factor); it != std::sregex_iterator(); ++it) {
+    const std::string body = it->str();
+    calls += static_cast<int>(std::distance(std::sregex_iterator(body.begin(), body.end(), call), std::sregex_iterator()));
+  }
+  return calls;
+}
+
 }  // namespace
+
+TEST_CASE("schedule rule math-call-cost (cpu plan): the GELU between two matmuls is stored once, not recomputed in the "
+          "register tiles of the matmuls reading it (issue 37)",
+          "[schedule][rule][cpu-simd]") {
+  TwoBlocks m;
+  const Program step = m.step();
+  const Target t = make_target(TargetName::CpuSimd, preset_caps("cpu-simd"));
+  ScheduleOptions so = schedule_options(t, {});
+  CHECK(so.math_call_cost >= so.inline_cost_limit);
+  for (double cost : {so.math_call_cost, 1.0}) {
+    INFO("math_call_cost " << cost);
+    so.math_call_cost = cost;
+    const Plan plan = schedule(step, so);
+    int calls = 0, tiled = 0;
+    for (const Kernel& k : plan.kernels) {
+      const ComputeKernel ck = emit_compute_kernel(plan, k, t.compute, ComputeLanguage::C);
+      if (ck.strategy != "register-tiled") continue;
+      ++tiled;
+      calls += calls_in_factors(ck.source);
+    }
+    CHECK(tiled >= 6);  // 2 forward matmuls per block, their input and weight gradients
+    if (cost > 1) CHECK(calls == 0);
+    else CHECK(calls > 0);  // erfc of gelu(x W1) in the factors of gelu(..) W2 and of W2's gradient
+  }
+}
 
 TEST_CASE("schedule rule one-long-reduction (cpu plan): two MLP blocks' weight gradients of one shape are separate "
           "register-tiled kernels, none summed per output in another's store (issue 37)",

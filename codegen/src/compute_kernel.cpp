@@ -49,6 +49,9 @@ ScheduleOptions compute_schedule_options(const ComputeLimits& limits) {
   // 290 of a 704 ms cpu-simd step, docs/perf-log/P37.md). Other CPU devices (lavapipe, llvmpipe) run the same total
   // work either way.
   o.one_long_reduction = !limits.cpu_device || limits.register_tiles;
+  // The cpu plan: a math-library call (exp, erf, ...) weighs as much as inline_cost_limit, so that a producer calling
+  // one is stored once rather than recomputed per register tile of its contraction (charlm's GELU: docs/perf-log/P37.md)
+  if (limits.register_tiles) o.math_call_cost = 24;
   // Buffers have no 2-D size limit; the layout only records numel. Keep the texel grid within int64 range.
   o.max_texture_width = int64_t{1} << 24;
   o.max_texture_height = int64_t{1} << 24;

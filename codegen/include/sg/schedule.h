@@ -222,13 +222,23 @@ struct ScheduleOptions {
   /// is whole rows) and a final reduction of the partials: stage 1 runs one workgroup per partial instead of one per
   /// output (a reduction to a scalar ran on one workgroup). Such reductions stay out of multi-output kernels.
   int64_t reduce_tree_workgroups = 0;
-  /// One long reduction per multi-output kernel (compute targets on GPUs; false = any number, the default): a group
-  /// whose kernel would compute two distinct reductions of 256 or more loop iterations per element is not formed.
-  /// The compute emitter's tree-reduction strategy gives one workgroup to the kernel's main reduction and leaves any
-  /// other to the workgroup's first invocation alone: the two 16x16x3x3 conv weight gradients of a ResNet block
-  /// fused side by side took 11.8 ms of a 15.9 ms train step on an H100, the second one's 50176 products per output
-  /// summed by one invocation.
+  /// One long reduction per multi-output kernel (compute targets on GPUs and the cpu plan; false = any number, the
+  /// default): a group whose kernel would compute two distinct reductions of long_reduction_iterations or more loop
+  /// iterations per element is not formed. The compute emitter's tree-reduction strategy gives one workgroup to the
+  /// kernel's main reduction and leaves any other to the workgroup's first invocation alone: the two 16x16x3x3 conv
+  /// weight gradients of a ResNet block fused side by side took 11.8 ms of a 15.9 ms train step on an H100, the second
+  /// one's 50176 products per output summed by one invocation. The cpu plan's register tiles likewise tile one
+  /// contraction and sum any other in the kernel's store, one output at a time (issue 37: charlm's two GELU weight
+  /// gradients side by side, 290 of a 704 ms cpu-simd step; docs/perf-log/P37.md).
   bool one_long_reduction = false;
+  /// The loop iterations per element from which one_long_reduction counts a reduction as long.
+  double long_reduction_iterations = 256;
+  /// The inlining cost (in the scalar ops of inline_cost_limit and its siblings) of one call of exp, log, log1p, pow,
+  /// sin, cos, tanh, sigmoid, erf or erfc in an elementwise producer; 1 = as any op (the default). The cpu plan sets
+  /// more: in C and WebAssembly each is a scalar math-library call of several nanoseconds, and a producer inlined into
+  /// a register-tiled contraction is recomputed once per tile along the other side (GELU's erfc in charlm's MLP
+  /// matmuls: 8 times per element, 26-34 ms a kernel; docs/perf-log/P37.md), so such a producer is stored once.
+  double math_call_cost = 1;
   /// Store 2-D temporaries whose every reader reduces over their axis 0 transposed (Value::transposed): the
   /// weight gradient x^T.dh then reads dh along contiguous texels (1 fetch per 4 rows instead of 4).
   bool transpose_row_reduced = true;

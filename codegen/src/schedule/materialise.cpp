@@ -14,6 +14,9 @@
 //    consumer reads each element
 //    once, so a node read only by it is inlined whatever it costs (up to the chain limit below): gather's VJP,
 //    a select over one_hot as large as table rows x tokens x features, is never stored;
+//  - a Map's cost is its body's scalar ops, each call of a math-library function (exp, log, erf, ...) weighing
+//    ScheduleOptions::math_call_cost (the cpu plan: a libm call that a register-tiled contraction would recompute
+//    once per tile of the other side; issue 37's GELU before charlm's MLP matmuls is stored once there);
 //  - a chain of inlined elementwise producers is cut where it costs more than
 //    ScheduleOptions::max_inline_chain_cost scalar ops (bounded kernels for long chains of maps);
 //  - random values (Op::RandomUniform, an elementwise leaf over its one-element step) are never materialised
@@ -55,6 +58,26 @@ namespace {
 constexpr double kRandomUniformCost = 32;
 /// The convolutions: each reads an input element from many windows (Cout/groups x KH x KW taps).
 bool is_conv(Op op) { return op == Op::Conv2d || op == Op::Conv2dGradInput || op == Op::Conv2dGradWeight; }
+
+/// The calls of a math library function (exp, log, log1p, pow, sin, cos, tanh, sigmoid, erf, erfc) in a Map's body,
+/// each distinct subexpression counted once.
+int math_calls(const SExprPtr& body) {
+  std::unordered_set<const SExpr*> seen;
+  std::vector<const SExpr*> stack = {body.get()};
+  int calls = 0;
+  while (!stack.empty()) {
+    const SExpr* e = stack.back();
+    stack.pop_back();
+    if (!e || !seen.insert(e).second) continue;
+    switch (e->op) {
+      case SOp::Exp: case SOp::Log: case SOp::Log1p: case SOp::Pow: case SOp::Sin: case SOp::Cos: case SOp::Tanh:
+      case SOp::Sigmoid: case SOp::Erf: case SOp::Erfc: ++calls; break;
+      default: break;
+    }
+    stack.push_back(e->a.get()), stack.push_back(e->b.get()), stack.push_back(e->c.get());
+  }
+  return calls;
+}
 }  // namespace
 
 bool is_heavy(Op op) {
@@ -169,7 +192,7 @@ void decide_materialisation(ScheduleState& st) {
     double c = 1;
     bool red = is_heavy(n->op);
     bool scalar = n->numel() == 1;
-    if (n->op == Op::Map) c = sexpr_size(n->body);
+    if (n->op == Op::Map) c = sexpr_size(n->body) + (opt.math_call_cost - 1) * math_calls(n->body);
     if (n->op == Op::RandomUniform) c = kRandomUniformCost;
     for (auto& i : n->inputs) {
       scalar = scalar && i->numel() == 1;

@@ -12,8 +12,9 @@
 //    outputs), max_guarded_reads and the loop budget, and
 //    without a dependency cycle between groups;
 //  - the node is not latency-bound (split-K would split it; multi-output kernels are never split);
-//  - with ScheduleOptions::one_long_reduction, the kernel computes at most one distinct reduction of kLongLoop or
-//    more iterations per element (the compute emitter parallelises one reduction per kernel);
+//  - with ScheduleOptions::one_long_reduction, the kernel computes at most one distinct reduction of
+//    long_reduction_iterations or more iterations per element (the compute emitter parallelises one reduction per
+//    kernel on GPUs, the cpu plan's register tiles tile one);
 //  - the kernel's expressions stay within max_kernel_size (kcode_size: their code's size; a group that would grow past
 //    it is sealed: it takes no further members), so that a long chain of layers becomes many small kernels of
 //    bounded driver compile time, most of them equal up to names (compiled once: kernel_code_key).
@@ -54,14 +55,14 @@ bool depends(const ScheduleState& st, int to, int from) {
   return false;
 }
 
-/// The distinct (by pointer, then structure) top-level reductions of `roots` of kLongLoop or more iterations.
-size_t long_reductions(const std::vector<KExprPtr>& roots) {
+/// The distinct (by pointer, then structure) top-level reductions of `roots` of `long_loop` or more iterations.
+size_t long_reductions(const std::vector<KExprPtr>& roots, double long_loop) {
   std::vector<KExprPtr> found;
   std::unordered_set<const KExpr*> seen;
   std::function<void(const KExprPtr&)> walk = [&](const KExprPtr& e) {
     if (!e || !seen.insert(e.get()).second) return;
     if (e->op == KOp::Reduce) {
-      if (kloop_iterations(e) >= kLongLoop &&
+      if (kloop_iterations(e) >= long_loop &&
           std::none_of(found.begin(), found.end(), [&](const KExprPtr& f) { return kequal(f, e); }))
         found.push_back(e);
       return;  // a reduction nested in it is its own loop, not another kernel-level one
@@ -77,7 +78,7 @@ size_t long_reductions(const std::vector<KExprPtr>& roots) {
 bool fits(const ScheduleState& st, const Lowered& l, int gi) {
   if (!within_bindings(st.opt, l.inputs.size(), l.exprs.size()) || !within_guards(st.opt, l.exprs)) return false;
   if (4 * (1 + kloop_iterations(l.exprs)) > st.opt.max_loop_iterations) return false;
-  if (st.opt.one_long_reduction && long_reductions(l.exprs) > 1) return false;
+  if (st.opt.one_long_reduction && long_reductions(l.exprs, st.opt.long_reduction_iterations) > 1) return false;
   for (int d : deps_of(st, l, gi))
     if (depends(st, d, gi)) return false;
   return true;
