@@ -9,11 +9,17 @@
 //     readPixels/texSubImage2D as GL does) reads TextureLayout::rows_for(numel) rows of the layout's width;
 //   - the executors' own readback: WebGL2Executor's ProgramRun.readValue (planes, transposed) and read(name) of a
 //     persistent value; the webgpu and wasm executors' readValue of a buffer (transposed undone, vec4 tail ignored);
+//   - bundle.js: loadBundle accepts every record (its storage validation agrees with the C++ layouts);
 //   - the upload direction (JS has only row-major uploads: inputs, constants, persistent values): WebGL2Device.upload
 //     and WebGL2Executor.write leave each element at the texel the C++ layout puts it, zeros after numel, and the
 //     C++ never gives such a value (nor an update) planes or transposed storage.
 // Usage: node tests/layout_vectors_check.mjs VECTORS.json   (ctest web_layout_vectors writes the file first)
 import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+import { fetchFrom, seedFiles } from './fuzz/bundle_files.mjs';
+import { loadBundle } from '../runtime/web/bundle.js';
 
 import { padToLayout, unpack } from '../runtime/web/layout.js';
 import { WebGL2Device } from '../runtime/web/webgl2.js';
@@ -224,6 +230,39 @@ async function checkBuffer(v, rec, where) {
   sameBits(`${where}: WasmExecutor readValue`, wrun.readValue(rec.id), v.expected);
   ++buffersChecked;
 }
+
+// --- the bundle loader's storage validation (bundle.js) accepts every C++ record of a temporary, input, constant or
+// output (persistent values and updates need the bundle's persistent list); a record off by one texel is refused --
+/** loadBundle of the seed bundle tests/fuzz/corpus/bundle/mlp_infer_both.json with `records` added to its first
+ * program's values (each temporary with pooled textures of its own); the error thrown, or null. */
+async function loadWith(records) {
+  const seed = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fuzz/corpus/bundle/mlp_infer_both.json');
+  const text = readFileSync(seed, 'utf8');
+  const files = seedFiles(text), json = JSON.parse(text);
+  const p = Object.values(json.programs)[0];
+  for (const rec of records) {
+    const r = structuredClone(rec);
+    r.id = p.values.length;
+    const pooled = () => { p.buffers.push({ layout: r.layout, allocated: r.allocated }); return p.buffers.length - 1; };
+    if (r.buffer !== undefined) r.buffer = pooled();
+    if (r.plane_buffers) r.plane_buffers = r.plane_buffers.map(pooled);
+    p.values.push(r);
+  }
+  files.set('bundle.json', JSON.stringify(json));
+  const base = 'http://layout-vectors.invalid/b/';
+  try {
+    await loadBundle(`${base}bundle.json`, { fetch: fetchFrom(files, base), shaders: 'all' });
+    return null;
+  } catch (e) {
+    return e;
+  }
+}
+const loadable = vectors.textures.map((v) => v.value).filter((r) => r.kind !== 'persistent' && r.update_of === undefined);
+const err = await loadWith(loadable);
+check(`loadBundle of ${loadable.length} C++ value records`, !err, err?.message);
+const planed = loadable.find((r) => r.storage.planes > 1);
+const shifted = { ...planed, layout: { ...planed.layout, numel: planed.layout.numel + 4, texels: planed.layout.texels + 1 } };
+check('loadBundle refuses a planed record whose layout holds one texel more', !!(await loadWith([shifted])));
 
 const summary = `${vectors.textures.length} texture vectors (${[...storageForms].map(([f, n]) => `${n} ${f}`).join(', ')})` +
                 `, ${buffersChecked} buffer vectors; C++ storage forms: ${vectors.forms.join(', ')}; ${checks} checks`;
