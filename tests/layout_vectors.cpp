@@ -116,7 +116,7 @@ void classify(const Value& v, Counts& seen) {
   if (v.update_of >= 0) seen.add("update");
 }
 
-json texture_vector(const std::string& name, const Plan& plan, const Value& v, const json& record, Counts& seen) {
+json texture_vector(const std::string& name, const Value& v, const json& record, Counts& seen) {
   const int64_t n = v.node->numel();
   const int64_t per = v.layout.numel;
   if (product(v.stored_shape()) != per)
@@ -145,7 +145,6 @@ json texture_vector(const std::string& name, const Plan& plan, const Value& v, c
   std::vector<uint32_t> expected(static_cast<size_t>(n));
   for (int64_t t = 0; t < n; ++t) expected[static_cast<size_t>(t)] = bits(tensor_value(t));
   classify(v, seen);
-  (void)plan;
   return {{"case", name},
           {"value", record},
           {"texture", {W, H}},
@@ -344,7 +343,7 @@ int main(int argc, char** argv) {
       const Plan plan = schedule(prog, c.options);
       const json desc = web::describe_program(plan, "shaders/" + c.name);
       Counts seen;
-      for (const Value& v : plan.values) textures.push_back(texture_vector(c.name, plan, v, desc.at("values").at(v.id), seen));
+      for (const Value& v : plan.values) textures.push_back(texture_vector(c.name, v, desc.at("values").at(v.id), seen));
       for (const std::string& f : c.forms)
         if (!seen.forms.count(f))
           throw std::runtime_error(fmt::format("case {}: the schedule made no value of storage form '{}' (it made: {})",
