@@ -5,7 +5,7 @@
 //   layout_vectors OUT.json
 //
 // Every value of a set of small programs, scheduled with options that make every storage form the schedule
-// produces (plain, transposed, row planes 2/4/8, column planes, row-aligned layouts, rows wrapping at a narrow
+// produces (plain, transposed, row planes 2/4/8 of 2-D and 3-D values, column planes, row-aligned layouts, rows wrapping at a narrow
 // texture width, 0-d, 1-element, empty), becomes one texture vector:
 //   - "value": the value's record exactly as bundle.json writes it (sg::web::describe_program: shape, layout,
 //     allocated, storage, kind, ...);
@@ -110,6 +110,7 @@ void classify(const Value& v, Counts& seen) {
   if (s.size() >= 2 && s.back() % 4 == 0 && v.layout.width % (s.back() / 4) == 0 && v.layout.width > s.back() / 4)
     seen.add("row_aligned_several_rows_per_texture_row");
   if (s.size() >= 2 && s[0] != s[1]) seen.add("non_square");
+  if (v.planes > 1 && s.size() > 2) seen.add("planes_3d");
   if (v.extent.width > v.layout.width || v.extent.height > v.layout.height) seen.add("allocated_beyond_layout");
   if (v.kind == ValueKind::Persistent) seen.add("persistent");
   if (v.kind == ValueKind::Input) seen.add("input");
@@ -258,6 +259,23 @@ std::vector<Case> cases() {
     o.max_texture_width = 5;  // rows of a plane wrap in a narrow texture
     o.max_texture_height = 4096;
     out.push_back({"col_planes_2x2_narrow", [] { return planed_matmul(6, 4, 16); }, o, {"row_planes_2", "col_planes"}});
+  }
+  {
+    // a batched matmul [3, 8, 12]: planes of a 3-D value (rows of its [24, 12] view; plane p holds the rows
+    // 8 b + m with m % 4 == p)
+    ScheduleOptions o = planes;
+    o.row_planes = 4;
+    out.push_back({"row_planes_batched", [] {
+                     Tensor a = input("a", {3, 8, 8});
+                     Tensor b = input("b", {3, 8, 12});
+                     Tensor c = input("c", {3, 12, 8});
+                     Tensor t = matmul(a, b);
+                     Program p;
+                     p.add_output("y", matmul(t, c));
+                     p.add_output("s", sum(t, {1}));
+                     return p;
+                   },
+                   o, {"planes_3d"}});
   }
   out.push_back({"transposed", [] { return transposed_temp(8, 8, 12); }, {}, {"transposed", "non_square"}});
   {
