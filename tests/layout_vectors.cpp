@@ -5,8 +5,8 @@
 //   layout_vectors OUT.json
 //
 // Every value of a set of small programs, scheduled with options that make every storage form the schedule
-// produces (plain, transposed, row planes 2/4/8 of 2-D and 3-D values, column planes, row-aligned layouts, rows wrapping at a narrow
-// texture width, 0-d, 1-element, empty), becomes one texture vector:
+// produces (plain, transposed, row planes 2/4/8 of 2-D and 3-D values, column planes, row-aligned layouts, rows
+// wrapping at a narrow texture width, 0-d, 1-element, empty), becomes one texture vector:
 //   - "value": the value's record exactly as bundle.json writes it (sg::web::describe_program: shape, layout,
 //     allocated, storage, kind, ...);
 //   - "planes": per texture (plane), its whole allocated RGBA32F image (allocated width x height x 4 floats, GL
@@ -391,7 +391,8 @@ int main(int argc, char** argv) {
         all.add("buffer_transposed");
       }
     }
-    for (const char* f : {"plain", "transposed", "planes_several_texture_rows", "row_planes_2", "row_planes_4", "row_planes_8", "col_planes",
+    for (const char* f : {"plain", "transposed", "planes_several_texture_rows", "row_planes_2", "row_planes_4",
+                          "row_planes_8", "planes_3d", "col_planes",
                           "plane_height_not_multiple_of_planes", "0d", "1d", "one_element", "empty",
                           "width_not_power_of_two", "padded_last_row", "partial_last_texel", "non_square",
                           "allocated_beyond_layout", "buffer_transposed"})
