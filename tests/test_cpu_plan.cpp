@@ -111,6 +111,66 @@ TEST_CASE("schedule rule math-call-cost (cpu plan): the GELU between two matmuls
   }
 }
 
+TEST_CASE("schedule rule guarded-reads (cpu plan): a concat read by matmuls is stored once, its zero-padding reads not "
+          "branched on in register-tiled factors, and the train step equals the CPU reference (issue 37)",
+          "[schedule][rule][cpu-simd]") {
+  // the pattern of the transformer's q/k/v gradients concatenated before the in_proj gradients: concat(3 x (512 x 32))
+  // as a factor of the forward matmul and of the weight gradient
+  auto make_step = [](std::vector<Tensor>& params) {
+    Tensor x = input("x", {kRows, kModel});
+    Tensor w = param("w", {3 * kModel, kModel}, randn(3 * kModel * kModel, 7, 0.1f));
+    params = {w};
+    Tensor y = matmul(concat({relu(x), x * x, x * -0.5f}, 1), w);
+    auto sgd = make_sgd({.lr = 0.05});
+    return make_train_step(mean(y * y), {w}, *sgd);
+  };
+  std::vector<Tensor> params;
+  const Program step = make_step(params);
+  const Target t = make_target(TargetName::CpuSimd, preset_caps("cpu-simd"));
+  ScheduleOptions so = schedule_options(t, {});
+  CHECK(so.max_guarded_reads > 0);
+  // `((j >= 0) && (j < 32)) ? value : 0.0f`: a zero-padded read
+  static const std::regex guarded(R"(\(\w+ < \d+\)\) \? )");
+  for (int limit : {so.max_guarded_reads, 0}) {
+    INFO("max_guarded_reads " << limit);
+    so.max_guarded_reads = limit;
+    const Plan plan = schedule(step, so);
+    int most = 0, tiled = 0;
+    for (const Kernel& k : plan.kernels) {
+      const ComputeKernel ck = emit_compute_kernel(plan, k, t.compute, ComputeLanguage::C);
+      if (ck.strategy != "register-tiled") continue;
+      ++tiled;
+      static const std::regex factor(R"(_factor_[ab]\(const sg_inv\* sg[^)]*\) \{[^]*?\n\})");
+      for (auto it = std::sregex_iterator(ck.source.begin(), ck.source.end(), factor); it != std::sregex_iterator();
+           ++it) {
+        const std::string body = it->str();
+        most = std::max(most, static_cast<int>(std::distance(
+                                  std::sregex_iterator(body.begin(), body.end(), guarded), std::sregex_iterator())));
+      }
+    }
+    CHECK(tiled >= 2);  // the forward matmul and the weight gradient
+    if (limit > 0) CHECK(most <= 1);
+    else CHECK(most == 3);  // without the limit each factor element branches on the concat's three operands
+  }
+  // values: three SGD steps on cpu-simd against the CPU reference
+  auto run_steps = [&](const BackendOptions& bo) {
+    std::vector<Tensor> ps;
+    const Program p = make_step(ps);
+    auto be = make_backend(bo).backend;
+    auto exe = be->compile(p);
+    std::vector<float> losses;
+    for (int s = 0; s < 3; ++s) {
+      std::vector<float> xs = randn(kRows * kModel, 40 + s);
+      losses.push_back(exe->run({{"x", &xs}})[0][0]);
+    }
+    return std::make_pair(losses, be->read(ps[0]));
+  };
+  const auto cpu = run_steps({.kind = "cpu"});
+  const auto got = run_steps({.kind = "cpu-simd"});
+  expect_close(got.first, cpu.first, 1e-4, 1e-6, "losses");
+  expect_close(got.second, cpu.second, 1e-4, 1e-6, "w");
+}
+
 TEST_CASE("schedule rule one-long-reduction (cpu plan): two MLP blocks' weight gradients of one shape are separate "
           "register-tiled kernels, none summed per output in another's store (issue 37)",
           "[schedule][rule][cpu-simd]") {

@@ -52,6 +52,11 @@ ScheduleOptions compute_schedule_options(const ComputeLimits& limits) {
   // The cpu plan: a math-library call (exp, erf, ...) weighs as much as inline_cost_limit, so that a producer calling
   // one is stored once rather than recomputed per register tile of its contraction (charlm's GELU: docs/perf-log/P37.md)
   if (limits.register_tiles) o.math_call_cost = 24;
+  // The cpu plan: at most one zero-padding read in a register-tiled factor (loop_body_copies 16 copies of it count
+  // against 16), so a concat read by a contraction (the q/k/v gradients before the in_proj gradients: 3 branches with
+  // integer division and remainder per factor element and tile) is stored once and its readers load it; charlm's
+  // in_proj weight gradient 36 -> 9.5 ms (docs/perf-log/P37.md)
+  if (limits.register_tiles) o.max_guarded_reads = 16;
   // Buffers have no 2-D size limit; the layout only records numel. Keep the texel grid within int64 range.
   o.max_texture_width = int64_t{1} << 24;
   o.max_texture_height = int64_t{1} << 24;
