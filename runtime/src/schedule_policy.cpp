@@ -22,8 +22,19 @@ void validate(const BackendOptions& opt) {
     throw ValueError(fmt::format("BackendOptions::col_planes must be 1 (off) or 2 (empty = auto), got {}", *opt.col_planes));
 }
 
-/// The fragment target's policy; the auto values were measured (docs/decisions.md): row and column planes pay on
-/// the H200 and on llvmpipe; split-K, row-aligned layouts and union-domain draws only on GPUs.
+/// The fragment part (FragmentScheduleOptions) of the fragment target's policy: row-aligned layouts, row planes (at
+/// most `max_outputs`, one render target each) and column planes; transposed storage stays on (its default).
+FragmentScheduleOptions fragment_options(const Target& t, const BackendOptions& opt, int max_outputs) {
+  FragmentScheduleOptions f;
+  f.row_aligned_layout = opt.row_layout.value_or(!t.cpu_device);
+  f.row_planes = std::min(opt.row_planes.value_or(4), max_outputs);
+  f.col_planes = opt.col_planes.value_or(2);
+  return f;
+}
+
+/// The fragment target's policy: the neutral part and fragment_options; the compute part keeps its defaults (off).
+/// The auto values were measured (docs/decisions.md): row and column planes pay on the H200 and on llvmpipe; split-K,
+/// row-aligned layouts and union-domain draws only on GPUs.
 ScheduleOptions texture_policy(const Target& t, const BackendOptions& opt) {
   ScheduleOptions so;
   so.unfused = opt.unfused;
@@ -34,10 +45,8 @@ ScheduleOptions texture_policy(const Target& t, const BackendOptions& opt) {
   so.max_inputs = t.limits.max_bindings;
   so.max_loop_iterations = t.limits.max_loop_iterations;
   so.min_parallel_texels = opt.min_parallel_texels.value_or(t.cpu_device ? 0 : 16384);
-  so.row_aligned_layout = opt.row_layout.value_or(!t.cpu_device);
   so.union_domains = opt.union_domains.value_or(!t.cpu_device);
-  so.row_planes = std::min(opt.row_planes.value_or(4), so.max_outputs);
-  so.col_planes = opt.col_planes.value_or(2);
+  static_cast<FragmentScheduleOptions&>(so) = fragment_options(t, opt, so.max_outputs);
   so.loop_body_copies = 4 * so.row_planes;  // the tile mode unrolls a sum by 4, for each of its row planes
   return so;
 }
@@ -46,7 +55,7 @@ ScheduleOptions texture_policy(const Target& t, const BackendOptions& opt) {
 ScheduleOptions schedule_policy(const Target& target, const BackendOptions& opt) {
   switch (target.storage) {
     case StorageModel::Textures: return texture_policy(target, opt);
-    case StorageModel::Buffers: {
+    case StorageModel::Buffers: {  // the neutral and compute parts; the fragment part stays off
       ScheduleOptions so = compute_schedule_options(target.compute);
       // cpu-simd: C loops have no iteration limit (the 32768 of CPU devices is Mesa gallivm's): a reduction is split
       // only for the threads. Split-K: a contraction of few outputs over a long loop (a conv weight gradient: 72

@@ -67,17 +67,11 @@ struct Extent {
 /// the tensor column `jc + 4 * q + lane`; the emitter declares it from the last output coordinate.
 inline constexpr const char* kColumnVar = "jc";
 
-/// One materialised tensor.
-struct Value {
-  int id = -1;
-  NodePtr node;
-  ValueKind kind = ValueKind::Temp;
-  TextureLayout layout;
-  std::string name;        ///< readable identifier used in shaders ("x", "fc1_weight", "t12")
-  int buffer = -1;         ///< Temp: pooled buffer index; Persistent/Input/Constant: -1
-  int update_of = -1;      ///< if this value is the next value of a persistent value: that value's id
-  int producer = -1;       ///< kernel index writing it (Temp), -1 otherwise
-  int last_use = -1;       ///< last kernel index reading it
+/// The part of a value's storage that only texture targets (StorageModel::Textures, sg/target.h) use: how the value
+/// is spread over textures (transposed, row and column planes) and the extent its textures are allocated at. A buffer
+/// target's plan (compute_schedule_options, sg/compute_kernel.h) keeps the defaults (not transposed, one plane) and
+/// the compute emitters refuse any other; its storage ignores `extent` (a buffer holds numel floats).
+struct ValueTextureStorage {
   /// The texture holds the transpose of this 2-D value (element (i, j) at flat index j * rows + i): chosen for
   /// temporaries that every reader reduces over axis 0 (a matmul's B operand, a sum over rows), so the readers'
   /// loops walk contiguous texels. Kernels, downloads and hooks account for it; never set for outputs/updates.
@@ -106,6 +100,22 @@ struct Value {
   /// its next value (front and back swap after a step, so both get it), the same for that update value;
   /// Input/Constant: the layout's size. Set by the memory plan.
   Extent extent;
+};
+
+/// One materialised tensor. Every target stores its `layout.numel` elements (row-major; a temporary in pooled slot
+/// `buffer`): texture targets in RGBA32F textures of `layout`'s width x height texels, spread as the fields of
+/// ValueTextureStorage say; buffer targets (StorageModel::Buffers) as numel floats addressed by flat index (there
+/// `layout`'s width and height are only the schedule's texel grid).
+struct Value : ValueTextureStorage {
+  int id = -1;
+  NodePtr node;
+  ValueKind kind = ValueKind::Temp;
+  TextureLayout layout;
+  std::string name;        ///< readable identifier used in shaders ("x", "fc1_weight", "t12")
+  int buffer = -1;         ///< Temp: pooled buffer index; Persistent/Input/Constant: -1
+  int update_of = -1;      ///< if this value is the next value of a persistent value: that value's id
+  int producer = -1;       ///< kernel index writing it (Temp), -1 otherwise
+  int last_use = -1;       ///< last kernel index reading it
   /// The shape one texture holds (the producing kernel's iteration domain): the node's shape, reversed when
   /// transposed; with row planes the second-to-last axis divided by row_planes(), with column planes the last
   /// axis divided by col_planes.
@@ -148,7 +158,20 @@ struct Kernel {
   int blocks() const { return block.empty() ? 1 : block.back() + 1; }    ///< number of domain blocks
 };
 
-struct ScheduleOptions {
+// The options of schedule(), in three parts by the targets they concern (StorageModel, sg/target.h). A target's
+// policy (sg::target_policy, runtime/src/schedule_policy.cpp) fills the neutral part (ScheduleCommon) for every
+// target, the fragment part (FragmentScheduleOptions) for texture targets (texture_policy there) and the compute part
+// (ComputeScheduleOptions) for buffer targets (compute_schedule_options, sg/compute_kernel.h); the host target (cpu)
+// takes the defaults with `unfused`. The passes never ask which target they run for and read every field, so each
+// of the two target parts defaults to its choices off: a texture target leaves the compute part at its defaults,
+// and a buffer target the fragment part, except transposed storage, which is on by default and which
+// compute_schedule_options turns off (transpose_row_reduced). The parts are plain bases of ScheduleOptions, so
+// `opt.field` and ScheduleOptions::field name any of them.
+
+/// The neutral part: fusion, inlining, loop and binding budgets every target's schedule uses (max_storage_buffers
+/// only buffer targets set). max_texture_width and max_texture_height bound the texel grid of every value's
+/// TextureLayout (buffer targets set a 2^24 grid, within which only numel matters).
+struct ScheduleCommon {
   bool unfused = false;         ///< one kernel per node (debug mode)
   int64_t max_texture_width = 16384;
   int64_t max_texture_height = 0;  ///< 0 = max_texture_width
@@ -212,33 +235,26 @@ struct ScheduleOptions {
   /// it. 0 = off (the default; the GLES backend turns it on
   /// for hardware GPUs, not for CPU rasterisers such as llvmpipe, where more fragments buy nothing).
   int64_t min_parallel_texels = 0;
-  /// Split-K applies only to kernels with more output elements than this (compute targets on GPUs: 8192, the
-  /// outputs that the tree-reduction strategy already runs one workgroup each; 0 = any).
-  int64_t split_min_outputs = 0;
-  /// Two-stage tree reductions (compute targets on GPUs; 0 = off, the default): a single-output kernel of n output
-  /// elements, each a reduction of at least 16384 loop iterations, with 4 n <= reduce_tree_workgroups, is split like
-  /// split-K into about reduce_tree_workgroups / n partial reductions of contiguous chunks (at least 2048 iterations
-  /// each; the outermost loop with enough iterations is cut, so a chunk of a reduction over all of a row-major tensor
-  /// is whole rows) and a final reduction of the partials: stage 1 runs one workgroup per partial instead of one per
-  /// output (a reduction to a scalar ran on one workgroup). Such reductions stay out of multi-output kernels.
-  int64_t reduce_tree_workgroups = 0;
-  /// One long reduction per multi-output kernel (compute targets on GPUs and the cpu plan; false = any number, the
-  /// default): a group whose kernel would compute two distinct reductions of long_reduction_iterations or more loop
-  /// iterations per element is not formed. The compute emitter's tree-reduction strategy gives one workgroup to the
-  /// kernel's main reduction and leaves any other to the workgroup's first invocation alone: the two 16x16x3x3 conv
-  /// weight gradients of a ResNet block fused side by side took 11.8 ms of a 15.9 ms train step on an H100, the second
-  /// one's 50176 products per output summed by one invocation. The cpu plan's register tiles likewise tile one
-  /// contraction and sum any other in the kernel's store, one output at a time (issue 37: charlm's two GELU weight
-  /// gradients side by side, 290 of a 704 ms cpu-simd step; docs/perf-log/P37.md).
-  bool one_long_reduction = false;
-  /// The loop iterations per element from which one_long_reduction counts a reduction as long.
-  double long_reduction_iterations = 256;
   /// The inlining cost (in the scalar ops of inline_cost_limit and its siblings) of one call of exp, log, log1p, pow,
   /// sin, cos, tanh, sigmoid, erf or erfc in an elementwise producer; 1 = as any op (the default). The cpu plan sets
   /// more: in C and WebAssembly each is a scalar math-library call of several nanoseconds, and a producer inlined into
   /// a register-tiled contraction is recomputed once per tile along the other side (GELU's erfc in charlm's MLP
   /// matmuls: 8 times per element, 26-34 ms a kernel; docs/perf-log/P37.md), so such a producer is stored once.
   double math_call_cost = 1;
+  /// Union-domain kernels: after multi-output grouping, groups of different iteration domains that do not read
+  /// each other (directly or through inlined nodes) become one draw with one block per domain, within
+  /// max_outputs, max_inputs and max_loop_iterations (the blocks' loops added up); groups sharing more inputs are
+  /// merged first; kernels the split-K or loop-budget rules split, and kernels the row-planes rule will tile,
+  /// are left alone. Textures written by such a
+  /// draw are allocated at its extent (Value::extent); see union_max_extra_bytes. On by default; false gives one
+  /// iteration domain per kernel.
+  bool union_domains = true;
+};
+
+/// The fragment part (texture targets: StorageModel::Textures): storage spread over textures (transposed storage,
+/// row-aligned layouts, row and column planes) and the allocation growth of union-domain draws. Off by default except
+/// transpose_row_reduced; a buffer target keeps it all off.
+struct FragmentScheduleOptions {
   /// Store 2-D temporaries whose every reader reduces over their axis 0 transposed (Value::transposed): the
   /// weight gradient x^T.dh then reads dh along contiguous texels (1 fetch per 4 rows instead of 4).
   bool transpose_row_reduced = true;
@@ -263,19 +279,38 @@ struct ScheduleOptions {
   int col_planes = 1;
   /// Row planes: the fewest texels one plane may have (fewer fragments per draw would leave a GPU idle).
   int64_t min_plane_texels = 1024;
-  /// Union-domain kernels: after multi-output grouping, groups of different iteration domains that do not read
-  /// each other (directly or through inlined nodes) become one draw with one block per domain, within
-  /// max_outputs, max_inputs and max_loop_iterations (the blocks' loops added up); groups sharing more inputs are
-  /// merged first; kernels the split-K or loop-budget rules split, and kernels the row-planes rule will tile,
-  /// are left alone. Textures written by such a
-  /// draw are allocated at its extent (Value::extent); see union_max_extra_bytes. On by default; false gives one
-  /// iteration domain per kernel.
-  bool union_domains = true;
   /// Union-domain kernels: max bytes a merged kernel's textures may be allocated beyond its outputs' own layouts
   /// (each output, front and back for a parameter's next value, covers the draw's extent; e.g. the MLP's
   /// db1+Adam(b1) [128] with dW1+Adam(W1) [128,784] costs 3 MiB). Keeps a bias of a large layer from being
   /// allocated at its weight's size.
   int64_t union_max_extra_bytes = int64_t{16} << 20;
+};
+
+/// The compute part (buffer targets: StorageModel::Buffers): the GPU reduction strategies (split-K's lower bound,
+/// two-stage trees, one long reduction per kernel) and union-domain dispatches partitioned among their blocks. Off by
+/// default; a texture target keeps it off.
+struct ComputeScheduleOptions {
+  /// Split-K applies only to kernels with more output elements than this (compute targets on GPUs: 8192, the
+  /// outputs that the tree-reduction strategy already runs one workgroup each; 0 = any).
+  int64_t split_min_outputs = 0;
+  /// Two-stage tree reductions (compute targets on GPUs; 0 = off, the default): a single-output kernel of n output
+  /// elements, each a reduction of at least 16384 loop iterations, with 4 n <= reduce_tree_workgroups, is split like
+  /// split-K into about reduce_tree_workgroups / n partial reductions of contiguous chunks (at least 2048 iterations
+  /// each; the outermost loop with enough iterations is cut, so a chunk of a reduction over all of a row-major tensor
+  /// is whole rows) and a final reduction of the partials: stage 1 runs one workgroup per partial instead of one per
+  /// output (a reduction to a scalar ran on one workgroup). Such reductions stay out of multi-output kernels.
+  int64_t reduce_tree_workgroups = 0;
+  /// One long reduction per multi-output kernel (compute targets on GPUs and the cpu plan; false = any number, the
+  /// default): a group whose kernel would compute two distinct reductions of long_reduction_iterations or more loop
+  /// iterations per element is not formed. The compute emitter's tree-reduction strategy gives one workgroup to the
+  /// kernel's main reduction and leaves any other to the workgroup's first invocation alone: the two 16x16x3x3 conv
+  /// weight gradients of a ResNet block fused side by side took 11.8 ms of a 15.9 ms train step on an H100, the second
+  /// one's 50176 products per output summed by one invocation. The cpu plan's register tiles likewise tile one
+  /// contraction and sum any other in the kernel's store, one output at a time (issue 37: charlm's two GELU weight
+  /// gradients side by side, 290 of a 704 ms cpu-simd step; docs/perf-log/P37.md).
+  bool one_long_reduction = false;
+  /// The loop iterations per element from which one_long_reduction counts a reduction as long.
+  double long_reduction_iterations = 256;
   /// Union-domain kernels of buffer (compute) targets: the dispatch's invocation range is partitioned into one range
   /// per block (each invocation computes one element of one block, so the loop budget is the largest block's and no
   /// buffer grows), and only groups of at most union_max_block_work (outputs x (1 + loop iterations per element))
@@ -285,6 +320,9 @@ struct ScheduleOptions {
   /// See union_invocation_blocks.
   double union_max_block_work = 131072;
 };
+
+/// What schedule() takes: the three parts (see above), filled by sg::target_policy for a Target.
+struct ScheduleOptions : ScheduleCommon, FragmentScheduleOptions, ComputeScheduleOptions {};
 
 /// The scheduled program: what a backend executes.
 struct Plan {
