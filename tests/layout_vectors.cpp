@@ -21,9 +21,11 @@
 // flattening of Value::stored_shape(); a transposed value's texture holds the transpose, and plane p * Pc + q of a
 // value with Pr row planes and Pc column planes holds, at its row r and column c, element
 // (r * Pr + p, ((c / 4) * Pc + q) * 4 + c % 4) of the tensor's [rows, C] view. The GLES backend's readback
-// (GlesExecutable::read_value, runtime/src/gles_backend.cpp) is private to the backend and needs a GL device, so the
-// packing here is written from that contract with the public TextureLayout / Value API; the generator checks that
-// each texture's layout holds exactly stored_shape()'s elements.
+// (GlesExecutable::read_value, runtime/src/gles_backend.cpp) is private to the backend, so the packing here is
+// written from that contract with the public TextureLayout / Value API; the generator checks that each texture's
+// layout holds exactly stored_shape()'s elements, and, where a GL device exists (llvmpipe in CI), draws the
+// producing kernels of the planed and transposed matmuls of inputs with gles::Device and the fragment emitter's
+// shaders and requires every texture the GPU wrote to hold what this placement says (GpuCheck): it fails otherwise.
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -42,6 +44,10 @@
 #include <nlohmann/json.hpp>
 
 #include "sg/compute_kernel.h"
+#include "sg/emitter.h"
+#include "sg/gles_device.h"
+#include "sg/shader_compiler.h"
+#include "sg/target.h"
 #include "sg/schedule.h"
 #include "sg/sg.h"
 #include "sg/web_export.h"
@@ -166,6 +172,106 @@ json buffer_vector(const std::string& name, const Value& v, const json& record) 
   for (int64_t t = 0; t < n; ++t) expected[static_cast<size_t>(t)] = bits(tensor_value(t));
   return {{"case", name}, {"value", record}, {"buffer", buf}, {"expected", expected}};
 }
+
+/// The native side of the packing, where a GL device exists: the producing kernels of planed and transposed
+/// matmuls of two inputs drawn by gles::Device with the fragment emitter's shaders (as the GLES backend draws
+/// them), each plane downloaded in storage order (Device::download: the layout's texels) and compared bit for bit
+/// with tensor_index's placement of the matmul computed here (small integers: exact in float).
+struct GpuCheck {
+  std::unique_ptr<gles::Device> dev;
+  std::unique_ptr<const Emitter> emitter;
+  std::string skipped;  ///< why there is no device ("" when there is one)
+  int values = 0;       ///< planed or transposed values checked
+  int planes = 0;       ///< their textures checked
+
+  GpuCheck() {
+    try {
+      dev = gles::Device::create();
+      DeviceCaps caps;
+      caps.renderer = "layout_vectors";
+      caps.max_draw_buffers = 8;
+      emitter = make_emitter(make_target(TargetName::GlslEsFragment, caps));
+    } catch (const std::exception& e) {
+      dev.reset();
+      skipped = e.what();
+    }
+  }
+
+  static float input_value(int id, int64_t i) { return static_cast<float>((i * 7 + id * 3) % 11 - 5); }
+
+  void check(const std::string& name, const Plan& plan) {
+    if (!dev) return;
+    for (const Kernel& k : plan.kernels) {
+      bool wanted = false, fed = k.blocks() == 1;
+      for (int o : k.outputs) wanted = wanted || plan.values[o].planes > 1 || plan.values[o].transposed;
+      for (int i : k.inputs) fed = fed && plan.values[i].kind == ValueKind::Input;
+      if (!wanted || !fed) continue;
+      std::vector<gles::Texture> ins;
+      std::vector<std::pair<std::string, const gles::Texture*>> bind;
+      ins.reserve(k.inputs.size());
+      for (int i : k.inputs) {
+        const Value& v = plan.values[i];
+        std::vector<float> data(static_cast<size_t>(v.node->numel()));
+        for (size_t e = 0; e < data.size(); ++e) data[e] = input_value(v.id, static_cast<int64_t>(e));
+        ins.push_back(dev->create_texture(v.layout, v.name, v.extent.width, v.extent.height));
+        dev->upload(ins.back(), data.data(), v.node->numel());
+      }
+      for (size_t j = 0; j < k.inputs.size(); ++j) bind.emplace_back("in_" + plan.values[k.inputs[j]].name, &ins[j]);
+      std::vector<gles::Texture> outs;
+      for (int o : k.outputs)
+        for (int p = 0; p < plan.values[o].planes; ++p)
+          outs.push_back(dev->create_texture(plan.values[o].layout, plan.values[o].name, plan.values[o].extent.width,
+                                             plan.values[o].extent.height));
+      const CompiledShader c = compile_shader(k.name, emitter->source(plan, k), ShaderStage::Fragment);
+      const gles::Program prog = dev->create_program(c.gles, k.name, c.declared);
+      std::vector<gles::Texture*> targets;
+      for (auto& t : outs) targets.push_back(&t);
+      if (targets.size() == 1) dev->draw(prog, bind, *targets[0], k.name);
+      else dev->draw(prog, bind, targets, k.name);
+      size_t slot = 0;
+      for (int o : k.outputs) {
+        const Value& v = plan.values[o];
+        const Node& n = *v.node;
+        const bool matmul_of_inputs = n.op == Op::MatMul && n.inputs[0]->is_leaf() && n.inputs[1]->is_leaf() &&
+                                      n.inputs[0]->shape.size() == n.shape.size() &&
+                                      n.inputs[1]->shape.size() == n.shape.size();
+        if (!(v.planes > 1 || v.transposed) || !matmul_of_inputs) {
+          slot += static_cast<size_t>(v.planes);
+          continue;
+        }
+        // the matmul, row-major, batched over the leading axes
+        const Value& va = plan.value_of(n.inputs[0].get());
+        const Value& vb = plan.value_of(n.inputs[1].get());
+        const size_t r = n.shape.size();
+        const int64_t M = n.shape[r - 2], N = n.shape[r - 1], K = n.inputs[0]->shape[r - 1];
+        const int64_t B = n.numel() / (M * N);
+        std::vector<float> t(static_cast<size_t>(n.numel()));
+        for (int64_t b = 0; b < B; ++b)
+          for (int64_t i = 0; i < M; ++i)
+            for (int64_t j = 0; j < N; ++j) {
+              double acc = 0;
+              for (int64_t q = 0; q < K; ++q)
+                acc += static_cast<double>(input_value(va.id, (b * M + i) * K + q)) *
+                       input_value(vb.id, (b * K + q) * N + j);
+              t[static_cast<size_t>((b * M + i) * N + j)] = static_cast<float>(acc);
+            }
+        for (int p = 0; p < v.planes; ++p, ++slot) {
+          std::vector<float> got(static_cast<size_t>(v.layout.numel));
+          dev->download(outs[slot], got.data(), v.layout.numel);
+          for (int64_t e = 0; e < v.layout.numel; ++e)
+            if (bits(got[static_cast<size_t>(e)]) != bits(t[static_cast<size_t>(tensor_index(v, p, e))]))
+              throw std::runtime_error(fmt::format(
+                  "{}: the GPU's texture {} of {} (planes {}, col planes {}, transposed {}) holds {} at storage "
+                  "element {}, the vectors' placement says {} (tensor element {})",
+                  name, p, v.name, v.planes, v.col_planes, v.transposed, got[static_cast<size_t>(e)], e,
+                  t[static_cast<size_t>(tensor_index(v, p, e))], tensor_index(v, p, e)));
+          ++planes;
+        }
+        ++values;
+      }
+    }
+  }
+};
 
 struct Case {
   std::string name;
@@ -351,6 +457,7 @@ int main(int argc, char** argv) {
   try {
     json textures = json::array(), buffers = json::array();
     Counts all;
+    GpuCheck gpu_check;
     for (const Case& c : cases()) {
       Program prog;
       try {
@@ -360,6 +467,7 @@ int main(int argc, char** argv) {
       }
       const Plan plan = schedule(prog, c.options);
       const json desc = web::describe_program(plan, "shaders/" + c.name);
+      gpu_check.check(c.name, plan);
       Counts seen;
       for (const Value& v : plan.values) textures.push_back(texture_vector(c.name, v, desc.at("values").at(v.id), seen));
       for (const std::string& f : c.forms)
@@ -398,7 +506,12 @@ int main(int argc, char** argv) {
                           "allocated_beyond_layout", "buffer_transposed"})
       if (!all.forms.count(f))
         throw std::runtime_error(fmt::format("no case made storage form '{}' (made: {})", f, fmt::join(all.forms, ", ")));
+    const std::string gpu = gpu_check.dev ? fmt::format("{} planed or transposed values ({} textures) drawn on {} "
+                                                        "hold what the vectors place there", gpu_check.values,
+                                                        gpu_check.planes, gpu_check.dev->caps().renderer)
+                                          : "skipped (no GL device: " + gpu_check.skipped + ")";
     json out = {{"generator", "tests/layout_vectors.cpp"},
+                {"gles_cross_check", gpu},
                 {"sentinel", kSentinel},
                 {"forms", all.forms},
                 {"textures", textures},
@@ -406,8 +519,8 @@ int main(int argc, char** argv) {
     std::ofstream f(argv[1]);
     f << out.dump() << "\n";
     if (!f) throw std::runtime_error(fmt::format("cannot write {}", argv[1]));
-    std::cout << fmt::format("layout_vectors: {} texture vectors, {} buffer vectors, forms: {}\n", textures.size(),
-                             buffers.size(), fmt::join(all.forms, ", "));
+    std::cout << fmt::format("layout_vectors: {} texture vectors, {} buffer vectors, forms: {}; GLES: {}\n",
+                             textures.size(), buffers.size(), fmt::join(all.forms, ", "), gpu);
     return 0;
   } catch (const std::exception& e) {
     std::cerr << "layout_vectors: " << e.what() << "\n";

@@ -274,3 +274,4 @@ if (failures.length) {
   process.exit(1);
 }
 console.log(`layout vectors: all passed: ${summary}`);
+console.log(`C++ placement against the GPU (layout_vectors.cpp GpuCheck): ${vectors.gles_cross_check}`);
