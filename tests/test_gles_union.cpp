@@ -79,7 +79,7 @@ TEST_CASE("GLES union-domain kernel: a [3] sum and a [5,8] map with their parame
     CHECK(k.extent == Extent{qv.layout.width, qv.layout.height});
     CHECK(pv.layout.width * pv.layout.height == 1);
     CHECK(pv.extent == k.extent);  // front and back allocated for the draw
-    CHECK(schedule(g.step, {.union_domains = false}).kernels.size() == 2);
+    CHECK(schedule(g.step, {{.union_domains = false}}).kernels.size() == 2);
 
     for (int stepi = 0; stepi < 3; ++stepi) {
       INFO("step " << stepi);

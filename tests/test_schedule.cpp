@@ -109,21 +109,21 @@ TEST_CASE("canonical graphs fuse to the documented kernel counts", "[schedule]")
     // Adam's two hoisted bias corrections (schedule rule scalar-hoist) are two more values: 2 more kernels with one
     // output each; with 4 outputs the single-element kernel (loss, step counter, both corrections) is full and no
     // longer joins a union draw (+1); with 8 it still does.
-    const ScheduleOptions single_domain{.union_domains = false};
+    const ScheduleOptions single_domain{{.union_domains = false}};
     CHECK(schedule(train_program("mlp", make_sgd({.lr = 0.1}), 32)).kernels.size() == 6);
     CHECK(schedule(train_program("mlp", make_adam({}), 32)).kernels.size() == 9);
-    CHECK(schedule(train_program("mlp", make_adam({}), 32), {.max_outputs = 8}).kernels.size() == 6);
+    CHECK(schedule(train_program("mlp", make_adam({}), 32), {{.max_outputs = 8}}).kernels.size() == 6);
     CHECK(schedule(train_program("mlp", make_sgd({.lr = 0.1}), 32), single_domain).kernels.size() == 10);
     CHECK(schedule(train_program("mlp", make_adam({}), 32), single_domain).kernels.size() == 10);
-    CHECK(schedule(train_program("mlp", make_sgd({.lr = 0.1}), 32), {.max_outputs = 1}).kernels.size() == 17);
-    CHECK(schedule(train_program("mlp", make_adam({}), 32), {.max_outputs = 1}).kernels.size() == 28);
+    CHECK(schedule(train_program("mlp", make_sgd({.lr = 0.1}), 32), {{.max_outputs = 1}}).kernels.size() == 17);
+    CHECK(schedule(train_program("mlp", make_adam({}), 32), {{.max_outputs = 1}}).kernels.size() == 28);
     CHECK(schedule(train_program("cnn", make_adam({}), 64)).kernels.size() == 17);
-    CHECK(schedule(train_program("cnn", make_adam({}), 64), {.max_outputs = 8}).kernels.size() == 15);
+    CHECK(schedule(train_program("cnn", make_adam({}), 64), {{.max_outputs = 8}}).kernels.size() == 15);
     CHECK(schedule(train_program("cnn", make_adam({}), 64), single_domain).kernels.size() == 22);
-    CHECK(schedule(train_program("cnn", make_adam({}), 64), {.max_outputs = 1}).kernels.size() == 52);
+    CHECK(schedule(train_program("cnn", make_adam({}), 64), {{.max_outputs = 1}}).kernels.size() == 52);
   }
   SECTION("llvmpipe's schedule (row planes 4, 8 render targets, one domain per kernel) and with unions on") {
-    const ScheduleOptions cpu_raster{.max_outputs = 8, .row_planes = 4, .union_domains = false};
+    const ScheduleOptions cpu_raster{{.max_outputs = 8, .union_domains = false}, {.row_planes = 4}};
     ScheduleOptions with_unions = cpu_raster;
     with_unions.union_domains = true;
     CHECK(schedule(train_program("mlp", make_adam({}), 128), cpu_raster).kernels.size() == 11);
@@ -134,7 +134,7 @@ TEST_CASE("canonical graphs fuse to the documented kernel counts", "[schedule]")
     CHECK(schedule(train_program("cnn", make_adam({}), 64), with_unions).kernels.size() == 15);
   }
   SECTION("GPU schedule (split-K, row layouts, row planes, 8 render targets): MLP 12 -> 8, CNN 30 -> 22") {
-    const ScheduleOptions gpu{.max_outputs = 8, .min_parallel_texels = 16384, .row_aligned_layout = true, .row_planes = 4};
+    const ScheduleOptions gpu{{.max_outputs = 8, .min_parallel_texels = 16384}, {.row_aligned_layout = true, .row_planes = 4}};
     ScheduleOptions gpu_single = gpu;
     gpu_single.union_domains = false;
     const Plan mlp = schedule(train_program("mlp", make_adam({}), 128), gpu);
@@ -162,7 +162,7 @@ TEST_CASE("canonical graphs fuse to the documented kernel counts", "[schedule]")
   }
   SECTION("Adam: a parameter's m, v and new value come from one kernel, which also computes the gradient") {
     // one domain per kernel: the multi-output grouping itself (union-domain kernels add independent blocks)
-    Plan plan = schedule(train_program("mlp", make_adam({}), 32), {.union_domains = false});
+    Plan plan = schedule(train_program("mlp", make_adam({}), 32), {{.union_domains = false}});
     std::map<std::string, int> producer;  // update target name -> kernel writing its next value
     for (auto& [target, value] : plan.updates) producer[plan.values[target].node->name] = plan.values[value].producer;
     int multi = 0;
@@ -183,14 +183,14 @@ TEST_CASE("canonical graphs fuse to the documented kernel counts", "[schedule]")
     }
     CHECK(multi == 4);
     // max_outputs = 1 is the plain single-output schedule
-    for (auto& k : schedule(train_program("mlp", make_adam({}), 32), {.max_outputs = 1}).kernels)
+    for (auto& k : schedule(train_program("mlp", make_adam({}), 32), {{.max_outputs = 1}}).kernels)
       CHECK(k.outputs.size() == 1);
   }
   SECTION("unfused debug mode: one kernel per non-leaf node") {
     MlpGraph g;
     Program p;
     p.add_output("logits", g.logits);
-    Plan plan = schedule(p, {.unfused = true});
+    Plan plan = schedule(p, {{.unfused = true}});
     size_t non_leaf = 0;
     for (auto& n : p.nodes()) non_leaf += !n->is_leaf();
     CHECK(plan.kernels.size() == non_leaf);
@@ -200,7 +200,7 @@ TEST_CASE("canonical graphs fuse to the documented kernel counts", "[schedule]")
 TEST_CASE("memory plan: no kernel reads the texture it writes, updates go to back textures", "[schedule]") {
   for (int max_outputs : {1, 4, 8}) {
     INFO("max_outputs " << max_outputs);
-    Plan plan = schedule(train_program("mlp", make_adam({}), 32), {.max_outputs = max_outputs});
+    Plan plan = schedule(train_program("mlp", make_adam({}), 32), {{.max_outputs = max_outputs}});
     for (auto& k : plan.kernels) {
       std::set<int> written;
       for (size_t j = 0; j < k.outputs.size(); ++j) {
@@ -240,11 +240,11 @@ TEST_CASE("union-domain kernels: independent blocks, launch order, extents and a
     ScheduleOptions opt;
   };
   std::vector<Case> cases = {
-      {"mlp llvmpipe", "mlp", {.max_outputs = 8}},
-      {"mlp gpu", "mlp", {.max_outputs = 8, .min_parallel_texels = 16384, .row_aligned_layout = true, .row_planes = 4}},
+      {"mlp llvmpipe", "mlp", {{.max_outputs = 8}}},
+      {"mlp gpu", "mlp", {{.max_outputs = 8, .min_parallel_texels = 16384}, {.row_aligned_layout = true, .row_planes = 4}}},
       {"cnn 4 outputs", "cnn", {}},
-      {"cnn gpu", "cnn", {.max_outputs = 8, .min_parallel_texels = 16384, .row_aligned_layout = true, .row_planes = 4}},
-      {"mlp rows wrap at 16 texels", "mlp", {.max_texture_width = 16, .max_texture_height = 4096, .max_outputs = 8}},
+      {"cnn gpu", "cnn", {{.max_outputs = 8, .min_parallel_texels = 16384}, {.row_aligned_layout = true, .row_planes = 4}}},
+      {"mlp rows wrap at 16 texels", "mlp", {{.max_texture_width = 16, .max_texture_height = 4096, .max_outputs = 8}}},
   };
   for (auto& c : cases) {
     INFO(c.label);
@@ -307,7 +307,7 @@ TEST_CASE("union-domain kernels: independent blocks, launch order, extents and a
     }
   }
   SECTION("union_max_extra_bytes = 0 only unites outputs of one texture size") {
-    Plan plan = schedule(train_program("mlp", make_adam({}), 32), {.max_outputs = 8, .union_max_extra_bytes = 0});
+    Plan plan = schedule(train_program("mlp", make_adam({}), 32), {{.max_outputs = 8}, {.union_max_extra_bytes = 0}});
     for (auto& k : plan.kernels)
       for (int o : k.outputs) CHECK(plan.values[o].extent == Extent{plan.values[o].layout.width, plan.values[o].layout.height});
   }
@@ -320,11 +320,11 @@ TEST_CASE("union-domain kernels: independent blocks, launch order, extents and a
     Tensor loss = sum(relu(matmul(x, w) + b));
     auto adam = make_adam({});
     Program step = make_train_step(loss, {w, b}, *adam);
-    Plan plan = schedule(step, {.max_outputs = 8});
+    Plan plan = schedule(step, {{.max_outputs = 8}});
     const Value& bv = plan.value_of(b.node().get());
     CHECK(bv.extent == Extent{bv.layout.width, bv.layout.height});
     // without the limit the two would be one draw and b's textures as large as w's
-    Plan unlimited = schedule(step, {.max_outputs = 8, .union_max_extra_bytes = std::numeric_limits<int64_t>::max()});
+    Plan unlimited = schedule(step, {{.max_outputs = 8}, {.union_max_extra_bytes = std::numeric_limits<int64_t>::max()}});
     const Value& bu = unlimited.value_of(b.node().get());
     const Value& wu = unlimited.value_of(w.node().get());
     CHECK(bu.extent == wu.extent);
@@ -639,7 +639,7 @@ TEST_CASE("the transpose of a row-planed value is read by texture() from the 4 p
   Program p;
   p.add_output("u", transpose(t) * 2.0 + d);  // (d, read texel by texel, makes the kernel vectorise its texels)
   p.add_output("tc", matmul(t, c));       // (t stays a stored temporary)
-  ScheduleOptions so{.max_outputs = 8, .row_planes = 4, .min_plane_texels = 1};
+  ScheduleOptions so{{.max_outputs = 8}, {.row_planes = 4, .min_plane_texels = 1}};
   so.row_aligned_layout = true;
   Plan plan = schedule(p, so);
   REQUIRE(plan.value_of(t.node().get()).planes == 4);
@@ -690,7 +690,7 @@ TEST_CASE("a reduction that does not depend on an enclosing loop is computed onc
 
 TEST_CASE("every kernel of the MLP and CNN train steps compiles to valid SPIR-V and valid GLSL ES", "[codegen]") {
   // fragment kernels of the llvmpipe and the GPU texture schedules
-  const ScheduleOptions gpu{.max_outputs = 8, .min_parallel_texels = 16384, .row_aligned_layout = true, .row_planes = 4};
+  const ScheduleOptions gpu{{.max_outputs = 8, .min_parallel_texels = 16384}, {.row_aligned_layout = true, .row_planes = 4}};
   for (auto [model, opt] : {std::pair{"mlp", ScheduleOptions{}}, std::pair{"cnn", ScheduleOptions{}},
                             std::pair{"mlp", gpu}, std::pair{"cnn", gpu}}) {
     Plan plan = schedule(train_program(model, make_adam({}), model == std::string("mlp") ? 16 : 6), opt);
@@ -784,7 +784,7 @@ TEST_CASE("tensors larger than the texture limits are refused with the node name
   Program p;
   p.add_output("y", x * 2.0);
   try {
-    schedule(p, {.max_texture_width = 8});  // 2500 texels > 8x8
+    schedule(p, {{.max_texture_width = 8}});  // 2500 texels > 8x8
     FAIL("expected ValueError");
   } catch (const ValueError& e) {
     CHECK(std::string(e.what()).find("big_input") != std::string::npos);
@@ -835,7 +835,7 @@ TEST_CASE("schedule rule elementwise-inline: a chain of maps is one kernel", "[s
   Tensor t3 = t2 * 2.0 + 1.0;
   Tensor y = relu(t3);
   CHECK(kernel_count(outputs({{"y", y}})) == 1);
-  CHECK(kernel_count(outputs({{"y", y}}), {.unfused = true}) == 4);
+  CHECK(kernel_count(outputs({{"y", y}}), {{.unfused = true}}) == 4);
 }
 
 TEST_CASE("schedule rule movement-inline: reshape, permute, slice, pad and broadcast are read through", "[schedule][rule]") {
@@ -859,11 +859,11 @@ TEST_CASE("schedule rule inline-cost-limit: a costly map with several readers is
   Tensor cheap = x * 2.0;
   Tensor costly = x;
   for (int i = 0; i < 30; ++i) costly = costly * 1.01 + 0.5;  // 60 scalar ops > inline_cost_limit (24)
-  const ScheduleOptions so{.union_domains = false};
+  const ScheduleOptions so{{.union_domains = false}};
   CHECK(kernel_count(outputs({{"r", sum(cheap, {0})}, {"c", sum(cheap, {1})}}), so) == 2);   // recomputed in both
   CHECK(kernel_count(outputs({{"r", sum(costly, {0})}, {"c", sum(costly, {1})}}), so) == 3);  // stored once
   CHECK(kernel_count(outputs({{"r", sum(costly, {0})}, {"c", sum(costly, {1})}}),
-                     {.inline_cost_limit = 1e9, .union_domains = false}) == 2);
+                     {{.inline_cost_limit = 1e9, .union_domains = false}}) == 2);
 }
 
 TEST_CASE("schedule rule epilogue: a reduction is computed in its only same-shape elementwise consumer",
@@ -872,7 +872,7 @@ TEST_CASE("schedule rule epilogue: a reduction is computed in its only same-shap
   Tensor mm = matmul(a, b);
   CHECK(kernel_count(outputs({{"y", relu(mm + bias)}})) == 1);
   // read by two consumers, or by a non-elementwise one, the reduction ends its kernel
-  CHECK(kernel_count(outputs({{"y", relu(mm)}, {"z", exp(mm)}}), {.max_outputs = 1}) == 3);
+  CHECK(kernel_count(outputs({{"y", relu(mm)}, {"z", exp(mm)}}), {{.max_outputs = 1}}) == 3);
   CHECK(kernel_count(outputs({{"s", sum(mm, {1})}})) == 2);
 }
 
@@ -881,18 +881,18 @@ TEST_CASE("schedule rule multi-output-vertical: values read at their own element
   Tensor a = x * 2.0;
   Tensor b = a + 1.0;  // reads the output a at its own element
   const Program p = outputs({{"a", a}, {"b", b}});
-  const Plan plan = schedule(p, {.max_outputs = 4});
+  const Plan plan = schedule(p, {{.max_outputs = 4}});
   REQUIRE(plan.kernels.size() == 1);
   CHECK(plan.kernels[0].outputs.size() == 2);
-  CHECK(kernel_count(p, {.max_outputs = 1}) == 2);
+  CHECK(kernel_count(p, {{.max_outputs = 1}}) == 2);
 }
 
 TEST_CASE("schedule rule multi-output-horizontal: values of one domain sharing an input share a kernel",
           "[schedule][rule]") {
   Tensor x = input("x", {8, 8});
   const Program p = outputs({{"e", exp(x)}, {"s", sin(x)}});
-  CHECK(kernel_count(p, {.max_outputs = 4}) == 1);
-  CHECK(kernel_count(p, {.max_outputs = 1}) == 2);
+  CHECK(kernel_count(p, {{.max_outputs = 4}}) == 1);
+  CHECK(kernel_count(p, {{.max_outputs = 1}}) == 2);
 }
 
 TEST_CASE("schedule rule multi-output-identity: a value read at another element is not fused with its reader",
@@ -900,14 +900,14 @@ TEST_CASE("schedule rule multi-output-identity: a value read at another element 
   Tensor x = input("x", {8, 8});
   Tensor a = x * 2.0;
   const Program p = outputs({{"a", a}, {"t", transpose(a) + 1.0}});
-  CHECK(kernel_count(p, {.max_outputs = 8, .union_domains = false}) == 2);
+  CHECK(kernel_count(p, {{.max_outputs = 8, .union_domains = false}}) == 2);
 }
 
 TEST_CASE("schedule rule multi-output-budget: a kernel writes at most max_outputs values", "[schedule][rule]") {
   Tensor x = input("x", {8, 8});
   const Program p = outputs({{"a", exp(x)}, {"b", sin(x)}, {"c", cos(x)}, {"d", x * 3.0}, {"e", x + 3.0}});
-  CHECK(kernel_count(p, {.max_outputs = 8}) == 1);
-  CHECK(kernel_count(p, {.max_outputs = 2}) == 3);
+  CHECK(kernel_count(p, {{.max_outputs = 8}}) == 1);
+  CHECK(kernel_count(p, {{.max_outputs = 2}}) == 3);
 }
 
 namespace {
@@ -938,7 +938,7 @@ TEST_CASE("schedule rule scalar-hoist: a costly single-element value read by a l
   const Program p = s.program();
   for (int max_outputs : {4, 8}) {
     INFO("max_outputs " << max_outputs);
-    const Plan plan = schedule(p, {.max_outputs = max_outputs, .union_domains = false});
+    const Plan plan = schedule(p, {{.max_outputs = max_outputs, .union_domains = false}});
     // f and g are stored, by one kernel with the counter's update; the 64x64 kernel loads them
     const Kernel& scalar = producer_of(plan, s.t1);
     CHECK(&producer_of(plan, s.f) == &scalar);
@@ -955,7 +955,7 @@ TEST_CASE("schedule rule scalar-hoist: a costly single-element value read by a l
     CHECK(std::count(big.inputs.begin(), big.inputs.end(), plan.value_of(s.g.node().get()).id) == 1);
   }
   // turned off, f and g are recomputed per element inside the 64x64 kernel, the counter's update on its own
-  const Plan off = schedule(p, {.hoist_scalar_min_cost = 1e9, .max_outputs = 4, .union_domains = false});
+  const Plan off = schedule(p, {{.hoist_scalar_min_cost = 1e9, .max_outputs = 4, .union_domains = false}});
   CHECK_THROWS_AS(off.value_of(s.f.node().get()), ValueError);
   CHECK(off.kernels.size() == 2);
   CHECK(producer_of(off, s.t1).outputs.size() == 1);
@@ -980,11 +980,11 @@ TEST_CASE("schedule rule reduction-sinking: a reduction read by one kernel only 
   Program p;
   p.updates.push_back({u.m.node(), Tensor(u.m * 0.9 + transpose(u.g)).node()});
   p.updates.push_back({u.w.node(), Tensor(u.w - transpose(u.g) * 0.1).node()});
-  const Plan plan = schedule(p, {.max_outputs = 4, .union_domains = false});
+  const Plan plan = schedule(p, {{.max_outputs = 4, .union_domains = false}});
   REQUIRE(plan.kernels.size() == 1);  // g is a local of the kernel writing m' and w'
   CHECK(plan.kernels[0].outputs.size() == 2);
   CHECK_THROWS_AS(plan.value_of(u.g.node().get()), ValueError);  // not stored
-  CHECK(kernel_count(p, {.max_outputs = 1}) == 3);               // without multi-output fusion: g, m', w'
+  CHECK(kernel_count(p, {{.max_outputs = 1}}) == 3);               // without multi-output fusion: g, m', w'
 }
 
 TEST_CASE("schedule rule tiled-sums-stay-out-of-update-kernels: a sum the target tiles is not sunk into them",
@@ -993,7 +993,7 @@ TEST_CASE("schedule rule tiled-sums-stay-out-of-update-kernels: a sum the target
   Program p;
   p.updates.push_back({u.m.node(), Tensor(u.m * 0.9 + transpose(u.g)).node()});
   p.updates.push_back({u.w.node(), Tensor(u.w - transpose(u.g) * 0.1).node()});
-  const ScheduleOptions tiled{.max_outputs = 8, .row_planes = 4, .min_plane_texels = 1, .union_domains = false};
+  const ScheduleOptions tiled{{.max_outputs = 8, .union_domains = false}, {.row_planes = 4, .min_plane_texels = 1}};
   const Plan plan = schedule(p, tiled);
   REQUIRE(plan.kernels.size() == 2);  // g (4 row planes), then the update kernel
   CHECK(plan.value_of(u.g.node().get()).planes == 4);
@@ -1008,7 +1008,7 @@ TEST_CASE("schedule rule transposed-storage: a temporary every reader reduces ov
   Tensor t = matmul(a, b);  // [16, 16], read as matmul's B operand and summed over rows
   const Program p = outputs({{"ct", matmul(c, t)}, {"rows", sum(t, {0})}});
   CHECK(schedule(p).value_of(t.node().get()).transposed);
-  CHECK_FALSE(schedule(p, {.transpose_row_reduced = false}).value_of(t.node().get()).transposed);
+  CHECK_FALSE(schedule(p, {{}, {.transpose_row_reduced = false}}).value_of(t.node().get()).transposed);
   // a reader along axis 1 keeps it row-major
   const Program q = outputs({{"ct", matmul(c, t)}, {"cols", sum(t, {1})}});
   CHECK_FALSE(schedule(q).value_of(t.node().get()).transposed);
@@ -1018,7 +1018,7 @@ TEST_CASE("schedule rule split-k: a latency-bound reduction is split into partia
           "[schedule][rule]") {
   Tensor x = input("x", {8, 4096});
   const Program p = outputs({{"s", sum(x, {1})}});  // 2 output texels, 4096 iterations each
-  const Plan split = schedule(p, {.min_parallel_texels = 16384});
+  const Plan split = schedule(p, {{.min_parallel_texels = 16384}});
   REQUIRE(split.kernels.size() == 2);
   CHECK(split.kernels[0].name.find("_partial") != std::string::npos);
   CHECK(kernel_count(p) == 1);  // min_parallel_texels = 0: off
@@ -1029,7 +1029,7 @@ TEST_CASE("schedule rule split-k: the partial and final kernels bind only the va
   // w: they took two of the kernel's storage buffers or samplers for nothing)
   Tensor x = input("x", {8, 4096}), w = input("w", {4096, 2}), b = input("b", {2});
   const Program p = outputs({{"y", matmul(x, w) + b}});
-  const Plan plan = schedule(p, {.min_parallel_texels = 16384});
+  const Plan plan = schedule(p, {{.min_parallel_texels = 16384}});
   REQUIRE(plan.kernels.size() == 2);
   auto names = [&](const Kernel& k) {
     std::set<std::string> n;
@@ -1047,7 +1047,7 @@ TEST_CASE("schedule rule split-k: the partial and final kernels bind only the va
 TEST_CASE("schedule rule loop-budget: a reduction longer than max_loop_iterations is split", "[schedule][rule]") {
   Tensor x = input("x", {2, 4096});
   const Program p = outputs({{"s", sum(x, {1})}});
-  CHECK(kernel_count(p, {.max_loop_iterations = 1024}) == 2);
+  CHECK(kernel_count(p, {{.max_loop_iterations = 1024}}) == 2);
   CHECK(kernel_count(p) == 1);
 }
 
@@ -1058,7 +1058,7 @@ TEST_CASE("schedule rule loop-budget: the final kernel's note names the split re
   Tensor x = input("x", {2, 4096});
   for (auto [kind, y] : {std::pair{"max", max(x, {1})}, std::pair{"min", min(x, {1})}, std::pair{"sum", sum(x, {1})}}) {
     INFO(kind);
-    const Plan plan = schedule(outputs({{"y", y}}), {.max_loop_iterations = 1024});
+    const Plan plan = schedule(outputs({{"y", y}}), {{.max_loop_iterations = 1024}});
     REQUIRE(plan.kernels.size() == 2);
     CHECK(plan.kernels[0].notes.find(fmt::format("partial {}s:", kind)) != std::string::npos);
     CHECK(plan.kernels[1].notes.find(fmt::format("final {} over ", kind)) != std::string::npos);
@@ -1068,24 +1068,24 @@ TEST_CASE("schedule rule loop-budget: the final kernel's note names the split re
 TEST_CASE("schedule rule union-domains: independent kernels of different shapes share one draw", "[schedule][rule]") {
   Tensor a = input("a", {3, 7}), b = input("b", {5, 8});
   const Program p = outputs({{"s", sum(a, {1})}, {"e", exp(b)}});
-  const Plan plan = schedule(p, {.union_domains = true});
+  const Plan plan = schedule(p, {{.union_domains = true}});
   REQUIRE(plan.kernels.size() == 1);
   CHECK(plan.kernels[0].blocks() == 2);
-  CHECK(kernel_count(p, {.union_domains = false}) == 2);
+  CHECK(kernel_count(p, {{.union_domains = false}}) == 2);
   // a kernel that reads the other's value depends on it: never in one draw
   Tensor s = sum(a, {1});
-  CHECK(kernel_count(outputs({{"s", s}, {"e", exp(b) + sum(s)}}), {.union_domains = true}) >= 2);
+  CHECK(kernel_count(outputs({{"s", s}, {"e", exp(b) + sum(s)}}), {{.union_domains = true}}) >= 2);
 }
 
 TEST_CASE("schedule rule row-planes: a matmul computes P rows per fragment into P render targets", "[schedule][rule]") {
   Tensor a = input("a", {64, 32}), b = input("b", {32, 64});
   Tensor c = matmul(a, b);
   const Program p = outputs({{"c", c}});
-  const ScheduleOptions planed{.max_outputs = 8, .row_planes = 4, .min_plane_texels = 1};
+  const ScheduleOptions planed{{.max_outputs = 8}, {.row_planes = 4, .min_plane_texels = 1}};
   const Plan plan = schedule(p, planed);
   CHECK(plan.value_of(c.node().get()).planes == 4);
   CHECK(producer_of(plan, c).exprs.size() == 4);
-  CHECK(schedule(p, {.max_outputs = 8, .row_planes = 1}).value_of(c.node().get()).planes == 1);
+  CHECK(schedule(p, {{.max_outputs = 8}, {.row_planes = 1}}).value_of(c.node().get()).planes == 1);
   ScheduleOptions col = planed;
   col.col_planes = 2;
   const Plan col_plan = schedule(p, col);  // (a reference into a temporary plan dangled here: found by ASan)
@@ -1100,7 +1100,7 @@ TEST_CASE("schedule rule unfused: one kernel per non-leaf node", "[schedule][rul
   Tensor s = mm + 1.0;
   const Program p = outputs({{"y", relu(s)}});
   CHECK(kernel_count(p) == 1);
-  CHECK(kernel_count(p, {.unfused = true}) == 3);  // matmul, add, relu
+  CHECK(kernel_count(p, {{.unfused = true}}) == 3);  // matmul, add, relu
 }
 
 TEST_CASE("schedule rule random-inline: dropout of a Linear output adds no kernel and no stored mask buffer, its "
@@ -1165,7 +1165,7 @@ TEST_CASE("schedule rule random-inline: dropout of a Linear output adds no kerne
   CHECK(std::none_of(pm.values.begin(), pm.values.end(), [](const Value& v) { return v.node->op == Op::RandomUniform; }));
   CHECK(kernel_count(outputs({{"y", matmul(relu(a), w)}})) == 1);  // a cheap prologue stays inside (rule prologue-inline)
   // unfused (debugging: every node its own kernel) stores the random values like any other node
-  const Plan unfused = schedule(dropped.infer, {.unfused = true});
+  const Plan unfused = schedule(dropped.infer, {{.unfused = true}});
   CHECK(std::any_of(unfused.values.begin(), unfused.values.end(),
                     [](const Value& v) { return v.node->op == Op::RandomUniform; }));
 }
@@ -1376,8 +1376,8 @@ TEST_CASE("schedule rule binding-budget: kernels are split to fit the target's s
   for (int draw_buffers : {4, 8})
     for (bool row_aligned : {false, true})
       targets.push_back({fmt::format("fragment, 16 samplers, {} draw buffers, row-aligned {}", draw_buffers, row_aligned),
-                         {.max_outputs = draw_buffers, .max_inputs = 16, .row_aligned_layout = row_aligned}});
-  targets.push_back({"fragment, unfused", {.unfused = true}});
+                         {{.max_outputs = draw_buffers, .max_inputs = 16}, {.row_aligned_layout = row_aligned}}});
+  targets.push_back({"fragment, unfused", {{.unfused = true}}});
   for (const auto& [name, so] : targets) {
     INFO(name);
     for (int which = 0; which < 3; ++which) {
@@ -1391,9 +1391,9 @@ TEST_CASE("schedule rule binding-budget: kernels are split to fit the target's s
   // a wide expression that fits stays one kernel (the split parts are inlined back); one that does not is split
   Program twelve;
   twelve.add_output("out", Tensor(wide_program(0).outputs[0]));
-  CHECK(kernel_count(twelve, {.max_inputs = 16}) == 1);
-  CHECK(kernel_count(twelve, {.max_inputs = 7}) == 2);
-  CHECK(kernel_count(twelve, {.max_inputs = 3}) >= 4);
+  CHECK(kernel_count(twelve, {{.max_inputs = 16}}) == 1);
+  CHECK(kernel_count(twelve, {{.max_inputs = 7}}) == 2);
+  CHECK(kernel_count(twelve, {{.max_inputs = 3}}) >= 4);
   // every kernel of a 4-buffer compute plan emits as WGSL within the device's limit
   ComputeLimits four = gpu_compute_limits();
   four.max_storage_buffers = 4;
@@ -1413,7 +1413,7 @@ TEST_CASE("schedule rule multi-output-layout: the outputs of one draw share one 
   const Program prog = make_train_step(sum(y * y), {p}, *adam);
   Program with_y = prog;
   with_y.add_output("y", y);
-  const ScheduleOptions so{.max_outputs = 8, .row_aligned_layout = true};
+  const ScheduleOptions so{{.max_outputs = 8}, {.row_aligned_layout = true}};
   const Plan plan = schedule(with_y, so);
   for (const Kernel& k : plan.kernels)
     for (size_t j = 1; j < k.outputs.size(); ++j) {
@@ -1459,7 +1459,7 @@ TEST_CASE("schedule rule loop-budget: global-norm clipping over every gradient o
   p.add_output("coef", coef);
   for (size_t i = 0; i < params.size(); ++i)  // the biases frozen: their gradients are read by the norm only
     if (i % 2 == 0) p.updates.push_back({params[i].node(), Tensor(params[i] - gs[i] * coef * 0.1).node()});
-  std::vector<std::pair<std::string, ScheduleOptions>> targets = {{"fragment", {}}, {"fragment, unfused", {.unfused = true}}};
+  std::vector<std::pair<std::string, ScheduleOptions>> targets = {{"fragment", {}}, {"fragment, unfused", {{.unfused = true}}}};
   for (bool cpu : {false, true}) {
     ComputeLimits limits = gpu_compute_limits();
     limits.cpu_device = cpu;
@@ -1497,7 +1497,7 @@ Program clipped_mlp_step(const std::vector<int64_t>& widths) {
 /// Schedules `p` for the fragment target (fused and unfused) and the compute target on a GPU and on a CPU device;
 /// every kernel within the loop budget. Returns the number of partial kernels of the fused fragment plan.
 int check_loop_budget_on_every_target(const Program& p) {
-  std::vector<std::pair<std::string, ScheduleOptions>> targets = {{"fragment", {}}, {"fragment, unfused", {.unfused = true}}};
+  std::vector<std::pair<std::string, ScheduleOptions>> targets = {{"fragment", {}}, {"fragment, unfused", {{.unfused = true}}}};
   for (bool cpu : {false, true}) {
     ComputeLimits limits = gpu_compute_limits();
     limits.cpu_device = cpu;
@@ -1575,7 +1575,7 @@ TEST_CASE("schedule rule guarded-reads: a kernel branches on at most max_guarded
   CHECK(most == 20);  // the forward concat in one kernel, the gradient's sum of 20 padded adjoints in another
   for (int limit : {16, 8}) {
     INFO("max_guarded_reads " << limit);
-    const Plan plan = schedule(p, {.max_guarded_reads = limit});
+    const Plan plan = schedule(p, {{.max_guarded_reads = limit}});
     CHECK(plan.kernels.size() > unbounded.kernels.size());
     for (const Kernel& k : plan.kernels) CHECK(count_guarded(k) <= limit);
   }
