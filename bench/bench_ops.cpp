@@ -1695,7 +1695,8 @@ bool write_json(const Options& o, const json& meta) {
 /// (preset "gpu" with subgroup arithmetic, subgroups of 32, 132 multiprocessors and 2^20 storage buffers per kernel, as
 /// the H100/H200 report), one
 /// line per kernel: strategy, tiles, workgroups x invocations, outputs and the graph nodes of its comment. Lets the
-/// GPU plan be read (and changed) on a machine without such a GPU; with SG_PLAN_SOURCES=DIR the GLSL goes there too.
+/// GPU plan be read (and changed) on a machine without such a GPU; with SG_PLAN_SOURCES=DIR the GLSL goes there too,
+/// with SG_PLAN_COMPILE=1 every kernel goes through glslang (a CompileError stops it).
 int plan_table(const Options& o) {
   const size_t colon = o.plan_table.find(':');
   const std::string model = o.plan_table.substr(0, colon);
@@ -1738,6 +1739,7 @@ int plan_table(const Options& o) {
                ck.tiles ? ck.tiles->str() : "-", ck.workgroups[0], ck.workgroups[1], ck.workgroups[2],
                ck.local_size[0] * ck.local_size[1] * ck.local_size[2], outs, nodes.substr(0, 160));
     if (dir) std::ofstream(fmt::format("{}/{}.glsl", dir, k.name)) << ck.source;
+    if (std::getenv("SG_PLAN_COMPILE")) (void)sg::compile_shader(k.name, ck.source, sg::ShaderStage::Compute);
   }
   return 0;
 }
