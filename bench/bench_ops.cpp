@@ -65,7 +65,7 @@
 //              Train-step check (GLES): two steps from the same initial parameters on the GLES backend and on the
 //              CPU reference backend; the losses and every parameter after the steps must agree within
 //              1e-5 + 1e-4 |ref| (loss: 1e-4 (1 + |ref|)).
-//   fusion     kernels per train step as scheduled (fused) and with ScheduleOptions{.unfused = true}.
+//   fusion     kernels per train step as scheduled (fused) and with ScheduleOptions{{.unfused = true}}.
 //   compile    every kernel of the MLP batch-128 train step through KernelCache: cold compile (glslang ->
 //              SPIR-V -> SPIRV-Cross, fresh memory-only cache), memory hit, disk hit (fresh cache on a temporary
 //              directory); and Backend::compile of the whole step on a fresh backend vs the same backend again.
