@@ -37,13 +37,7 @@ using namespace sg;
 
 namespace {
 
-std::vector<float> uniform(int64_t n, uint32_t seed, double lo = -1, double hi = 1) {
-  std::mt19937 g(seed);
-  std::uniform_real_distribution<double> d(lo, hi);
-  std::vector<float> v(n);
-  for (auto& x : v) x = static_cast<float>(d(g));
-  return v;
-}
+using sg::testing::uniform;
 
 /// A train step and its feeds (the same every step).
 struct Model {

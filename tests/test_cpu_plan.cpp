@@ -6,6 +6,7 @@
 // one domain) made the second one a serial per-output loop: charlm's two GELU weight gradients side by side took
 // 290 ms of a 704 ms cpu-simd step (docs/perf-log/P37.md). Values are checked against the CPU reference backend.
 #include "test_util.h"
+#include "kernel_util.h"
 
 #include <functional>
 #include <iterator>
@@ -45,22 +46,7 @@ struct TwoBlocks {
   }
 };
 
-/// The distinct top-level reductions of kernel k of 256 or more loop iterations per element.
-size_t long_reductions(const Kernel& k) {
-  std::vector<KExprPtr> found;
-  std::function<void(const KExprPtr&)> walk = [&](const KExprPtr& e) {
-    if (!e) return;
-    if (e->op == KOp::Reduce) {
-      if (kloop_iterations(e) >= 256 &&
-          std::none_of(found.begin(), found.end(), [&](const KExprPtr& f) { return kequal(f, e); }))
-        found.push_back(e);
-      return;
-    }
-    walk(e->a), walk(e->b), walk(e->c);
-  };
-  for (const KExprPtr& e : k.exprs) walk(e);
-  return found.size();
-}
+using sg::testing::long_reductions;
 
 /// The longest loop the C source sums one output at a time ("// sum over r1<512" comments of the emitter), 0 if none.
 int64_t longest_serial_sum(const std::string& c) {

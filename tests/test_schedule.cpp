@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 
 #include "test_util.h"
+#include "kernel_util.h"
 
 #include <filesystem>
 #include <set>
@@ -1793,22 +1794,7 @@ TEST_CASE("schedule rule transformer_encoder_layer (attention): the layer norms 
 
 namespace {
 
-/// The distinct top-level reductions of kernel k of 256 or more loop iterations per element.
-size_t long_reductions(const Kernel& k) {
-  std::vector<KExprPtr> found;
-  std::function<void(const KExprPtr&)> walk = [&](const KExprPtr& e) {
-    if (!e) return;
-    if (e->op == KOp::Reduce) {
-      if (kloop_iterations(e) >= 256 &&
-          std::none_of(found.begin(), found.end(), [&](const KExprPtr& f) { return kequal(f, e); }))
-        found.push_back(e);
-      return;
-    }
-    walk(e->a), walk(e->b), walk(e->c);
-  };
-  for (const KExprPtr& e : k.exprs) walk(e);
-  return found.size();
-}
+using sg::testing::long_reductions;
 
 }  // namespace
 

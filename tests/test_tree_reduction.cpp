@@ -20,13 +20,7 @@ using namespace sg;
 
 namespace {
 
-std::vector<float> uniform(int64_t n, uint32_t seed, double lo, double hi) {
-  std::mt19937 g(seed);
-  std::uniform_real_distribution<double> d(lo, hi);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (auto& x : v) x = static_cast<float>(d(g));
-  return v;
-}
+using sg::testing::uniform;
 
 std::vector<BackendOptions> gpu_plan_backends() {
   BackendOptions vk = sg::testing::vulkan_options();

@@ -104,4 +104,13 @@ inline std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.f) {
   return v;
 }
 
+/// n floats uniform in [lo, hi) from std::mt19937(seed) (drawn in double, rounded to float).
+inline std::vector<float> uniform(int64_t n, uint32_t seed, double lo = -1, double hi = 1) {
+  std::mt19937 g(seed);
+  std::uniform_real_distribution<double> d(lo, hi);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& x : v) x = static_cast<float>(d(g));
+  return v;
+}
+
 }  // namespace sg::testing

@@ -39,13 +39,7 @@ struct Tol {
 constexpr Tol kElem{1e-5, 1e-6};
 constexpr Tol kReduce{1e-4, 1e-5};
 
-std::vector<float> uniform(int64_t n, uint32_t seed, double lo, double hi) {
-  std::mt19937 g(seed);
-  std::uniform_real_distribution<double> d(lo, hi);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (auto& x : v) x = static_cast<float>(d(g));
-  return v;
-}
+using sg::testing::uniform;
 
 /// NaN meets NaN and infinities match exactly; elsewhere |a - b| <= atol + rtol |b|. Returns "" or the worst element.
 std::string mismatch(const std::vector<float>& got, const std::vector<float>& want, Tol tol) {

@@ -47,31 +47,14 @@ class ComputeEmitter final : public Emitter {
   ComputeLanguage lang_;
 };
 
-std::string_view stage_word(TargetStage s) {
-  switch (s) {
-    case TargetStage::Fragment: return "fragment";
-    case TargetStage::Compute: return "compute";
-    case TargetStage::Host: return "host";
-  }
-  return "?";
-}
-
-std::string_view storage_word(StorageModel s) {
-  switch (s) {
-    case StorageModel::Textures: return "textures";
-    case StorageModel::Buffers: return "buffers";
-    case StorageModel::Host: return "host memory";
-  }
-  return "?";
-}
-
 /// UnsupportedError unless `t` has the stage and storage model its name's emitter writes for.
 void require(const Target& t, TargetStage stage, StorageModel storage) {
   if (t.stage == stage && t.storage == storage) return;
   throw UnsupportedError(fmt::format(
       "make_emitter: target {} has {} stage and {} storage, but its emitter writes {} kernels over {}; make the "
       "Target with make_target(TargetName, DeviceCaps), which sets both",
-      target_name(t.name), stage_word(t.stage), storage_word(t.storage), stage_word(stage), storage_word(storage)));
+      target_name(t.name), target_stage_name(t.stage), storage_model_name(t.storage), target_stage_name(stage),
+      storage_model_name(storage)));
 }
 
 }  // namespace

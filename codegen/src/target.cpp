@@ -21,24 +21,6 @@ constexpr std::array<std::pair<TargetName, std::string_view>, 6> kNames{{
     {TargetName::Cpu, "cpu"},
 }};
 
-std::string_view stage_word(TargetStage s) {
-  switch (s) {
-    case TargetStage::Fragment: return "fragment";
-    case TargetStage::Compute: return "compute";
-    case TargetStage::Host: return "host";
-  }
-  return "?";
-}
-
-std::string_view storage_word(StorageModel s) {
-  switch (s) {
-    case StorageModel::Textures: return "textures";
-    case StorageModel::Buffers: return "buffers";
-    case StorageModel::Host: return "host memory";
-  }
-  return "?";
-}
-
 Target fragment_target(const DeviceCaps& caps) {
   if (caps.max_draw_buffers < 1 || caps.max_texture_units < 1 || caps.max_texture_size < 1)
     throw ValueError(fmt::format("fragment target on '{}': {} draw buffers, {} texture units, {} texels per texture "
@@ -73,6 +55,24 @@ Target buffer_target(const DeviceCaps& caps) {
 }
 
 }  // namespace
+
+std::string_view target_stage_name(TargetStage s) {
+  switch (s) {
+    case TargetStage::Fragment: return "fragment";
+    case TargetStage::Compute: return "compute";
+    case TargetStage::Host: return "host";
+  }
+  return "?";
+}
+
+std::string_view storage_model_name(StorageModel s) {
+  switch (s) {
+    case StorageModel::Textures: return "textures";
+    case StorageModel::Buffers: return "buffers";
+    case StorageModel::Host: return "host memory";
+  }
+  return "?";
+}
 
 std::string_view target_name(TargetName name) {
   for (auto& [n, s] : kNames)
@@ -191,7 +191,8 @@ Target make_target(TargetName name, const DeviceCaps& caps) {
 }
 
 std::string Target::describe() const {
-  std::string s = fmt::format("{} ({} stage, {}", target_name(name), stage_word(stage), storage_word(storage));
+  std::string s =
+      fmt::format("{} ({} stage, {}", target_name(name), target_stage_name(stage), storage_model_name(storage));
   if (storage == StorageModel::Textures)
     s += fmt::format("; {} render targets, {} samplers, textures up to {}x{}", limits.max_outputs, limits.max_bindings,
                      limits.max_texture_width, limits.max_texture_height);

@@ -41,6 +41,11 @@ enum class TargetStage { Fragment, Compute, Host };
 /// union-domain extents apply), storage buffers of floats (row-major, numel floats), or host memory.
 enum class StorageModel { Textures, Buffers, Host };
 
+/// "fragment", "compute" or "host" (messages, Target::describe).
+std::string_view target_stage_name(TargetStage stage);
+/// "textures", "buffers" or "host memory" (messages, Target::describe).
+std::string_view storage_model_name(StorageModel storage);
+
 /// What a device reports (GL: glGetIntegerv and GL_RENDERER; Vulkan: VkPhysicalDeviceLimits).
 struct DeviceCaps {
   std::string renderer;            ///< GL_RENDERER / VkPhysicalDeviceProperties::deviceName
