@@ -540,20 +540,41 @@ std::string subgroup_tree_multi(ReduceKind kind, int R, int nsub, int64_t n, con
   return body;
 }
 
-}  // namespace
+/// The launch shape of a tree-reduction kernel: the reductions folded into its strided loop (the main one first), E
+/// elements per workgroup of nt invocations (S = nt / E slices per element), shared memory for the partial results.
+struct TreeShape {
+  std::vector<KExprPtr> rs;  ///< the main reduction, then the folded ones (GPUs)
+  int64_t n = 0;             ///< output elements
+  int64_t L = 0;             ///< the main reduction's iterations per element
+  int64_t work = 0;          ///< loop iterations per element over the folded reductions
+  int E = 1, nt = 0;
+  bool subgroups = false;
+  int64_t subgroup_size = 1;
+  int R() const { return static_cast<int>(rs.size()); }
+  int S() const { return nt / E; }
+  /// Floats of shared memory for `threads` invocations: one per invocation and accumulator (per subgroup and
+  /// accumulator with subgroup arithmetic).
+  int64_t shared_floats(int threads) const {
+    if (R() == 1 && E == 1) return threads;
+    if (subgroups) return int64_t{R()} * ((threads + subgroup_size - 1) / subgroup_size);
+    return int64_t{R()} * threads;
+  }
+};
 
-std::optional<ComputeKernel> emit_tree_reduction(const Plan& plan, const Kernel& k, const ComputeLimits& limits,
-                                                 const Lang& lang) {
-  const Shape shape = plan.values[k.output()].stored_shape();
-  const int64_t n = plan.values[k.output()].node->numel();
+int64_t loop_length(const KExprPtr& x) {
+  int64_t l = 1;
+  for (int64_t e : x->extents) l *= e;
+  return l;
+}
+
+/// Whether kernel k is a tree reduction on this device, and its launch shape (nullopt: another strategy).
+std::optional<TreeShape> tree_shape(const Plan& plan, const Kernel& k, const ComputeLimits& limits, const Lang& lang) {
+  TreeShape t;
+  t.n = plan.values[k.output()].node->numel();
+  const int64_t n = t.n;
   KExprPtr r = main_reduction(k);
   if (!r) return std::nullopt;
-  auto length = [](const KExprPtr& x) {
-    int64_t l = 1;
-    for (int64_t e : x->extents) l *= e;
-    return l;
-  };
-  const int64_t L = length(r);
+  const int64_t L = t.L = loop_length(r);
   // GPUs also take a few thousand outputs of a long reduction (a conv weight gradient fused with its optimizer update:
   // 1152 outputs over 1024 products), which as a tiled contraction is a handful of workgroups that each walk all of K
   // (0.071 ms of a 0.18 ms CNN step on the H200) and here one workgroup per output
@@ -563,53 +584,53 @@ std::optional<ComputeKernel> emit_tree_reduction(const Plan& plan, const Kernel&
   // same strided loop, each into its own accumulator, instead of by the storing invocation alone: global-norm
   // clipping's sum of squares adds one reduction per parameter (charlm: 30, 91k products, 0.70 ms of a 2.0 ms step on
   // an H100 by invocation 0 alone).
-  std::vector<KExprPtr> rs{r};
+  std::vector<KExprPtr>& rs = t.rs;
+  rs.push_back(r);
   if (!limits.cpu_device)
     for (const KExprPtr& x : outer_reductions(k))
-      if (x != r && x->reduce == r->reduce && !kcontains_reduce(x->a) && length(x) >= 64 && rs.size() < 32)
+      if (x != r && x->reduce == r->reduce && !kcontains_reduce(x->a) && loop_length(x) >= 64 && rs.size() < 32)
         rs.push_back(x);
-  int64_t work = 0;  // loop iterations per element over the folded reductions
-  for (auto& x : rs) work += length(x);
+  for (auto& x : rs) t.work += loop_length(x);
   // On GPUs a workgroup takes E adjacent elements of S slices each (E * S invocations) when there are many elements:
   // adjacent invocations then read adjacent elements' operands (a weight gradient's rows: 8 floats of 32 bytes, one
   // memory sector, where one element per workgroup reads 4 bytes of each), and E elements share a workgroup's loads.
   // Only while an invocation's share stays short (L * E <= 16384: at most 64 iterations of 256 invocations): a conv
   // weight gradient's 50176-long sums on 8x fewer workgroups made the ResNet-8 step 3.30 -> 3.70 ms on an H100.
-  int E = 1;
+  int& E = t.E;
   if (!limits.cpu_device)
     while (E < 8 && n / (2 * E) >= 256 && L * 2 * E <= 16384) E *= 2;
-  int nt = limits.cpu_device ? 64 : 256;
-  if (!limits.cpu_device && n <= 8 && work >= 65536) nt = 1024;  // a few elements of a long sum: more invocations
-  const bool subgroups = limits.subgroup_arithmetic && !lang.wgsl() && E == 1;
-  const int R = static_cast<int>(rs.size());
-  auto shared_floats = [&](int threads) -> int64_t {
-    if (R == 1 && E == 1) return threads;
-    if (subgroups) return int64_t{R} * ((threads + std::max(limits.subgroup_size, 1) - 1) / std::max(limits.subgroup_size, 1));
-    return int64_t{R} * threads;
-  };
-  while (nt > E && (nt > limits.max_workgroup_invocations || shared_floats(nt) * 4 > limits.max_shared_bytes)) nt /= 2;
+  int& nt = t.nt;
+  nt = limits.cpu_device ? 64 : 256;
+  if (!limits.cpu_device && n <= 8 && t.work >= 65536) nt = 1024;  // a few elements of a long sum: more invocations
+  t.subgroups = limits.subgroup_arithmetic && !lang.wgsl() && E == 1;
+  t.subgroup_size = std::max(limits.subgroup_size, 1);
+  while (nt > E && (nt > limits.max_workgroup_invocations || t.shared_floats(nt) * 4 > limits.max_shared_bytes)) nt /= 2;
   while (nt > E && (nt / E) * 2 > L) nt /= 2;
-  if (nt / E < 2 || shared_floats(nt) * 4 > limits.max_shared_bytes) return std::nullopt;
-  ComputeKernel ck;
-  ck.strategy = "tree-reduction";
-  ck.local_size = {static_cast<uint32_t>(nt), 1, 1};
-  ck.workgroups = grid_for(k, (n + E - 1) / E, limits);
-  ck.shared_bytes = shared_floats(nt) * 4;
-  std::set<int> loaded;
-  MathHelpers helpers;
-  const ReduceKind kind = r->reduce;
-  const std::string init =
-      kind == ReduceKind::Sum ? "0.0" : lang.float_literal(kind == ReduceKind::Min ? INFINITY : -INFINITY);
-  auto combine = [&](const std::string& a, const std::string& b) {  // max/min propagate NaN (glsl_math.h)
-    return kind == ReduceKind::Sum ? fmt::format("{} + {}", a, b) : reduce_step(lang.wgsl(), kind == ReduceKind::Max, a, b, helpers);
-  };
-  if (kind != ReduceKind::Sum) combine("", "");  // records the helper before the source's helper section
-  auto acc_name = [](size_t j) { return j == 0 ? std::string("acc") : fmt::format("fold{}", j); };
-  auto body_name = [](size_t j) { return j == 0 ? std::string("body") : fmt::format("body{}", j); };
+  if (nt / E < 2 || t.shared_floats(nt) * 4 > limits.max_shared_bytes) return std::nullopt;
+  return t;
+}
+
+/// The reduction kind's combine step and initial value (max/min propagate NaN: glsl_math.h).
+struct TreeCombine {
+  ReduceKind kind;
+  std::string init;
+  std::function<std::string(const std::string&, const std::string&)> combine;
+};
+
+std::string tree_acc_name(size_t j) { return j == 0 ? std::string("acc") : fmt::format("fold{}", j); }
+std::string tree_body_name(size_t j) { return j == 0 ? std::string("body") : fmt::format("body{}", j); }
+
+/// The kernel's functions: one body per folded reduction at flat loop index k, and store_element (the epilogue with
+/// every reduction bound to its accumulator). Records the inputs loaded and the math helpers used.
+std::string tree_functions(const Plan& plan, const Kernel& k, const TreeShape& t, const Shape& shape, std::set<int>& loaded,
+                           MathHelpers& helpers, const Lang& lang) {
+  const std::vector<KExprPtr>& rs = t.rs;
+  const KExprPtr& r = rs[0];
+  const int R = t.R();
   // the bodies at flat loop index k, coordinates from the workgroup's element
   std::string fns;
   for (size_t j = 0; j < rs.size(); ++j) {
-    fns += lang.function_open(LType::Float, body_name(j), {{LType::Int, "elem"}, {LType::Int, "k"}}) +
+    fns += lang.function_open(LType::Float, tree_body_name(j), {{LType::Int, "elem"}, {LType::Int, "k"}}) +
            "  // the reduction's body at the element's coordinates and k\n";
     fns += coordinates(shape, "elem", 1, lang) + split_loop(rs[j], "k", 1, lang);
     KPrinter p(plan, k, {rs[j]->a}, "", lang);
@@ -624,11 +645,11 @@ std::optional<ComputeKernel> emit_tree_reduction(const Plan& plan, const Kernel&
                              coordinates(shape, "element", 1, lang), shape, loaded, helpers, lang);
   } else {  // epilogue_function with every folded reduction bound to its accumulator
     std::vector<std::pair<LType, std::string>> params{{LType::Int, "element"}};
-    for (size_t j = 0; j < rs.size(); ++j) params.emplace_back(LType::Float, acc_name(j));
+    for (size_t j = 0; j < rs.size(); ++j) params.emplace_back(LType::Float, tree_acc_name(j));
     fns += lang.function_open(LType::Void, "store_element", params) + "\n" + coordinates(shape, "element", 1, lang);
     fns += "  " + lang.let(LType::Int, "elem", flat_index(shape)) + "\n";
     KPrinter p(plan, k, k.exprs, "", lang);
-    for (size_t j = 0; j < rs.size(); ++j) p.bind(rs[j].get(), acc_name(j));
+    for (size_t j = 0; j < rs.size(); ++j) p.bind(rs[j].get(), tree_acc_name(j));
     std::vector<std::string> values;
     for (auto& e : k.exprs) values.push_back(p.print(e));
     fns += p.take_code();
@@ -638,6 +659,20 @@ std::optional<ComputeKernel> emit_tree_reduction(const Plan& plan, const Kernel&
     loaded.insert(p.loaded_inputs().begin(), p.loaded_inputs().end());
     helpers |= p.helpers();
   }
+  return fns;
+}
+
+/// The entry point's body: the element and slice of the invocation, the strided loops into the accumulators, then the
+/// tree (shared memory or subgroups) whose last step stores the element.
+std::string tree_entry_body(const TreeShape& t, const TreeCombine& c, const ComputeKernel& ck, int& nsub,
+                            const Lang& lang) {
+  const std::vector<KExprPtr>& rs = t.rs;
+  const int E = t.E, nt = t.nt, R = t.R();
+  const int64_t n = t.n;
+  const bool subgroups = t.subgroups;
+  const ReduceKind kind = c.kind;
+  const std::string& init = c.init;
+  const auto& combine = c.combine;
   const std::string wg = fmt::format("{} * {} + {}", lang.builtin(Builtin::WorkgroupId, 1), ck.workgroups[0],
                                      lang.builtin(Builtin::WorkgroupId, 0));
   const std::string tid = lang.builtin(Builtin::LocalInvocationId, 0);
@@ -650,23 +685,54 @@ std::optional<ComputeKernel> emit_tree_reduction(const Plan& plan, const Kernel&
     body += "  " + lang.let(LType::Int, "slice", lang.div_const("tid", E)) + "\n";
     body += "  " + lang.let(LType::Int, "elem", fmt::format("({}) * {} + {}", wg, E, lang.mod_const("tid", E))) + "\n";
   }
-  const int S = nt / E;
+  const int S = t.S();
   const std::string start = E == 1 ? "tid" : "slice";
-  for (size_t j = 0; j < rs.size(); ++j) body += "  " + lang.var(LType::Float, acc_name(j), init) + "\n";
+  for (size_t j = 0; j < rs.size(); ++j) body += "  " + lang.var(LType::Float, tree_acc_name(j), init) + "\n";
   std::string loops;
   for (size_t j = 0; j < rs.size(); ++j)
-    loops += lang.for_stmt("k", start, std::to_string(length(rs[j])), S,
-                           fmt::format("{0} = {1};", acc_name(j), combine(acc_name(j), body_name(j) + "(elem, k)")));
+    loops += lang.for_stmt("k", start, std::to_string(loop_length(rs[j])), S,
+                           fmt::format("{0} = {1};", tree_acc_name(j), combine(tree_acc_name(j), tree_body_name(j) + "(elem, k)")));
   body += "  " + lang.if_then(fmt::format("elem < {}", n), R == 1 ? loops : "{ " + loops + " }") + "\n";
-  int nsub = 0;
   if (R == 1 && E == 1) {
     body += subgroups ? subgroup_tree(kind, n, init, combine) : shared_tree(nt, n, combine, lang);
   } else if (subgroups) {
-    nsub = static_cast<int>(shared_floats(nt) / R);
+    nsub = static_cast<int>(t.shared_floats(nt) / R);
     body += subgroup_tree_multi(kind, R, nsub, n, init, combine);
   } else {
     body += shared_tree_multi(nt, E, R, n, combine, lang);
   }
+  return body;
+}
+
+}  // namespace
+
+std::optional<ComputeKernel> emit_tree_reduction(const Plan& plan, const Kernel& k, const ComputeLimits& limits,
+                                                 const Lang& lang) {
+  const std::optional<TreeShape> shaped = tree_shape(plan, k, limits, lang);
+  if (!shaped) return std::nullopt;
+  const TreeShape& t = *shaped;
+  const Shape shape = plan.values[k.output()].stored_shape();
+  const int64_t n = t.n, L = t.L, work = t.work;
+  const int E = t.E, nt = t.nt, R = t.R(), S = t.S();
+  const bool subgroups = t.subgroups;
+  ComputeKernel ck;
+  ck.strategy = "tree-reduction";
+  ck.local_size = {static_cast<uint32_t>(nt), 1, 1};
+  ck.workgroups = grid_for(k, (n + E - 1) / E, limits);
+  ck.shared_bytes = t.shared_floats(nt) * 4;
+  std::set<int> loaded;
+  MathHelpers helpers;
+  const ReduceKind kind = t.rs[0]->reduce;
+  const std::string init =
+      kind == ReduceKind::Sum ? "0.0" : lang.float_literal(kind == ReduceKind::Min ? INFINITY : -INFINITY);
+  auto combine = [&](const std::string& a, const std::string& b) {  // max/min propagate NaN (glsl_math.h)
+    return kind == ReduceKind::Sum ? fmt::format("{} + {}", a, b) : reduce_step(lang.wgsl(), kind == ReduceKind::Max, a, b, helpers);
+  };
+  if (kind != ReduceKind::Sum) combine("", "");  // records the helper before the source's helper section
+  const TreeCombine c{kind, init, combine};
+  const std::string fns = tree_functions(plan, k, t, shape, loaded, helpers, lang);
+  int nsub = 0;
+  const std::string body = tree_entry_body(t, c, ck, nsub, lang);
   std::string src = kernel_header(plan, k, ck.strategy, lang);
   if (subgroups) {  // right after #version
     ck.strategy += "+subgroups";
@@ -692,7 +758,7 @@ std::optional<ComputeKernel> emit_tree_reduction(const Plan& plan, const Kernel&
   src += lang.workgroup_size_layout(nt, 1);
   src += buffer_declarations(plan, k, loaded, lang);
   src += lang.helpers(helpers, fns + body);
-  src += lang.shared_array("partial", shared_floats(nt), "");
+  src += lang.shared_array("partial", t.shared_floats(nt), "");
   src += fns;
   src += lang.entry_open(nt, 1, fns + body) + body;
   ck.source = std::move(src);
