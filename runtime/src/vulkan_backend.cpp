@@ -2,8 +2,9 @@
 //
 // A step is recorded once into a command buffer per assignment of front/back buffers of the persistent values it
 // touches (in practice two: the ping-pong parities) and replayed every step: uploads of the fed inputs (staging
-// path: copies recorded in the step), the dispatches with a barrier wherever a dispatch reads or overwrites a
-// buffer that an earlier dispatch since the last barrier wrote or read, then the readback of the program outputs.
+// path: copies recorded in the step), the dispatches grouped into barrier epochs (dispatch_epochs.h: a barrier only
+// where a dispatch reads or overwrites a buffer that one of the previous epoch wrote or read), then the readback of
+// the program outputs.
 // One submit and one fence wait per step. With a kernel hook installed the kernels are submitted one at a time (the
 // hook reads values between them); with profiling on, timestamps surround every dispatch and every dispatch is
 // separated by a barrier (so a kernel's time is its own). Which buffer holds which value, the front/back commits, the
@@ -13,6 +14,7 @@
 #include <cstdlib>
 #include <map>
 #include <memory>
+#include <numeric>
 #include <set>
 #include <unordered_map>
 
@@ -25,6 +27,7 @@
 #include "sg/feeds.h"
 #include "sg/kernel_cache.h"
 #include "sg/vulkan_device.h"
+#include "dispatch_epochs.h"
 #include "env_flag.h"
 #include "plan_executor.h"
 #include "vulkan_autotune.h"
@@ -85,6 +88,8 @@ class VulkanExecutable final : public Executable {
   vk::Device& dev();
   Variant& variant();
   void write_inputs(const std::vector<Feed>& feeds);
+  std::vector<size_t> program_order(size_t k0, size_t k1) const;
+  std::vector<size_t> barrier_epoch_order(size_t k0, size_t k1);
   void record(vk::CommandBuffer& cmd, const Variant& var, size_t k0, size_t k1, bool timestamps);
   void submit_per_kernel(Variant& var, bool timestamps);
   void collect_timestamps();
@@ -313,9 +318,32 @@ VulkanExecutable::Variant& VulkanExecutable::variant() {
   return variants_.emplace(std::move(key), std::move(var)).first->second;
 }
 
+/// Kernels [k0, k1) in program order.
+std::vector<size_t> VulkanExecutable::program_order(size_t k0, size_t k1) const {
+  std::vector<size_t> order(k1 - k0);
+  std::iota(order.begin(), order.end(), k0);
+  return order;
+}
+
+/// Kernels [k0, k1) grouped into barrier epochs over the buffers they bind (dispatch_epochs.h): as few barriers as
+/// the kernels' read/write conflicts allow, independent kernels side by side.
+std::vector<size_t> VulkanExecutable::barrier_epoch_order(size_t k0, size_t k1) {
+  std::vector<detail::DispatchAccess<VkBuffer>> access(k1 - k0);
+  for (size_t k = k0; k < k1; ++k) {
+    const size_t nin = plan_.kernels[k].inputs.size();
+    const auto& bindings = kernels_[k].bindings;
+    for (size_t b = 0; b < bindings.size(); ++b)
+      (b < nin ? access[k - k0].reads : access[k - k0].writes).push_back(slots_.of(bindings[b]).handle());
+  }
+  std::vector<size_t> order = detail::epoch_order(detail::dispatch_epochs(access));
+  for (auto& k : order) k += k0;
+  return order;
+}
+
 /// Records kernels [k0, k1) of the step: the inputs' staging copies first when k0 == 0, the outputs' readback copies
-/// last when k1 == all kernels, and a barrier wherever a dispatch reads or overwrites a buffer that an earlier one
-/// since the last barrier wrote or read (with timestamps: between all dispatches, each surrounded by two).
+/// last when k1 == all kernels, and the kernels in barrier epochs (barrier_epoch_order) with a barrier wherever a
+/// dispatch reads or overwrites a buffer that an earlier one since the last barrier wrote or read (with timestamps:
+/// in program order, a barrier between all dispatches, each surrounded by two).
 void VulkanExecutable::record(vk::CommandBuffer& cmd, const Variant& var, size_t k0, size_t k1, bool timestamps) {
   cmd.begin();
   cmd.barrier();  // the previous step's (or transfer's) writes are visible
@@ -332,10 +360,11 @@ void VulkanExecutable::record(vk::CommandBuffer& cmd, const Variant& var, size_t
     if (reps > 1) cmd.reset_queries(queries_, 0, static_cast<uint32_t>(2 * K * reps));
     else cmd.reset_queries(queries_, static_cast<uint32_t>(2 * k0), static_cast<uint32_t>(2 * (k1 - k0)));
   }
+  const std::vector<size_t> order = timestamps ? program_order(k0, k1) : barrier_epoch_order(k0, k1);
   std::set<VkBuffer> written, read;
   bool first = true;
   for (size_t i = 0; i < (k1 - k0) * reps; ++i) {
-    const size_t k = k0 + i % (k1 - k0);
+    const size_t k = order[i % (k1 - k0)];
     const uint32_t q = static_cast<uint32_t>(2 * ((i / (k1 - k0)) * K + k));
     const ComputeKernel& ck = kernels_[k];
     const size_t nin = plan_.kernels[k].inputs.size();
