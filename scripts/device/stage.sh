@@ -7,7 +7,9 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
-grep -qx '/.stage/' .git/info/exclude 2>/dev/null || echo '/.stage/' >> .git/info/exclude
+exclude=$(git rev-parse --git-path info/exclude)  # a worktree's .git is a file
+mkdir -p "$(dirname "$exclude")"
+grep -qx '/.stage/' "$exclude" 2>/dev/null || echo '/.stage/' >> "$exclude"
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(shadergrad bench_ops test_gles_ops test_gles_backend)
 mkdir -p build-dev
