@@ -5,6 +5,7 @@
 # CUDA graph) in the same call. Logs and JSON under $OUT, a summary on stdout.
 # Usage there (carry .gl .stage .stage_base):
 #   . scripts/device/h200_prelude.sh; bash scripts/device/phase_charlm.sh [ROUNDS] [CASES] [AUTOTUNE 0|1]
+# Env: SG_PROFILE_STEPS (default charlm:32: the --profile-steps list), SG_PEER_CASES (default charlm: peers.py --only).
 # Making .stage_base: an earlier .stage/sg.tar.xz unpacked, pkg/bin/shadergrad and pkg/data (but words) removed,
 # packed again as .stage_base/sg.tar.xz (5 MB instead of 40, so both fit the device tool's 64 MiB carry).
 set -uo pipefail
@@ -31,8 +32,8 @@ for r in $(seq 1 "$rounds"); do
     summ "$out/${v}_r$r.log"
   done
 done
-timeout 60 "$new" --backend vulkan --only profile --profile-steps charlm:32 --warmup 20 --repeats 10 \
-  > "$out/new_profile.log" 2>&1
+timeout 90 "$new" --backend vulkan --only profile --profile-steps "${SG_PROFILE_STEPS:-charlm:32}" --warmup 20 \
+  --repeats 10 > "$out/new_profile.log" 2>&1
 echo "== new profile rc=$?"
 grep -E 'sum of kernels|whole run' "$out/new_profile.log"
 if [ "$tune" = 1 ]; then
@@ -42,7 +43,7 @@ if [ "$tune" = 1 ]; then
   summ "$out/tuned.log"
   grep -E 'sum of kernels|whole run' "$out/tuned.log"
 fi
-PYTHONUNBUFFERED=1 timeout 150 python3 bench/peers.py --device cuda --only charlm --variants eager,graph --warmup 20 \
+PYTHONUNBUFFERED=1 timeout 150 python3 bench/peers.py --device cuda --only "${SG_PEER_CASES:-charlm}" --variants eager,graph --warmup 20 \
   --repeats 100 --max-seconds 3 --json "$out/peers.json" > "$out/peers.log" 2>&1
 echo "== peers rc=$?"
 summ "$out/peers.log"
