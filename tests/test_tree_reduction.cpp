@@ -57,8 +57,8 @@ Ran run_on(const BackendOptions& bo, const Program& p, const std::vector<Feed>& 
 TEST_CASE("compute tree reduction on GPU tiles: a scalar of several sums of squares (gradient clipping's norm) and of "
           "maxima folds them all in one workgroup and equals f64 sums",
           "[compute][tree]") {
-  // a: 3000 products (the main reduction), b: 129, c: 1320 (folded beside it), d, e, f: 40, 30, 20 (short: left to
-  // the storing invocation, whose printed sums must not clash with the folded accumulators' names)
+  // a: 3000 products (the main reduction), b: 129, c: 1320, d, e, f: 40, 30, 20: all folded beside it, in one strided
+  // loop over the six iteration spaces end to end (positions 0..2999 a, 3000..3128 b, ...)
   const auto a = uniform(60 * 50, 11, -1, 1), b = uniform(129, 12, -2, 2), c = uniform(40 * 33, 13, -1, 1),
              d = uniform(40, 14, -3, 3), e = uniform(30, 15, -1, 1), f = uniform(20, 16, -1, 1);
   Tensor ta = input("a", {60, 50}), tb = input("b", {129}), tc = input("c", {40, 33}), td = input("d", {40}),
@@ -82,9 +82,11 @@ TEST_CASE("compute tree reduction on GPU tiles: a scalar of several sums of squa
     CHECK(r.out[1][0] == (static_cast<float>(ma) + static_cast<float>(mc)) - static_cast<float>(mb));  // exact maxima
     INFO(r.source.substr(0, 400));
     CHECK(r.strategy.rfind("tree-reduction", 0) == 0);
-    CHECK(r.source.find("body1(elem, k)") != std::string::npos);  // b and c folded in the loop
-    CHECK(r.source.find("body2(elem, k)") != std::string::npos);
-    CHECK(r.source.find("body3(elem, k)") == std::string::npos);  // d (40 iterations) is not
+    CHECK(r.source.find("k < 4539;") != std::string::npos);  // one loop over all 4539 positions
+    CHECK(r.source.find("if (k < 3000) { acc = acc + body(elem, k); } else if (k < 3129) { fold1 = fold1 + "
+                        "body1(elem, k - 3000); }") != std::string::npos);
+    CHECK(r.source.find("fold5 = fold5 + body5(elem, k - 4519);") != std::string::npos);  // f (20 iterations) too
+    CHECK(r.source.find("// sum over") == std::string::npos);  // nothing left to the storing invocation
   }
 }
 
@@ -117,5 +119,138 @@ TEST_CASE("compute tree reduction on GPU tiles: a weight gradient of a few thous
     INFO(r.source.substr(0, 600));
     CHECK(r.strategy == "tree-reduction");
     CHECK(r.source.find("8 element(s)") != std::string::npos);
+  }
+}
+
+namespace {
+
+/// Vulkan (with and without subgroup arithmetic) and GLES compute with GPU tiles and the two-stage tree forced on
+/// (off by default on lavapipe and llvmpipe, whose loop budget splits long loops another way).
+std::vector<BackendOptions> two_stage_backends() {
+  std::vector<BackendOptions> out;
+  for (bool sub : {true, false}) {
+    BackendOptions vk = sg::testing::vulkan_options();
+    vk.gpu_tiles = true;
+    vk.reduce_tree = true;
+    vk.vulkan.subgroups = sub;
+    out.push_back(vk);
+  }
+  BackendOptions gc;
+  gc.kind = "gles-compute";
+  gc.gpu_tiles = true;
+  gc.reduce_tree = true;
+  out.push_back(gc);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("compute tree reduction on GPU tiles: a scalar adding many sums (global-norm clipping) is two stages, stage 1 "
+          "chunks of every sum in each partial, stage 2 the partials alone: equals f64 sums, NaN and Inf propagate",
+          "[compute][tree][vulkan]") {
+  // 6 sums of 29796 products in all: P = 29796 / 2048 = 14 partials, each chunk p of every sum (a's 20000 in chunks of
+  // 1429, f's 5 in the first 5 partials); stage 2 adds the 14 partials. Before: stage 1 split only a (9 chunks) and
+  // stage 2 did the other 9796 products in one workgroup.
+  const std::vector<int64_t> lens = {20000, 9000, 700, 64, 27, 5};
+  const int special = GENERATE(0, 1, 2);  // none, a NaN in b, an Inf in c
+  INFO("special " << special);
+  std::vector<std::vector<float>> xs;
+  for (size_t j = 0; j < lens.size(); ++j) xs.push_back(uniform(lens[j], 31 + static_cast<int>(j), -1, 1));
+  if (special == 1) xs[1][4321] = NAN;
+  if (special == 2) xs[2][699] = -INFINITY;
+  Tensor a = input("a", {100, 200}), b = input("b", {9000}), c = input("c", {35, 20}), d = input("d", {64}),
+         e = input("e", {27}), f = input("f", {5});
+  Tensor total = sum(a * a) + sum(b * b) + sum(c * c) + sum(d * d) + sum(e * e) + sum(f * f);
+  Program p;
+  p.add_output("scale", 1.0f / (sqrt(total) + 1e-6f));  // clip's shape: a map over the added sums
+  std::vector<Feed> feeds;
+  const char* names[] = {"a", "b", "c", "d", "e", "f"};
+  for (size_t j = 0; j < lens.size(); ++j) feeds.push_back({names[j], &xs[j]});
+  double ss = 0;
+  for (auto& v : xs)
+    for (float x : v) ss += double{x} * x;
+  const double want = 1.0 / (std::sqrt(ss) + 1e-6);
+  for (const BackendOptions& bo : two_stage_backends()) {
+    INFO("backend " << bo.kind << " subgroups " << bo.vulkan.subgroups.value_or(true));
+    auto be = make_backend(bo).backend;
+    auto exe = be->compile(p);
+    const auto got = exe->run(feeds);
+    REQUIRE(got.size() == 1);
+    if (special == 1) CHECK(std::isnan(got[0][0]));
+    if (special == 2) CHECK(got[0][0] == 0.0f);  // 1 / (inf + eps)
+    if (special == 0) CHECK(std::fabs(got[0][0] - want) <= 1e-5 * want);
+    const Plan& plan = *exe->plan();
+    REQUIRE(plan.kernels.size() == 2);
+    const Kernel& k1 = plan.kernels[0];
+    const Kernel& k2 = plan.kernels[1];
+    INFO(k1.notes << k2.notes);
+    CHECK(k1.notes.find("partial sums: 14 chunks of each of 6 added sums") != std::string::npos);
+    CHECK(plan.values[k1.output()].node->shape == Shape{14});
+    CHECK(k2.notes.find("final sum over 14 partial results of 6 added sums") != std::string::npos);
+    CHECK(k2.inputs.size() == 1);  // stage 2 reads the partials alone
+    const auto& ck = (*exe->compute_kernels())[0];
+    INFO(ck.source.substr(0, 600));
+    CHECK(ck.strategy.rfind("tree-reduction", 0) == 0);
+    CHECK(ck.workgroups[0] * ck.workgroups[1] * ck.workgroups[2] == 14);
+    CHECK(ck.source.find("fold5 = fold5 + body5(elem, k - ") != std::string::npos);  // all six in the loop
+  }
+}
+
+TEST_CASE("compute tree reduction on GPU tiles: clip_grad_norm in an AdamW train step with the two-stage tree equals "
+          "the CPU backend", "[compute][tree][vulkan][clip]") {
+  // 4 Linear layers: the norm adds 8 sums of squares (the weights' 4096 to 16384 products, the biases' 10 to 128),
+  // 41k products: 20 partials of chunks of all 8 sums
+  const std::vector<int64_t> widths = {32, 128, 128, 64, 10};
+  const int64_t batch = 16;
+  Tensor x = input("x", {batch, widths[0]});
+  Tensor labels = input("labels", {batch}, DType::i32);
+  std::vector<Tensor> params;
+  Tensor h = x;
+  for (size_t l = 0; l + 1 < widths.size(); ++l) {
+    const int64_t in = widths[l], out = widths[l + 1];
+    Tensor w = param(fmt::format("{}.weight", l), {out, in}, sg::testing::randn(out * in, 800 + l, 0.15f));
+    Tensor b = param(fmt::format("{}.bias", l), {out}, sg::testing::randn(out, 900 + l, 0.05f));
+    h = matmul(h, transpose(w)) + b;
+    if (l + 2 < widths.size()) h = tanh(h);
+    params.push_back(w);
+    params.push_back(b);
+  }
+  auto opt = make_adamw({.lr = 0.01, .eps = 1e-4});
+  Program p = make_train_step(cross_entropy(h, labels), params, *opt,
+                              TrainStepOptions{.clip_grad_norm = 0.25, .output_grad_norm = true});
+  const std::vector<float> xv = sg::testing::randn(batch * widths[0], 77);
+  std::vector<float> lv(batch);
+  for (int64_t i = 0; i < batch; ++i) lv[i] = static_cast<float>((i * 3) % 10);
+  const std::vector<Feed> feeds = {{"x", &xv}, {"labels", &lv}};
+  auto cpu = make_cpu_backend();
+  auto want_exe = cpu->compile(p);
+  std::vector<std::vector<std::vector<float>>> want;
+  for (int s = 0; s < 2; ++s) want.push_back(want_exe->run(feeds));
+  CHECK(want[0][1][0] > 0.25f);  // the clipping is active
+  for (const BackendOptions& bo : two_stage_backends()) {
+    INFO("backend " << bo.kind << " subgroups " << bo.vulkan.subgroups.value_or(true));
+    auto be = make_backend(bo).backend;
+    auto exe = be->compile(p);
+    bool two_stage = false;
+    for (const Kernel& k : exe->plan()->kernels)
+      two_stage = two_stage || k.notes.find("of each of 8 added sums") != std::string::npos;
+    CHECK(two_stage);
+    for (int s = 0; s < 2; ++s) {
+      INFO("step " << s);
+      const auto got = exe->run(feeds);
+      REQUIRE(got.size() == want[s].size());
+      for (size_t o = 0; o < got.size(); ++o) {
+        INFO("output " << p.output_names[o]);
+        CHECK(got[o][0] == Approx(want[s][o][0]).epsilon(1e-5));
+      }
+    }
+    for (size_t i = 0; i < params.size(); ++i) {
+      INFO("parameter " << params[i].name());
+      const std::vector<float> g = be->read(params[i]), w = cpu->read(params[i]);
+      int bad = 0;
+      for (size_t e = 0; e < g.size(); ++e)
+        if (!(std::fabs(g[e] - w[e]) <= 1e-5 + 1e-4 * std::fabs(w[e]))) ++bad;
+      CHECK(bad == 0);
+    }
   }
 }

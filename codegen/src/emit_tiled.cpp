@@ -24,9 +24,10 @@
 // Tree reduction (<= 1024 outputs of a reduction at least as long; on GPUs also <= 8192 outputs of >= 512
 //   iterations): one workgroup per output element; invocation t sums (max/min) the body over k = t, t + NT, ...;
 //   a tree in shared memory halves the partial results; invocation 0 applies the epilogue and stores every output.
-//   On GPUs the kernel's other top-level reductions of the same kind (>= 64 iterations, not nested) are folded in
-//   the same loop into accumulators of their own (fold1, fold2, ...) and reduced by the same tree (a clipped step's
-//   global norm: one sum of squares per parameter), and with many elements of short reductions a workgroup takes E
+//   On GPUs the kernel's other top-level reductions of the same kind (not nested, up to 32 in all) are folded in
+//   the same loop into accumulators of their own (fold1, fold2, ...): one strided loop over their iteration spaces end
+//   to end, each position folded into its reduction's accumulator, reduced by the same tree (a clipped step's global
+//   norm: one sum of squares per parameter), and with many elements of short reductions a workgroup takes E
 //   adjacent elements x NT / E slices (k = slice, slice + NT / E, ...), slice 0 storing (adjacent invocations read
 //   adjacent elements' operands).
 #include <algorithm>
@@ -580,15 +581,15 @@ std::optional<TreeShape> tree_shape(const Plan& plan, const Kernel& k, const Com
   // (0.071 ms of a 0.18 ms CNN step on the H200) and here one workgroup per output
   const bool many_long = !limits.cpu_device && n <= 8192 && L >= 512;
   if (L < 128 || ((n > 1024 || L < n) && !many_long)) return std::nullopt;
-  // On GPUs the kernel's other top-level reductions of 64 or more iterations (same kind, none nested) are folded in the
-  // same strided loop, each into its own accumulator, instead of by the storing invocation alone: global-norm
-  // clipping's sum of squares adds one reduction per parameter (charlm: 30, 91k products, 0.70 ms of a 2.0 ms step on
-  // an H100 by invocation 0 alone).
+  // On GPUs the kernel's other top-level reductions (same kind, none nested) are folded in the same strided loop, each
+  // into its own accumulator, instead of by the storing invocation alone: global-norm clipping's sum of squares adds
+  // one reduction per parameter (charlm: 30, 91k products, 0.70 ms of a 2.0 ms step on an H100 by invocation 0 alone).
+  // Short ones too: the loop runs over all of them end to end, so a short one costs its iterations, not a loop.
   std::vector<KExprPtr>& rs = t.rs;
   rs.push_back(r);
   if (!limits.cpu_device)
     for (const KExprPtr& x : outer_reductions(k))
-      if (x != r && x->reduce == r->reduce && !kcontains_reduce(x->a) && loop_length(x) >= 64 && rs.size() < 32)
+      if (x != r && x->reduce == r->reduce && !kcontains_reduce(x->a) && rs.size() < 32)
         rs.push_back(x);
   for (auto& x : rs) t.work += loop_length(x);
   // On GPUs a workgroup takes E adjacent elements of S slices each (E * S invocations) when there are many elements:
@@ -605,7 +606,7 @@ std::optional<TreeShape> tree_shape(const Plan& plan, const Kernel& k, const Com
   t.subgroups = limits.subgroup_arithmetic && !lang.wgsl() && E == 1;
   t.subgroup_size = std::max(limits.subgroup_size, 1);
   while (nt > E && (nt > limits.max_workgroup_invocations || t.shared_floats(nt) * 4 > limits.max_shared_bytes)) nt /= 2;
-  while (nt > E && (nt / E) * 2 > L) nt /= 2;
+  while (nt > E && (nt / E) * 2 > (t.R() > 1 ? t.work : L)) nt /= 2;  // (one loop over all folded reductions)
   if (nt / E < 2 || t.shared_floats(nt) * 4 > limits.max_shared_bytes) return std::nullopt;
   return t;
 }
@@ -689,10 +690,26 @@ std::string tree_entry_body(const TreeShape& t, const TreeCombine& c, const Comp
   const std::string start = E == 1 ? "tid" : "slice";
   for (size_t j = 0; j < rs.size(); ++j) body += "  " + lang.var(LType::Float, tree_acc_name(j), init) + "\n";
   std::string loops;
-  for (size_t j = 0; j < rs.size(); ++j)
-    loops += lang.for_stmt("k", start, std::to_string(loop_length(rs[j])), S,
-                           fmt::format("{0} = {1};", tree_acc_name(j), combine(tree_acc_name(j), tree_body_name(j) + "(elem, k)")));
-  body += "  " + lang.if_then(fmt::format("elem < {}", n), R == 1 ? loops : "{ " + loops + " }") + "\n";
+  if (R == 1) {
+    loops = lang.for_stmt("k", start, std::to_string(loop_length(rs[0])), S,
+                          fmt::format("acc = {};", combine("acc", "body(elem, k)")));
+  } else {
+    // one strided loop over the reductions' iteration spaces end to end, each position folded into its reduction's
+    // accumulator: an invocation runs about work / S iterations in all, where a loop per reduction ran at least one
+    // (a memory round trip) per reduction
+    std::string chain;
+    int64_t off = 0;
+    for (size_t j = 0; j < rs.size(); ++j) {
+      const int64_t end = off + loop_length(rs[j]);
+      const std::string k = off == 0 ? std::string("k") : fmt::format("k - {}", off);
+      const std::string step =
+          fmt::format("{0} = {1};", tree_acc_name(j), combine(tree_acc_name(j), tree_body_name(j) + "(elem, " + k + ")"));
+      chain += j + 1 == rs.size() ? fmt::format("{{ {} }}", step) : fmt::format("if (k < {}) {{ {} }} else ", end, step);
+      off = end;
+    }
+    loops = "{ " + lang.for_stmt("k", start, std::to_string(off), S, chain) + " }";
+  }
+  body += "  " + lang.if_then(fmt::format("elem < {}", n), loops) + "\n";
   if (R == 1 && E == 1) {
     body += subgroups ? subgroup_tree(kind, n, init, combine) : shared_tree(nt, n, combine, lang);
   } else if (subgroups) {

@@ -13,7 +13,10 @@
 //    one workgroup per output: stage 1 is about reduce_tree_workgroups / n partial reductions of contiguous
 //    chunks (the outermost loop with at least a quarter of that many iterations is cut, so a chunk is whole rows
 //    of a row-major input), stage 2 reduces the partials.
-// A split takes the costliest top-level reduction (not argmax, not nested) and its longest loop (the tree: its
+// The two-stage tree of a kernel adding several top-level sums ((sum a) + (sum b) + ...: global-norm clipping) cuts
+// every sum of that group instead (split_additive_group): partial p sums chunk p of each, the final kernel adds the
+// partials in the group's place.
+// Otherwise a split takes the costliest top-level reduction (not argmax, not nested) and its longest loop (the tree: its
 // outermost loop of at least P / 4 iterations, else the longest): a partial kernel over (P, domain...) reduces chunk p
 // of that loop (chunks a multiple of 4 iterations of an innermost loop, so the fragment emitter's tile mode still
 // applies), appended first (and split again if need be), and the kernel reduces the P partial results instead.
@@ -129,6 +132,143 @@ void drop_unread_inputs(Kernel& k) {
   k.inputs = std::move(inputs);
 }
 
+/// The sums of an additive group: the leaves of the largest tree of Add nodes in `root` (by the loop iterations of its
+/// sum leaves) that are top-level sum reductions (none nested inside, each a leaf once), with that tree's root.
+struct AddGroup {
+  KExprPtr root;
+  std::vector<KExprPtr> sums;
+};
+
+AddGroup additive_sums(const KExprPtr& root) {
+  AddGroup best;
+  double best_cost = 0;
+  auto is_add = [](const KExprPtr& e) { return e && e->op == KOp::FMath && e->sop == SOp::Add; };
+  std::unordered_set<const KExpr*> seen;
+  std::function<void(const KExprPtr&, bool)> walk = [&](const KExprPtr& e, bool parent_add) {
+    if (!e || e->op == KOp::Reduce) return;  // (nothing inside a reduction is top-level)
+    if (is_add(e) && !parent_add) {  // a maximal Add tree: its leaves, by path
+      std::vector<KExprPtr> leaves, rest;
+      std::function<void(const KExprPtr&)> collect = [&](const KExprPtr& x) {
+        if (leaves.size() > 4096) return;  // (a DAG of shared Add nodes: too many paths, left alone)
+        if (is_add(x)) return collect(x->a), collect(x->b);
+        leaves.push_back(x);
+      };
+      collect(e);
+      if (leaves.size() > 4096) return;
+      std::map<const KExpr*, int> times;
+      for (auto& x : leaves) ++times[x.get()];
+      AddGroup g{e, {}};
+      double cost = 0;
+      for (auto& x : leaves)
+        if (x->op == KOp::Reduce && x->reduce == ReduceKind::Sum && times[x.get()] == 1 && !kcontains_reduce(x->a)) {
+          g.sums.push_back(x);
+          cost += kloop_iterations(x);
+        }
+      if (g.sums.size() >= 2 && cost > best_cost) best = std::move(g), best_cost = cost;
+      for (auto& x : leaves) walk(x, false);
+      return;
+    }
+    if (!seen.insert(e.get()).second) return;
+    walk(e->a, false), walk(e->b, false), walk(e->c, false);
+  };
+  walk(root, false);
+  return best;
+}
+
+/// Stage 1 of the tree over an additive group of sums (GPUs; ScheduleOptions::reduce_tree_workgroups): a scalar such as
+/// global-norm clipping's sum over every parameter of its sum of squares, (sum a) + (sum b) + ..., where splitting only
+/// the costliest sum leaves stage 2 the others in one workgroup (charlm: 30 sums, 91k products; stage 2 0.072 ms on an
+/// H100). P partials, each the sum over chunk p of every long sum of the group (each sum's flat iteration space cut
+/// into P contiguous chunks of ceil(L / P), so a workgroup's work is about that of the group / P, positions past L
+/// adding 0; the tree emitter folds the chunks into one strided loop); the final kernel adds the P partials in the
+/// group's place. False without such a group of two or more sums.
+bool split_additive_group(ScheduleState& st, Kernel& k, const std::vector<NodePtr>& name_nodes, const std::string& suffix,
+                          int guard) {
+  const ScheduleOptions& opt = st.opt;
+  const NodePtr out_node = st.plan.values[k.output()].node;
+  const std::string out_name = st.plan.values[k.output()].name;
+  const Shape oshape = st.plan.values[k.output()].stored_shape();
+  AddGroup g = additive_sums(k.exprs[0]);
+  if (g.sums.size() < 2) return false;
+  double total = 0;
+  for (auto& r : g.sums) total += kloop_iterations(r);
+  const int64_t n = numel(oshape);
+  const int64_t P = std::min<int64_t>(opt.reduce_tree_workgroups / std::max<int64_t>(n, 1),
+                                      static_cast<int64_t>(total / kTreeChunk));
+  if (P < 2) return false;
+  const std::vector<KExprPtr>& split = g.sums;  // (a sum shorter than P: one iteration in each of its first partials)
+  // partial kernel: coordinates (p, i0..in); sum j over its flat chunk p, loop variables from the flat position
+  std::map<std::string, KExprPtr> outer;
+  for (size_t i = 0; i < oshape.size(); ++i) outer[fmt::format("i{}", i)] = kvar(fmt::format("i{}", i + 1));
+  KExprPtr sum;
+  std::string chunks;
+  for (auto& r : split) {
+    int64_t L = 1;
+    for (int64_t e : r->extents) L *= e;
+    const int64_t C = (L + P - 1) / P;
+    const std::string& v = r->loop_vars[0];  // the chunk's loop variable (its name is free in the body)
+    KExprPtr pos = kibin(KOp::IAdd, kibin(KOp::IMul, kvar("i0"), kint(C)), kvar(v));
+    std::map<std::string, KExprPtr> subs = outer;
+    int64_t stride = L;
+    for (size_t d = 0; d < r->extents.size(); ++d) {
+      stride /= r->extents[d];
+      KExprPtr x = kibin(KOp::IDiv, pos, kint(stride));
+      if (d > 0) x = kibin(KOp::IMod, x, kint(r->extents[d]));
+      subs[r->loop_vars[d]] = x;
+    }
+    KExprPtr body = ksubstitute(r->a, subs);
+    if (P * C != L) body = kselect(kibin(KOp::ILt, pos, kint(L)), body, kfloat(0.0));
+    KExprPtr part = kreduce(ReduceKind::Sum, {v}, {C}, body);
+    sum = sum ? kmath(SOp::Add, sum, part) : part;
+    chunks += fmt::format("{}{}", chunks.empty() ? "" : ", ", L);
+  }
+  Kernel part;
+  part.inputs = k.inputs;
+  part.nodes = k.nodes;
+  part.exprs = {sum};
+  Shape pshape = {P};
+  pshape.append(oshape.begin(), oshape.end());
+  Node pn;
+  pn.op = Op::Reduce;
+  pn.shape = pshape;
+  pn.attrs.reduce = ReduceKind::Sum;
+  pn.name = fmt::format("partial sum of {}", out_name);
+  pn.loc = out_node->loc;
+  int pid = add_value(st, make_node(std::move(pn)), ValueKind::Temp, out_name + "_partial", false);
+  part.outputs = {pid};
+  part.comment = k.comment;
+  part.notes = fmt::format("// partial sums: {} chunks of each of {} added sums (of {} iterations)\n", P, split.size(),
+                           chunks) + k.notes;
+  drop_unread_inputs(part);
+  append_kernel(st, std::move(part), name_nodes, suffix + "_partial");
+  // the consumer: the group's tree with the split sums replaced by one sum of the P partials
+  int slot = static_cast<int>(k.inputs.size());
+  k.inputs.push_back(pid);
+  std::vector<KExprPtr> idx;
+  for (size_t i = 0; i < oshape.size(); ++i) idx.push_back(kvar(fmt::format("i{}", i)));
+  std::string pv = fmt::format("p{}", guard);
+  KExprPtr flat = kibin(KOp::IAdd, kibin(KOp::IMul, kvar(pv), kint(n)), linearize(idx, oshape));
+  KExprPtr partials = kreduce(ReduceKind::Sum, {pv}, {P}, kload(slot, flat));
+  std::unordered_set<const KExpr*> is_split;
+  for (auto& r : split) is_split.insert(r.get());
+  bool placed = false;
+  std::function<KExprPtr(const KExprPtr&)> rebuild = [&](const KExprPtr& x) -> KExprPtr {
+    if (x->op == KOp::FMath && x->sop == SOp::Add) {
+      KExprPtr a = rebuild(x->a), b = rebuild(x->b);
+      if (!a || !b) return a ? a : b;
+      return kwith_children(x, a, b, x->c);
+    }
+    if (!is_split.count(x.get())) return x;
+    if (placed) return nullptr;
+    placed = true;
+    return partials;
+  };
+  k.exprs[0] = kreplace(k.exprs[0], g.root.get(), rebuild(g.root));
+  drop_unread_inputs(k);
+  k.notes = fmt::format("// final sum over {} partial results of {} added sums\n", P, split.size()) + k.notes;
+  return true;
+}
+
 /// Splits the costliest reduction of single-output kernel `k` (round `guard`) into a partial kernel, appended to
 /// the plan, and a final reduction in k. False when nothing can be split.
 /// Why a kernel is split: its loops exceed the budget, it is latency-bound (split-K) or a few long reductions
@@ -230,6 +370,7 @@ void append_kernel(ScheduleState& st, Kernel&& k, const std::vector<NodePtr>& na
     const bool tree = guard == 0 && tree_bound(n, kloop_iterations(k.exprs[0]), opt);
     if (!over_budget && !too_serial && !tree) break;
     const SplitWhy why = tree ? SplitWhy::Tree : over_budget ? SplitWhy::Budget : SplitWhy::SplitK;
+    if (why == SplitWhy::Tree && split_additive_group(st, k, name_nodes, suffix, guard)) continue;
     if (!split_once(st, k, name_nodes, suffix, guard, why)) break;
   }
   double iters = kloop_iterations(k.exprs);
