@@ -9,22 +9,33 @@
 // only the loss (SGEMM: C): median (min-max) ms per step, and back-to-back steps/s (timed steps / the timed loop's
 // wall time). WebGL2 rows are impossible here: Node has no WebGL2 (that needs a browser).
 //
+// charlm_b32 (issue 37; kind 'lm', only when --only names it, as in bench/web_bench.mjs): `shadergrad export --model
+// charlm --batch 32 --context 64`'s train program (one AdamW step, lr 1e-3, weight decay 0.01, global-norm clip 1)
+// against the same CharTransformer, loss, AdamW and clipping written in jax-js (bench_models.js timeJaxCharlm) on
+// webgpu; both train on the same 32 rows of /usr/share/dict/words (charlmRows; --words FILE), written at export as
+// charlm_rows.json beside the bundle (the device has no words file); the case's 3 warm-up + 10 timed steps, or
+// --lm-counts W,T (a step over 1 s: 1 + 3, as every case); no TF.js row (no charlm written for it: 'not measured').
+// The step-1 losses are printed under the table (both near ln 27 = 3.30; Chromium saw 3.4561 ours, 3.4814 jax-js).
+// jax-js's attention uses iterator helpers (Node 22+): on Node 20 map/filter are added to the iterator prototype.
+//
 //   (cd tests && npm ci); (cd bench/web && npm ci)   # npm webgpu; TF.js, jax-js (pinned in package-lock.json)
 //   node bench/web_node_bench.mjs --cli build/bin/shadergrad --exporter build/bin/bench_web_export
 //        [--bundles DIR] [--dawn-backend opengles|vulkan|default] [--feature-level core|compatibility]
 //        [--plans auto,gpu,cpu|none] [--peers tfjs,jax | --no-peers] [--only mlp_b32,...] [--json FILE] [--npm DIR]
-//        [--case-timeout S]
+//        [--case-timeout S] [--lm-counts W,T] [--words FILE]
 //   node bench/web_node_bench.mjs --export-to DIR [--cli ...] [--exporter ...]   # only export the bundles
 //   node bench/web_node_bench.mjs --table-from FILE.json              # the table of a --json file (a cut-short run)
 //   node bench/web_node_bench.mjs --adapter-only [--dawn-backend B]   # print the adapter (exit 3: none) and stop
 //
-// --bundles DIR: bundles exported before (--export-to; scripts/device/stage_node.sh carries them to the H200),
-// else they are exported now with --cli/--exporter into a temporary directory. --dawn-backend: Dawn's backend
-// (default opengles, the only one on this VM's Mesa; vulkan on a GPU driver); --feature-level: the adapter asked
+// --bundles DIR: bundles exported before (--export-to: every case's, charlm_b32's included; scripts/device/
+// stage_node.sh carries them to the H200), else the cases run are exported now with --cli/--exporter into a
+// temporary directory. --dawn-backend: Dawn's backend (default opengles, the only one on this VM's Mesa; vulkan on a
+// GPU driver); --feature-level: the adapter asked
 // for (default core on vulkan, compatibility on opengles; the peers get the same through a navigator.gpu shim).
 // --plans: our webgpu plans timed (default auto,gpu: the runtime's pick, and the gpu plan when the pick is another).
 // --peer-inputs resident|per-step|both (default both): what a peer's step uploads. Ours uploads every program input
-// each step (the runtime's run() writes its feeds: SGEMM's A and B, the train step's x and labels); the browser
+// each step (the runtime's run() writes its feeds: SGEMM's A and B, the train step's x and labels, charlm's x, y and
+// mask); the browser
 // pages' peers keep them resident on the GPU; 'per-step' rows (", uploads") upload the same host arrays every step
 // (equal work). Everyone reads back the same outputs (the loss; SGEMM: all of C).
 // A peer that cannot load or run in Node is reported with its error and the run goes on; so is a measurement that
@@ -39,8 +50,8 @@ import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import vm from 'node:vm';
 
-import { BENCH_CASES, median, subsetOf, summary, timeDigitsJax, timeDigitsOurs, timeDigitsTfjs, timeJax, timeOurs, timeTfjs }
-  from './web/bench_models.js';
+import { BENCH_CASES, charlmRows, median, subsetOf, summary, timeDigitsJax, timeDigitsOurs, timeDigitsTfjs, timeJax, timeJaxCharlm,
+  timeOurs, timeTfjs } from './web/bench_models.js';
 import { createDawnGPU, fileFetch } from '../tests/dawn_node.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -53,28 +64,34 @@ const allCases = [
   { name: 'digits_finetune_b16', kind: 'digits', weights: 'pretrained', size: 16 },
   { name: 'digits_scratch_b16', kind: 'digits', weights: 'fresh', size: 16 },
   ...BENCH_CASES.filter((c) => c.kind === 'sgemm'),
+  ...BENCH_CASES.filter((c) => c.kind === 'lm'),  // charlm_b32: only when --only names it (as bench/web_bench.mjs)
 ];
 const DIGITS_LR = 0.003;  // the digits page's (scripts/build_web_demo.sh exports with --lr 0.003)
 
-/** Exports every case's bundle into `dir` (what bench/web_bench.mjs and scripts/build_web_demo.sh export, the
- * webgpu target only: Node has no WebGL2). */
-function exportBundles(dir, cli, exporter) {
+/** Exports the bundles of `list` (default every case) into `dir` (what bench/web_bench.mjs and
+ * scripts/build_web_demo.sh export, the webgpu target only: Node has no WebGL2). */
+function exportBundles(dir, cli, exporter, list = allCases) {
   fs.mkdirSync(dir, { recursive: true });
-  for (const c of allCases.filter((x) => x.kind !== 'digits')) {
+  for (const c of list.filter((x) => x.kind !== 'digits')) {
     const out = path.join(dir, c.name);
-    if (c.kind === 'train')
+    if (c.kind === 'train' || c.kind === 'lm')
       execFileSync(cli, ['export', '--model', c.model, '--batch', String(c.size), '--check-steps', '0', '--targets', 'webgpu',
-                         '--out', out], { stdio: 'ignore' });
+                         ...(c.context ? ['--context', String(c.context)] : []), '--out', out], { stdio: 'ignore' });
     else execFileSync(exporter, ['sgemm', String(c.size), out], { stdio: 'ignore' });
+    // the lm case's word rows (charlmRows of --words) beside its bundle: the device has no /usr/share/dict/words
+    if (c.kind === 'lm')
+      fs.writeFileSync(path.join(out, 'charlm_rows.json'), JSON.stringify(charlmRows(fs.readFileSync(wordsFile, 'utf8'), c.size, c.context)));
   }
   // the digits demo's bundle, natively pretrained weights and shipped subset (digits/{bundle,pretrained.safetensors,
   // digits_subset.bin}); DIGITS_EPOCHS as web_app_bench.mjs sets it
+  if (!list.some((x) => x.kind === 'digits')) return;
   execFileSync('bash', [path.join(here, '..', 'scripts', 'build_web_demo.sh'), dir, cli],
                { stdio: 'ignore', env: { ...process.env, DIGITS_EPOCHS: '10', SKIP_SHAPES: '1' } });
   for (const f of ['index.html']) fs.rmSync(path.join(dir, f), { force: true });
 }
 
 const cli = arg('--cli', path.join(here, '..', 'build', 'bin', 'shadergrad'));
+const wordsFile = arg('--words', '/usr/share/dict/words');
 const exporter = arg('--exporter', path.join(here, '..', 'build', 'bin', 'bench_web_export'));
 if (arg('--export-to')) {
   exportBundles(path.resolve(arg('--export-to')), cli, exporter);
@@ -87,11 +104,17 @@ if (arg('--table-from')) {
   process.exit(0);
 }
 const only = arg('--only');
-const cases = only ? allCases.filter((c) => only.split(',').includes(c.name)) : allCases;
+const cases = only ? allCases.filter((c) => only.split(',').includes(c.name)) : allCases.filter((c) => c.kind !== 'lm');
+// the lm case's [warm-up, timed] steps: the case's counts (bench_models.js), or --lm-counts W,T
+const lmCounts = arg('--lm-counts')?.split(',').map(Number);
+if (lmCounts && (lmCounts.length !== 2 || !lmCounts.every((n) => Number.isInteger(n) && n > 0))) {
+  console.error(`--lm-counts ${arg('--lm-counts')}: want WARMUP,TIMED (positive integers)`);
+  process.exit(2);
+}
 let root = arg('--bundles'), tmpRoot = null;
 if (!root && !flag('--adapter-only')) {
   root = tmpRoot = fs.mkdtempSync(path.join(os.tmpdir(), 'sg_web_node_bench_'));
-  exportBundles(root, cli, exporter);
+  exportBundles(root, cli, exporter, cases);  // only the cases run
 }
 root = path.resolve(root ?? '.');
 const dawnBackend = arg('--dawn-backend', 'opengles');
@@ -146,7 +169,18 @@ async function loadTfjs() {
   if (!globalThis.tf?.setBackend) throw new Error('tf.min.js did not define globalThis.tf');
   return globalThis.tf;
 }
-const loadJax = async () => import(pathToFileURL(path.join(npmDir, '@jax-js/jax/dist/index.js')).href);
+// jax-js's einsum parser (nn.dotProductAttention: the charlm step) chains iterator helpers (matchAll(...).map(...)
+// .filter(...)), which Node 20's V8 lacks (Node 22+, Chromium have them): the two it uses, only where missing
+function iteratorHelpers() {
+  const proto = Object.getPrototypeOf(Object.getPrototypeOf([][Symbol.iterator]()));
+  const add = (name, fn) => proto[name] ?? Object.defineProperty(proto, name, { value: fn, writable: true, configurable: true });
+  add('map', function* map(f) { let i = 0; for (const v of { [Symbol.iterator]: () => this }) yield f(v, i++); });
+  add('filter', function* filter(f) { let i = 0; for (const v of { [Symbol.iterator]: () => this }) if (f(v, i++)) yield v; });
+}
+const loadJax = async () => {
+  iteratorHelpers();
+  return import(pathToFileURL(path.join(npmDir, '@jax-js/jax/dist/index.js')).href);
+};
 const peerLibs = {};
 for (const [name, load] of [['tfjs', loadTfjs], ['jax', loadJax]].filter(([n]) => peers.includes(n))) {
   try {
@@ -178,7 +212,7 @@ async function record(c, who, fn) {
   results.push({ case: c.name, who, load1: os.loadavg()[0], ...r, timings: undefined });
   save();
   const v = r.values ?? [r.loss_first, r.loss_last];
-  const what = r.error ? `ERROR ${r.error}`
+  const what = r.error ? `ERROR ${r.error}` : r.skipped ? `not measured: ${r.skipped}`
     : `${r.median_ms.toFixed(3)} ms (${r.min_ms.toFixed(3)}-${r.max_ms.toFixed(3)}), ${r.steps_per_s.toFixed(1)} steps/s back to back, ` +
       `first ${r.first_step_ms.toFixed(0)} ms${r.kernels ? `, ${r.kernels} kernels` : ''}, ` +
       (c.kind === 'sgemm' ? `${(2 * c.size ** 3 / (r.median_ms * 1e6)).toFixed(2)} GFLOP/s` : `loss ${v.map((l) => l.toFixed(4)).join(' -> ')}`) +
@@ -192,7 +226,8 @@ async function ours(c, plan) {
   if (c.kind !== 'digits') {
     const dir = path.join(root, c.name);
     const mod = await import(pathToFileURL(path.join(dir, 'runtime', 'shadergrad.js')).href);
-    return timeOurs(mod, pathToFileURL(path.join(dir, 'bundle.json')).href, c.kind === 'sgemm' ? 'sgemm' : 'train', ourOptions(plan));
+    return timeOurs(mod, pathToFileURL(path.join(dir, 'bundle.json')).href, c.kind === 'sgemm' ? 'sgemm' : 'train', ourOptions(plan),
+                    false, c.kind === 'lm' ? lmCase(c) : null);
   }
   const rtDir = path.join(digitsDir, 'bundle', 'runtime');
   const sg = await import(pathToFileURL(path.join(rtDir, 'shadergrad.js')).href);
@@ -200,9 +235,27 @@ async function ours(c, plan) {
   const weights = c.weights === 'pretrained' ? new Uint8Array(fs.readFileSync(path.join(digitsDir, 'pretrained.safetensors'))).buffer : null;
   return timeDigitsOurs(sg, persist, pathToFileURL(path.join(digitsDir, 'bundle', 'bundle.json')).href, weights, subset(), ourOptions(plan));
 }
+/** The lm case's feeds and counts: the rows written beside its bundle at export (charlm_rows.json), else charlmRows
+ * of --words now; counts = --lm-counts or the case's. The same rows and counts for ours and jax-js. */
+const lmGiven = new Map();
+function lmCase(c) {
+  if (!lmGiven.has(c.name)) {
+    const f = path.join(root, c.name, 'charlm_rows.json');
+    const rows = fs.existsSync(f) ? JSON.parse(fs.readFileSync(f, 'utf8')) : charlmRows(fs.readFileSync(wordsFile, 'utf8'), c.size, c.context);
+    console.log(`${c.name}: rows of the words ${rows.words.join(' ')}${fs.existsSync(f) ? ' (charlm_rows.json)' : ` (${wordsFile})`}`);
+    lmGiven.set(c.name, { feeds: rows, counts: lmCounts ?? c.counts });
+  }
+  return lmGiven.get(c.name);
+}
 function peer(c, name, uploads) {
   const lib = peerLibs[name];
+  if (c.kind === 'lm' && name === 'tfjs')  // the browser bench has no TF.js charlm either
+    return async () => ({ skipped: 'TF.js has no charlm step (bench_models.js writes the CharTransformer in jax-js only)' });
   if (lib.error) return async () => ({ error: lib.error });
+  if (c.kind === 'lm') {
+    const g = lmCase(c);
+    return () => timeJaxCharlm(lib, { ...c, counts: g.counts }, g.feeds, 'webgpu', undefined, { uploads });
+  }
   if (name === 'tfjs')
     return c.kind === 'digits' ? () => timeDigitsTfjs(lib, subset(), c.size, DIGITS_LR, 'webgpu')
       : () => timeTfjs(lib, c.kind, c.model, c.size, 'webgpu', { uploads });
@@ -259,7 +312,10 @@ for (const c of cases) {
   if (c.kind === 'digits' && digitsTwice.size) continue;
   if (c.kind === 'digits') digitsTwice.add(c.name);
   for (const uploads of c.kind === 'digits' ? [false] : peerModes)
-    for (const name of peers) await record(c, `${peerName[name]}${uploads ? ', uploads' : ''}`, peer(c, name, uploads));
+    for (const name of peers) {
+      if (c.kind === 'lm' && name === 'tfjs' && uploads && peerModes.length > 1) continue;  // one 'not measured' row
+      await record(c, `${peerName[name]}${uploads ? ', uploads' : ''}`, peer(c, name, uploads));
+    }
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -271,9 +327,9 @@ if (tmpRoot) fs.rmSync(tmpRoot, { recursive: true, force: true });
 process.exit(results.some((r) => !r.error) ? 0 : 1);
 
 function printTable({ adapter: a, results: rs, date }) {
-  const ok = (r) => r && !r.error;
+  const ok = (r) => r && !r.error && !r.skipped;
   const best = (l) => l.filter(ok).reduce((x, y) => (!x || y.median_ms < x.median_ms ? y : x), null);
-  const cell = (r) => (ok(r) ? `${r.median_ms.toFixed(3)} (${r.min_ms.toFixed(3)}–${r.max_ms.toFixed(3)})` : r ? 'error' : '–');
+  const cell = (r) => (ok(r) ? `${r.median_ms.toFixed(3)} (${r.min_ms.toFixed(3)}–${r.max_ms.toFixed(3)})` : r?.skipped ? 'n/a' : r ? 'error' : '–');
   const rate = (r) => (ok(r) ? r.steps_per_s.toFixed(0) : '–');
   console.log('\n| case | ours ms (min–max) | ours plan | ours steps/s | TF.js webgpu ms | TF.js steps/s | jax-js webgpu ms | ' +
               'jax-js steps/s | best peer / ours | best peer, inputs uploaded per step as ours: ms, / ours | ' +
@@ -299,6 +355,10 @@ function printTable({ adapter: a, results: rs, date }) {
   const floor = rs.find((r) => r.case === 'readback_floor' && ok(r));
   if (floor) console.log(`\nreadback floor (one dispatch + a 4-byte mapAsync, back to back): ${cell(floor)} ms, ${rate(floor)}/s`);
   for (const r of rs.filter((x) => x.error)) console.log(`${r.case} ${r.who}: ERROR ${r.error}`);
+  for (const r of rs.filter((x) => x.skipped)) console.log(`${r.case} ${r.who}: not measured: ${r.skipped}`);
+  for (const c of allCases.filter((x) => x.kind === 'lm' && rs.some((r) => r.case === x.name && ok(r))))  // both start near ln 27
+    console.log(`\n${c.name} loss at step 1 (ln 27 = 3.30): ` + rs.filter((r) => r.case === c.name && ok(r))
+      .map((r) => `${r.who} ${r.values[0].toFixed(4)} (${r.steps} timed steps)`).join(', '));
   const loads = rs.map((r) => r.load1);
   console.log(`\nNode + Dawn (${a.dawn_backend} backend, ${a.feature_level} adapter: ${a.vendor} ${a.architecture} ${a.device} ` +
               `${a.description}), not a browser; WebGL2 rows impossible without a browser. 1-minute load average ` +

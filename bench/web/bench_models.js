@@ -29,7 +29,8 @@ export const BENCH_CASES = [
   { name: 'sgemm_1024', kind: 'sgemm', size: 1024 },
   // the character transformer of issue 37 (sg::lm::CharTransformer: d_model 64, 2 blocks, 4 heads, MLP 256, vocab 27)
   // at context 64, one AdamW step (lr 1e-3, weight decay 0.01, global-norm clip 1) on 32 rows of words; kind 'lm':
-  // only bench/web_bench.mjs runs it (feeds from charlmRows); 3 warm-up + 10 timed steps (SwiftShader: slow)
+  // bench/web_bench.mjs and ../web_node_bench.mjs run it only when --only names it (feeds from charlmRows); 3 warm-up
+  // + 10 timed steps (SwiftShader: slow; web_node_bench.mjs --lm-counts overrides them)
   { name: 'charlm_b32', kind: 'lm', model: 'charlm', size: 32, context: 64, counts: [3, 10] },
 ];
 
@@ -459,19 +460,22 @@ function jaxCharlmTrainer(jax, s, B, lr, wd, clip) {
 }
 
 /** jax-js: the charlm case's step on `rows` (charlmRows), inputs resident on the device (uploaded once, as the other
- * peer cases); `counts` = [warm-up, timed]. On 'webgl' the token embedding is a one-hot product (no Scatter there). */
-export async function timeJaxCharlm(jax, c, rows, device, t0 = performance.now()) {
+ * peer cases; {uploads: true}: x, the one-hot y and mask uploaded from the same host arrays every step, as ours
+ * uploads its feeds); `counts` = [warm-up, timed]. On 'webgl' the token embedding is a one-hot product (no Scatter there). */
+export async function timeJaxCharlm(jax, c, rows, device, t0 = performance.now(), { uploads = false } = {}) {
   await jaxDevice(jax, device);
   const np = jax.numpy;
   const s = { vocab: 27, context: c.context, d_model: 64, layers: 2, heads: 4, ff: 256, oneHotEmb: device === 'webgl' };
   const B = c.size, T = c.context;
-  const x = np.array(Int32Array.from(rows.x), { dtype: np.int32 }).reshape([B, T]);
-  const y = np.array(Float32Array.from({ length: B * T * s.vocab }, (_, i) => (rows.y[Math.floor(i / s.vocab)] === i % s.vocab ? 1 : 0)))
-    .reshape([B, T, s.vocab]);
-  const mask = np.array(Float32Array.from(rows.mask)).reshape([B, T]);
+  const xh = Int32Array.from(rows.x), maskh = Float32Array.from(rows.mask);
+  const yh = Float32Array.from({ length: B * T * s.vocab }, (_, i) => (rows.y[Math.floor(i / s.vocab)] === i % s.vocab ? 1 : 0));
+  const feeds = () => [np.array(xh, { dtype: np.int32 }).reshape([B, T]), np.array(yh).reshape([B, T, s.vocab]),
+                       np.array(maskh).reshape([B, T])];
+  const [x, y, mask] = feeds();
   const trainer = jaxCharlmTrainer(jax, s, B, 1e-3, 0.01, 1.0);
-  const r = await timeSteps('train', t0, async () => (await trainer.step(x.ref, y.ref, mask.ref).data())[0], c.counts);
+  const r = await timeSteps('train', t0, async () => (await (uploads ? trainer.step(...feeds())
+                                                                     : trainer.step(x.ref, y.ref, mask.ref)).data())[0], c.counts);
   trainer.dispose();
   x.dispose(); y.dispose(); mask.dispose();
-  return { ...r, version: '0.1.25', backend: device, uploads: false, embedding: s.oneHotEmb ? 'one-hot matmul' : 'np.take' };
+  return { ...r, version: '0.1.25', backend: device, uploads, embedding: s.oneHotEmb ? 'one-hot matmul' : 'np.take' };
 }
