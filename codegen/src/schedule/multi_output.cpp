@@ -15,6 +15,13 @@
 //  - with ScheduleOptions::one_long_reduction, the kernel computes at most one distinct reduction of
 //    long_reduction_iterations or more iterations per element (the compute emitter parallelises one reduction per
 //    kernel on GPUs, the cpu plan's register tiles tile one);
+//  - one contraction per tiled kernel (GPU compute targets: tiles_in_workgroups): a kernel of more than
+//    split_min_outputs elements that is a contraction (compute::find_contraction, the tiled strategy's) takes no
+//    member that adds a distinct reduction of kTiledStoreSteps or more steps per element, and a quarter of the
+//    contraction's, which neither the group nor the node computes alone: the tiled strategy sums any reduction but
+//    its contraction in its store, one element per invocation in a serial loop (charlm's attention backward: two
+//    64-step contractions side by side, 0.065 ms a kernel on an H100 where two tiled kernels would take about 0.01 ms
+//    each; docs/perf-log/23.md E); sink_reductions keeps to it too (adds_store_reduction);
 //  - the kernel's expressions stay within max_kernel_size (kcode_size: their code's size; a group that would grow past
 //    it is sealed: it takes no further members), so that a long chain of layers becomes many small kernels of
 //    bounded driver compile time, most of them equal up to names (compiled once: kernel_code_key).
@@ -24,6 +31,8 @@
 // Invariants left: every mat_node is a member of exactly one group (group_of); Group::deps are the groups whose
 // values a group reads; the groups form a DAG.
 #include "schedule/state.h"
+
+#include "contraction.h"
 
 #include <algorithm>
 #include <functional>
@@ -55,15 +64,14 @@ bool depends(const ScheduleState& st, int to, int from) {
   return false;
 }
 
-/// The distinct (by pointer, then structure) top-level reductions of `roots` of `long_loop` or more iterations.
-size_t long_reductions(const std::vector<KExprPtr>& roots, double long_loop) {
+/// The distinct (by pointer, then structure) top-level reductions of `roots` that `counts`.
+size_t distinct_reductions(const std::vector<KExprPtr>& roots, const std::function<bool(const KExprPtr&)>& counts) {
   std::vector<KExprPtr> found;
   std::unordered_set<const KExpr*> seen;
   std::function<void(const KExprPtr&)> walk = [&](const KExprPtr& e) {
     if (!e || !seen.insert(e.get()).second) return;
     if (e->op == KOp::Reduce) {
-      if (kloop_iterations(e) >= long_loop &&
-          std::none_of(found.begin(), found.end(), [&](const KExprPtr& f) { return kequal(f, e); }))
+      if (counts(e) && std::none_of(found.begin(), found.end(), [&](const KExprPtr& f) { return kequal(f, e); }))
         found.push_back(e);
       return;  // a reduction nested in it is its own loop, not another kernel-level one
     }
@@ -72,6 +80,50 @@ size_t long_reductions(const std::vector<KExprPtr>& roots, double long_loop) {
   for (const KExprPtr& r : roots) walk(r);
   return found.size();
 }
+
+/// The distinct top-level reductions of `roots` of `long_loop` or more iterations (kloop_iterations).
+size_t long_reductions(const std::vector<KExprPtr>& roots, double long_loop) {
+  return distinct_reductions(roots, [&](const KExprPtr& e) { return kloop_iterations(e) >= long_loop; });
+}
+
+/// One contraction per tiled kernel: a reduction beside a kernel's contraction counts from kTiledStoreSteps steps (its
+/// loops' extents multiplied) and from a quarter of the contraction's. Shorter ones stay in the store, where they
+/// cost less than a kernel of their own: a ResNet block's 1x1 downsample convolution (16 or 32 channels) beside its
+/// 3x3 convolution (144 or 288 steps).
+constexpr int64_t kTiledStoreSteps = 32;
+
+/// The distinct top-level reductions of `roots` of `min_steps` or more steps.
+size_t store_reductions(const std::vector<KExprPtr>& roots, int64_t min_steps) {
+  return distinct_reductions(roots, [&](const KExprPtr& e) {
+    int64_t steps = 1;
+    for (int64_t x : e->extents) steps *= x;
+    return steps >= min_steps;
+  });
+}
+
+/// The target computes a contraction with a workgroup's shared-memory tiles (the compute emitter's tiled strategy on
+/// GPUs): one_long_reduction (the compute part on GPUs and in the cpu plan) without the cpu plan's register tiles,
+/// whose contraction loop bodies are copied 16 times (loop_body_copies; compute_schedule_options sets both). The cpu
+/// plans (cpu-simd, wasm, WGSL on CPU devices: register tiles, docs/perf-log/P37.md), CPU devices (lavapipe,
+/// llvmpipe: one_long_reduction off) and the fragment target keep their kernels.
+bool tiles_in_workgroups(const ScheduleOptions& o) { return o.one_long_reduction && o.loop_body_copies == 1; }
+
+}  // namespace
+
+bool adds_store_reduction(const ScheduleState& st, const Group& g, const Lowered& added, const Lowered& joined) {
+  if (!tiles_in_workgroups(st.opt) || g.members[0]->numel() <= st.opt.split_min_outputs) return false;
+  // (a kernel of fewer elements is the tree-reduction strategy's where its reduction is long, which sums the others
+  // in its strided loop too)
+  Kernel k;
+  k.exprs = joined.exprs;
+  const std::optional<compute::Contraction> c = compute::find_contraction(k, g.members[0]->shape);
+  if (!c) return false;
+  const int64_t min_steps = std::max(kTiledStoreSteps, c->K / 4);
+  const size_t n = store_reductions(joined.exprs, min_steps);
+  return n >= 2 && n > std::max(store_reductions(g.lowered.exprs, min_steps), store_reductions(added.exprs, min_steps));
+}
+
+namespace {
 
 /// Lowered as group gi's kernel: inputs within the binding limit, loops within budget, at most one long reduction
 /// where the target asks, no dependency cycle.
@@ -185,6 +237,7 @@ void group_multi_output(ScheduleState& st) {
         continue;
       }
       if (!l || !fits(st, *l, gi) || split_k_candidate(st, n, *l)) continue;
+      if (adds_store_reduction(st, g, solo, *l)) continue;
       g.members = std::move(members);
       g.lowered = std::move(*l);
       g.deps = deps_of(st, g.lowered, gi);

@@ -7,7 +7,8 @@
 // reduction's own, per element and over all elements of each): the weight gradient becomes a local of the optimizer
 // kernel. A reduction the target will register-tile
 // (ScheduleState::tiles_alone) is not sunk into a reader that writes updates: that reader is never tiled, and
-// the sum would run untiled there.
+// the sum would run untiled there. Nor is one sunk where multi-output fusion would not add it (one contraction per
+// tiled kernel: multi_output.cpp).
 // Invariants left: sunk groups are dead and their node is no longer in ScheduleState::mat (nor in trial_of);
 // readers' trial lowerings and deps are updated.
 //
@@ -63,6 +64,7 @@ void sink_reductions(ScheduleState& st) {
     if (!l || !within_bindings(opt, l->inputs.size(), l->exprs.size()) || !within_guards(opt, l->exprs) ||
         4 * (1 + kloop_iterations(l->exprs)) > opt.max_loop_iterations)
       continue;
+    if (adds_store_reduction(st, groups[reader], g.lowered, *l)) continue;  // one contraction per tiled kernel
     double before = kloop_iterations(groups[reader].lowered.exprs), own = kloop_iterations(g.lowered.exprs);
     // it would be computed more than once: per element of the reader, or for several of the reader's elements
     // (a reader over more elements than the reduction, e.g. a 2x2 max pool's gradient reading dy = a conv's

@@ -124,6 +124,10 @@ std::optional<Lowered> try_lower(const ScheduleState& st, const std::vector<Node
                                  const std::unordered_map<const Node*, int>& vo);
 /// A kernel the split-K rule would split (see ScheduleOptions::min_parallel_texels) stays on its own.
 bool split_k_candidate(const ScheduleState& st, const NodePtr& n, const Lowered& l);
+/// One contraction per tiled kernel (see multi_output.cpp): on GPU compute targets, group g's kernel lowered with
+/// `added` (a node or a sunk reduction, lowered alone) as `joined` would sum a reduction beside its contraction in its
+/// store, serially per element, that neither computed alone.
+bool adds_store_reduction(const ScheduleState& st, const Group& g, const Lowered& added, const Lowered& joined);
 /// A member is stored (owns a texture or buffer): a single member, program outputs/updates, values other kernels
 /// read (after mark_stored_members).
 bool is_stored(const ScheduleState& st, const Group& g, const NodePtr& m);
