@@ -86,7 +86,7 @@ function exportBundles(dir, cli, exporter, list = allCases) {
   // digits_subset.bin}); DIGITS_EPOCHS as web_app_bench.mjs sets it
   if (!list.some((x) => x.kind === 'digits')) return;
   execFileSync('bash', [path.join(here, '..', 'scripts', 'build_web_demo.sh'), dir, cli],
-               { stdio: 'ignore', env: { ...process.env, DIGITS_EPOCHS: '10', SKIP_SHAPES: '1' } });
+               { stdio: 'ignore', env: { ...process.env, DIGITS_EPOCHS: '10', SKIP_SHAPES: '1', SKIP_WORDS: '1' } });
   for (const f of ['index.html']) fs.rmSync(path.join(dir, f), { force: true });
 }
 
@@ -330,7 +330,7 @@ function printTable({ adapter: a, results: rs, date }) {
   const ok = (r) => r && !r.error && !r.skipped;
   const best = (l) => l.filter(ok).reduce((x, y) => (!x || y.median_ms < x.median_ms ? y : x), null);
   const cell = (r) => (ok(r) ? `${r.median_ms.toFixed(3)} (${r.min_ms.toFixed(3)}–${r.max_ms.toFixed(3)})` : r?.skipped ? 'n/a' : r ? 'error' : '–');
-  const rate = (r) => (ok(r) ? r.steps_per_s.toFixed(0) : '–');
+  const rate = (r) => (ok(r) ? r.steps_per_s.toFixed(r.steps_per_s < 10 ? 1 : 0) : '–');
   console.log('\n| case | ours ms (min–max) | ours plan | ours steps/s | TF.js webgpu ms | TF.js steps/s | jax-js webgpu ms | ' +
               'jax-js steps/s | best peer / ours | best peer, inputs uploaded per step as ours: ms, / ours | ' +
               'first step s (ours / best peer) | ≥ 200 steps/s |');
