@@ -9,10 +9,17 @@
 # them), else on the staged Debian loader and libraries: `lib/ld-linux-x86-64.so.2 --library-path lib:... bin/node`
 # (a host older than Debian 12).
 # Usage: OUT=$OUT bash scripts/device/phase_dawn.sh   (with or without the prelude sourced before)
+# Runs, each under its own `timeout`, in this order: (1) bench_BACKEND: every case but charlm_b32 (the readback floor,
+# MLP/CNN/digits train steps, SGEMM), ours and both peers, at most 160 s; (2) bench_BACKEND_charlm (issue 37):
+# --only charlm_b32, ours (picked and gpu plan) against jax-js 0.1.25 webgpu's CharTransformer step on the same word
+# rows (resident and uploaded inputs; TF.js has no charlm: a 'not measured' row), SG_DAWN_LM_COUNTS warm-up,timed
+# steps (default 10,50), at most SG_DAWN_LM_SECS s (default 100; each measurement under --case-timeout 45 s);
+# (3) bench_BACKEND_ours2: ours again without the peers (no charlm), in what time is left.
 # Env: SG_DAWN_BACKENDS (default "vulkan opengles": the first that gives an adapter is timed), SG_NODE_LOADERS
 # (default "host staged", host only when `bin/node --version` runs there: the first loader on which a backend gives
 # an adapter is used), SG_DAWN_BUDGET
-# (seconds for the whole phase, default 230: no run starts after it, each run is under `timeout`).
+# (seconds for the whole phase, default 230: no run starts after it, each run is under `timeout`), SG_DAWN_LM_COUNTS,
+# SG_DAWN_LM_SECS (run 2; SG_DAWN_LM_SECS=0 skips it).
 # Writes only under $OUT/dawn/: smi.txt, adapter_BACKEND_LOADER.log, bench_*.log, bench_*.json, summary.txt (printed at the end).
 set -uo pipefail
 t0=$(date +%s)
@@ -89,7 +96,7 @@ summary() {
 }
 if [ -z "$chosen" ]; then echo "phase_dawn: no Dawn backend gave an adapter"; summary; exit 1; fi
 
-# run 1: every case, ours (picked plan; the gpu plan when the pick is another) and both peers
+# run 1: every case but charlm_b32, ours (picked plan; the gpu plan when the pick is another) and both peers
 run() {  # NAME SECONDS ARGS...
   local name=$1 secs=$2; shift 2
   [ "$secs" -gt 20 ] || { echo "phase_dawn: no time left for $name"; return; }
@@ -99,6 +106,12 @@ run() {  # NAME SECONDS ARGS...
   echo "rc ${PIPESTATUS[0]}" | tee -a "$out/$name.log"
 }
 run "bench_${chosen}" $(( $(left) > 160 ? 160 : $(left) ))
-# run 2 (what time is left): ours again without the peers, for the spread between runs
+# run 2: issue 37's charlm train step, ours and jax-js (its bundle and word rows are in the tarball's bundles/)
+lm_secs=${SG_DAWN_LM_SECS:-100}
+if [ "$lm_secs" -gt 0 ]; then
+  run "bench_${chosen}_charlm" $(( $(left) - 5 > lm_secs ? lm_secs : $(left) - 5 )) --only charlm_b32 \
+    --lm-counts "${SG_DAWN_LM_COUNTS:-10,50}" --case-timeout 45
+fi
+# run 3 (what time is left): ours again without the peers, for the spread between runs
 run "bench_${chosen}_ours2" $(( $(left) - 5 )) --no-peers --plans auto
 summary

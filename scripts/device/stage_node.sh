@@ -9,7 +9,8 @@
 #                                    tests/dawn_node.mjs) and only the node_modules files they load: npm webgpu's
 #                                    index.js + dist/linux-x64/dawn.node (tests/), jax-js's dist/*.js, TF.js's
 #                                    tf.min.js and tf-backend-webgpu.min.js (bench/web/)
-#   sgnode/bundles/                  the exported bundles (bench/web_node_bench.mjs --export-to, with --cli/--exporter)
+#   sgnode/bundles/                  the exported bundles (bench/web_node_bench.mjs --export-to, with --cli/--exporter):
+#                                    every case's, charlm_b32's (issue 37) with its word rows (charlm_rows.json)
 # The GL/Vulkan loader packages travel separately in .gl/ (the device README's recipe; scripts/device/h200_prelude.sh
 # unpacks them). Usage: scripts/device/stage_node.sh [path/to/shadergrad [path/to/bench_web_export]]
 # (default build/bin/...; `npm ci` in tests/ and bench/web/ first). Prints the tarball's size (it must stay well under
@@ -49,6 +50,9 @@ done
 for f in bench/web/node_modules/@jax-js/jax/dist/*.js; do copy "$f"; done
 "$s/lib/ld-linux-x86-64.so.2" --library-path "$s/lib" "$s/bin/node" bench/web_node_bench.mjs \
   --export-to "$s/bundles" --cli "$cli" --exporter "$exporter"
+[ -f "$s/bundles/charlm_b32/bundle.json" ] && [ -f "$s/bundles/charlm_b32/charlm_rows.json" ] ||
+  { echo "stage_node: the charlm_b32 bundle or its charlm_rows.json was not exported" >&2; exit 1; }
+du -sh "$s/bundles"/*; du -sh "$s/bundles"
 tar -C .stage_node -cf - sgnode | xz -T2 -6 > .stage_node/sg_node.tar.xz
 rm -rf "$s"
 ls -la .stage_node/sg_node.tar.xz
