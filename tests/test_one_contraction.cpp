@@ -2,9 +2,9 @@
 // the compute emitter tiles as a contraction takes no second reduction of comparable length into its store, where
 // the tiled strategy would sum it one element per invocation in a serial loop (charlm's attention backward: dV =
 // P^T dO with the softmax recomputed beside dQ = dS K, two 64-step contractions in one kernel, 0.065 ms on an H100).
-// An attention backward of that shape is scheduled for GPU limits; its kernels are then run on lavapipe as emitted
-// for those limits (each value in a buffer of its own, in launch order) and their outputs checked against the CPU
-// backend.
+// An attention backward of that shape, and charlm's train step (issue 37's bench: b=32, T=64, AdamW, clipping), are
+// scheduled for GPU limits; their kernels are then run on lavapipe as emitted for those limits (each value in a
+// buffer of its own, in launch order) and their outputs checked against the CPU backend.
 #include <catch2/catch.hpp>
 
 #include "test_util.h"
@@ -17,6 +17,9 @@
 #include "sg/autodiff.h"
 #include "sg/backend.h"
 #include "sg/compute_kernel.h"
+#include "sg/datasets.h"
+#include "sg/lm.h"
+#include "sg/nn.h"
 #include "sg/sg.h"
 #include "sg/shader_compiler.h"
 #include "sg/vulkan_device.h"
@@ -78,20 +81,20 @@ ComputeLimits gpu_limits_of(const vk::Device& dev) {
   return l;
 }
 
-/// Runs every kernel of `plan` (emitted for `limits`) on `dev`, each value in a buffer of its own; returns the
-/// program outputs. The plan may have no persistent values.
+/// Runs every kernel of `plan` (emitted for `limits`) on `dev` once, each value in a buffer of its own (a persistent
+/// value's holding its initial data); returns the program outputs, then the persistent values' next values in the
+/// order of plan.updates.
 std::vector<std::vector<float>> run_plan(vk::Device& dev, const Plan& plan, const ComputeLimits& limits,
                                          const std::map<std::string, std::vector<float>>& feeds) {
   std::vector<vk::Buffer> buf;
   for (const Value& v : plan.values) {
-    REQUIRE(v.kind != ValueKind::Persistent);
     buf.push_back(dev.create_buffer(std::max<int64_t>(v.node->numel(), 1) * 4, v.name));
     if (v.kind == ValueKind::Input) {
       const std::vector<float>& x = feeds.at(v.node->name);
       REQUIRE(static_cast<int64_t>(x.size()) == v.node->numel());
       dev.upload(buf.back(), x.data(), v.node->numel() * 4);
     }
-    if (v.kind == ValueKind::Constant) dev.upload(buf.back(), v.node->data->data(), v.node->numel() * 4);
+    if (v.kind == ValueKind::Persistent || v.kind == ValueKind::Constant) dev.upload(buf.back(), v.node->data->data(), v.node->numel() * 4);
   }
   std::vector<vk::Pipeline> pipes;
   int descriptors = 0;
@@ -123,7 +126,9 @@ std::vector<std::vector<float>> run_plan(vk::Device& dev, const Plan& plan, cons
   cmd.end();
   dev.submit_and_wait(cmd);
   std::vector<std::vector<float>> out;
-  for (int v : plan.output_values) {
+  std::vector<int> ids = plan.output_values;
+  for (auto [value, next] : plan.updates) ids.push_back(next);
+  for (int v : ids) {
     out.emplace_back(static_cast<size_t>(plan.values[static_cast<size_t>(v)].node->numel()));
     dev.download(buf[static_cast<size_t>(v)], out.back().data(), static_cast<int64_t>(out.back().size()) * 4);
   }
@@ -175,7 +180,7 @@ TEST_CASE("schedule rule one-contraction: on GPU compute limits an attention bac
   std::vector<Feed> fv;
   for (const auto& [name, x] : feeds) fv.push_back({name, &x});
   const std::vector<std::vector<float>> want = cpu_be->compile(p)->run(fv);
-  REQUIRE(got.size() == 3);
+  REQUIRE(got.size() == 3);  // no updates
   REQUIRE(want.size() == 3);
   for (size_t o = 0; o < 3; ++o) {
     INFO("output " << o);
@@ -189,5 +194,64 @@ TEST_CASE("schedule rule one-contraction: on GPU compute limits an attention bac
     CHECK(scale > 0.01);  // not all zeros
     CHECK(worst <= 1e-4 * (1 + scale));
   }
+  sg::testing::expect_no_validation_messages(*dev);
+}
+
+TEST_CASE("one-contraction: charlm's train step scheduled for GPU limits, its attention backward in tiled kernels of "
+          "one contraction each, run on lavapipe equals the CPU backend (loss, parameters after one AdamW step)",
+          "[schedule][vulkan][charlm][attention]") {
+  sg::lm::LmSpec spec;
+  spec.model = "charlm";
+  spec.context = 64;
+  auto model = sg::lm::make_lm(spec);
+  nn::Rng rng(0);
+  model->build(rng);
+  const int64_t b = 32;
+  const double lr = 3e-3;
+  sg::lm::LmLoss l = sg::lm::lm_loss(*model, spec, b);
+  auto adamw = make_adamw({.lr = lr, .weight_decay = 0.01});
+  const Program step = make_train_step(l.loss, model->parameters(), *adamw, TrainStepOptions{.clip_grad_norm = 1.0});
+  std::vector<std::string> words = data::load_words().train;
+  words.resize(static_cast<size_t>(b));
+  data::WordRows rows = data::make_word_rows(words, spec.context);
+  const std::map<std::string, std::vector<float>> feeds = {{"x", rows.x}, {"y", rows.y}, {"mask", rows.mask}};
+  auto dev = vk::Device::create(sg::testing::vulkan_device_options());
+  const ComputeLimits limits = gpu_limits_of(*dev);
+  const ScheduleOptions so = compute_schedule_options(limits);
+  const Plan plan = schedule(step, so);
+  CHECK(most_in_tiled_kernel(plan, limits) == 1);
+  ScheduleOptions off = so;  // without the rule: the two attention backward kernels of two contractions each
+  off.loop_body_copies = 16;
+  const Plan fused = schedule(step, off);
+  CHECK(most_in_tiled_kernel(fused, limits) == 2);
+  CHECK(plan.kernels.size() == fused.kernels.size() + 2);
+
+  const std::vector<std::vector<float>> got = run_plan(*dev, plan, limits, feeds);
+  auto cpu_be = make_cpu_backend();
+  std::vector<Feed> fv;
+  for (const auto& [name, x] : feeds) fv.push_back({name, &x});
+  const std::vector<std::vector<float>> want = cpu_be->compile(step)->run(fv);
+  REQUIRE(got.size() == plan.output_values.size() + plan.updates.size());
+  CHECK(std::abs(static_cast<double>(got[0][0]) - want[0][0]) <= 1e-4 * (1 + std::abs(want[0][0])));
+  // AdamW moves a weight by about lr whatever its gradient's size, so where a gradient is rounding noise the two
+  // summation orders move it differently: a tenth of lr (bench_ops' check_step)
+  int64_t bad = 0;
+  double worst = 0, moved = 0;
+  size_t i = plan.output_values.size();
+  for (auto [value, next] : plan.updates) {
+    const NodePtr& leaf = plan.values[static_cast<size_t>(value)].node;
+    const std::vector<float> w = cpu_be->read(Tensor(leaf));
+    REQUIRE(got[i].size() == w.size());
+    for (size_t j = 0; j < w.size(); ++j) {
+      const double e = std::abs(static_cast<double>(got[i][j]) - w[j]);
+      worst = std::max(worst, e);
+      moved = std::max(moved, std::abs(static_cast<double>(got[i][j]) - (*leaf->data)[j]));
+      if (!(e <= 1e-5 + 0.1 * lr + 1e-4 * std::abs(w[j]))) ++bad;
+    }
+    ++i;
+  }
+  INFO("worst parameter difference " << worst << ", largest step " << moved);
+  CHECK(bad == 0);
+  CHECK(moved > 0.5 * lr);  // the step changed the persistent values (a parameter by about lr, the step counter by 1)
   sg::testing::expect_no_validation_messages(*dev);
 }
