@@ -254,3 +254,111 @@ TEST_CASE("compute tree reduction on GPU tiles: clip_grad_norm in an AdamW train
     }
   }
 }
+
+namespace {
+
+/// Vulkan with GPU tiles, subgroup arithmetic on (the subgroup-rows strategy) or off (one invocation per element).
+BackendOptions rows_backend(bool subgroups) {
+  BackendOptions vk = sg::testing::vulkan_options();
+  vk.gpu_tiles = true;
+  vk.vulkan.subgroups = subgroups;
+  return vk;
+}
+
+/// The strategy of the kernel computing program output `o`.
+std::string strategy_of(const Executable& exe, int o) {
+  const Plan& plan = *exe.plan();
+  for (size_t k = 0; k < plan.kernels.size(); ++k)
+    for (int v : plan.kernels[k].outputs)
+      if (v == plan.output_values[static_cast<size_t>(o)]) return (*exe.compute_kernels())[k].strategy;
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("compute subgroup rows on GPU tiles: LayerNorm-like dependent row sums and row max/min (rows of 64, 100 and "
+          "37) equal f64 with one subgroup per row, NaN and Inf rows propagate",
+          "[compute][tree][vulkan][subgroups]") {
+  const int64_t R = 300;
+  const int64_t C = GENERATE(64, 100, 37);
+  const bool subgroups = GENERATE(true, false);
+  INFO("C " << C << " subgroups " << subgroups);
+  std::vector<float> x = uniform(R * C, 41, -2, 2), g = uniform(R * C, 42, -1, 1);
+  x[5 * C + 7] = NAN;         // row 5: NaN everywhere it is read
+  x[9 * C + C - 1] = INFINITY;  // row 9: +inf (the variance NaN: inf - inf)
+  g[11 * C] = -INFINITY;      // row 11: the g sum -inf, the rest finite
+  Tensor tx = input("x", {R, C}), tg = input("g", {R, C});
+  // LayerNorm backward's shape: the mean, then sums that depend on it, in one kernel per row
+  Tensor mu = mean(tx, {1}, true);
+  Tensor xc = tx - mu;
+  Tensor var = mean(xc * xc, {1}, true);
+  Tensor dx = (sum(tg * xc, {1}, true) * rsqrt(var + 1e-5f) + sum(tg, {1}, true)) * (1.0f / static_cast<float>(C));
+  Program p;
+  p.add_output("dx", dx);
+  p.add_output("range", max(tx, {1}) - min(tg, {1}));
+  std::vector<double> want_dx(R), want_range(R);
+  for (int64_t r = 0; r < R; ++r) {
+    double m = 0, v = 0, sg = 0, sgx = 0, mx = -INFINITY, mn = INFINITY;
+    bool nan_x = false, nan_g = false;
+    for (int64_t c = 0; c < C; ++c) m += x[r * C + c];
+    m /= static_cast<double>(C);
+    for (int64_t c = 0; c < C; ++c) {
+      const double xv = x[r * C + c], gv = g[r * C + c];
+      v += (xv - m) * (xv - m), sg += gv, sgx += gv * (xv - m);
+      nan_x = nan_x || std::isnan(xv), nan_g = nan_g || std::isnan(gv);
+      mx = std::max(mx, xv), mn = std::min(mn, gv);
+    }
+    v /= static_cast<double>(C);
+    want_dx[r] = (sgx / std::sqrt(v + 1e-5) + sg) / static_cast<double>(C);
+    want_range[r] = (nan_x ? NAN : mx) - (nan_g ? NAN : mn);
+  }
+  auto be = make_backend(rows_backend(subgroups)).backend;
+  auto exe = be->compile(p);
+  const auto got = exe->run({{"x", &x}, {"g", &g}});
+  REQUIRE(got.size() == 2);
+  int bad = 0;
+  for (int64_t r = 0; r < R; ++r)
+    for (int o = 0; o < 2; ++o) {
+      const double w = o == 0 ? want_dx[r] : want_range[r], y = got[o][r];
+      const bool same = std::isnan(w) ? std::isnan(y) : std::isinf(w) ? y == w : std::fabs(y - w) <= 1e-4 * (1 + std::fabs(w));
+      if (!same) {
+        if (bad++ < 5) UNSCOPED_INFO("row " << r << " output " << o << ": got " << y << ", want " << w);
+      }
+    }
+  CHECK(bad == 0);
+  CHECK(std::isnan(got[0][5]));
+  CHECK(std::isnan(got[1][5]));
+  CHECK(got[1][9] == INFINITY);
+  CHECK(!std::isfinite(got[0][11]));  // -inf, or NaN where -inf * (x - mean) is +inf
+  const char* want = subgroups ? "subgroup-rows" : "per-element";
+  CHECK(strategy_of(*exe, 0) == want);
+  CHECK(strategy_of(*exe, 1) == want);
+}
+
+TEST_CASE("compute subgroup rows on GPU tiles: a sum over two axes per element strides the lanes over the flat "
+          "iteration space, and a column sum (coalesced one invocation per element) stays per-element",
+          "[compute][tree][vulkan][subgroups]") {
+  const auto x = uniform(40 * 6 * 7, 51, -1, 1), y = uniform(48 * 3000, 52, -1, 1);
+  Tensor tx = input("x", {40, 6, 7}), ty = input("y", {48, 3000});
+  Program p;
+  p.add_output("sq", sum(tx * tx, {1, 2}));
+  p.add_output("cols", sum(ty, {0}) * 2.0f);
+  auto be = make_backend(rows_backend(true)).backend;
+  auto exe = be->compile(p);
+  const auto got = exe->run({{"x", &x}, {"y", &y}});
+  REQUIRE(got.size() == 2);
+  int bad = 0;
+  for (int64_t i = 0; i < 40; ++i) {
+    double s = 0;
+    for (int64_t j = 0; j < 42; ++j) s += double{x[i * 42 + j]} * x[i * 42 + j];
+    if (!(std::fabs(got[0][i] - s) <= 1e-5 * (1 + s))) ++bad;
+  }
+  for (int64_t c = 0; c < 3000; ++c) {
+    double s = 0, a = 0;
+    for (int64_t r = 0; r < 48; ++r) s += y[r * 3000 + c], a += std::fabs(y[r * 3000 + c]);
+    if (!(std::fabs(got[1][c] - 2 * s) <= 1e-5 * (1 + 2 * a))) ++bad;
+  }
+  CHECK(bad == 0);
+  CHECK(strategy_of(*exe, 0) == "subgroup-rows");
+  CHECK(strategy_of(*exe, 1) == "per-element");
+}

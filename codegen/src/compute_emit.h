@@ -84,6 +84,11 @@ std::vector<TileConfig> candidate_configs(const ComputeLimits& l, const Contract
 /// nullopt.
 std::optional<ComputeKernel> emit_tree_reduction(const Plan& plan, const Kernel& k, const ComputeLimits& limits,
                                                  const Lang& lang);
+/// One subgroup per output element (emit_tiled.cpp; GLSL on GPUs with subgroup arithmetic): for kernels of fewer
+/// elements than 256 per compute unit whose reductions (outside any other) reach 32 iterations, such as LayerNorm's
+/// row statistics: each such reduction strided over the lanes and combined by a subgroup operation, or nullopt.
+std::optional<ComputeKernel> emit_subgroup_rows(const Plan& plan, const Kernel& k, const ComputeLimits& limits,
+                                                const Lang& lang);
 /// A union-domain kernel (several domain blocks, ScheduleOptions::union_invocation_blocks) as one dispatch whose
 /// workgroups are partitioned among the blocks, one invocation per element of its block (emit_union.cpp).
 ComputeKernel emit_union_blocks(const Plan& plan, const Kernel& k, const ComputeLimits& limits, const Lang& lang);

@@ -186,12 +186,33 @@ std::string KPrinter::reduce(const KExprPtr& e) {
                    kind == ReduceKind::Sum ? "0.0" : lang_.float_literal(kind == ReduceKind::Min ? INFINITY : -INFINITY)));
   }
   std::map<std::string, std::string> saved;
-  for (size_t i = 0; i < e->loop_vars.size(); ++i) {
-    const std::string& v = e->loop_vars[i];
-    if (auto it = subst_.find(v); it != subst_.end()) saved[v] = it->second, subst_.erase(it);  // rebound here
-    line(lang_.for_open(v, "0", std::to_string(e->extents[i])));
+  const bool lanes = lane_combine && reduce_depth_ == 0 && kind != ReduceKind::ArgMax;
+  if (lanes) {  // one loop over the flat iteration space, strided over the lanes
+    int64_t total = 1;
+    for (int64_t x : e->extents) total *= x;
+    const std::string f = e->loop_vars.size() == 1 ? e->loop_vars[0] : fmt::format("{}f{}", prefix_, id);
+    for (auto& v : e->loop_vars)
+      if (auto it = subst_.find(v); it != subst_.end()) saved[v] = it->second, subst_.erase(it);
+    line(fmt::format("for (int {0} = {1}; {0} < {2}; {0} += {3}) {{", f, lane_start, total, lane_step));
     ++indent;
+    if (e->loop_vars.size() > 1) {
+      int64_t stride = total;
+      for (size_t i = 0; i < e->loop_vars.size(); ++i) {
+        stride /= e->extents[i];
+        std::string x = stride == 1 ? f : lang_.div_const(f, stride);
+        if (i > 0) x = lang_.mod_const(x, e->extents[i]);
+        line(lang_.let(LType::Int, e->loop_vars[i], x));
+      }
+    }
+  } else {
+    for (size_t i = 0; i < e->loop_vars.size(); ++i) {
+      const std::string& v = e->loop_vars[i];
+      if (auto it = subst_.find(v); it != subst_.end()) saved[v] = it->second, subst_.erase(it);  // rebound here
+      line(lang_.for_open(v, "0", std::to_string(e->extents[i])));
+      ++indent;
+    }
   }
+  ++reduce_depth_;
   scopes_.emplace_back();
   const std::string x = print(e->a);
   switch (kind) {
@@ -209,10 +230,12 @@ std::string KPrinter::reduce(const KExprPtr& e) {
       break;
   }
   scopes_.pop_back();
-  for (size_t i = 0; i < e->loop_vars.size(); ++i) {
+  --reduce_depth_;
+  for (size_t i = 0; i < (lanes ? 1 : e->loop_vars.size()); ++i) {
     --indent;
     line("}");
   }
+  if (lanes) code_ += lane_combine(kind, acc);
   for (auto& [v, s] : saved) subst_[v] = s;
   return acc;
 }

@@ -11,6 +11,7 @@
 // half too).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -51,6 +52,11 @@ class KPrinter {
   /// and their inputs are recorded in unclamped_inputs() instead of loaded_inputs().
   bool unclamped_loads = false;
   const std::set<int>& unclamped_inputs() const { return unclamped_; }
+  /// Lane-cooperative reductions (emit_tiled.cpp's subgroup rows): when set, a reduction outside every other one (not
+  /// argmax) loops over its flat iteration space from `lane_start` in steps of `lane_step`, then `lane_combine(kind,
+  /// acc)` returns the statements that leave the lanes' combined result in `acc` in every lane.
+  std::function<std::string(ReduceKind, const std::string&)> lane_combine;
+  std::string lane_start, lane_step;
 
  private:
   std::string raw(const KExprPtr& e);
@@ -73,6 +79,7 @@ class KPrinter {
   std::unordered_map<const KExpr*, std::string> bound_;
   std::vector<std::unordered_map<const KExpr*, std::string>> scopes_{1};
   KFreeVars free_vars_;  ///< memoised free variables (loop-invariant reductions, kernel_analysis.h)
+  int reduce_depth_ = 0;  ///< reductions whose loop bodies are being printed
 };
 
 /// True for comparison / logical KOps (printed as bool).

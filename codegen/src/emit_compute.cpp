@@ -15,6 +15,9 @@
 //  - "register-tiled" (emit_regtile.cpp), instead of the two above where ComputeLimits::register_tiles (CPU
 //    implementations of WebGPU): a contraction as a small register tile per invocation over the whole K, factors
 //    read from the buffers, no workgroup memory and no barriers; other reductions per element.
+//  - "subgroup-rows" (emit_tiled.cpp; GLSL on GPUs with subgroup arithmetic), instead of per-element for kernels of
+//    fewer elements than 256 per compute unit whose reductions reach 32 iterations (LayerNorm's row statistics): one
+//    subgroup per element, each reduction strided over the lanes and combined by a subgroup operation.
 //  - "union-blocks" (emit_union.cpp), a kernel of several domain blocks (union_invocation_blocks): the dispatch's
 //    workgroups partitioned among the blocks, one invocation per element of its block.
 //  - "window-blocks" (window_blocks.cpp; the cpu plan, ComputeLimits::register_tiles), instead of per-element where
@@ -222,6 +225,8 @@ ComputeKernel emit_compute_kernel(const Plan& plan, const Kernel& k, const Compu
     ck = std::move(*r);
   } else if (auto t = compute::emit_tiled_contraction(plan, k, limits, tiles, lang, &not_tiled)) {
     ck = std::move(*t);
+  } else if (auto g = compute::emit_subgroup_rows(plan, k, limits, lang)) {
+    ck = std::move(*g);
   } else {
     ck = compute::emit_per_element(plan, k, limits, lang, not_tiled);
   }

@@ -30,6 +30,15 @@
 //   norm: one sum of squares per parameter), and with many elements of short reductions a workgroup takes E
 //   adjacent elements x NT / E slices (k = slice, slice + NT / E, ...), slice 0 storing (adjacent invocations read
 //   adjacent elements' operands).
+// Subgroup rows (GLSL with subgroup arithmetic on GPUs; WGSL and GLES keep one invocation per element): a kernel of
+//   fewer elements than 256 per compute unit whose reductions reach 32 iterations (LayerNorm's row mean and variance,
+//   its backward's three dependent row sums: rows of 64 read 256 bytes apart by adjacent invocations) runs one subgroup
+//   per element: each reduction outside the others loops over its flat iteration space strided by the lanes (adjacent
+//   lanes read adjacent floats) and is combined by subgroupAdd / subgroupMax / subgroupMin (NaN by subgroupAny), which
+//   leaves the result in every lane, so reductions depending on it and the maps run in every lane; the first lane
+//   stores. Elements are walked by a loop over the dispatch's subgroups, so any subgroup size covers them. Not where
+//   a reduction's body reads adjacent floats for adjacent elements and far apart for adjacent iterations (a column
+//   sum: coalesced one invocation per element).
 #include <algorithm>
 #include <functional>
 
@@ -722,6 +731,135 @@ std::string tree_entry_body(const TreeShape& t, const TreeCombine& c, const Comp
 }
 
 }  // namespace
+
+namespace {
+
+/// An integer index expression's value with variables from `env` (absent ones 0), or nullopt where it reads data.
+std::optional<int64_t> index_value(const KExprPtr& e, const std::map<std::string, int64_t>& env) {
+  if (!e) return std::nullopt;
+  switch (e->op) {
+    case KOp::IntConst: return e->ivalue;
+    case KOp::Var: {
+      auto it = env.find(e->name);
+      return it == env.end() ? 0 : it->second;
+    }
+    case KOp::ISelect: {
+      if (e->type != KType::Int) return std::nullopt;
+      auto c = index_value(e->a, env);
+      if (!c) return std::nullopt;
+      return index_value(*c ? e->b : e->c, env);
+    }
+    default: break;
+  }
+  auto a = index_value(e->a, env), b = index_value(e->b, env);
+  if (!a || !b) return std::nullopt;
+  switch (e->op) {
+    case KOp::IAdd: return *a + *b;
+    case KOp::ISub: return *a - *b;
+    case KOp::IMul: return *a * *b;
+    case KOp::IDiv: return *b ? std::optional<int64_t>(*a / *b) : std::nullopt;
+    case KOp::IMod: return *b ? std::optional<int64_t>(*a % *b) : std::nullopt;
+    case KOp::IMin: return std::min(*a, *b);
+    case KOp::IMax: return std::max(*a, *b);
+    case KOp::ILt: return int64_t{*a < *b};
+    case KOp::ILe: return int64_t{*a <= *b};
+    case KOp::IEq: return int64_t{*a == *b};
+    case KOp::IGe: return int64_t{*a >= *b};
+    case KOp::IAnd: return int64_t{*a && *b};
+    default: return std::nullopt;
+  }
+}
+
+/// Whether lanes striding reduction r's innermost loop read no worse than one invocation per element: no load of its
+/// body that adjacent elements read at adjacent addresses (coalesced one invocation per element) while adjacent
+/// iterations read apart (a column sum: per element, adjacent invocations read one row's adjacent floats).
+bool lanes_read_well(const KExprPtr& r, const Shape& shape) {
+  std::map<std::string, int64_t> base;
+  std::string coord;  // the coordinate adjacent elements differ in: the last of extent > 1
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (shape[d] > 1) coord = fmt::format("i{}", d);
+  const std::string& v = r->loop_vars.back();
+  std::set<const KExpr*> seen;
+  bool ok = true;
+  std::function<void(const KExprPtr&)> walk = [&](const KExprPtr& e) {
+    if (!e || !ok || !seen.insert(e.get()).second) return;
+    if (e->op == KOp::Load) {
+      auto at = [&](const std::string& var) {
+        std::map<std::string, int64_t> env = base;
+        if (!var.empty()) env[var] = 1;
+        return index_value(e->a, env);
+      };
+      const auto i0 = at(""), ir = at(v), ie = coord.empty() ? std::nullopt : at(coord);
+      if (i0 && ir && ie && std::llabs(*ir - *i0) > 1 && std::llabs(*ie - *i0) == 1) ok = false;
+    }
+    walk(e->a), walk(e->b), walk(e->c);
+  };
+  walk(r->a);
+  return ok;
+}
+
+}  // namespace
+
+std::optional<ComputeKernel> emit_subgroup_rows(const Plan& plan, const Kernel& k, const ComputeLimits& limits,
+                                                const Lang& lang) {
+  // GLSL on a GPU with subgroup arithmetic (WGSL has no subgroups here: per-element there); one block, its
+  // reductions outside every other one (the cooperative ones) at least 32 iterations at their longest, and too few
+  // elements to fill the device one invocation each (fewer than 256 per compute unit)
+  if (limits.cpu_device || limits.register_tiles || !limits.subgroup_arithmetic || lang.wgsl() || lang.c() ||
+      k.blocks() > 1)
+    return std::nullopt;
+  const Value& out = plan.values[k.output()];
+  const int64_t n = std::max<int64_t>(out.node->numel(), 1);
+  const int64_t units = limits.compute_units > 0 ? limits.compute_units : 128;
+  if (n >= units * 256) return std::nullopt;
+  int64_t longest = 0;
+  for (const KExprPtr& r : outer_reductions(k)) {
+    if (r->reduce == ReduceKind::ArgMax) continue;
+    longest = std::max(longest, loop_length(r));
+    if (!lanes_read_well(r, out.stored_shape())) return std::nullopt;
+  }
+  if (longest < 32) return std::nullopt;
+  const int w = std::max(limits.subgroup_size, 1);
+  const int local = std::min(std::max(128, w), limits.max_workgroup_invocations);
+  if (local < w || local % w != 0) return std::nullopt;
+  ComputeKernel ck;
+  ck.strategy = "subgroup-rows";
+  ck.local_size = {static_cast<uint32_t>(local), 1, 1};
+  ck.workgroups = grid_for(k, (n + local / w - 1) / (local / w), limits);
+  KPrinter p(plan, k, k.exprs, "", lang);
+  p.indent = 2;
+  p.lane_start = "lane";
+  p.lane_step = "lanes";
+  p.lane_combine = [](ReduceKind kind, const std::string& acc) { return subgroup_step(kind, acc, 2); };
+  std::vector<std::string> values;
+  for (auto& e : k.exprs) values.push_back(p.print(e));
+  std::string body;
+  body += "  int lane = int(gl_SubgroupInvocationID);\n  int lanes = int(gl_SubgroupSize);\n";
+  body += "  int subgroups = int(gl_NumWorkGroups.x * gl_NumWorkGroups.y * gl_NumSubgroups);\n";
+  body += fmt::format("  for (int elem = int((gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * gl_NumSubgroups + "
+                      "gl_SubgroupID); elem < {}; elem += subgroups) {{\n", out.node->numel());
+  body += coordinates(out.stored_shape(), "elem", 2, lang) + p.take_code();
+  body += "    if (subgroupElect()) {\n";
+  for (size_t j = 0; j < k.outputs.size(); ++j)
+    body += "      " + lang.store(plan.values[k.outputs[j]].name, "elem", values[j]) + "\n";
+  body += "    }\n  }\n}\n";
+  std::string src = kernel_header(plan, k, ck.strategy, lang);
+  src.insert(src.find('\n') + 1, "#extension GL_KHR_shader_subgroup_basic : require\n"
+                                  "#extension GL_KHR_shader_subgroup_vote : require\n"
+                                  "#extension GL_KHR_shader_subgroup_arithmetic : require\n");
+  src += fmt::format("// one subgroup per element of {} ({} elements; {} workgroups of {}, {} subgroups of {} each on "
+                     "this device, any subgroup size covers them): each reduction outside the others strided over the "
+                     "lanes and combined by a subgroup operation (every lane gets the result: dependent reductions "
+                     "follow), maps in every lane, the first lane stores\n",
+                     out.name, n, ck.workgroups[0] * ck.workgroups[1], local, local / w, w);
+  src += lang.workgroup_size_layout(local, 1);
+  src += buffer_declarations(plan, k, p.loaded_inputs(), lang);
+  src += lang.helpers(p.helpers(), body);
+  src += lang.entry_open(local, 1, body) + body;
+  ck.source = std::move(src);
+  ck.language = lang.language();
+  return ck;
+}
 
 std::optional<ComputeKernel> emit_tree_reduction(const Plan& plan, const Kernel& k, const ComputeLimits& limits,
                                                  const Lang& lang) {
