@@ -114,16 +114,57 @@ bool adds_store_reduction(const ScheduleState& st, const Group& g, const Lowered
   if (!tiles_in_workgroups(st.opt) || g.members[0]->numel() <= st.opt.split_min_outputs) return false;
   // (a kernel of fewer elements is the tree-reduction strategy's where its reduction is long, which sums the others
   // in its strided loop too)
+  auto adds = [&](int64_t min_steps) {
+    const size_t n = store_reductions(joined.exprs, min_steps);
+    return n >= 2 && n > std::max(store_reductions(g.lowered.exprs, min_steps), store_reductions(added.exprs, min_steps));
+  };
+  if (!adds(kTiledStoreSteps)) return false;  // (necessary for any larger bound: the cheap test first)
   Kernel k;
   k.exprs = joined.exprs;
   const std::optional<compute::Contraction> c = compute::find_contraction(k, g.members[0]->shape);
-  if (!c) return false;
-  const int64_t min_steps = std::max(kTiledStoreSteps, c->K / 4);
-  const size_t n = store_reductions(joined.exprs, min_steps);
-  return n >= 2 && n > std::max(store_reductions(g.lowered.exprs, min_steps), store_reductions(added.exprs, min_steps));
+  return c && (c->K / 4 <= kTiledStoreSteps || adds(c->K / 4));
 }
 
 namespace {
+
+/// What adds_store_reduction_apart needs of a group's lowering or of a node's: its reductions of kTiledStoreSteps or
+/// more steps and, where it has one, its contraction (find_contraction), computed once per lowering.
+struct StoreFacts {
+  size_t reductions = 0;
+  std::optional<compute::Contraction> contraction;
+};
+
+StoreFacts store_facts(const Lowered& l, const Shape& shape) {
+  StoreFacts f;
+  f.reductions = store_reductions(l.exprs, kTiledStoreSteps);
+  if (f.reductions > 0) {
+    Kernel k;
+    k.exprs = l.exprs;
+    f.contraction = compute::find_contraction(k, shape);
+  }
+  return f;
+}
+
+/// adds_store_reduction's answer without the trial lowering where it is plainly yes: group g (facts `gf`) and node n
+/// (lowered alone as `solo`, facts `sf`) of the same shape share no heavy node and each computes a reduction of the
+/// bound (kTiledStoreSteps, or a quarter of the contraction's steps) of a kernel that is a contraction (the costlier of
+/// their contractions, as find_contraction picks over both): the joined kernel computes both. Without it a long chain
+/// of such nodes (the LSTM's per-step weight gradients) tried every earlier group of its domain with a trial lowering.
+bool adds_store_reduction_apart(const ScheduleState& st, const Group& g, const StoreFacts& gf, const NodePtr& n,
+                                const Lowered& solo, const StoreFacts& sf) {
+  if (!tiles_in_workgroups(st.opt) || g.members[0]->numel() <= st.opt.split_min_outputs) return false;
+  if (gf.reductions == 0 || sf.reductions == 0 || g.members[0]->shape != n->shape) return false;
+  const std::optional<compute::Contraction>& c =
+      gf.contraction && (!sf.contraction || kcost(gf.contraction->reduce) >= kcost(sf.contraction->reduce))
+          ? gf.contraction
+          : sf.contraction;
+  if (!c) return false;
+  for (const NodePtr& x : solo.inlined)
+    if (is_heavy(x->op) && std::find(g.lowered.inlined.begin(), g.lowered.inlined.end(), x) != g.lowered.inlined.end())
+      return false;
+  if (c->K / 4 <= kTiledStoreSteps) return true;
+  return store_reductions(g.lowered.exprs, c->K / 4) > 0 && store_reductions(solo.exprs, c->K / 4) > 0;
+}
 
 /// Lowered as group gi's kernel: inputs within the binding limit, loops within budget, at most one long reduction
 /// where the target asks, no dependency cycle.
@@ -222,13 +263,22 @@ void group_multi_output(ScheduleState& st) {
   // groups that once grew past max_kernel_size take no more members (a long chain then tries only the groups
   // still open, not every group of its domain again for every later node)
   std::vector<char> sealed;
+  std::vector<std::optional<StoreFacts>> facts;  // per group, of its current lowering (where asked)
+  const bool one_contraction = tiles_in_workgroups(st.opt);
   for (auto& n : st.mat_nodes) {
     Lowered solo = lower_group({n}, st.trial_of, nullptr, &st.transposed);
+    std::optional<StoreFacts> solo_facts;
     int joined = -1;
     sealed.resize(st.groups.size(), 0);
+    facts.resize(st.groups.size());
     for (int gi : join_candidates(st, n, solo, sealed)) {
       Group& g = st.groups[gi];
       if (!may_fit_bindings(st, g, solo)) continue;  // before the trial lowering: linear time on long chains
+      if (one_contraction && g.members[0]->numel() > st.opt.split_min_outputs) {  // likewise
+        if (!facts[gi]) facts[gi] = store_facts(g.lowered, g.members[0]->shape);
+        if (!solo_facts) solo_facts = store_facts(solo, n->shape);
+        if (adds_store_reduction_apart(st, g, *facts[gi], n, solo, *solo_facts)) continue;
+      }
       std::vector<NodePtr> members = g.members;
       members.push_back(n);
       auto l = try_lower(st, members, st.trial_of);
@@ -236,10 +286,10 @@ void group_multi_output(ScheduleState& st) {
         sealed[gi] = 1;
         continue;
       }
-      if (!l || !fits(st, *l, gi) || split_k_candidate(st, n, *l)) continue;
-      if (adds_store_reduction(st, g, solo, *l)) continue;
+      if (!l || adds_store_reduction(st, g, solo, *l) || !fits(st, *l, gi) || split_k_candidate(st, n, *l)) continue;
       g.members = std::move(members);
       g.lowered = std::move(*l);
+      facts[gi].reset();
       g.deps = deps_of(st, g.lowered, gi);
       joined = gi;
       break;
