@@ -69,6 +69,20 @@ ScheduleOptions schedule_policy(const Target& target, const BackendOptions& opt)
         so.min_parallel_texels = 1024;
         so.split_min_outputs = 0;
       }
+      // The WGSL cpu plans (register tiles on CPU implementations of WebGPU: SwiftShader), where every factor load of
+      // a tile is a per-lane gather (emit_regtile.cpp), two rules beyond the cpu plan's (issue 37, docs/perf-log/W21.md):
+      // - an elementwise producer costing more than 12 scalar ops is stored once where it has several readers or feeds
+      //   a contraction (24 elsewhere): a LayerNorm's output (5 loads and a rsqrt per factor value, recomputed for
+      //   every tile along the other side) is then one load; charlm's LN + linear1 + GELU kernel 93 -> 48 ms, its LN
+      //   weight gradients 44-66 -> 23-30 ms, plus 3-5 ms per stored LN (SwiftShader in Chromium, load ~7);
+      // - one_long_reduction counts reductions of 64 iterations as long (256 elsewhere): the register tile sums the
+      //   kernel's other contraction in its store one output at a time, its prologue recomputed for every product
+      //   (charlm's attention backward, the probabilities' and values' gradients over 64 keys side by side: 120-141
+      //   ms a block; as two tiled kernels 15-20 + 13-16 ms).
+      if (target.name == TargetName::Wgsl && target.compute.register_tiles) {
+        so.inline_cost_limit = 12;
+        so.long_reduction_iterations = 64;
+      }
       so.unfused = opt.unfused;
       if (opt.min_parallel_texels) so.min_parallel_texels = *opt.min_parallel_texels;  // split-K forced on / off
       if (opt.max_outputs) so.max_outputs = std::min(so.max_outputs, *opt.max_outputs);
