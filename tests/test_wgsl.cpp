@@ -567,18 +567,19 @@ TEST_CASE("every op case forward and backward compiles as WGSL and runs on Dawn 
   const sg::Plan rplan = plan_for(s.program(), regs, contractions_alone());
   const std::string rdir = root / "contraction-register-tiles";
   write_run_dir(rplan, regs.compute, s.feeds(), kReduce, rdir);
-  int registers = 0, stepped = 0;
+  int registers = 0, long_k = 0;
   for (const sg::Kernel& k : rplan.kernels) {
     const std::string src = read_file(rdir + "/" + k.name + ".wgsl");
     registers += src.find("(register-tiled)") != std::string::npos;
-    // the K = 260 x.W^T: 4 steps of k per iteration, each sum updated once with their products
-    if (src.find("; k in 4 steps per iteration") == std::string::npos) continue;
-    ++stepped;
-    CHECK(src.find("for (var kk: i32 = 0; kk < 65; kk++)") != std::string::npos);
-    CHECK(src.find("acc[0] += (a0_0 * b0_0 + a0_1 * b0_1) + (a0_2 * b0_2 + a0_3 * b0_3);") != std::string::npos);
+    // no steps of k per iteration in WGSL (the C kernels' unrolling ran slower on SwiftShader: docs/perf-log/W21.md):
+    // the K = 260 x.W^T is one step of k per iteration, each sum updated with its product
+    CHECK(src.find(" steps per iteration") == std::string::npos);
+    if (src.find("for (var k: i32 = 0; k < 260; k++)") == std::string::npos) continue;
+    ++long_k;
+    CHECK(src.find("acc[0] += a0 * b0;") != std::string::npos);
   }
   CHECK(registers >= 13);
-  CHECK(stepped >= 1);
+  CHECK(long_k >= 1);
   run_dirs.push_back(rdir);
   outputs += static_cast<int>(s.program().outputs.size());
   check_on_dawn(run_dirs, true, outputs);

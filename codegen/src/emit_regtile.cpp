@@ -59,11 +59,11 @@ int64_t tree_size(const KExprPtr& e) { return e ? 1 + tree_size(e->a) + tree_siz
 /// and 64 epilogues made SwiftShader compile one conv kernel ~9 s longer (docs/perf-log/W8.md).
 constexpr int64_t kMaxFactorNodesFor8x8 = 32;
 
-/// Steps of k per loop iteration in a long single-variable reduction, their products summed before one update of
-/// each sum: SwiftShader keeps `acc` in memory and merges every store under the lanes' mask, so a tile's sums cost
-/// about as much as its loads; x.W1^T of the MLP b=128 (K = 784, 16x8 subgroup tiles) ran 4.2-5.8 ms instead of
-/// 5.4-7.6 with 4 steps, no faster again with 8, and dW1 (K = 128, a large epilogue) no faster with 4
-/// (docs/perf-log/W16.md).
+/// Steps of k per loop iteration in a long single-variable reduction of the C kernels (cpu-simd, wasm), their products
+/// summed before one update of each sum. WGSL no longer takes them: W16 measured SwiftShader's x.W1^T of the MLP b=128
+/// (K = 784, 16x8 subgroup tiles) at 4.2-5.8 ms with 4 steps against 5.4-7.6 without, but Chromium 156's SwiftShader
+/// ran it in 4.9 ms (min of 10; median 5.0) without against 6.4 (8.6) with, and charlm's long contractions (K = 256
+/// and 2048) in 13-25 ms instead of 20-34 but for the smallest (64x27 outputs: 2.1 -> 3.7 ms; docs/perf-log/W21.md).
 constexpr int kUnrollSteps = 4;
 constexpr int64_t kUnrollMinK = 256;
 
@@ -205,7 +205,8 @@ std::string reduction_loop(const Contraction& c, const TileSides& t, const Lang&
     step += "\n";
   }
   // a long reduction over one loop variable: kUnrollSteps steps per iteration (steps u = 0..U-1 at k = kk U + u)
-  const int U = !counters && loop_vars.size() == 1 && c.K >= kUnrollMinK && c.K % kUnrollSteps == 0 ? kUnrollSteps : 1;
+  const int U = !lang.wgsl() && !counters && loop_vars.size() == 1 && c.K >= kUnrollMinK && c.K % kUnrollSteps == 0
+                    ? kUnrollSteps : 1;
   if (U > 1) {
     loop += "  " + lang.for_open("kk", "0", std::to_string(c.K / U)) + "  // " + std::to_string(U) +
             " steps of k per iteration, their products summed before each update of a sum\n";
