@@ -1,7 +1,8 @@
 // Benchmark (not a test): issue 37's charlm_b32 train step of several exported bundles A/B in one headless Chromium
 // (SwiftShader), per kernel. Used for docs/perf-log/W21.md.
 //   node bench/web_kernel_ab.mjs ROUNDS ROOT NAME1 NAME2 ...   (ROOT/NAMEi: `shadergrad export --model charlm --batch 32
-//        --context 64 --check-steps 0 --out ROOT/NAMEi` of each build; AB_OUT=FILE.json for the raw timings)
+//        --context 64 --check-steps 0 --out ROOT/NAMEi` of each build; AB_OUT=FILE.json for the raw timings; a bundle
+//        of another model, e.g. --model mlp --batch 128, gets fixed random inputs)
 // One page per bundle, its two runtimes (plain and profile: true) made once; the rounds interleave the bundles: per
 // round and bundle 2 plain steps (host-timed) then 1 profiled step (per-kernel GPU timestamps: on SwiftShader one
 // compute pass per kernel). Prints each bundle's step median/min and the sums of its kernels' min and median times
@@ -41,7 +42,13 @@ for (const n of names) {
     const mk = async (profile) => {
       const rt = await mod.createRuntime(`/${n}/bundle.json`, { profile, backend: 'webgpu', webgpuPlan: 'auto' });
       const p = rt.bundle.program('train'), feeds = {};
-      for (const i of p.inputs) feeds[i.name] = Float32Array.from(rows[i.name]);
+      let seed = 1;
+      const rnd = () => ((seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648);
+      for (const i of p.inputs) {  // the charlm rows; another bundle's inputs (an MLP's x, labels): fixed random values
+        const n = i.shape.reduce((x, y) => x * y, 1);
+        feeds[i.name] = rows[i.name]?.length === n ? Float32Array.from(rows[i.name])
+          : Float32Array.from({ length: n }, () => (i.dtype === 'i32' ? Math.floor(rnd() * 10) : rnd()));
+      }
       return { rt, feeds, out: p.outputs[0].name };
     };
     window.abN = await mk(false); window.abP = await mk(true);
