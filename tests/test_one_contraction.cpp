@@ -151,10 +151,10 @@ TEST_CASE("schedule rule one-contraction: on GPU compute limits an attention bac
   for (const Kernel& k : plan.kernels) UNSCOPED_INFO(k.name << ": " << k.outputs.size() << " outputs, "
                                                             << store_length_reductions(k) << " reductions");
   CHECK(most_in_tiled_kernel(plan, limits) == 1);
-  // without the rule (as on targets that register-tile, where loop_body_copies is 16) a tiled kernel sums several:
+  // without the rule (as on targets that register-tile) a tiled kernel sums several:
   // the case the rule exists for
   ScheduleOptions off = so;
-  off.loop_body_copies = 16;
+  off.one_contraction_per_tiled_kernel = false;
   const Plan fused = schedule(p, off);
   CHECK(most_in_tiled_kernel(fused, limits) >= 2);
   CHECK(plan.kernels.size() > fused.kernels.size());
@@ -221,7 +221,7 @@ TEST_CASE("one-contraction: charlm's train step scheduled for GPU limits, its at
   const Plan plan = schedule(step, so);
   CHECK(most_in_tiled_kernel(plan, limits) == 1);
   ScheduleOptions off = so;  // without the rule: the two attention backward kernels of two contractions each
-  off.loop_body_copies = 16;
+  off.one_contraction_per_tiled_kernel = false;
   const Plan fused = schedule(step, off);
   CHECK(most_in_tiled_kernel(fused, limits) == 2);
   CHECK(plan.kernels.size() == fused.kernels.size() + 2);

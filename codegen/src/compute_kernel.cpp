@@ -50,6 +50,9 @@ ScheduleOptions compute_schedule_options(const ComputeLimits& limits) {
   // 290 of a 704 ms cpu-simd step, docs/perf-log/P37.md). Other CPU devices (lavapipe, llvmpipe) run the same total
   // work either way.
   compute.one_long_reduction = !limits.cpu_device || limits.register_tiles;
+  // GPUs tile a contraction in workgroup memory and sum any other reduction of the kernel in its store, serially per
+  // element: one contraction per such kernel (the cpu plans' register tiles and CPU devices keep their kernels)
+  compute.one_contraction_per_tiled_kernel = !limits.cpu_device && !limits.register_tiles;
   // The cpu plan: a math-library call (exp, erf, ...) weighs as much as inline_cost_limit, so that a producer calling
   // one is stored once rather than recomputed per register tile of its contraction (charlm's GELU: docs/perf-log/P37.md)
   if (limits.register_tiles) o.math_call_cost = 24;

@@ -311,6 +311,11 @@ struct ComputeScheduleOptions {
   bool one_long_reduction = false;
   /// The loop iterations per element from which one_long_reduction counts a reduction as long.
   double long_reduction_iterations = 256;
+  /// One contraction per tiled kernel (GPU compute targets: the tiled strategy's shared-memory tiles; false = off, the
+  /// default): a kernel the compute emitter would tile as a contraction takes no member adding another reduction of
+  /// 32 or more steps, which the tiled strategy would sum in its store one element at a time (charlm's attention
+  /// backward, docs/perf-log/23.md E and 24.md); rule in codegen/src/schedule/multi_output.cpp.
+  bool one_contraction_per_tiled_kernel = false;
   /// Union-domain kernels of buffer (compute) targets: the dispatch's invocation range is partitioned into one range
   /// per block (each invocation computes one element of one block, so the loop budget is the largest block's and no
   /// buffer grows), and only groups of at most union_max_block_work (outputs x (1 + loop iterations per element))

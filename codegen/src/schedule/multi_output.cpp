@@ -102,11 +102,10 @@ size_t store_reductions(const std::vector<KExprPtr>& roots, int64_t min_steps) {
 }
 
 /// The target computes a contraction with a workgroup's shared-memory tiles (the compute emitter's tiled strategy on
-/// GPUs): one_long_reduction (the compute part on GPUs and in the cpu plan) without the cpu plan's register tiles,
-/// whose contraction loop bodies are copied 16 times (loop_body_copies; compute_schedule_options sets both). The cpu
-/// plans (cpu-simd, wasm, WGSL on CPU devices: register tiles, docs/perf-log/P37.md), CPU devices (lavapipe,
-/// llvmpipe: one_long_reduction off) and the fragment target keep their kernels.
-bool tiles_in_workgroups(const ScheduleOptions& o) { return o.one_long_reduction && o.loop_body_copies == 1; }
+/// GPUs; ScheduleOptions::one_contraction_per_tiled_kernel, set by compute_schedule_options). The cpu plans (cpu-simd,
+/// wasm, WGSL on CPU devices: register tiles, docs/perf-log/P37.md), CPU devices (lavapipe, llvmpipe) and the
+/// fragment target keep their kernels.
+bool tiles_in_workgroups(const ScheduleOptions& o) { return o.one_contraction_per_tiled_kernel; }
 
 }  // namespace
 
