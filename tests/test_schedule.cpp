@@ -1639,13 +1639,16 @@ TEST_CASE("schedule rule guarded-reads-unrolled: a contraction's prologue counts
     for (const Kernel& k : plan.kernels) concats += count_guarded(k) == 3 && k.name.find("pad_add") != std::string::npos;
     CHECK(concats == 1);
     // counted once per body (the rule off), the concat stays in the in_proj gradients' loops: 48 guarded reads or more
+    // as emitted; with the default inlining cost (the WGSL cpu plans' lower limit, 783291e, would store the concat for
+    // its cost alone, and the LayerNorm outputs too, so the kernel counts of the two plans differ by more than one)
     ScheduleOptions once = so;
     once.loop_body_copies = 1;
+    once.inline_cost_limit = ScheduleOptions{}.inline_cost_limit;
     const Plan unbounded = schedule(train, once);
     int most_unbounded = 0;
     for (const Kernel& k : unbounded.kernels) most_unbounded = std::max(most_unbounded, emitted_guarded(unbounded, k, so));
     CHECK(most_unbounded >= 48);
-    CHECK(unbounded.kernels.size() + 1 == plan.kernels.size());
+    if (so.inline_cost_limit == once.inline_cost_limit) CHECK(unbounded.kernels.size() + 1 == plan.kernels.size());
   }
 }
 
