@@ -607,6 +607,42 @@ TEST_CASE("export --load: the bundle's initial parameters are the checkpoint's",
   CHECK_THROWS_AS(sg::web::write_bundle(sg::web::model_bundle_spec(mo), {}, dir / "bundle2"), sg::IOError);
 }
 
+TEST_CASE("export: a failed export leaves the earlier bundle in its directory as it was, and no new directory",
+          "[web]") {
+  TempDir dir("sg_web_failed");
+  sg::web::ModelExportOptions mo;
+  mo.model = "mlp";
+  mo.batch = 4;
+  mo.check_steps = 0;
+  const fs::path out = dir / "bundle";
+  sg::web::write_bundle(sg::web::model_bundle_spec(mo), {}, out.string());
+  std::ofstream(out / "index.html") << "the user's page";  // not ours: stays
+  auto listing = [&] {
+    std::map<std::string, uintmax_t> files;  // every file under the bundle and its size
+    for (const auto& e : fs::recursive_directory_iterator(out))
+      if (e.is_regular_file()) files[fs::relative(e.path(), out).string()] = e.file_size();
+    return files;
+  };
+  const auto before = listing();
+  REQUIRE(before.count("bundle.json") == 1);
+  int generated = 0;  // the files the failed export deleted before
+  for (const auto& [f, size] : before) generated += f.rfind("shaders/", 0) == 0 || f.rfind("wasm/", 0) == 0;
+  REQUIRE(generated > 0);
+  // a checkpoint of another model fails while the bundle is written (the export used to delete shaders/ and wasm/
+  // first, leaving bundle.json naming files that no longer existed)
+  auto lm = sg::nn::make_model("mlp", 1, 4, 4, 3);  // another structure than the 28x28 MLP
+  sg::nn::Rng rng(1);
+  lm->build(rng);
+  auto cpu = sg::make_cpu_backend();
+  sg::train::save_checkpoint(dir / "other.safetensors", *lm, *cpu, "mlp");
+  mo.load = dir / "other.safetensors";
+  CHECK_THROWS(sg::web::write_bundle(sg::web::model_bundle_spec(mo), {}, out.string()));
+  CHECK(listing() == before);
+  CHECK_FALSE(fs::exists(out / ".export-partial"));
+  CHECK_THROWS(sg::web::write_bundle(sg::web::model_bundle_spec(mo), {}, dir / "fresh"));
+  CHECK_FALSE(fs::exists(fs::path(dir / "fresh")));
+}
+
 TEST_CASE("export refuses programs it cannot describe", "[web]") {
   TempDir dir("sg_web_refuse");
   auto train_of = [](const sg::Tensor& w) {

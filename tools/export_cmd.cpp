@@ -67,7 +67,7 @@ Subcommand add_export_command(CLI::App& app) {
   auto cpu_only = std::make_shared<bool>(false);
   e->add_flag("--webgpu-cpu", *cpu_only, "only the webgpu plans for CPU implementations of WebGPU (--webgpu-plans "
                                         "cpu,cpu-subgroups)");
-  e->add_option("--out", *out, "bundle directory (created; an earlier bundle there is replaced)")->required();
+  e->add_option("--out", *out, "bundle directory (created; an earlier bundle there is replaced once the new one is complete, other files stay)")->required();
   e->add_option("--batch", mo->batch, "train step batch (default 128 mlp, 16 charlm and lstm, 64 otherwise)")->check(CLI::PositiveNumber);
   e->add_option("--infer-batch", mo->infer_batch, "inference batch (default: the train batch; 8 for charlm and lstm)")
       ->check(CLI::PositiveNumber);

@@ -567,17 +567,10 @@ std::string structure_hash(const BundleSpec& spec) {
   return hash_hex(fnv1a64(s));
 }
 
-ExportSummary write_bundle(const BundleSpec& spec, const BundleTargets& targets, const std::string& dir) {
-  if (!targets.webgl2 && !targets.webgpu && !targets.wasm)
-    throw ValueError("export: no target chosen (a bundle carries webgpu, webgl2, wasm or several: --targets "
-                     "webgpu,webgl2,wasm)");
-  check_program_names(spec);
-  check_webgpu_plans(targets);
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) throw IOError(fmt::format("cannot create the bundle directory {}: {}", dir, ec.message()));
-  fs::remove_all(fs::path(dir) / "shaders", ec);  // an earlier export's shaders (maybe of other targets)
-  fs::remove_all(fs::path(dir) / "wasm", ec);     // and its wasm module and C
+namespace {
+
+/// Every file of the bundle, written into `dir` (empty; write_bundle's staging directory).
+ExportSummary write_bundle_files(const BundleSpec& spec, const BundleTargets& targets, const std::string& dir) {
   std::unique_ptr<Backend> cpu = make_cpu_backend();
   if (spec.prepare) spec.prepare(*cpu);
 
@@ -644,6 +637,49 @@ ExportSummary write_bundle(const BundleSpec& spec, const BundleTargets& targets,
   bundle["checks"] = checks;
   write_file_atomic(dir + "/bundle.json", bundle.dump(1) + "\n");
   sum.files.push_back("bundle.json");
+  return sum;
+}
+
+/// Replaces the bundle in `dir` by the one complete in `staging` (inside it): an earlier export's shaders/ and wasm/
+/// go (they may be of other targets), then each entry of `staging` replaces its namesake; other files in `dir` stay.
+void publish_bundle(const fs::path& staging, const fs::path& dir) {
+  std::error_code ec;
+  for (const char* old : {"shaders", "wasm"}) fs::remove_all(dir / old, ec);
+  for (const auto& entry : fs::directory_iterator(staging)) {
+    const fs::path to = dir / entry.path().filename();
+    fs::remove_all(to, ec);
+    fs::rename(entry.path(), to, ec);
+    if (ec) throw IOError(fmt::format("cannot move {} to {}: {}", entry.path().string(), to.string(), ec.message()));
+  }
+  fs::remove(staging, ec);
+}
+
+}  // namespace
+
+ExportSummary write_bundle(const BundleSpec& spec, const BundleTargets& targets, const std::string& dir) {
+  if (!targets.webgl2 && !targets.webgpu && !targets.wasm)
+    throw ValueError("export: no target chosen (a bundle carries webgpu, webgl2, wasm or several: --targets "
+                     "webgpu,webgl2,wasm)");
+  check_program_names(spec);
+  check_webgpu_plans(targets);
+  // written into a staging directory inside `dir` and moved into place only when complete: an export that fails
+  // (a checkpoint of another model, a compile error, a full disk) leaves an earlier bundle in `dir` as it was
+  std::error_code ec;
+  const bool existed = fs::exists(dir, ec);
+  fs::create_directories(dir, ec);
+  if (ec) throw IOError(fmt::format("cannot create the bundle directory {}: {}", dir, ec.message()));
+  const fs::path staging = fs::path(dir) / ".export-partial";
+  fs::remove_all(staging, ec);  // a crashed export's
+  fs::create_directories(staging, ec);
+  if (ec) throw IOError(fmt::format("cannot create {}: {}", staging.string(), ec.message()));
+  ExportSummary sum;
+  try {
+    sum = write_bundle_files(spec, targets, staging.string());
+  } catch (...) {
+    fs::remove_all(existed ? staging : fs::path(dir), ec);
+    throw;
+  }
+  publish_bundle(staging, dir);
   return sum;
 }
 
