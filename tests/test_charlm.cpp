@@ -308,4 +308,9 @@ TEST_CASE("sample: shadergrad sample is deterministic per seed and refuses bad i
   CHECK_THAT(err, Contains("--dataset words is for the language models"));
   CHECK(sg::testing::shell(fmt::format("'{}' train --model charlm --dataset digits", SG_CLI), err) == 1);
   CHECK_THAT(err, Contains("trains on --dataset words"));
+  // export --load takes the checkpoint's sizes: a size option beside it (silently ignored before) is refused
+  CHECK(sg::testing::shell(fmt::format("'{}' export --model charlm --load '{}' --d-model 32 --out '{}'", SG_CLI, ckpt,
+                                       d / "bundle"), err) == 1);
+  CHECK_THAT(err, Contains("--d-model is the checkpoint's"));
+  CHECK_FALSE(std::filesystem::exists(d / "bundle"));
 }

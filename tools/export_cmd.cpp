@@ -103,7 +103,7 @@ Subcommand add_export_command(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   Subcommand cmd;
   cmd.sub = e;
-  cmd.run = [mo, lmo, targets, target_list, out, linear, cpu_only]() {
+  cmd.run = [e, mo, lmo, targets, target_list, out, linear, cpu_only]() {
     if (*cpu_only) targets->webgpu_plans = {"cpu", "cpu-subgroups"};
     web::WebGL2Target* target = &targets->webgl2_target;
     target->row_aligned_layout = !*linear;
@@ -120,6 +120,12 @@ Subcommand add_export_command(CLI::App& app) {
       if (mo->debug_program || mo->check_nodes || mo->infer_only || !mo->dataset.empty())
         throw ValueError(fmt::format("export --model {}: --debug-program, --check-nodes, --infer-only and --dataset are "
                                      "for the image models (the words models' bundle has infer and train)", mo->model));
+      // the checkpoint fixes the model's sizes: a size option given beside --load would be ignored, so it is refused
+      for (const char* size : {"--context", "--d-model", "--layers", "--heads", "--hidden"})
+        if (!mo->load.empty() && e->get_option(size)->count() > 0)
+          throw ValueError(fmt::format("export --model {} --load {}: {} is the checkpoint's (its sizes are read from "
+                                       "it); drop {} or export a new model without --load",
+                                       mo->model, mo->load, size, size));
       lmo->spec.model = mo->model;
       lmo->load = mo->load;
       if (mo->batch > 0) lmo->batch = mo->batch;
