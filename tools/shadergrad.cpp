@@ -388,6 +388,14 @@ sg::cli::Subcommand add_train_command(CLI::App& app) {
   train->add_option("--heads", cfg.heads, "charlm: attention heads")->check(count_up_to(1024));
   train->add_option("--hidden", cfg.hidden, "lstm: hidden size")->check(count_up_to(65536));
 
+  {  // the defaults above are the image models'; the language models' own, from sg::train::lm_defaults
+    const sg::train::Config c = sg::train::lm_defaults("charlm"), l = sg::train::lm_defaults("lstm");
+    train->footer(fmt::format(
+        "charlm and lstm default what the command line leaves out to: --dataset {} --optimizer {} --lr {:g} (lstm {:g}) "
+        "--lr-schedule {} --warmup-steps {} --min-lr lr/10 --clip-grad-norm {:g} --batch {} --epochs {}; a short run "
+        "(--train-limit) needs fewer --warmup-steps than its steps",
+        c.dataset, c.optimizer, c.lr, l.lr, c.lr_schedule, c.warmup_steps, c.clip_grad_norm, c.batch, c.epochs));
+  }
   sg::cli::Subcommand cmd;
   cmd.sub = train;
   cmd.run = [cfg_state, quiet_state, train] {

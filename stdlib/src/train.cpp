@@ -54,7 +54,8 @@ LRSchedule schedule_of(const Config& c, int64_t steps_per_epoch) {
   if (c.lr_schedule == "warmup-cosine") {
     const int64_t total = c.epochs * steps_per_epoch;
     if (c.warmup_steps > total)
-      throw ValueError(fmt::format("--warmup-steps {} exceeds the run's {} steps ({} epochs of {})", c.warmup_steps,
+      throw ValueError(fmt::format("--warmup-steps {} exceeds the run's {} steps ({} epochs of {}): give fewer "
+                                   "--warmup-steps (charlm and lstm default to 100) or a longer run", c.warmup_steps,
                                    total, c.epochs, steps_per_epoch));
     return LRSchedule::warmup_cosine(c.warmup_steps, total, c.min_lr);
   }
