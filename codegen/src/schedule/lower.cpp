@@ -1,6 +1,8 @@
 // Lowering of graph nodes to kernel IR (see schedule/lower.h).
 #include "schedule/lower.h"
 
+#include "index_simplify.h"
+
 #include <algorithm>
 #include <limits>
 #include <map>
@@ -500,6 +502,11 @@ Lowered lower_group(const std::vector<NodePtr>& members, const std::unordered_ma
     low.add_member(m, idx, e);
     r.exprs.push_back(e);
   }
+  // integer divisions and modulos the coordinates' and loop variables' ranges decide (index_simplify.h): every
+  // emitter (GLSL, WGSL, C) prints the simplified index
+  std::map<std::string, KVarRange> coords;
+  for (size_t i = 0; i < dom.size(); ++i) coords[fmt::format("i{}", i)] = {0, dom[i] - 1};
+  r.exprs = ksimplify_index(r.exprs, coords);
   r.inputs = k.inputs;
   return r;
 }
