@@ -40,11 +40,11 @@
 // timed steps; no TF.js row. The step-1 losses are printed under the table (a sanity check: near ln 27 = 3.30).
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
-import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
+import { startBenchServer } from './bench_server.mjs';
 import { BENCH_CASES, charlmRows } from './web/bench_models.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -104,21 +104,7 @@ const lmRows = new Map(cases.filter((c) => c.kind === 'lm')
 const given = (c) => (c.kind === 'lm' ? { feeds: lmRows.get(c.name), counts: c.counts } : null);
 for (const [name, r] of lmRows) console.log(`${name}: rows of the words ${r.words.join(' ')}`);
 
-const types = { '.html': 'text/html', '.js': 'text/javascript', '.json': 'application/json' };
-const server = http.createServer((req, res) => {
-  const rel = decodeURIComponent(new URL(req.url, 'http://127.0.0.1').pathname);
-  const [base, sub] = rel.startsWith('/_bench/') ? [path.join(here, 'web'), rel.slice(7)]
-    : rel.startsWith('/_npm/') ? [npmDir, rel.slice(5)] : [root, rel];
-  const file = path.resolve(base, '.' + sub);
-  const h = { 'cross-origin-opener-policy': 'same-origin', 'cross-origin-embedder-policy': 'require-corp' };
-  if (!file.startsWith(base + path.sep) || !fs.existsSync(file) || !fs.statSync(file).isFile()) {
-    res.writeHead(404, h); res.end(); return;
-  }
-  res.writeHead(200, { ...h, 'content-type': types[path.extname(file)] || 'application/octet-stream' });
-  fs.createReadStream(file).pipe(res);
-});
-await new Promise((r) => server.listen(0, '127.0.0.1', r));
-const origin = `http://127.0.0.1:${server.address().port}`;
+const { server, origin } = await startBenchServer(root, npmDir);
 
 const browser = await chromium.launch({
   executablePath: '/usr/bin/chromium', headless: true,

@@ -7,8 +7,9 @@
 // round and bundle 2 plain steps (host-timed) then 1 profiled step (per-kernel GPU timestamps: on SwiftShader one
 // compute pass per kernel). Prints each bundle's step median/min and the sums of its kernels' min and median times
 // (the sum against the step time: what the JavaScript side and submission add).
-import fs from 'node:fs'; import http from 'node:http'; import os from 'node:os'; import path from 'node:path';
+import fs from 'node:fs'; import os from 'node:os'; import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { startBenchServer } from './bench_server.mjs';
 const here = path.dirname(fileURLToPath(import.meta.url));
 const { charlmRows, BENCH_CASES } = await import(path.join(here, 'web', 'bench_models.js'));
 const npmDir = path.join(here, 'web', 'node_modules');
@@ -17,19 +18,7 @@ const [rounds, rootArg, ...names] = process.argv.slice(2);
 const root = path.resolve(rootArg);
 const c = BENCH_CASES.find((x) => x.name === 'charlm_b32');
 const rows = charlmRows(fs.readFileSync('/usr/share/dict/words', 'utf8'), c.size, c.context);
-const types = { '.html': 'text/html', '.js': 'text/javascript', '.json': 'application/json' };
-const server = http.createServer((req, res) => {
-  const rel = decodeURIComponent(new URL(req.url, 'http://127.0.0.1').pathname);
-  const [base, sub] = rel.startsWith('/_bench/') ? [path.join(here, 'web'), rel.slice(7)]
-    : rel.startsWith('/_npm/') ? [npmDir, rel.slice(5)] : [root, rel];
-  const file = path.resolve(base, '.' + sub);
-  const h = { 'cross-origin-opener-policy': 'same-origin', 'cross-origin-embedder-policy': 'require-corp' };
-  if (!file.startsWith(base + path.sep) || !fs.existsSync(file) || !fs.statSync(file).isFile()) { res.writeHead(404, h); res.end(); return; }
-  res.writeHead(200, { ...h, 'content-type': types[path.extname(file)] || 'application/octet-stream' });
-  fs.createReadStream(file).pipe(res);
-});
-await new Promise((r) => server.listen(0, '127.0.0.1', r));
-const origin = `http://127.0.0.1:${server.address().port}`;
+const { server, origin } = await startBenchServer(root, npmDir);
 const browser = await chromium.launch({ executablePath: '/usr/bin/chromium', headless: true,
   args: ['--headless', '--no-sandbox', '--disable-quic', '--no-first-run', '--disable-background-networking',
          '--disable-component-update', '--disable-sync', '--use-angle=swiftshader', '--enable-unsafe-swiftshader', '--enable-unsafe-webgpu'] });
