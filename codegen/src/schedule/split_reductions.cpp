@@ -113,6 +113,18 @@ void collect_loads(const KExprPtr& e, std::vector<bool>& read, std::unordered_se
   collect_loads(e->c, read, seen);
 }
 
+/// The consumer's side of a split: `k` binds the partial value `pid` (P partials of each of the output's elements,
+/// partial-major) and gets the reduction of element (i0, ..., in)'s P partials over loop variable p<guard>.
+KExprPtr reduce_partials(Kernel& k, int pid, const Shape& oshape, int guard, int64_t P, ReduceKind kind) {
+  const int slot = static_cast<int>(k.inputs.size());
+  k.inputs.push_back(pid);
+  std::vector<KExprPtr> idx;
+  for (size_t i = 0; i < oshape.size(); ++i) idx.push_back(kvar(fmt::format("i{}", i)));
+  const std::string pv = fmt::format("p{}", guard);
+  KExprPtr flat = kibin(KOp::IAdd, kibin(KOp::IMul, kvar(pv), kint(numel(oshape))), linearize(idx, oshape));
+  return kreduce(kind, {pv}, {P}, kload(slot, flat));
+}
+
 /// Drops the inputs no expression of `k` reads, renumbering the loads: a split's partial kernel inherits the
 /// inputs read after the reduction (a bias) and its final kernel those read inside it (the matmul's operands),
 /// which cost bindings (storage buffers, samplers) the kernel never uses.
@@ -242,13 +254,7 @@ bool split_additive_group(ScheduleState& st, Kernel& k, const std::vector<NodePt
   drop_unread_inputs(part);
   append_kernel(st, std::move(part), name_nodes, suffix + "_partial");
   // the consumer: the group's tree with the split sums replaced by one sum of the P partials
-  int slot = static_cast<int>(k.inputs.size());
-  k.inputs.push_back(pid);
-  std::vector<KExprPtr> idx;
-  for (size_t i = 0; i < oshape.size(); ++i) idx.push_back(kvar(fmt::format("i{}", i)));
-  std::string pv = fmt::format("p{}", guard);
-  KExprPtr flat = kibin(KOp::IAdd, kibin(KOp::IMul, kvar(pv), kint(n)), linearize(idx, oshape));
-  KExprPtr partials = kreduce(ReduceKind::Sum, {pv}, {P}, kload(slot, flat));
+  KExprPtr partials = reduce_partials(k, pid, oshape, guard, P, ReduceKind::Sum);
   std::unordered_set<const KExpr*> is_split;
   for (auto& r : split) is_split.insert(r.get());
   bool placed = false;
@@ -344,14 +350,9 @@ bool split_once(ScheduleState& st, Kernel& k, const std::vector<NodePtr>& name_n
   drop_unread_inputs(part);
   append_kernel(st, std::move(part), name_nodes, suffix + "_partial");
   // the consumer reduces the P partial results
-  int slot = static_cast<int>(k.inputs.size());
-  k.inputs.push_back(pid);
-  std::vector<KExprPtr> idx;
-  for (size_t i = 0; i < oshape.size(); ++i) idx.push_back(kvar(fmt::format("i{}", i)));
-  std::string pv = fmt::format("p{}", guard);
-  KExprPtr flat = kibin(KOp::IAdd, kibin(KOp::IMul, kvar(pv), kint(numel(oshape))), linearize(idx, oshape));
   const ReduceKind kind = best->reduce;  // `best` points into k.exprs[0], which the next line may free
-  k.exprs[0] = kreplace(k.exprs[0], best, kreduce(kind, {pv}, {P}, kload(slot, flat)));
+  KExprPtr partials = reduce_partials(k, pid, oshape, guard, P, kind);
+  k.exprs[0] = kreplace(k.exprs[0], best, partials);
   drop_unread_inputs(k);
   k.notes = fmt::format("// final {} over {} partial results\n", reduce_name(kind), P) + k.notes;
   return true;
