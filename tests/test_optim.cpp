@@ -24,6 +24,7 @@
 #include "golden_util.h"
 #include "sg/backend.h"
 #include "test_util.h"
+#include "tanh_mlp.h"
 #include "vulkan_test_util.h"
 
 using namespace sg;
@@ -386,19 +387,10 @@ namespace {
 /// within 1e-5, parameters within 1e-5 + 1e-4 |w|.
 void check_clipped_mlp_steps(const std::vector<int64_t>& widths) {
   const int64_t batch = 64;
-  Tensor x = input("x", {batch, widths[0]});
-  Tensor labels = input("labels", {batch}, DType::i32);
-  std::vector<Tensor> params;
-  Tensor h = x;
-  for (size_t l = 0; l + 1 < widths.size(); ++l) {
-    const int64_t in = widths[l], out = widths[l + 1];
-    Tensor w = param(fmt::format("{}.weight", l), {out, in}, sg::testing::randn(out * in, 500 + l, 0.12f));
-    Tensor b = param(fmt::format("{}.bias", l), {out}, sg::testing::randn(out, 600 + l, 0.05f));
-    h = matmul(h, transpose(w)) + b;
-    if (l + 2 < widths.size()) h = tanh(h);
-    params.push_back(w);
-    params.push_back(b);
-  }
+  const sg::testing::TanhMlp mlp = sg::testing::tanh_mlp(widths, batch, 500, 600, 0.12f);
+  const std::vector<Tensor>& params = mlp.params;
+  const Tensor& h = mlp.logits;
+  const Tensor& labels = mlp.labels;
   Tensor loss = cross_entropy(h, labels);
   // eps 1e-4 (as test_compute_union): Adam moves a weight by about lr whatever its gradient's size, so a gradient that
   // cancels to ~0 over the batch turns the summation order's rounding into a visible step difference (5e-5 with 1e-8)

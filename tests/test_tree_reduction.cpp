@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include "test_util.h"
+#include "tanh_mlp.h"
 #include "vulkan_test_util.h"
 
 #include <cmath>
@@ -202,19 +203,10 @@ TEST_CASE("compute tree reduction on GPU tiles: clip_grad_norm in an AdamW train
   // 41k products: 20 partials of chunks of all 8 sums
   const std::vector<int64_t> widths = {32, 128, 128, 64, 10};
   const int64_t batch = 16;
-  Tensor x = input("x", {batch, widths[0]});
-  Tensor labels = input("labels", {batch}, DType::i32);
-  std::vector<Tensor> params;
-  Tensor h = x;
-  for (size_t l = 0; l + 1 < widths.size(); ++l) {
-    const int64_t in = widths[l], out = widths[l + 1];
-    Tensor w = param(fmt::format("{}.weight", l), {out, in}, sg::testing::randn(out * in, 800 + l, 0.15f));
-    Tensor b = param(fmt::format("{}.bias", l), {out}, sg::testing::randn(out, 900 + l, 0.05f));
-    h = matmul(h, transpose(w)) + b;
-    if (l + 2 < widths.size()) h = tanh(h);
-    params.push_back(w);
-    params.push_back(b);
-  }
+  const sg::testing::TanhMlp mlp = sg::testing::tanh_mlp(widths, batch, 800, 900, 0.15f);
+  const std::vector<Tensor>& params = mlp.params;
+  const Tensor& h = mlp.logits;
+  const Tensor& labels = mlp.labels;
   auto opt = make_adamw({.lr = 0.01, .eps = 1e-4});
   Program p = make_train_step(cross_entropy(h, labels), params, *opt,
                               TrainStepOptions{.clip_grad_norm = 0.25, .output_grad_norm = true});
