@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """Fits the coefficients of sg_erf and sg_erfc (codegen/shaders/math/erf.glsl and erf.wgsl) and measures the f32
 error of the helpers' algorithm over every f32 argument, emulated in numpy float32 (each operation rounded to f32,
-Horner's scheme without FMA, exp correctly rounded to f32: the error of the algorithm; sg_exp's own error on a
-driver comes on top, twice in the tail).
+Horner's scheme without FMA, exp correctly rounded to f32: the error of the algorithm; the driver's exp error (of
+an argument below 0.55 in magnitude) comes on top in the tail).
 
     /usr/bin/python3 scripts/fit_erf.py            # prints the coefficients and the error table (~1 minute)
 
@@ -11,9 +11,10 @@ The ranges (the split of W. J. Cody, "Rational Chebyshev approximations for the 
 polynomials instead of rational functions, fitted for f32):
   |x| <  B:      erf(x)  = x + x (P(x^2) - 1)         P minimax for the relative error of erf(x)/x on [0, B^2];
                  erfc(x) = (1 - x) - x (P(x^2) - 1)   (1 - x is exact for x in [0.5, 2]; the rest is small)
-  B <= x < U:    erfc(x) = exp(-x^2) F(x), computed as exp(-h^2) exp((h - x)(h + x)) F(x) with h = x with its 12
-                 low mantissa bits cleared (h^2 is exact, so the rounding of x^2, up to 6e-6 relative at x = 10,
-                 is not amplified by exp; fdlibm's s_erf.c splits the same way), and
+  B <= x < U:    erfc(x) = exp(-x^2) F(x), with -x^2 = -h^2 + (h - x)(h + x), h = x with its 12 low mantissa bits
+                 cleared (h^2 is exact, so the rounding of x^2, up to 6e-6 relative at x = 10, is not amplified by
+                 exp; fdlibm's s_erf.c splits the same way); exp(-x^2) = 2^n exp(r), n = round(-h^2 / ln 2), r =
+                 -h^2 - n ln 2 (ln 2 in two parts, as sg_exp) + (h - x)(h + x), |r| < 0.55: one exp; and
                    F(x) = H(x - C)        for x < M, H minimax for the relative error of erfc(x) exp(x^2)
                                           (C = (B + M) / 2: the terms of Horner's scheme decrease, no cancellation)
                    F(x) = G(1/x^2) / x    for x >= M, G minimax for the relative error of x erfc(x) exp(x^2)
@@ -90,7 +91,13 @@ def erf_erfc_f32(x, P1, H, G):
     erfc_small = ((F32(1) - x).astype(F32) - xp).astype(F32)
     h = (a.view(np.uint32) & np.uint32(0xfffff000)).view(F32)
     with np.errstate(under="ignore", over="ignore", divide="ignore", invalid="ignore"):
-        e = (exp32(-(h * h).astype(F32)) * exp32(((h - a).astype(F32) * (h + a).astype(F32)).astype(F32))).astype(F32)
+        sh = (-(h * h)).astype(F32)
+        n = np.round((sh * F32(1.44269502)).astype(F32)).astype(F32)  # round half to even, as roundEven / WGSL round
+        r = ((sh - (n * F32(0.693145752)).astype(F32)).astype(F32) - (n * F32(1.42860677e-6)).astype(F32)).astype(F32)
+        r = (r + ((h - a).astype(F32) * (h + a).astype(F32)).astype(F32)).astype(F32)
+        k = n.astype(np.int64)
+        m = k >> 1
+        e = ((exp32(r) * np.ldexp(F32(1), m).astype(F32)).astype(F32) * np.ldexp(F32(1), k - m).astype(F32)).astype(F32)
         fh = horner(H, (a - F32(C)).astype(F32))
         fg = (horner(G, (F32(1) / (a * a).astype(F32)).astype(F32)) / a).astype(F32)
         tail = np.where(a < F32(U), (e * np.where(a < F32(M), fh, fg)).astype(F32), F32(0))

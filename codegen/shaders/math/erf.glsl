@@ -1,17 +1,22 @@
 // erf and erfc with C99's (torch's) values: erf(+-inf) = +-1, erf(-0) = -0, erfc(-inf) = 2, erfc(inf) = 0, NaN
 // propagates. Minimax polynomials on the ranges of W. J. Cody, "Rational Chebyshev approximations for the error
 // function", Math. Comp. 23 (1969): an odd polynomial below 0.875, exp(-x^2) times a slowly varying factor beyond
-// (coefficients and the error over every f32 argument: scripts/fit_erf.py; erf 1.3 ulp, erfc 4.1 ulp, plus sg_exp's)
+// (coefficients and the error over every f32 argument: scripts/fit_erf.py; erf 1.3 ulp, erfc 3.6 ulp, plus the driver's exp)
 // P(s) - 1, s = x^2: erf(x) = x + x P(s) for |x| < 0.875
 float sg_erf_p(float s) {
   return 0.12837915 + s * (-0.3761255 + s * (0.11282455 + s * (-0.026791463 + s * (0.0050321813 + s * -0.0006203255))));
 }
-// erfc(a) for 0.875 <= a (not NaN): exp(-a^2) F(a), exp(-a^2) as exp(-h^2) exp((h - a)(h + a)) with h = a rounded to
-// 12 bits (h^2 exact: the rounding of a^2 is not amplified); F(a) = H(a - 1.4375) below 2, G(1/a^2) / a from 2
+// erfc(a) for 0.875 <= a (not NaN): exp(-a^2) F(a); -a^2 = -h^2 + (h - a)(h + a) with h = a rounded to 12 bits (h^2
+// exact: the rounding of a^2 is not amplified), exp(-a^2) = 2^n exp(r) with n = round(-h^2 / ln 2) and r = -h^2 - n ln 2
+// (two parts, as sg_exp) + (h - a)(h + a), |r| < 0.55: one exp; F(a) = H(a - 1.4375) below 2, G(1/a^2) / a from 2
 float sg_erfc_tail(float a) {
   if (a >= 10.06) return 0.0;  // erfc rounds to 0 (also a = inf)
   float h = uintBitsToFloat(floatBitsToUint(a) & 0xfffff000u);
-  float e = sg_exp(-(h * h)) * sg_exp((h - a) * (h + a));
+  float s = -(h * h);
+  float n = roundEven(s * 1.44269502);
+  float r = ((s - n * 0.693145752) - n * 1.42860677e-6) + (h - a) * (h + a);
+  int k = int(n), m = k >> 1;  // 2^k in two factors: each a normal float
+  float e = exp(r) * sg_exp2i(m) * sg_exp2i(k - m);
   if (a < 2.0) {
     float t = a - 1.4375;
     return e * (0.33211756 + t * (-0.17354114 + t * (0.08265214 + t * (-0.036487218 + t * (0.0151019255 +
