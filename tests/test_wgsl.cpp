@@ -27,6 +27,7 @@
 #include "sg/backend.h"
 #include "sg/compute_kernel.h"
 #include "sg/target.h"
+#include "sg/web_export.h"
 #include "test_util.h"
 
 namespace fs = std::filesystem;
@@ -411,6 +412,60 @@ TEST_CASE("the cpu plan's register tiles: 8x8 where they leave a workgroup of ti
     CHECK(w.source.find("stepped with it") == std::string::npos);
   }
   CHECK(divisions >= 1);
+}
+
+TEST_CASE("the cpu plans' per-element kernels: runs of 4 consecutive elements where the innermost extent allows, "
+          "few elements in >= 4 workgroups, values on Dawn",
+          "[wgsl][codegen][dawn]") {
+  // the webgpu cpu plans take runs of 4 (a CPU implementation pays per invocation: docs/perf-log/W23.md)
+  CHECK(sg::web::WebGPUTarget{.cpu_device = true}.limits().element_run == 4);
+  CHECK(sg::web::WebGPUTarget{}.limits().element_run == 1);
+  sg::DeviceCaps dawn = sg::preset_caps("webgpu-compat");  // Dawn runs on llvmpipe here, in compatibility mode
+  dawn.cpu_device = dawn.compute.cpu_device = dawn.compute.register_tiles = true;
+  dawn.compute.element_run = 4;
+  sg::Program p;
+  sg::Tensor x = sg::input("x", {64, 256}), odd = sg::input("odd", {64, 255}), small = sg::input("small", {8, 8});
+  p.add_output("softmax_numerator", sg::exp(x - sg::max(x, {1}, true)));  // a row reduction, then a run kernel
+  p.add_output("gelu", sg::gelu(x) * 2.0);
+  p.add_output("odd_tanh", sg::tanh(odd));                                // 255: one element per invocation
+  p.add_output("small", small * 3.0);                                     // 64 elements: too few for runs
+  p.add_output("row_sums", sg::sum(x * x, {1}));                          // 64 sums of 256: 4 workgroups of 16
+  std::vector<float> xs = sg::testing::randn(64 * 256, 7, 2.0f), os = sg::testing::randn(64 * 255, 8, 2.0f);
+  xs[3] = NAN, xs[258] = INFINITY, xs[517] = -INFINITY, xs[1000] = -0.0f, os[254] = NAN;  // NaN/Inf inside runs
+  const std::vector<float> ss = sg::testing::randn(64, 9, 1.0f);
+  const std::vector<sg::Feed> feeds = {{"x", &xs}, {"odd", &os}, {"small", &ss}};
+  const sg::Plan plan = plan_for(p, dawn, contractions_alone());
+  TempDir root("sg_wgsl_runs");
+  write_run_dir(plan, dawn.compute, feeds, sg::op_cases::kReduce, root / "runs");
+  int runs = 0, singles = 0, split = 0;
+  for (const sg::Kernel& k : plan.kernels) {
+    const sg::ComputeKernel w = sg::emit_compute_kernel(plan, k, dawn.compute, sg::ComputeLanguage::Wgsl);
+    INFO(w.source);
+    REQUIRE(w.strategy == "per-element");
+    const int64_t n = plan.values[k.output()].node->numel();
+    const bool reduces = w.source.find("// sum over") != std::string::npos || w.source.find("// max over") != std::string::npos;
+    if (w.source.find("// one invocation per run of 4 consecutive elements of ") != std::string::npos) {
+      ++runs;
+      CHECK(!reduces);
+      CHECK(n % 4 == 0);
+      CHECK(int64_t{w.workgroups[0]} * w.local_size[0] == n / 4);  // 16384 elements: 64 workgroups of 64 runs
+      CHECK(w.source.find("  let elem0: i32 = run * 4;\n") != std::string::npos);
+      CHECK(w.source.find("    let i1: i32 = i1_0 + 3;\n    let elem: i32 = elem0 + 3;\n") != std::string::npos);
+      continue;
+    }
+    ++singles;
+    CHECK(w.source.find("// one invocation per element of ") != std::string::npos);
+    CHECK((reduces || n % 4 != 0 || n < 4 * 64 * 64));
+    if (n == 64) {  // the small map and the row sums: 4 workgroups of 16, not one of 64 (one CPU thread)
+      ++split;
+      CHECK(w.local_size[0] == 16);
+      CHECK(w.workgroups[0] == 4);
+    }
+  }
+  CHECK(runs >= 1);
+  CHECK(singles >= 3);  // the row max, the odd map, the small map and the row sums (some may share kernels)
+  CHECK(split >= 1);
+  check_on_dawn({root / "runs"}, true, static_cast<int>(p.outputs.size()));
 }
 
 TEST_CASE("the cpu plan's max-pool gradients: one invocation per window (window blocks), the argmax once",

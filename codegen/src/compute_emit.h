@@ -22,8 +22,10 @@ std::string kernel_header(const Plan& plan, const Kernel& k, const std::string& 
 /// C: `unclamped` (when given) are the inputs also read through loadu_<value> (Lang::load_function).
 std::string buffer_declarations(const Plan& plan, const Kernel& k, const std::set<int>& loaded, const Lang& lang,
                                 bool clamped = true, const std::set<int>* unclamped = nullptr);
-/// `int iD = ...;` lines decomposing the row-major flat index `flat` of `shape` into coordinates i0.. .
-std::string coordinates(const Shape& shape, const std::string& flat, int indent, const Lang& lang);
+/// `int iD = ...;` lines decomposing the row-major flat index `flat` of `shape` into coordinates i0.. (the innermost
+/// named i<D><last_suffix>).
+std::string coordinates(const Shape& shape, const std::string& flat, int indent, const Lang& lang,
+                        const std::string& last_suffix = "");
 /// A grid of `groups` workgroups as x (<= max_workgroup_count) by y; UnsupportedError when it does not fit.
 std::array<uint32_t, 3> grid_for(const Kernel& k, int64_t groups, const ComputeLimits& limits);
 
@@ -39,6 +41,13 @@ std::optional<ComputeKernel> emit_tiled_contraction(const Plan& plan, const Kern
 /// grid does not fit (then `*not_tiled` says why).
 std::optional<ComputeKernel> emit_register_tiled(const Plan& plan, const Kernel& k, const ComputeLimits& limits,
                                                  const Lang& lang, std::string* not_tiled = nullptr);
+/// Invocations per workgroup of a cpu-plan kernel (ComputeLimits::register_tiles; emit_regtile.cpp) of `invocations`
+/// per batch and `batch` batches: 64 (SIMD lanes times a few fibers on a CPU implementation), halved down to 16 while
+/// the dispatch would have fewer than 4 workgroups. A CPU implementation spreads a dispatch over its threads by
+/// workgroups (SwiftShader: whole workgroups per worker, each workgroup's SIMD groups in turn): one workgroup of 64
+/// register tiles (the MLP b=32's x.W1^T, docs/perf-log/W12b.md) or 64 LayerNorm weight-gradient sums
+/// (docs/perf-log/W23.md) ran on one thread.
+int cpu_plan_workgroup_size(int64_t invocations, int64_t batch, const ComputeLimits& limits);
 /// emit_tiled.cpp: `int <prefix><d> = ...;` lines splitting flat index `flat` over the dims `dims` of `shape`
 /// (row-major among them), indented by `indent` levels.
 std::string split_dims(const Shape& shape, const std::vector<int>& dims, const std::string& flat, const char* prefix,

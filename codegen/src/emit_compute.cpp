@@ -78,12 +78,14 @@ std::string buffer_declarations(const Plan& plan, const Kernel& k, const std::se
   return s;
 }
 
-std::string coordinates(const Shape& shape, const std::string& flat, int indent, const Lang& lang) {
+std::string coordinates(const Shape& shape, const std::string& flat, int indent, const Lang& lang,
+                        const std::string& last_suffix) {
   const Shape st = contiguous_strides(shape);
   std::string s;
   for (size_t i = 0; i < shape.size(); ++i) {
     std::string q = st[i] == 1 ? flat : lang.div_const(flat, st[i]);
-    s += std::string(indent * 2, ' ') + lang.let(LType::Int, fmt::format("i{}", i), i == 0 ? q : lang.mod_const(q, shape[i])) + "\n";
+    const std::string name = fmt::format("i{}{}", i, i + 1 == shape.size() ? last_suffix : "");
+    s += std::string(indent * 2, ' ') + lang.let(LType::Int, name, i == 0 ? q : lang.mod_const(q, shape[i])) + "\n";
   }
   return s;
 }
@@ -100,14 +102,46 @@ std::array<uint32_t, 3> grid_for(const Kernel& k, int64_t groups, const ComputeL
 
 namespace {
 
-/// The first lines of a kernel of one invocation per element (or per block of elements): `elem`, the invocation's
-/// flat index over the 2-D grid of `local`-wide workgroups, and the return of invocations past `count`.
-std::string element_prologue(const ComputeKernel& ck, int local, int64_t count, const Lang& lang) {
+/// The first lines of a kernel of one invocation per element (or per block of elements): `name` (`elem`), the
+/// invocation's flat index over the 2-D grid of `local`-wide workgroups, and the return of invocations past `count`.
+std::string element_prologue(const ComputeKernel& ck, int local, int64_t count, const Lang& lang,
+                             const std::string& name = "elem") {
   const std::string elem = fmt::format("{} * {} + {}", lang.builtin(Builtin::WorkgroupId, 1),
                                        static_cast<int64_t>(ck.workgroups[0]) * local,
                                        lang.builtin(Builtin::GlobalInvocationId, 0));
-  return "  " + lang.let(LType::Int, "elem", elem) + "\n" + "  " +
-         lang.if_then(fmt::format("elem >= {}", count), "return;") + "\n";
+  return "  " + lang.let(LType::Int, name, elem) + "\n" + "  " +
+         lang.if_then(fmt::format("{} >= {}", name, count), "return;") + "\n";
+}
+
+/// Workgroups a dispatch of runs keeps at least (of `local` invocations): the runs leave a CPU implementation's
+/// threads whole workgroups to share.
+constexpr int64_t kMinRunWorkgroups = 64;
+
+/// Consecutive elements per invocation of per-element kernel `k` over `shape` (ComputeLimits::element_run): the
+/// run where the innermost extent is a multiple of it, no expression has a loop (an invocation with a reduction
+/// already does enough work to hide its own overhead) and the runs still fill kMinRunWorkgroups workgroups; else 1.
+int element_run(const Kernel& k, const Shape& shape, const ComputeLimits& limits, int local) {
+  const int run = limits.element_run;
+  if (run <= 1 || shape.empty() || shape.back() % run != 0) return 1;
+  if (sg::numel(shape) / run < kMinRunWorkgroups * local) return 1;
+  for (const KExprPtr& e : k.exprs)
+    if (kcontains_reduce(e)) return 1;
+  return run;
+}
+
+/// The body of a per-element kernel computing `run` consecutive elements per invocation: the coordinates of the
+/// run's first element (`elem0`; the innermost as i<last>_0), then per element a block binding `elem` and the
+/// innermost coordinate and repeating the printed code `code` and `stores` (written for `elem` and i0..).
+std::string element_run_body(const Shape& shape, int run, const std::string& code, const std::string& stores,
+                             const Lang& lang) {
+  const std::string last = fmt::format("i{}", shape.size() - 1);
+  std::string body = "  " + lang.let(LType::Int, "elem0", fmt::format("run * {}", run)) + "\n" +
+                     coordinates(shape, "elem0", 1, lang, "_0");
+  for (int c = 0; c < run; ++c)
+    body += fmt::format("  {{\n    {}\n    {}\n", lang.let(LType::Int, last, fmt::format("{}_0 + {}", last, c)),
+                        lang.let(LType::Int, "elem", fmt::format("elem0 + {}", c))) +
+            code + stores + "  }\n";
+  return body;
 }
 
 /// The cpu plan's per-element kernel as window blocks (window_blocks.cpp): one invocation per block of elements
@@ -152,23 +186,35 @@ ComputeKernel emit_per_element(const Plan& plan, const Kernel& k, const ComputeL
     if (auto w = emit_window_blocks(plan, k, limits, lang, not_tiled)) return std::move(*w);
   const Value& out = plan.values[k.output()];
   const int64_t n = std::max<int64_t>(out.node->numel(), 1);
-  const int local = std::min(64, limits.max_workgroup_invocations);
+  const int local = limits.register_tiles ? cpu_plan_workgroup_size(n, 1, limits) : std::min(64, limits.max_workgroup_invocations);
+  const int run = element_run(k, out.stored_shape(), limits, local);
   ComputeKernel ck;
   ck.strategy = "per-element";
   ck.local_size = {static_cast<uint32_t>(local), 1, 1};
-  ck.workgroups = grid_for(k, (n + local - 1) / local, limits);
+  ck.workgroups = grid_for(k, (n / run + local - 1) / local, limits);
   KPrinter p(plan, k, k.exprs, "", lang);
-  p.indent = 1;
+  p.indent = run > 1 ? 2 : 1;
   std::vector<std::string> values;
   for (auto& e : k.exprs) values.push_back(p.print(e));
-  std::string body = element_prologue(ck, local, out.node->numel(), lang);
-  body += coordinates(out.stored_shape(), "elem", 1, lang) + p.take_code();
-  for (size_t j = 0; j < k.outputs.size(); ++j) body += "  " + lang.store(plan.values[k.outputs[j]].name, "elem", values[j]) + "\n";
+  std::string stores;
+  for (size_t j = 0; j < k.outputs.size(); ++j)
+    stores += std::string(2 * p.indent, ' ') + lang.store(plan.values[k.outputs[j]].name, "elem", values[j]) + "\n";
+  std::string body;
+  if (run == 1)
+    body = element_prologue(ck, local, out.node->numel(), lang) + coordinates(out.stored_shape(), "elem", 1, lang) +
+           p.take_code() + stores;
+  else
+    body = element_prologue(ck, local, n / run, lang, "run") +
+           element_run_body(out.stored_shape(), run, p.take_code(), stores, lang);
   body += "}\n";
   std::string src = kernel_header(plan, k, ck.strategy, lang);
   if (!not_tiled.empty()) src += fmt::format("// {}; one invocation per element instead\n", not_tiled);
-  src += fmt::format("// one invocation per element of {} ({} elements): {} x {} workgroups of {}\n", out.name, n,
-                     ck.workgroups[0], ck.workgroups[1], local);
+  if (run == 1)
+    src += fmt::format("// one invocation per element of {} ({} elements): {} x {} workgroups of {}\n", out.name, n,
+                       ck.workgroups[0], ck.workgroups[1], local);
+  else
+    src += fmt::format("// one invocation per run of {} consecutive elements of {} ({} elements): {} x {} workgroups "
+                       "of {}\n", run, out.name, n, ck.workgroups[0], ck.workgroups[1], local);
   src += lang.workgroup_size_layout(local, 1);
   // WGSL on a CPU implementation (register_tiles): loads unclamped as in the register-tiled kernels (every index is
   // in range or its value masked; WGSL bounds every storage access)

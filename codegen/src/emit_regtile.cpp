@@ -30,10 +30,8 @@ namespace {
 /// Invocations per workgroup of a register-tiled kernel (SIMD lanes times a few fibers on a CPU implementation).
 constexpr int kInvocations = 64;
 
-/// Workgroups a register-tiled dispatch should have at least (over all batches), and the fewest invocations a
-/// workgroup is cut to for them: a CPU implementation spreads a dispatch over its threads by workgroups (SwiftShader:
-/// whole workgroups per worker, each workgroup's SIMD groups run in turn), so one workgroup of 64 tiles (the MLP
-/// b=32's x.W1^T) ran on one thread (docs/perf-log/W12b.md).
+/// Workgroups a cpu-plan dispatch should have at least (over all batches), and the fewest invocations a workgroup
+/// is cut to for them (cpu_plan_workgroup_size).
 constexpr int kMinWorkgroups = 4;
 constexpr int kMinInvocations = 16;
 
@@ -284,6 +282,12 @@ std::string reduction_loop(const Contraction& c, const TileSides& t, const Lang&
 
 }  // namespace
 
+int cpu_plan_workgroup_size(int64_t invocations, int64_t batch, const ComputeLimits& limits) {
+  int local = std::min(kInvocations, limits.max_workgroup_invocations);
+  while (local > kMinInvocations && (invocations + local - 1) / local * batch < kMinWorkgroups) local /= 2;
+  return local;
+}
+
 std::optional<ComputeKernel> emit_register_tiled(const Plan& plan, const Kernel& k, const ComputeLimits& limits,
                                                  const Lang& lang, std::string* not_tiled) {
   const Shape shape = plan.values[k.output()].stored_shape();
@@ -307,8 +311,7 @@ std::optional<ComputeKernel> emit_register_tiled(const Plan& plan, const Kernel&
   const bool padded = sg && own_tiles % kLanes != 0;  // tiles past the own side's end: they read its last row/column
   if (padded) own_tiles = count(own_tiles, kLanes) * kLanes;
   const int64_t tiles = tiles_m * tiles_n;
-  int local = std::min(kInvocations, limits.max_workgroup_invocations);
-  while (local > kMinInvocations && (tiles + local - 1) / local * c.batch < kMinWorkgroups) local /= 2;
+  const int local = cpu_plan_workgroup_size(tiles, c.batch, limits);
   const int64_t gx = (tiles + local - 1) / local;
   if (gx > limits.max_workgroup_count || c.batch > limits.max_workgroup_count) {
     if (not_tiled)

@@ -60,6 +60,10 @@ namespace {
 /// (its gradient's contraction with m, v and W1: 7 inputs, 3 outputs) needs 10. The runtime requests the plan's
 /// limits and takes the gpu plan on an adapter with fewer (runtime/web/webgpu.js chooseWebGPUPlan).
 constexpr int kCpuAdapterStorageBuffers = 10;
+/// Elements per invocation of the cpu plans' per-element kernels (ComputeLimits::element_run): on Chromium's
+/// SwiftShader charlm's softmax kernels (524288 elements) ran in 6-9 ms with 4 instead of 13-18 ms with 1, the same
+/// 4 as a loop 10-15 ms (docs/perf-log/W23.md).
+constexpr int kCpuElementRun = 4;
 
 DeviceCaps webgpu_caps(const WebGPUTarget& t) {
   if (t.preset != "webgpu" && t.preset != "webgpu-compat")
@@ -68,6 +72,7 @@ DeviceCaps webgpu_caps(const WebGPUTarget& t) {
   if (t.cpu_device) {
     caps.cpu_device = caps.compute.cpu_device = caps.compute.register_tiles = true;
     caps.compute.max_storage_buffers = kCpuAdapterStorageBuffers;
+    caps.compute.element_run = kCpuElementRun;
   }
   if (t.subgroup_broadcast) {
     if (!t.cpu_device)

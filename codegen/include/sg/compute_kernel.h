@@ -58,6 +58,11 @@ struct ComputeLimits {
   /// 'subgroups' feature and subgroups of exactly 4 consecutive invocations (the runtime checks both before it picks
   /// the plan). 0 = off; only 4 is supported.
   int broadcast_lanes = 0;
+  /// Consecutive output elements one invocation of a per-element kernel computes, along the innermost dimension (1 =
+  /// one element each). The webgpu cpu plans take 4 (stdlib/src/web_webgpu.cpp): a CPU implementation pays per
+  /// invocation for the flat index's split into coordinates and for every load's lane-by-lane address, which a run
+  /// of 4 shares (codegen/src/emit_compute.cpp element_run says where it applies).
+  int element_run = 1;
 };
 
 /// The language a compute kernel is printed in.
