@@ -119,6 +119,32 @@ TEST_CASE("cpu-simd Adam train steps of an odd-sized MLP equal the CPU backend",
   for (size_t i = 0; i < cpu.second.size(); ++i) expect_close(got.second[i], cpu.second[i], 1e-4, 1e-5, "param");
 }
 
+TEST_CASE("cpu-simd: the embedding gradient as a register tile (one-hot^T x dY) keeps a NaN or infinite adjoint to "
+          "its token's row", "[cpu-simd][backend]") {
+  // torch's embedding backward is an index_add: a NaN of dY at one position reaches only the row of that position's
+  // token. The cpu plan tiles sum_p where(tok[p] == v, 0.5 dY[p, d], 0) as a contraction whose one-hot side selects
+  // dY (contraction.h a_mask_only), never 0 * NaN; the 0.5 (a scalar) goes with dY's side.
+  Tensor table = input("table", {300, 40}), tok = input("tok", {2, 70}, DType::i32), adj = input("adj", {2, 70, 40});
+  Program p;
+  p.add_output("d_table", grad(sum(Tensor(take(table, tok) * adj)) * 0.5, {table})[0]);
+  std::vector<float> tv = randn(300 * 40, 31), tokv(140), av = randn(140 * 40, 32);
+  for (int i = 0; i < 140; ++i) tokv[i] = static_cast<float>((i * 37) % 300);
+  av[3 * 40 + 5] = NAN, av[80 * 40 + 7] = INFINITY;
+  const std::vector<Feed> feeds = {{"table", &tv}, {"tok", &tokv}, {"adj", &av}};
+  const auto want = make_cpu_backend()->compile(p)->run(feeds)[0];
+  const auto got = make_backend(cpu_simd()[0]).backend->compile(p)->run(feeds)[0];
+  REQUIRE(got.size() == want.size());
+  int nan = 0, inf = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    INFO("element " << i << " (row " << i / 40 << ", column " << i % 40 << "): cpu-simd " << got[i] << ", cpu " << want[i]);
+    nan += std::isnan(want[i]), inf += std::isinf(want[i]);
+    if (std::isnan(want[i]) || std::isinf(want[i])) CHECK((std::isnan(got[i]) ? std::isnan(want[i]) : got[i] == want[i]));
+    else CHECK(std::abs(got[i] - want[i]) <= 1e-5f + 1e-5f * std::abs(want[i]));
+  }
+  CHECK(nan == 1);  // row tok[3] = 111, column 5
+  CHECK(inf == 1);  // row tok[80] = 260, column 7
+}
+
 TEST_CASE("cpu-simd: a second compile of a program loads its library from the kernel cache", "[cpu-simd][cache]") {
   sg::testing::TempDir dir("sg_cpu_simd_cache");
   Small s;

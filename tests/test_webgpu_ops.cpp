@@ -103,6 +103,19 @@ TEST_CASE("webgpu (Dawn, node): every op forward and backward from WGSL equals t
     registers += k["strategy"] == "register-tiled";
   }
   CHECK(registers >= 6);  // (the cpu plan's 10 storage buffers let three more small ones join union kernels)
+  // the cpu plan's embedding gradients (one-hot^T x dY) are register tiles whose one-hot side selects dY's values
+  // rather than multiplying them (the edge list's NaN and inf adjoints must reach only their rows)
+  const json gb = json::parse(read_file((root.path / "gather" / "bundle.json").string()));
+  int one_hot = 0;
+  for (const json& k : gb["programs"]["ops"]["webgpu_cpu"]["kernels"]) {
+    if (k["name"].get<std::string>().find("one_hot") == std::string::npos) continue;
+    const std::string src = read_file((root.path / "gather" / k["wgsl"].get<std::string>()).string());
+    INFO(k["name"].get<std::string>() << "\n" << src);
+    if (k["strategy"] != "register-tiled") continue;
+    ++one_hot;
+    CHECK(src.find(" += select(0.0, ") != std::string::npos);
+  }
+  CHECK(one_hot >= 2);
 }
 
 TEST_CASE("webgpu (Dawn, node): gather and take (embedding lookup) forward and scatter-add backward from WGSL equal "

@@ -35,23 +35,31 @@ std::vector<KExprPtr> top_reductions(const Kernel& k) {
 
 struct Atom {
   KExprPtr e;
-  bool mask = false;         ///< an Int condition (from ISelect(cond, x, 0)), else a float factor
+  bool mask = false;         ///< a condition (from ISelect(cond, x, 0) or where(cond, x, 0)), else a float factor
+  bool float_mask = false;   ///< the mask's condition is a float (where: cond != 0), else an Int
   std::set<int> dims;        ///< output coordinates it reads
 };
 
-/// Splits a product tree into atoms (see the file comment of contraction.h).
-void atoms_of(const KExprPtr& e, std::vector<Atom>& out) {
+bool zero(const KExprPtr& e) { return e->op == KOp::FloatConst && e->fvalue == 0.0; }
+
+/// Splits a product tree into atoms (see the file comment of contraction.h; `where_masks` as find_contraction's).
+void atoms_of(const KExprPtr& e, std::vector<Atom>& out, bool where_masks) {
   if (e->op == KOp::FMath && e->sop == SOp::Mul) {
-    atoms_of(e->a, out);
-    atoms_of(e->b, out);
+    atoms_of(e->a, out, where_masks);
+    atoms_of(e->b, out, where_masks);
     return;
   }
-  if (e->op == KOp::ISelect && e->c->op == KOp::FloatConst && e->c->fvalue == 0.0) {
-    out.push_back({e->a, true, {}});
-    atoms_of(e->b, out);
+  if (e->op == KOp::ISelect && zero(e->c)) {
+    out.push_back({e->a, true, false, {}});
+    atoms_of(e->b, out, where_masks);
     return;
   }
-  out.push_back({e, false, {}});
+  if (where_masks && e->op == KOp::FMath && e->sop == SOp::Select && zero(e->c)) {
+    out.push_back({e->a, true, true, {}});
+    atoms_of(e->b, out, where_masks);
+    return;
+  }
+  out.push_back({e, false, false, {}});
 }
 
 /// Coefficient of integer variable `v` in a linear index expression (nullopt when not linear in v).
@@ -112,14 +120,19 @@ KExprPtr side_factor(const std::vector<const Atom*>& atoms) {
     if (!a->mask) f = f ? kmath(SOp::Mul, f, a->e) : a->e;
   if (!f) f = kfloat(1.0);
   for (const Atom* a : atoms)
-    if (a->mask) f = kselect(a->e, f, kfloat(0.0));
+    if (a->mask) f = a->float_mask ? kmath(SOp::Select, a->e, f, kfloat(0.0)) : kselect(a->e, f, kfloat(0.0));
   return f;
 }
 
-std::optional<Contraction> try_contraction(const KExprPtr& r, const Shape& shape) {
+/// True when `atoms` (one side) are masks only (at least one): the side's factor is 1 or 0.
+bool masks_only(const std::vector<const Atom*>& atoms) {
+  return !atoms.empty() && std::all_of(atoms.begin(), atoms.end(), [](const Atom* a) { return a->mask; });
+}
+
+std::optional<Contraction> try_contraction(const KExprPtr& r, const Shape& shape, bool where_masks) {
   if (r->reduce != ReduceKind::Sum || kcontains_reduce(r->a)) return std::nullopt;
   std::vector<Atom> atoms;
-  atoms_of(r->a, atoms);
+  atoms_of(r->a, atoms, where_masks);
   const std::set<std::string> loop(r->loop_vars.begin(), r->loop_vars.end());
   for (auto& a : atoms)
     for (auto& v : kfree_vars(a.e)) {
@@ -161,6 +174,7 @@ std::optional<Contraction> try_contraction(const KExprPtr& r, const Shape& shape
   Contraction c;
   c.reduce = r;
   std::vector<const Atom*> side_a, side_b;
+  std::set<const Atom*> unplaced;  // float atoms reading no M/N coordinate (a scalar)
   for (auto& a : atoms) {
     int side = 0;  // atoms reading no M/N coordinate go with A
     bool reads_mn = false;
@@ -169,7 +183,17 @@ std::optional<Contraction> try_contraction(const KExprPtr& r, const Shape& shape
     // a mask of the loop and batch coordinates only (split-K's chunk guard `k < K`) guards both sides' loads:
     // with it on A alone, B would still be read past its last row (0 * Inf/NaN there is NaN)
     if (a.mask && !reads_mn) side_b.push_back(&a);
+    if (!a.mask && !reads_mn) unplaced.insert(&a);
     (side == 0 ? side_a : side_b).push_back(&a);
+  }
+  // where masks (the register tiles): A's scalars go with B when A is otherwise masks only (the embedding gradient's
+  // where(one_hot, scale * dY, 0)), so that A's factor is 1 or 0 and the tile selects B (Contraction::a_mask_only)
+  const auto mask_or_scalar = [&](const Atom* a) { return a->mask || unplaced.count(a); };
+  if (where_masks && std::any_of(side_a.begin(), side_a.end(), [](const Atom* a) { return a->mask; }) &&
+      std::all_of(side_a.begin(), side_a.end(), mask_or_scalar)) {
+    for (const Atom* a : side_a)
+      if (unplaced.count(a)) side_b.push_back(a);
+    std::erase_if(side_a, [&](const Atom* a) { return unplaced.count(a) > 0; });
   }
   for (size_t d = 0; d < shape.size(); ++d) {
     const int di = static_cast<int>(d);
@@ -182,6 +206,8 @@ std::optional<Contraction> try_contraction(const KExprPtr& r, const Shape& shape
   for (int64_t e : r->extents) c.K *= e;
   c.factor_a = side_factor(side_a);
   c.factor_b = side_factor(side_b);
+  c.a_mask_only = masks_only(side_a);
+  c.b_mask_only = masks_only(side_b);
   const std::string& inner = r->loop_vars.back();
   c.a_k_contiguous = unit_stride(c.factor_a, inner) || !unit_stride(c.factor_a, fmt::format("i{}", c.m_dims.back()));
   c.b_k_contiguous = unit_stride(c.factor_b, inner) && !unit_stride(c.factor_b, fmt::format("i{}", c.n_dims.back()));
@@ -190,10 +216,10 @@ std::optional<Contraction> try_contraction(const KExprPtr& r, const Shape& shape
 
 }  // namespace
 
-std::optional<Contraction> find_contraction(const Kernel& k, const Shape& shape) {
+std::optional<Contraction> find_contraction(const Kernel& k, const Shape& shape, bool where_masks) {
   std::optional<Contraction> best;
   for (auto& r : top_reductions(k)) {
-    auto c = try_contraction(r, shape);
+    auto c = try_contraction(r, shape, where_masks);
     if (c && (!best || kcost(c->reduce) > kcost(best->reduce))) best = std::move(c);
   }
   return best;

@@ -25,11 +25,18 @@ struct Contraction {
   /// Whether each factor's loads walk memory contiguously along r (else along its last M / N coordinate): the
   /// staging loop then lets consecutive invocations read consecutive elements.
   bool a_k_contiguous = true, b_k_contiguous = false;
+  /// A side made of masks only: its factor is 1 or 0, and the tile must take the product as a select of the other
+  /// factor (cond ? other : 0), never 0 * other, so that a NaN or infinity the mask excludes stays out of the sum
+  /// as in the kernel's own select (the embedding gradient's one-hot^T x dY: a NaN of dY at one position reaches
+  /// only its token's row, as in torch).
+  bool a_mask_only = false, b_mask_only = false;
 };
 
 /// The contraction of kernel `k` (outputs over `shape`, the first output's stored shape), or nullopt. Picks the
-/// costliest top-level sum reduction that splits as described in the file comment.
-std::optional<Contraction> find_contraction(const Kernel& k, const Shape& shape);
+/// costliest top-level sum reduction that splits as described in the file comment. `where_masks`: a float
+/// where(cond, x, 0) (SOp::Select) in the body is a mask atom too (the register-tiled emitter's, whose products
+/// honour a_mask_only / b_mask_only; the other callers keep it one atom).
+std::optional<Contraction> find_contraction(const Kernel& k, const Shape& shape, bool where_masks = false);
 
 /// The costliest top-level reduction of `k` (sum, max or min; not argmax) whose body contains no reduction, or
 /// nullptr. (The tree-reduction strategy's candidate.)

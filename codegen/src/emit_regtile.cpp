@@ -250,12 +250,20 @@ std::string reduction_loop(const Contraction& c, const TileSides& t, const Lang&
     loop += factor_values("a", "factor_a", t.row_args, t.tm, t.a_shared, u);
     loop += factor_values("b", "factor_b", t.col_args, t.tn, t.b_shared, u);
   }
+  // a product of the two factors; a side of masks only (1 or 0) selects the other factor instead of multiplying it
+  // (Contraction::a_mask_only: a NaN or infinity it excludes stays out of the sum)
+  const std::string zero = lang.float_literal(0.0);
+  auto product = [&](const std::string& a, const std::string& b) {
+    if (c.a_mask_only) return lang.select(fmt::format("{} != {}", a, zero), b, zero);
+    if (c.b_mask_only) return lang.select(fmt::format("{} != {}", b, zero), a, zero);
+    return fmt::format("{} * {}", a, b);
+  };
   // the U products of a sum added pairwise ((p0 + p1) + (p2 + p3)), then to the sum
   auto products = [&](int i, int j) {
     std::vector<std::string> terms;
     for (int u = 0; u < U; ++u)
-      terms.push_back(arrays ? fmt::format("a[{}][ti] * b[{}][tj]", u, u)
-                             : fmt::format("{} * {}", stepped(fmt::format("a{}", i), u), stepped(fmt::format("b{}", j), u)));
+      terms.push_back(arrays ? product(fmt::format("a[{}][ti]", u), fmt::format("b[{}][tj]", u))
+                             : product(stepped(fmt::format("a{}", i), u), stepped(fmt::format("b{}", j), u)));
     while (terms.size() > 1) {
       std::vector<std::string> next;
       for (size_t x = 0; x + 1 < terms.size(); x += 2) next.push_back(fmt::format("({} + {})", terms[x], terms[x + 1]));
@@ -291,7 +299,7 @@ int cpu_plan_workgroup_size(int64_t invocations, int64_t batch, const ComputeLim
 std::optional<ComputeKernel> emit_register_tiled(const Plan& plan, const Kernel& k, const ComputeLimits& limits,
                                                  const Lang& lang, std::string* not_tiled) {
   const Shape shape = plan.values[k.output()].stored_shape();
-  auto found = find_contraction(k, shape);
+  auto found = find_contraction(k, shape, /*where_masks=*/true);
   if (!found) return std::nullopt;
   const Contraction& c = *found;
   auto count = [&](int64_t extent, int r) { return (extent + r - 1) / r; };
