@@ -104,7 +104,7 @@ TEST_CASE("webgpu (Dawn, node): every op forward and backward from WGSL equals t
   }
   CHECK(registers >= 6);  // (the cpu plan's 10 storage buffers let three more small ones join union kernels)
   // the cpu plan's embedding gradients (one-hot^T x dY) are register tiles whose one-hot side selects dY's values
-  // rather than multiplying them (the edge list's NaN and inf adjoints must reach only their rows)
+  // rather than multiplying them (a NaN or infinite adjoint reaches only its token's row: test_wgsl and test_cpu_simd)
   const json gb = json::parse(read_file((root.path / "gather" / "bundle.json").string()));
   int one_hot = 0;
   for (const json& k : gb["programs"]["ops"]["webgpu_cpu"]["kernels"]) {

@@ -24,6 +24,7 @@
 #include "../codegen/src/shader_files.h"
 #include "golden_util.h"
 #include "op_cases.h"
+#include "sg/autodiff.h"
 #include "sg/backend.h"
 #include "sg/compute_kernel.h"
 #include "sg/target.h"
@@ -466,6 +467,34 @@ TEST_CASE("the cpu plans' per-element kernels: runs of 4 consecutive elements wh
   CHECK(singles >= 3);  // the row max, the odd map, the small map and the row sums (some may share kernels)
   CHECK(split >= 1);
   check_on_dawn({root / "runs"}, true, static_cast<int>(p.outputs.size()));
+}
+
+TEST_CASE("the cpu plans' embedding gradient: a register tile whose one-hot side selects; a NaN or infinite adjoint "
+          "reaches only its token's row, on Dawn", "[wgsl][codegen][dawn][regtile]") {
+  sg::DeviceCaps dawn = sg::preset_caps("webgpu-compat");  // Dawn runs on llvmpipe here, in compatibility mode
+  dawn.cpu_device = dawn.compute.cpu_device = dawn.compute.register_tiles = true;
+  sg::Tensor table = sg::input("table", {300, 40}), tok = sg::input("tok", {2, 70}, sg::DType::i32);
+  sg::Tensor adj = sg::input("adj", {2, 70, 40});
+  sg::Program p;
+  p.add_output("d_table", sg::grad(sg::sum(sg::Tensor(sg::take(table, tok) * adj)) * 0.5, {table})[0]);
+  std::vector<float> tv = sg::testing::randn(300 * 40, 31), tokv(140), av = sg::testing::randn(140 * 40, 32);
+  for (int i = 0; i < 140; ++i) tokv[i] = static_cast<float>((i * 37) % 300);
+  av[3 * 40 + 5] = NAN, av[80 * 40 + 7] = INFINITY;  // rows 111 and 260 only (torch's index_add)
+  const std::vector<sg::Feed> feeds = {{"table", &tv}, {"tok", &tokv}, {"adj", &av}};
+  const sg::Plan plan = plan_for(p, dawn, contractions_alone());
+  TempDir root("sg_wgsl_onehot");
+  write_run_dir(plan, dawn.compute, feeds, sg::op_cases::kReduce, root / "onehot");
+  int tiles = 0;
+  for (const sg::Kernel& k : plan.kernels) {
+    const sg::ComputeKernel w = sg::emit_compute_kernel(plan, k, dawn.compute, sg::ComputeLanguage::Wgsl);
+    INFO(w.source);
+    if (w.strategy != "register-tiled") continue;
+    ++tiles;
+    CHECK(w.source.find(" += select(0.0, b0, a0 != 0.0);") != std::string::npos);
+    CHECK(w.source.find(" += a0 * b0;") == std::string::npos);
+  }
+  CHECK(tiles == 1);
+  check_on_dawn({root / "onehot"}, true, 1);
 }
 
 TEST_CASE("the cpu plan's max-pool gradients: one invocation per window (window blocks), the argmax once",
