@@ -3,6 +3,7 @@
 // CNN and Adam train steps, the kernel cache (a second compile loads the library without running the compiler), the
 // errors of a missing or failing compiler, the C emitter's refusals, and the same kernels compiled by clang-14 (run
 // natively, and compiled for wasm32-wasi with SIMD128: the C is freestanding but for <math.h>).
+#include "embedding_nan_case.h"
 #include "op_cases.h"
 #include "test_models.h"
 #include "test_util.h"
@@ -121,16 +122,11 @@ TEST_CASE("cpu-simd Adam train steps of an odd-sized MLP equal the CPU backend",
 
 TEST_CASE("cpu-simd: the embedding gradient as a register tile (one-hot^T x dY) keeps a NaN or infinite adjoint to "
           "its token's row", "[cpu-simd][backend]") {
-  // torch's embedding backward is an index_add: a NaN of dY at one position reaches only the row of that position's
-  // token. The cpu plan tiles sum_p where(tok[p] == v, 0.5 dY[p, d], 0) as a contraction whose one-hot side selects
-  // dY (contraction.h a_mask_only), never 0 * NaN; the 0.5 (a scalar) goes with dY's side.
-  Tensor table = input("table", {300, 40}), tok = input("tok", {2, 70}, DType::i32), adj = input("adj", {2, 70, 40});
-  Program p;
-  p.add_output("d_table", grad(sum(Tensor(take(table, tok) * adj)) * 0.5, {table})[0]);
-  std::vector<float> tv = randn(300 * 40, 31), tokv(140), av = randn(140 * 40, 32);
-  for (int i = 0; i < 140; ++i) tokv[i] = static_cast<float>((i * 37) % 300);
-  av[3 * 40 + 5] = NAN, av[80 * 40 + 7] = INFINITY;
-  const std::vector<Feed> feeds = {{"table", &tv}, {"tok", &tokv}, {"adj", &av}};
+  // the cpu plan tiles sum_p where(tok[p] == v, 0.5 dY[p, d], 0) as a contraction whose one-hot side selects dY
+  // (never 0 * NaN); the 0.5 (a scalar) goes with dY's side
+  const sg::testing::EmbeddingNanCase c;
+  const Program p = c.program();
+  const std::vector<Feed> feeds = c.feeds();
   const auto want = make_cpu_backend()->compile(p)->run(feeds)[0];
   const auto got = make_backend(cpu_simd()[0]).backend->compile(p)->run(feeds)[0];
   REQUIRE(got.size() == want.size());

@@ -22,6 +22,7 @@
 
 #include "../codegen/src/glsl_math.h"
 #include "../codegen/src/shader_files.h"
+#include "embedding_nan_case.h"
 #include "golden_util.h"
 #include "op_cases.h"
 #include "sg/autodiff.h"
@@ -473,14 +474,9 @@ TEST_CASE("the cpu plans' embedding gradient: a register tile whose one-hot side
           "reaches only its token's row, on Dawn", "[wgsl][codegen][dawn][regtile]") {
   sg::DeviceCaps dawn = sg::preset_caps("webgpu-compat");  // Dawn runs on llvmpipe here, in compatibility mode
   dawn.cpu_device = dawn.compute.cpu_device = dawn.compute.register_tiles = true;
-  sg::Tensor table = sg::input("table", {300, 40}), tok = sg::input("tok", {2, 70}, sg::DType::i32);
-  sg::Tensor adj = sg::input("adj", {2, 70, 40});
-  sg::Program p;
-  p.add_output("d_table", sg::grad(sg::sum(sg::Tensor(sg::take(table, tok) * adj)) * 0.5, {table})[0]);
-  std::vector<float> tv = sg::testing::randn(300 * 40, 31), tokv(140), av = sg::testing::randn(140 * 40, 32);
-  for (int i = 0; i < 140; ++i) tokv[i] = static_cast<float>((i * 37) % 300);
-  av[3 * 40 + 5] = NAN, av[80 * 40 + 7] = INFINITY;  // rows 111 and 260 only (torch's index_add)
-  const std::vector<sg::Feed> feeds = {{"table", &tv}, {"tok", &tokv}, {"adj", &av}};
+  const sg::testing::EmbeddingNanCase c;  // rows 111 and 260 only get the NaN and the inf (torch's index_add)
+  const sg::Program p = c.program();
+  const std::vector<sg::Feed> feeds = c.feeds();
   const sg::Plan plan = plan_for(p, dawn, contractions_alone());
   TempDir root("sg_wgsl_onehot");
   write_run_dir(plan, dawn.compute, feeds, sg::op_cases::kReduce, root / "onehot");
