@@ -470,7 +470,7 @@ TEST_CASE("the cpu plans' per-element kernels: runs of 4 consecutive elements wh
   check_on_dawn({root / "runs"}, true, static_cast<int>(p.outputs.size()));
 }
 
-TEST_CASE("the cpu plans' embedding gradient: a register tile whose one-hot side selects; a NaN or infinite adjoint "
+TEST_CASE("the cpu plans' embedding gradient: a register tile whose one-hot side selects, a NaN or infinite adjoint "
           "reaches only its token's row, on Dawn", "[wgsl][codegen][dawn][regtile]") {
   sg::DeviceCaps dawn = sg::preset_caps("webgpu-compat");  // Dawn runs on llvmpipe here, in compatibility mode
   dawn.cpu_device = dawn.compute.cpu_device = dawn.compute.register_tiles = true;
