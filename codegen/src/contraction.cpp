@@ -38,6 +38,7 @@ struct Atom {
   bool mask = false;         ///< a condition (from ISelect(cond, x, 0) or where(cond, x, 0)), else a float factor
   bool float_mask = false;   ///< the mask's condition is a float (where: cond != 0), else an Int
   std::set<int> dims;        ///< output coordinates it reads
+  bool reads_mn = false;     ///< reads an M or N coordinate (set when the sides are known)
 };
 
 bool zero(const KExprPtr& e) { return e->op == KOp::FloatConst && e->fvalue == 0.0; }
@@ -174,26 +175,24 @@ std::optional<Contraction> try_contraction(const KExprPtr& r, const Shape& shape
   Contraction c;
   c.reduce = r;
   std::vector<const Atom*> side_a, side_b;
-  std::set<const Atom*> unplaced;  // float atoms reading no M/N coordinate (a scalar)
   for (auto& a : atoms) {
     int side = 0;  // atoms reading no M/N coordinate go with A
-    bool reads_mn = false;
     for (int d : a.dims)
-      if (!batch.count(d)) side = find(d) == root_a ? 0 : 1, reads_mn = true;
+      if (!batch.count(d)) side = find(d) == root_a ? 0 : 1, a.reads_mn = true;
     // a mask of the loop and batch coordinates only (split-K's chunk guard `k < K`) guards both sides' loads:
     // with it on A alone, B would still be read past its last row (0 * Inf/NaN there is NaN)
-    if (a.mask && !reads_mn) side_b.push_back(&a);
-    if (!a.mask && !reads_mn) unplaced.insert(&a);
+    if (a.mask && !a.reads_mn) side_b.push_back(&a);
     (side == 0 ? side_a : side_b).push_back(&a);
   }
-  // where masks (the register tiles): A's scalars go with B when A is otherwise masks only (the embedding gradient's
-  // where(one_hot, scale * dY, 0)), so that A's factor is 1 or 0 and the tile selects B (Contraction::a_mask_only)
-  const auto mask_or_scalar = [&](const Atom* a) { return a->mask || unplaced.count(a); };
-  if (where_masks && std::any_of(side_a.begin(), side_a.end(), [](const Atom* a) { return a->mask; }) &&
-      std::all_of(side_a.begin(), side_a.end(), mask_or_scalar)) {
+  // where masks (the register tiles): when A's other atoms are scalars (reading no M/N coordinate: the embedding
+  // gradient's where(one_hot, scale * dY, 0)), they go with B, so that A's factor is 1 or 0 and the tile selects B
+  // (Contraction::a_mask_only)
+  const auto is_mask = [](const Atom* a) { return a->mask; };
+  if (where_masks && std::any_of(side_a.begin(), side_a.end(), is_mask) &&
+      std::all_of(side_a.begin(), side_a.end(), [](const Atom* a) { return a->mask || !a->reads_mn; })) {
     for (const Atom* a : side_a)
-      if (unplaced.count(a)) side_b.push_back(a);
-    std::erase_if(side_a, [&](const Atom* a) { return unplaced.count(a) > 0; });
+      if (!a->mask) side_b.push_back(a);
+    std::erase_if(side_a, [](const Atom* a) { return !a->mask; });
   }
   for (size_t d = 0; d < shape.size(); ++d) {
     const int di = static_cast<int>(d);

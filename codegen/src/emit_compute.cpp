@@ -209,12 +209,9 @@ ComputeKernel emit_per_element(const Plan& plan, const Kernel& k, const ComputeL
   body += "}\n";
   std::string src = kernel_header(plan, k, ck.strategy, lang);
   if (!not_tiled.empty()) src += fmt::format("// {}; one invocation per element instead\n", not_tiled);
-  if (run == 1)
-    src += fmt::format("// one invocation per element of {} ({} elements): {} x {} workgroups of {}\n", out.name, n,
-                       ck.workgroups[0], ck.workgroups[1], local);
-  else
-    src += fmt::format("// one invocation per run of {} consecutive elements of {} ({} elements): {} x {} workgroups "
-                       "of {}\n", run, out.name, n, ck.workgroups[0], ck.workgroups[1], local);
+  const std::string per = run == 1 ? "element" : fmt::format("run of {} consecutive elements", run);
+  src += fmt::format("// one invocation per {} of {} ({} elements): {} x {} workgroups of {}\n", per, out.name, n,
+                     ck.workgroups[0], ck.workgroups[1], local);
   src += lang.workgroup_size_layout(local, 1);
   // WGSL on a CPU implementation (register_tiles): loads unclamped as in the register-tiled kernels (every index is
   // in range or its value masked; WGSL bounds every storage access)
